@@ -1,0 +1,99 @@
+// Command riskguard guards leveraged contract positions on the exchange: it
+// evaluates user-written rules against positions, risk limits and index
+// prices, and lowers risk when they fire.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Reload: hup}
+	err := m.Run(ctx, os.Args[1:])
+	var ec exitCode
+	switch {
+	case err == nil:
+	case errors.As(err, &ec):
+		os.Exit(int(ec))
+	default:
+		fmt.Fprintln(os.Stderr, "riskguard:", err)
+		os.Exit(1)
+	}
+}
+
+// Main is the program with its environment made explicit, so end-to-end tests
+// drive the real command in-process.
+type Main struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads the environment; tests pass a map lookup.
+	Getenv func(string) string
+	// Reload delivers reload requests (SIGHUP) to a running daemon; nil
+	// means none arrive.
+	Reload <-chan os.Signal
+}
+
+// exitCode is an error that carries the process exit status and has already
+// been reported to the user.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(m *Main, ctx context.Context, args []string) error
+}
+
+// commands lists the subcommands; each lives in its own file.
+func commands() map[string]command {
+	return map[string]command{
+		// subcommands: one line each, kept sorted
+	}
+}
+
+// Run executes the subcommand named by args[0].
+func (m *Main) Run(ctx context.Context, args []string) error {
+	if m.Getenv == nil {
+		m.Getenv = func(string) string { return "" }
+	}
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		m.usage(cmds)
+		if len(args) == 0 {
+			return exitCode(2)
+		}
+		return nil
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(m.Stderr, "riskguard: unknown command %q\n", args[0])
+		m.usage(cmds)
+		return exitCode(2)
+	}
+	return c.run(m, ctx, args[1:])
+}
+
+func (m *Main) usage(cmds map[string]command) {
+	fmt.Fprintln(m.Stderr, "usage: riskguard <command> [flags]")
+	fmt.Fprintln(m.Stderr, "\ncommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(m.Stderr, "  %-10s %s\n", n, cmds[n].summary)
+	}
+}

@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is where a rule stands for one position, as Prometheus alerting rules
+// go inactive → pending → firing, with a state of its own for invalid inputs.
+type State uint8
+
+// The states of a rule on one position.
+const (
+	Inactive State = iota
+	Pending
+	Firing
+	// NoData means the rule's inputs were missing or invalid at the last
+	// evaluation. It can alert but never triggers an action.
+	NoData
+)
+
+var stateNames = [...]string{"inactive", "pending", "firing", "nodata"}
+
+// String returns the lowercase name used in logs, audit lines and metrics.
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", s)
+}
+
+// MarshalText encodes the state by name for the state file.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText decodes a state name.
+func (s *State) UnmarshalText(b []byte) error {
+	for i, n := range stateNames {
+		if n == string(b) {
+			*s = State(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown rule state %q", b)
+}
+
+// Condition is the outcome of one evaluation of a rule's `when`.
+type Condition uint8
+
+// The outcomes of an evaluation.
+const (
+	False Condition = iota
+	True
+	// Invalid means the inputs were missing or invalid (no data).
+	Invalid
+)
+
+// RuleState is the remembered state of one rule on one position. The zero
+// value is an inactive rule that never acted.
+type RuleState struct {
+	State State `json:"state"`
+	// ActiveAt is when the condition last became true after being false:
+	// the start of pending.
+	ActiveAt time.Time `json:"activeAt,omitzero"`
+	// FiredAt is when the rule last entered firing.
+	FiredAt time.Time `json:"firedAt,omitzero"`
+	// LastTrueAt is the last evaluation whose condition held; keep_firing_for
+	// counts from it.
+	LastTrueAt time.Time `json:"lastTrueAt,omitzero"`
+	// LastActionAt is when the rule's actions last ran on this position
+	// (sent and confirmed, or logged in a dry run); the cooldown counts from it.
+	LastActionAt time.Time `json:"lastActionAt,omitzero"`
+}
+
+// Timing is the part of a rule that drives its state machine.
+type Timing struct {
+	For           time.Duration
+	KeepFiringFor time.Duration
+	Cooldown      time.Duration
+}
+
+// Transition names the edge a step took; empty when the state did not change.
+type Transition string
+
+// The transitions reported to the audit log and notifications.
+const (
+	ToPending  Transition = "pending"
+	ToFiring   Transition = "firing"
+	ToResolved Transition = "resolved" // firing → inactive
+	ToInactive Transition = "inactive" // pending or nodata → inactive
+	ToNoData   Transition = "nodata"
+)
+
+// Step is the pure state machine: the next state of a rule given its previous
+// state, this evaluation's condition, the time and the rule's timing.
+func Step(prev RuleState, cond Condition, now time.Time, t Timing) (RuleState, Transition) {
+	next := prev
+	switch cond {
+	case Invalid:
+		if prev.State == NoData {
+			return next, ""
+		}
+		next.State = NoData
+		next.ActiveAt = time.Time{}
+		return next, ToNoData
+	case True:
+		next.LastTrueAt = now
+		switch prev.State {
+		case Inactive, NoData:
+			next.ActiveAt = now
+			if t.For <= 0 {
+				next.State = Firing
+				next.FiredAt = now
+				return next, ToFiring
+			}
+			next.State = Pending
+			return next, ToPending
+		case Pending:
+			if now.Sub(prev.ActiveAt) >= t.For {
+				next.State = Firing
+				next.FiredAt = now
+				return next, ToFiring
+			}
+			return next, ""
+		default: // Firing
+			return next, ""
+		}
+	default: // False
+		switch prev.State {
+		case Firing:
+			if t.KeepFiringFor > 0 && now.Sub(prev.LastTrueAt) < t.KeepFiringFor {
+				return next, ""
+			}
+			next.State = Inactive
+			next.ActiveAt = time.Time{}
+			return next, ToResolved
+		case Pending, NoData:
+			next.State = Inactive
+			next.ActiveAt = time.Time{}
+			return next, ToInactive
+		default:
+			return next, ""
+		}
+	}
+}
+
+// ActionDue reports whether a firing rule should run its actions now: on
+// entering firing, and again only once the cooldown has passed since the
+// last run. Actions need the condition to hold in this very evaluation: a
+// rule kept firing by keep_firing_for alone does not act. A restart that
+// restores LastActionAt keeps the cooldown.
+func ActionDue(s RuleState, now time.Time, cooldown time.Duration) bool {
+	if s.State != Firing || !s.LastTrueAt.Equal(now) {
+		return false
+	}
+	if s.LastActionAt.IsZero() {
+		return true
+	}
+	return now.Sub(s.LastActionAt) >= cooldown
+}

@@ -1,0 +1,78 @@
+// Package notify carries what the guard saw and did to the trader. It
+// delivers and decides nothing: the engine chooses what to say.
+package notify
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Kind is what a message is about.
+type Kind string
+
+// The kinds of message the engine sends.
+const (
+	KindFiring       Kind = "firing"        // a rule entered firing
+	KindResolved     Kind = "resolved"      // a firing rule resolved
+	KindNoData       Kind = "nodata"        // a rule's inputs are missing or invalid
+	KindRule         Kind = "rule"          // a rule's notify action
+	KindAction       Kind = "action"        // an action was taken
+	KindActionFailed Kind = "action_failed" // an action failed or was not applied
+	KindBreaker      Kind = "breaker"       // the action budget's circuit breaker opened or closed
+	KindExchange     Kind = "exchange"      // the exchange is unreachable or back
+	KindReload       Kind = "reload"        // a configuration reload failed or succeeded
+	KindLifecycle    Kind = "lifecycle"     // the daemon started or stopped
+)
+
+// Message is one notification. Text is a one-line summary fit for a phone;
+// Values holds the figures the rule saw, by name.
+type Message struct {
+	Time     time.Time          `json:"time"`
+	Kind     Kind               `json:"kind"`
+	Severity string             `json:"severity"` // info, warning or critical
+	Rule     string             `json:"rule,omitempty"`
+	Symbol   string             `json:"symbol,omitempty"`
+	Action   string             `json:"action,omitempty"`
+	Text     string             `json:"text"`
+	Values   map[string]float64 `json:"values,omitempty"`
+	// Channels names where to send; empty means the configured defaults.
+	Channels []string `json:"channels,omitempty"`
+}
+
+// Log is a sender that writes each message to a structured logger, at
+// error level for critical messages and warn for warnings.
+type Log struct {
+	logger *slog.Logger
+}
+
+// NewLog returns a log sender; a nil logger discards.
+func NewLog(logger *slog.Logger) *Log {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Log{logger: logger}
+}
+
+// Send logs m. It never fails.
+func (l *Log) Send(ctx context.Context, m Message) error {
+	level := slog.LevelInfo
+	switch m.Severity {
+	case "critical":
+		level = slog.LevelError
+	case "warning":
+		level = slog.LevelWarn
+	}
+	attrs := []slog.Attr{slog.String("kind", string(m.Kind))}
+	if m.Rule != "" {
+		attrs = append(attrs, slog.String("rule", m.Rule))
+	}
+	if m.Symbol != "" {
+		attrs = append(attrs, slog.String("symbol", m.Symbol))
+	}
+	if m.Action != "" {
+		attrs = append(attrs, slog.String("action", m.Action))
+	}
+	l.logger.LogAttrs(ctx, level, "notify: "+m.Text, attrs...)
+	return nil
+}

@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/notify"
+	"github.com/riskguard/riskguard/rules"
+)
+
+// ErrBreakerOpen is the error of an action the circuit breaker held back.
+var ErrBreakerOpen = errors.New("circuit breaker open: action budget exceeded")
+
+// ErrNotApplied is wrapped when the exchange answered a settings call with
+// values other than those asked for.
+var ErrNotApplied = errors.New("settings not applied")
+
+// plan merges the due actions of every rule firing on one position in one
+// tick: one settings call with the lowest leverage asked and isolation if
+// any rule asked for it, and at most one cancel.
+type plan struct {
+	pos *exchange.Position
+	sym *exchange.ContractSymbol
+
+	due []dueRule
+
+	lower        int // lowest target leverage asked for; 0 when none
+	lowerRules   []string
+	isolate      bool
+	isolateRules []string
+	cancel       bool
+	cancelRules  []string
+}
+
+// dueRule is a rule whose actions are due, with what became of them.
+type dueRule struct {
+	idx      int
+	rule     *rules.Rule
+	settings bool // asked for lower_leverage or set_isolated
+	cancel   bool
+	notify   []rules.Action
+	err      error // a part of its actions failed; retried next tick
+}
+
+func (pl *plan) empty() bool { return len(pl.due) == 0 }
+
+// add merges rule r's actions, evaluating its leverage targets on env.
+func (pl *plan) add(ri int, r *rules.Rule, ev *rules.Evaluator, env *rules.Env) {
+	d := dueRule{idx: ri, rule: r}
+	for i := range r.Actions {
+		a := &r.Actions[i]
+		switch a.Kind {
+		case rules.LowerLeverage:
+			lev, err := ev.TargetLeverage(a, env)
+			if err != nil {
+				d.err = fmt.Errorf("leverage target: %w", err)
+				continue
+			}
+			lev = max(lev, 1)
+			if pl.lower == 0 || lev < pl.lower {
+				pl.lower = lev
+			}
+			pl.lowerRules = append(pl.lowerRules, r.Name)
+			d.settings = true
+		case rules.SetIsolated:
+			pl.isolate = true
+			pl.isolateRules = append(pl.isolateRules, r.Name)
+			d.settings = true
+		case rules.CancelOrders:
+			pl.cancel = true
+			pl.cancelRules = append(pl.cancelRules, r.Name)
+			d.cancel = true
+		case rules.Notify:
+			d.notify = append(d.notify, *a)
+		}
+	}
+	pl.due = append(pl.due, d)
+}
+
+// target is the settings the merged plan asks for. Leverage only goes down:
+// it is clamped to 1..current, and to the risk limit's maxLeverage when a
+// call is made anyway, since the exchange refuses a leverage above it.
+func (pl *plan) target() (exchange.Settings, bool) {
+	cur := exchange.Settings{Cross: pl.pos.Cross, Leverage: pl.pos.Leverage}
+	want := cur
+	if pl.lower > 0 && pl.lower < cur.Leverage {
+		want.Leverage = pl.lower
+	}
+	if pl.isolate {
+		want.Cross = false
+	}
+	if want == cur {
+		return want, false
+	}
+	if ml := pl.pos.RiskLimit.MaxLeverage; ml > 0 && want.Leverage > ml {
+		want.Leverage = ml
+	}
+	return want, true
+}
+
+// execute runs a position's plan: cancel first (fewer open orders is never
+// riskier), then the settings call, then the rules' notify actions. A rule
+// whose parts all succeeded starts its cooldown.
+func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posState, cancelled map[string]bool, rep *TickReport) {
+	// The action in flight finishes even when the daemon is stopping.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ActionTimeout)
+	defer cancel()
+	sym, pos := pl.sym.Name, pl.pos
+
+	var cancelErr, settingsErr error
+	if pl.cancel && !cancelled[sym] {
+		cancelled[sym] = true
+		base := Record{Time: now, Type: "action", Action: "cancel_orders", Symbol: sym, Position: pos.ID, Rules: pl.cancelRules}
+		outcome, err := e.mutate(actx, now, base, "cancel_orders "+sym, func(ctx context.Context) (json.RawMessage, error) {
+			return e.act.CancelOrders(ctx, sym)
+		})
+		cancelErr = err
+		rep.Actions = append(rep.Actions, ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules, Outcome: outcome, Err: err})
+	}
+
+	if want, change := pl.target(); change {
+		name, names := settingsAction(pl, want)
+		prevCross := pos.Cross
+		base := Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
+			Cross: &want.Cross, Leverage: want.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
+		desc := fmt.Sprintf("%s %s", name, sym)
+		if want.Leverage != pos.Leverage {
+			desc += fmt.Sprintf(" %d→%d", pos.Leverage, want.Leverage)
+		}
+		if want.Cross != pos.Cross {
+			desc += " cross→isolated"
+		}
+		outcome, err := e.mutate(actx, now, base, desc, func(ctx context.Context) (json.RawMessage, error) {
+			got, err := e.act.SetPositionSettings(ctx, sym, want)
+			if err != nil {
+				return nil, err
+			}
+			raw, _ := json.Marshal(got)
+			if got.Leverage != want.Leverage || got.Cross != want.Cross {
+				return raw, fmt.Errorf("%w: asked cross=%t leverage=%d, exchange reports cross=%t leverage=%d",
+					ErrNotApplied, want.Cross, want.Leverage, got.Cross, got.Leverage)
+			}
+			return raw, nil
+		})
+		settingsErr = err
+		rep.Actions = append(rep.Actions, ActionEvent{Symbol: sym, Action: name, Rules: names, Outcome: outcome,
+			From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Err: err})
+	} else if pl.lower > 0 || pl.isolate {
+		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
+	}
+
+	for i := range pl.due {
+		d := &pl.due[i]
+		if d.settings && settingsErr != nil {
+			d.err = errors.Join(d.err, settingsErr)
+		}
+		if d.cancel && cancelErr != nil {
+			d.err = errors.Join(d.err, cancelErr)
+		}
+		for _, a := range d.notify {
+			e.ruleNotify(ctx, now, d.rule, sym, a.Channels)
+			rep.Actions = append(rep.Actions, ActionEvent{Symbol: sym, Action: string(rules.Notify), Rules: []string{d.rule.Name}, Outcome: "sent"})
+		}
+		if d.err != nil {
+			e.log.Warn("actions failed; retried next tick", "rule", d.rule.Name, "symbol", sym, "err", d.err)
+			continue
+		}
+		ps.rules[d.idx].LastActionAt = now
+		e.dirty = true
+	}
+}
+
+// settingsAction names a merged settings call and the rules behind it.
+func settingsAction(pl *plan, want exchange.Settings) (string, []string) {
+	var parts, names []string
+	if want.Leverage < pl.pos.Leverage {
+		parts = append(parts, string(rules.LowerLeverage))
+		names = append(names, pl.lowerRules...)
+	}
+	if want.Cross != pl.pos.Cross {
+		parts = append(parts, string(rules.SetIsolated))
+		names = append(names, pl.isolateRules...)
+	}
+	return strings.Join(parts, "+"), dedupe(names)
+}
+
+func dedupe(s []string) []string {
+	out := s[:0:0]
+	seen := make(map[string]bool, len(s))
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// mutate performs one mutating call with everything around it: the audit
+// lines (intended, sent, result or error), dry run, the action budget and its
+// breaker, logs, metrics and notifications. It returns the outcome: sent,
+// dry_run, skipped or error.
+func (e *Engine) mutate(ctx context.Context, now time.Time, base Record, desc string, call func(context.Context) (json.RawMessage, error)) (string, error) {
+	rec := func(phase string, resp json.RawMessage, err error, reason string) {
+		r := base
+		r.Phase, r.Response, r.Reason = phase, resp, reason
+		if err != nil {
+			r.Error = err.Error()
+		}
+		e.record(r)
+	}
+	rec("intended", nil, nil, "")
+	if e.cfg.DryRun {
+		e.log.Warn("would "+desc, "action", base.Action, "symbol", base.Symbol, "rule", strings.Join(base.Rules, ","), "dry_run", true)
+		rec("dry_run", nil, nil, "dry run: not sent")
+		e.metrics.action(base.Action, "dry_run")
+		return "dry_run", nil
+	}
+	v := e.breaker.take(now, e.cfg.MaxActionsPerMinute, e.cfg.BreakerReset)
+	e.dirty = true
+	if v.closed {
+		e.log.Info("circuit breaker closed; actions resume")
+		e.record(Record{Time: now, Type: "breaker", To: "closed"})
+		e.send(ctx, notify.Message{Time: now, Kind: notify.KindBreaker, Severity: "warning", Text: "circuit breaker closed: actions resume"})
+	}
+	if v.opened {
+		text := fmt.Sprintf("circuit breaker OPEN: more than %d actions in a minute; no actions until %s",
+			e.cfg.MaxActionsPerMinute, e.breaker.OpenUntil.UTC().Format(time.RFC3339))
+		e.log.Error(text)
+		e.record(Record{Time: now, Type: "breaker", To: "open", Reason: text})
+		e.send(ctx, notify.Message{Time: now, Kind: notify.KindBreaker, Severity: "critical", Text: text})
+	}
+	if !v.allow {
+		rec("skipped", nil, ErrBreakerOpen, "")
+		e.metrics.action(base.Action, "skipped")
+		return "skipped", ErrBreakerOpen
+	}
+	rec("sent", nil, nil, "")
+	resp, err := call(ctx)
+	if err != nil {
+		rec("error", resp, err, "")
+		e.log.Error(desc+" failed", "action", base.Action, "symbol", base.Symbol, "err", err)
+		e.metrics.action(base.Action, "error")
+		e.send(ctx, notify.Message{Time: now, Kind: notify.KindActionFailed, Severity: "critical", Symbol: base.Symbol, Action: base.Action,
+			Rule: strings.Join(base.Rules, ","), Text: fmt.Sprintf("FAILED %s: %v", desc, err)})
+		return "error", err
+	}
+	rec("result", resp, nil, "")
+	e.log.Log(ctx, slog.LevelWarn, desc, "action", base.Action, "symbol", base.Symbol, "rule", strings.Join(base.Rules, ","))
+	e.metrics.action(base.Action, "ok")
+	e.send(ctx, notify.Message{Time: now, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
+		Rule: strings.Join(base.Rules, ","), Text: desc + " done (rules: " + strings.Join(base.Rules, ", ") + ")"})
+	return "sent", nil
+}
+
+// ruleNotify sends a rule's notify action.
+func (e *Engine) ruleNotify(ctx context.Context, now time.Time, r *rules.Rule, sym string, channels []string) {
+	text := fmt.Sprintf("[%s] %s on %s: %s", r.Severity, r.Name, sym, describe(r, &e.env))
+	e.record(Record{Time: now, Type: "action", Action: string(rules.Notify), Symbol: sym, Rules: []string{r.Name}, Phase: "result", Reason: text})
+	e.send(ctx, notify.Message{Time: now, Kind: notify.KindRule, Severity: string(r.Severity), Rule: r.Name, Symbol: sym,
+		Action: string(rules.Notify), Text: text, Values: values(&e.env), Channels: channels})
+}

@@ -1,0 +1,719 @@
+// Package engine is the guard: Tick reads one snapshot of positions, risk
+// limits and index prices, evaluates the rules against every non-empty
+// position, steps each rule's state machine and runs the actions that are
+// due. Run ticks on an interval. Time is always passed in, so replays and the
+// daemon run the same code.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/notify"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// Reader is what a tick reads from the exchange.
+type Reader interface {
+	Positions(ctx context.Context) ([]exchange.Position, error)
+	IndexPrices(ctx context.Context) (map[string]decimal.Decimal, error)
+	Trades(ctx context.Context) (*exchange.Trades, error)
+}
+
+// Actuator is what the engine changes on the exchange. Both calls are
+// idempotent.
+type Actuator interface {
+	SetPositionSettings(ctx context.Context, symbol string, s exchange.Settings) (*exchange.Position, error)
+	CancelOrders(ctx context.Context, symbol string) (json.RawMessage, error)
+}
+
+// Notifier delivers messages. It must not block the tick for long: queueing
+// and retrying are its business.
+type Notifier interface {
+	Send(ctx context.Context, m notify.Message) error
+}
+
+// Config is the engine's part of the configuration file.
+type Config struct {
+	// Interval between two ticks of Run.
+	Interval time.Duration
+	// DryRun runs everything but the mutating calls, which are logged and
+	// audited as intended.
+	DryRun bool
+	// MaxActionsPerMinute is the global budget of mutating calls; the call
+	// past it opens the circuit breaker. Default 10.
+	MaxActionsPerMinute int
+	// BreakerReset is how long an open breaker stays open. Default 5m.
+	BreakerReset time.Duration
+	// SymbolsRefresh is how often symbols and risk limits are re-read from
+	// /v1/market/trades; they are also re-read when a position names an
+	// unknown symbol id. Default 10m.
+	SymbolsRefresh time.Duration
+	// StaleAfter treats an index price that has not changed for this long
+	// as missing; 0 disables the check.
+	StaleAfter time.Duration
+	// IndexNames maps a contract symbol name to the index name that prices
+	// it; by default the symbol's baseName.
+	IndexNames map[string]string
+	// AuditLog is the path of the JSON-lines audit log; empty disables it.
+	AuditLog string
+	// StateFile is the path of the persisted rule states and cooldowns;
+	// empty keeps them in memory only.
+	StateFile string
+	// ActionTimeout bounds one mutating call, which finishes even when the
+	// daemon is asked to stop. Default 30s.
+	ActionTimeout time.Duration
+}
+
+// Deps are the engine's collaborators.
+type Deps struct {
+	Reader   Reader
+	Actuator Actuator
+	// Notifier receives notifications; nil drops them.
+	Notifier Notifier
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Metrics; nil records none.
+	Metrics *Metrics
+	// Now is the clock of Run; Tick never reads it. Default time.Now.
+	Now func() time.Time
+	// Audit overrides the audit log named in Config (tests and demos).
+	Audit *Audit
+}
+
+// Engine evaluates rules and acts. Its methods are safe for concurrent use;
+// ticks and reloads are serialized.
+type Engine struct {
+	cfg      Config
+	reader   Reader
+	act      Actuator
+	notifier Notifier
+	log      *slog.Logger
+	metrics  *Metrics
+	audit    *Audit
+	now      func() time.Time
+
+	mu        sync.Mutex
+	set       *rules.Set
+	positions map[string]*posState // by position id
+	symbols   map[int64]exchange.ContractSymbol
+	symbolsAt time.Time
+	indexSeen map[string]indexSeen
+	breaker   breakerState
+	dirty     bool // state changed since the last save
+	lastOK    time.Time
+	lastTick  time.Time
+	healthy   map[string]bool // rule name → last evaluation did not fail at run time
+
+	// Scratch reused by every evaluation so a tick does not allocate per rule.
+	in  rules.Input
+	env rules.Env
+	ev  rules.Evaluator
+}
+
+// posState is the state of every rule on one position, aligned with the
+// current rule set.
+type posState struct {
+	symbol string
+	rules  []RuleState
+	seen   time.Time
+}
+
+// indexSeen tracks when an index price last changed, for StaleAfter.
+type indexSeen struct {
+	price   decimal.Decimal
+	changed time.Time
+}
+
+// ErrIncomplete is wrapped by Tick's error when a read failed: the tick took
+// no action.
+var ErrIncomplete = errors.New("snapshot incomplete")
+
+// New builds an engine for the rule set, restoring persisted state from
+// cfg.StateFile and opening cfg.AuditLog.
+func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
+	if set == nil {
+		return nil, errors.New("engine: nil rule set")
+	}
+	if d.Reader == nil || d.Actuator == nil {
+		return nil, errors.New("engine: reader and actuator are required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 2 * time.Second
+	}
+	if cfg.MaxActionsPerMinute <= 0 {
+		cfg.MaxActionsPerMinute = 10
+	}
+	if cfg.BreakerReset <= 0 {
+		cfg.BreakerReset = 5 * time.Minute
+	}
+	if cfg.SymbolsRefresh <= 0 {
+		cfg.SymbolsRefresh = 10 * time.Minute
+	}
+	if cfg.ActionTimeout <= 0 {
+		cfg.ActionTimeout = 30 * time.Second
+	}
+	e := &Engine{
+		cfg:       cfg,
+		reader:    d.Reader,
+		act:       d.Actuator,
+		notifier:  d.Notifier,
+		log:       d.Logger,
+		metrics:   d.Metrics,
+		audit:     d.Audit,
+		now:       d.Now,
+		set:       set,
+		positions: make(map[string]*posState),
+		indexSeen: make(map[string]indexSeen),
+		healthy:   make(map[string]bool),
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if cfg.StateFile != "" {
+		saved, err := loadState(cfg.StateFile)
+		if err != nil {
+			return nil, err
+		}
+		e.restore(saved)
+	}
+	if e.audit == nil && cfg.AuditLog != "" {
+		a, err := OpenAudit(cfg.AuditLog)
+		if err != nil {
+			return nil, err
+		}
+		e.audit = a
+	}
+	return e, nil
+}
+
+// Close flushes the state file and closes the audit log.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.saveLocked()
+	if cerr := e.audit.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Rules returns the rule set in force.
+func (e *Engine) Rules() *rules.Set {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.set
+}
+
+// LastSuccess is the time of the last tick whose snapshot was complete.
+func (e *Engine) LastSuccess() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastOK
+}
+
+// Update replaces the rule set. Rules that are unchanged (same name and
+// fingerprint) keep their state and cooldowns; new and changed rules start
+// inactive. The swap is whole: it happens between two ticks.
+func (e *Engine) Update(now time.Time, set *rules.Set) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.set
+	oldIdx := make(map[string]int, len(old.Rules))
+	for i, r := range old.Rules {
+		oldIdx[r.Name+"\x00"+r.Fingerprint()] = i
+	}
+	mapping := make([]int, len(set.Rules))
+	kept := 0
+	for i, r := range set.Rules {
+		j, ok := oldIdx[r.Name+"\x00"+r.Fingerprint()]
+		if !ok {
+			j = -1
+		} else {
+			kept++
+		}
+		mapping[i] = j
+	}
+	for _, ps := range e.positions {
+		next := make([]RuleState, len(set.Rules))
+		for i, j := range mapping {
+			if j >= 0 && j < len(ps.rules) {
+				next[i] = ps.rules[j]
+			}
+		}
+		ps.rules = next
+	}
+	e.set = set
+	e.dirty = true
+	e.log.Info("rules reloaded", "rules", len(set.Rules), "kept", kept)
+	e.record(Record{Time: now, Type: "reload", Reason: fmt.Sprintf("%d rules, %d kept their state", len(set.Rules), kept)})
+}
+
+// TickReport says what one tick saw and did.
+type TickReport struct {
+	Time time.Time
+	// Positions is the number of non-empty positions evaluated.
+	Positions   int
+	Evaluations int
+	Transitions []TransitionEvent
+	Actions     []ActionEvent
+}
+
+// TransitionEvent is one rule changing state on one position.
+type TransitionEvent struct {
+	Rule, Symbol string
+	From, To     State
+	Reason       string
+}
+
+// ActionEvent is one action decided by the tick, sent or not.
+type ActionEvent struct {
+	Symbol string
+	Action string // lower_leverage, set_isolated, settings, cancel_orders, notify
+	Rules  []string
+	// Outcome is sent, dry_run, noop, skipped or error.
+	Outcome  string
+	From, To int // leverage before and after, for settings
+	Cross    bool
+	Err      error
+}
+
+// Run ticks every Interval until ctx is done. A tick in flight when ctx is
+// cancelled finishes its actions (bounded by ActionTimeout) before Run
+// returns nil.
+func (e *Engine) Run(ctx context.Context) error {
+	t := time.NewTicker(e.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := e.Tick(ctx, e.now()); err != nil && ctx.Err() == nil {
+			e.log.Error("tick failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Tick runs one evaluation at now: it reads a snapshot, evaluates every rule
+// on every non-empty position, steps their states and runs the due actions.
+// A failed read is returned wrapped around ErrIncomplete and no action is
+// taken for what it left out. Reads are cancelled with ctx; an action that
+// has started finishes even when ctx is cancelled.
+func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	start := e.now() // for the duration metric only; decisions use now
+	rep := &TickReport{Time: now}
+	e.lastTick = now
+	snap, err := e.read(ctx, now)
+	if err == nil {
+		e.lastOK = now
+	}
+	if snap != nil {
+		e.evaluate(ctx, now, snap, rep)
+	}
+	if serr := e.saveLocked(); serr != nil {
+		e.log.Error("save state", "err", serr)
+		if err == nil {
+			err = serr
+		}
+	}
+	e.metrics.tickDone(err, e.now().Sub(start), now.Sub(e.lastOK), e.stateCounts(), e.breaker.open(now))
+	if err != nil {
+		e.record(Record{Time: now, Type: "tick", Error: err.Error()})
+	}
+	return rep, err
+}
+
+// snapshot is one tick's view of the account. indexes is nil when the index
+// read failed; every evaluation then has no data.
+type snapshot struct {
+	positions []exchange.Position
+	indexes   map[string]decimal.Decimal
+}
+
+// read fetches positions and index prices concurrently (two calls), and
+// symbols when they are due or a position names an unknown symbol id. It
+// returns a nil snapshot when positions could not be read.
+func (e *Engine) read(ctx context.Context, now time.Time) (*snapshot, error) {
+	var (
+		wg      sync.WaitGroup
+		idx     map[string]decimal.Decimal
+		idxErr  error
+		pos     []exchange.Position
+		posErr  error
+		symErr  error
+		refresh = e.symbols == nil || now.Sub(e.symbolsAt) >= e.cfg.SymbolsRefresh
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		idx, idxErr = e.reader.IndexPrices(ctx)
+	}()
+	if refresh {
+		symErr = e.refreshSymbols(ctx, now)
+	}
+	pos, posErr = e.reader.Positions(ctx)
+	wg.Wait()
+	if posErr != nil {
+		return nil, fmt.Errorf("%w: positions: %w", ErrIncomplete, posErr)
+	}
+	if !refresh && e.unknownSymbol(pos) {
+		symErr = e.refreshSymbols(ctx, now)
+	}
+	snap := &snapshot{positions: pos}
+	var errs []error
+	if idxErr != nil {
+		errs = append(errs, fmt.Errorf("index prices: %w", idxErr))
+	} else {
+		snap.indexes = idx
+	}
+	if symErr != nil {
+		if e.symbols == nil {
+			return nil, fmt.Errorf("%w: symbols: %w", ErrIncomplete, symErr)
+		}
+		// The cached symbols still name every known position; risk limits
+		// come with the positions themselves.
+		e.log.Warn("symbols refresh failed; using the cached list", "err", symErr)
+	}
+	if len(errs) > 0 {
+		return snap, fmt.Errorf("%w: %w", ErrIncomplete, errors.Join(errs...))
+	}
+	return snap, nil
+}
+
+func (e *Engine) refreshSymbols(ctx context.Context, now time.Time) error {
+	tr, err := e.reader.Trades(ctx)
+	if err != nil {
+		return fmt.Errorf("read symbols: %w", err)
+	}
+	m := make(map[int64]exchange.ContractSymbol, len(tr.ContractsSymbols))
+	for _, s := range tr.ContractsSymbols {
+		m[s.ID] = s
+	}
+	e.symbols = m
+	e.symbolsAt = now
+	return nil
+}
+
+func (e *Engine) unknownSymbol(pos []exchange.Position) bool {
+	for i := range pos {
+		if pos[i].Empty {
+			continue
+		}
+		if _, ok := e.symbols[pos[i].SymbolID]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// indexName is the index that prices a contract symbol.
+func (e *Engine) indexName(sym *exchange.ContractSymbol) string {
+	if n, ok := e.cfg.IndexNames[sym.Name]; ok {
+		return n
+	}
+	return sym.BaseName
+}
+
+// indexPrice looks up the symbol's index price in the snapshot and applies
+// the staleness bound. ok is false when the price is missing or stale.
+func (e *Engine) indexPrice(snap *snapshot, sym *exchange.ContractSymbol, now time.Time) (decimal.Decimal, string, bool) {
+	if snap.indexes == nil {
+		return decimal.Decimal{}, "index prices not read", false
+	}
+	name := e.indexName(sym)
+	p, ok := snap.indexes[name]
+	if !ok {
+		return decimal.Decimal{}, "index " + name + " missing", false
+	}
+	if e.cfg.StaleAfter > 0 {
+		seen, known := e.indexSeen[name]
+		if !known || !seen.price.Equal(p) {
+			e.indexSeen[name] = indexSeen{price: p, changed: now}
+		} else if now.Sub(seen.changed) > e.cfg.StaleAfter {
+			return p, fmt.Sprintf("index %s unchanged for %s", name, now.Sub(seen.changed).Round(time.Second)), false
+		}
+	}
+	return p, "", true
+}
+
+// evaluate runs every rule on every non-empty position of the snapshot.
+func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *snapshot, rep *TickReport) {
+	cancelled := make(map[string]bool)
+	for i := range snap.positions {
+		p := &snap.positions[i]
+		if p.Empty {
+			continue
+		}
+		sym, ok := e.symbols[p.SymbolID]
+		if !ok {
+			// Keep what the rules remember of it: the symbol may be known
+			// again after the next refresh.
+			if ps := e.positions[p.ID]; ps != nil {
+				ps.seen = now
+			}
+			e.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
+			continue
+		}
+		rep.Positions++
+		price, why, hasIndex := e.indexPrice(snap, &sym, now)
+		if !hasIndex {
+			e.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
+		}
+		fillInput(&e.in, p, &sym, price, hasIndex, now)
+		e.env.Fill(&e.in)
+		ps := e.posState(p.ID, sym.Name)
+		ps.seen = now
+		pl := plan{pos: p, sym: &sym}
+		for ri, r := range e.set.Rules {
+			if !r.AppliesTo(sym.Name) {
+				continue
+			}
+			rep.Evaluations++
+			cond, reason := e.condition(r, why)
+			if cond == Invalid && r.OnNoData == rules.NoDataIgnore {
+				continue
+			}
+			if cond == unhealthy {
+				continue
+			}
+			prev := ps.rules[ri]
+			next, tr := Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
+			ps.rules[ri] = next
+			if tr != "" {
+				e.dirty = true
+				e.transition(ctx, now, r, &sym, p, prev.State, next.State, tr, reason, rep)
+			}
+			if ActionDue(next, now, r.Cooldown) {
+				pl.add(ri, r, &e.ev, &e.env)
+			}
+		}
+		if !pl.empty() {
+			e.execute(ctx, now, &pl, ps, cancelled, rep)
+		}
+	}
+	e.forgetGone(ctx, now, rep)
+}
+
+// unhealthy is a Condition private to the engine: the rule failed at run
+// time for a reason other than missing data.
+const unhealthy Condition = 255
+
+// condition evaluates r on the current environment.
+func (e *Engine) condition(r *rules.Rule, indexWhy string) (Condition, string) {
+	ok, err := e.ev.Eval(r, &e.env)
+	switch {
+	case err == nil:
+		if !e.healthy[r.Name] {
+			e.healthy[r.Name] = true
+		}
+		if ok {
+			return True, ""
+		}
+		return False, ""
+	case errors.Is(err, rules.ErrNoData):
+		reason := e.env.NoData()
+		if indexWhy != "" {
+			reason = indexWhy
+		}
+		if reason == "" {
+			reason = err.Error()
+		}
+		return Invalid, reason
+	default:
+		if h, seen := e.healthy[r.Name]; h || !seen {
+			e.log.Error("rule failed at run time; marked unhealthy", "rule", r.Name, "symbol", e.env.Position.Symbol, "err", err)
+		}
+		e.healthy[r.Name] = false
+		e.metrics.ruleError(r.Name)
+		return unhealthy, err.Error()
+	}
+}
+
+// posState returns the state of the rules on a position, creating it.
+func (e *Engine) posState(id, symbol string) *posState {
+	ps, ok := e.positions[id]
+	if !ok || len(ps.rules) != len(e.set.Rules) {
+		if !ok {
+			ps = &posState{symbol: symbol}
+			e.positions[id] = ps
+		}
+		rs := make([]RuleState, len(e.set.Rules))
+		copy(rs, ps.rules)
+		ps.rules = rs
+	}
+	ps.symbol = symbol
+	return ps
+}
+
+// forgetGone drops the state of positions that were closed (empty or no
+// longer listed): a rule that was firing on them resolves.
+func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport) {
+	for id, ps := range e.positions {
+		if ps.seen.Equal(now) {
+			continue
+		}
+		for ri, s := range ps.rules {
+			if s.State == Inactive || ri >= len(e.set.Rules) {
+				continue
+			}
+			r := e.set.Rules[ri]
+			to, tr := Inactive, ToInactive
+			if s.State == Firing {
+				tr = ToResolved
+			}
+			ev := TransitionEvent{Rule: r.Name, Symbol: ps.symbol, From: s.State, To: to, Reason: "position closed"}
+			rep.Transitions = append(rep.Transitions, ev)
+			e.record(Record{Time: now, Type: "transition", Rule: r.Name, Symbol: ps.symbol, Position: id, From: s.State.String(), To: to.String(), Reason: ev.Reason})
+			if tr == ToResolved {
+				e.send(ctx, notify.Message{Time: now, Kind: notify.KindResolved, Severity: string(r.Severity), Rule: r.Name, Symbol: ps.symbol,
+					Text: fmt.Sprintf("%s resolved on %s: position closed", r.Name, ps.symbol)})
+			}
+		}
+		delete(e.positions, id)
+		e.dirty = true
+	}
+}
+
+// transition reports one state change: audit line, log, metrics and, for
+// firing, resolved and alerting no-data, a notification.
+func (e *Engine) transition(ctx context.Context, now time.Time, r *rules.Rule, sym *exchange.ContractSymbol, p *exchange.Position,
+	from, to State, tr Transition, reason string, rep *TickReport) {
+	rep.Transitions = append(rep.Transitions, TransitionEvent{Rule: r.Name, Symbol: sym.Name, From: from, To: to, Reason: reason})
+	e.record(Record{Time: now, Type: "transition", Rule: r.Name, Symbol: sym.Name, Position: p.ID, From: from.String(), To: to.String(), Reason: reason})
+	level := slog.LevelInfo
+	if to == Firing || to == NoData {
+		level = slog.LevelWarn
+	}
+	e.log.Log(ctx, level, "rule "+string(tr), "rule", r.Name, "symbol", sym.Name, "state", to.String(), "from", from.String(),
+		"liquidationDistance", e.env.LiquidationDistance, "leverage", p.Leverage)
+	var kind notify.Kind
+	var text string
+	switch tr {
+	case ToFiring:
+		kind, text = notify.KindFiring, fmt.Sprintf("%s firing on %s: %s", r.Name, sym.Name, describe(r, &e.env))
+	case ToResolved:
+		kind, text = notify.KindResolved, fmt.Sprintf("%s resolved on %s", r.Name, sym.Name)
+	case ToNoData:
+		kind, text = notify.KindNoData, fmt.Sprintf("%s has no data on %s: %s", r.Name, sym.Name, reason)
+	default:
+		return
+	}
+	e.send(ctx, notify.Message{Time: now, Kind: kind, Severity: string(r.Severity), Rule: r.Name, Symbol: sym.Name, Text: text, Values: values(&e.env)})
+}
+
+// describe is the default one-line account of what a rule saw.
+func describe(r *rules.Rule, env *rules.Env) string {
+	s := r.Description
+	if s == "" {
+		s = r.When
+	}
+	return fmt.Sprintf("%s (index %s, liquidation %s, distance %.2f%%, leverage %gx of max %gx)", s,
+		fmtFloat(env.IndexPrice), fmtFloat(env.Position.LiquidationPrice), env.LiquidationDistance*100,
+		float64(env.Position.Leverage), float64(env.RiskLimit.MaxLeverage))
+}
+
+func fmtFloat(f float64) string { return decimal.NewFromFloat(f).String() }
+
+// values are the figures a message carries.
+func values(env *rules.Env) map[string]float64 {
+	return map[string]float64{
+		"indexPrice":          env.IndexPrice,
+		"liquidationPrice":    env.Position.LiquidationPrice,
+		"liquidationDistance": env.LiquidationDistance,
+		"leverage":            float64(env.Position.Leverage),
+		"maxLeverage":         float64(env.RiskLimit.MaxLeverage),
+		"notional":            env.Notional,
+	}
+}
+
+func (e *Engine) send(ctx context.Context, m notify.Message) {
+	if e.notifier == nil {
+		return
+	}
+	if err := e.notifier.Send(ctx, m); err != nil {
+		e.log.Warn("notification not delivered", "kind", m.Kind, "err", err)
+	}
+}
+
+func (e *Engine) record(r Record) {
+	if err := e.audit.Write(r); err != nil {
+		e.log.Error("audit write failed", "err", err)
+	}
+}
+
+// stateCounts counts rule states by rule, for the metrics.
+func (e *Engine) stateCounts() map[string]*[4]int {
+	if e.metrics == nil {
+		return nil
+	}
+	c := make(map[string]*[4]int, len(e.set.Rules))
+	for _, r := range e.set.Rules {
+		c[r.Name] = new([4]int)
+	}
+	for _, ps := range e.positions {
+		for ri, s := range ps.rules {
+			if ri < len(e.set.Rules) && int(s.State) < 4 {
+				c[e.set.Rules[ri].Name][s.State]++
+			}
+		}
+	}
+	return c
+}
+
+// restore loads persisted states for the rules whose fingerprint is
+// unchanged.
+func (e *Engine) restore(s *savedState) {
+	e.breaker = s.Breaker
+	for ri, r := range e.set.Rules {
+		sr, ok := s.Rules[r.Name]
+		if !ok || sr.Fingerprint != r.Fingerprint() {
+			continue
+		}
+		for id, st := range sr.Positions {
+			ps := e.positions[id]
+			if ps == nil {
+				ps = &posState{symbol: s.Symbols[id], rules: make([]RuleState, len(e.set.Rules))}
+				e.positions[id] = ps
+			}
+			ps.rules[ri] = st
+		}
+	}
+}
+
+// saveLocked writes the state file when something changed.
+func (e *Engine) saveLocked() error {
+	if e.cfg.StateFile == "" || !e.dirty {
+		return nil
+	}
+	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),
+		Breaker: e.breaker, Symbols: make(map[string]string, len(e.positions))}
+	for ri, r := range e.set.Rules {
+		sr := savedRule{Fingerprint: r.Fingerprint(), Positions: make(map[string]RuleState)}
+		for id, ps := range e.positions {
+			if ri < len(ps.rules) && ps.rules[ri] != (RuleState{}) {
+				sr.Positions[id] = ps.rules[ri]
+				s.Symbols[id] = ps.symbol
+			}
+		}
+		s.Rules[r.Name] = sr
+	}
+	if err := saveState(e.cfg.StateFile, s); err != nil {
+		return err
+	}
+	e.dirty = false
+	return nil
+}

@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"math"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// fillInput converts one position, its symbol and index price into the
+// rules' input: the expression boundary, where decimals become float64.
+// The risk limit is the position's own, read in this tick.
+func fillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol, index decimal.Decimal, hasIndex bool, now time.Time) {
+	in.Position = rules.Position{
+		ID:                           p.ID,
+		UserID:                       p.UserID,
+		SymbolID:                     p.SymbolID,
+		Symbol:                       s.Name,
+		Cross:                        p.Cross,
+		CreatedAt:                    p.CreatedAt,
+		UpdatedAt:                    p.UpdatedAt,
+		EntryValue:                   toFloat(p.EntryValue),
+		EntryPrice:                   toFloat(p.EntryPrice),
+		Margin:                       toFloat(p.Margin),
+		Leverage:                     p.Leverage,
+		LiquidationPrice:             toFloat(p.LiquidationPrice),
+		Direction:                    p.Direction,
+		Quantity:                     toFloat(p.Quantity),
+		RealizedPNL:                  toFloat(p.RealizedPNL),
+		RiskLevel:                    p.RiskLevel,
+		MinimumMaintenanceMarginRate: toFloat(p.MinimumMaintenanceMarginRate),
+		MinQuantity:                  toFloat(p.MinQuantity),
+		MaxQuantity:                  toFloat(p.MaxQuantity),
+		Version:                      p.Version,
+		Empty:                        p.Empty,
+	}
+	rl := &p.RiskLimit
+	in.RiskLimit = rules.RiskLimit{
+		ID:                    rl.ID,
+		InitialMarginRate:     toFloat(rl.InitialMarginRate),
+		MaintenanceMarginRate: toFloat(rl.MaintenanceMarginRate),
+		MarginRateStep:        toFloat(rl.MarginRateStep),
+		MaxLeverage:           rl.MaxLeverage,
+		RiskLimitBase:         toFloat(rl.RiskLimitBase),
+		RiskLimitStep:         toFloat(rl.RiskLimitStep),
+		MaxRiskLimitSteps:     rl.MaxRiskLimitSteps,
+		MaxQuantity:           toFloat(rl.MaxQuantity),
+		CreatedAt:             rl.CreatedAt,
+	}
+	in.Symbol = rules.Symbol{
+		ID:                    s.ID,
+		Name:                  s.Name,
+		BaseName:              s.BaseName,
+		QuoteName:             s.QuoteName,
+		Type:                  s.Type,
+		StartTime:             s.StartTime,
+		EndTime:               s.EndTime,
+		BaseMinimumIncrement:  toFloat(s.BaseMinimumIncrement),
+		BaseMaximumQuantity:   toFloat(s.BaseMaximumQuantity),
+		QuoteMinimumIncrement: toFloat(s.QuoteMinimumIncrement),
+		SettlementFeeRate:     toFloat(s.SettlementFeeRate),
+		BaseScale:             s.BaseScale,
+		QuoteScale:            s.QuoteScale,
+	}
+	in.IndexPrice = 0
+	if hasIndex {
+		in.IndexPrice = toFloat(index)
+	}
+	in.HasIndex = hasIndex
+	in.Now = now
+}
+
+// pow10 holds the exactly representable powers of ten.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// toFloat converts a decimal to the nearest float64 without allocating in
+// the common case: a coefficient below 2^53 and a power of ten up to 22 are
+// both exact, so one multiplication or division rounds correctly (the same
+// fast path strconv.ParseFloat takes). Other values take the exact, slower
+// route.
+func toFloat(d decimal.Decimal) float64 {
+	exp := d.Exponent()
+	if -22 <= exp && exp <= 22 {
+		// At most 15 digits: the coefficient is an int64 below 2^53.
+		if d.NumDigits() <= 15 {
+			c := d.CoefficientInt64()
+			if exp >= 0 {
+				if f := float64(c) * pow10[exp]; math.Abs(f) < 1<<53 {
+					return f
+				}
+			} else {
+				return float64(c) / pow10[-exp]
+			}
+		}
+	}
+	return d.InexactFloat64()
+}

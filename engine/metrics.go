@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the engine's Prometheus collectors. A nil *Metrics records
+// nothing, so tests and backtests need none.
+type Metrics struct {
+	ticks        *prometheus.CounterVec
+	tickDuration prometheus.Histogram
+	snapshotAge  prometheus.Gauge
+	ruleStates   *prometheus.GaugeVec
+	ruleErrors   *prometheus.CounterVec
+	actions      *prometheus.CounterVec
+	requests     *prometheus.CounterVec
+	breakerOpen  prometheus.Gauge
+}
+
+// NewMetrics creates the collectors and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		ticks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "riskguard_ticks_total", Help: "Ticks run, by result (ok or error).",
+		}, []string{"result"}),
+		tickDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "riskguard_tick_duration_seconds", Help: "Duration of one tick, reads and actions included.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}),
+		snapshotAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "riskguard_snapshot_age_seconds", Help: "Age of the last complete snapshot at the last tick.",
+		}),
+		ruleStates: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "riskguard_rule_positions", Help: "Positions per rule and state.",
+		}, []string{"rule", "state"}),
+		ruleErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "riskguard_rule_errors_total", Help: "Run-time evaluation failures per rule.",
+		}, []string{"rule"}),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "riskguard_actions_total", Help: "Actions by kind and result (ok, error, skipped, dry_run).",
+		}, []string{"action", "result"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "riskguard_exchange_requests_total", Help: "Exchange requests by route and HTTP status (0: transport error).",
+		}, []string{"route", "status"}),
+		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "riskguard_breaker_open", Help: "1 while the action budget's circuit breaker is open.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// ObserveRequest counts one exchange request; wire it to the client's
+// request hook.
+func (m *Metrics) ObserveRequest(route string, status int) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+}
+
+func (m *Metrics) tickDone(err error, d, age time.Duration, states map[string]*[4]int, breakerOpen bool) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.ticks.WithLabelValues(result).Inc()
+	m.tickDuration.Observe(d.Seconds())
+	m.snapshotAge.Set(age.Seconds())
+	m.ruleStates.Reset()
+	for rule, c := range states {
+		for s, n := range c {
+			m.ruleStates.WithLabelValues(rule, State(s).String()).Set(float64(n))
+		}
+	}
+	if breakerOpen {
+		m.breakerOpen.Set(1)
+	} else {
+		m.breakerOpen.Set(0)
+	}
+}
+
+func (m *Metrics) action(kind, result string) {
+	if m == nil {
+		return
+	}
+	m.actions.WithLabelValues(kind, result).Inc()
+}
+
+func (m *Metrics) ruleError(rule string) {
+	if m == nil {
+		return
+	}
+	m.ruleErrors.WithLabelValues(rule).Inc()
+}

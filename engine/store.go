@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// stateFileVersion is bumped when the state file's shape changes.
+const stateFileVersion = 1
+
+// savedState is the state file: rule states and cooldowns per position, and
+// the action budget, so a restart does not repeat an action inside its
+// cooldown nor reset an open breaker.
+type savedState struct {
+	Version int                  `json:"version"`
+	SavedAt time.Time            `json:"savedAt"`
+	Rules   map[string]savedRule `json:"rules"`
+	Breaker breakerState         `json:"breaker"`
+	Symbols map[string]string    `json:"symbols,omitempty"` // position id → symbol, for a reader of the file
+}
+
+// savedRule is one rule's states, keyed by position id. The fingerprint
+// tells whether the rule changed while the daemon was down.
+type savedRule struct {
+	Fingerprint string               `json:"fingerprint"`
+	Positions   map[string]RuleState `json:"positions"`
+}
+
+// loadState reads the state file; a missing file is an empty state.
+func loadState(path string) (*savedState, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &savedState{Version: stateFileVersion}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	var s savedState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	if s.Version != stateFileVersion {
+		return nil, fmt.Errorf("state file %s: version %d, want %d", path, s.Version, stateFileVersion)
+	}
+	return &s, nil
+}
+
+// saveState writes the state file atomically: a synced temporary file
+// renamed over the old one, so a crash leaves either the old or the new.
+func saveState(path string, s *savedState) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".riskguard-state-*")
+	if err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op after the rename
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("save state: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save state: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	return nil
+}

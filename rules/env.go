@@ -1,0 +1,252 @@
+package rules
+
+import (
+	"errors"
+	"math"
+	"time"
+)
+
+// ErrNoData reports that a rule could not be evaluated because its inputs
+// are missing or invalid, or because the expression produced a non-finite
+// number (a division by zero, for instance). It is a state of its own,
+// handled by the rule's on_nodata policy, and never means "false": bad inputs
+// must not read as safe. Test for it with errors.Is; errors.As with a
+// *NoDataError gives the reason.
+var ErrNoData = errors.New("no data")
+
+// NoDataError is the error behind ErrNoData, with the reason.
+type NoDataError struct {
+	// Reason says what was missing or invalid, e.g. "index price missing".
+	Reason string
+}
+
+func (e *NoDataError) Error() string { return "no data: " + e.Reason }
+
+// Is makes errors.Is(err, ErrNoData) true for every *NoDataError.
+func (e *NoDataError) Is(target error) bool { return target == ErrNoData }
+
+// Reasons reported by Env.NoData. They are constants so that Fill never
+// allocates.
+const (
+	ReasonIndexMissing       = "index price missing"
+	ReasonIndexNotPositive   = "index price <= 0"
+	ReasonIndexNotFinite     = "index price is not a finite number"
+	ReasonMaxLeverageZero    = "maxLeverage is 0"
+	ReasonLiquidationZero    = "liquidation price 0 on a non-empty position"
+	ReasonLiquidationInvalid = "liquidation price is negative or not finite"
+	ReasonUnknownDirection   = "position direction is neither LONG nor SHORT"
+	ReasonNonFiniteInput     = "a position, risk limit or symbol number is not finite"
+)
+
+// Env is the expression environment of a rule: what a `when` expression or
+// an action parameter can see, evaluated once per non-empty position. Field
+// names in expressions are the expr tags, which are the exchange spec's JSON
+// names. Decimals of the exchange arrive as float64 numbers, integers as
+// int or int64 (timestamps are milliseconds since the epoch, as on the wire).
+//
+// Build it with Fill; a zero Env is "no data".
+type Env struct {
+	// Position is the contract position (spec 2.6), plus its symbol name and
+	// side. Its risk limit is the top-level riskLimit, not repeated here.
+	Position Position `expr:"position"`
+	// RiskLimit is the position's risk limit (spec 2.5).
+	RiskLimit RiskLimit `expr:"riskLimit"`
+	// Symbol is the position's contract symbol (spec 2.4); its risk limit is
+	// the top-level riskLimit.
+	Symbol Symbol `expr:"symbol"`
+	// IndexPrice is the index price of the symbol's base (by default the
+	// symbol's baseName; the config's exchange.index_names can map it).
+	// Always > 0 in an evaluated Env.
+	IndexPrice float64 `expr:"indexPrice"`
+	// LiquidationDistance is how far the index is from the liquidation
+	// price, as a fraction of the index: (indexPrice - liquidationPrice) /
+	// indexPrice for a long, (liquidationPrice - indexPrice) / indexPrice for
+	// a short. 0.05 means the index may move 5% against the position before
+	// it is liquidated; negative means already past the liquidation price.
+	LiquidationDistance float64 `expr:"liquidationDistance"`
+	// Notional is position.quantity × indexPrice.
+	Notional float64 `expr:"notional"`
+	// LeverageRatio is position.leverage / riskLimit.maxLeverage: 1 means at
+	// the maximum, above 1 beyond it.
+	LeverageRatio float64 `expr:"leverageRatio"`
+	// Now is the evaluation time: the tick's time, not the wall clock, so
+	// that backtests replay exactly. expr's now() builtin is disabled for
+	// the same reason.
+	Now time.Time `expr:"now"`
+	// NowMillis is Now in milliseconds since the epoch, comparable with the
+	// spec's timestamps such as position.updatedAt.
+	NowMillis int64 `expr:"nowMillis"`
+
+	noData string
+	filled bool
+}
+
+// Position is a contract position as an expression sees it (spec 2.6).
+type Position struct {
+	// ID is "userId_symbolId".
+	ID       string `expr:"id"`
+	UserID   int64  `expr:"userId"`
+	SymbolID int64  `expr:"symbolId"`
+	// Symbol is the contract symbol's name, e.g. "XBTC".
+	Symbol string `expr:"symbol"`
+	// Cross is true for cross margin, false for isolated.
+	Cross bool `expr:"cross"`
+	// CreatedAt and UpdatedAt are milliseconds since the epoch.
+	CreatedAt  int64   `expr:"createdAt"`
+	UpdatedAt  int64   `expr:"updatedAt"`
+	EntryValue float64 `expr:"entryValue"`
+	EntryPrice float64 `expr:"entryPrice"`
+	Margin     float64 `expr:"margin"`
+	// Leverage is the position's leverage setting, an integer.
+	Leverage         int     `expr:"leverage"`
+	LiquidationPrice float64 `expr:"liquidationPrice"`
+	// Direction is "LONG" or "SHORT".
+	Direction string `expr:"direction"`
+	// Side is +1 for a long, -1 for a short; set by Fill from Direction, so
+	// that side-independent formulas can be written once.
+	Side                         float64 `expr:"side"`
+	Quantity                     float64 `expr:"quantity"`
+	RealizedPNL                  float64 `expr:"realizedPNL"`
+	RiskLevel                    int     `expr:"riskLevel"`
+	MinimumMaintenanceMarginRate float64 `expr:"minimumMaintenanceMarginRate"`
+	MinQuantity                  float64 `expr:"minQuantity"`
+	// MaxQuantity is the position object's own maxQuantity; the risk
+	// limit's is riskLimit.maxQuantity.
+	MaxQuantity float64 `expr:"maxQuantity"`
+	Version     int64   `expr:"version"`
+	// Empty is true when the position holds no quantity; such positions are
+	// not evaluated by the engine.
+	Empty bool `expr:"empty"`
+}
+
+// RiskLimit is a risk limit as an expression sees it (spec 2.5).
+type RiskLimit struct {
+	ID                    int64   `expr:"id"`
+	InitialMarginRate     float64 `expr:"initialMarginRate"`
+	MaintenanceMarginRate float64 `expr:"maintenanceMarginRate"`
+	MarginRateStep        float64 `expr:"marginRateStep"`
+	// MaxLeverage is the highest leverage allowed, an integer; always > 0 in
+	// an evaluated Env.
+	MaxLeverage       int     `expr:"maxLeverage"`
+	RiskLimitBase     float64 `expr:"riskLimitBase"`
+	RiskLimitStep     float64 `expr:"riskLimitStep"`
+	MaxRiskLimitSteps int     `expr:"maxRiskLimitSteps"`
+	MaxQuantity       float64 `expr:"maxQuantity"`
+	// CreatedAt is milliseconds since the epoch.
+	CreatedAt int64 `expr:"createdAt"`
+}
+
+// Symbol is a contract symbol as an expression sees it (spec 2.3 and 2.4).
+type Symbol struct {
+	ID        int64  `expr:"id"`
+	Name      string `expr:"name"`
+	BaseName  string `expr:"baseName"`
+	QuoteName string `expr:"quoteName"`
+	// Type is the contract type, e.g. "FUTURES".
+	Type string `expr:"type"`
+	// StartTime and EndTime are timestamps as the exchange sends them.
+	StartTime             int64   `expr:"startTime"`
+	EndTime               int64   `expr:"endTime"`
+	BaseMinimumIncrement  float64 `expr:"baseMinimumIncrement"`
+	BaseMaximumQuantity   float64 `expr:"baseMaximumQuantity"`
+	QuoteMinimumIncrement float64 `expr:"quoteMinimumIncrement"`
+	SettlementFeeRate     float64 `expr:"settlementFeeRate"`
+	BaseScale             int     `expr:"baseScale"`
+	QuoteScale            int     `expr:"quoteScale"`
+}
+
+// Input carries the raw facts of one evaluation; Env.Fill derives the rest.
+type Input struct {
+	Position  Position
+	RiskLimit RiskLimit
+	Symbol    Symbol
+	// IndexPrice is meaningful only when HasIndex is true.
+	IndexPrice float64
+	HasIndex   bool
+	Now        time.Time
+}
+
+// Fill sets every field of e from in, computes the derived fields and
+// records whether the inputs are valid (see NoData). It does not allocate,
+// so the engine can reuse one Env per position and tick.
+func (e *Env) Fill(in *Input) {
+	e.Position = in.Position
+	e.RiskLimit = in.RiskLimit
+	e.Symbol = in.Symbol
+	e.IndexPrice = in.IndexPrice
+	e.Now = in.Now
+	e.NowMillis = in.Now.UnixMilli()
+	e.noData = ""
+
+	switch in.Position.Direction {
+	case "LONG":
+		e.Position.Side = 1
+	case "SHORT":
+		e.Position.Side = -1
+	default:
+		e.Position.Side = 0
+	}
+
+	idx := in.IndexPrice
+	p := &e.Position
+	e.Notional = p.Quantity * idx
+	e.LiquidationDistance = 0
+	if idx != 0 {
+		e.LiquidationDistance = p.Side * (idx - p.LiquidationPrice) / idx
+	}
+	e.LeverageRatio = 0
+	if e.RiskLimit.MaxLeverage != 0 {
+		e.LeverageRatio = float64(p.Leverage) / float64(e.RiskLimit.MaxLeverage)
+	}
+
+	e.noData = noDataReason(e, in.HasIndex)
+	e.filled = true
+}
+
+// noDataReason returns why e cannot be evaluated, or "".
+func noDataReason(e *Env, hasIndex bool) string {
+	p := &e.Position
+	switch {
+	case !hasIndex:
+		return ReasonIndexMissing
+	case !finite(e.IndexPrice):
+		return ReasonIndexNotFinite
+	case e.IndexPrice <= 0:
+		return ReasonIndexNotPositive
+	case e.RiskLimit.MaxLeverage <= 0:
+		return ReasonMaxLeverageZero
+	case p.Side == 0:
+		return ReasonUnknownDirection
+	case !finite(p.LiquidationPrice) || p.LiquidationPrice < 0:
+		return ReasonLiquidationInvalid
+	case !p.Empty && p.LiquidationPrice == 0:
+		return ReasonLiquidationZero
+	}
+	for _, f := range [...]float64{
+		p.EntryValue, p.EntryPrice, p.Margin, p.Quantity, p.RealizedPNL,
+		p.MinimumMaintenanceMarginRate, p.MinQuantity, p.MaxQuantity,
+		e.RiskLimit.InitialMarginRate, e.RiskLimit.MaintenanceMarginRate,
+		e.RiskLimit.MarginRateStep, e.RiskLimit.RiskLimitBase,
+		e.RiskLimit.RiskLimitStep, e.RiskLimit.MaxQuantity,
+		e.Symbol.BaseMinimumIncrement, e.Symbol.BaseMaximumQuantity,
+		e.Symbol.QuoteMinimumIncrement, e.Symbol.SettlementFeeRate,
+		e.Notional, e.LiquidationDistance,
+	} {
+		if !finite(f) {
+			return ReasonNonFiniteInput
+		}
+	}
+	return ""
+}
+
+// NoData returns "" when the inputs are valid, otherwise why they are not
+// (one of the Reason constants). A zero Env reports a missing index.
+func (e *Env) NoData() string {
+	if !e.filled {
+		// Never filled: do not let a zero Env read as valid.
+		return ReasonIndexMissing
+	}
+	return e.noData
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -1,0 +1,282 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Evaluator evaluates compiled rules, reusing one expr virtual machine so an
+// evaluation allocates nothing beyond what expr's field access boxes. It is
+// not safe for concurrent use: give each goroutine its own (the zero value
+// is ready to use).
+type Evaluator struct {
+	vm vm.VM
+}
+
+// Eval evaluates r's condition against env; see Rule.Eval for the errors.
+func (ev *Evaluator) Eval(r *Rule, env *Env) (bool, error) {
+	if reason := env.NoData(); reason != "" {
+		return false, &NoDataError{Reason: reason}
+	}
+	if r.program == nil {
+		return false, fmt.Errorf("rule %q: not compiled", r.Name)
+	}
+	out, err := ev.vm.Run(r.program, env)
+	if err != nil {
+		return false, fmt.Errorf("rule %q: %w", r.Name, err)
+	}
+	b, ok := out.(bool)
+	if !ok {
+		return false, fmt.Errorf("rule %q: when gave %T, not bool", r.Name, out)
+	}
+	return b, nil
+}
+
+// TargetLeverage evaluates a's leverage expression; see
+// Action.TargetLeverage.
+func (ev *Evaluator) TargetLeverage(a *Action, env *Env) (int, error) {
+	if a.Kind != LowerLeverage {
+		return 0, fmt.Errorf("%s has no leverage", a.Kind)
+	}
+	if reason := env.NoData(); reason != "" {
+		return 0, &NoDataError{Reason: reason}
+	}
+	if a.program == nil {
+		return 0, errors.New("leverage: not compiled")
+	}
+	out, err := ev.vm.Run(a.program, env)
+	if err != nil {
+		return 0, fmt.Errorf("leverage: %w", err)
+	}
+	f, ok := toFloat(out)
+	if !ok {
+		return 0, fmt.Errorf("leverage gave %T, not a number", out)
+	}
+	if !finite(f) {
+		return 0, fmt.Errorf("leverage: %w", &NoDataError{Reason: "target leverage is not finite"})
+	}
+	if f >= math.MaxInt32 || f <= math.MinInt32 {
+		return 0, fmt.Errorf("leverage %g out of range", f)
+	}
+	return int(math.Floor(f)), nil
+}
+
+// exprKind is the type an expression must have.
+type exprKind int
+
+const (
+	exprBool exprKind = iota
+	exprNumber
+)
+
+// Names of the checked arithmetic functions the compiler substitutes for
+// the operators that can yield ±Inf or NaN. Expressions cannot call them:
+// they exist only in the second, patched compilation.
+const (
+	fnDiv = "_div"
+	fnMod = "_mod"
+	fnPow = "_pow"
+)
+
+// compileExpr compiles src against Env. Division, modulo and power go
+// through checked functions, so a division by zero or a non-finite result
+// is ErrNoData instead of an Inf or NaN that a comparison would silently
+// read as false (or true).
+func compileExpr(src string, kind exprKind) (p *vm.Program, err error) {
+	defer func() {
+		// The compiler has panicked on odd input in the past; an error
+		// on one expression must not take the loader down.
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("expression rejected by the compiler: %v", r)
+		}
+	}()
+	opts := []expr.Option{
+		expr.Env(Env{}),
+		// now() reads the wall clock; rules use the env's `now`, the
+		// tick's time, so that backtests replay exactly.
+		expr.DisableBuiltin("now"),
+	}
+	switch kind {
+	case exprBool:
+		opts = append(opts, expr.AsBool())
+	case exprNumber:
+		opts = append(opts, expr.AsFloat64())
+	}
+	// First as written, for the type checker's verdict: arguments of a
+	// function taking any are checked less strictly than operands, so
+	// an error hidden under a patched division would go unnoticed.
+	if _, err := expr.Compile(src, opts...); err != nil {
+		return nil, err
+	}
+	opts = append(opts,
+		expr.Function(fnDiv, checkedDiv, new(func(any, any) float64)),
+		expr.Function(fnMod, checkedMod, new(func(any, any) int)),
+		expr.Function(fnPow, checkedPow, new(func(any, any) float64)),
+		expr.Patch(checkedArith{}),
+	)
+	return expr.Compile(src, opts...)
+}
+
+// checkedArith replaces a / b, a % b and a ** b (a ^ b) with calls to the
+// checked functions when both operands are numbers (or of unknown type).
+// Other operand types are left alone so the type checker reports them.
+type checkedArith struct{}
+
+func (checkedArith) Visit(node *ast.Node) {
+	b, ok := (*node).(*ast.BinaryNode)
+	if !ok {
+		return
+	}
+	var fn string
+	switch b.Operator {
+	case "/":
+		if !numberOrUnknown(b.Left.Type()) || !numberOrUnknown(b.Right.Type()) {
+			return
+		}
+		fn = fnDiv
+	case "%":
+		if !intOrUnknown(b.Left.Type()) || !intOrUnknown(b.Right.Type()) {
+			return
+		}
+		fn = fnMod
+	case "**", "^":
+		if !numberOrUnknown(b.Left.Type()) || !numberOrUnknown(b.Right.Type()) {
+			return
+		}
+		fn = fnPow
+	default:
+		return
+	}
+	ast.Patch(node, &ast.CallNode{
+		Callee:    &ast.IdentifierNode{Value: fn},
+		Arguments: []ast.Node{b.Left, b.Right},
+	})
+}
+
+func numberOrUnknown(t reflect.Type) bool {
+	if t == nil {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Interface, reflect.Float32, reflect.Float64:
+		return true
+	}
+	return intOrUnknown(t)
+}
+
+func intOrUnknown(t reflect.Type) bool {
+	if t == nil {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Interface,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+func checkedDiv(args ...any) (any, error) {
+	x, y, err := floatArgs("/", args)
+	if err != nil {
+		return nil, err
+	}
+	if y == 0 {
+		return nil, &NoDataError{Reason: "division by zero"}
+	}
+	return finiteResult(x / y)
+}
+
+func checkedPow(args ...any) (any, error) {
+	x, y, err := floatArgs("**", args)
+	if err != nil {
+		return nil, err
+	}
+	return finiteResult(math.Pow(x, y))
+}
+
+func checkedMod(args ...any) (any, error) {
+	if len(args) != 2 {
+		return nil, errors.New("%: want 2 operands")
+	}
+	x, okx := toInt(args[0])
+	y, oky := toInt(args[1])
+	if !okx || !oky {
+		return nil, fmt.Errorf("invalid operation: %T %% %T", args[0], args[1])
+	}
+	if y == 0 {
+		return nil, &NoDataError{Reason: "modulo by zero"}
+	}
+	if y == -1 {
+		return 0, nil // x % -1 is 0; avoids the MinInt64 overflow trap
+	}
+	return int(x % y), nil
+}
+
+func floatArgs(op string, args []any) (float64, float64, error) {
+	if len(args) != 2 {
+		return 0, 0, fmt.Errorf("%s: want 2 operands", op)
+	}
+	x, okx := toFloat(args[0])
+	y, oky := toFloat(args[1])
+	if !okx || !oky {
+		return 0, 0, fmt.Errorf("invalid operation: %T %s %T", args[0], op, args[1])
+	}
+	if !finite(x) || !finite(y) {
+		return 0, 0, &NoDataError{Reason: "operand is not a finite number"}
+	}
+	return x, y, nil
+}
+
+func finiteResult(f float64) (any, error) {
+	if !finite(f) {
+		return nil, &NoDataError{Reason: "result is not a finite number"}
+	}
+	return f, nil
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	}
+	if i, ok := toInt(v); ok {
+		return float64(i), true
+	}
+	return 0, false
+}
+
+func toInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint:
+		return int64(x), true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case uint64:
+		return int64(x), true
+	}
+	return 0, false
+}

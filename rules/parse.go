@@ -1,0 +1,743 @@
+package rules
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/expr-lang/expr/file"
+	"gopkg.in/yaml.v3"
+)
+
+// Error is one problem in a rules file, with its position.
+type Error struct {
+	File string
+	// Line and Col are 1-based; 0 when unknown.
+	Line int
+	Col  int
+	// Rule is the rule's name, "" when the error is not inside a rule or
+	// the rule has no name yet; RuleIndex is the rule's 1-based position in
+	// the list, 0 outside a rule.
+	Rule      string
+	RuleIndex int
+	Msg       string
+	// Snippet, when set, shows the offending source line with a caret
+	// under the column; it is printed on the lines after the message.
+	Snippet string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", e.Line, max(e.Col, 1))
+	}
+	b.WriteString(": ")
+	switch {
+	case e.Rule != "":
+		fmt.Fprintf(&b, "rule %q: ", e.Rule)
+	case e.RuleIndex > 0:
+		fmt.Fprintf(&b, "rule #%d: ", e.RuleIndex)
+	}
+	b.WriteString(e.Msg)
+	if e.Snippet != "" {
+		b.WriteByte('\n')
+		b.WriteString(e.Snippet)
+	}
+	return b.String()
+}
+
+// ErrorList is every error of a file, in file order.
+type ErrorList struct {
+	Errors []*Error
+}
+
+func (l *ErrorList) Error() string {
+	msgs := make([]string, len(l.Errors))
+	for i, e := range l.Errors {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap gives errors.As access to each *Error.
+func (l *ErrorList) Unwrap() []error {
+	errs := make([]error, len(l.Errors))
+	for i, e := range l.Errors {
+		errs[i] = e
+	}
+	return errs
+}
+
+// Parse reads the rules of a YAML file: a mapping whose `rules` key holds
+// the list of rules (other top-level keys belong to the configuration and
+// are not looked at). Every rule is checked and its expressions compiled;
+// the returned error is an *ErrorList with every problem of the file.
+func Parse(filename string, data []byte) (set *Set, err error) {
+	p := &parser{file: filename, src: data}
+	defer func() {
+		// yaml.v3 has panicked on malformed input before; a bad file must
+		// be an error, never a crash of the loader.
+		if r := recover(); r != nil {
+			p.errorf(nil, "invalid YAML: %v", r)
+			set, err = nil, &ErrorList{Errors: p.errs}
+		}
+	}()
+	set = p.parse()
+	if len(p.errs) > 0 {
+		return nil, &ErrorList{Errors: p.errs}
+	}
+	return set, nil
+}
+
+// DidYouMean returns the candidate closest to word when it is close enough
+// to be a likely typo, else "".
+func DidYouMean(word string, candidates []string) string {
+	best, bestDist := "", -1
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(word), strings.ToLower(c))
+		if bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	limit := 1
+	if len(word) >= 5 {
+		limit = 2
+	}
+	if len(word) >= 10 {
+		limit = 3
+	}
+	if bestDist < 0 || bestDist > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance: insertions,
+// deletions, substitutions and transpositions of adjacent letters cost 1.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) > 64 || len(rb) > 64 {
+		if a == b {
+			return 0
+		}
+		return 1 << 20
+	}
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}
+
+// ruleKeys lists the keys of a rule.
+func ruleKeys() []string {
+	return []string{"name", "description", "when", "for", "keep_firing_for", "cooldown", "on_nodata", "symbols", "severity", "message", "actions"}
+}
+
+// actionKeys lists the keys of an action.
+func actionKeys() []string { return []string{"action", "leverage", "channels"} }
+
+var (
+	nameRE     = regexp.MustCompile(`^[a-z0-9-]+$`)
+	yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	noFieldRE  = regexp.MustCompile(`^type rules\.(\w+) has no field (\S+)$`)
+	noNameRE   = regexp.MustCompile(`^unknown name (\S+)$`)
+)
+
+type parser struct {
+	file string
+	src  []byte
+	errs []*Error
+	// rule context of the errors being reported
+	rule      string
+	ruleIndex int
+}
+
+// errorf records an error at n's position (1:1 when n is nil).
+func (p *parser) errorf(n *yaml.Node, format string, args ...any) {
+	line, col := 1, 1
+	if n != nil {
+		line, col = n.Line, n.Column
+	}
+	p.errs = append(p.errs, &Error{
+		File: p.file, Line: line, Col: col,
+		Rule: p.rule, RuleIndex: p.ruleIndex,
+		Msg: fmt.Sprintf(format, args...),
+	})
+}
+
+func (p *parser) parse() *Set {
+	if len(bytes.TrimSpace(p.src)) == 0 {
+		p.errorf(nil, "empty file")
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(p.src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			p.errorf(nil, "empty file")
+			return nil
+		}
+		p.yamlError(err)
+		return nil
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			p.yamlError(err)
+		} else {
+			p.errorf(&extra, "more than one YAML document; the file must hold one")
+		}
+		return nil
+	}
+	root := deref(&doc)
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			p.errorf(nil, "empty file")
+			return nil
+		}
+		root = deref(root.Content[0])
+	}
+	if root.Kind != yaml.MappingNode {
+		if isNull(root) {
+			p.errorf(root, "empty file")
+		} else {
+			p.errorf(root, "expected a mapping with a \"rules\" key, got %s", describe(root))
+		}
+		return nil
+	}
+	var rulesNode *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "rules" {
+			rulesNode = deref(root.Content[i+1])
+		}
+	}
+	if rulesNode == nil {
+		p.errorf(root, "no \"rules\" key: the file defines no rules")
+		return nil
+	}
+	set := &Set{}
+	if isNull(rulesNode) {
+		return set
+	}
+	if rulesNode.Kind != yaml.SequenceNode {
+		p.errorf(rulesNode, "rules: expected a list of rules, got %s", describe(rulesNode))
+		return nil
+	}
+	seen := map[string]*yaml.Node{}
+	for i, n := range rulesNode.Content {
+		r, name, nameNode := p.parseRule(i+1, deref(n))
+		if name != "" {
+			if first, dup := seen[name]; dup {
+				p.rule, p.ruleIndex = name, i+1
+				p.errorf(nameNode, "duplicate rule name (first defined at line %d)", first.Line)
+				continue
+			}
+			seen[name] = nameNode
+		}
+		if r != nil {
+			set.Rules = append(set.Rules, r)
+		}
+	}
+	p.rule, p.ruleIndex = "", 0
+	slices.SortStableFunc(p.errs, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+	})
+	return set
+}
+
+func (p *parser) yamlError(err error) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		if l, convErr := strconv.Atoi(m[1]); convErr == nil && l > 0 {
+			line = l
+		}
+		msg = m[2]
+	}
+	line = max(line, p.firstBadLine())
+	e := &Error{File: p.file, Line: line, Col: 1, Msg: "invalid YAML: " + msg}
+	e.Snippet = p.snippet(line, 1)
+	p.errs = append(p.errs, e)
+}
+
+// firstBadLine returns the first line whose addition makes the file's
+// prefix invalid YAML, or 0. yaml.v3 reports where the enclosing construct
+// began (the "rules:" line for a badly indented rule); the first failing
+// prefix is usually the line to fix. Bounded to the first 2000 lines.
+func (p *parser) firstBadLine() int {
+	end := 0
+	for line := 1; line <= 2000 && end < len(p.src); line++ {
+		j := bytes.IndexByte(p.src[end:], '\n')
+		if j < 0 {
+			end = len(p.src)
+		} else {
+			end += j + 1
+		}
+		var n yaml.Node
+		dec := yaml.NewDecoder(bytes.NewReader(p.src[:end]))
+		if err := dec.Decode(&n); err != nil && !errors.Is(err, io.EOF) {
+			return line
+		}
+	}
+	return 0
+}
+
+// parseRule checks one rule; it returns a nil rule when the rule has
+// errors, and the rule's name with its node whenever it has one.
+func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) {
+	p.rule, p.ruleIndex = "", index
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, "expected a mapping (name, when, actions…), got %s", describe(n))
+		return nil, "", nil
+	}
+	nerr := len(p.errs)
+	r := &Rule{
+		File: p.file, Line: n.Line,
+		Cooldown: DefaultCooldown, Severity: DefaultSeverity, OnNoData: DefaultOnNoData,
+	}
+	// The name first, so that every other error can carry it.
+	var nameNode, whenNode *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "name" {
+			nameNode = deref(n.Content[i+1])
+			if name, ok := p.str(nameNode, "name"); ok {
+				r.Name = name
+				if !nameRE.MatchString(name) {
+					p.errorf(nameNode, "name %q: use lowercase letters, digits and '-' only", name)
+				} else {
+					p.rule = name
+				}
+			}
+		}
+	}
+	if nameNode == nil {
+		p.errorf(n, "missing name")
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		if seen[k.Value] {
+			p.errorf(k, "duplicate key %q", k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		switch k.Value {
+		case "name":
+		case "description":
+			r.Description, _ = p.str(v, k.Value)
+		case "message":
+			r.Message, _ = p.str(v, k.Value)
+		case "when":
+			whenNode = v
+			r.When, _ = p.exprSource(v, k.Value)
+		case "for":
+			r.For = p.duration(v, k.Value)
+		case "keep_firing_for":
+			r.KeepFiringFor = p.duration(v, k.Value)
+		case "cooldown":
+			r.Cooldown = p.duration(v, k.Value)
+		case "on_nodata":
+			if s, ok := p.enum(v, k.Value, []string{string(NoDataAlert), string(NoDataIgnore)}); ok {
+				r.OnNoData = NoDataPolicy(s)
+			}
+		case "severity":
+			if s, ok := p.enum(v, k.Value, []string{string(Info), string(Warning), string(Critical)}); ok {
+				r.Severity = Severity(s)
+			}
+		case "symbols":
+			r.Symbols = p.strings(v, k.Value)
+		case "actions":
+			r.Actions = p.actions(v)
+		default:
+			p.unknownKey(k, ruleKeys())
+		}
+	}
+	if whenNode == nil {
+		p.errorf(n, "missing when: the condition is required")
+	} else if strings.TrimSpace(r.When) == "" {
+		p.errorf(whenNode, "when is empty")
+	} else if prog, err := compileExpr(r.When, exprBool); err != nil {
+		p.exprError(whenNode, "when", err)
+	} else {
+		r.program = prog
+	}
+	if len(p.errs) > nerr {
+		return nil, r.Name, nameNode
+	}
+	r.pool = newEvaluatorPool()
+	return r, r.Name, nameNode
+}
+
+func (p *parser) actions(n *yaml.Node) []Action {
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, "actions: expected a list of actions, got %s", describe(n))
+		return nil
+	}
+	kinds := []string{string(LowerLeverage), string(SetIsolated), string(CancelOrders), string(Notify)}
+	var out []Action
+	seenKind := map[ActionKind]int{}
+	for _, an := range n.Content {
+		an = deref(an)
+		if an.Kind != yaml.MappingNode {
+			p.errorf(an, "action: expected a mapping like {action: notify}, got %s", describe(an))
+			continue
+		}
+		var a Action
+		var kindNode, levNode, chanNode *yaml.Node
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(an.Content); i += 2 {
+			k, v := an.Content[i], deref(an.Content[i+1])
+			if seen[k.Value] {
+				p.errorf(k, "duplicate key %q", k.Value)
+				continue
+			}
+			seen[k.Value] = true
+			switch k.Value {
+			case "action":
+				kindNode = v
+			case "leverage":
+				levNode = v
+			case "channels":
+				chanNode = v
+				a.Channels = p.strings(v, k.Value)
+			default:
+				p.unknownKey(k, actionKeys())
+			}
+		}
+		if kindNode == nil {
+			p.errorf(an, "action: missing \"action\" key (one of %s)", strings.Join(kinds, ", "))
+			continue
+		}
+		s, ok := p.enum(kindNode, "action", kinds)
+		if !ok {
+			continue
+		}
+		a.Kind = ActionKind(s)
+		if prev, dup := seenKind[a.Kind]; dup && a.Kind != Notify {
+			p.errorf(kindNode, "action %s listed twice (first at line %d)", a.Kind, prev)
+		}
+		seenKind[a.Kind] = kindNode.Line
+		if chanNode != nil && a.Kind != Notify {
+			p.errorf(chanNode, "channels: only the notify action takes channels")
+		}
+		switch {
+		case a.Kind == LowerLeverage && levNode == nil:
+			p.errorf(kindNode, "lower_leverage: missing parameter \"leverage\" (an expression giving the target leverage, e.g. riskLimit.maxLeverage / 2)")
+		case a.Kind == LowerLeverage:
+			src, ok := p.exprSource(levNode, "leverage")
+			if !ok {
+				break
+			}
+			if strings.TrimSpace(src) == "" {
+				p.errorf(levNode, "leverage is empty")
+				break
+			}
+			prog, err := compileExpr(src, exprNumber)
+			if err != nil {
+				p.exprError(levNode, "leverage", err)
+				break
+			}
+			a.Leverage, a.program = src, prog
+		case levNode != nil:
+			p.errorf(levNode, "leverage: only the lower_leverage action takes a leverage")
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func (p *parser) unknownKey(k *yaml.Node, known []string) {
+	if hint := DidYouMean(k.Value, known); hint != "" {
+		p.errorf(k, "unknown key %q (did you mean %q?)", k.Value, hint)
+		return
+	}
+	p.errorf(k, "unknown key %q (known: %s)", k.Value, strings.Join(known, ", "))
+}
+
+// str reads a string scalar.
+func (p *parser) str(n *yaml.Node, key string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		p.errorf(n, "%s: expected a string, got %s", key, describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+// exprSource reads an expression: any scalar but null, so that `leverage: 5`
+// and `when: true` work.
+func (p *parser) exprSource(n *yaml.Node, key string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, "%s: expected an expression, got %s", key, describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) duration(n *yaml.Node, key string) time.Duration {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, "%s: expected a duration like 30s or 5m, got %s", key, describe(n))
+		return 0
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		p.errorf(n, "%s: bad duration %q: use a number with a unit, like 30s, 5m or 1h", key, n.Value)
+		return 0
+	}
+	if d < 0 {
+		p.errorf(n, "%s: must not be negative, got %s", key, n.Value)
+		return 0
+	}
+	return d
+}
+
+func (p *parser) enum(n *yaml.Node, key string, values []string) (string, bool) {
+	s, ok := p.str(n, key)
+	if !ok {
+		return "", false
+	}
+	for _, v := range values {
+		if s == v {
+			return s, true
+		}
+	}
+	msg := fmt.Sprintf("%s: unknown value %q (want %s)", key, s, strings.Join(values, ", "))
+	if hint := DidYouMean(s, values); hint != "" {
+		msg += fmt.Sprintf("; did you mean %q?", hint)
+	}
+	p.errorf(n, "%s", msg)
+	return "", false
+}
+
+func (p *parser) strings(n *yaml.Node, key string) []string {
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, "%s: expected a list of strings like [XBTC, XETH], got %s", key, describe(n))
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range n.Content {
+		e = deref(e)
+		s, ok := p.str(e, key)
+		if !ok {
+			continue
+		}
+		if strings.TrimSpace(s) == "" {
+			p.errorf(e, "%s: empty string", key)
+			continue
+		}
+		if seen[s] {
+			p.errorf(e, "%s: %q listed twice", key, s)
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	return out
+}
+
+// exprError reports a compile error of the expression held by node n, at
+// the expression's offending column when it can be mapped into the file.
+func (p *parser) exprError(n *yaml.Node, key string, err error) {
+	e := &Error{File: p.file, Line: n.Line, Col: n.Column, Rule: p.rule, RuleIndex: p.ruleIndex}
+	var fe *file.Error
+	if !errors.As(err, &fe) {
+		e.Msg = key + ": " + friendlyExprMessage(err.Error())
+		p.errs = append(p.errs, e)
+		return
+	}
+	e.Msg = key + ": " + friendlyExprMessage(fe.Message)
+	if line, col, ok := p.exprPosition(n, fe.Line, fe.Column); ok {
+		e.Line, e.Col = line, col
+		e.Snippet = p.snippet(line, col)
+	} else if fe.Snippet != "" {
+		// The expression is folded or spread over lines in a way that
+		// does not map column for column: show expr's own rendering.
+		e.Snippet = strings.TrimPrefix(strings.ReplaceAll(fe.Snippet, "\n | ", "\n    "), "\n")
+	}
+	p.errs = append(p.errs, e)
+}
+
+// exprPosition maps a position in an expression (line 1-based, col
+// 0-based, as expr reports it) to the file.
+func (p *parser) exprPosition(n *yaml.Node, line, col int) (int, int, bool) {
+	if line < 1 {
+		return 0, 0, false
+	}
+	switch n.Style {
+	case 0, yaml.TaggedStyle:
+		if !strings.Contains(n.Value, "\n") && line == 1 && p.lineHas(n.Line, n.Column, n.Value) {
+			return n.Line, n.Column + col, true
+		}
+	case yaml.SingleQuotedStyle, yaml.DoubleQuotedStyle:
+		if line == 1 && !strings.ContainsAny(p.lineAt(n.Line), `\'`+"\t") {
+			return n.Line, n.Column + 1 + col, true
+		}
+	case yaml.LiteralStyle:
+		// The text starts on the line after the indicator; every line
+		// keeps its content, after the block's indentation.
+		fl := n.Line + line
+		text := p.lineAt(fl)
+		indent := len(text) - len(strings.TrimLeft(text, " "))
+		if fl <= p.lineCount() {
+			return fl, indent + col + 1, true
+		}
+	}
+	return 0, 0, false
+}
+
+func (p *parser) lineHas(line, col int, s string) bool {
+	text := p.lineAt(line)
+	return col >= 1 && col-1 <= len(text) && strings.HasPrefix(text[col-1:], s)
+}
+
+func (p *parser) lineCount() int { return bytes.Count(p.src, []byte("\n")) + 1 }
+
+// lineAt returns the 1-based line of the source, without its newline.
+func (p *parser) lineAt(line int) string {
+	if line < 1 {
+		return ""
+	}
+	rest := p.src
+	for i := 1; i < line; i++ {
+		j := bytes.IndexByte(rest, '\n')
+		if j < 0 {
+			return ""
+		}
+		rest = rest[j+1:]
+	}
+	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+		rest = rest[:j]
+	}
+	return strings.TrimRight(string(rest), "\r")
+}
+
+// snippet renders a source line with a caret under col (1-based).
+func (p *parser) snippet(line, col int) string {
+	text := p.lineAt(line)
+	if strings.TrimSpace(text) == "" {
+		return ""
+	}
+	text = strings.ReplaceAll(text, "\t", " ")
+	return "    " + text + "\n    " + strings.Repeat(" ", max(col-1, 0)) + "^"
+}
+
+// friendlyExprMessage rewords expr's messages about unknown names in terms
+// of the rule language, with a suggestion.
+func friendlyExprMessage(msg string) string {
+	if m := noFieldRE.FindStringSubmatch(msg); m != nil {
+		var t reflect.Type
+		obj := ""
+		switch m[1] {
+		case "Position":
+			t, obj = reflect.TypeFor[Position](), "position"
+		case "RiskLimit":
+			t, obj = reflect.TypeFor[RiskLimit](), "riskLimit"
+		case "Symbol":
+			t, obj = reflect.TypeFor[Symbol](), "symbol"
+		}
+		if t != nil {
+			out := fmt.Sprintf("unknown field %s.%s", obj, m[2])
+			if hint := DidYouMean(m[2], exprNames(t)); hint != "" {
+				out += fmt.Sprintf(" (did you mean %s.%s?)", obj, hint)
+			}
+			return out
+		}
+	}
+	if m := noNameRE.FindStringSubmatch(msg); m != nil {
+		out := "unknown name " + m[1]
+		if hint := DidYouMean(m[1], exprNames(reflect.TypeFor[Env]())); hint != "" {
+			out += fmt.Sprintf(" (did you mean %s?)", hint)
+		}
+		return out
+	}
+	if strings.HasPrefix(msg, "expected bool, but got ") {
+		return "must be a boolean condition, but it is a " + strings.TrimPrefix(msg, "expected bool, but got ")
+	}
+	if strings.HasPrefix(msg, "expected float64, but got ") {
+		return "must be a number, but it is a " + strings.TrimPrefix(msg, "expected float64, but got ")
+	}
+	return msg
+}
+
+// exprNames lists the expression names (expr tags) of a struct's fields.
+func exprNames(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("expr"); tag != "" {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// deref follows YAML aliases (bounded: an alias of an alias is rare, a loop
+// impossible in valid YAML).
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; i < 8 && n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// describe names a node's type for messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			return "nothing (null)"
+		case "!!str":
+			return fmt.Sprintf("the string %q", n.Value)
+		case "!!int":
+			return "the integer " + n.Value
+		case "!!float":
+			return "the number " + n.Value
+		case "!!bool":
+			return "the boolean " + n.Value
+		}
+		return fmt.Sprintf("%s %q", n.Tag, n.Value)
+	}
+	return "a document"
+}

@@ -1,0 +1,209 @@
+// Package rules reads the guard's rules from YAML, compiles their
+// expressions once against a typed environment (Env), and evaluates them.
+//
+// A rule's `when` is an expr (github.com/expr-lang/expr) expression that must
+// be boolean; the `leverage` parameter of lower_leverage is an expression
+// that must be a number. Every error of a file is reported at once with its
+// position: FILE:LINE:COL: rule "NAME": what is wrong.
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/expr-lang/expr/vm"
+)
+
+// Severity is how serious a firing rule is.
+type Severity string
+
+// Severities, from least to most serious.
+const (
+	Info     Severity = "info"
+	Warning  Severity = "warning"
+	Critical Severity = "critical"
+)
+
+// NoDataPolicy says what a rule does when its inputs are missing or invalid.
+type NoDataPolicy string
+
+// No-data policies. The no-data state never triggers an action; it can only
+// alert.
+const (
+	// NoDataAlert reports the no-data state (notification, log, metric).
+	NoDataAlert NoDataPolicy = "alert"
+	// NoDataIgnore keeps the no-data state silent.
+	NoDataIgnore NoDataPolicy = "ignore"
+)
+
+// ActionKind names what a firing rule does to the position.
+type ActionKind string
+
+// Action kinds. Every action only ever lowers risk.
+const (
+	// LowerLeverage sets the position's leverage to the value of the
+	// action's leverage expression, if lower than the current one.
+	LowerLeverage ActionKind = "lower_leverage"
+	// SetIsolated switches the position to isolated margin.
+	SetIsolated ActionKind = "set_isolated"
+	// CancelOrders cancels the symbol's open orders.
+	CancelOrders ActionKind = "cancel_orders"
+	// Notify sends a notification.
+	Notify ActionKind = "notify"
+)
+
+// Defaults of the optional rule fields.
+const (
+	// DefaultCooldown is the cooldown of a rule that does not set one: its
+	// actions run at most once a minute per symbol while it keeps firing.
+	DefaultCooldown = time.Minute
+	// DefaultSeverity is the severity of a rule that does not set one.
+	DefaultSeverity = Warning
+	// DefaultOnNoData is the no-data policy of a rule that does not set one:
+	// bad inputs are reported, never silently read as safe.
+	DefaultOnNoData = NoDataAlert
+)
+
+// Set is the rules of one file, in file order.
+type Set struct {
+	Rules []*Rule
+}
+
+// Rule is one guard rule. Parse fills and compiles it; a Rule built by hand
+// must be compiled with Compile before Eval.
+type Rule struct {
+	// Name is unique in a Set and matches [a-z0-9-]+.
+	Name        string
+	Description string
+	// When is the source of the boolean condition.
+	When string
+	// For is how long When must hold (pending) before the rule fires.
+	For time.Duration
+	// KeepFiringFor keeps the rule firing this long after When clears.
+	KeepFiringFor time.Duration
+	// Cooldown is the minimum time between two runs of the rule's actions
+	// on one symbol.
+	Cooldown time.Duration
+	OnNoData NoDataPolicy
+	// Symbols restricts the rule to these contract symbols; empty means all.
+	Symbols  []string
+	Severity Severity
+	// Message is an optional template for notifications, kept as text.
+	Message string
+	Actions []Action
+	// File and Line locate the rule in its source, for messages.
+	File string
+	Line int
+
+	program *vm.Program
+	pool    *sync.Pool // of *Evaluator, for the concurrency-safe Eval
+}
+
+// Action is one thing a firing rule does.
+type Action struct {
+	Kind ActionKind
+	// Leverage is the source of the target leverage expression
+	// (lower_leverage only).
+	Leverage string
+	// Channels names the notification channels (notify only); empty means
+	// the default ones.
+	Channels []string
+
+	program *vm.Program
+}
+
+// AppliesTo reports whether the rule evaluates positions of symbol.
+func (r *Rule) AppliesTo(symbol string) bool {
+	return len(r.Symbols) == 0 || slices.Contains(r.Symbols, symbol)
+}
+
+// Compile compiles the rule's expressions against Env: When must be boolean
+// and every action parameter a number. Parse calls it; call it on a Rule
+// built by hand.
+func (r *Rule) Compile() error {
+	p, err := compileExpr(r.When, exprBool)
+	if err != nil {
+		return fmt.Errorf("rule %q: when: %w", r.Name, err)
+	}
+	for i := range r.Actions {
+		a := &r.Actions[i]
+		if a.Kind != LowerLeverage {
+			continue
+		}
+		ap, err := compileExpr(a.Leverage, exprNumber)
+		if err != nil {
+			return fmt.Errorf("rule %q: %s leverage: %w", r.Name, a.Kind, err)
+		}
+		a.program = ap
+	}
+	r.program = p
+	r.pool = newEvaluatorPool()
+	return nil
+}
+
+func newEvaluatorPool() *sync.Pool {
+	return &sync.Pool{New: func() any { return new(Evaluator) }}
+}
+
+// Eval evaluates When against env. It is safe for concurrent use; an engine
+// evaluating from one goroutine saves a little with its own Evaluator.
+// errors.Is(err, ErrNoData) when env has no data or the expression produced
+// a non-finite number; any other error is a run-time failure of the rule.
+func (r *Rule) Eval(env *Env) (bool, error) {
+	if r.pool == nil {
+		return false, fmt.Errorf("rule %q: not compiled", r.Name)
+	}
+	ev := r.pool.Get().(*Evaluator)
+	ok, err := ev.Eval(r, env)
+	r.pool.Put(ev)
+	return ok, err
+}
+
+// TargetLeverage evaluates the lower_leverage target against env and rounds
+// it down to an integer (the more conservative side). The result must be a
+// finite number: NaN or ±Inf is ErrNoData. The caller clamps it to
+// 1..current leverage.
+func (a *Action) TargetLeverage(env *Env) (int, error) {
+	var ev Evaluator
+	return ev.TargetLeverage(a, env)
+}
+
+// Fingerprint identifies what the rule does: rules with the same name,
+// condition, timings, no-data policy, symbols, severity and actions have the
+// same fingerprint, so a reload keeps the state of unchanged rules.
+// Description, message and position in the file do not count.
+func (r *Rule) Fingerprint() string {
+	var b strings.Builder
+	field := func(s string) {
+		b.WriteString(strconv.Quote(s))
+		b.WriteByte(' ')
+	}
+	field(r.Name)
+	field(r.When)
+	field(r.For.String())
+	field(r.KeepFiringFor.String())
+	field(r.Cooldown.String())
+	field(string(r.OnNoData))
+	field(string(r.Severity))
+	field(strconv.Itoa(len(r.Symbols)))
+	for _, s := range r.Symbols {
+		field(s)
+	}
+	field(strconv.Itoa(len(r.Actions)))
+	for _, a := range r.Actions {
+		field(string(a.Kind))
+		field(a.Leverage)
+		field(strconv.Itoa(len(a.Channels)))
+		for _, c := range a.Channels {
+			field(c)
+		}
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:16])
+}

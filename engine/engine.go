@@ -110,7 +110,7 @@ type Engine struct {
 	dirty     bool // state changed since the last save
 	lastOK    time.Time
 	lastTick  time.Time
-	healthy   map[string]bool // rule name → last evaluation did not fail at run time
+	failing   []bool // by rule index: the last evaluation failed at run time
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	in  rules.Input
@@ -172,7 +172,7 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 		set:       set,
 		positions: make(map[string]*posState),
 		indexSeen: make(map[string]indexSeen),
-		healthy:   make(map[string]bool),
+		failing:   make([]bool, len(set.Rules)),
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -254,6 +254,7 @@ func (e *Engine) Update(now time.Time, set *rules.Set) {
 		ps.rules = next
 	}
 	e.set = set
+	e.failing = make([]bool, len(set.Rules))
 	e.dirty = true
 	e.log.Info("rules reloaded", "rules", len(set.Rules), "kept", kept)
 	e.record(Record{Time: now, Type: "reload", Reason: fmt.Sprintf("%d rules, %d kept their state", len(set.Rules), kept)})
@@ -483,7 +484,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *snapshot, re
 				continue
 			}
 			rep.Evaluations++
-			cond, reason := e.condition(r, why)
+			cond, reason := e.condition(ri, r, why)
 			if cond == Invalid && r.OnNoData == rules.NoDataIgnore {
 				continue
 			}
@@ -513,12 +514,13 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *snapshot, re
 const unhealthy Condition = 255
 
 // condition evaluates r on the current environment.
-func (e *Engine) condition(r *rules.Rule, indexWhy string) (Condition, string) {
+func (e *Engine) condition(ri int, r *rules.Rule, indexWhy string) (Condition, string) {
 	ok, err := e.ev.Eval(r, &e.env)
 	switch {
 	case err == nil:
-		if !e.healthy[r.Name] {
-			e.healthy[r.Name] = true
+		if e.failing[ri] {
+			e.failing[ri] = false
+			e.log.Info("rule evaluates again", "rule", r.Name)
 		}
 		if ok {
 			return True, ""
@@ -534,10 +536,10 @@ func (e *Engine) condition(r *rules.Rule, indexWhy string) (Condition, string) {
 		}
 		return Invalid, reason
 	default:
-		if h, seen := e.healthy[r.Name]; h || !seen {
+		if !e.failing[ri] {
 			e.log.Error("rule failed at run time; marked unhealthy", "rule", r.Name, "symbol", e.env.Position.Symbol, "err", err)
 		}
-		e.healthy[r.Name] = false
+		e.failing[ri] = true
 		e.metrics.ruleError(r.Name)
 		return unhealthy, err.Error()
 	}

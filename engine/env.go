@@ -76,25 +76,24 @@ func fillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
-// toFloat converts a decimal to the nearest float64 without allocating in
-// the common case: a coefficient below 2^53 and a power of ten up to 22 are
-// both exact, so one multiplication or division rounds correctly (the same
-// fast path strconv.ParseFloat takes). Other values take the exact, slower
+// toFloat converts a decimal to a float64 without allocating in the common
+// case. With at most 15 digits the coefficient and a power of ten up to 22
+// are both exact, so one multiplication or division rounds correctly (the
+// fast path strconv.ParseFloat takes); with 16 to 18 digits the coefficient
+// is rounded first, so the result may be one unit in the last place off,
+// far below anything a rule can tell. Other values take the exact, slower
 // route.
 func toFloat(d decimal.Decimal) float64 {
 	exp := d.Exponent()
-	if -22 <= exp && exp <= 22 {
-		// At most 15 digits: the coefficient is an int64 below 2^53.
-		if d.NumDigits() <= 15 {
-			c := d.CoefficientInt64()
-			if exp >= 0 {
-				if f := float64(c) * pow10[exp]; math.Abs(f) < 1<<53 {
-					return f
-				}
-			} else {
-				return float64(c) / pow10[-exp]
-			}
-		}
+	if exp < -22 || exp > 22 || d.NumDigits() > 18 {
+		return d.InexactFloat64()
+	}
+	c := float64(d.CoefficientInt64())
+	if exp < 0 {
+		return c / pow10[-exp]
+	}
+	if f := c * pow10[exp]; math.Abs(f) < 1<<53 {
+		return f
 	}
 	return d.InexactFloat64()
 }

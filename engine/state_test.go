@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -120,5 +121,28 @@ func TestStateText(t *testing.T) {
 	var s State
 	if err := s.UnmarshalText([]byte("bogus")); err == nil {
 		t.Error("want error for unknown state")
+	}
+}
+
+func TestToFloat(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want float64
+	}{
+		{"0", 0}, {"1", 1}, {"-2.5", -2.5}, {"0.1", 0.1}, {"96500.5", 96500.5},
+		{"0.000123456789012345", 0.000123456789012345}, {"123456789012345", 123456789012345},
+		{"1e30", 1e30}, {"-0.0000000000000000000000001", -1e-25},
+	}
+	for _, tt := range tests {
+		got := toFloat(dec(tt.in))
+		if got != tt.want && math.Abs(got-tt.want) > math.Abs(tt.want)*1e-15 {
+			t.Errorf("toFloat(%s) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+	// 16 to 18 digits: within one part in 10^15.
+	d := dec("1234.56789012345678")
+	if got := toFloat(d); math.Abs(got-1234.56789012345678) > 1e-12 {
+		t.Errorf("toFloat(%s) = %v", d, got)
 	}
 }

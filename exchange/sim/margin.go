@@ -1,0 +1,121 @@
+package sim
+
+import (
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// The margin model of the simulated exchange. Contracts are linear: one
+// contract is one unit of the base currency, margined and settled in the
+// quote currency. For a position of quantity q > 0 opened at entry price P
+// with leverage L:
+//
+//	entryValue  EV = q·P
+//	margin      M  = EV / L                     (rounded half up to 8 places)
+//	mmr            = MaintenanceRate(riskLimit, EV)
+//	collateral  C  = M                          isolated
+//	            C  = M + free balance           cross (the whole free balance
+//	                                             of the account backs it)
+//	liquidation    long:  P − (C − mmr·EV) / q   (rounded up to the quote scale, at least 0)
+//	               short: P + (C − mmr·EV) / q   (rounded down to the quote scale)
+//
+// that is, the index price at which the equity C ± q·(index − P) falls to
+// the maintenance margin mmr·EV. For an isolated position this is the
+// familiar long P·(1 − 1/L + mmr) and short P·(1 + 1/L − mmr). Rounding
+// goes towards the entry price, so the exchange liquidates at, never
+// after, the exact price.
+//
+// Each cross position is backed by the whole free balance, as if the other
+// positions stood still; a change of the free balance (a settings change
+// moving margin, a liquidation) moves every cross position's liquidation
+// price. Unrealised profit and loss never changes the free balance.
+
+// MaintenanceRate is the maintenance margin rate a position of entry value
+// ev pays under rl: the risk limit's maintenanceMarginRate, plus
+// marginRateStep for each riskLimitStep (rounded up, at most
+// maxRiskLimitSteps) by which ev exceeds riskLimitBase. With a zero
+// riskLimitStep the rate is flat.
+func MaintenanceRate(rl exchange.RiskLimit, ev decimal.Decimal) decimal.Decimal {
+	mmr := rl.MaintenanceMarginRate
+	if !rl.RiskLimitStep.IsPositive() || !ev.GreaterThan(rl.RiskLimitBase) {
+		return mmr
+	}
+	steps := ev.Sub(rl.RiskLimitBase).DivRound(rl.RiskLimitStep, 16).Ceil()
+	if limit := decimal.NewFromInt(int64(rl.MaxRiskLimitSteps)); steps.GreaterThan(limit) {
+		steps = limit
+	}
+	return mmr.Add(rl.MarginRateStep.Mul(steps))
+}
+
+// Margin is the margin of a position of entry value ev at leverage:
+// ev/leverage rounded half up to 8 decimal places. A leverage below 1
+// counts as 1.
+func Margin(ev decimal.Decimal, leverage int) decimal.Decimal {
+	if leverage < 1 {
+		leverage = 1
+	}
+	return ev.DivRound(decimal.NewFromInt(int64(leverage)), 8)
+}
+
+// LiquidationPrice is the index price at which a position of quantity q,
+// entry price entry and the given collateral (margin, plus the free balance
+// when cross) is liquidated under the maintenance margin rate mmr, rounded
+// to scale decimal places towards the entry price (see the model above). It
+// is 0 for a position with no quantity, and for a long that no positive
+// price can liquidate.
+func LiquidationPrice(direction string, q, entry, collateral, mmr decimal.Decimal, scale int32) decimal.Decimal {
+	if !q.IsPositive() {
+		return decimal.Zero
+	}
+	ev := q.Mul(entry)
+	buffer := collateral.Sub(mmr.Mul(ev)).DivRound(q, 16)
+	var liq decimal.Decimal
+	if direction == exchange.Short {
+		liq = entry.Add(buffer).RoundFloor(scale)
+	} else {
+		liq = entry.Sub(buffer).RoundCeil(scale)
+	}
+	if liq.IsNegative() {
+		return decimal.Zero
+	}
+	return liq
+}
+
+// RiskLevel is the margin ratio of a position in percent, as an integer in
+// 0..100: the maintenance margin mmr·EV over the equity
+// collateral ± q·(index − entry), rounded up. It reads 100 at the
+// liquidation price and beyond, and 0 for an empty position.
+func RiskLevel(direction string, q, entry, collateral, mmr, index decimal.Decimal) int {
+	if !q.IsPositive() {
+		return 0
+	}
+	pnl := index.Sub(entry).Mul(q)
+	if direction == exchange.Short {
+		pnl = pnl.Neg()
+	}
+	equity := collateral.Add(pnl)
+	if !equity.IsPositive() {
+		return 100
+	}
+	level := mmr.Mul(q).Mul(entry).Mul(decimal.NewFromInt(100)).DivRound(equity, 16).Ceil()
+	switch {
+	case level.GreaterThan(decimal.NewFromInt(100)):
+		return 100
+	case level.IsNegative():
+		return 0
+	}
+	return int(level.IntPart())
+}
+
+// crossed reports whether index has reached the liquidation price liq of a
+// position in direction: a long at or below it, a short at or above it. A
+// zero liquidation price never crosses.
+func crossed(direction string, index, liq decimal.Decimal) bool {
+	if !liq.IsPositive() || !index.IsPositive() {
+		return false
+	}
+	if direction == exchange.Short {
+		return index.GreaterThanOrEqual(liq)
+	}
+	return index.LessThanOrEqual(liq)
+}

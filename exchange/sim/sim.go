@@ -1,0 +1,583 @@
+// Package sim is a simulated exchange: a real exchange held in memory and
+// served over HTTP with the paths, envelope and signing of the exchange
+// specification. Tests, `riskguard demo` and backtests run against it.
+//
+// It verifies the key, the timestamp and the signature of every private
+// call; keeps symbols, risk limits, balances, positions, open and closed
+// orders; moves index prices along scripted or seeded random paths;
+// recomputes margin and liquidation price on settings changes (see
+// LiquidationPrice for the formula) and liquidates positions whose
+// liquidation price the index crosses. Everything is deterministic for a
+// seed and a clock: a backtest passes its own clock in Config.Now and moves
+// time with Step.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// Default credentials of a simulated exchange started by `riskguard sim`
+// or `riskguard demo` when RISKGUARD_API_KEY / RISKGUARD_API_SECRET are
+// unset.
+const (
+	DefaultKey    = "demo-key"
+	DefaultSecret = "demo-secret"
+	// DefaultSeed is the seed of `riskguard sim` without --seed.
+	DefaultSeed int64 = 1
+)
+
+// maxCalls bounds the request log; older calls are dropped.
+const maxCalls = 10_000
+
+// Config configures a simulated exchange.
+type Config struct {
+	// Key and Secret are the one accepted key pair; both are required.
+	Key, Secret string
+	// Seed seeds the random walks and the generated closed orders.
+	Seed int64
+	// Now is the exchange's clock; default time.Now. Backtests pass a
+	// simulated clock.
+	Now func() time.Time
+	// MaxSkew is the accepted |API-TIMESTAMP − server time|; default 60s.
+	MaxSkew time.Duration
+	// Scenario is the starting state; nil means DefaultScenario().
+	Scenario *Scenario
+	// Logger gets one line per request at Info; nil discards.
+	Logger *slog.Logger
+	// UserID is the account's user id; default 1.
+	UserID int64
+}
+
+// Exchange is a simulated exchange. It is an http.Handler; its methods
+// are safe for concurrent use, also while it serves requests.
+type Exchange struct {
+	key, secret string
+	clock       func() time.Time
+	maxSkew     time.Duration
+	log         *slog.Logger
+	userID      int64
+	routes      []route
+
+	mu           sync.Mutex
+	offset       time.Duration
+	start        time.Time
+	currencies   []exchange.Currency
+	spots        []exchange.SpotSymbol
+	contracts    []exchange.ContractSymbol // in scenario order
+	contractByID map[int64]int             // symbol id → index in contracts
+	symbolByName map[string]symbolRef
+	indexes      map[string]*index
+	balance      decimal.Decimal
+	spotBalances map[string]decimal.Decimal
+	positions    map[string]*exchange.Position // by contract symbol name
+	openOrders   map[string]int
+	closed       []closedOrder // ascending id
+	nextOrderID  int64
+	orderRand    *rand.Rand
+	faults       map[string]*Fault
+	answers      map[string]answer
+	calls        []Call
+	liquidations []Liquidation
+}
+
+// symbolRef finds a symbol by name among spots or contracts.
+type symbolRef struct {
+	contract bool
+	i        int
+}
+
+// Liquidation records a position the exchange liquidated.
+type Liquidation struct {
+	Time   time.Time
+	Symbol string
+	// Price is the index price that crossed the liquidation price.
+	Price decimal.Decimal
+	// Position is the position as it was just before liquidation.
+	Position exchange.Position
+}
+
+// New builds a simulated exchange from cfg, validating its scenario.
+func New(cfg Config) (*Exchange, error) {
+	if cfg.Key == "" || cfg.Secret == "" {
+		return nil, errors.New("new sim: key and secret are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxSkew <= 0 {
+		cfg.MaxSkew = 60 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.UserID == 0 {
+		cfg.UserID = 1
+	}
+	sc := cfg.Scenario
+	if sc == nil {
+		sc = DefaultScenario()
+	}
+	n, err := sc.normalize()
+	if err != nil {
+		return nil, fmt.Errorf("new sim: %w", err)
+	}
+	e := &Exchange{
+		key:          cfg.Key,
+		secret:       cfg.Secret,
+		clock:        cfg.Now,
+		maxSkew:      cfg.MaxSkew,
+		log:          cfg.Logger,
+		userID:       cfg.UserID,
+		start:        cfg.Now(),
+		contractByID: map[int64]int{},
+		symbolByName: map[string]symbolRef{},
+		indexes:      map[string]*index{},
+		balance:      n.Balance,
+		spotBalances: map[string]decimal.Decimal{},
+		positions:    map[string]*exchange.Position{},
+		openOrders:   map[string]int{},
+		nextOrderID:  1,
+		orderRand:    rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed0fde75)),
+		faults:       map[string]*Fault{},
+		answers:      map[string]answer{},
+	}
+	e.routes = e.table()
+	e.load(n, cfg.Seed)
+	return e, nil
+}
+
+// Fixed times of the listed symbols and risk limits, so responses do not
+// depend on when the exchange started.
+const (
+	listedAt  int64 = 1_600_000_000_000 // 2020-09-13
+	delistsAt int64 = 4_102_444_800_000 // 2100-01-01
+)
+
+// load builds the state from a normalized scenario.
+func (e *Exchange) load(n *Scenario, seed int64) {
+	for i, c := range n.Currencies {
+		e.currencies = append(e.currencies, exchange.Currency{ID: int64(i + 1), Name: c})
+	}
+	for i, s := range n.Spots {
+		e.spots = append(e.spots, spotSymbol(s))
+		e.symbolByName[s.Name] = symbolRef{i: i}
+	}
+	for i, c := range n.Contracts {
+		rl := c.RiskLimit
+		e.contracts = append(e.contracts, exchange.ContractSymbol{
+			SpotSymbol: spotSymbol(c.SymbolSpec),
+			Type:       c.Type,
+			RiskLimit: exchange.RiskLimit{
+				ID:                    c.ID,
+				InitialMarginRate:     rl.InitialMarginRate,
+				MaintenanceMarginRate: rl.MaintenanceMarginRate,
+				MarginRateStep:        rl.MarginRateStep,
+				MaxLeverage:           rl.MaxLeverage,
+				RiskLimitBase:         rl.RiskLimitBase,
+				RiskLimitStep:         rl.RiskLimitStep,
+				MaxRiskLimitSteps:     rl.MaxRiskLimitSteps,
+				MaxQuantity:           rl.MaxQuantity,
+				CreatedAt:             listedAt,
+			},
+			SettlementFeeRate: c.SettlementFeeRate,
+		})
+		e.contractByID[c.ID] = i
+		e.symbolByName[c.Name] = symbolRef{contract: true, i: i}
+	}
+	for _, ix := range n.Indexes {
+		e.indexes[ix.Name] = newIndex(ix, seed, e.start)
+	}
+	for c, v := range n.SpotBalances {
+		e.spotBalances[c] = v
+	}
+	for sym, k := range n.OpenOrders {
+		e.openOrders[sym] = k
+	}
+	for _, p := range n.Positions {
+		e.positions[p.Symbol] = e.newPosition(p, e.start)
+	}
+	e.refreshCross(e.start)
+	e.generateClosed(n.ClosedOrders, time.Duration(n.ClosedOrderSpacing))
+}
+
+func spotSymbol(s SymbolSpec) exchange.SpotSymbol {
+	return exchange.SpotSymbol{
+		ID:                    s.ID,
+		Name:                  s.Name,
+		StartTime:             listedAt,
+		EndTime:               delistsAt,
+		BaseName:              s.Base,
+		BaseMinimumIncrement:  s.BaseIncrement,
+		BaseScale:             s.BaseScale,
+		BaseMaximumQuantity:   s.BaseMaxQuantity,
+		QuoteName:             s.Quote,
+		QuoteMinimumIncrement: s.QuoteIncrement,
+		QuoteScale:            s.QuoteScale,
+	}
+}
+
+// now is the server's clock: the configured clock plus the clock offset.
+// Call with e.mu held.
+func (e *Exchange) now() time.Time { return e.clock().Add(e.offset) }
+
+// contract returns the contract symbol named sym. Call with e.mu held.
+func (e *Exchange) contract(sym string) (*exchange.ContractSymbol, bool) {
+	ref, ok := e.symbolByName[sym]
+	if !ok || !ref.contract {
+		return nil, false
+	}
+	return &e.contracts[ref.i], true
+}
+
+// newPosition builds a position from a normalized spec, its margin taken
+// at EV/leverage and its liquidation price computed. The balance is not
+// touched. Call with e.mu held.
+func (e *Exchange) newPosition(p PositionSpec, at time.Time) *exchange.Position {
+	c, _ := e.contract(p.Symbol)
+	ms := at.UnixMilli()
+	pos := &exchange.Position{
+		ID:                           fmt.Sprintf("%d_%d", e.userID, c.ID),
+		UserID:                       e.userID,
+		SymbolID:                     c.ID,
+		RiskLimit:                    c.RiskLimit,
+		Cross:                        p.Cross,
+		CreatedAt:                    ms,
+		UpdatedAt:                    ms,
+		Leverage:                     p.Leverage,
+		Direction:                    p.Direction,
+		RealizedPNL:                  p.RealizedPNL,
+		MinimumMaintenanceMarginRate: c.RiskLimit.MaintenanceMarginRate,
+		MinQuantity:                  c.BaseMinimumIncrement,
+		MaxQuantity:                  c.RiskLimit.MaxQuantity,
+		Version:                      1,
+		Empty:                        p.Empty,
+	}
+	if !p.Empty {
+		pos.Quantity = p.Quantity
+		pos.EntryPrice = p.EntryPrice
+		pos.EntryValue = p.Quantity.Mul(p.EntryPrice)
+		pos.Margin = Margin(pos.EntryValue, p.Leverage)
+	}
+	pos.LiquidationPrice = e.liquidationPrice(pos, e.balance)
+	return pos
+}
+
+// liquidationPrice applies the formula of LiquidationPrice to a position
+// with the free balance given. Call with e.mu held.
+func (e *Exchange) liquidationPrice(p *exchange.Position, balance decimal.Decimal) decimal.Decimal {
+	if p.Empty {
+		return decimal.Zero
+	}
+	c := e.contracts[e.contractByID[p.SymbolID]]
+	return LiquidationPrice(p.Direction, p.Quantity, p.EntryPrice, e.collateral(p, balance),
+		MaintenanceRate(p.RiskLimit, p.EntryValue), int32(c.QuoteScale))
+}
+
+// collateral is what backs a position: its margin, plus the free balance
+// when cross.
+func (e *Exchange) collateral(p *exchange.Position, balance decimal.Decimal) decimal.Decimal {
+	if p.Cross {
+		return p.Margin.Add(balance)
+	}
+	return p.Margin
+}
+
+// refreshCross recomputes the liquidation price of every cross position
+// after the free balance changed, bumping version and updatedAt of those
+// that moved. Call with e.mu held.
+func (e *Exchange) refreshCross(at time.Time) {
+	for _, p := range e.positions {
+		if !p.Cross || p.Empty {
+			continue
+		}
+		if liq := e.liquidationPrice(p, e.balance); !liq.Equal(p.LiquidationPrice) {
+			p.LiquidationPrice = liq
+			p.Version++
+			p.UpdatedAt = at.UnixMilli()
+		}
+	}
+}
+
+// riskLevel is the position's RiskLevel at the current index price (the
+// entry price when the index is unknown). Call with e.mu held.
+func (e *Exchange) riskLevel(p *exchange.Position) int {
+	if p.Empty {
+		return 0
+	}
+	c := e.contracts[e.contractByID[p.SymbolID]]
+	mark := p.EntryPrice
+	if ix, ok := e.indexes[c.BaseName]; ok {
+		mark = ix.price
+	}
+	return RiskLevel(p.Direction, p.Quantity, p.EntryPrice, e.collateral(p, e.balance),
+		MaintenanceRate(p.RiskLimit, p.EntryValue), mark)
+}
+
+// snapshot copies a position with its current risk level. Call with e.mu
+// held.
+func (e *Exchange) snapshot(p *exchange.Position) exchange.Position {
+	out := *p
+	out.RiskLevel = e.riskLevel(p)
+	return out
+}
+
+// Step advances every index path to now and then liquidates the positions
+// whose liquidation price the index crossed. Time that goes backwards
+// moves nothing.
+func (e *Exchange) Step(now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ix := range e.indexes {
+		ix.advance(now)
+	}
+	e.liquidate(now)
+}
+
+// Run steps the exchange with its clock every interval until ctx is done,
+// and returns ctx's error. `riskguard sim` and the demo use it; a backtest
+// calls Step itself.
+func (e *Exchange) Run(ctx context.Context, every time.Duration) error {
+	if every <= 0 {
+		return fmt.Errorf("run sim: step interval must be positive, got %s", every)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			e.Step(e.clock())
+		}
+	}
+}
+
+// SetIndexPrice sets an index price directly, creating the index if it is
+// unknown, and runs the liquidation check. The index leaves its path: later
+// Steps no longer move it.
+func (e *Exchange) SetIndexPrice(name string, price decimal.Decimal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	if ix, ok := e.indexes[name]; ok {
+		ix.set(price, now)
+	} else {
+		e.indexes[name] = newManualIndex(name, price, now)
+	}
+	e.liquidate(now)
+}
+
+// IndexPrice returns the current price of the named index.
+func (e *Exchange) IndexPrice(name string) (decimal.Decimal, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ix, ok := e.indexes[name]
+	if !ok {
+		return decimal.Decimal{}, false
+	}
+	return ix.price, true
+}
+
+// liquidate liquidates every non-empty position whose liquidation price
+// its index has crossed. A liquidated position loses its collateral: an
+// isolated one its margin, a cross one its margin and the whole free
+// balance — which moves the other cross positions' liquidation prices, so
+// the check repeats until nothing more is liquidated. Call with e.mu held.
+func (e *Exchange) liquidate(at time.Time) {
+	for range len(e.positions) + 1 {
+		p, price := e.nextLiquidation()
+		if p == nil {
+			return
+		}
+		before := e.snapshot(p)
+		loss := p.Margin
+		if p.Cross {
+			loss = loss.Add(e.balance)
+			e.balance = decimal.Zero
+		}
+		p.RealizedPNL = p.RealizedPNL.Sub(loss)
+		p.Quantity = decimal.Zero
+		p.EntryPrice = decimal.Zero
+		p.EntryValue = decimal.Zero
+		p.Margin = decimal.Zero
+		p.LiquidationPrice = decimal.Zero
+		p.Empty = true
+		p.Version++
+		p.UpdatedAt = at.UnixMilli()
+		sym := e.contracts[e.contractByID[p.SymbolID]].Name
+		e.liquidations = append(e.liquidations, Liquidation{Time: at, Symbol: sym, Price: price, Position: before})
+		e.log.Info("liquidation", "symbol", sym, "price", price.String(), "loss", loss.String())
+		if before.Cross {
+			e.refreshCross(at)
+		}
+	}
+}
+
+// nextLiquidation finds a position due for liquidation, in symbol-id order
+// so that the outcome is deterministic. Call with e.mu held.
+func (e *Exchange) nextLiquidation() (*exchange.Position, decimal.Decimal) {
+	for _, c := range e.contracts {
+		p, ok := e.positions[c.Name]
+		if !ok || p.Empty {
+			continue
+		}
+		ix, ok := e.indexes[c.BaseName]
+		if ok && crossed(p.Direction, ix.price, p.LiquidationPrice) {
+			return p, ix.price
+		}
+	}
+	return nil, decimal.Decimal{}
+}
+
+// Positions returns a copy of every position, empty ones included, in
+// symbol order of the scenario.
+func (e *Exchange) Positions() []exchange.Position {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.positionList()
+}
+
+// positionList copies the positions in contract order. Call with e.mu held.
+func (e *Exchange) positionList() []exchange.Position {
+	out := make([]exchange.Position, 0, len(e.positions))
+	for _, c := range e.contracts {
+		if p, ok := e.positions[c.Name]; ok {
+			out = append(out, e.snapshot(p))
+		}
+	}
+	return out
+}
+
+// Position returns a copy of the position on the named contract symbol.
+func (e *Exchange) Position(symbol string) (exchange.Position, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, ok := e.positions[symbol]
+	if !ok {
+		return exchange.Position{}, false
+	}
+	return e.snapshot(p), true
+}
+
+// PutPosition adds or replaces the position on p.Symbol with margin
+// EV/leverage and its liquidation price computed; the free balance is not
+// touched (the margin is taken as already set aside). A replaced position
+// keeps its createdAt and gets the next version. The liquidation check is
+// not run: call Step or SetIndexPrice.
+func (e *Exchange) PutPosition(p PositionSpec) error {
+	if errs := p.check(); len(errs) > 0 {
+		return fmt.Errorf("put position %s: %w", p.Symbol, errors.Join(errs...))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.contract(p.Symbol); !ok {
+		return fmt.Errorf("put position: %q is not a contract symbol", p.Symbol)
+	}
+	now := e.now()
+	pos := e.newPosition(p, now)
+	if old, ok := e.positions[p.Symbol]; ok {
+		pos.CreatedAt = old.CreatedAt
+		pos.Version = old.Version + 1
+	}
+	e.positions[p.Symbol] = pos
+	return nil
+}
+
+// OpenOrders returns the number of open orders on a symbol.
+func (e *Exchange) OpenOrders(symbol string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.openOrders[symbol]
+}
+
+// AddOrders adds n open orders on a symbol.
+func (e *Exchange) AddOrders(symbol string, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.openOrders[symbol] += n
+}
+
+// Balance returns the free collateral of the contract account.
+func (e *Exchange) Balance() decimal.Decimal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.balance
+}
+
+// SetBalance sets the free collateral of the contract account, moving the
+// cross positions' liquidation prices accordingly.
+func (e *Exchange) SetBalance(b decimal.Decimal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.balance = b
+	e.refreshCross(e.now())
+}
+
+// SetClockOffset makes the server's clock read Now()+d: timestamps in
+// responses, /v1/market/timestamp and the API-TIMESTAMP check all use it.
+func (e *Exchange) SetClockOffset(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.offset = d
+}
+
+// Now returns the server's clock (the configured clock plus the offset).
+func (e *Exchange) Now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.now()
+}
+
+// Call is one request the exchange answered.
+type Call struct {
+	Time   time.Time // server clock
+	Method string
+	Path   string
+	Route  string // path template; empty for an unknown path
+	Status int
+	// Mutating is true for a POST, whether or not it succeeded.
+	Mutating bool
+	Body     string // request body
+}
+
+// Calls returns a copy of the request log (the last 10,000 calls).
+func (e *Exchange) Calls() []Call {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.calls)
+}
+
+// ResetCalls empties the request log.
+func (e *Exchange) ResetCalls() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls = nil
+}
+
+// Liquidations returns the liquidations so far, oldest first.
+func (e *Exchange) Liquidations() []Liquidation {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.liquidations)
+}
+
+// indexNames returns the index names sorted. Call with e.mu held.
+func (e *Exchange) indexNames() []string {
+	names := make([]string, 0, len(e.indexes))
+	for n := range e.indexes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -6,11 +6,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -718,4 +720,29 @@ func (e *Engine) saveLocked() error {
 	}
 	e.dirty = false
 	return nil
+}
+
+// ActiveRule is a rule that is not inactive on a position.
+type ActiveRule struct {
+	Symbol, Rule string
+	State        State
+}
+
+// Active lists the rules that are pending, firing or without data, by
+// position, for displays and reports.
+func (e *Engine) Active() []ActiveRule {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []ActiveRule
+	for _, ps := range e.positions {
+		for ri, s := range ps.rules {
+			if s.State != Inactive && ri < len(e.set.Rules) {
+				out = append(out, ActiveRule{Symbol: ps.symbol, Rule: e.set.Rules[ri].Name, State: s.State})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b ActiveRule) int {
+		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Rule, b.Rule))
+	})
+	return out
 }

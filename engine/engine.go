@@ -105,7 +105,7 @@ type Engine struct {
 	mu        sync.Mutex
 	set       *rules.Set
 	positions map[string]*posState // by position id
-	symbols   map[int64]exchange.ContractSymbol
+	symbols   map[int64]*exchange.ContractSymbol
 	symbolsAt time.Time
 	indexSeen map[string]indexSeen
 	breaker   breakerState
@@ -402,9 +402,9 @@ func (e *Engine) refreshSymbols(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("read symbols: %w", err)
 	}
-	m := make(map[int64]exchange.ContractSymbol, len(tr.ContractsSymbols))
-	for _, s := range tr.ContractsSymbols {
-		m[s.ID] = s
+	m := make(map[int64]*exchange.ContractSymbol, len(tr.ContractsSymbols))
+	for i := range tr.ContractsSymbols {
+		m[tr.ContractsSymbols[i].ID] = &tr.ContractsSymbols[i]
 	}
 	e.symbols = m
 	e.symbolsAt = now
@@ -472,15 +472,15 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *snapshot, re
 			continue
 		}
 		rep.Positions++
-		price, why, hasIndex := e.indexPrice(snap, &sym, now)
+		price, why, hasIndex := e.indexPrice(snap, sym, now)
 		if !hasIndex {
 			e.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
 		}
-		fillInput(&e.in, p, &sym, price, hasIndex, now)
+		fillInput(&e.in, p, sym, price, hasIndex, now)
 		e.env.Fill(&e.in)
 		ps := e.posState(p.ID, sym.Name)
 		ps.seen = now
-		pl := plan{pos: p, sym: &sym}
+		pl := plan{pos: p, sym: sym}
 		for ri, r := range e.set.Rules {
 			if !r.AppliesTo(sym.Name) {
 				continue
@@ -493,12 +493,15 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *snapshot, re
 			if cond == unhealthy {
 				continue
 			}
+			if cond == False && ps.rules[ri].State == Inactive {
+				continue // the common case: nothing to step
+			}
 			prev := ps.rules[ri]
 			next, tr := Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
 			ps.rules[ri] = next
 			if tr != "" {
 				e.dirty = true
-				e.transition(ctx, now, r, &sym, p, prev.State, next.State, tr, reason, rep)
+				e.transition(ctx, now, r, sym, p, prev.State, next.State, tr, reason, rep)
 			}
 			if ActionDue(next, now, r.Cooldown) {
 				pl.add(ri, r, &e.ev, &e.env)

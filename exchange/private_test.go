@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 )
@@ -413,5 +414,103 @@ func wantResponseError(status int, snippetPrefix string, sentinel error) func(*t
 		if errors.As(err, &ae) {
 			t.Errorf("ResponseError is also an APIError: %v", err)
 		}
+	}
+}
+
+// Every endpoint reports a rejection as an *APIError naming its method and
+// route template, and returns no result with it.
+func TestEveryEndpointReportsAPIError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		method, route string
+		call          func(*Client) (any, error)
+	}{
+		{"GET", "/v1/market/trades", func(c *Client) (any, error) { return c.Trades(ctx) }},
+		{"GET", "/v1/market/timestamp", func(c *Client) (any, error) { return c.ServerTime(ctx) }},
+		{"GET", "/v1/market/ticks/{symbol}", func(c *Client) (any, error) { return c.Ticks(ctx, "XBTC") }},
+		{"GET", "/v1/market/prices", func(c *Client) (any, error) { return c.Prices(ctx) }},
+		{"GET", "/v1/market/bars/{symbol}/{type}", func(c *Client) (any, error) { return c.Bars(ctx, "XBTC", "1m", nil) }},
+		{"GET", "/v1/market/orderBook/{symbol}", func(c *Client) (any, error) { return c.OrderBook(ctx, "XBTC") }},
+		{"GET", "/v1/market/indexes", func(c *Client) (any, error) { return c.Indexes(ctx) }},
+		{"GET", "/v1/market/indexes/{name}", func(c *Client) (any, error) { return c.IndexHistory(ctx, "BTC", nil) }},
+		{"GET", "/v1/market/indexes/indexValue", func(c *Client) (any, error) { return c.IndexValue(ctx) }},
+		{"GET", "/v1/market/indexPrices", func(c *Client) (any, error) { return c.IndexPrices(ctx) }},
+		{"GET", "/v1/market/errorCodes", func(c *Client) (any, error) { return c.ErrorCodes(ctx) }},
+		{"GET", "/v1/contracts/positions", func(c *Client) (any, error) { return c.Positions(ctx) }},
+		{"GET", "/v1/contracts/orders/closed", func(c *Client) (any, error) { return c.ClosedOrders(ctx, "202611", 0, 10) }},
+		{"POST", "/v1/contracts/positions/{symbol}/settings", func(c *Client) (any, error) {
+			return c.SetPositionSettings(ctx, "XBTC", Settings{Leverage: 2})
+		}},
+		{"POST", "/v1/contracts/orders/{symbol}/cancel", func(c *Client) (any, error) { return c.CancelOrders(ctx, "XBTC") }},
+		{"GET", "/v1/spots/balances", func(c *Client) (any, error) { return c.SpotBalances(ctx) }},
+	}
+	c, mux, _ := setup(t)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeFailure(w, http.StatusBadRequest, "NOPE", "", r.Method+" "+r.URL.Path)
+	})
+	for _, tt := range tests {
+		got, err := tt.call(c)
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Method != tt.method || ae.Route != tt.route || ae.Code != "NOPE" {
+			t.Errorf("%s %s: error %v, want an APIError for that route", tt.method, tt.route, err)
+		}
+		if v := fmt.Sprint(got); v != "<nil>" && v != "[]" && v != "map[]" && v != "0" && v != "0001-01-01 00:00:00 +0000 UTC" {
+			t.Errorf("%s %s: result %s returned with an error", tt.method, tt.route, v)
+		}
+	}
+}
+
+// Concurrent first signed calls measure the clock offset once.
+func TestConcurrentFirstCallsSyncOnce(t *testing.T) {
+	t.Parallel()
+	c, mux, _ := setup(t)
+	c.synced = false
+	var stamps atomic.Int32
+	mux.HandleFunc("GET /v1/market/timestamp", func(w http.ResponseWriter, r *http.Request) {
+		stamps.Add(1)
+		writeData(w, strconv.FormatInt(time.Now().UnixMilli(), 10))
+	})
+	mux.HandleFunc("GET /v1/contracts/positions", func(w http.ResponseWriter, r *http.Request) {
+		checkSigned(t, r)
+		writeData(w, "["+positionJSON+"]")
+	})
+	const n = 20
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := c.Positions(context.Background())
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := stamps.Load(); got != 1 {
+		t.Errorf("timestamp fetched %d times, want 1", got)
+	}
+}
+
+// A 429 whose body is not an envelope still ends as a *RateLimitError.
+func TestRateLimitWithoutEnvelope(t *testing.T) {
+	t.Parallel()
+	c, mux, rec := setup(t, WithRetry(RetryPolicy{MaxAttempts: 2}))
+	mux.HandleFunc("GET /v1/spots/balances", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "2")
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+	})
+	_, err := c.SpotBalances(context.Background())
+	var rl *RateLimitError
+	if !errors.As(err, &rl) || rl.RetryAfter != 2*time.Second || rl.APIError == nil ||
+		rl.APIError.Status != 429 || rl.APIError.Message != "slow down" || rl.APIError.Route != "/v1/spots/balances" {
+		t.Fatalf("error = %#v", err)
+	}
+	if want := "rate limited, retry after 2s: GET /v1/spots/balances: status 429: slow down"; err.Error() != "spot balances: "+want {
+		t.Errorf("error text %q", err)
+	}
+	if got := rec.got(); len(got) != 1 || got[0] != 2*time.Second {
+		t.Errorf("sleeps = %v", got)
 	}
 }

@@ -97,10 +97,10 @@ func TestSettingsRecompute(t *testing.T) {
 		name, symbol, body string
 		setup              func(v *env)
 		// expected position and free balance after
-		leverage               int
-		cross                  bool
-		margin, liq, balance   string
-		version                int64
+		leverage             int
+		cross                bool
+		margin, liq, balance string
+		version              int64
 	}{
 		{name: "lower isolated long's leverage: liquidation moves down", symbol: "XSOL", body: `{"cross":false,"leverage":10}`,
 			leverage: 10, margin: "6080", liq: "139.84", balance: "17973.33333333", version: 2},

@@ -132,7 +132,9 @@ func New(baseURL, key, secret string, opts ...Option) (*Client, error) {
 }
 
 // WithHTTPClient sets the HTTP client (transport, proxies, TLS). Its own
-// Timeout, if any, applies on top of the per-attempt timeout.
+// Timeout, if any, applies on top of the per-attempt timeout. The default
+// client does not follow redirects, so signed headers never travel to
+// another address; a client given here decides that itself.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) error {
 		if hc == nil {
@@ -308,9 +310,11 @@ func (c *Client) newRequest(ctx context.Context, cl call) (*http.Request, error)
 	}
 	ts := c.serverNow()
 	sig := c.sign(SigningInput{
-		Method:    cl.method,
-		Host:      req.URL.Host, // the signer drops the port
-		Path:      req.URL.EscapedPath(),
+		Method: cl.method,
+		Host:   req.URL.Host, // the signer drops the port
+		// Unencoded, like the query values in the signed text (spec 5
+		// says "request path" only); the same for plain symbol names.
+		Path:      req.URL.Path,
 		RawQuery:  req.URL.RawQuery,
 		Body:      cl.body,
 		Key:       c.key,

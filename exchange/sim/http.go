@@ -197,6 +197,8 @@ func (e *Exchange) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	res, routeName := e.serve(w, r)
 	if res.status == 0 { // the client went away during injected latency
+		e.log.Info("request", "method", r.Method, "path", r.URL.Path, "route", routeName,
+			"status", 0, "duration", time.Since(began), "err", r.Context().Err())
 		return
 	}
 	h := w.Header()

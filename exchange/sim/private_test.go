@@ -95,7 +95,6 @@ func TestSettingsRecompute(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, symbol, body string
-		setup              func(v *env)
 		// expected position and free balance after
 		leverage             int
 		cross                bool

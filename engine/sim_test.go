@@ -108,3 +108,27 @@ func TestActionInTheCrossingTick(t *testing.T) {
 		t.Error("XBTC orders still open")
 	}
 }
+
+// BenchmarkTickOverHTTP is a whole tick through the client against the
+// simulated exchange on loopback; it reports the calls each tick makes.
+func BenchmarkTickOverHTTP(b *testing.B) {
+	e, ex := simEngine(b, &rules.Rule{Name: "far", When: "liquidationDistance < 0.0001", OnNoData: rules.NoDataAlert,
+		Actions: []rules.Action{{Kind: rules.CancelOrders}}})
+	ctx := context.Background()
+	if _, err := e.Tick(ctx, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	ex.ResetCalls()
+	ticks := 0
+	for b.Loop() {
+		if _, err := e.Tick(ctx, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		ticks++
+	}
+	calls := 0
+	for _, n := range reads(ex) {
+		calls += n
+	}
+	b.ReportMetric(float64(calls)/float64(ticks), "calls/tick")
+}

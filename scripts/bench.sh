@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prints riskguard's performance figures. Run from the repository root:
+#   scripts/bench.sh            # all figures
+#   BENCHTIME=2s scripts/bench.sh
+# Figures depend on the machine: the script prints it first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+benchtime=${BENCHTIME:-1s}
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(go version | cut -d' ' -f3)"
+echo
+echo "== engine: one tick excluding the network, 1,000 positions × 20 rules, one core (target ≤ 2 ms)"
+go test -run '^$' -bench '^BenchmarkTick$' -benchmem -benchtime "$benchtime" -cpu 1 ./engine/ | grep -E '^Benchmark'
+echo
+echo "== engine: a whole tick through the client and the simulated exchange on loopback (target 2 calls/tick)"
+go test -run '^$' -bench '^BenchmarkTickOverHTTP$' -benchtime "$benchtime" -cpu 1 ./engine/ | grep -E '^Benchmark'
+echo
+echo "== rules: one evaluation of a typical rule vs a bare expr.Run (target ≤ 1.3×)"
+go test -run '^$' -bench 'Eval|Bare' -benchmem -benchtime "$benchtime" -cpu 1 ./rules/ | grep -E '^Benchmark' || true

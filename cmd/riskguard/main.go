@@ -60,6 +60,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		// subcommands: one line each, kept sorted
+		"sim": {"serve the simulated exchange over HTTP", runSim},
 	}
 }
 

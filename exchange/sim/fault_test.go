@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -198,5 +199,40 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if n := len(v.sim.Calls()); n != 120 {
 		t.Errorf("%d calls logged, want 120", n)
+	}
+}
+
+func TestFaultOnEveryRoute(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, sim.Config{})
+	concrete := map[string]string{
+		"{symbol}": "XBTC",
+		"{type}":   "1m",
+		"{name}":   "BTC",
+	}
+	for _, route := range v.sim.Routes() {
+		t.Run(route, func(t *testing.T) {
+			path := route
+			for k, val := range concrete {
+				path = strings.ReplaceAll(path, k, val)
+			}
+			method := http.MethodGet
+			body := ""
+			if strings.HasSuffix(route, "/settings") || strings.HasSuffix(route, "/cancel") {
+				method, body = http.MethodPost, `{"cross":true,"leverage":10}`
+				if strings.HasSuffix(route, "/cancel") {
+					body = "{}"
+				}
+			}
+			query := ""
+			if route == "/v1/contracts/orders/closed" {
+				query = q("range", "202611")
+			}
+			c := call{method: method, path: path, query: query, body: body}
+			v.ok(c, nil)
+			v.sim.InjectFault(route, sim.Fault{Status: http.StatusServiceUnavailable, Times: 1})
+			wantError(t, v.do(c), http.StatusServiceUnavailable, sim.CodeServiceUnavailable, "")
+			v.ok(c, nil)
+		})
 	}
 }

@@ -501,7 +501,8 @@ func (e *Exchange) takeFault(template, path string) *Fault {
 	return nil
 }
 
-// errWrongType names the offending field of a JSON decoding error.
+// jsonField names the offending field of a JSON decoding error: the field
+// of a type error, the unknown field, or "body" for a syntax error.
 func jsonField(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {

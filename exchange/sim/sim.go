@@ -207,7 +207,6 @@ func (e *Exchange) load(n *Scenario, seed int64) {
 	for _, p := range n.Positions {
 		e.positions[p.Symbol] = e.newPosition(p, e.start)
 	}
-	e.refreshCross(e.start)
 	e.generateClosed(n.ClosedOrders, time.Duration(n.ClosedOrderSpacing))
 }
 

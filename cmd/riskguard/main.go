@@ -60,7 +60,8 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		// subcommands: one line each, kept sorted
-		"sim": {"serve the simulated exchange over HTTP", runSim},
+		"check": {"load the config and compile every rule; print a summary or every error", (*Main).runCheck},
+		"sim":   {"serve the simulated exchange over HTTP", runSim},
 	}
 }
 

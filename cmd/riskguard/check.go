@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/riskguard/riskguard/rules"
+)
+
+// runCheck is `riskguard check --config FILE`: it loads the configuration
+// and compiles every rule, without credentials or network. On success it
+// prints a summary of the rules; otherwise every error, one per line (with
+// the expression and a caret where there is one), and exit status 1.
+func (m *Main) runCheck(_ context.Context, args []string) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	configPath := fs.String("config", "riskguard.yaml", "configuration file")
+	fs.Usage = func() {
+		fmt.Fprintln(m.Stderr, "usage: riskguard check --config FILE")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitCode(2)
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return exitCode(2)
+	}
+	cfg, err := loadConfig(*configPath, m.Getenv)
+	if err != nil {
+		var list *rules.ErrorList
+		if !errors.As(err, &list) {
+			fmt.Fprintf(m.Stderr, "riskguard check: %v\n", err)
+			return exitCode(1)
+		}
+		for _, e := range list.Errors {
+			fmt.Fprintln(m.Stderr, e)
+		}
+		fmt.Fprintf(m.Stderr, "%s: %d %s\n", *configPath, len(list.Errors), plural(len(list.Errors), "error", "errors"))
+		return exitCode(1)
+	}
+	printSummary(m.Stdout, cfg)
+	return nil
+}
+
+// printSummary shows what the guard will do with this configuration.
+func printSummary(w io.Writer, cfg *config) {
+	n := len(cfg.Rules.Rules)
+	fmt.Fprintf(w, "%s: OK, %d %s; exchange %s, every %s", cfg.Path, n, plural(n, "rule", "rules"), cfg.Exchange.BaseURL, cfg.Engine.Interval)
+	if cfg.Engine.DryRun {
+		fmt.Fprint(w, ", dry run")
+	}
+	fmt.Fprintln(w)
+	for _, r := range cfg.Rules.Rules {
+		fmt.Fprintf(w, "\n%s  [%s]\n", r.Name, r.Severity)
+		if r.Description != "" {
+			fmt.Fprintf(w, "  %s\n", r.Description)
+		}
+		fmt.Fprintf(w, "  when:     %s\n", strings.Join(strings.Fields(r.When), " "))
+		fmt.Fprintf(w, "  timing:   for %s, keep firing %s, cooldown %s, on no data: %s\n",
+			short(r.For), short(r.KeepFiringFor), short(r.Cooldown), r.OnNoData)
+		symbols := "all"
+		if len(r.Symbols) > 0 {
+			symbols = strings.Join(r.Symbols, ", ")
+		}
+		fmt.Fprintf(w, "  symbols:  %s\n", symbols)
+		fmt.Fprintf(w, "  actions:  %s\n", describeActions(r.Actions))
+	}
+	for _, warning := range cfg.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s", warning)
+	}
+	if len(cfg.Warnings) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+func describeActions(actions []rules.Action) string {
+	if len(actions) == 0 {
+		return "none (state, log and metrics only)"
+	}
+	parts := make([]string, len(actions))
+	for i, a := range actions {
+		switch {
+		case a.Kind == rules.LowerLeverage:
+			parts[i] = fmt.Sprintf("%s to %s", a.Kind, strings.Join(strings.Fields(a.Leverage), " "))
+		case a.Kind == rules.Notify && len(a.Channels) > 0:
+			parts[i] = fmt.Sprintf("%s %s", a.Kind, strings.Join(a.Channels, ", "))
+		default:
+			parts[i] = string(a.Kind)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// short prints a duration without zero units: 5m, not 5m0s.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -61,7 +61,7 @@ func commands() map[string]command {
 	return map[string]command{
 		// subcommands: one line each, kept sorted
 		"check": {"load the config and compile every rule; print a summary or every error", (*Main).runCheck},
-		"sim":   {"serve the simulated exchange over HTTP", runSim},
+		"sim":   {"serve the simulated exchange over HTTP", (*Main).runSim},
 	}
 }
 

@@ -24,7 +24,7 @@ const defaultSimListen = "127.0.0.1:8790"
 // sim.DefaultKey / sim.DefaultSecret when they are unset. A non-loopback
 // --listen address is served too, with a warning: the sim is for tests and
 // demos, and its key pair is public.
-func runSim(m *Main, ctx context.Context, args []string) error {
+func (m *Main) runSim(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	listen := fs.String("listen", defaultSimListen, "`address` to serve on, host:port (port 0 picks a free one)")

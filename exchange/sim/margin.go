@@ -5,31 +5,6 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// The margin model of the simulated exchange. Contracts are linear: one
-// contract is one unit of the base currency, margined and settled in the
-// quote currency. For a position of quantity q > 0 opened at entry price P
-// with leverage L:
-//
-//	entryValue  EV = q·P
-//	margin      M  = EV / L                     (rounded half up to 8 places)
-//	mmr            = MaintenanceRate(riskLimit, EV)
-//	collateral  C  = M                          isolated
-//	            C  = M + free balance           cross (the whole free balance
-//	                                             of the account backs it)
-//	liquidation    long:  P − (C − mmr·EV) / q   (rounded up to the quote scale, at least 0)
-//	               short: P + (C − mmr·EV) / q   (rounded down to the quote scale)
-//
-// that is, the index price at which the equity C ± q·(index − P) falls to
-// the maintenance margin mmr·EV. For an isolated position this is the
-// familiar long P·(1 − 1/L + mmr) and short P·(1 + 1/L − mmr). Rounding
-// goes towards the entry price, so the exchange liquidates at, never
-// after, the exact price.
-//
-// Each cross position is backed by the whole free balance, as if the other
-// positions stood still; a change of the free balance (a settings change
-// moving margin, a liquidation) moves every cross position's liquidation
-// price. Unrealised profit and loss never changes the free balance.
-
 // MaintenanceRate is the maintenance margin rate a position of entry value
 // ev pays under rl: the risk limit's maintenanceMarginRate, plus
 // marginRateStep for each riskLimitStep (rounded up, at most
@@ -58,11 +33,35 @@ func Margin(ev decimal.Decimal, leverage int) decimal.Decimal {
 }
 
 // LiquidationPrice is the index price at which a position of quantity q,
-// entry price entry and the given collateral (margin, plus the free balance
-// when cross) is liquidated under the maintenance margin rate mmr, rounded
-// to scale decimal places towards the entry price (see the model above). It
-// is 0 for a position with no quantity, and for a long that no positive
-// price can liquidate.
+// entry price entry and the given collateral is liquidated under the
+// maintenance margin rate mmr, rounded to scale decimal places towards the
+// entry price. It is 0 for a position with no quantity, and for a long that
+// no positive price can liquidate.
+//
+// The margin model of the simulated exchange. Contracts are linear: one
+// contract is one unit of the base currency, margined and settled in the
+// quote currency. For a position of quantity q > 0 opened at entry price P
+// with leverage L:
+//
+//	entryValue  EV = q·P
+//	margin      M  = EV / L                     (rounded half up to 8 places)
+//	mmr            = MaintenanceRate(riskLimit, EV)
+//	collateral  C  = M                          isolated
+//	            C  = M + free balance           cross (the whole free balance
+//	                                             of the account backs it)
+//	liquidation    long:  P − (C − mmr·EV) / q   (rounded up to the quote scale, at least 0)
+//	               short: P + (C − mmr·EV) / q   (rounded down to the quote scale)
+//
+// that is, the index price at which the equity C ± q·(index − P) falls to
+// the maintenance margin mmr·EV. For an isolated position this is the
+// familiar long P·(1 − 1/L + mmr) and short P·(1 + 1/L − mmr). Rounding
+// goes towards the entry price, so the exchange liquidates at, never
+// after, the exact price.
+//
+// Each cross position is backed by the whole free balance, as if the other
+// positions stood still; a change of the free balance (a settings change
+// moving margin, a liquidation) moves every cross position's liquidation
+// price. Unrealised profit and loss never changes the free balance.
 func LiquidationPrice(direction string, q, entry, collateral, mmr decimal.Decimal, scale int32) decimal.Decimal {
 	if !q.IsPositive() {
 		return decimal.Zero

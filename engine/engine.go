@@ -569,10 +569,15 @@ func (e *Engine) posState(id, symbol string) *posState {
 // forgetGone drops the state of positions that were closed (empty or no
 // longer listed): a rule that was firing on them resolves.
 func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport) {
+	var gone []string
 	for id, ps := range e.positions {
-		if ps.seen.Equal(now) {
-			continue
+		if !ps.seen.Equal(now) {
+			gone = append(gone, id)
 		}
+	}
+	slices.Sort(gone) // a deterministic order for the audit log and replays
+	for _, id := range gone {
+		ps := e.positions[id]
 		for ri, s := range ps.rules {
 			if s.State == Inactive || ri >= len(e.set.Rules) {
 				continue

@@ -61,6 +61,8 @@ func commands() map[string]command {
 	return map[string]command{
 		// subcommands: one line each, kept sorted
 		"check": {"load the config and compile every rule; print a summary or every error", (*Main).runCheck},
+		"demo":  {"run rules.example.yaml against the embedded simulated exchange", (*Main).runDemo},
+		"run":   {"guard the account: evaluate the rules every interval and act", (*Main).runRun},
 		"sim":   {"serve the simulated exchange over HTTP", (*Main).runSim},
 	}
 }

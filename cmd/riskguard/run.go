@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/notify"
+)
+
+// guard is the daemon's wiring: client, engine, metrics.
+type guard struct {
+	engine   *engine.Engine
+	client   *exchange.Client
+	registry *prometheus.Registry
+	notifier engine.Notifier
+	interval time.Duration
+}
+
+// newGuard wires a client and an engine from the configuration.
+func newGuard(cfg *config, logger *slog.Logger, dryRun bool, extra ...exchange.Option) (*guard, error) {
+	if cfg.Exchange.APIKey == "" || cfg.Exchange.APISecret == "" {
+		return nil, errors.New("credentials missing: set RISKGUARD_API_KEY and RISKGUARD_API_SECRET (or exchange.api_key_file / api_secret_file)")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := engine.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	opts := []exchange.Option{
+		exchange.WithLogger(logger),
+		exchange.WithRequestHook(func(ri exchange.RequestInfo) { metrics.ObserveRequest(ri.Route, ri.Status) }),
+	}
+	x := cfg.Exchange
+	if x.Timeout > 0 {
+		opts = append(opts, exchange.WithTimeout(x.Timeout))
+	}
+	if x.MaxRetries > 0 {
+		opts = append(opts, exchange.WithRetry(exchange.RetryPolicy{MaxAttempts: x.MaxRetries + 1}))
+	}
+	if x.RateLimit > 0 {
+		opts = append(opts, exchange.WithRateLimit(x.RateLimit, max(x.RateBurst, 1)))
+	}
+	if x.PositionsPath != "" {
+		opts = append(opts, exchange.WithPositionsPath(x.PositionsPath))
+	}
+	if x.ClockSync > 0 {
+		opts = append(opts, exchange.WithClockSync(x.ClockSync))
+	}
+	client, err := exchange.New(x.BaseURL, x.APIKey, x.APISecret, append(opts, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("exchange client: %w", err)
+	}
+	ec := cfg.Engine
+	notifier := notify.NewLog(logger)
+	eng, err := engine.New(engine.Config{
+		Interval:            ec.Interval,
+		DryRun:              ec.DryRun || dryRun,
+		MaxActionsPerMinute: ec.MaxActionsPerMinute,
+		BreakerReset:        ec.BreakerReset,
+		SymbolsRefresh:      ec.SymbolsRefresh,
+		StaleAfter:          ec.StaleAfter,
+		IndexNames:          x.IndexNames,
+		AuditLog:            ec.AuditLog,
+		StateFile:           ec.StateFile,
+	}, cfg.Rules, engine.Deps{
+		Reader: client, Actuator: client, Notifier: notifier, Logger: logger, Metrics: metrics, Now: time.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval}, nil
+}
+
+// healthy reports whether the last complete snapshot is recent: within
+// three intervals, and never less than ten seconds.
+func (g *guard) healthy(now time.Time) (bool, time.Duration) {
+	last := g.engine.LastSuccess()
+	if last.IsZero() {
+		return false, 0
+	}
+	age := now.Sub(last)
+	return age <= max(3*g.interval, 10*time.Second), age
+}
+
+// serve starts the /metrics and /healthz listener; it stops with ctx.
+func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ok, age := g.healthy(time.Now())
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "unhealthy: last complete snapshot %s ago\n", age.Round(time.Millisecond))
+			return
+		}
+		fmt.Fprintf(w, "ok: last complete snapshot %s ago\n", age.Round(time.Millisecond))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(shut)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics listener stopped", "err", err)
+		}
+	}()
+	logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+	return nil
+}
+
+func (m *Main) runRun(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	configPath := fs.String("config", "riskguard.yaml", "configuration file")
+	once := fs.Bool("once", false, "run one tick and exit; non-zero when the snapshot was incomplete")
+	dryRun := fs.Bool("dry-run", false, "log and audit the actions instead of sending them")
+	logFormat := fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintln(m.Stderr, "usage: riskguard run --config FILE [--once] [--dry-run] [--log-format text|json] [--log-level LEVEL]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitCode(2)
+	}
+	logger, err := newLogger(m.Stderr, *logFormat, *logLevel)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "riskguard run:", err)
+		return exitCode(2)
+	}
+	cfg, err := loadConfig(*configPath, m.Getenv)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, err)
+		return exitCode(1)
+	}
+	for _, w := range cfg.Warnings {
+		logger.Warn(w)
+	}
+	g, err := newGuard(cfg, logger, *dryRun)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "riskguard run:", err)
+		return exitCode(1)
+	}
+	defer func() {
+		if err := g.engine.Close(); err != nil {
+			logger.Error("closing the engine", "err", err)
+		}
+	}()
+	dry := cfg.Engine.DryRun || *dryRun
+	if *once {
+		rep, err := g.engine.Tick(ctx, time.Now())
+		if err != nil {
+			logger.Error("tick failed: no action taken on missing data", "err", err)
+			return exitCode(1)
+		}
+		logger.Info("tick done", "positions", rep.Positions, "evaluations", rep.Evaluations, "transitions", len(rep.Transitions), "actions", len(rep.Actions))
+		return nil
+	}
+	if cfg.Engine.Listen != "" {
+		if err := g.serve(ctx, cfg.Engine.Listen, logger); err != nil {
+			fmt.Fprintln(m.Stderr, "riskguard run:", err)
+			return exitCode(1)
+		}
+	}
+	logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
+	g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "info",
+		Text: fmt.Sprintf("riskguard started: %d rules, dry run %t", len(cfg.Rules.Rules), dry)})
+	go m.reloads(ctx, *configPath, cfg, g, logger)
+	err = g.engine.Run(ctx)
+	logger.Info("riskguard stopping")
+	g.notifier.Send(context.WithoutCancel(ctx), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "warning", Text: "riskguard stopped"})
+	return err
+}
+
+// reloads applies the configuration file again on every reload signal. A
+// file that does not load is rejected whole: the old rules keep running
+// with their state.
+func (m *Main) reloads(ctx context.Context, path string, running *config, g *guard, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.Reload:
+		}
+		cfg, err := loadConfig(path, m.Getenv)
+		if err != nil {
+			logger.Error("config reload rejected; the old rules keep running", "err", err)
+			g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindReload, Severity: "critical",
+				Text: "config reload rejected; the old rules keep running: " + err.Error()})
+			continue
+		}
+		if cfg.Exchange.BaseURL != running.Exchange.BaseURL || cfg.Engine != running.Engine {
+			logger.Warn("reload applies rules only; exchange and engine settings take effect at the next start")
+		}
+		g.engine.Update(time.Now(), cfg.Rules)
+		logger.Info("config reloaded", "rules", len(cfg.Rules.Rules))
+	}
+}

@@ -1,0 +1,483 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/shopspring/decimal"
+)
+
+// Compile-time checks that the client is what the engine reads and actuates.
+var (
+	_ engine.Reader   = (*exchange.Client)(nil)
+	_ engine.Actuator = (*exchange.Client)(nil)
+)
+
+// guardEnv is one end-to-end set-up: a simulated exchange over real HTTP,
+// a config file pointing at it, and a directory for audit and state.
+type guardEnv struct {
+	t      *testing.T
+	ex     *sim.Exchange
+	url    string
+	dir    string
+	config string
+}
+
+const overMaxRule = `
+  - name: over-max-leverage
+    when: position.leverage > riskLimit.maxLeverage
+    cooldown: 5m
+    severity: critical
+    actions:
+      - action: lower_leverage
+        leverage: riskLimit.maxLeverage
+`
+
+const nearLiqRule = `
+  - name: near-liquidation
+    when: liquidationDistance < 0.05
+    cooldown: 5m
+    severity: critical
+    actions:
+      - action: cancel_orders
+      - action: set_isolated
+`
+
+func newGuardEnv(t *testing.T, engineYAML, rulesYAML string) *guardEnv {
+	t.Helper()
+	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ex)
+	t.Cleanup(srv.Close)
+	g := &guardEnv{t: t, ex: ex, url: srv.URL, dir: t.TempDir()}
+	g.config = filepath.Join(g.dir, "riskguard.yaml")
+	g.writeConfig(engineYAML, rulesYAML)
+	return g
+}
+
+func (g *guardEnv) writeConfig(engineYAML, rulesYAML string) {
+	g.t.Helper()
+	body := fmt.Sprintf("exchange:\n  base_url: %s\nengine:\n  interval: 100ms\n  audit_log: %s\n  state_file: %s\n%s\nrules:\n%s",
+		g.url, filepath.Join(g.dir, "audit.jsonl"), filepath.Join(g.dir, "state.json"), engineYAML, rulesYAML)
+	if err := os.WriteFile(g.config, []byte(body), 0o600); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *guardEnv) env(k string) string {
+	switch k {
+	case "RISKGUARD_API_KEY":
+		return sim.DefaultKey
+	case "RISKGUARD_API_SECRET":
+		return sim.DefaultSecret
+	}
+	return ""
+}
+
+// run runs the command in-process and returns its exit status and stderr.
+func (g *guardEnv) run(ctx context.Context, args ...string) (int, string) {
+	g.t.Helper()
+	var stdout, stderr bytes.Buffer
+	m := &Main{Stdout: &stdout, Stderr: &stderr, Getenv: g.env}
+	err := m.Run(ctx, args)
+	var ec exitCode
+	switch {
+	case err == nil:
+		return 0, stderr.String()
+	case errors.As(err, &ec):
+		return int(ec), stderr.String()
+	default:
+		g.t.Fatalf("run %v: %v\n%s", args, err, stderr.String())
+		return -1, ""
+	}
+}
+
+func (g *guardEnv) once(args ...string) (int, string) {
+	g.t.Helper()
+	return g.run(context.Background(), append([]string{"run", "--config", g.config, "--once", "--log-format", "text"}, args...)...)
+}
+
+func (g *guardEnv) mutating() []sim.Call {
+	var out []sim.Call
+	for _, c := range g.ex.Calls() {
+		if c.Mutating {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// mutatingOn returns the mutating calls whose path names sym.
+func (g *guardEnv) mutatingOn(sym string) []sim.Call {
+	var out []sim.Call
+	for _, c := range g.mutating() {
+		if strings.Contains(c.Path, "/"+sym+"/") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (g *guardEnv) position(sym string) exchange.Position {
+	g.t.Helper()
+	p, ok := g.ex.Position(sym)
+	if !ok {
+		g.t.Fatalf("no position on %s", sym)
+	}
+	return p
+}
+
+func (g *guardEnv) audit() []engine.Record {
+	g.t.Helper()
+	f, err := os.Open(filepath.Join(g.dir, "audit.jsonl"))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []engine.Record
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r engine.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			g.t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// putNearLiquidation moves the index so the position on sym is dist away
+// from its liquidation price.
+func (g *guardEnv) putNearLiquidation(sym, index string, dist float64) {
+	g.t.Helper()
+	p := g.position(sym)
+	d := decimal.NewFromFloat(dist)
+	var price decimal.Decimal
+	if p.Direction == exchange.Long {
+		price = p.LiquidationPrice.Div(decimal.NewFromInt(1).Sub(d))
+	} else {
+		price = p.LiquidationPrice.Div(decimal.NewFromInt(1).Add(d))
+	}
+	g.ex.SetIndexPrice(index, price.Round(2))
+}
+
+func TestRunLowersLeverageAboveMax(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	if p := g.position("XSOL"); p.Leverage != 15 {
+		t.Fatalf("scenario changed: XSOL leverage %d, want 15", p.Leverage)
+	}
+	code, stderr := g.once()
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if p := g.position("XSOL"); p.Leverage != 10 {
+		t.Errorf("XSOL leverage = %d, want 10 (maxLeverage)", p.Leverage)
+	}
+	calls := g.mutating()
+	if len(calls) != 1 || calls[0].Path != "/v1/contracts/positions/XSOL/settings" || calls[0].Body != `{"cross":false,"leverage":10}` {
+		t.Fatalf("mutating calls = %+v, want one settings call for XSOL", calls)
+	}
+	// Safe (XBTC; XETH at its max) and empty (XDOGE) positions are left
+	// alone: the one call above was XSOL's.
+	if p := g.position("XBTC"); p.Leverage != 10 || !p.Cross {
+		t.Errorf("XBTC was changed: %+v", p)
+	}
+	if p := g.position("XETH"); p.Leverage != 20 || p.Cross {
+		t.Errorf("XETH was changed: %+v", p)
+	}
+}
+
+func TestRunNearLiquidationCancelsAndIsolates(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", nearLiqRule)
+	// With little free balance behind it, the cross position can still be
+	// isolated 3% from liquidation; with 20,000 the exchange would refuse
+	// (isolated, its liquidation price would be past the index).
+	g.ex.SetBalance(decimal.NewFromInt(100))
+	g.putNearLiquidation("XBTC", "BTC", 0.03)
+	if !g.position("XBTC").Cross || g.ex.OpenOrders("XBTC") == 0 {
+		t.Fatal("scenario changed: want XBTC cross with open orders")
+	}
+	code, stderr := g.once()
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if n := g.ex.OpenOrders("XBTC"); n != 0 {
+		t.Errorf("XBTC open orders = %d, want 0", n)
+	}
+	if g.position("XBTC").Cross {
+		t.Error("XBTC still cross margin")
+	}
+	var paths []string
+	for _, c := range g.mutatingOn("XBTC") {
+		paths = append(paths, c.Path)
+	}
+	want := []string{"/v1/contracts/orders/XBTC/cancel", "/v1/contracts/positions/XBTC/settings"}
+	if strings.Join(paths, " ") != strings.Join(want, " ") {
+		t.Errorf("mutating calls = %v, want %v", paths, want)
+	}
+	// Two reads per tick (positions, index prices) plus the first symbols read.
+	reads := 0
+	for _, c := range g.ex.Calls() {
+		if !c.Mutating && c.Route != "/v1/market/timestamp" {
+			reads++
+		}
+	}
+	if reads != 3 {
+		t.Errorf("reads = %d, want 3 (trades, positions, indexPrices)", reads)
+	}
+}
+
+func TestRunDryRunSendsNothing(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule+nearLiqRule)
+	g.putNearLiquidation("XBTC", "BTC", 0.03)
+	code, stderr := g.once("--dry-run")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if calls := g.mutating(); len(calls) != 0 {
+		t.Fatalf("dry run sent %+v", calls)
+	}
+	for _, want := range []string{"would lower_leverage XSOL 15→10", "would cancel_orders XBTC", "would set_isolated XBTC"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestRunIndexOutageNoActionAndFailure(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	g.ex.InjectFault("/v1/market/indexPrices", sim.Fault{Status: 503})
+	code, stderr := g.once()
+	if code == 0 {
+		t.Fatalf("--once exited 0 on an index outage\n%s", stderr)
+	}
+	if calls := g.mutating(); len(calls) != 0 {
+		t.Fatalf("acted during an index outage: %+v", calls)
+	}
+	if !strings.Contains(stderr, "index prices") {
+		t.Errorf("error does not say what failed:\n%s", stderr)
+	}
+	g.ex.ClearFaults()
+	if code, stderr := g.once(); code != 0 || g.position("XSOL").Leverage != 10 {
+		t.Fatalf("after the outage: exit %d, XSOL %dx\n%s", code, g.position("XSOL").Leverage, stderr)
+	}
+}
+
+func TestRunBreakerOpens(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "  max_actions_per_minute: 1\n", overMaxRule+nearLiqRule)
+	g.putNearLiquidation("XBTC", "BTC", 0.03)
+	code, stderr := g.once()
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if calls := g.mutating(); len(calls) != 1 {
+		t.Fatalf("mutating calls = %d, want 1 (the budget)", len(calls))
+	}
+	if !strings.Contains(stderr, "circuit breaker OPEN") {
+		t.Errorf("no breaker log:\n%s", stderr)
+	}
+	var opened bool
+	for _, r := range g.audit() {
+		if r.Type == "breaker" && r.To == "open" {
+			opened = true
+		}
+	}
+	if !opened {
+		t.Error("audit log has no breaker record")
+	}
+	// The breaker is in the state file: a restart does not reset it.
+	g.once()
+	if calls := g.mutating(); len(calls) != 1 {
+		t.Fatalf("after restart: mutating calls = %d, want still 1", len(calls))
+	}
+}
+
+func TestRunRestartKeepsCooldown(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", nearLiqRule)
+	g.putNearLiquidation("XETH", "ETH", 0.03)
+	if code, stderr := g.once(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if n := len(g.mutatingOn("XETH")); n != 1 { // XETH is isolated already: cancel only
+		t.Fatalf("first run: %d mutating calls on XETH, want 1", n)
+	}
+	g.ex.AddOrders("XETH", 2)
+	if code, stderr := g.once(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if n := len(g.mutatingOn("XETH")); n != 1 {
+		t.Fatalf("a restart inside the cooldown acted again: %d mutating calls on XETH", n)
+	}
+	if g.ex.OpenOrders("XETH") != 2 {
+		t.Fatal("orders cancelled inside the cooldown")
+	}
+}
+
+func TestRunForAndCooldownHoldOnTheClock(t *testing.T) {
+	t.Parallel()
+	rule := `
+  - name: cancel-near
+    when: liquidationDistance < 0.05
+    for: 400ms
+    cooldown: 1s
+    actions:
+      - action: cancel_orders
+`
+	g := newGuardEnv(t, "", rule)
+	g.putNearLiquidation("XETH", "ETH", 0.03)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	start := time.Now()
+	go func() {
+		code, _ := g.run(ctx, "run", "--config", g.config, "--log-format", "json")
+		done <- code
+	}()
+	// Re-add orders whenever they are cancelled, until two cancels happened.
+	deadline := time.After(20 * time.Second)
+	var cancels []time.Time
+	for len(cancels) < 2 {
+		select {
+		case <-deadline:
+			cancel()
+			t.Fatalf("only %d cancels within 20s", len(cancels))
+		case <-time.After(20 * time.Millisecond):
+		}
+		cancels = cancels[:0]
+		for _, c := range g.mutatingOn("XETH") {
+			cancels = append(cancels, c.Time)
+		}
+		if g.ex.OpenOrders("XETH") == 0 {
+			g.ex.AddOrders("XETH", 1)
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("run exited %d after cancel, want 0", code)
+	}
+	if first := cancels[0].Sub(start); first < 400*time.Millisecond {
+		t.Errorf("first cancel %s after start, before for=400ms", first)
+	}
+	if gap := cancels[1].Sub(cancels[0]); gap < time.Second {
+		t.Errorf("second cancel %s after the first, inside cooldown=1s", gap)
+	}
+}
+
+var binOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// testBinary builds the real riskguard binary once for the package's tests.
+func testBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "riskguard-bin-")
+		if err != nil {
+			binOnce.err = err
+			return
+		}
+		binOnce.path = filepath.Join(dir, "riskguard")
+		out, err := exec.Command("go", "build", "-o", binOnce.path, ".").CombinedOutput()
+		if err != nil {
+			binOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binOnce.err != nil {
+		t.Fatal(binOnce.err)
+	}
+	return binOnce.path
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.After(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// The real binary: SIGHUP with a broken file keeps the old rules running,
+// SIGTERM stops it with exit 0.
+func TestBinaryReloadAndSignals(t *testing.T) {
+	t.Parallel()
+	bin := testBinary(t)
+	rule := `
+  - name: cancel-xeth
+    when: position.symbol == "XETH"
+    cooldown: 0s
+    actions:
+      - action: cancel_orders
+`
+	g := newGuardEnv(t, "", rule)
+	cmd := exec.Command(bin, "run", "--config", g.config, "--log-format", "json")
+	cmd.Env = append(os.Environ(), "RISKGUARD_API_KEY="+sim.DefaultKey, "RISKGUARD_API_SECRET="+sim.DefaultSecret)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitFor(t, "the first cancel", 10*time.Second, func() bool { return g.ex.OpenOrders("XETH") == 0 })
+
+	if err := os.WriteFile(g.config, []byte("rules: [this is: not valid"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload to be rejected", 10*time.Second, func() bool {
+		return strings.Contains(stderr.String(), "config reload rejected")
+	})
+	// The old rule still runs: new orders are cancelled again.
+	g.ex.AddOrders("XETH", 3)
+	waitFor(t, "the old rule to act after the failed reload", 10*time.Second, func() bool { return g.ex.OpenOrders("XETH") == 0 })
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit within 10s of SIGTERM")
+	}
+	if !strings.Contains(stderr.String(), "riskguard stopping") {
+		t.Errorf("no stop log:\n%s", stderr.String())
+	}
+}

@@ -157,11 +157,24 @@ func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posSt
 
 	for i := range pl.due {
 		d := &pl.due[i]
-		if d.settings && settingsErr != nil {
-			d.err = errors.Join(d.err, settingsErr)
+		var refused []error
+		for _, part := range []struct {
+			asked bool
+			err   error
+		}{{d.settings, settingsErr}, {d.cancel, cancelErr}} {
+			switch {
+			case !part.asked || part.err == nil:
+			case refusedForGood(part.err):
+				refused = append(refused, part.err)
+			default:
+				d.err = errors.Join(d.err, part.err)
+			}
 		}
-		if d.cancel && cancelErr != nil {
-			d.err = errors.Join(d.err, cancelErr)
+		if len(refused) > 0 && d.err == nil {
+			// Sending the same call every tick would only spend the action
+			// budget and starve the other rules: wait for the cooldown.
+			e.log.Error("the exchange refused the action; retried after the cooldown", "rule", d.rule.Name, "symbol", sym,
+				"cooldown", d.rule.Cooldown, "err", errors.Join(refused...))
 		}
 		for _, a := range d.notify {
 			e.ruleNotify(ctx, now, d.rule, sym, a.Channels)
@@ -174,6 +187,15 @@ func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posSt
 		ps.rules[d.idx].LastActionAt = now
 		e.dirty = true
 	}
+}
+
+// refusedForGood reports whether the exchange refused a call in a way that
+// repeating it cannot change soon: a 4xx answer other than 429 (a leverage
+// the exchange will not accept, isolation that would liquidate at once, a
+// bad signature).
+func refusedForGood(err error) bool {
+	var ae *exchange.APIError
+	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != 429
 }
 
 // settingsAction names a merged settings call and the rules behind it.

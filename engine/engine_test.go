@@ -410,3 +410,33 @@ func TestRuntimeErrorMarksRuleUnhealthy(t *testing.T) {
 		t.Fatalf("calls = %v %v; the healthy rule must still act", settings, cancels)
 	}
 }
+
+// A call the exchange refuses for good (4xx) waits for the cooldown instead
+// of spending the budget every tick; a transient failure is retried on the
+// next tick.
+func TestRefusedActionWaitsForCooldown(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		err       error
+		wantCalls int
+	}{
+		{"refused", &exchange.APIError{Status: 400, Code: "INSUFFICIENT_MARGIN"}, 1},
+		{"rate limited", &exchange.APIError{Status: 429, Code: "RATE_LIMITED"}, 3},
+		{"server error", &exchange.APIError{Status: 503, Code: "SERVICE_UNAVAILABLE"}, 3},
+		{"network", errDown, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, Config{}, overMax)
+			h.fx.settingsErr = tt.err
+			for _, sec := range []int{0, 2, 4} {
+				h.tick(sec)
+			}
+			if settings, _ := h.fx.calls(); len(settings) != tt.wantCalls {
+				t.Fatalf("settings calls over 3 ticks = %d, want %d", len(settings), tt.wantCalls)
+			}
+		})
+	}
+}

@@ -591,7 +591,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 			rep.Transitions = append(rep.Transitions, ev)
 			e.record(Record{Time: now, Type: "transition", Rule: r.Name, Symbol: ps.symbol, Position: id, From: s.State.String(), To: to.String(), Reason: ev.Reason})
 			if tr == ToResolved {
-				e.send(ctx, notify.Message{Time: now, Kind: notify.KindResolved, Severity: string(r.Severity), Rule: r.Name, Symbol: ps.symbol,
+				e.send(ctx, notify.Message{Time: now, Kind: notify.KindResolved, Severity: string(rules.Info), Rule: r.Name, Symbol: ps.symbol,
 					Text: fmt.Sprintf("%s resolved on %s: position closed", r.Name, ps.symbol)})
 			}
 		}
@@ -624,7 +624,11 @@ func (e *Engine) transition(ctx context.Context, now time.Time, r *rules.Rule, s
 	default:
 		return
 	}
-	e.send(ctx, notify.Message{Time: now, Kind: kind, Severity: string(r.Severity), Rule: r.Name, Symbol: sym.Name, Text: text, Values: values(&e.env)})
+	sev := string(r.Severity)
+	if tr == ToResolved {
+		sev = string(rules.Info) // good news is never an alarm
+	}
+	e.send(ctx, notify.Message{Time: now, Kind: kind, Severity: sev, Rule: r.Name, Symbol: sym.Name, Text: text, Values: values(&e.env)})
 }
 
 // describe is the default one-line account of what a rule saw.

@@ -23,7 +23,7 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	configPath := fs.String("config", "rules.example.yaml", "rules file to run against the simulated exchange")
-	duration := fs.Duration("duration", 90*time.Second, "how long the demo runs")
+	duration := fs.Duration("duration", 2*time.Minute, "how long the demo runs")
 	interval := fs.Duration("interval", time.Second, "time between two ticks")
 	seed := fs.Int64("seed", sim.DefaultSeed, "seed of the simulated price paths")
 	scenario := fs.String("scenario", "", "scenario file for the simulated exchange (default: the built-in one)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lmittmann/tint"
+	"github.com/riskguard/riskguard/notify"
 )
 
 // newLogger builds the program's logger: tint's coloured text on a terminal,
@@ -44,4 +46,25 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// logNotifier sends notifications to the log. The engine already logs rule
+// transitions and actions as they happen, so those kinds are not written a
+// second time; what only a notification says (a rule's notify action, a
+// failure, the breaker, reloads, start and stop) is.
+type logNotifier struct {
+	log *notify.Log
+}
+
+func newLogNotifier(logger *slog.Logger) *logNotifier {
+	return &logNotifier{log: notify.NewLog(logger.With("channel", "log"))}
+}
+
+// Send logs m unless the engine has logged it already.
+func (n *logNotifier) Send(ctx context.Context, m notify.Message) error {
+	switch m.Kind {
+	case notify.KindFiring, notify.KindResolved, notify.KindNoData, notify.KindAction:
+		return nil
+	}
+	return n.log.Send(ctx, m)
 }

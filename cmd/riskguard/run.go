@@ -63,7 +63,7 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, extra ...exchange.O
 		return nil, fmt.Errorf("exchange client: %w", err)
 	}
 	ec := cfg.Engine
-	notifier := notify.NewLog(logger)
+	notifier := newLogNotifier(logger)
 	eng, err := engine.New(engine.Config{
 		Interval:            ec.Interval,
 		DryRun:              ec.DryRun || dryRun,

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -477,7 +479,80 @@ func TestBinaryReloadAndSignals(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no exit within 10s of SIGTERM")
 	}
+	if strings.Contains(stderr.String(), sim.DefaultSecret) {
+		t.Error("the API secret appears in the logs")
+	}
 	if !strings.Contains(stderr.String(), "riskguard stopping") {
 		t.Errorf("no stop log:\n%s", stderr.String())
+	}
+}
+
+// /metrics serves the engine's series and /healthz reports whether the
+// last complete snapshot is recent.
+func TestRunMetricsAndHealth(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "  listen: 127.0.0.1:0\n", overMaxRule)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	m := &Main{Stdout: io.Discard, Stderr: pw, Getenv: g.env}
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"})
+		pw.Close()
+	}()
+	addrc := make(chan string, 1)
+	var logs lockedBuffer
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			logs.Write(append(sc.Bytes(), '\n'))
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving /metrics and /healthz" {
+				addrc <- line.Addr
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no listen address logged:\n%s", logs.String())
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor(t, "a healthy tick", 10*time.Second, func() bool { code, _ := get("/healthz"); return code == 200 })
+	waitFor(t, "the action's metric", 10*time.Second, func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, `riskguard_actions_total{action="lower_leverage",result="ok"} 1`)
+	})
+	_, body := get("/metrics")
+	for _, want := range []string{
+		`riskguard_ticks_total{result="ok"}`, "riskguard_tick_duration_seconds_bucket", "riskguard_snapshot_age_seconds",
+		`riskguard_rule_positions{rule="over-max-leverage",state="inactive"}`, "riskguard_breaker_open 0",
+		`riskguard_exchange_requests_total{route="/v1/contracts/positions",status="200"}`,
+		`riskguard_exchange_requests_total{route="/v1/contracts/positions/{symbol}/settings",status="200"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// The exchange goes away: health turns to 503 once the last complete
+	// snapshot is older than three intervals (10 s at the least).
+	g.ex.InjectFault("/v1/contracts/positions", sim.Fault{Status: 503})
+	waitFor(t, "unhealthy", 20*time.Second, func() bool { code, _ := get("/healthz"); return code == 503 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if strings.Contains(logs.String(), sim.DefaultSecret) {
+		t.Error("the API secret appears in the logs")
 	}
 }

@@ -1,0 +1,106 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// Direct calls: the private and market operations a backtest needs, called
+// in process without HTTP, signing or JSON decoding. They run the same
+// handlers as the HTTP API, so a settings change or a cancel has exactly
+// the effects and refusals it has over the wire; only the request log
+// (Calls) does not see them.
+
+// IndexPrices returns every index price by name, as /v1/market/indexPrices.
+func (e *Exchange) IndexPrices() map[string]decimal.Decimal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]decimal.Decimal, len(e.indexes))
+	for name, ix := range e.indexes {
+		out[name] = ix.price
+	}
+	return out
+}
+
+// SetIndexPrices sets several index prices at once, as SetIndexPrice does
+// for one, and then runs the liquidation check once: a backtest step moves
+// every index before any position is liquidated.
+func (e *Exchange) SetIndexPrices(prices map[string]decimal.Decimal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	for name, p := range prices {
+		if ix, ok := e.indexes[name]; ok {
+			ix.set(p, now)
+		} else {
+			e.indexes[name] = newManualIndex(name, p, now)
+		}
+	}
+	e.liquidate(now)
+}
+
+// Trades returns the listed currencies and symbols, as /v1/market/trades.
+// The slices are copies.
+func (e *Exchange) Trades() exchange.Trades {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return exchange.Trades{
+		Currencies:       slices.Clone(e.currencies),
+		SpotsSymbols:     slices.Clone(e.spots),
+		ContractsSymbols: slices.Clone(e.contracts),
+	}
+}
+
+// Routes of the direct calls, named in their errors.
+const (
+	settingsRoute = "/v1/contracts/positions/{symbol}/settings"
+	cancelRoute   = "/v1/contracts/orders/{symbol}/cancel"
+)
+
+// SetSettings sets the margin mode and leverage of the symbol's position, as
+// POST /v1/contracts/positions/{symbol}/settings, and returns the position.
+// A refusal is an *exchange.APIError with the status and code the HTTP API
+// answers with.
+func (e *Exchange) SetSettings(symbol string, s exchange.Settings) (exchange.Position, error) {
+	body, err := json.Marshal(s)
+	if err != nil {
+		return exchange.Position{}, fmt.Errorf("set settings: %w", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	res := e.settings(&request{params: map[string]string{"symbol": symbol}, body: body, now: e.now()})
+	if err := directError(res, settingsRoute); err != nil {
+		return exchange.Position{}, err
+	}
+	return e.snapshot(e.positions[symbol]), nil
+}
+
+// Cancel cancels every open order of the symbol, as POST
+// /v1/contracts/orders/{symbol}/cancel, and returns how many there were.
+func (e *Exchange) Cancel(symbol string) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.openOrders[symbol]
+	res := e.cancel(&request{params: map[string]string{"symbol": symbol}, now: e.now()})
+	if err := directError(res, cancelRoute); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// directError turns a handler's failure response into the error the client
+// would return for it.
+func directError(res response, route string) error {
+	if res.status == http.StatusOK {
+		return nil
+	}
+	var env exchange.Envelope
+	_ = json.Unmarshal(res.body, &env) // the handlers always write an envelope
+	return &exchange.APIError{Status: res.status, Code: env.Error, Field: env.ErrorField, Message: env.ErrorMessage,
+		Method: http.MethodPost, Route: route}
+}

@@ -13,6 +13,7 @@ type Kind string
 
 // The kinds of message the engine sends.
 const (
+	KindTest         Kind = "test"          // a test message from `riskguard notify test`
 	KindFiring       Kind = "firing"        // a rule entered firing
 	KindResolved     Kind = "resolved"      // a firing rule resolved
 	KindNoData       Kind = "nodata"        // a rule's inputs are missing or invalid
@@ -38,6 +39,13 @@ type Message struct {
 	Values   map[string]float64 `json:"values,omitempty"`
 	// Channels names where to send; empty means the configured defaults.
 	Channels []string `json:"channels,omitempty"`
+	// Template, when set, renders Text instead of the default (a rule's
+	// message:); see Render for what it can use. A template that fails
+	// falls back to the default rendering.
+	Template string `json:"-"`
+	// Count is how many messages this one stands for after grouping; the
+	// dispatcher sets it, and 0 or 1 means one.
+	Count int `json:"count,omitempty"`
 }
 
 // Log is a sender that writes each message to a structured logger, at

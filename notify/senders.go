@@ -1,0 +1,310 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Sender delivers one rendered message to one channel. Each channel type has
+// one; tests substitute their own through WithSenders.
+type Sender interface {
+	Send(ctx context.Context, m Message) error
+}
+
+// maxResponse bounds how much of a service's answer is read.
+const maxResponse = 64 << 10
+
+// Message length limits of the services, in characters.
+const (
+	telegramMaxText = 4096
+	discordMaxText  = 2000
+	slackMaxText    = 40000
+)
+
+// DeliveryError is a failed delivery attempt, as the service answered it.
+// Its text never contains a secret.
+type DeliveryError struct {
+	// Status is the HTTP status, Telegram's error_code or the SMTP reply
+	// code; 0 for a transport failure.
+	Status int
+	// RetryAfter is the service's rate-limit hint; 0 when it gave none.
+	RetryAfter time.Duration
+	// Permanent says retrying cannot help: a bad token, an unknown chat, a
+	// rejected payload.
+	Permanent bool
+	// Msg says what happened, redacted.
+	Msg string
+	// Err is a context error when the attempt ran out of time, else nil.
+	Err error
+}
+
+func (e *DeliveryError) Error() string {
+	s := e.Msg
+	if e.Status != 0 {
+		s = fmt.Sprintf("status %d: %s", e.Status, e.Msg)
+	}
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
+	}
+	return s
+}
+
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// redactor replaces secrets in text.
+type redactor []string
+
+func newRedactor(secrets ...string) redactor {
+	var r redactor
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		r = append(r, s, url.PathEscape(s), url.QueryEscape(s))
+	}
+	// Longest first, so that a secret containing another is replaced whole.
+	slices.SortFunc(r, func(a, b string) int { return len(b) - len(a) })
+	return slices.Compact(r)
+}
+
+func (r redactor) apply(s string) string {
+	for _, sec := range r {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "REDACTED")
+		}
+	}
+	return s
+}
+
+// transportError turns a failed round trip into a DeliveryError without the
+// URL's secrets (net/http errors quote the whole URL).
+func (r redactor) transportError(err error) error {
+	de := &DeliveryError{Msg: r.apply(err.Error())}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		de.Err, de.Msg = context.DeadlineExceeded, "timed out"
+	case errors.Is(err, context.Canceled):
+		de.Err, de.Msg = context.Canceled, "canceled"
+	}
+	var ue *url.Error
+	if de.Err == nil && errors.As(err, &ue) && ue.Timeout() {
+		de.Err, de.Msg = context.DeadlineExceeded, "timed out"
+	}
+	return de
+}
+
+// httpPoster is what the HTTP senders share: a client, the secrets to keep
+// out of errors, and the clock for Retry-After dates.
+type httpPoster struct {
+	hc     *http.Client
+	redact redactor
+	now    func() time.Time
+}
+
+type httpAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (p *httpPoster) postJSON(ctx context.Context, u string, v any, headers map[string]string) (*httpAnswer, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, &DeliveryError{Permanent: true, Msg: p.redact.apply(err.Error())}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "riskguard")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return nil, p.redact.transportError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, p.redact.transportError(err)
+	}
+	return &httpAnswer{status: resp.StatusCode, header: resp.Header, body: data}, nil
+}
+
+// statusError classifies a non-2xx answer: 429 carries the Retry-After hint,
+// 408, 429 and 5xx are worth retrying, other statuses are permanent.
+func (p *httpPoster) statusError(a *httpAnswer, hint time.Duration) error {
+	if hint == 0 {
+		hint = retryAfterHeader(a.header.Get("Retry-After"), p.now())
+	}
+	return &DeliveryError{
+		Status:     a.status,
+		RetryAfter: hint,
+		Permanent:  a.status != http.StatusTooManyRequests && a.status != http.StatusRequestTimeout && a.status < 500,
+		Msg:        p.redact.apply(snippet(a.body, http.StatusText(a.status))),
+	}
+}
+
+// snippet is the start of an answer's body for an error message.
+func snippet(body []byte, fallback string) string {
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if s == "" {
+		return fallback
+	}
+	return truncate(s, 200)
+}
+
+// retryAfterHeader reads a Retry-After header: seconds (Discord sends
+// fractions) or an HTTP date.
+func retryAfterHeader(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		return secondsDuration(f)
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+func secondsDuration(f float64) time.Duration {
+	if f <= 0 || f != f {
+		return 0
+	}
+	f = min(f, 24*3600)
+	return time.Duration(f * float64(time.Second))
+}
+
+// truncate cuts s to n characters, marking the cut.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// slack posts to a Slack incoming webhook.
+type slack struct {
+	httpPoster
+	url string
+}
+
+func (s *slack) Send(ctx context.Context, m Message) error {
+	a, err := s.postJSON(ctx, s.url, map[string]string{"text": truncate(m.Text, slackMaxText)}, nil)
+	if err != nil {
+		return err
+	}
+	if a.status/100 != 2 {
+		return s.statusError(a, 0)
+	}
+	return nil
+}
+
+// discord posts to a Discord webhook. Mentions are disabled so that a
+// message quoting "@everyone" pings nobody.
+type discord struct {
+	httpPoster
+	url string
+}
+
+func (d *discord) Send(ctx context.Context, m Message) error {
+	body := map[string]any{
+		"content":          truncate(m.Text, discordMaxText),
+		"allowed_mentions": map[string]any{"parse": []string{}},
+	}
+	a, err := d.postJSON(ctx, d.url, body, nil)
+	if err != nil {
+		return err
+	}
+	if a.status/100 == 2 {
+		return nil
+	}
+	// Discord's 429 body has retry_after in seconds, with fractions.
+	var rl struct {
+		RetryAfter float64 `json:"retry_after"`
+	}
+	_ = json.Unmarshal(a.body, &rl)
+	return d.statusError(a, secondsDuration(rl.RetryAfter))
+}
+
+// telegram calls the Bot API's sendMessage. Text is sent plain (no parse
+// mode), so that symbols and rule names need no escaping.
+type telegram struct {
+	httpPoster
+	api    string // base URL without the /bot<token> part
+	token  string
+	chatID string
+}
+
+func (t *telegram) Send(ctx context.Context, m Message) error {
+	body := map[string]any{
+		"chat_id":                  t.chatID,
+		"text":                     truncate(m.Text, telegramMaxText),
+		"disable_web_page_preview": true,
+	}
+	a, err := t.postJSON(ctx, t.api+"/bot"+t.token+"/sendMessage", body, nil)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		OK          bool   `json:"ok"`
+		ErrorCode   int    `json:"error_code"`
+		Description string `json:"description"`
+		Parameters  struct {
+			RetryAfter float64 `json:"retry_after"`
+		} `json:"parameters"`
+	}
+	jerr := json.Unmarshal(a.body, &r)
+	if jerr == nil && r.OK && a.status/100 == 2 {
+		return nil
+	}
+	if jerr != nil || r.Description == "" {
+		return t.statusError(a, 0)
+	}
+	code := r.ErrorCode
+	if code == 0 {
+		code = a.status
+	}
+	return &DeliveryError{
+		Status:     code,
+		RetryAfter: secondsDuration(r.Parameters.RetryAfter),
+		Permanent:  code != http.StatusTooManyRequests && code < 500,
+		Msg:        t.redact.apply(truncate(r.Description, 200)),
+	}
+}
+
+// webhook posts the message as JSON, with the configured headers.
+type webhook struct {
+	httpPoster
+	url     string
+	headers map[string]string
+}
+
+func (w *webhook) Send(ctx context.Context, m Message) error {
+	m.Channels = nil
+	a, err := w.postJSON(ctx, w.url, m, w.headers)
+	if err != nil {
+		return err
+	}
+	if a.status/100 != 2 {
+		return w.statusError(a, 0)
+	}
+	return nil
+}

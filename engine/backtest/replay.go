@@ -1,0 +1,639 @@
+package backtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// Options configure a backtest.
+type Options struct {
+	// Engine is the engine's configuration as the daemon runs it. Its
+	// AuditLog and StateFile are ignored — a backtest never touches the
+	// daemon's files — and DryRun is set per run.
+	Engine engine.Config
+	// Rules is the rule set under test. Required.
+	Rules *rules.Set
+	// Baseline, when set, is a second rule set run on the same data with
+	// its actions; the decisions that differ from Rules' are listed.
+	Baseline *rules.Set
+	// Scenario is the starting state of the simulated exchange: symbols,
+	// balance, positions, open orders. Its index paths are replaced by the
+	// data: every index holds its first price (from the data when it has
+	// one) until the data moves it. Nil builds the state from the data's
+	// first step, which must carry symbols and positions (recorded data).
+	Scenario *sim.Scenario
+	// Balance is the free balance of a state built from recorded data. Zero
+	// infers it from the first cross position's liquidation price, or
+	// without one takes the sum of the positions' margins.
+	Balance decimal.Decimal
+	// From and To bound the replayed time; zero means the data's bounds.
+	// Steps before From only set the starting prices and positions.
+	From, To time.Time
+	// Interval, when positive, adds engine ticks every Interval between two
+	// data steps, on the last prices, as the daemon would tick between two
+	// one-minute bars. Zero ticks once per data step.
+	Interval time.Duration
+	// Seed seeds the simulated exchanges.
+	Seed int64
+	// MaxPoints bounds each symbol's series; default 2,000.
+	MaxPoints int
+	// MaxDiffs bounds the listed baseline differences; default 1,000.
+	MaxDiffs int
+	// Audit, when set, receives the guarded run's audit log.
+	Audit io.Writer
+}
+
+// Bounds of a backtest's memory.
+const (
+	defaultMaxPoints = 2000
+	defaultMaxDiffs  = 1000
+	maxMarkers       = 1000 // per symbol, action markers and firing spans each
+	maxWarnings      = 100
+	maxSubTicks      = 100_000 // per gap between two data steps
+)
+
+// The names of the runs.
+const (
+	RunGuarded   = "guarded"
+	RunUnguarded = "unguarded"
+	RunBaseline  = "baseline"
+)
+
+// Run replays the source. The guarded run acts on the simulated exchange
+// with the rules' actions; the unguarded run evaluates the same rules in
+// dry run, so it reports what they would have done while nothing changes
+// the positions but the prices. Both, and the baseline run, advance in
+// lockstep over one pass of the data.
+func Run(ctx context.Context, src Source, opt Options) (*Result, error) {
+	if opt.Rules == nil {
+		return nil, errors.New("backtest: a rule set is required")
+	}
+	if opt.MaxPoints <= 0 {
+		opt.MaxPoints = defaultMaxPoints
+	}
+	if opt.MaxDiffs <= 0 {
+		opt.MaxDiffs = defaultMaxDiffs
+	}
+	r := &replay{opt: opt, prices: map[string]decimal.Decimal{}, recorded: map[int64]exchange.Position{}}
+	r.res = &Result{}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		st, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("backtest: %w", err)
+		}
+		done, err := r.step(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			break
+		}
+	}
+	if r.guarded == nil {
+		return nil, errors.New("backtest: no data in the time range")
+	}
+	if t, ok := src.(interface{ truncated() bool }); ok && t.truncated() {
+		r.warn("the data's last line was incomplete and was dropped")
+	}
+	return r.finish(), nil
+}
+
+// replay is the state of one backtest.
+type replay struct {
+	opt   Options
+	clock clock
+	res   *Result
+
+	started  bool
+	last     time.Time
+	prices   map[string]decimal.Decimal // every price seen, for the start
+	symbols  *exchange.Trades           // the latest recorded symbols
+	recorded map[int64]exchange.Position
+	names    map[int64]string  // contract symbol id → name
+	index    map[string]string // data name → sim index name, for symbols
+	alias    map[string]string // engine index name → the contract's base
+
+	guarded, unguarded, baseline *lane
+	series                       []*SymbolSeries
+	seriesBy                     map[string]*SymbolSeries
+	sample                       int // ticks until the next sample
+	stride                       int // ticks between two samples
+}
+
+// clock is the simulated time every exchange and engine of a backtest reads.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func (r *replay) warn(format string, args ...any) {
+	if len(r.res.Warnings) < maxWarnings {
+		r.res.Warnings = append(r.res.Warnings, fmt.Sprintf(format, args...))
+	}
+}
+
+// step applies one data step. done is true past To.
+func (r *replay) step(ctx context.Context, st Step) (bool, error) {
+	if st.Symbols != nil {
+		r.symbols = st.Symbols
+		r.names = make(map[int64]string, len(st.Symbols.ContractsSymbols))
+		for _, c := range st.Symbols.ContractsSymbols {
+			r.names[c.ID] = c.Name
+		}
+	}
+	if !r.opt.To.IsZero() && st.Time.After(r.opt.To) {
+		return true, nil
+	}
+	if !r.started && !r.opt.From.IsZero() && st.Time.Before(r.opt.From) {
+		// Before the range: only the starting state.
+		for n, p := range st.Prices {
+			r.prices[n] = p
+		}
+		if st.Positions != nil {
+			r.remember(st.Positions)
+		}
+		return false, nil
+	}
+	if !r.started {
+		for n, p := range st.Prices {
+			r.prices[n] = p
+		}
+		if st.Positions != nil {
+			r.remember(st.Positions)
+		}
+		if err := r.start(st.Time); err != nil {
+			return false, err
+		}
+		r.tickAll(ctx, st.Time, r.resolve(r.prices))
+		return false, nil
+	}
+	if !st.Time.After(r.last) {
+		if st.Time.Before(r.last) {
+			return false, fmt.Errorf("backtest: step at %s is before the previous one at %s", st.Time.Format(time.RFC3339Nano), r.last.Format(time.RFC3339Nano))
+		}
+	}
+	if st.Positions != nil {
+		r.trade(st.Positions)
+	}
+	if r.opt.Interval > 0 {
+		n := 0
+		for t := r.last.Add(r.opt.Interval); t.Before(st.Time); t = t.Add(r.opt.Interval) {
+			if n++; n > maxSubTicks {
+				r.warn("more than %d ticks between %s and %s: the rest skipped", maxSubTicks, r.last.Format(time.RFC3339), st.Time.Format(time.RFC3339))
+				break
+			}
+			r.tickAll(ctx, t, nil)
+		}
+	}
+	r.tickAll(ctx, st.Time, r.resolve(st.Prices))
+	return false, nil
+}
+
+// remember keeps the recorded positions by symbol id.
+func (r *replay) remember(ps []exchange.Position) {
+	clear(r.recorded)
+	for _, p := range ps {
+		r.recorded[p.SymbolID] = p
+	}
+}
+
+// start builds the simulated exchanges and the engines at the first step.
+func (r *replay) start(at time.Time) error {
+	r.clock.t = at
+	sc := r.opt.Scenario
+	if sc == nil {
+		if r.symbols == nil {
+			return errors.New("backtest: the data has no symbols before its first tick: give a scenario")
+		}
+		var err error
+		sc, err = ScenarioFrom(r.symbols, slices.Collect(mapValues(r.recorded)), r.opt.Balance)
+		if err != nil {
+			return err
+		}
+	}
+	sc = r.fixIndexes(sc)
+	var err error
+	if r.guarded, err = r.newLane(RunGuarded, sc, r.opt.Rules, false, r.opt.Audit); err != nil {
+		return err
+	}
+	// The exchange's ids name the symbols of recorded positions.
+	r.names = r.guarded.names
+	if r.unguarded, err = r.newLane(RunUnguarded, sc, r.opt.Rules, true, nil); err != nil {
+		return err
+	}
+	if r.opt.Baseline != nil {
+		if r.baseline, err = r.newLane(RunBaseline, sc, r.opt.Baseline, false, nil); err != nil {
+			return err
+		}
+	}
+	r.seriesBy = map[string]*SymbolSeries{}
+	for _, p := range sc.Positions {
+		if p.Empty {
+			continue
+		}
+		s := &SymbolSeries{Symbol: p.Symbol, Index: r.index[p.Symbol]}
+		r.series = append(r.series, s)
+		r.seriesBy[p.Symbol] = s
+	}
+	r.stride, r.sample = 1, 0
+	r.started = true
+	r.res.From = at
+	return nil
+}
+
+// fixIndexes returns a copy of the scenario whose indexes hold still at
+// their first price, and fills the name maps.
+func (r *replay) fixIndexes(sc *sim.Scenario) *sim.Scenario {
+	n := *sc
+	r.index = map[string]string{}
+	r.alias = map[string]string{}
+	for _, c := range sc.Contracts {
+		r.index[c.Name] = c.Base
+		if m, ok := r.opt.Engine.IndexNames[c.Name]; ok && m != c.Base {
+			r.alias[m] = c.Base
+		}
+	}
+	known := r.resolve(r.prices)
+	n.Indexes = make([]sim.IndexSpec, len(sc.Indexes))
+	for i, ix := range sc.Indexes {
+		price, ok := known[ix.Name]
+		if !ok {
+			switch {
+			case ix.Walk != nil:
+				price = ix.Walk.Start
+			case len(ix.Points) > 0:
+				price = ix.Points[0].Price
+			}
+		}
+		n.Indexes[i] = sim.IndexSpec{Name: ix.Name, Scale: ix.Scale, Points: []sim.PricePoint{{Price: price}}}
+	}
+	if r.opt.Scenario == nil {
+		for _, p := range sc.Positions {
+			if _, ok := known[r.index[p.Symbol]]; !ok && !p.Empty {
+				r.warn("no price of index %s at the start: %s is valued at its entry price until the data gives one", r.index[p.Symbol], p.Symbol)
+			}
+		}
+	}
+	return &n
+}
+
+// resolve maps the data's names to the simulated exchange's index names:
+// a contract symbol stands for its base, an engine index name (IndexNames)
+// also moves the base the exchange liquidates on.
+func (r *replay) resolve(prices map[string]decimal.Decimal) map[string]decimal.Decimal {
+	out := make(map[string]decimal.Decimal, len(prices))
+	for n, p := range prices {
+		if ix, ok := r.index[n]; ok {
+			out[ix] = p
+			continue
+		}
+		out[n] = p
+		if base, ok := r.alias[n]; ok {
+			out[base] = p
+		}
+	}
+	return out
+}
+
+// trade applies the trader's own changes seen in recorded positions: a
+// position opened, closed, or whose quantity, entry price or direction
+// changed. Leverage and margin mode are the runs' own (the guard may have
+// changed them); a new position takes the recorded ones.
+func (r *replay) trade(ps []exchange.Position) {
+	seen := make(map[int64]bool, len(ps))
+	for _, p := range ps {
+		seen[p.SymbolID] = true
+		old, had := r.recorded[p.SymbolID]
+		if had && sameHolding(old, p) {
+			continue
+		}
+		r.put(p, had && !old.Empty)
+	}
+	for id, old := range r.recorded {
+		if !seen[id] && !old.Empty {
+			gone := old
+			gone.Empty = true
+			r.put(gone, true)
+		}
+	}
+	r.remember(ps)
+}
+
+func sameHolding(a, b exchange.Position) bool {
+	return a.Empty == b.Empty && a.Direction == b.Direction && a.Quantity.Equal(b.Quantity) && a.EntryPrice.Equal(b.EntryPrice)
+}
+
+// put replaces a position in every run.
+func (r *replay) put(p exchange.Position, keepSettings bool) {
+	name, ok := r.names[p.SymbolID]
+	if !ok {
+		r.warn("%s: a recorded position names symbol id %d, which is not listed: ignored", r.clock.t.Format(time.RFC3339), p.SymbolID)
+		return
+	}
+	spec := positionSpec(name, p)
+	for _, l := range r.lanes() {
+		s := spec
+		if cur, ok := l.ex.Position(name); ok && keepSettings && !cur.Empty {
+			s.Leverage, s.Cross = cur.Leverage, cur.Cross
+		}
+		if err := l.ex.PutPosition(s); err != nil {
+			r.warn("%s: %v", r.clock.t.Format(time.RFC3339), err)
+		}
+	}
+}
+
+func positionSpec(symbol string, p exchange.Position) sim.PositionSpec {
+	s := sim.PositionSpec{Symbol: symbol, Direction: p.Direction, Leverage: max(p.Leverage, 1), Cross: p.Cross,
+		Empty: p.Empty || !p.Quantity.IsPositive(), RealizedPNL: p.RealizedPNL}
+	if !s.Empty {
+		s.Quantity, s.EntryPrice = p.Quantity, p.EntryPrice
+	}
+	return s
+}
+
+func (r *replay) lanes() []*lane {
+	ls := []*lane{r.guarded, r.unguarded}
+	if r.baseline != nil {
+		ls = append(ls, r.baseline)
+	}
+	return ls
+}
+
+// tickAll moves every run to t: the step's prices (nil: unchanged), the
+// exchange's liquidation check, then one engine tick.
+func (r *replay) tickAll(ctx context.Context, t time.Time, prices map[string]decimal.Decimal) {
+	r.clock.t = t
+	r.last = t
+	r.res.To = t
+	r.res.Ticks++
+	if prices != nil {
+		r.res.Steps++
+	}
+	ls := r.lanes()
+	for _, l := range ls {
+		if len(prices) > 0 {
+			l.ex.SetIndexPrices(prices)
+		}
+		l.ex.Step(t)
+		rep, err := l.eng.Tick(ctx, t)
+		if err != nil {
+			r.warn("%s: %s run: tick: %v", t.Format(time.RFC3339), l.name, err)
+		}
+		l.observe(t, rep)
+	}
+	r.observe(t)
+	if r.baseline != nil {
+		r.diff(t)
+	}
+}
+
+// finish closes the open spans and reads the end state of every run.
+func (r *replay) finish() *Result {
+	res := r.res
+	end := r.last
+	res.Guarded = r.guarded.finish(end)
+	res.Unguarded = r.unguarded.finish(end)
+	if r.baseline != nil {
+		b := r.baseline.finish(end)
+		res.Baseline = &b
+	}
+	for _, s := range r.series {
+		s.close(end)
+		res.Symbols = append(res.Symbols, *s)
+	}
+	return res
+}
+
+// lane is one run: a simulated exchange and an engine on it.
+type lane struct {
+	name  string
+	ex    *sim.Exchange
+	eng   *engine.Engine
+	set   *rules.Set
+	start map[string]exchange.Position
+	names map[int64]string // contract symbol id → name
+
+	evaluations int64
+	rules       map[string]*RuleStats
+	active      map[[2]string]activeSpan // (rule, symbol) → state since
+	decisions   []string                 // this tick's, for the baseline diff
+	report      *engine.TickReport
+}
+
+type activeSpan struct {
+	state engine.State
+	since time.Time
+}
+
+func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun bool, audit io.Writer) (*lane, error) {
+	ex, err := sim.New(sim.Config{Key: "backtest", Secret: "backtest", Seed: r.opt.Seed, Now: r.clock.now, Scenario: sc})
+	if err != nil {
+		return nil, fmt.Errorf("backtest: %w", err)
+	}
+	cfg := r.opt.Engine
+	cfg.AuditLog, cfg.StateFile, cfg.DryRun = "", "", dryRun
+	d := direct{ex: ex}
+	deps := engine.Deps{Reader: d, Actuator: d, Now: r.clock.now}
+	if audit != nil {
+		deps.Audit = engine.NewAudit(audit)
+	}
+	eng, err := engine.New(cfg, set, deps)
+	if err != nil {
+		return nil, fmt.Errorf("backtest: %w", err)
+	}
+	l := &lane{name: name, ex: ex, eng: eng, set: set, rules: map[string]*RuleStats{}, active: map[[2]string]activeSpan{},
+		start: map[string]exchange.Position{}}
+	for _, rl := range set.Rules {
+		l.rules[rl.Name] = &RuleStats{Rule: rl.Name}
+	}
+	l.names = map[int64]string{}
+	for _, c := range ex.Trades().ContractsSymbols {
+		l.names[c.ID] = c.Name
+	}
+	for _, p := range ex.Positions() {
+		l.start[l.names[p.SymbolID]] = p
+	}
+	return l, nil
+}
+
+func (l *lane) nameOf(symbolID int64) string { return l.names[symbolID] }
+
+// observe accounts one tick's report.
+func (l *lane) observe(t time.Time, rep *engine.TickReport) {
+	l.report = rep
+	l.decisions = l.decisions[:0]
+	if rep == nil {
+		return
+	}
+	l.evaluations += int64(rep.Evaluations)
+	for _, tr := range rep.Transitions {
+		key := [2]string{tr.Rule, tr.Symbol}
+		st := l.rules[tr.Rule]
+		if st == nil {
+			continue
+		}
+		if a, ok := l.active[key]; ok {
+			st.add(a.state, t.Sub(a.since))
+		}
+		if tr.To == engine.Inactive {
+			delete(l.active, key)
+		} else {
+			l.active[key] = activeSpan{state: tr.To, since: t}
+		}
+		if tr.To == engine.Firing {
+			st.Firings++
+		}
+		l.decisions = append(l.decisions, fmt.Sprintf("%s %s: %s → %s", tr.Rule, tr.Symbol, tr.From, tr.To))
+	}
+	for _, a := range rep.Actions {
+		for _, name := range a.Rules {
+			st := l.rules[name]
+			if st == nil {
+				continue
+			}
+			switch {
+			case a.Action == string(rules.Notify):
+				st.Notifications++
+			case a.Outcome == "sent" || a.Outcome == "dry_run":
+				st.Actions++
+			case a.Outcome == "error" || a.Outcome == "skipped":
+				st.Failed++
+			}
+		}
+		l.decisions = append(l.decisions, describeAction(a))
+	}
+}
+
+// describeAction is an action as a decision, without its outcome.
+func describeAction(a engine.ActionEvent) string {
+	s := fmt.Sprintf("%s %s", a.Action, a.Symbol)
+	if a.To != 0 && a.To != a.From {
+		s += fmt.Sprintf(" %d→%d", a.From, a.To)
+	}
+	if len(a.Rules) > 0 {
+		s += fmt.Sprintf(" (%s)", joinNames(a.Rules))
+	}
+	return s
+}
+
+func joinNames(ns []string) string {
+	out := ""
+	for i, n := range ns {
+		if i > 0 {
+			out += ", "
+		}
+		out += n
+	}
+	return out
+}
+
+// finish reads the run's end state.
+func (l *lane) finish(end time.Time) RunResult {
+	for key, a := range l.active {
+		if st := l.rules[key[0]]; st != nil {
+			st.add(a.state, end.Sub(a.since))
+		}
+	}
+	clear(l.active)
+	out := RunResult{Name: l.name, Evaluations: l.evaluations, Balance: l.ex.Balance()}
+	for _, rl := range l.set.Rules {
+		out.Rules = append(out.Rules, *l.rules[rl.Name])
+	}
+	for _, lq := range l.ex.Liquidations() {
+		out.Liquidations = append(out.Liquidations, Liquidation{Time: lq.Time, Symbol: lq.Symbol, Price: lq.Price,
+			LiquidationPrice: lq.Position.LiquidationPrice, Leverage: lq.Position.Leverage, Cross: lq.Position.Cross,
+			Margin: lq.Position.Margin})
+	}
+	prices := l.ex.IndexPrices()
+	base := map[int64]string{}
+	for _, c := range l.ex.Trades().ContractsSymbols {
+		base[c.ID] = c.BaseName
+	}
+	for _, p := range l.ex.Positions() {
+		name := l.nameOf(p.SymbolID)
+		start, had := l.start[name]
+		if p.Empty && (!had || start.Empty) {
+			continue
+		}
+		out.Margin = out.Margin.Add(p.Margin)
+		out.RealizedPNL = out.RealizedPNL.Add(p.RealizedPNL)
+		pe := PositionEnd{Symbol: name, Leverage: p.Leverage, StartLeverage: start.Leverage, Cross: p.Cross,
+			StartCross: start.Cross, LiquidationPrice: p.LiquidationPrice, Liquidated: p.Empty}
+		if !p.Empty {
+			if ix, ok := prices[base[p.SymbolID]]; ok {
+				u := ix.Sub(p.EntryPrice).Mul(p.Quantity)
+				if p.Direction == exchange.Short {
+					u = u.Neg()
+				}
+				pe.UnrealizedPNL = u
+				out.UnrealizedPNL = out.UnrealizedPNL.Add(u)
+			}
+		}
+		out.Positions = append(out.Positions, pe)
+	}
+	out.Equity = out.Balance.Add(out.Margin).Add(out.UnrealizedPNL)
+	return out
+}
+
+// direct is the engine's Reader and Actuator on an in-process simulated
+// exchange: method calls, no HTTP.
+type direct struct{ ex *sim.Exchange }
+
+func (d direct) Positions(context.Context) ([]exchange.Position, error) { return d.ex.Positions(), nil }
+
+func (d direct) IndexPrices(context.Context) (map[string]decimal.Decimal, error) {
+	return d.ex.IndexPrices(), nil
+}
+
+func (d direct) Trades(context.Context) (*exchange.Trades, error) {
+	t := d.ex.Trades()
+	return &t, nil
+}
+
+func (d direct) SetPositionSettings(_ context.Context, symbol string, s exchange.Settings) (*exchange.Position, error) {
+	p, err := d.ex.SetSettings(symbol, s)
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func (d direct) CancelOrders(_ context.Context, symbol string) (json.RawMessage, error) {
+	n, err := d.ex.Cancel(symbol)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(fmt.Sprintf(`{"symbol":%q,"cancelled":%d}`, symbol, n)), nil
+}
+
+// mapValues yields a map's values in key order, for a deterministic state.
+func mapValues(m map[int64]exchange.Position) func(func(exchange.Position) bool) {
+	keys := make([]int64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return func(yield func(exchange.Position) bool) {
+		for _, k := range keys {
+			if !yield(m[k]) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,401 @@
+package backtest
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/shopspring/decimal"
+)
+
+// Result is what a backtest found. Its size is bounded whatever the length
+// of the data: series are downsampled, markers and differences capped.
+type Result struct {
+	// From and To are the times of the first and last tick.
+	From, To time.Time
+	// Steps is the number of data steps replayed; Ticks the engine ticks
+	// of each run (more than Steps with Options.Interval).
+	Steps, Ticks int
+	// Guarded ran the rules' actions; Unguarded the same rules in dry run.
+	Guarded, Unguarded RunResult
+	// Baseline ran Options.Baseline's rules with their actions.
+	Baseline *RunResult
+	// Diffs are the decisions of the guarded and baseline runs that differ,
+	// oldest first, at most Options.MaxDiffs; DiffCount counts them all.
+	Diffs     []Diff
+	DiffCount int
+	// Symbols are the series of every position held at the start.
+	Symbols []SymbolSeries
+	// Warnings are problems that did not stop the replay.
+	Warnings []string
+}
+
+// RunResult is one run's outcome.
+type RunResult struct {
+	Name        string
+	Evaluations int64
+	// Liquidations are the positions the exchange liquidated, oldest first.
+	Liquidations []Liquidation
+	// Balance is the free balance at the end; Margin the margin of the
+	// open positions; Equity = Balance + Margin + UnrealizedPNL.
+	Balance, Margin, RealizedPNL, UnrealizedPNL, Equity decimal.Decimal
+	// Rules are the rule statistics in rule-file order.
+	Rules []RuleStats
+	// Positions are the end states of the positions held at the start or
+	// opened since, in symbol order of the exchange.
+	Positions []PositionEnd
+}
+
+// Liquidation is a position the simulated exchange liquidated.
+type Liquidation struct {
+	Time   time.Time
+	Symbol string
+	// Price is the index price that crossed LiquidationPrice.
+	Price, LiquidationPrice decimal.Decimal
+	Leverage                int
+	Cross                   bool
+	// Margin is the margin lost (a cross position also lost the free
+	// balance).
+	Margin decimal.Decimal
+}
+
+// PositionEnd is a position's state at the end of a run.
+type PositionEnd struct {
+	Symbol                  string
+	StartLeverage, Leverage int
+	StartCross, Cross       bool
+	LiquidationPrice        decimal.Decimal
+	UnrealizedPNL           decimal.Decimal
+	Liquidated              bool
+}
+
+// RuleStats counts what one rule did in a run.
+type RuleStats struct {
+	Rule string
+	// Firings counts the entries into firing.
+	Firings int
+	// Actions counts the settings and cancel calls the rule asked for that
+	// were sent (or, in dry run, logged); Failed those refused, failed or
+	// held back by the breaker; Notifications its notify actions.
+	Actions, Failed, Notifications int
+	// Pending and Firing are the time spent in each state, summed over the
+	// positions.
+	Pending, Firing time.Duration
+}
+
+func (s *RuleStats) add(st engine.State, d time.Duration) {
+	switch st {
+	case engine.Pending:
+		s.Pending += d
+	case engine.Firing:
+		s.Firing += d
+	}
+}
+
+// Diff is a decision one run took at a tick and the other did not.
+type Diff struct {
+	Time time.Time
+	// Run is the run that took it: guarded or baseline.
+	Run      string
+	Decision string
+}
+
+// SymbolSeries is the chart of one position's symbol, for reports.
+type SymbolSeries struct {
+	Symbol, Index string
+	// Points are downsampled to at most Options.MaxPoints.
+	Points []Point
+	// Markers are the guarded run's actions on the symbol; Spans its
+	// firing spans (rule by rule). Each holds at most 1,000, the rest
+	// counted in Dropped.
+	Markers []Marker
+	Spans   []Span
+	Dropped int
+
+	open map[string]time.Time // firing since, by rule
+}
+
+// Point is one sample of a symbol's series. A liquidation price of 0 means
+// no position.
+type Point struct {
+	Time  time.Time
+	Index float64
+	// LiquidationGuarded and LiquidationUnguarded are the position's
+	// liquidation price in each run.
+	LiquidationGuarded, LiquidationUnguarded float64
+}
+
+// Marker is an action of the guarded run.
+type Marker struct {
+	Time    time.Time
+	Action  string
+	Rules   []string
+	Outcome string
+	// From and To are leverages, for settings changes.
+	From, To int
+}
+
+// Span is a time a rule was firing on the symbol in the guarded run; an End
+// equal to the result's To may still be firing.
+type Span struct {
+	Rule       string
+	Start, End time.Time
+}
+
+// observe feeds the series: markers and spans every tick, points every
+// stride ticks; when the points exceed the bound every other one is
+// dropped and the stride doubles, so any data length fits.
+func (r *replay) observe(t time.Time) {
+	if rep := r.guarded.report; rep != nil {
+		for _, tr := range rep.Transitions {
+			s := r.seriesBy[tr.Symbol]
+			if s == nil {
+				continue
+			}
+			if tr.To == engine.Firing {
+				if s.open == nil {
+					s.open = map[string]time.Time{}
+				}
+				s.open[tr.Rule] = t
+			} else if start, ok := s.open[tr.Rule]; ok && tr.From == engine.Firing {
+				delete(s.open, tr.Rule)
+				s.addSpan(Span{Rule: tr.Rule, Start: start, End: t})
+			}
+		}
+		for _, a := range rep.Actions {
+			s := r.seriesBy[a.Symbol]
+			if s == nil {
+				continue
+			}
+			if len(s.Markers) >= maxMarkers {
+				s.Dropped++
+				continue
+			}
+			s.Markers = append(s.Markers, Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To})
+		}
+	}
+	if r.sample > 0 {
+		r.sample--
+		return
+	}
+	r.sample = r.stride - 1
+	if len(r.series) == 0 {
+		return
+	}
+	prices := r.guarded.ex.IndexPrices()
+	liqG := liquidations(r.guarded)
+	liqU := liquidations(r.unguarded)
+	for _, s := range r.series {
+		s.Points = append(s.Points, Point{Time: t, Index: prices[s.Index].InexactFloat64(),
+			LiquidationGuarded: liqG[s.Symbol], LiquidationUnguarded: liqU[s.Symbol]})
+	}
+	if len(r.series[0].Points) > r.opt.MaxPoints {
+		for _, s := range r.series {
+			k := 0
+			for i := 0; i < len(s.Points); i += 2 {
+				s.Points[k] = s.Points[i]
+				k++
+			}
+			s.Points = s.Points[:k]
+		}
+		r.stride *= 2
+		r.sample = r.stride - 1
+	}
+}
+
+func liquidations(l *lane) map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range l.ex.Positions() {
+		if !p.Empty {
+			out[l.nameOf(p.SymbolID)] = p.LiquidationPrice.InexactFloat64()
+		}
+	}
+	return out
+}
+
+func (s *SymbolSeries) addSpan(sp Span) {
+	if len(s.Spans) >= maxMarkers {
+		s.Dropped++
+		return
+	}
+	s.Spans = append(s.Spans, sp)
+}
+
+// close ends the spans still firing at the end, in rule order.
+func (s *SymbolSeries) close(end time.Time) {
+	rulesOpen := make([]string, 0, len(s.open))
+	for r := range s.open {
+		rulesOpen = append(rulesOpen, r)
+	}
+	slices.Sort(rulesOpen)
+	for _, r := range rulesOpen {
+		s.addSpan(Span{Rule: r, Start: s.open[r], End: end})
+	}
+	s.open = nil
+}
+
+// diff lists the decisions of this tick that the guarded and baseline runs
+// do not share.
+func (r *replay) diff(t time.Time) {
+	a, b := r.guarded.decisions, r.baseline.decisions
+	if slices.Equal(a, b) {
+		return
+	}
+	onlyA, onlyB := without(a, b), without(b, a)
+	for _, d := range onlyA {
+		r.addDiff(Diff{Time: t, Run: RunGuarded, Decision: d})
+	}
+	for _, d := range onlyB {
+		r.addDiff(Diff{Time: t, Run: RunBaseline, Decision: d})
+	}
+}
+
+func (r *replay) addDiff(d Diff) {
+	r.res.DiffCount++
+	if len(r.res.Diffs) < r.opt.MaxDiffs {
+		r.res.Diffs = append(r.res.Diffs, d)
+	}
+}
+
+// without is the multiset difference a − b, in a's order.
+func without(a, b []string) []string {
+	left := map[string]int{}
+	for _, s := range b {
+		left[s]++
+	}
+	var out []string
+	for _, s := range a {
+		if left[s] > 0 {
+			left[s]--
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Summary renders the result as a table for a terminal. It is a pure
+// function of the result: the same result gives the same bytes.
+func Summary(res *Result) string {
+	var b bytes.Buffer
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	fmt.Fprintf(&b, "backtest %s → %s: %d steps, %d ticks\n\n", ts(res.From), ts(res.To), res.Steps, res.Ticks)
+
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	runs := []*RunResult{&res.Unguarded, &res.Guarded}
+	head := "\twithout guard\twith guard"
+	if res.Baseline != nil {
+		runs = append(runs, res.Baseline)
+		head += "\tbaseline"
+	}
+	fmt.Fprintln(tw, head)
+	row := func(label string, f func(*RunResult) string) {
+		cells := []string{label}
+		for _, r := range runs {
+			cells = append(cells, f(r))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	row("liquidations", func(r *RunResult) string {
+		if len(r.Liquidations) == 0 {
+			return "0"
+		}
+		var syms []string
+		for _, l := range r.Liquidations {
+			syms = append(syms, l.Symbol)
+		}
+		return fmt.Sprintf("%d (%s)", len(r.Liquidations), strings.Join(syms, ", "))
+	})
+	money := func(d decimal.Decimal) string { return d.StringFixed(2) }
+	row("free balance", func(r *RunResult) string { return money(r.Balance) })
+	row("margin", func(r *RunResult) string { return money(r.Margin) })
+	row("realized PNL", func(r *RunResult) string { return money(r.RealizedPNL) })
+	row("unrealized PNL", func(r *RunResult) string { return money(r.UnrealizedPNL) })
+	row("equity", func(r *RunResult) string { return money(r.Equity) })
+	row("evaluations", func(r *RunResult) string { return fmt.Sprint(r.Evaluations) })
+	tw.Flush()
+
+	for _, r := range runs[1:] {
+		fmt.Fprintf(&b, "\nrules (%s run):\n", r.Name)
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "rule\tfirings\tactions\tfailed\tnotifications\tpending\tfiring")
+		for _, s := range r.Rules {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Rule, s.Firings, s.Actions, s.Failed, s.Notifications, s.Pending, s.Firing)
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(&b, "\npositions at the end:")
+	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "symbol\twithout guard\twith guard")
+	unguarded := map[string]PositionEnd{}
+	for _, p := range res.Unguarded.Positions {
+		unguarded[p.Symbol] = p
+	}
+	for _, p := range res.Guarded.Positions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Symbol, positionText(unguarded[p.Symbol]), positionText(p))
+	}
+	tw.Flush()
+
+	avoided := avoidedLiquidations(res)
+	if len(avoided) > 0 {
+		fmt.Fprintln(&b, "\nliquidations the guard avoided:")
+		for _, l := range avoided {
+			fmt.Fprintf(&b, "  %s at %s: index %s crossed %s (%d×)\n", l.Symbol, ts(l.Time), l.Price, l.LiquidationPrice, l.Leverage)
+		}
+	}
+	if res.Baseline != nil {
+		fmt.Fprintf(&b, "\ndecisions that differ from the baseline: %d\n", res.DiffCount)
+		for _, d := range res.Diffs {
+			fmt.Fprintf(&b, "  %s  only %-9s %s\n", ts(d.Time), d.Run, d.Decision)
+		}
+		if res.DiffCount > len(res.Diffs) {
+			fmt.Fprintf(&b, "  … %d more\n", res.DiffCount-len(res.Diffs))
+		}
+	}
+	if len(res.Warnings) > 0 {
+		fmt.Fprintln(&b, "\nwarnings:")
+		for _, w := range res.Warnings {
+			fmt.Fprintf(&b, "  %s\n", w)
+		}
+	}
+	return b.String()
+}
+
+func positionText(p PositionEnd) string {
+	if p.Symbol == "" {
+		return "-"
+	}
+	if p.Liquidated {
+		return "liquidated"
+	}
+	mode := "isolated"
+	if p.Cross {
+		mode = "cross"
+	}
+	s := fmt.Sprintf("%d× %s, liq %s", p.Leverage, mode, p.LiquidationPrice)
+	if p.Leverage != p.StartLeverage || p.Cross != p.StartCross {
+		s += fmt.Sprintf(" (was %d×)", p.StartLeverage)
+	}
+	return s
+}
+
+// avoidedLiquidations are the unguarded run's liquidations of symbols the
+// guarded run did not lose.
+func avoidedLiquidations(res *Result) []Liquidation {
+	lost := map[string]bool{}
+	for _, l := range res.Guarded.Liquidations {
+		lost[l.Symbol] = true
+	}
+	var out []Liquidation
+	for _, l := range res.Unguarded.Liquidations {
+		if !lost[l.Symbol] {
+			out = append(out, l)
+		}
+	}
+	return out
+}

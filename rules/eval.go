@@ -11,10 +11,11 @@ import (
 	"github.com/expr-lang/expr/vm"
 )
 
-// Evaluator evaluates compiled rules, reusing one expr virtual machine so an
-// evaluation allocates nothing beyond what expr's field access boxes. It is
-// not safe for concurrent use: give each goroutine its own (the zero value
-// is ready to use).
+// Evaluator evaluates compiled rules: through their Go closures when the
+// expression is in the fast subset (see fast.go), which allocates nothing,
+// otherwise with one reused expr virtual machine. It is not safe for
+// concurrent use: give each goroutine its own (the zero value is ready to
+// use).
 type Evaluator struct {
 	vm vm.VM
 }
@@ -26,6 +27,13 @@ func (ev *Evaluator) Eval(r *Rule, env *Env) (bool, error) {
 	}
 	if r.program == nil {
 		return false, fmt.Errorf("rule %q: not compiled", r.Name)
+	}
+	if r.fast != nil {
+		if b, ok := r.fast(env); ok {
+			return b, nil
+		}
+		// No data inside the expression: the VM reports it, with the
+		// same error and position as for any other expression.
 	}
 	out, err := ev.vm.Run(r.program, env)
 	if err != nil {
@@ -50,13 +58,18 @@ func (ev *Evaluator) TargetLeverage(a *Action, env *Env) (int, error) {
 	if a.program == nil {
 		return 0, errors.New("leverage: not compiled")
 	}
-	out, err := ev.vm.Run(a.program, env)
-	if err != nil {
-		return 0, fmt.Errorf("leverage: %w", err)
+	f, ok := 0.0, false
+	if a.fast != nil {
+		f, ok = a.fast(env)
 	}
-	f, ok := toFloat(out)
 	if !ok {
-		return 0, fmt.Errorf("leverage gave %T, not a number", out)
+		out, err := ev.vm.Run(a.program, env)
+		if err != nil {
+			return 0, fmt.Errorf("leverage: %w", err)
+		}
+		if f, ok = toFloat(out); !ok {
+			return 0, fmt.Errorf("leverage gave %T, not a number", out)
+		}
 	}
 	if !finite(f) {
 		return 0, fmt.Errorf("leverage: %w", &NoDataError{Reason: "target leverage is not finite"})

@@ -102,6 +102,7 @@ type Rule struct {
 	Line int
 
 	program *vm.Program
+	fast    boolFn     // nil when When is outside the fast subset
 	pool    *sync.Pool // of *Evaluator, for the concurrency-safe Eval
 }
 
@@ -116,6 +117,7 @@ type Action struct {
 	Channels []string
 
 	program *vm.Program
+	fast    floatFn // nil when Leverage is outside the fast subset
 }
 
 // AppliesTo reports whether the rule evaluates positions of symbol.
@@ -141,8 +143,10 @@ func (r *Rule) Compile() error {
 			return fmt.Errorf("rule %q: %s leverage: %w", r.Name, a.Kind, err)
 		}
 		a.program = ap
+		a.fast = compileFastNumber(ap.Node())
 	}
 	r.program = p
+	r.fast = compileFastBool(p.Node())
 	r.pool = newEvaluatorPool()
 	return nil
 }

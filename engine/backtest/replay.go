@@ -188,8 +188,9 @@ func (r *replay) step(ctx context.Context, st Step) (bool, error) {
 			return false, fmt.Errorf("backtest: step at %s is before the previous one at %s", st.Time.Format(time.RFC3339Nano), r.last.Format(time.RFC3339Nano))
 		}
 	}
+	prices := r.resolve(st.Prices)
 	if st.Positions != nil {
-		r.trade(st.Positions)
+		r.trade(st.Positions, prices)
 	}
 	if r.opt.Interval > 0 {
 		n := 0
@@ -201,7 +202,7 @@ func (r *replay) step(ctx context.Context, st Step) (bool, error) {
 			r.tickAll(ctx, t, nil)
 		}
 	}
-	r.tickAll(ctx, st.Time, r.resolve(st.Prices))
+	r.tickAll(ctx, st.Time, prices)
 	return false, nil
 }
 
@@ -314,13 +315,18 @@ func (r *replay) resolve(prices map[string]decimal.Decimal) map[string]decimal.D
 // trade applies the trader's own changes seen in recorded positions: a
 // position opened, closed, or whose quantity, entry price or direction
 // changed. Leverage and margin mode are the runs' own (the guard may have
-// changed them); a new position takes the recorded ones.
-func (r *replay) trade(ps []exchange.Position) {
+// changed them); a new position takes the recorded ones. A position that
+// emptied while the step's index crossed its recorded liquidation price was
+// liquidated: each run's exchange decides that for itself.
+func (r *replay) trade(ps []exchange.Position, prices map[string]decimal.Decimal) {
 	seen := make(map[int64]bool, len(ps))
 	for _, p := range ps {
 		seen[p.SymbolID] = true
 		old, had := r.recorded[p.SymbolID]
 		if had && sameHolding(old, p) {
+			continue
+		}
+		if had && p.Empty && !old.Empty && r.liquidated(old, prices) {
 			continue
 		}
 		r.put(p, had && !old.Empty)
@@ -333,6 +339,19 @@ func (r *replay) trade(ps []exchange.Position) {
 		}
 	}
 	r.remember(ps)
+}
+
+// liquidated reports whether the step's index price crossed the recorded
+// position's liquidation price.
+func (r *replay) liquidated(p exchange.Position, prices map[string]decimal.Decimal) bool {
+	ix, ok := prices[r.index[r.names[p.SymbolID]]]
+	if !ok || !p.LiquidationPrice.IsPositive() {
+		return false
+	}
+	if p.Direction == exchange.Short {
+		return ix.GreaterThanOrEqual(p.LiquidationPrice)
+	}
+	return ix.LessThanOrEqual(p.LiquidationPrice)
 }
 
 func sameHolding(a, b exchange.Position) bool {

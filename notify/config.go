@@ -145,7 +145,7 @@ func ParseConfig(raw map[string]any, getenv func(string) string) (*Config, []err
 	if v, ok := raw["default"]; ok {
 		cfg.Default = p.list("notify.default", v)
 		for _, name := range cfg.Default {
-			if _, ok := cfg.Channels[name]; !ok && channelName.MatchString(name) {
+			if _, ok := cfg.Channels[name]; !ok {
 				p.errorf("notify.default", "unknown channel %q", name)
 			}
 		}
@@ -240,12 +240,14 @@ func (p *parser) channel(name string, v any) (ChannelConfig, bool) {
 		}
 	case TypeSlack, TypeDiscord:
 		p.unknown(path, m, "type", "webhook_url", "webhook_url_env")
-		cc.URL = p.required(m, path, "webhook_url", true)
-		p.httpURL(path+".webhook_url", cc.URL)
+		if cc.URL = p.required(m, path, "webhook_url", true); cc.URL != "" {
+			p.httpURL(path+".webhook_url", cc.URL)
+		}
 	case TypeWebhook:
 		p.unknown(path, m, "type", "url", "url_env", "headers")
-		cc.URL = p.required(m, path, "url", false)
-		p.httpURL(path+".url", cc.URL)
+		if cc.URL = p.required(m, path, "url", false); cc.URL != "" {
+			p.httpURL(path+".url", cc.URL)
+		}
 		cc.Headers = p.headers(m, path+".headers")
 	case TypeEmail:
 		p.unknown(path, m, "type", "smtp", "from", "to", "username", "username_env", "password", "password_env")

@@ -38,7 +38,8 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzCompileExpr compiles and runs arbitrary expression text: errors are
-// fine, panics are not.
+// fine, panics are not, and the closures of the fast subset give the VM's
+// results.
 func FuzzCompileExpr(f *testing.F) {
 	for _, s := range []string{
 		"liquidationDistance < 0.05 && position.leverage > 10",
@@ -54,6 +55,7 @@ func FuzzCompileExpr(f *testing.F) {
 		f.Add(s)
 	}
 	env := filled(func(in *Input) { in.Position.Margin = 0 })
+	raw := distinctEnv()
 	f.Fuzz(func(t *testing.T, src string) {
 		for _, kind := range []exprKind{exprBool, exprNumber} {
 			p, err := compileExpr(src, kind)
@@ -62,6 +64,22 @@ func FuzzCompileExpr(f *testing.F) {
 			}
 			var ev Evaluator
 			_, _ = ev.vm.Run(p, env)
+			// Where the text falls in the fast subset, the closures
+			// must agree with the VM.
+			fp := &fastProgram{kind: kind}
+			if kind == exprBool {
+				fp.b = compileFastBool(p.Node())
+			} else {
+				fp.f = compileFastNumber(p.Node())
+			}
+			if !fp.compiled() {
+				continue
+			}
+			for _, e := range []*Env{env, raw} {
+				if got, want := fp.run(e), vmOutcome(p, kind, e); !got.equal(want) {
+					t.Fatalf("%q: closures %v, VM %v", src, got, want)
+				}
+			}
 		}
 	})
 }

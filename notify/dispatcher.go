@@ -723,9 +723,12 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	close(d.stop)
 	var err error
 	if started {
+		// Workers end when their queue is empty, the flusher and heartbeat
+		// at once (an in-flight ping is finished).
 		done := make(chan struct{})
 		go func() {
 			d.workers.Wait()
+			d.aux.Wait()
 			close(done)
 		}()
 		select {
@@ -735,7 +738,6 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		}
 		d.cancel()
 		<-done
-		d.aux.Wait()
 	}
 	lost := 0
 	for _, name := range d.names {

@@ -55,8 +55,14 @@ func (e *email) tls() *tls.Config {
 
 func (e *email) Send(ctx context.Context, m Message) error {
 	if err := e.send(ctx, m); err != nil {
-		if ctx.Err() != nil {
-			return &DeliveryError{Msg: "timed out", Err: ctx.Err()}
+		var ne net.Error
+		if ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+			// The connection's deadline is the context's: either may fire first.
+			cerr := ctx.Err()
+			if cerr == nil {
+				cerr = context.DeadlineExceeded
+			}
+			return &DeliveryError{Msg: "timed out", Err: cerr}
 		}
 		var de *DeliveryError
 		if errors.As(err, &de) {

@@ -60,10 +60,12 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		// subcommands: one line each, kept sorted
-		"check": {"load the config and compile every rule; print a summary or every error", (*Main).runCheck},
-		"demo":  {"run rules.example.yaml against the embedded simulated exchange", (*Main).runDemo},
-		"run":   {"guard the account: evaluate the rules every interval and act", (*Main).runRun},
-		"sim":   {"serve the simulated exchange over HTTP", (*Main).runSim},
+		"backtest": {"replay recorded data, a CSV or index history through the rules, with and without the guard", (*Main).runBacktest},
+		"check":    {"load the config and compile every rule; print a summary or every error", (*Main).runCheck},
+		"demo":     {"run rules.example.yaml against the embedded simulated exchange", (*Main).runDemo},
+		"record":   {"record the account's positions and index prices for backtests", (*Main).runRecord},
+		"run":      {"guard the account: evaluate the rules every interval and act", (*Main).runRun},
+		"sim":      {"serve the simulated exchange over HTTP", (*Main).runSim},
 	}
 }
 

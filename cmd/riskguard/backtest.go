@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/backtest"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// backtestFlags are the parsed flags of the backtest command.
+type backtestFlags struct {
+	config, data, csv, history, baseline, scenario, cache string
+	from, to                                              time.Time
+	interval                                              time.Duration
+	seed                                                  int64
+	logFormat, logLevel                                   string
+}
+
+func (m *Main) runBacktest(ctx context.Context, args []string) error {
+	f, err := m.parseBacktestFlags(args)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(m.Stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
+		return exitCode(2)
+	}
+	cfg, err := loadConfig(f.config, m.Getenv)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, err)
+		return exitCode(1)
+	}
+	for _, w := range cfg.Warnings {
+		logger.Warn(w)
+	}
+	opt := backtest.Options{
+		Engine: engine.Config{
+			Interval:            cfg.Engine.Interval,
+			MaxActionsPerMinute: cfg.Engine.MaxActionsPerMinute,
+			BreakerReset:        cfg.Engine.BreakerReset,
+			SymbolsRefresh:      cfg.Engine.SymbolsRefresh,
+			StaleAfter:          cfg.Engine.StaleAfter,
+			IndexNames:          cfg.Exchange.IndexNames,
+		},
+		Rules:    cfg.Rules,
+		From:     f.from,
+		To:       f.to,
+		Interval: f.interval,
+		Seed:     f.seed,
+	}
+	if f.baseline != "" {
+		if opt.Baseline, err = loadRules(f.baseline); err != nil {
+			fmt.Fprintln(m.Stderr, err)
+			return exitCode(1)
+		}
+	}
+	src, closeSrc, err := m.backtestSource(ctx, f, cfg, logger, &opt)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
+		return exitCode(1)
+	}
+	defer closeSrc()
+	res, err := backtest.Run(ctx, src, opt)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
+		return exitCode(1)
+	}
+	fmt.Fprint(m.Stdout, backtest.Summary(res))
+	return nil
+}
+
+// parseBacktestFlags reads and checks the flags; a usage error has been
+// reported and is an exitCode(2).
+func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
+	f := &backtestFlags{}
+	fs := flag.NewFlagSet("backtest", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.StringVar(&f.config, "config", "riskguard.yaml", "configuration file: the rules under test and the engine settings")
+	fs.StringVar(&f.data, "data", "", "recorded data (riskguard record), .gz gunzipped")
+	fs.StringVar(&f.csv, "csv", "", "CSV of prices: time,symbol-or-index,price")
+	fs.StringVar(&f.history, "history", "", "replay today's positions through the exchange's index history of this long, e.g. 30d or 12h")
+	fs.StringVar(&f.baseline, "baseline", "", "a second rules (or config) file to compare the decisions with")
+	fs.StringVar(&f.scenario, "scenario", "", "starting state for --csv or --history as a simulated exchange scenario file (default: today's positions read from the exchange)")
+	fs.StringVar(&f.cache, "cache", "", "cache directory of --history (default: the user cache directory's riskguard/history)")
+	from := fs.String("from", "", "replay from this time (RFC 3339); earlier data only sets the starting state")
+	to := fs.String("to", "", "replay up to this time (RFC 3339); with --history, the end of the fetched range (default: now)")
+	fs.DurationVar(&f.interval, "interval", 0, "tick the engine this often between two data steps (default: once per step)")
+	fs.Int64Var(&f.seed, "seed", sim.DefaultSeed, "seed of the simulated exchanges")
+	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: text, json, or auto (text on a terminal)")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintln(m.Stderr, "usage: riskguard backtest --config FILE (--data DATA | --csv FILE | --history 30d) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, exitCode(2)
+	}
+	usage := func(format string, a ...any) (*backtestFlags, error) {
+		fmt.Fprintf(m.Stderr, "riskguard backtest: "+format+"\n", a...)
+		return nil, exitCode(2)
+	}
+	if fs.NArg() > 0 {
+		return usage("unexpected argument %q", fs.Arg(0))
+	}
+	var sources []string
+	for _, s := range []struct{ name, v string }{{"--data", f.data}, {"--csv", f.csv}, {"--history", f.history}} {
+		if s.v != "" {
+			sources = append(sources, s.name)
+		}
+	}
+	if len(sources) != 1 {
+		if len(sources) == 0 {
+			return usage("give the data to replay: one of --data, --csv or --history")
+		}
+		return usage("give one source of data, not %s", strings.Join(sources, " and "))
+	}
+	if f.scenario != "" && f.data != "" {
+		return usage("--scenario is for --csv and --history: recorded data carries its own positions")
+	}
+	if f.cache != "" && f.history == "" {
+		return usage("--cache is for --history")
+	}
+	var err error
+	for _, t := range []struct {
+		name, v string
+		dst     *time.Time
+	}{{"--from", *from, &f.from}, {"--to", *to, &f.to}} {
+		if t.v == "" {
+			continue
+		}
+		if *t.dst, err = time.Parse(time.RFC3339, t.v); err != nil {
+			return usage("%s %q: want an RFC 3339 time like 2026-03-02T09:00:00Z", t.name, t.v)
+		}
+	}
+	if !f.from.IsZero() && !f.to.IsZero() && !f.from.Before(f.to) {
+		return usage("--from %s is not before --to %s", *from, *to)
+	}
+	if f.interval < 0 {
+		return usage("--interval must not be negative")
+	}
+	if f.history != "" {
+		if _, err := parseSpan(f.history); err != nil {
+			return usage("--history: %v", err)
+		}
+	}
+	return f, nil
+}
+
+// parseSpan reads a length of history: a Go duration, or whole days as 30d.
+func parseSpan(s string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return 0, fmt.Errorf("%q: want a length like 30d, 12h or 90m", s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%q: want a length like 30d, 12h or 90m", s)
+		}
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q: must be positive", s)
+	}
+	return d, nil
+}
+
+// loadRules reads the rules of a rules file or of a whole configuration.
+func loadRules(path string) (*rules.Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read baseline: %w", err)
+	}
+	set, err := rules.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// backtestSource opens the data and sets the starting state in opt.
+func (m *Main) backtestSource(ctx context.Context, f *backtestFlags, cfg *config, logger *slog.Logger, opt *backtest.Options) (backtest.Source, func() error, error) {
+	if f.data != "" {
+		d, err := backtest.OpenData(f.data)
+		if err != nil {
+			return nil, nil, err
+		}
+		return d, d.Close, nil
+	}
+	var client *exchange.Client
+	var live *liveAccount
+	if f.scenario != "" {
+		sc, err := sim.LoadScenario(f.scenario)
+		if err != nil {
+			return nil, nil, err
+		}
+		opt.Scenario = sc
+	} else {
+		var err error
+		if client, err = newClient(cfg, logger); err != nil {
+			return nil, nil, err
+		}
+		if live, err = readAccount(ctx, client); err != nil {
+			return nil, nil, err
+		}
+		if opt.Scenario, err = backtest.ScenarioFrom(live.trades, live.positions, decimal.Zero); err != nil {
+			return nil, nil, fmt.Errorf("starting state from the exchange: %w", err)
+		}
+	}
+	if f.csv != "" {
+		c, err := backtest.OpenCSV(f.csv)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.Close, nil
+	}
+
+	span, _ := parseSpan(f.history) // checked with the flags
+	to := f.to
+	if to.IsZero() {
+		// Whole minutes, so that a rerun within the minute reads the cache.
+		to = time.Now().UTC().Truncate(time.Minute)
+	}
+	from := to.Add(-span)
+	if client == nil {
+		var err error
+		if client, err = newClient(cfg, logger); err != nil {
+			return nil, nil, err
+		}
+	}
+	names := historyIndexes(opt.Scenario, cfg.Exchange.IndexNames)
+	if len(names) == 0 {
+		return nil, nil, errors.New("--history: no open position to replay")
+	}
+	cache := f.cache
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return nil, nil, fmt.Errorf("cache directory: %w (pass --cache DIR)", err)
+		}
+		cache = filepath.Join(dir, "riskguard", "history")
+	}
+	fmt.Fprintf(m.Stderr, "riskguard backtest: index history of %s from %s to %s\n", strings.Join(names, ", "), from.Format(time.RFC3339), to.Format(time.RFC3339))
+	h, err := backtest.FetchHistory(ctx, client, names, from, to, backtest.HistoryOptions{
+		CacheDir: cache,
+		Progress: func(index string, samples int, reached time.Time) {
+			fmt.Fprintf(m.Stderr, "riskguard backtest: %s: %d samples, up to %s\n", index, samples, reached.UTC().Format(time.RFC3339))
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, h.Close, nil
+}
+
+// liveAccount is what the exchange shows today.
+type liveAccount struct {
+	trades    *exchange.Trades
+	positions []exchange.Position
+}
+
+func readAccount(ctx context.Context, c *exchange.Client) (*liveAccount, error) {
+	tr, err := c.Trades(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read symbols: %w", err)
+	}
+	ps, err := c.Positions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read positions: %w", err)
+	}
+	return &liveAccount{trades: tr, positions: ps}, nil
+}
+
+// historyIndexes names the indexes that price the scenario's positions,
+// sorted: the index_names override, else the contract's base.
+func historyIndexes(sc *sim.Scenario, indexNames map[string]string) []string {
+	base := map[string]string{}
+	for _, c := range sc.Contracts {
+		base[c.Name] = c.Base
+	}
+	var names []string
+	for _, p := range sc.Positions {
+		if p.Empty {
+			continue
+		}
+		n, ok := indexNames[p.Symbol]
+		if !ok {
+			n = base[p.Symbol]
+		}
+		if n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}

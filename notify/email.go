@@ -167,9 +167,13 @@ func emailBody(m Message) string {
 	var b strings.Builder
 	b.WriteString(m.Text)
 	b.WriteString("\n\n")
+	width := len("Severity:")
+	for k := range m.Values {
+		width = max(width, len(k)+1)
+	}
 	line := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(&b, "%-10s %s\n", k+":", v)
+			fmt.Fprintf(&b, "%-*s %s\n", width, k+":", v)
 		}
 	}
 	line("Kind", string(m.Kind))

@@ -218,7 +218,7 @@ func TestEmailDelivers(t *testing.T) {
 				t.Errorf("subject %q (%v)", subject, err)
 			}
 			body, _ := io.ReadAll(quotedprintable.NewReader(msg.Body))
-			for _, want := range []string{"🛠 lowered XBTCUSDT leverage 20→10\nsecond line\n\nKind:      action\n", "Rule:      max-leverage", "leverage:  20"} {
+			for _, want := range []string{"🛠 lowered XBTCUSDT leverage 20→10\nsecond line\n\nKind:     action\n", "Rule:     max-leverage", "leverage: 20"} {
 				if !strings.Contains(string(body), want) {
 					t.Errorf("body %q lacks %q", body, want)
 				}

@@ -570,3 +570,20 @@ func splitHostPort(s string) (string, string, error) {
 	}
 	return strings.Trim(s[:i], "[]"), port, nil
 }
+
+// String names the channel without its secrets, so that printing a
+// configuration (%v, %+v) cannot reveal them.
+func (c ChannelConfig) String() string { return c.Type + " channel " + c.Name }
+
+// GoString is String, for %#v.
+func (c ChannelConfig) GoString() string { return c.String() }
+
+// String summarizes the configuration without secrets.
+func (c Config) String() string {
+	hb := "off"
+	if c.HeartbeatURL != "" {
+		hb = "on"
+	}
+	return fmt.Sprintf("notify: channels %v, default %v, group_wait %s, repeat_interval %s, queue_size %d, heartbeat %s",
+		c.ChannelNames(), c.Default, c.GroupWait, c.RepeatInterval, c.QueueSize, hb)
+}

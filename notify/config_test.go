@@ -2,6 +2,7 @@ package notify
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -241,4 +242,17 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestConfigPrintsNoSecret(t *testing.T) {
+	t.Parallel()
+	cfg, errs := ParseConfig(decode(t, exampleYAML), envFunc(exampleEnv))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, s := range []string{fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%+v", cfg.Channels), fmt.Sprintf("%#v", cfg.Channels["ops"]), fmt.Sprint(*cfg)} {
+		if strings.Contains(s, "SECRET") {
+			t.Errorf("printed config reveals a secret: %s", s)
+		}
+	}
 }

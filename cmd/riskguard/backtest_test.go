@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,41 +211,66 @@ func TestBacktestBaselineDiffers(t *testing.T) {
 	}
 }
 
-// Today's positions through the exchange's own index history: the
-// simulated exchange has a few samples per index; the fetch reports its
-// progress and fills the cache, and a second run reads the cache.
+// Today's positions through the exchange's own index history: a second
+// simulated exchange has lived through the default scenario's SOL crash and
+// serves its index history; the account (XSOL at 15×) is on the first.
+// Without the guard XSOL is liquidated in the replay; the guard saves it.
+// The fetch reports its progress and fills the cache; a second run reads
+// the cache and prints the same bytes.
 func TestBacktestHistory(t *testing.T) {
 	t.Parallel()
 	e := newBacktestEnv(t)
+	t0 := time.Now().UTC().Truncate(time.Second)
+	at := t0
+	past, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7, MaxSkew: time.Hour,
+		Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 121 {
+		at = t0.Add(time.Duration(i) * time.Second)
+		past.Step(at)
+	}
+	if len(past.Liquidations()) != 1 {
+		t.Fatalf("the crash liquidated %+v, want XSOL", past.Liquidations())
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/market/indexes/", past)
+	mux.Handle("/", e.ex)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	e.writeConfig("", overMaxRule)
+
 	cache := filepath.Join(e.dir, "cache")
-	to := time.Now().UTC().Add(time.Minute).Format(time.RFC3339)
-	args := []string{"backtest", "--config", e.config, "--history", "1h", "--to", to, "--cache", cache}
+	to := t0.Add(2 * time.Minute).Format(time.RFC3339)
+	args := []string{"backtest", "--config", e.config, "--history", "5m", "--to", to, "--cache", cache}
 	code, out, stderr := runOut(t, context.Background(), e.env, args...)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
-	if !strings.Contains(stderr, "index history of BTC, ETH, SOL") || !strings.Contains(stderr, "samples, up to") {
+	if !strings.Contains(stderr, "index history of BTC, ETH, SOL from ") || !strings.Contains(stderr, "SOL: 121 samples, up to") {
 		t.Errorf("no progress on stderr:\n%s", stderr)
 	}
-	if !strings.Contains(out, "over-max-leverage") {
-		t.Errorf("summary:\n%s", out)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^liquidations\s+1 \(XSOL\)\s+0$`),
+		regexp.MustCompile(`(?m)^XSOL\s+liquidated\s+10× isolated, liq 139\.84 \(was 15×\)$`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("summary does not match %s:\n%s", want, out)
+		}
 	}
 	entries, err := os.ReadDir(cache)
 	if err != nil || len(entries) != 3 {
 		t.Fatalf("cache holds %v (%v), want one file per index", entries, err)
 	}
-	calls := len(e.ex.Calls())
+	fetched := len(past.Calls())
 	code, out2, stderr := runOut(t, context.Background(), e.env, args...)
 	if code != 0 || out2 != out {
 		t.Fatalf("second run: exit %d, output differs:\n%s\n%s", code, out2, stderr)
 	}
-	if strings.Contains(stderr, "samples, up to") {
+	if strings.Contains(stderr, "samples, up to") || len(past.Calls()) != fetched {
 		t.Errorf("second run fetched again:\n%s", stderr)
-	}
-	for _, c := range e.ex.Calls()[calls:] {
-		if strings.HasPrefix(c.Path, "/v1/market/indexes/") {
-			t.Errorf("second run called %s", c.Path)
-		}
 	}
 }
 

@@ -116,6 +116,57 @@ func TestRecordThenBacktestGivesTheLiveDecisions(t *testing.T) {
 	}
 }
 
+// A failed read skips its tick: the recording holds only whole snapshots,
+// and the recorder goes on.
+func TestRecordSkipsAFailedTick(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	g.ex.InjectFault("/v1/market/indexPrices", sim.Fault{Status: 400, Times: 1})
+	data := filepath.Join(g.dir, "session.jsonl")
+	// Two reads a tick every 50 ms: above the default rate limit.
+	getenv := func(k string) string {
+		if k == "RISKGUARD_EXCHANGE_RATE_LIMIT" {
+			return "100"
+		}
+		return g.env(k)
+	}
+	code, out, stderr := runOut(t, context.Background(), getenv, "record", "--config", g.config, "--out", data,
+		"--duration", "500ms", "--interval", "50ms", "--log-format", "json")
+	if code != 0 || out != "" {
+		t.Fatalf("exit %d, stdout %q\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "snapshot failed: tick skipped") || !regexp.MustCompile(`[1-9]\d* ticks written to .*, 1 skipped`).MatchString(stderr) {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	b, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("recording:\n%s", b)
+	}
+	for i, l := range lines {
+		var r struct {
+			Symbols     json.RawMessage   `json:"symbols"`
+			Positions   json.RawMessage   `json:"positions"`
+			IndexPrices map[string]string `json:"indexPrices"`
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if i == 0 {
+			if r.Symbols == nil {
+				t.Errorf("line 1 holds no symbols: %s", l)
+			}
+			continue
+		}
+		if r.Positions == nil || len(r.IndexPrices) != 4 {
+			t.Errorf("line %d is not a whole tick: %s", i+1, l)
+		}
+	}
+}
+
 // solCrashCSV is the default scenario's SOL falling through XSOL's
 // liquidation price at 15× (144.907), not through its price at 10×
 // (139.84), and recovering.

@@ -94,10 +94,14 @@ func (m *Main) runRecord(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard record:", err)
 		return exitCode(1)
 	}
+	// --duration stops the loop between two ticks rather than through the
+	// reads' context, so that the last tick is not cut short by its
+	// deadline (the rate limiter refuses a wait that would pass it).
+	var stop <-chan time.Time
 	if *duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *duration)
-		defer cancel()
+		tm := time.NewTimer(*duration)
+		defer tm.Stop()
+		stop = tm.C
 	}
 	rec, err := backtest.CreateRecorder(*out)
 	if err != nil {
@@ -105,7 +109,7 @@ func (m *Main) runRecord(ctx context.Context, args []string) error {
 		return exitCode(1)
 	}
 	r := &recorder{client: client, logger: logger, refresh: cfg.Engine.SymbolsRefresh}
-	written, skipped, err := r.loop(ctx, rec, *interval, func(n int, at time.Time) {
+	written, skipped, err := r.loop(ctx, rec, *interval, stop, func(n int, at time.Time) {
 		if n == 1 || n%recordProgressEvery == 0 {
 			fmt.Fprintf(m.Stderr, "riskguard record: %d ticks written (last at %s)\n", n, at.UTC().Format(time.RFC3339))
 		}
@@ -133,17 +137,18 @@ type recorder struct {
 }
 
 // loop writes one snapshot every interval, the first at once, until ctx is
-// done. A tick whose reads fail is logged and skipped; a write failure ends
-// the loop, since the file can no longer be trusted.
-func (r *recorder) loop(ctx context.Context, rec *backtest.Recorder, interval time.Duration, progress func(n int, at time.Time)) (written, skipped int, err error) {
+// done or stop fires. A tick whose reads fail is logged and skipped; a
+// write failure ends the loop, since the file can no longer be trusted.
+func (r *recorder) loop(ctx context.Context, rec *backtest.Recorder, interval time.Duration, stop <-chan time.Time, progress func(n int, at time.Time)) (written, skipped int, err error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for ctx.Err() == nil {
+	for {
 		now := time.Now()
 		snap, rerr := r.snapshot(ctx, now)
 		switch {
 		case rerr != nil && ctx.Err() != nil:
 			// Interrupted mid-read: the tick in flight is lost, as promised.
+			return written, skipped, nil
 		case rerr != nil:
 			skipped++
 			r.logger.Error("snapshot failed: tick skipped", "err", rerr)
@@ -156,10 +161,12 @@ func (r *recorder) loop(ctx context.Context, rec *backtest.Recorder, interval ti
 		}
 		select {
 		case <-ctx.Done():
+			return written, skipped, nil
+		case <-stop:
+			return written, skipped, nil
 		case <-t.C:
 		}
 	}
-	return written, skipped, nil
 }
 
 // snapshot reads positions and index prices, and the symbols when they are

@@ -286,5 +286,5 @@ func (e *Engine) ruleNotify(ctx context.Context, now time.Time, r *rules.Rule, s
 	text := fmt.Sprintf("[%s] %s on %s: %s", r.Severity, r.Name, sym, describe(r, &e.env))
 	e.record(Record{Time: now, Type: "action", Action: string(rules.Notify), Symbol: sym, Rules: []string{r.Name}, Phase: "result", Reason: text})
 	e.send(ctx, notify.Message{Time: now, Kind: notify.KindRule, Severity: string(r.Severity), Rule: r.Name, Symbol: sym,
-		Action: string(rules.Notify), Text: text, Values: values(&e.env), Channels: channels})
+		Action: string(rules.Notify), Text: text, Values: values(&e.env), Channels: channels, Template: r.Message})
 }

@@ -72,6 +72,10 @@ type Config struct {
 	// ActionTimeout bounds one mutating call, which finishes even when the
 	// daemon is asked to stop. Default 30s.
 	ActionTimeout time.Duration
+	// UnreachableAfter is how long the reads may keep failing before a
+	// critical notification says the exchange is unreachable; one more says
+	// when it is back. Default 1m.
+	UnreachableAfter time.Duration
 }
 
 // Deps are the engine's collaborators.
@@ -88,6 +92,9 @@ type Deps struct {
 	Now func() time.Time
 	// Audit overrides the audit log named in Config (tests and demos).
 	Audit *Audit
+	// OnTick, when set, is called by Run after every tick with its error;
+	// the daemon pings its heartbeat from it. It must not block.
+	OnTick func(rep *TickReport, err error)
 }
 
 // Engine evaluates rules and acts. Its methods are safe for concurrent use;
@@ -101,6 +108,7 @@ type Engine struct {
 	metrics  *Metrics
 	audit    *Audit
 	now      func() time.Time
+	onTick   func(*TickReport, error)
 
 	mu        sync.Mutex
 	set       *rules.Set
@@ -112,6 +120,8 @@ type Engine struct {
 	dirty     bool // state changed since the last save
 	lastOK    time.Time
 	lastTick  time.Time
+	failSince time.Time // first failed read of the current outage
+	down      bool      // the unreachable notification was sent
 	failing   []bool // by rule index: the last evaluation failed at run time
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
@@ -162,6 +172,9 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 	if cfg.ActionTimeout <= 0 {
 		cfg.ActionTimeout = 30 * time.Second
 	}
+	if cfg.UnreachableAfter <= 0 {
+		cfg.UnreachableAfter = time.Minute
+	}
 	e := &Engine{
 		cfg:       cfg,
 		reader:    d.Reader,
@@ -171,6 +184,7 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 		metrics:   d.Metrics,
 		audit:     d.Audit,
 		now:       d.Now,
+		onTick:    d.OnTick,
 		set:       set,
 		positions: make(map[string]*posState),
 		indexSeen: make(map[string]indexSeen),
@@ -298,8 +312,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	t := time.NewTicker(e.cfg.Interval)
 	defer t.Stop()
 	for {
-		if _, err := e.Tick(ctx, e.now()); err != nil && ctx.Err() == nil {
+		rep, err := e.Tick(ctx, e.now())
+		if err != nil && ctx.Err() == nil {
 			e.log.Error("tick failed", "err", err)
+		}
+		if e.onTick != nil && ctx.Err() == nil {
+			e.onTick(rep, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -321,6 +339,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	rep := &TickReport{Time: now}
 	e.lastTick = now
 	snap, err := e.read(ctx, now)
+	e.reachability(ctx, now, err)
 	if err == nil {
 		e.lastOK = now
 	}
@@ -338,6 +357,31 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.record(Record{Time: now, Type: "tick", Error: err.Error()})
 	}
 	return rep, err
+}
+
+// reachability notifies when reads have failed for UnreachableAfter, and
+// once more when they succeed again.
+func (e *Engine) reachability(ctx context.Context, now time.Time, err error) {
+	if err == nil {
+		if e.down {
+			e.send(ctx, notify.Message{Time: now, Kind: notify.KindExchange, Severity: "warning",
+				Text: fmt.Sprintf("exchange reachable again after %s", now.Sub(e.failSince).Round(time.Second))})
+		}
+		e.failSince, e.down = time.Time{}, false
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if e.failSince.IsZero() {
+		e.failSince = now
+	}
+	if !e.down && now.Sub(e.failSince) >= e.cfg.UnreachableAfter {
+		e.down = true
+		text := fmt.Sprintf("exchange unreachable for %s: no action is taken without fresh data (%v)", now.Sub(e.failSince).Round(time.Second), err)
+		e.log.Error(text)
+		e.send(ctx, notify.Message{Time: now, Kind: notify.KindExchange, Severity: "critical", Text: text})
+	}
 }
 
 // snapshot is one tick's view of the account. indexes is nil when the index
@@ -499,11 +543,15 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *snapshot, re
 			prev := ps.rules[ri]
 			next, tr := Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
 			ps.rules[ri] = next
+			due := ActionDue(next, now, r.Cooldown)
 			if tr != "" {
 				e.dirty = true
-				e.transition(ctx, now, r, sym, p, prev.State, next.State, tr, reason, rep)
+				// A rule whose notify action runs now tells of its firing
+				// itself: one message per event and channel.
+				quiet := tr == ToFiring && due && hasNotify(r)
+				e.transition(ctx, now, r, sym, p, prev.State, next.State, tr, reason, quiet, rep)
 			}
-			if ActionDue(next, now, r.Cooldown) {
+			if due {
 				pl.add(ri, r, &e.ev, &e.env)
 			}
 		}
@@ -603,7 +651,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 // transition reports one state change: audit line, log, metrics and, for
 // firing, resolved and alerting no-data, a notification.
 func (e *Engine) transition(ctx context.Context, now time.Time, r *rules.Rule, sym *exchange.ContractSymbol, p *exchange.Position,
-	from, to State, tr Transition, reason string, rep *TickReport) {
+	from, to State, tr Transition, reason string, quiet bool, rep *TickReport) {
 	rep.Transitions = append(rep.Transitions, TransitionEvent{Rule: r.Name, Symbol: sym.Name, From: from, To: to, Reason: reason})
 	e.record(Record{Time: now, Type: "transition", Rule: r.Name, Symbol: sym.Name, Position: p.ID, From: from.String(), To: to.String(), Reason: reason})
 	level := slog.LevelInfo
@@ -612,6 +660,9 @@ func (e *Engine) transition(ctx context.Context, now time.Time, r *rules.Rule, s
 	}
 	e.log.Log(ctx, level, "rule "+string(tr), "rule", r.Name, "symbol", sym.Name, "state", to.String(), "from", from.String(),
 		"liquidationDistance", e.env.LiquidationDistance, "leverage", p.Leverage)
+	if quiet {
+		return
+	}
 	var kind notify.Kind
 	var text string
 	switch tr {
@@ -628,7 +679,16 @@ func (e *Engine) transition(ctx context.Context, now time.Time, r *rules.Rule, s
 	if tr == ToResolved {
 		sev = string(rules.Info) // good news is never an alarm
 	}
-	e.send(ctx, notify.Message{Time: now, Kind: kind, Severity: sev, Rule: r.Name, Symbol: sym.Name, Text: text, Values: values(&e.env)})
+	e.send(ctx, notify.Message{Time: now, Kind: kind, Severity: sev, Rule: r.Name, Symbol: sym.Name, Text: text, Values: values(&e.env), Template: r.Message})
+}
+
+func hasNotify(r *rules.Rule) bool {
+	for i := range r.Actions {
+		if r.Actions[i].Kind == rules.Notify {
+			return true
+		}
+	}
+	return false
 }
 
 // describe is the default one-line account of what a rule saw.

@@ -440,3 +440,54 @@ func TestRefusedActionWaitsForCooldown(t *testing.T) {
 		})
 	}
 }
+
+func TestUnreachableNotifiesOnceAndRecovers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{UnreachableAfter: 10 * time.Second}, overMax)
+	h.fx.posErr = errDown
+	for sec := 0; sec <= 20; sec += 2 {
+		h.e.Tick(context.Background(), at(sec))
+	}
+	count := func(prefix string) int {
+		n := 0
+		for _, m := range h.notes.all() {
+			if strings.HasPrefix(m, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("exchange: exchange unreachable for 10s"); n != 1 {
+		t.Fatalf("unreachable notifications = %d, want 1: %q", n, h.notes.all())
+	}
+	h.fx.posErr = nil
+	h.tick(22)
+	if n := count("exchange: exchange reachable again after 22s"); n != 1 {
+		t.Fatalf("recovery notifications = %d: %q", n, h.notes.all())
+	}
+}
+
+// A rule with a notify action sends one message when it fires, not a firing
+// message and its notify action's message.
+func TestOneMessagePerFiring(t *testing.T) {
+	t.Parallel()
+	r := overMax
+	r.Actions = append(slices.Clone(r.Actions), rules.Action{Kind: rules.Notify})
+	h := newHarness(t, Config{}, r, nearLiq)
+	h.tick(0)
+	var overMaxMsgs, nearLiqFiring int
+	for _, m := range h.notes.all() {
+		if strings.Contains(m, "over-max-leverage on XBTC") || strings.Contains(m, "over-max-leverage firing on XBTC") {
+			overMaxMsgs++
+		}
+		if strings.HasPrefix(m, "firing: near-liquidation firing on XBTC") {
+			nearLiqFiring++
+		}
+	}
+	if overMaxMsgs != 1 {
+		t.Errorf("messages about over-max-leverage firing = %d, want 1: %q", overMaxMsgs, h.notes.all())
+	}
+	if nearLiqFiring != 1 {
+		t.Errorf("a rule without a notify action still announces its firing: %q", h.notes.all())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -47,8 +48,47 @@ func (m *Main) runCheck(_ context.Context, args []string) error {
 		fmt.Fprintf(m.Stderr, "%s: %d %s\n", *configPath, len(list.Errors), plural(len(list.Errors), "error", "errors"))
 		return exitCode(1)
 	}
+	if errs := checkNotify(cfg, m.Getenv); len(errs) > 0 {
+		for _, e := range errs {
+			fmt.Fprintf(m.Stderr, "%s: %v\n", *configPath, e)
+		}
+		fmt.Fprintf(m.Stderr, "%s: %d %s\n", *configPath, len(errs), plural(len(errs), "error", "errors"))
+		return exitCode(1)
+	}
 	printSummary(m.Stdout, cfg)
 	return nil
+}
+
+// checkNotify validates the notify section, every rule's message template,
+// and the channels that notify actions name.
+func checkNotify(cfg *config, getenv func(string) string) []error {
+	var errs []error
+	channels := map[string]bool{}
+	if len(cfg.Notify) > 0 {
+		ncfg, perrs := notify.ParseConfig(cfg.Notify, getenv)
+		errs = append(errs, perrs...)
+		if ncfg != nil {
+			for _, n := range ncfg.ChannelNames() {
+				channels[n] = true
+			}
+			cfg.Warnings = append(cfg.Warnings, ncfg.Warnings...)
+		}
+	}
+	for _, r := range cfg.Rules.Rules {
+		if r.Message != "" {
+			if err := notify.CheckTemplate(r.Message); err != nil {
+				errs = append(errs, fmt.Errorf("%s:%d: rule %q: message: %w", r.File, r.Line, r.Name, err))
+			}
+		}
+		for _, a := range r.Actions {
+			for _, c := range a.Channels {
+				if !channels[c] {
+					errs = append(errs, fmt.Errorf("%s:%d: rule %q: notify channel %q is not defined under notify.channels", r.File, r.Line, r.Name, c))
+				}
+			}
+		}
+	}
+	return errs
 }
 
 // printSummary shows what the guard will do with this configuration.

@@ -70,6 +70,9 @@ type engineConfig struct {
 	SymbolsRefresh      time.Duration
 	// StaleAfter: index prices unchanged for this long are stale; 0 is off.
 	StaleAfter time.Duration
+	// UnreachableAfter is how long reads may fail before a notification
+	// says the exchange is unreachable.
+	UnreachableAfter time.Duration
 }
 
 // Defaults of the optional keys.
@@ -141,6 +144,7 @@ func configKeys() []configKey {
 		{"engine", "breaker_reset", kindDuration, false},
 		{"engine", "symbols_refresh", kindDuration, false},
 		{"engine", "stale_after", kindDuration, false},
+		{"engine", "unreachable_after", kindDuration, false},
 	}
 }
 
@@ -525,6 +529,7 @@ func (l *loader) engine(e *engineConfig) {
 	e.BreakerReset = l.positive(get("breaker_reset"), defaultBreakerReset)
 	e.SymbolsRefresh = l.positive(get("symbols_refresh"), defaultSymbolsRefresh)
 	e.StaleAfter = l.duration(get("stale_after"), 0)
+	e.UnreachableAfter = l.positive(get("unreachable_after"), time.Minute)
 }
 
 // positive reads a duration that must be > 0.

@@ -63,7 +63,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	want := engineConfig{
 		Interval: 2 * time.Second, AuditLog: "riskguard-audit.jsonl", StateFile: "riskguard-state.json",
-		MaxActionsPerMinute: 10, BreakerReset: 5 * time.Minute, SymbolsRefresh: 10 * time.Minute,
+		MaxActionsPerMinute: 10, BreakerReset: 5 * time.Minute, SymbolsRefresh: 10 * time.Minute, UnreachableAfter: time.Minute,
 	}
 	if cfg.Engine != want {
 		t.Errorf("engine = %+v, want %+v", cfg.Engine, want)

@@ -86,11 +86,11 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	cfg.Engine.Listen = ""
 	cfg.Engine.AuditLog = filepath.Join(*dir, "audit.jsonl")
 	cfg.Engine.StateFile = filepath.Join(*dir, "state.json")
-	g, err := newGuard(cfg, logger, *dryRun)
+	g, err := newGuard(cfg, m.Getenv, logger, *dryRun)
 	if err != nil {
 		return err
 	}
-	defer g.engine.Close()
+	defer g.close(ctx, logger)
 
 	symbols, err := g.client.Trades(ctx)
 	if err != nil {

@@ -63,6 +63,7 @@ func commands() map[string]command {
 		"backtest": {"replay recorded data, a CSV or index history through the rules, with and without the guard", (*Main).runBacktest},
 		"check":    {"load the config and compile every rule; print a summary or every error", (*Main).runCheck},
 		"demo":     {"run rules.example.yaml against the embedded simulated exchange", (*Main).runDemo},
+		"notify":   {"notify test: send a test message through the configured channels", (*Main).runNotify},
 		"record":   {"record the account's positions and index prices for backtests", (*Main).runRecord},
 		"run":      {"guard the account: evaluate the rules every interval and act", (*Main).runRun},
 		"sim":      {"serve the simulated exchange over HTTP", (*Main).runSim},

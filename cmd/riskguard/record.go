@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -15,36 +14,6 @@ import (
 
 // recordProgressEvery is how many ticks pass between two progress lines.
 const recordProgressEvery = 60
-
-// newClient builds the exchange client of the configuration, without the
-// engine and metrics newGuard adds: record and backtest only read.
-func newClient(cfg *config, logger *slog.Logger) (*exchange.Client, error) {
-	x := cfg.Exchange
-	if x.APIKey == "" || x.APISecret == "" {
-		return nil, errors.New("credentials missing: set RISKGUARD_API_KEY and RISKGUARD_API_SECRET (or exchange.api_key_file / api_secret_file)")
-	}
-	opts := []exchange.Option{exchange.WithLogger(logger)}
-	if x.Timeout > 0 {
-		opts = append(opts, exchange.WithTimeout(x.Timeout))
-	}
-	if x.MaxRetries > 0 {
-		opts = append(opts, exchange.WithRetry(exchange.RetryPolicy{MaxAttempts: x.MaxRetries + 1}))
-	}
-	if x.RateLimit > 0 {
-		opts = append(opts, exchange.WithRateLimit(x.RateLimit, max(x.RateBurst, 1)))
-	}
-	if x.PositionsPath != "" {
-		opts = append(opts, exchange.WithPositionsPath(x.PositionsPath))
-	}
-	if x.ClockSync > 0 {
-		opts = append(opts, exchange.WithClockSync(x.ClockSync))
-	}
-	c, err := exchange.New(x.BaseURL, x.APIKey, x.APISecret, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("exchange client: %w", err)
-	}
-	return c, nil
-}
 
 func (m *Main) runRecord(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)

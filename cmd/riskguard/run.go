@@ -24,25 +24,18 @@ type guard struct {
 	client   *exchange.Client
 	registry *prometheus.Registry
 	notifier engine.Notifier
-	interval time.Duration
+	// dispatcher delivers to the configured channels; nil without any.
+	dispatcher *notify.Dispatcher
+	interval   time.Duration
 }
 
-// newGuard wires a client and an engine from the configuration.
-func newGuard(cfg *config, logger *slog.Logger, dryRun bool, extra ...exchange.Option) (*guard, error) {
-	if cfg.Exchange.APIKey == "" || cfg.Exchange.APISecret == "" {
+// newClient builds the exchange client the configuration describes.
+func newClient(cfg *config, logger *slog.Logger, extra ...exchange.Option) (*exchange.Client, error) {
+	x := cfg.Exchange
+	if x.APIKey == "" || x.APISecret == "" {
 		return nil, errors.New("credentials missing: set RISKGUARD_API_KEY and RISKGUARD_API_SECRET (or exchange.api_key_file / api_secret_file)")
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := engine.NewMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	opts := []exchange.Option{
-		exchange.WithLogger(logger),
-		exchange.WithRequestHook(func(ri exchange.RequestInfo) { metrics.ObserveRequest(ri.Route, ri.Status) }),
-	}
-	x := cfg.Exchange
+	opts := []exchange.Option{exchange.WithLogger(logger)}
 	if x.Timeout > 0 {
 		opts = append(opts, exchange.WithTimeout(x.Timeout))
 	}
@@ -58,12 +51,60 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, extra ...exchange.O
 	if x.ClockSync > 0 {
 		opts = append(opts, exchange.WithClockSync(x.ClockSync))
 	}
-	client, err := exchange.New(x.BaseURL, x.APIKey, x.APISecret, append(opts, extra...)...)
+	c, err := exchange.New(x.BaseURL, x.APIKey, x.APISecret, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("exchange client: %w", err)
 	}
-	ec := cfg.Engine
-	notifier := newLogNotifier(logger)
+	return c, nil
+}
+
+// newNotifier builds what the engine notifies through: the dispatcher of
+// the notify section's channels, or the log when there is none.
+func newNotifier(cfg *config, getenv func(string) string, logger *slog.Logger, reg prometheus.Registerer) (engine.Notifier, *notify.Dispatcher, error) {
+	if len(cfg.Notify) == 0 {
+		return newLogNotifier(logger), nil, nil
+	}
+	ncfg, errs := notify.ParseConfig(cfg.Notify, getenv)
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("%s: %w", cfg.Path, errors.Join(errs...))
+	}
+	for _, w := range ncfg.Warnings {
+		logger.Warn(w)
+	}
+	d, err := notify.NewDispatcher(ncfg, notify.WithLogger(logger))
+	if err != nil {
+		return nil, nil, fmt.Errorf("notify: %w", err)
+	}
+	if reg != nil {
+		reg.MustRegister(d.Collector())
+	}
+	d.Start()
+	return d, d, nil
+}
+
+// newGuard wires a client, the notifications and an engine from the
+// configuration.
+func newGuard(cfg *config, getenv func(string) string, logger *slog.Logger, dryRun bool, extra ...exchange.Option) (*guard, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := engine.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	hook := exchange.WithRequestHook(func(ri exchange.RequestInfo) { metrics.ObserveRequest(ri.Route, ri.Status) })
+	client, err := newClient(cfg, logger, append([]exchange.Option{hook}, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	notifier, dispatcher, err := newNotifier(cfg, getenv, logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	var onTick func(*engine.TickReport, error)
+	if dispatcher != nil {
+		onTick = func(_ *engine.TickReport, err error) { dispatcher.Heartbeat(err == nil) }
+	}
+	ec, x := cfg.Engine, cfg.Exchange
 	eng, err := engine.New(engine.Config{
 		Interval:            ec.Interval,
 		DryRun:              ec.DryRun || dryRun,
@@ -74,13 +115,33 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, extra ...exchange.O
 		IndexNames:          x.IndexNames,
 		AuditLog:            ec.AuditLog,
 		StateFile:           ec.StateFile,
+		UnreachableAfter:    ec.UnreachableAfter,
 	}, cfg.Rules, engine.Deps{
-		Reader: client, Actuator: client, Notifier: notifier, Logger: logger, Metrics: metrics, Now: time.Now,
+		Reader: client, Actuator: client, Notifier: notifier, Logger: logger, Metrics: metrics, Now: time.Now, OnTick: onTick,
 	})
 	if err != nil {
+		if dispatcher != nil {
+			dispatcher.Close(context.Background())
+		}
 		return nil, err
 	}
-	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval}, nil
+	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, dispatcher: dispatcher, interval: ec.Interval}, nil
+}
+
+// close flushes the engine's state and delivers the notifications still
+// queued, giving up after ten seconds.
+func (g *guard) close(ctx context.Context, logger *slog.Logger) {
+	if err := g.engine.Close(); err != nil {
+		logger.Error("closing the engine", "err", err)
+	}
+	if g.dispatcher == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := g.dispatcher.Close(ctx); err != nil {
+		logger.Error("notifications not delivered before exit", "err", err)
+	}
 }
 
 // healthy reports whether the last complete snapshot is recent: within
@@ -155,16 +216,12 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	for _, w := range cfg.Warnings {
 		logger.Warn(w)
 	}
-	g, err := newGuard(cfg, logger, *dryRun)
+	g, err := newGuard(cfg, m.Getenv, logger, *dryRun)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard run:", err)
 		return exitCode(1)
 	}
-	defer func() {
-		if err := g.engine.Close(); err != nil {
-			logger.Error("closing the engine", "err", err)
-		}
-	}()
+	defer g.close(ctx, logger)
 	dry := cfg.Engine.DryRun || *dryRun
 	if *once {
 		rep, err := g.engine.Tick(ctx, time.Now())

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// hookServer stands in for a Slack incoming webhook or a generic JSON
+// webhook and keeps the bodies it received.
+type hookServer struct {
+	mu     sync.Mutex
+	bodies []string
+	srv    *httptest.Server
+}
+
+func newHookServer(t *testing.T, answer string) *hookServer {
+	h := &hookServer{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		h.mu.Lock()
+		h.bodies = append(h.bodies, string(b))
+		h.mu.Unlock()
+		io.WriteString(w, answer)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *hookServer) received() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.bodies...)
+}
+
+// An action in the simulated exchange reaches every channel exactly once,
+// with the text the engine wrote, through the real dispatcher.
+func TestRunNotifiesEveryChannelOnce(t *testing.T) {
+	t.Parallel()
+	slack := newHookServer(t, "ok")
+	hook := newHookServer(t, "")
+	notifyYAML := "notify:\n  channels:\n    team: {type: slack, webhook_url: " + slack.srv.URL + "/services/T/B/X}\n" +
+		"    pager: {type: webhook, url: " + hook.srv.URL + "/hook}\n  default: [team, pager]\n  group_wait: 0s\n"
+	g := newGuardEnv(t, "", overMaxRule+notifyYAML)
+	code, stderr := g.once()
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	count := func(bodies []string, s string) int {
+		n := 0
+		for _, b := range bodies {
+			if strings.Contains(b, s) {
+				n++
+			}
+		}
+		return n
+	}
+	for name, h := range map[string]*hookServer{"slack": slack, "webhook": hook} {
+		got := h.received()
+		if n := count(got, "lower_leverage XSOL 15→10"); n != 1 {
+			t.Errorf("%s: %d messages about the action, want 1: %q", name, n, got)
+		}
+		if n := count(got, "over-max-leverage firing on XSOL"); n != 1 {
+			t.Errorf("%s: %d firing messages, want 1: %q", name, n, got)
+		}
+		if len(got) != 2 {
+			t.Errorf("%s: %d messages, want 2 (firing, action): %q", name, len(got), got)
+		}
+	}
+	var msg struct{ Kind, Symbol, Action string }
+	for _, b := range hook.received() {
+		if err := json.Unmarshal([]byte(b), &msg); err != nil {
+			t.Fatalf("webhook body %q: %v", b, err)
+		}
+		if msg.Kind == "action" && (msg.Symbol != "XSOL" || msg.Action != "lower_leverage") {
+			t.Errorf("webhook action message = %+v", msg)
+		}
+	}
+}
+
+func TestNotifyTestCommand(t *testing.T) {
+	t.Parallel()
+	hook := newHookServer(t, "")
+	notifyYAML := "notify:\n  channels:\n    pager: {type: webhook, url: " + hook.srv.URL + "/hook}\n"
+	g := newGuardEnv(t, "", overMaxRule+notifyYAML)
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantMsgs int
+	}{
+		{"every channel", nil, 0, 1},
+		{"one channel", []string{"--channel", "pager"}, 0, 2},
+		{"unknown channel", []string{"--channel", "nope"}, 1, 2},
+	}
+	for _, tt := range tests { // in order: the server counts across cases
+		code, stderr := g.run(t.Context(), append([]string{"notify", "test", "--config", g.config}, tt.args...)...)
+		if code != tt.wantCode {
+			t.Errorf("%s: exit %d, want %d\n%s", tt.name, code, tt.wantCode, stderr)
+		}
+		if n := len(hook.received()); n != tt.wantMsgs {
+			t.Errorf("%s: %d test messages received, want %d", tt.name, n, tt.wantMsgs)
+		}
+	}
+	if code, _ := g.run(t.Context(), "notify"); code != 2 {
+		t.Errorf("notify without test: exit %d, want 2", code)
+	}
+}

@@ -42,18 +42,9 @@ func (m *Main) runRecord(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard record: --duration and --interval must not be negative")
 		return exitCode(2)
 	}
-	logger, err := newLogger(m.Stderr, *logFormat, *logLevel)
+	cfg, logger, err := m.setup("record", *configPath, *logFormat, *logLevel)
 	if err != nil {
-		fmt.Fprintln(m.Stderr, "riskguard record:", err)
-		return exitCode(2)
-	}
-	cfg, err := loadConfig(*configPath, m.Getenv)
-	if err != nil {
-		fmt.Fprintln(m.Stderr, err)
-		return exitCode(1)
-	}
-	for _, w := range cfg.Warnings {
-		logger.Warn(w)
+		return err
 	}
 	if *interval == 0 {
 		*interval = cfg.Engine.Interval

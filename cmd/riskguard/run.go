@@ -203,18 +203,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return exitCode(2)
 	}
-	logger, err := newLogger(m.Stderr, *logFormat, *logLevel)
+	cfg, logger, err := m.setup("run", *configPath, *logFormat, *logLevel)
 	if err != nil {
-		fmt.Fprintln(m.Stderr, "riskguard run:", err)
-		return exitCode(2)
-	}
-	cfg, err := loadConfig(*configPath, m.Getenv)
-	if err != nil {
-		fmt.Fprintln(m.Stderr, err)
-		return exitCode(1)
-	}
-	for _, w := range cfg.Warnings {
-		logger.Warn(w)
+		return err
 	}
 	g, err := newGuard(cfg, m.Getenv, logger, *dryRun)
 	if err != nil {
@@ -246,6 +237,25 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	logger.Info("riskguard stopping")
 	g.notifier.Send(context.WithoutCancel(ctx), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "warning", Text: "riskguard stopped"})
 	return err
+}
+
+// setup builds the logger and loads the configuration, reporting problems
+// on stderr; a non-nil error is the exit status, already reported.
+func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config, *slog.Logger, error) {
+	logger, err := newLogger(m.Stderr, logFormat, logLevel)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "riskguard %s: %v\n", cmd, err)
+		return nil, nil, exitCode(2)
+	}
+	cfg, err := loadConfig(configPath, m.Getenv)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, err)
+		return nil, nil, exitCode(1)
+	}
+	for _, w := range cfg.Warnings {
+		logger.Warn(w)
+	}
+	return cfg, logger, nil
 }
 
 // reloads applies the configuration file again on every reload signal. A

@@ -122,7 +122,7 @@ type Engine struct {
 	lastTick  time.Time
 	failSince time.Time // first failed read of the current outage
 	down      bool      // the unreachable notification was sent
-	failing   []bool // by rule index: the last evaluation failed at run time
+	failing   []bool    // by rule index: the last evaluation failed at run time
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	in  rules.Input
@@ -772,7 +772,9 @@ func (e *Engine) restore(s *savedState) {
 
 // saveLocked writes the state file when something changed.
 func (e *Engine) saveLocked() error {
-	if e.cfg.StateFile == "" || !e.dirty {
+	// A dry run keeps its state in memory: cooldowns started by actions it
+	// only logged must not hold back a live guard sharing the file.
+	if e.cfg.StateFile == "" || e.cfg.DryRun || !e.dirty {
 		return nil
 	}
 	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),

@@ -491,3 +491,33 @@ func TestOneMessagePerFiring(t *testing.T) {
 		t.Errorf("a rule without a notify action still announces its firing: %q", h.notes.all())
 	}
 }
+
+// A dry run must not start cooldowns a live guard would read from the
+// state file: the live run acts at once.
+func TestDryRunDoesNotPersistCooldowns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fx := newFake()
+	start := func(dry bool) *Engine {
+		e, err := New(Config{DryRun: dry, StateFile: filepath.Join(dir, "state.json")}, &rules.Set{Rules: []*rules.Rule{rule(t, overMax)}},
+			Deps{Reader: fx, Actuator: fx})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := start(true)
+	if _, err := e.Tick(context.Background(), at(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = start(false)
+	if _, err := e.Tick(context.Background(), at(1)); err != nil {
+		t.Fatal(err)
+	}
+	if settings, _ := fx.calls(); len(settings) != 1 {
+		t.Fatalf("live run after a dry run: %d settings calls, want 1", len(settings))
+	}
+}

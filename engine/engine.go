@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -204,13 +205,35 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 		e.restore(saved)
 	}
 	if e.audit == nil && cfg.AuditLog != "" {
+		lost, err := unfinished(cfg.AuditLog)
+		if err != nil {
+			return nil, err
+		}
 		a, err := OpenAudit(cfg.AuditLog)
 		if err != nil {
 			return nil, err
 		}
 		e.audit = a
+		e.interrupted(lost)
 	}
 	return e, nil
+}
+
+// interrupted records the actions a previous run sent without recording
+// their outcome (it was killed with the call in flight). Whether the
+// exchange applied them is unknown; the next tick reads the positions back,
+// and only an action still needed is sent again, which the idempotent calls
+// allow. The record keeps the tick time of the action it closes.
+func (e *Engine) interrupted(lost []Record) {
+	now := e.now()
+	for _, r := range lost {
+		reason := fmt.Sprintf("found at the start at %s: the run that sent it stopped before its outcome; no result was recorded, so the exchange may or may not have applied it: the next tick reads the position back and acts again only if still needed",
+			now.UTC().Format(time.RFC3339Nano))
+		e.log.Warn("an action was interrupted by the last stop; its outcome is read back from the exchange",
+			"action", r.Action, "symbol", r.Symbol, "rule", strings.Join(r.Rules, ","), "sent", r.Time)
+		r.Phase, r.Reason, r.Error, r.Response = "interrupted", reason, "", nil
+		e.record(r)
+	}
 }
 
 // Close flushes the state file and closes the audit log.

@@ -39,9 +39,8 @@ func newClient(cfg *config, logger *slog.Logger, extra ...exchange.Option) (*exc
 	if x.Timeout > 0 {
 		opts = append(opts, exchange.WithTimeout(x.Timeout))
 	}
-	if x.MaxRetries > 0 {
-		opts = append(opts, exchange.WithRetry(exchange.RetryPolicy{MaxAttempts: x.MaxRetries + 1}))
-	}
+	// max_retries: 0 is one attempt; the loader fills the default.
+	opts = append(opts, exchange.WithRetry(exchange.RetryPolicy{MaxAttempts: x.MaxRetries + 1}))
 	if x.RateLimit > 0 {
 		opts = append(opts, exchange.WithRateLimit(x.RateLimit, max(x.RateBurst, 1)))
 	}

@@ -67,6 +67,7 @@ func commands() map[string]command {
 		"record":   {"record the account's positions and index prices for backtests", (*Main).runRecord},
 		"run":      {"guard the account: evaluate the rules every interval and act", (*Main).runRun},
 		"sim":      {"serve the simulated exchange over HTTP", (*Main).runSim},
+		"test":     {"run rule-test files: expected firing rules and actions over made-up prices", (*Main).runTest},
 	}
 }
 

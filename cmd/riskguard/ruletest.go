@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/ruletest"
@@ -69,11 +70,14 @@ func (m *Main) runTest(ctx context.Context, args []string) error {
 	}
 	switch {
 	case failed > 0 || broken > 0:
-		msg := fmt.Sprintf("FAIL %d of %d %s", failed, total, plural(total, "test", "tests"))
-		if broken > 0 {
-			msg += fmt.Sprintf(", %d %s not loaded", broken, plural(broken, "file", "files"))
+		var parts []string
+		if total > 0 {
+			parts = append(parts, fmt.Sprintf("%d of %d %s failed", failed, total, plural(total, "test", "tests")))
 		}
-		fmt.Fprintln(m.Stdout, msg)
+		if broken > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s not loaded", broken, plural(broken, "file", "files")))
+		}
+		fmt.Fprintln(m.Stdout, "FAIL "+strings.Join(parts, ", "))
 		return exitCode(1)
 	case total == 0:
 		fmt.Fprintln(m.Stdout, "no test matched")

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"math"
+
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/shopspring/decimal"
 )
@@ -84,7 +86,72 @@ func LiquidationPrice(direction string, q, entry, collateral, mmr decimal.Decima
 // 0..100: the maintenance margin mmr·EV over the equity
 // collateral ± q·(index − entry), rounded up. It reads 100 at the
 // liquidation price and beyond, and 0 for an empty position.
+//
+// Every Positions read computes it for every position, so it first tries
+// float64 arithmetic and keeps the answer only when the error bound of that
+// arithmetic proves it equal to the decimal result; near a boundary (an
+// equity near zero, a ratio near an integer) the decimal formula decides.
 func RiskLevel(direction string, q, entry, collateral, mmr, index decimal.Decimal) int {
+	if !q.IsPositive() {
+		return 0
+	}
+	if level, ok := riskLevelFloat(direction, q, entry, collateral, mmr, index); ok {
+		return level
+	}
+	return riskLevelExact(direction, q, entry, collateral, mmr, index)
+}
+
+// Bounds of riskLevelFloat. The float64 computation below makes a relative
+// error of a few units of 2⁻⁵³ (1.1e-16) per operation; floatTolerance is
+// a thousand times more than that, so a result it accepts is the decimal one.
+const (
+	floatTolerance = 1e-13
+	floatMaxInput  = 1e100 // larger inputs could overflow the products
+)
+
+// riskLevelFloat is RiskLevel in float64 for a positive quantity; ok is
+// false when float64 cannot prove the decimal answer and riskLevelExact must
+// decide.
+func riskLevelFloat(direction string, q, entry, collateral, mmr, index decimal.Decimal) (int, bool) {
+	qf, ef, cf, mf, xf := q.InexactFloat64(), entry.InexactFloat64(), collateral.InexactFloat64(), mmr.InexactFloat64(), index.InexactFloat64()
+	for _, f := range [...]float64{qf, ef, cf, mf, xf} {
+		// NaN fails the comparison too.
+		if !(math.Abs(f) < floatMaxInput) {
+			return 0, false
+		}
+	}
+	if mf < 0 || ef < 0 {
+		return 0, false
+	}
+	pnl := (xf - ef) * qf
+	if direction == exchange.Short {
+		pnl = -pnl
+	}
+	equity := cf + pnl
+	// An absolute bound of equity's error: the terms' magnitudes times the
+	// tolerance.
+	tol := (math.Abs(cf) + (math.Abs(xf)+ef)*qf) * floatTolerance
+	switch {
+	case equity < -tol:
+		return 100, true
+	case equity <= tol:
+		return 0, false // too close to zero to tell its sign
+	}
+	level := mf * qf * ef * 100 / equity
+	// The ratio's error, plus the 1e-16 rounding of the decimal division.
+	slack := level*(tol/equity+floatTolerance) + 1e-15
+	if level > 101+slack {
+		return 100, true
+	}
+	if frac := level - math.Floor(level); frac <= slack || 1-frac <= slack {
+		return 0, false // too close to an integer to tell its ceiling
+	}
+	n := int(math.Ceil(level))
+	return min(max(n, 0), 100), true
+}
+
+// riskLevelExact is RiskLevel in decimal arithmetic: its definition.
+func riskLevelExact(direction string, q, entry, collateral, mmr, index decimal.Decimal) int {
 	if !q.IsPositive() {
 		return 0
 	}

@@ -27,6 +27,21 @@ func (e *Exchange) IndexPrices() map[string]decimal.Decimal {
 	return out
 }
 
+// LiquidationPrices returns the liquidation price of every non-empty
+// position by contract symbol name: what a backtest charts, without the
+// risk levels that Positions computes.
+func (e *Exchange) LiquidationPrices() map[string]decimal.Decimal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]decimal.Decimal, len(e.positions))
+	for sym, p := range e.positions {
+		if !p.Empty {
+			out[sym] = p.LiquidationPrice
+		}
+	}
+	return out
+}
+
 // SetIndexPrices sets several index prices at once, as SetIndexPrice does
 // for one, and then runs the liquidation check once: a backtest step moves
 // every index before any position is liquidated.
@@ -38,7 +53,7 @@ func (e *Exchange) SetIndexPrices(prices map[string]decimal.Decimal) {
 		if ix, ok := e.indexes[name]; ok {
 			ix.set(p, now)
 		} else {
-			e.indexes[name] = newManualIndex(name, p, now)
+			e.indexes[name] = newManualIndex(name, p, now, e.histLimit)
 		}
 	}
 	e.liquidate(now)

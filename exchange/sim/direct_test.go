@@ -159,3 +159,32 @@ func TestSetIndexPrices(t *testing.T) {
 		t.Errorf("XSOL not empty after liquidation")
 	}
 }
+
+// LiquidationPrices agrees with Positions and leaves out empty positions.
+func TestLiquidationPrices(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, sim.Config{})
+	v.sim.SetIndexPrices(map[string]decimal.Decimal{"SOL": dec("144.9")}) // liquidates XSOL
+	got := v.sim.LiquidationPrices()
+	names := map[int64]string{}
+	for _, c := range v.sim.Trades().ContractsSymbols {
+		names[c.ID] = c.Name
+	}
+	want := 0
+	for _, p := range v.sim.Positions() {
+		name := names[p.SymbolID]
+		liq, ok := got[name]
+		switch {
+		case p.Empty && ok:
+			t.Errorf("%s: empty, yet listed at %s", name, liq)
+		case !p.Empty && (!ok || !liq.Equal(p.LiquidationPrice)):
+			t.Errorf("%s: %s, %v; Positions says %s", name, liq, ok, p.LiquidationPrice)
+		}
+		if !p.Empty {
+			want++
+		}
+	}
+	if _, ok := got["XSOL"]; ok || len(got) != want || want == 0 {
+		t.Errorf("got %v, want the %d open positions without XSOL", got, want)
+	}
+}

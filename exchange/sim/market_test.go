@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -231,6 +232,47 @@ func TestHistoryWindow(t *testing.T) {
 			}
 			if got, want := rows[0][0].IntPart(), t0.Add(tc.first).UnixMilli(); got != want {
 				t.Errorf("first time = %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestHistoryLimit: each index keeps at most Config.HistoryLimit samples,
+// the latest ones, whether its path or SetIndexPrice moves it. A full history
+// drops its oldest quarter, so it holds between 3/4 of the limit and the
+// limit.
+func TestHistoryLimit(t *testing.T) {
+	t.Parallel()
+	// One sample at the start and one per step: 11.
+	tests := []struct {
+		limit, want int
+	}{
+		{limit: 1, want: 1},
+		{limit: 4, want: 4},  // 4, then 3+1 at every later sample
+		{limit: 8, want: 7},  // 8, 6+1, 7+1, 6+1
+		{limit: 0, want: 11}, // the default keeps them all
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.limit), func(t *testing.T) {
+			t.Parallel()
+			v := newEnv(t, sim.Config{Seed: 7, HistoryLimit: tc.limit})
+			for i := 1; i <= 10; i++ {
+				v.sim.Step(t0.Add(time.Duration(i) * time.Second))
+			}
+			v.clock.Set(t0.Add(10 * time.Second))
+			v.sim.SetIndexPrice("BTC", dec("1")) // the last step's millisecond: replaces its sample
+			var h [][]decimal.Decimal
+			v.get("/v1/market/indexes/BTC", q("from", "0"), &h)
+			if len(h) != tc.want {
+				t.Fatalf("got %d samples, want %d", len(h), tc.want)
+			}
+			for i, s := range h {
+				if want := t0.Add(time.Duration(11-tc.want+i) * time.Second).UnixMilli(); s[0].IntPart() != want {
+					t.Errorf("sample %d at %s, want %d: %v", i, s[0], want, h)
+				}
+			}
+			if last := h[len(h)-1]; !last[1].Equal(dec("1")) {
+				t.Errorf("last sample = %v, want the price just set", last)
 			}
 		})
 	}

@@ -12,7 +12,8 @@ import (
 
 // Bounds of the index machinery.
 const (
-	// maxHistory is how many samples an index keeps (18 hours at 1 s).
+	// maxHistory is how many samples an index keeps by default (18 hours
+	// at 1 s); Config.HistoryLimit changes it.
 	maxHistory = 1 << 16
 	// maxStepsPerAdvance bounds the work of one Step per index; a longer
 	// jump draws the walk's older part in one step and keeps no samples
@@ -46,10 +47,12 @@ type index struct {
 	price   decimal.Decimal
 	first   decimal.Decimal // price at the origin, the base of indexValue
 	history []sample
+	limit   int // most samples history keeps
 }
 
-func newIndex(spec IndexSpec, seed int64, origin time.Time) *index {
+func newIndex(spec IndexSpec, seed int64, origin time.Time, limit int) *index {
 	ix := &index{
+		limit:    limit,
 		name:     spec.Name,
 		points:   spec.Points,
 		walk:     spec.Walk,
@@ -72,8 +75,8 @@ func newIndex(spec IndexSpec, seed int64, origin time.Time) *index {
 }
 
 // newManualIndex is an index with no path, created by SetIndexPrice.
-func newManualIndex(name string, price decimal.Decimal, at time.Time) *index {
-	ix := &index{name: name, manual: true, interval: time.Second, origin: at, price: price, first: price}
+func newManualIndex(name string, price decimal.Decimal, at time.Time, limit int) *index {
+	ix := &index{name: name, manual: true, interval: time.Second, origin: at, price: price, first: price, limit: limit}
 	ix.record(at, price)
 	return ix
 }
@@ -154,8 +157,9 @@ func (ix *index) record(at time.Time, price decimal.Decimal) {
 		ix.history[n-1].price = price
 		return
 	}
-	if len(ix.history) >= maxHistory {
-		keep := maxHistory * 3 / 4
+	if len(ix.history) >= ix.limit {
+		// Dropping a quarter at once keeps the copying amortized.
+		keep := ix.limit * 3 / 4
 		ix.history = append(ix.history[:0], ix.history[len(ix.history)-keep:]...)
 	}
 	ix.history = append(ix.history, sample{ms: ms, price: price})

@@ -57,6 +57,11 @@ type Config struct {
 	Logger *slog.Logger
 	// UserID is the account's user id; default 1.
 	UserID int64
+	// HistoryLimit bounds the samples each index keeps for the history
+	// and bars endpoints; default 65,536 (18 hours at one a second). An
+	// in-process backtest, which serves no history, sets it low so that its
+	// memory stays flat however long the data.
+	HistoryLimit int
 }
 
 // Exchange is a simulated exchange. It is an http.Handler; its methods
@@ -67,6 +72,7 @@ type Exchange struct {
 	maxSkew     time.Duration
 	log         *slog.Logger
 	userID      int64
+	histLimit   int
 	routes      []route
 
 	mu           sync.Mutex
@@ -124,6 +130,9 @@ func New(cfg Config) (*Exchange, error) {
 	if cfg.UserID == 0 {
 		cfg.UserID = 1
 	}
+	if cfg.HistoryLimit <= 0 {
+		cfg.HistoryLimit = maxHistory
+	}
 	sc := cfg.Scenario
 	if sc == nil {
 		sc = DefaultScenario()
@@ -139,6 +148,7 @@ func New(cfg Config) (*Exchange, error) {
 		maxSkew:      cfg.MaxSkew,
 		log:          cfg.Logger,
 		userID:       cfg.UserID,
+		histLimit:    cfg.HistoryLimit,
 		start:        cfg.Now(),
 		contractByID: map[int64]int{},
 		symbolByName: map[string]symbolRef{},
@@ -196,7 +206,7 @@ func (e *Exchange) load(n *Scenario, seed int64) {
 		e.symbolByName[c.Name] = symbolRef{contract: true, i: i}
 	}
 	for _, ix := range n.Indexes {
-		e.indexes[ix.Name] = newIndex(ix, seed, e.start)
+		e.indexes[ix.Name] = newIndex(ix, seed, e.start, e.histLimit)
 	}
 	for c, v := range n.SpotBalances {
 		e.spotBalances[c] = v
@@ -372,7 +382,7 @@ func (e *Exchange) SetIndexPrice(name string, price decimal.Decimal) {
 	if ix, ok := e.indexes[name]; ok {
 		ix.set(price, now)
 	} else {
-		e.indexes[name] = newManualIndex(name, price, now)
+		e.indexes[name] = newManualIndex(name, price, now, e.histLimit)
 	}
 	e.liquidate(now)
 }

@@ -30,6 +30,16 @@ type Reader interface {
 	Trades(ctx context.Context) (*exchange.Trades, error)
 }
 
+// InProcessReader is implemented by a Reader whose reads are calls in the
+// same process that neither block nor wait on a network, such as a
+// backtest's simulated exchange. When InProcess reports true, Tick reads
+// the index prices and then the positions one after the other instead of
+// concurrently: that saves a goroutine per tick and changes nothing else,
+// since a concurrent read has no order to rely on either.
+type InProcessReader interface {
+	InProcess() bool
+}
+
 // Actuator is what the engine changes on the exchange. Both calls are
 // idempotent.
 type Actuator interface {
@@ -414,9 +424,10 @@ type snapshot struct {
 	indexes   map[string]decimal.Decimal
 }
 
-// read fetches positions and index prices concurrently (two calls), and
-// symbols when they are due or a position names an unknown symbol id. It
-// returns a nil snapshot when positions could not be read.
+// read fetches positions and index prices concurrently (two calls; one
+// after the other from an InProcessReader), and symbols when they are due
+// or a position names an unknown symbol id. It returns a nil snapshot when
+// positions could not be read.
 func (e *Engine) read(ctx context.Context, now time.Time) (*snapshot, error) {
 	var (
 		wg      sync.WaitGroup
@@ -427,11 +438,15 @@ func (e *Engine) read(ctx context.Context, now time.Time) (*snapshot, error) {
 		symErr  error
 		refresh = e.symbols == nil || now.Sub(e.symbolsAt) >= e.cfg.SymbolsRefresh
 	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	if ip, ok := e.reader.(InProcessReader); ok && ip.InProcess() {
 		idx, idxErr = e.reader.IndexPrices(ctx)
-	}()
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idx, idxErr = e.reader.IndexPrices(ctx)
+		}()
+	}
 	if refresh {
 		symErr = e.refreshSymbols(ctx, now)
 	}

@@ -61,6 +61,10 @@ const (
 	maxMarkers       = 1000 // per symbol, action markers and firing spans each
 	maxWarnings      = 100
 	maxSubTicks      = 100_000 // per gap between two data steps
+	// historyLimit bounds each simulated index's history: the engine reads
+	// index prices only, so the default 65,536 samples per index and run
+	// would be most of a backtest's memory.
+	historyLimit = 16
 )
 
 // The names of the runs.
@@ -461,7 +465,8 @@ type activeSpan struct {
 }
 
 func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun bool, audit io.Writer) (*lane, error) {
-	ex, err := sim.New(sim.Config{Key: "backtest", Secret: "backtest", Seed: r.opt.Seed, Now: r.clock.now, Scenario: sc})
+	ex, err := sim.New(sim.Config{Key: "backtest", Secret: "backtest", Seed: r.opt.Seed, Now: r.clock.now, Scenario: sc,
+		HistoryLimit: historyLimit})
 	if err != nil {
 		return nil, fmt.Errorf("backtest: %w", err)
 	}
@@ -613,6 +618,10 @@ func (l *lane) finish(end time.Time) RunResult {
 // direct is the engine's Reader and Actuator on an in-process simulated
 // exchange: method calls, no HTTP.
 type direct struct{ ex *sim.Exchange }
+
+// InProcess tells the engine that reads are plain calls: it need not read
+// index prices and positions concurrently.
+func (d direct) InProcess() bool { return true }
 
 func (d direct) Positions(context.Context) ([]exchange.Position, error) { return d.ex.Positions(), nil }
 

@@ -187,11 +187,11 @@ func (r *replay) observe(t time.Time) {
 		return
 	}
 	prices := r.guarded.ex.IndexPrices()
-	liqG := liquidations(r.guarded)
-	liqU := liquidations(r.unguarded)
+	liqG := r.guarded.ex.LiquidationPrices()
+	liqU := r.unguarded.ex.LiquidationPrices()
 	for _, s := range r.series {
 		s.Points = append(s.Points, Point{Time: t, Index: prices[s.Index].InexactFloat64(),
-			LiquidationGuarded: liqG[s.Symbol], LiquidationUnguarded: liqU[s.Symbol]})
+			LiquidationGuarded: liqG[s.Symbol].InexactFloat64(), LiquidationUnguarded: liqU[s.Symbol].InexactFloat64()})
 	}
 	if len(r.series[0].Points) > r.opt.MaxPoints {
 		for _, s := range r.series {
@@ -205,16 +205,6 @@ func (r *replay) observe(t time.Time) {
 		r.stride *= 2
 		r.sample = r.stride - 1
 	}
-}
-
-func liquidations(l *lane) map[string]float64 {
-	out := map[string]float64{}
-	for _, p := range l.ex.Positions() {
-		if !p.Empty {
-			out[l.nameOf(p.SymbolID)] = p.LiquidationPrice.InexactFloat64()
-		}
-	}
-	return out
 }
 
 func (s *SymbolSeries) addSpan(sp Span) {

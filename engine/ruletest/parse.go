@@ -17,14 +17,16 @@
 //	    scenario: default              # sim.DefaultScenario(), an inline scenario mapping
 //	                                   # (the shape of `riskguard sim --scenario`), or a scenario file name
 //	    input_series:                  # index prices; the others follow the scenario's own paths
-//	      SOL: '150 150 145 144.5x3'   # one value per interval from 0s, promtool's expanding notation
-//	      ETH: [{at: 0s, price: 3010}, {at: 10s, price: 2900}]   # or explicit steps
+//	      SOL: '150 150 145x3'         # one value per interval from 0s, promtool's expanding notation
+//	      ETH: [{at: 0s, price: 2800}, {at: 10s, price: 2700}]   # or explicit steps
 //	    expect:
 //	      - at: 0s                     # the state after the tick at 0s
-//	        firing: [{rule: over-max-leverage, symbol: XSOL}]
-//	        pending: []
-//	        actions: [{action: lower_leverage, symbol: XSOL, leverage: 10}]
-//	        notifications: [{rule: over-max-leverage, symbol: XSOL}]
+//	        firing: [{rule: over-max-leverage, symbol: XSOL}, {rule: liquidation-distance-5pct, symbol: XSOL}]
+//	        pending: [{rule: liquidation-distance-10pct, symbol: XSOL}]
+//	        actions:
+//	          - {action: lower_leverage, symbol: XSOL, from: 15, leverage: 10}
+//	          - {action: cancel_orders, symbol: XSOL}
+//	        notifications: [{rule: over-max-leverage}, {rule: liquidation-distance-5pct}]
 //	        liquidations: []
 //
 // Series notation: `a` is one value, `_` leaves the price unchanged for one

@@ -584,6 +584,9 @@ func (p *parser) expectation(n *yaml.Node, what string, interval time.Duration) 
 		}
 		x.Lists[name] = entries
 	}
+	if len(m) == 1 {
+		p.errorf(n, "%s: expect at %s: nothing to check: give %s", what, x.At, strings.Join(listNames, ", "))
+	}
 	return x
 }
 

@@ -113,9 +113,10 @@ func TestLoadErrors(t *testing.T) {
 		{"nested scenario field", head + "    scenario:\n      positions:\n        - {symbol: X, levrage: 2}\n    expect: [{at: 0s}]\n", `:6:23: test "t": scenario.positions[0]: unknown key "levrage"`},
 		{"entry field", head + "    scenario: default\n    expect:\n      - at: 0s\n        firing: [{rule: a, sym: X}]\n", `:7:28: test "t": expect at 0s: firing: unknown key "sym" (known: rule, symbol)`},
 		{"entry type", head + "    scenario: default\n    expect:\n      - at: 0s\n        actions: [{leverage: ten}]\n", `test "t": expect at 0s: actions: leverage: expected an integer, got "ten"`},
+		{"nothing to check", head + "    scenario: default\n    expect: [{at: 2s}]\n", `:5:14: test "t": expect at 2s: nothing to check: give firing, pending`},
 		{"list not a list", head + "    scenario: default\n    expect:\n      - at: 0s\n        firing: none\n", `expected a list (write [] for none)`},
 		{"duplicate test", head + "    scenario: default\n    expect: [{at: 0s}]\n  - name: t\n    scenario: default\n    expect: [{at: 0s}]\n", `test "t": duplicate test name`},
-		{"missing rules", "rule_files: [nowhere.yaml]\ntests:\n  - name: t\n    scenario: default\n    expect: [{at: 0s}]\n", "rule file"},
+		{"missing rules", "rule_files: [nowhere.yaml]\ntests:\n  - name: t\n    scenario: default\n    expect: [{at: 0s, firing: []}]\n", "rule file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,7 +213,7 @@ func TestRunScenarioErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			file := "rule_files: [rules.yaml]\ntests:\n  - name: t\n" + testScenario + "    input_series: {" + tt.series + "}\n    expect: [{at: 0s}]\n"
+			file := "rule_files: [rules.yaml]\ntests:\n  - name: t\n" + testScenario + "    input_series: {" + tt.series + "}\n    expect: [{at: 0s, firing: []}]\n"
 			s, err := Load(writeSuite(t, file), loadRules)
 			if err != nil {
 				t.Fatal(err)

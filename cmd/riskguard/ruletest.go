@@ -5,12 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/ruletest"
 	"github.com/riskguard/riskguard/rules"
+	"gopkg.in/yaml.v3"
 )
 
 // runTest is `riskguard test [--run REGEXP] FILE...`: it runs rule-test
@@ -87,14 +89,25 @@ func (m *Main) runTest(ctx context.Context, args []string) error {
 	return nil
 }
 
-// loadTestRules reads a rules or config file as the daemon does, without
-// environment overrides, so that a test gives the same result everywhere.
-func loadTestRules(path string) (*rules.Set, engine.Config, error) {
+// loadTestRules reads a config file as the daemon does, without
+// environment overrides so that a test gives the same result everywhere, or
+// a rules-only file (no exchange or engine section) with the engine's
+// defaults.
+func loadTestRules(path string) (*rules.Set, *engine.Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var top map[string]any
+	if yaml.Unmarshal(data, &top) == nil && top["exchange"] == nil && top["engine"] == nil {
+		set, err := rules.Parse(path, data)
+		return set, nil, err
+	}
 	cfg, err := loadConfig(path, func(string) string { return "" })
 	if err != nil {
-		return nil, engine.Config{}, err
+		return nil, nil, err
 	}
-	return cfg.Rules, engine.Config{
+	return cfg.Rules, &engine.Config{
 		Interval:            cfg.Engine.Interval,
 		MaxActionsPerMinute: cfg.Engine.MaxActionsPerMinute,
 		BreakerReset:        cfg.Engine.BreakerReset,

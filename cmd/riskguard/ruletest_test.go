@@ -91,6 +91,7 @@ func TestRuleTestCommandErrors(t *testing.T) {
 		{"no test matched", []string{"--run", "^nothing$", exampleTests}, 1, "no test matched\n", nil},
 		{"run filter", []string{"--run", "passing", brokenTests}, 0, "PASS 1 test\n", nil},
 		{"two files", []string{exampleTests, brokenTests}, 1, "", nil},
+		{"rules-only file and index_names", []string{"testdata/ruletest/loaders.test.yaml"}, 0, "PASS 1 test\n", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -80,10 +80,10 @@ const (
 )
 
 // Loader reads one rules or configuration file: its rules and the engine
-// settings it holds (the zero Config for a rules-only file). cmd passes its
+// settings it holds (nil for a rules-only file). cmd passes its
 // configuration loader, so that a test reads a config exactly as the daemon
 // does.
-type Loader func(path string) (*rules.Set, engine.Config, error)
+type Loader func(path string) (*rules.Set, *engine.Config, error)
 
 // Suite is a parsed test file with its rules loaded.
 type Suite struct {
@@ -94,9 +94,10 @@ type Suite struct {
 	RuleFiles []string
 	// Rules are the rules of every rule file, in order.
 	Rules *rules.Set
-	// Engine is the engine configuration of the first rule file; its
-	// DryRun, AuditLog and StateFile are ignored: tests act on their own
-	// simulated exchange and write no file.
+	// Engine is the engine configuration of the first config file among
+	// the rule files (the defaults when all are rules-only); its DryRun,
+	// AuditLog and StateFile are ignored: tests act on their own simulated
+	// exchange and write no file.
 	Engine engine.Config
 	Tests  []*Test
 }
@@ -191,13 +192,14 @@ func Load(path string, load Loader) (*Suite, error) {
 func (s *Suite) loadRules(load Loader) error {
 	merged := &rules.Set{}
 	seen := map[string]string{}
-	for i, f := range s.RuleFiles {
+	found := false
+	for _, f := range s.RuleFiles {
 		set, cfg, err := load(f)
 		if err != nil {
 			return fmt.Errorf("%s: rule file %s: %w", s.Path, f, err)
 		}
-		if i == 0 {
-			s.Engine = cfg
+		if cfg != nil && !found {
+			s.Engine, found = *cfg, true
 		}
 		for _, r := range set.Rules {
 			if other, ok := seen[r.Name]; ok {

@@ -15,13 +15,13 @@ import (
 )
 
 // loadRules reads a rules file with no engine settings.
-func loadRules(path string) (*rules.Set, engine.Config, error) {
+func loadRules(path string) (*rules.Set, *engine.Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, engine.Config{}, err
+		return nil, nil, err
 	}
 	set, err := rules.Parse(path, b)
-	return set, engine.Config{}, err
+	return set, nil, err
 }
 
 const testRules = `rules:

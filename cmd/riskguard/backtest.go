@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -24,6 +25,7 @@ import (
 // backtestFlags are the parsed flags of the backtest command.
 type backtestFlags struct {
 	config, data, csv, history, baseline, scenario, cache string
+	report                                                string
 	from, to                                              time.Time
 	interval                                              time.Duration
 	seed                                                  int64
@@ -81,6 +83,25 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 		return exitCode(1)
 	}
 	fmt.Fprint(m.Stdout, backtest.Summary(res))
+	if f.report != "" {
+		if err := writeReport(f.report, res); err != nil {
+			fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
+			return exitCode(1)
+		}
+	}
+	return nil
+}
+
+// writeReport renders the HTML report whole before it creates the file, so
+// a failed rendering leaves no half-written page.
+func writeReport(path string, res *backtest.Result) error {
+	var b bytes.Buffer
+	if err := backtest.WriteReport(&b, res); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
 	return nil
 }
 
@@ -96,6 +117,7 @@ func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	fs.StringVar(&f.history, "history", "", "replay today's positions through the exchange's index history of this long, e.g. 30d or 12h")
 	fs.StringVar(&f.baseline, "baseline", "", "a second rules (or config) file to compare the decisions with")
 	fs.StringVar(&f.scenario, "scenario", "", "starting state for --csv or --history as a simulated exchange scenario file (default: today's positions read from the exchange)")
+	fs.StringVar(&f.report, "report", "", "also write a self-contained HTML report with a chart per symbol to this file")
 	fs.StringVar(&f.cache, "cache", "", "cache directory of --history (default: the user cache directory's riskguard/history)")
 	from := fs.String("from", "", "replay from this time (RFC 3339); earlier data only sets the starting state")
 	to := fs.String("to", "", "replay up to this time (RFC 3339); with --history, the end of the fetched range (default: now)")
@@ -104,7 +126,7 @@ func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: text, json, or auto (text on a terminal)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard backtest --config FILE (--data DATA | --csv FILE | --history 30d) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N]")
+		fmt.Fprintln(m.Stderr, "usage: riskguard backtest --config FILE (--data DATA | --csv FILE | --history 30d) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--report FILE.html]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -346,7 +346,7 @@ func TestBacktestAndRecordBadInput(t *testing.T) {
 		{"bad history", []string{"backtest", "--config", e.config, "--history", "30x"}, 2, `--history: "30x": want a length like 30d`},
 		{"negative history", []string{"backtest", "--config", e.config, "--history", "-1d"}, 2, "must be positive"},
 		{"scenario with data", []string{"backtest", "--config", e.config, "--data", missing, "--scenario", e.scenario}, 2, "--scenario is for --csv and --history"},
-		{"unknown flag", []string{"backtest", "--config", e.config, "--csv", e.csv, "--report", "x.html"}, 2, "flag provided but not defined: -report"},
+		{"unknown flag", []string{"backtest", "--config", e.config, "--csv", e.csv, "--bogus", "x"}, 2, "flag provided but not defined: -bogus"},
 		{"extra argument", []string{"backtest", "--config", e.config, "--csv", e.csv, "extra"}, 2, `unexpected argument "extra"`},
 		{"missing data", []string{"backtest", "--config", e.config, "--data", missing}, 1, "missing.jsonl"},
 		{"bad csv", []string{"backtest", "--config", e.config, "--csv", badCSV, "--scenario", e.scenario}, 1, "bad.csv:2"},

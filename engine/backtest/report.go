@@ -1,0 +1,726 @@
+package backtest
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// WriteReport writes the result as one self-contained HTML page: the
+// summary tables and, per symbol, an inline SVG chart of the index price,
+// the liquidation prices with and without the guard, the guard's actions,
+// its firing spans and the liquidations. The page loads nothing — no
+// script, font or image from elsewhere — so it reads offline. It is a pure
+// function of the result: the same result gives the same bytes, and its
+// size is bounded by the result's (already capped) series.
+func WriteReport(w io.Writer, r *Result) error {
+	if r == nil {
+		return fmt.Errorf("write report: no result")
+	}
+	var b bytes.Buffer
+	if err := reportTemplate.Execute(&b, newReportView(r)); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// Chart geometry, in SVG user units.
+const (
+	chartW      = 1160
+	chartH      = 400
+	plotL       = 84 // room for the price labels
+	plotR       = chartW - 40
+	plotT       = 14
+	plotB       = chartH - 46 // room for the time labels and caption
+	maxYTicks   = 8
+	maxXTicks   = 9
+	bandClasses = 6 // band0 … band5 in the style sheet
+)
+
+// reportView is everything the template prints, formatted: the template
+// only places strings.
+type reportView struct {
+	Title, Period, Span string
+	Steps, Ticks        int
+	Runs                []string // column heads
+	Rows                []summaryRow
+	RuleTables          []ruleTable
+	Positions           []positionRow
+	Avoided             []string
+	Baseline            bool
+	DiffCount           int
+	Diffs               []string
+	DiffsMore           int
+	Warnings            []string
+	Charts              []chartView
+}
+
+type summaryRow struct {
+	Label string
+	Cells []string
+	// Differs marks a row whose runs disagree.
+	Differs bool
+}
+
+type ruleTable struct {
+	Run, Note string
+	Rows      []RuleStats
+}
+
+type positionRow struct {
+	Symbol, Unguarded, Guarded string
+	Saved                      bool
+}
+
+type chartView struct {
+	Symbol, Index, ID, Facts string
+	W, H                     int
+	PlotL, PlotR, PlotT      int
+	PlotB                    int
+	PlotW, PlotH             int
+	Empty                    bool
+	YTicks, XTicks           []axisTick
+	XCaption                 string
+	IndexPath                string
+	LiqGuardedPath           string
+	LiqUnguardedPath         string
+	Bands                    []bandView
+	Actions                  []markView
+	Liquidations             []markView
+	Legend                   []legendItem
+	Dropped                  int
+}
+
+type axisTick struct {
+	Pos   string // x or y of the tick
+	Label string
+}
+
+type bandView struct {
+	X, Y, W, H, Class, Title string
+}
+
+type markView struct {
+	X, Y, Class, Title, Path string
+}
+
+type legendItem struct {
+	Class, Label string
+}
+
+func newReportView(r *Result) *reportView {
+	v := &reportView{
+		Title:  "riskguard backtest " + fmtTime(r.From) + " → " + fmtTime(r.To),
+		Period: fmtTime(r.From) + " → " + fmtTime(r.To),
+		Span:   r.To.Sub(r.From).String(),
+		Steps:  r.Steps,
+		Ticks:  r.Ticks,
+	}
+	runs := []*RunResult{&r.Unguarded, &r.Guarded}
+	v.Runs = []string{"without guard", "with guard"}
+	if r.Baseline != nil {
+		runs = append(runs, r.Baseline)
+		v.Runs = append(v.Runs, "baseline")
+		v.Baseline = true
+	}
+	row := func(label string, f func(*RunResult) string) {
+		sr := summaryRow{Label: label}
+		for _, run := range runs {
+			sr.Cells = append(sr.Cells, f(run))
+		}
+		for _, c := range sr.Cells[1:] {
+			if c != sr.Cells[0] {
+				sr.Differs = true
+			}
+		}
+		v.Rows = append(v.Rows, sr)
+	}
+	row("liquidations", func(run *RunResult) string {
+		if len(run.Liquidations) == 0 {
+			return "0"
+		}
+		syms := make([]string, 0, len(run.Liquidations))
+		for _, l := range run.Liquidations {
+			syms = append(syms, l.Symbol)
+		}
+		return fmt.Sprintf("%d (%s)", len(run.Liquidations), strings.Join(syms, ", "))
+	})
+	money := func(d decimal.Decimal) string { return d.StringFixed(2) }
+	row("free balance", func(run *RunResult) string { return money(run.Balance) })
+	row("margin", func(run *RunResult) string { return money(run.Margin) })
+	row("realized PNL", func(run *RunResult) string { return money(run.RealizedPNL) })
+	row("unrealized PNL", func(run *RunResult) string { return money(run.UnrealizedPNL) })
+	row("equity", func(run *RunResult) string { return money(run.Equity) })
+	row("evaluations", func(run *RunResult) string { return strconv.FormatInt(run.Evaluations, 10) })
+
+	v.RuleTables = append(v.RuleTables,
+		ruleTable{Run: "with guard", Rows: r.Guarded.Rules},
+		ruleTable{Run: "without guard", Note: "dry run: the actions the rules would have taken, none sent", Rows: r.Unguarded.Rules})
+	if r.Baseline != nil {
+		v.RuleTables = append(v.RuleTables, ruleTable{Run: "baseline", Rows: r.Baseline.Rules})
+	}
+
+	unguarded := map[string]PositionEnd{}
+	for _, p := range r.Unguarded.Positions {
+		unguarded[p.Symbol] = p
+	}
+	for _, p := range r.Guarded.Positions {
+		u := unguarded[p.Symbol]
+		v.Positions = append(v.Positions, positionRow{Symbol: p.Symbol, Unguarded: positionText(u), Guarded: positionText(p),
+			Saved: u.Liquidated && !p.Liquidated})
+	}
+	for _, l := range avoidedLiquidations(r) {
+		v.Avoided = append(v.Avoided, fmt.Sprintf("%s at %s: index %s crossed %s (%d×)", l.Symbol, fmtTime(l.Time), l.Price, l.LiquidationPrice, l.Leverage))
+	}
+	v.DiffCount = r.DiffCount
+	for _, d := range r.Diffs {
+		v.Diffs = append(v.Diffs, fmt.Sprintf("%s  only %s: %s", fmtTime(d.Time), d.Run, d.Decision))
+	}
+	v.DiffsMore = r.DiffCount - len(r.Diffs)
+	v.Warnings = r.Warnings
+
+	for i := range r.Symbols {
+		v.Charts = append(v.Charts, newChart(r, &r.Symbols[i], i))
+	}
+	return v
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// coord formats an SVG coordinate: one decimal is below a screen pixel.
+func coord(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
+
+// usable is a price that can be plotted: positive and finite (0 means no
+// position or no price).
+func usable(f float64) bool { return f > 0 && !math.IsInf(f, 0) && !math.IsNaN(f) }
+
+func newChart(r *Result, s *SymbolSeries, n int) chartView {
+	c := chartView{
+		Symbol: s.Symbol, Index: s.Index, ID: "chart-" + strconv.Itoa(n),
+		W: chartW, H: chartH, PlotL: plotL, PlotR: plotR, PlotT: plotT, PlotB: plotB,
+		PlotW: plotR - plotL, PlotH: plotB - plotT, Dropped: s.Dropped,
+	}
+	c.Facts = symbolFacts(r, s.Symbol)
+	liqs := symbolLiquidations(r, s.Symbol)
+
+	// The time domain: the whole backtest, widened when degenerate.
+	t0, t1 := r.From, r.To
+	for _, p := range s.Points {
+		if t0.IsZero() || p.Time.Before(t0) {
+			t0 = p.Time
+		}
+		if p.Time.After(t1) {
+			t1 = p.Time
+		}
+	}
+	if !t1.After(t0) {
+		t0, t1 = t0.Add(-30*time.Second), t0.Add(30*time.Second)
+	}
+	span := float64(t1.Sub(t0))
+	xOf := func(t time.Time) float64 {
+		x := plotL + float64(t.Sub(t0))/span*float64(plotR-plotL)
+		return math.Min(math.Max(x, plotL), plotR)
+	}
+
+	// The price domain: every plotted price, rounded out to nice ticks.
+	lo, hi := math.Inf(1), math.Inf(-1)
+	see := func(f float64) {
+		if usable(f) {
+			lo, hi = math.Min(lo, f), math.Max(hi, f)
+		}
+	}
+	for _, p := range s.Points {
+		see(p.Index)
+		see(p.LiquidationGuarded)
+		see(p.LiquidationUnguarded)
+	}
+	for _, l := range liqs {
+		see(l.price)
+	}
+	if lo > hi {
+		c.Empty = true
+		lo, hi = 0, 1
+	}
+	if pad := (hi - lo) * 0.04; pad > 0 {
+		lo, hi = lo-pad, hi+pad
+	} else {
+		pad = math.Max(math.Abs(lo)*0.01, 1e-9)
+		lo, hi = lo-pad, hi+pad
+	}
+	step := niceStep((hi - lo) / (maxYTicks - 2))
+	lo, hi = math.Floor(lo/step)*step, math.Ceil(hi/step)*step
+	yOf := func(f float64) float64 {
+		y := plotB - (f-lo)/(hi-lo)*float64(plotB-plotT)
+		return math.Min(math.Max(y, plotT), plotB)
+	}
+	decimals := 0
+	if step < 1 {
+		decimals = int(math.Ceil(-math.Log10(step) - 1e-9))
+	}
+	for i := 0; i <= maxYTicks+2; i++ {
+		f := lo + float64(i)*step
+		if f > hi+step/2 {
+			break
+		}
+		c.YTicks = append(c.YTicks, axisTick{Pos: coord(yOf(f)), Label: strconv.FormatFloat(f, 'f', decimals, 64)})
+	}
+	c.XTicks, c.XCaption = timeTicks(t0, t1, xOf)
+
+	if !c.Empty {
+		c.IndexPath = linePath(s.Points, func(p Point) float64 { return p.Index }, xOf, yOf)
+		c.LiqGuardedPath = stepPath(s.Points, func(p Point) float64 { return p.LiquidationGuarded }, xOf, yOf)
+		c.LiqUnguardedPath = stepPath(s.Points, func(p Point) float64 { return p.LiquidationUnguarded }, xOf, yOf)
+	}
+
+	// Firing spans: one colour per rule, in order of first appearance.
+	var ruleOrder []string
+	for _, sp := range s.Spans {
+		k := slices.Index(ruleOrder, sp.Rule)
+		if k < 0 {
+			k = len(ruleOrder)
+			ruleOrder = append(ruleOrder, sp.Rule)
+		}
+		x0, x1 := xOf(sp.Start), xOf(sp.End)
+		c.Bands = append(c.Bands, bandView{
+			X: coord(x0), Y: coord(plotT), W: coord(math.Max(x1-x0, 1.5)), H: coord(plotB - plotT),
+			Class: "band band" + strconv.Itoa(k%bandClasses),
+			Title: fmt.Sprintf("%s firing %s → %s (%s)", sp.Rule, fmtTime(sp.Start), fmtTime(sp.End), sp.End.Sub(sp.Start)),
+		})
+	}
+
+	for _, m := range s.Markers {
+		x := xOf(m.Time)
+		y := float64(plotT) + 8
+		if p, ok := indexAt(s.Points, m.Time); ok && !c.Empty {
+			y = yOf(p)
+		}
+		c.Actions = append(c.Actions, markView{X: coord(x), Y: coord(y), Class: markerClass(m), Title: markerTitle(s.Symbol, m),
+			Path: markerPath(m.Action, x, y)})
+	}
+	for _, l := range liqs {
+		x, y := xOf(l.t), yOf(l.price)
+		if !usable(l.price) {
+			y = plotB - 8
+		}
+		const d = 6
+		c.Liquidations = append(c.Liquidations, markView{X: coord(x), Y: coord(y), Class: "liq " + l.class, Title: l.title,
+			Path: fmt.Sprintf("M%s %sL%s %sM%s %sL%s %s", coord(x-d), coord(y-d), coord(x+d), coord(y+d), coord(x-d), coord(y+d), coord(x+d), coord(y-d))})
+	}
+
+	c.Legend = []legendItem{
+		{Class: "sw-index", Label: "index price " + s.Index},
+		{Class: "sw-guarded", Label: "liquidation price with guard"},
+		{Class: "sw-unguarded", Label: "liquidation price without guard"},
+	}
+	if len(c.Actions) > 0 {
+		c.Legend = append(c.Legend, legendItem{Class: "sw-action", Label: "guard's action (hover for rule and outcome)"})
+	}
+	if len(c.Liquidations) > 0 {
+		c.Legend = append(c.Legend, legendItem{Class: "sw-liq", Label: "liquidation"})
+	}
+	for k, rule := range ruleOrder {
+		c.Legend = append(c.Legend, legendItem{Class: "sw-band band" + strconv.Itoa(k%bandClasses), Label: rule + " firing"})
+	}
+	return c
+}
+
+// niceStep rounds a raw tick step up to 1, 2 or 5 times a power of ten.
+func niceStep(raw float64) float64 {
+	if !(raw > 0) || math.IsInf(raw, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= raw*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// timeSteps are the candidate spacings of time labels.
+var timeSteps = []time.Duration{
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
+	24 * time.Hour, 2 * 24 * time.Hour, 7 * 24 * time.Hour, 14 * 24 * time.Hour, 30 * 24 * time.Hour,
+	91 * 24 * time.Hour, 182 * 24 * time.Hour, 365 * 24 * time.Hour,
+}
+
+// timeTicks places labels at round UTC times (multiples of the step since
+// the Unix epoch), at most maxXTicks of them.
+func timeTicks(t0, t1 time.Time, xOf func(time.Time) float64) ([]axisTick, string) {
+	span := t1.Sub(t0)
+	step := timeSteps[len(timeSteps)-1]
+	for _, s := range timeSteps {
+		if span/s < maxXTicks {
+			step = s
+			break
+		}
+	}
+	if span/step >= maxXTicks { // longer than years: whole multiples of the last
+		step *= span/(step*(maxXTicks-1)) + 1
+	}
+	sameDay := t0.UTC().Format(time.DateOnly) == t1.UTC().Format(time.DateOnly)
+	layout := "Jan 2"
+	switch {
+	case step < time.Minute:
+		layout = "15:04:05"
+	case step < 24*time.Hour && sameDay:
+		layout = "15:04"
+	case step < 24*time.Hour:
+		layout = "Jan 2 15:04"
+	}
+	caption := "time (UTC)"
+	if sameDay {
+		caption = "time (UTC), " + t0.UTC().Format("Mon 2 Jan 2006")
+	} else if t0.Year() == t1.Year() {
+		caption = "time (UTC), " + strconv.Itoa(t0.UTC().Year())
+	}
+	first := time.Unix(0, 0).UTC().Add(t0.Sub(time.Unix(0, 0)).Truncate(step))
+	if first.Before(t0) {
+		first = first.Add(step)
+	}
+	var ticks []axisTick
+	for i, t := 0, first; i <= maxXTicks && !t.After(t1); i, t = i+1, t.Add(step) {
+		ticks = append(ticks, axisTick{Pos: coord(xOf(t)), Label: t.UTC().Format(layout)})
+	}
+	return ticks, caption
+}
+
+// linePath joins the usable values with straight lines; a gap (no price)
+// breaks the line.
+func linePath(ps []Point, val func(Point) float64, xOf func(time.Time) float64, yOf func(float64) float64) string {
+	var b strings.Builder
+	pen := false
+	for _, p := range ps {
+		v := val(p)
+		if !usable(v) {
+			pen = false
+			continue
+		}
+		if pen {
+			b.WriteString("L")
+		} else {
+			b.WriteString("M")
+		}
+		b.WriteString(coord(xOf(p.Time)) + " " + coord(yOf(v)))
+		pen = true
+	}
+	return b.String()
+}
+
+// stepPath draws a liquidation price as the steps it is: it holds until
+// the next sample. A position's end (0) draws the last level up to the time
+// it was seen gone.
+func stepPath(ps []Point, val func(Point) float64, xOf func(time.Time) float64, yOf func(float64) float64) string {
+	var b strings.Builder
+	pen := false
+	for _, p := range ps {
+		v := val(p)
+		x := coord(xOf(p.Time))
+		if !usable(v) {
+			if pen {
+				b.WriteString("H" + x)
+			}
+			pen = false
+			continue
+		}
+		if pen {
+			b.WriteString("H" + x + "V" + coord(yOf(v)))
+		} else {
+			b.WriteString("M" + x + " " + coord(yOf(v)))
+		}
+		pen = true
+	}
+	return b.String()
+}
+
+// indexAt interpolates the index price at t between the samples.
+func indexAt(ps []Point, t time.Time) (float64, bool) {
+	i, _ := slices.BinarySearchFunc(ps, t, func(p Point, t time.Time) int { return p.Time.Compare(t) })
+	switch {
+	case len(ps) == 0:
+		return 0, false
+	case i == 0:
+		return ps[0].Index, usable(ps[0].Index)
+	case i == len(ps):
+		return ps[i-1].Index, usable(ps[i-1].Index)
+	}
+	a, b := ps[i-1], ps[i]
+	if !usable(a.Index) || !usable(b.Index) {
+		return b.Index, usable(b.Index)
+	}
+	f := float64(t.Sub(a.Time)) / float64(b.Time.Sub(a.Time))
+	return a.Index + f*(b.Index-a.Index), true
+}
+
+func markerClass(m Marker) string {
+	switch m.Outcome {
+	case "sent", "dry_run":
+		return "act"
+	case "error":
+		return "act act-failed"
+	default: // noop, skipped
+		return "act act-idle"
+	}
+}
+
+func markerTitle(symbol string, m Marker) string {
+	var b strings.Builder
+	b.WriteString(fmtTime(m.Time) + " " + symbol + ": " + m.Action)
+	if m.From != 0 || m.To != 0 {
+		fmt.Fprintf(&b, " %d× → %d×", m.From, m.To)
+	}
+	b.WriteString(" by " + strings.Join(m.Rules, ", "))
+	if m.Outcome != "" {
+		b.WriteString(" (" + m.Outcome + ")")
+	}
+	return b.String()
+}
+
+// markerPath shapes a marker by its action: a triangle pointing down for a
+// settings change, a square for cancelled orders, a diamond for a notice.
+func markerPath(action string, x, y float64) string {
+	const d = 7
+	switch {
+	case action == "cancel_orders":
+		return fmt.Sprintf("M%s %sh%sv%sh-%sz", coord(x-d+1), coord(y-d+1), coord(2*d-2), coord(2*d-2), coord(2*d-2))
+	case action == "notify":
+		return fmt.Sprintf("M%s %sL%s %sL%s %sL%s %sz", coord(x), coord(y-d), coord(x+d), coord(y), coord(x), coord(y+d), coord(x-d), coord(y))
+	default:
+		return fmt.Sprintf("M%s %sL%s %sL%s %sz", coord(x-d), coord(y-d-2), coord(x+d), coord(y-d-2), coord(x), coord(y+1))
+	}
+}
+
+// chartLiquidation is a liquidation of one run, placed on a chart.
+type chartLiquidation struct {
+	t            time.Time
+	price        float64
+	class, title string
+}
+
+func symbolLiquidations(r *Result, symbol string) []chartLiquidation {
+	var out []chartLiquidation
+	for _, run := range []struct {
+		res          *RunResult
+		class, label string
+	}{{&r.Unguarded, "liq-unguarded", "without guard"}, {&r.Guarded, "liq-guarded", "with guard"}} {
+		for _, l := range run.res.Liquidations {
+			if l.Symbol != symbol {
+				continue
+			}
+			out = append(out, chartLiquidation{t: l.Time, price: l.Price.InexactFloat64(), class: run.class,
+				title: fmt.Sprintf("%s %s liquidated %s: index %s crossed %s (%d×), margin lost %s",
+					fmtTime(l.Time), l.Symbol, run.label, l.Price, l.LiquidationPrice, l.Leverage, l.Margin.StringFixed(2))})
+		}
+	}
+	return out
+}
+
+// symbolFacts says in a line how the position ended in both runs.
+func symbolFacts(r *Result, symbol string) string {
+	find := func(ps []PositionEnd) PositionEnd {
+		for _, p := range ps {
+			if p.Symbol == symbol {
+				return p
+			}
+		}
+		return PositionEnd{}
+	}
+	return "at the end — without guard: " + positionText(find(r.Unguarded.Positions)) +
+		"; with guard: " + positionText(find(r.Guarded.Positions))
+}
+
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"plus":  func(d, n int) int { return n + d },
+	"minus": func(d, n int) int { return n - d },
+}).Parse(reportHTML))
+
+const reportHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1f2937; margin: 24px auto; max-width: 1200px; padding: 0 16px; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #e5e7eb; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 16px 0 6px; }
+.meta { color: #4b5563; margin: 0 0 8px; }
+.note { color: #6b7280; font-size: 12px; font-weight: normal; }
+table { border-collapse: collapse; margin: 4px 0 12px; }
+th, td { border: 1px solid #e5e7eb; padding: 4px 10px; text-align: right; font-variant-numeric: tabular-nums; }
+th:first-child, td:first-child { text-align: left; }
+thead th { background: #f3f4f6; }
+tr.differs td { background: #fffbeb; }
+td.saved { color: #047857; font-weight: 600; }
+ul.plain { margin: 4px 0; padding-left: 20px; }
+.chart-box { margin: 12px 0 28px; }
+.facts { color: #374151; margin: 0 0 6px; }
+svg.chart { width: 100%; height: auto; display: block; background: #fff; border: 1px solid #e5e7eb; }
+svg.chart .grid { stroke: #eef0f3; stroke-width: 1; }
+svg.chart .axis { stroke: #9ca3af; stroke-width: 1; }
+svg.chart text { font: 12px system-ui, sans-serif; fill: #4b5563; }
+svg.chart .index { fill: none; stroke: #1f2937; stroke-width: 1.6; }
+svg.chart .liq-guarded-line { fill: none; stroke: #009e73; stroke-width: 2.4; }
+svg.chart .liq-unguarded-line { fill: none; stroke: #d55e00; stroke-width: 2.4; stroke-dasharray: 8 5; }
+svg.chart .band { opacity: .22; }
+.band0 { fill: #e69f00; background: #e69f00; }
+.band1 { fill: #56b4e9; background: #56b4e9; }
+.band2 { fill: #cc79a7; background: #cc79a7; }
+.band3 { fill: #f0e442; background: #f0e442; }
+.band4 { fill: #0072b2; background: #0072b2; }
+.band5 { fill: #999999; background: #999999; }
+svg.chart .act { fill: #0072b2; stroke: #fff; stroke-width: 1.2; }
+svg.chart .act-failed { fill: #c0143c; }
+svg.chart .act-idle { fill: #9ca3af; }
+svg.chart .liq { fill: none; stroke-width: 3; stroke-linecap: round; }
+svg.chart .liq-unguarded { stroke: #d55e00; }
+svg.chart .liq-guarded { stroke: #009e73; }
+svg.chart .empty { font-size: 16px; fill: #9ca3af; }
+ul.legend { list-style: none; margin: 0 0 6px; padding: 0; display: flex; flex-wrap: wrap; gap: 4px 18px; font-size: 13px; }
+ul.legend li { display: flex; align-items: center; gap: 6px; }
+.sw { display: inline-block; width: 26px; height: 0; }
+.sw-index { border-top: 2px solid #1f2937; }
+.sw-guarded { border-top: 3px solid #009e73; }
+.sw-unguarded { border-top: 3px dashed #d55e00; }
+.sw-action { width: 0; height: 0; border-left: 7px solid transparent; border-right: 7px solid transparent; border-top: 9px solid #0072b2; }
+.sw-liq { width: 12px; height: 12px; background: linear-gradient(45deg, transparent 42%, #d55e00 42%, #d55e00 58%, transparent 58%), linear-gradient(-45deg, transparent 42%, #d55e00 42%, #d55e00 58%, transparent 58%); }
+.sw-band { width: 18px; height: 12px; opacity: .45; }
+</style>
+</head>
+<body>
+<h1>riskguard backtest</h1>
+<p class="meta">{{.Period}} ({{.Span}}) · {{.Steps}} steps · {{.Ticks}} ticks per run</p>
+
+<h2>Summary</h2>
+<table class="summary">
+<thead><tr><th></th>{{range .Runs}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr{{if .Differs}} class="differs"{{end}}><td>{{.Label}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
+{{- end}}
+</tbody>
+</table>
+{{- if .Avoided}}
+<h3>Liquidations the guard avoided</h3>
+<ul class="plain">
+{{- range .Avoided}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
+
+<h2>Rules</h2>
+{{- range .RuleTables}}
+<h3>{{.Run}}{{if .Note}} <span class="note">— {{.Note}}</span>{{end}}</h3>
+<table class="rules">
+<thead><tr><th>rule</th><th>firings</th><th>actions</th><th>failed</th><th>notifications</th><th>pending</th><th>firing</th></tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr><td>{{.Rule}}</td><td>{{.Firings}}</td><td>{{.Actions}}</td><td>{{.Failed}}</td><td>{{.Notifications}}</td><td>{{.Pending}}</td><td>{{.Firing}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+{{- end}}
+
+<h2>Positions at the end</h2>
+<table class="positions">
+<thead><tr><th>symbol</th><th>without guard</th><th>with guard</th></tr></thead>
+<tbody>
+{{- range .Positions}}
+<tr><td>{{.Symbol}}</td><td>{{.Unguarded}}</td><td{{if .Saved}} class="saved"{{end}}>{{.Guarded}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+{{- if .Baseline}}
+
+<h2>Decisions that differ from the baseline: {{.DiffCount}}</h2>
+<ul class="plain">
+{{- range .Diffs}}
+<li>{{.}}</li>
+{{- end}}
+{{- if gt .DiffsMore 0}}
+<li>… {{.DiffsMore}} more</li>
+{{- end}}
+</ul>
+{{- end}}
+{{- if .Warnings}}
+
+<h2>Warnings</h2>
+<ul class="plain">
+{{- range .Warnings}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- end}}
+
+<h2>Charts</h2>
+{{- range .Charts}}
+{{template "chart" .}}
+{{- end}}
+</body>
+</html>
+{{define "chart"}}
+<section class="chart-box" id="{{.ID}}-box">
+<h3>{{.Symbol}} <span class="note">index {{.Index}}</span></h3>
+<p class="facts">{{.Facts}}{{if .Dropped}} · {{.Dropped}} markers or spans not drawn (over the cap){{end}}</p>
+<ul class="legend">
+{{- range .Legend}}
+<li><span class="sw {{.Class}}"></span>{{.Label}}</li>
+{{- end}}
+</ul>
+<svg class="chart" id="{{.ID}}" data-symbol="{{.Symbol}}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{.W}} {{.H}}" width="{{.W}}" height="{{.H}}" role="img" aria-label="{{.Symbol}}: index price, liquidation prices, actions and firing spans">
+<title>{{.Symbol}}: index price, liquidation prices with and without the guard, the guard&#39;s actions and firing spans</title>
+<g class="bands">
+{{- range .Bands}}
+<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}"><title>{{.Title}}</title></rect>
+{{- end}}
+</g>
+<g class="y-axis">
+{{- range .YTicks}}
+<line class="grid" x1="{{$.PlotL}}" x2="{{$.PlotR}}" y1="{{.Pos}}" y2="{{.Pos}}"/>
+<text x="{{$.PlotL | minus 8}}" y="{{.Pos}}" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
+{{- end}}
+</g>
+<g class="x-axis">
+{{- range .XTicks}}
+<line class="grid" x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$.PlotT}}" y2="{{$.PlotB}}"/>
+<text x="{{.Pos}}" y="{{$.PlotB | plus 18}}" text-anchor="middle">{{.Label}}</text>
+{{- end}}
+<text x="{{$.PlotL}}" y="{{$.H | minus 6}}">{{.XCaption}}</text>
+</g>
+<rect class="axis" x="{{.PlotL}}" y="{{.PlotT}}" width="{{.PlotW}}" height="{{.PlotH}}" fill="none"/>
+{{- if .Empty}}
+<text class="empty" x="{{.PlotL | plus 20}}" y="{{.PlotT | plus 40}}">no prices to draw</text>
+{{- end}}
+<path class="index" d="{{.IndexPath}}"/>
+<path class="liq-guarded-line" d="{{.LiqGuardedPath}}"/>
+<path class="liq-unguarded-line" d="{{.LiqUnguardedPath}}"/>
+<g class="actions">
+{{- range .Actions}}
+<path class="{{.Class}}" d="{{.Path}}"><title>{{.Title}}</title></path>
+{{- end}}
+</g>
+<g class="liquidations">
+{{- range .Liquidations}}
+<path class="{{.Class}}" d="{{.Path}}"><title>{{.Title}}</title></path>
+{{- end}}
+</g>
+</svg>
+</section>
+{{- end}}
+`

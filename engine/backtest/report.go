@@ -323,16 +323,48 @@ func newChart(r *Result, s *SymbolSeries, n int) chartView {
 		{Class: "sw-guarded", Label: "liquidation price with guard"},
 		{Class: "sw-unguarded", Label: "liquidation price without guard"},
 	}
-	if len(c.Actions) > 0 {
-		c.Legend = append(c.Legend, legendItem{Class: "sw-action", Label: "guard's action (hover for rule and outcome)"})
-	}
-	if len(c.Liquidations) > 0 {
-		c.Legend = append(c.Legend, legendItem{Class: "sw-liq", Label: "liquidation"})
-	}
+	c.Legend = append(c.Legend, markerLegend(s.Markers, liqs)...)
 	for k, rule := range ruleOrder {
 		c.Legend = append(c.Legend, legendItem{Class: "sw-band band" + strconv.Itoa(k%bandClasses), Label: rule + " firing"})
 	}
 	return c
+}
+
+// markerLegend explains the marker kinds the chart shows, in a fixed order.
+func markerLegend(ms []Marker, liqs []chartLiquidation) []legendItem {
+	has := map[string]bool{}
+	for _, m := range ms {
+		switch m.Action {
+		case "cancel_orders", "notify":
+			has[m.Action] = true
+		default:
+			has["settings"] = true
+		}
+		switch markerClass(m) {
+		case "act act-failed":
+			has["failed"] = true
+		case "act act-idle":
+			has["idle"] = true
+		}
+	}
+	for _, l := range liqs {
+		has[l.class] = true
+	}
+	var out []legendItem
+	for _, k := range []legendItem{
+		{"settings", "leverage or margin mode changed"},
+		{"cancel_orders", "orders cancelled"},
+		{"notify", "notification"},
+		{"failed", "action failed"},
+		{"idle", "action not needed or held back"},
+		{"liq-unguarded", "liquidated without guard"},
+		{"liq-guarded", "liquidated with guard"},
+	} {
+		if has[k.Class] {
+			out = append(out, legendItem{Class: "sw-" + k.Class, Label: k.Label})
+		}
+	}
+	return out
 }
 
 // niceStep rounds a raw tick step up to 1, 2 or 5 times a power of ten.
@@ -597,8 +629,13 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 .sw-index { border-top: 2px solid #1f2937; }
 .sw-guarded { border-top: 3px solid #009e73; }
 .sw-unguarded { border-top: 3px dashed #d55e00; }
-.sw-action { width: 0; height: 0; border-left: 7px solid transparent; border-right: 7px solid transparent; border-top: 9px solid #0072b2; }
-.sw-liq { width: 12px; height: 12px; background: linear-gradient(45deg, transparent 42%, #d55e00 42%, #d55e00 58%, transparent 58%), linear-gradient(-45deg, transparent 42%, #d55e00 42%, #d55e00 58%, transparent 58%); }
+.sw-settings { width: 0; height: 0; border-left: 7px solid transparent; border-right: 7px solid transparent; border-top: 9px solid #0072b2; }
+.sw-cancel_orders { width: 10px; height: 10px; background: #0072b2; }
+.sw-notify { width: 9px; height: 9px; background: #0072b2; transform: rotate(45deg); margin: 0 2px; }
+.sw-failed { width: 10px; height: 10px; border-radius: 50%; background: #c0143c; }
+.sw-idle { width: 10px; height: 10px; border-radius: 50%; background: #9ca3af; }
+.sw-liq-unguarded, .sw-liq-guarded { width: 12px; height: 12px; --c: #d55e00; background: linear-gradient(45deg, transparent 40%, var(--c) 40%, var(--c) 60%, transparent 60%), linear-gradient(-45deg, transparent 40%, var(--c) 40%, var(--c) 60%, transparent 60%); }
+.sw-liq-guarded { --c: #009e73; }
 .sw-band { width: 18px; height: 12px; opacity: .45; }
 </style>
 </head>
@@ -677,7 +714,7 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 {{define "chart"}}
 <section class="chart-box" id="{{.ID}}-box">
 <h3>{{.Symbol}} <span class="note">index {{.Index}}</span></h3>
-<p class="facts">{{.Facts}}{{if .Dropped}} · {{.Dropped}} markers or spans not drawn (over the cap){{end}}</p>
+<p class="facts">{{.Facts}}{{if .Actions}} · hover a marker or band for its rule and outcome{{end}}{{if .Dropped}} · {{.Dropped}} markers or spans not drawn (over the cap){{end}}</p>
 <ul class="legend">
 {{- range .Legend}}
 <li><span class="sw {{.Class}}"></span>{{.Label}}</li>

@@ -24,9 +24,14 @@ type CSVReader struct {
 	c    io.Closer
 	line int
 
-	next    *csvRow // read ahead: the first row of the next step
+	next    csvRow // read ahead: the first row of the next step
+	hasNext bool
 	started bool
 	last    time.Time
+	// The last time field as written and as parsed: the rows of one step
+	// repeat it, so it is parsed once per step.
+	lastText string
+	lastAt   time.Time
 }
 
 type csvRow struct {
@@ -68,14 +73,14 @@ func (c *CSVReader) Close() error {
 // Next returns the prices of the next time.
 func (c *CSVReader) Next() (Step, error) {
 	first := c.next
-	c.next = nil
-	if first == nil {
+	if !c.hasNext {
 		r, err := c.row()
 		if err != nil {
 			return Step{}, err
 		}
 		first = r
 	}
+	c.hasNext = false
 	st := Step{Time: first.at, Prices: map[string]decimal.Decimal{first.name: first.price}}
 	for {
 		r, err := c.row()
@@ -86,7 +91,7 @@ func (c *CSVReader) Next() (Step, error) {
 			return Step{}, err
 		}
 		if !r.at.Equal(st.Time) {
-			c.next = r
+			c.next, c.hasNext = r, true
 			return st, nil
 		}
 		st.Prices[r.name] = r.price
@@ -94,23 +99,28 @@ func (c *CSVReader) Next() (Step, error) {
 }
 
 // row reads and checks one data row.
-func (c *CSVReader) row() (*csvRow, error) {
+func (c *CSVReader) row() (csvRow, error) {
 	for {
 		rec, err := c.r.Read()
 		if errors.Is(err, io.EOF) {
-			return nil, io.EOF
+			return csvRow{}, io.EOF
 		}
 		line, _ := c.r.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
-				return nil, fmt.Errorf("%s:%d: %w", c.name, pe.Line, pe.Err)
+				return csvRow{}, fmt.Errorf("%s:%d: %w", c.name, pe.Line, pe.Err)
 			}
-			return nil, fmt.Errorf("%s: %w", c.name, err)
+			return csvRow{}, fmt.Errorf("%s: %w", c.name, err)
 		}
 		header := !c.started
 		c.started = true
-		at, terr := parseTime(rec[0])
+		at, terr := c.lastAt, error(nil)
+		if rec[0] != c.lastText || c.lastText == "" {
+			if at, terr = parseTime(rec[0]); terr == nil {
+				c.lastText, c.lastAt = rec[0], at
+			}
+		}
 		name := strings.TrimSpace(rec[1])
 		price, perr := decimal.NewFromString(strings.TrimSpace(rec[2]))
 		if header && terr != nil && perr != nil {
@@ -118,27 +128,31 @@ func (c *CSVReader) row() (*csvRow, error) {
 		}
 		switch {
 		case terr != nil:
-			return nil, fmt.Errorf("%s:%d: %w", c.name, line, terr)
+			return csvRow{}, fmt.Errorf("%s:%d: %w", c.name, line, terr)
 		case name == "":
-			return nil, fmt.Errorf("%s:%d: the symbol or index name is empty", c.name, line)
+			return csvRow{}, fmt.Errorf("%s:%d: the symbol or index name is empty", c.name, line)
 		case perr != nil:
-			return nil, fmt.Errorf("%s:%d: price %q is not a decimal number", c.name, line, rec[2])
+			return csvRow{}, fmt.Errorf("%s:%d: price %q is not a decimal number", c.name, line, rec[2])
 		case !price.IsPositive():
-			return nil, fmt.Errorf("%s:%d: price %s must be positive", c.name, line, price)
+			return csvRow{}, fmt.Errorf("%s:%d: price %s must be positive", c.name, line, price)
 		case at.Before(c.last):
-			return nil, fmt.Errorf("%s:%d: time %s is before the previous row's %s: rows must be in time order",
+			return csvRow{}, fmt.Errorf("%s:%d: time %s is before the previous row's %s: rows must be in time order",
 				c.name, line, at.Format(time.RFC3339Nano), c.last.Format(time.RFC3339Nano))
 		}
 		c.last = at
-		return &csvRow{at: at, name: name, price: price, line: line}, nil
+		return csvRow{at: at, name: name, price: price, line: line}, nil
 	}
 }
 
 // parseTime reads RFC 3339 or Unix milliseconds, in UTC.
 func parseTime(s string) (time.Time, error) {
 	s = strings.TrimSpace(s)
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.UnixMilli(ms).UTC(), nil
+	// RFC 3339 has a '-' after its first digits: only the rest can be
+	// milliseconds (ParseInt's error would allocate on every row).
+	if !strings.Contains(strings.TrimPrefix(s, "-"), "-") {
+		if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return time.UnixMilli(ms).UTC(), nil
+		}
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {

@@ -81,3 +81,24 @@ func TestCSVErrors(t *testing.T) {
 		})
 	}
 }
+
+// The time field is parsed once per distinct text: the same instant
+// written as RFC 3339 and as milliseconds is still one step, and a time
+// that repeats after another is parsed again.
+func TestCSVTimeTexts(t *testing.T) {
+	t.Parallel()
+	data := "2026-03-02T09:00:00Z,SOL,150\n1772442000000,ETH,3000\n2026-03-02T09:00:00+00:00,BTC,65000\n" +
+		"1772442060000,SOL,151\n-1000,SOL,1\n"
+	c := backtest.NewCSVReader("p.csv", strings.NewReader(data))
+	st, err := c.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC); !st.Time.Equal(want) || len(st.Prices) != 3 {
+		t.Errorf("first step at %s with %v, want %s with 3 prices", st.Time, st.Prices, want)
+	}
+	// Milliseconds before the epoch are before the previous row.
+	if _, err := c.Next(); err == nil || !strings.Contains(err.Error(), "p.csv:5: time 1969-12-31T23:59:59Z is before") {
+		t.Errorf("err = %v, want the time order error of line 5", err)
+	}
+}

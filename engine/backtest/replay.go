@@ -139,6 +139,7 @@ type replay struct {
 	seriesBy                     map[string]*SymbolSeries
 	sample                       int // ticks until the next sample
 	stride                       int // ticks between two samples
+	stepPrices                   map[string]decimal.Decimal
 }
 
 // clock is the simulated time every exchange and engine of a backtest reads.
@@ -192,7 +193,7 @@ func (r *replay) step(ctx context.Context, st Step) (bool, error) {
 			return false, fmt.Errorf("backtest: step at %s is before the previous one at %s", st.Time.Format(time.RFC3339Nano), r.last.Format(time.RFC3339Nano))
 		}
 	}
-	prices := r.resolve(st.Prices)
+	prices := r.resolveStep(st.Prices)
 	if st.Positions != nil {
 		r.trade(st.Positions, prices)
 	}
@@ -303,6 +304,22 @@ func (r *replay) fixIndexes(sc *sim.Scenario) *sim.Scenario {
 // also moves the base the exchange liquidates on.
 func (r *replay) resolve(prices map[string]decimal.Decimal) map[string]decimal.Decimal {
 	out := make(map[string]decimal.Decimal, len(prices))
+	r.resolveInto(out, prices)
+	return out
+}
+
+// resolveStep is resolve into a map reused by every step: the exchanges
+// copy the prices they are given.
+func (r *replay) resolveStep(prices map[string]decimal.Decimal) map[string]decimal.Decimal {
+	if r.stepPrices == nil {
+		r.stepPrices = make(map[string]decimal.Decimal, len(prices))
+	}
+	clear(r.stepPrices)
+	r.resolveInto(r.stepPrices, prices)
+	return r.stepPrices
+}
+
+func (r *replay) resolveInto(out, prices map[string]decimal.Decimal) {
 	for n, p := range prices {
 		if ix, ok := r.index[n]; ok {
 			out[ix] = p
@@ -313,7 +330,6 @@ func (r *replay) resolve(prices map[string]decimal.Decimal) map[string]decimal.D
 			out[base] = p
 		}
 	}
-	return out
 }
 
 // trade applies the trader's own changes seen in recorded positions: a

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for a short budget each (FUZZTIME, default 10s),
+# from the repository root:
+#   scripts/fuzz.sh                 # all targets
+#   FUZZTIME=2m scripts/fuzz.sh     # longer
+#   scripts/fuzz.sh FuzzLoadConfig  # the targets named
+# Seed corpora live in each package's testdata/fuzz/<Target>/; a crash the
+# fuzzer finds is written there too: fix it and commit the file as the
+# regression test. Each target also pays a few seconds of instrumented build
+# and start-up on top of its budget.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${FUZZTIME:-10s}
+targets=(
+	"./exchange FuzzDecodeEnvelope"
+	"./exchange FuzzDecodePosition"
+	"./exchange FuzzCanonicalText"
+	"./rules FuzzParse"
+	"./rules FuzzCompileExpr"
+	"./rules FuzzFastVsVM"
+	"./notify FuzzParseConfig"
+	"./cmd/riskguard FuzzLoadConfig"
+)
+start=$SECONDS
+for t in "${targets[@]}"; do
+	read -r pkg name <<<"$t"
+	if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then
+		continue
+	fi
+	echo "== $pkg $name ($fuzztime)"
+	go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1 | tail -n 3
+done
+echo "== fuzzing took $((SECONDS - start))s"

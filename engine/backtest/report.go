@@ -15,7 +15,8 @@ import (
 )
 
 // WriteReport writes the result as one self-contained HTML page: the
-// summary tables and, per symbol, an inline SVG chart of the index price,
+// summary tables and, per symbol (those where the guard acted or a position
+// was liquidated first), an inline SVG chart of the index price,
 // the liquidation prices with and without the guard, the guard's actions,
 // its firing spans and the liquidations. The page loads nothing — no
 // script, font or image from elsewhere — so it reads offline. It is a pure
@@ -193,7 +194,26 @@ func newReportView(r *Result) *reportView {
 	for i := range r.Symbols {
 		v.Charts = append(v.Charts, newChart(r, &r.Symbols[i], i))
 	}
+	// The charts where something happened come first: they are what the
+	// reader opened the report for.
+	slices.SortStableFunc(v.Charts, func(a, b chartView) int {
+		return cmpBool(b.eventful(), a.eventful())
+	})
 	return v
+}
+
+func (c *chartView) eventful() bool {
+	return len(c.Actions) > 0 || len(c.Liquidations) > 0 || len(c.Bands) > 0
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }

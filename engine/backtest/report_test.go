@@ -225,7 +225,8 @@ func TestWriteReportCharts(t *testing.T) {
 	if len(svgs) != 2 {
 		t.Fatalf("%d charts, want one per symbol (2)", len(svgs))
 	}
-	for i, sym := range []string{"XETH", "XSOL"} {
+	// XSOL, where things happened, comes first.
+	for i, sym := range []string{"XSOL", "XETH"} {
 		if got := svgs[i].Attr["data-symbol"]; got != sym {
 			t.Errorf("chart %d is of %q, want %q", i, got, sym)
 		}
@@ -251,11 +252,11 @@ func TestWriteReportCharts(t *testing.T) {
 		}
 	}
 	// The range 139.84 … 151, padded and rounded out to whole steps.
-	if got := strings.Join(labels(svgs[1], "y-axis"), " "); got != "135 140 145 150 155" {
+	if got := strings.Join(labels(svgs[0], "y-axis"), " "); got != "135 140 145 150 155" {
 		t.Errorf("XSOL price labels %q", got)
 	}
 
-	xsol := svgs[1]
+	xsol, xeth := svgs[0], svgs[1]
 	// The unguarded liquidation price stops where the position was gone.
 	if d := byClass(xsol, "liq-unguarded-line")[0].Attr["d"]; strings.Count(d, "M") != 1 {
 		t.Errorf("unguarded liquidation line %q: want one stretch", d)
@@ -282,7 +283,7 @@ func TestWriteReportCharts(t *testing.T) {
 	if len(bands) == 2 && bands[0].Attr["class"] == bands[1].Attr["class"] {
 		t.Errorf("both rules' bands are %q", bands[0].Attr["class"])
 	}
-	if len(byClass(svgs[0], "act")) != 0 || len(byClass(svgs[0], "band")) != 0 {
+	if len(byClass(xeth, "act")) != 0 || len(byClass(xeth, "band")) != 0 {
 		t.Errorf("XETH has markers or bands it never had")
 	}
 }

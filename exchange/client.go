@@ -349,6 +349,7 @@ func (c *Client) do(ctx context.Context, cl call, v any) error {
 		}
 	}
 	start := c.now()
+	remeasured := false
 	for attempt := 1; ; attempt++ {
 		if err := c.waitTurn(ctx); err != nil {
 			return err
@@ -359,6 +360,14 @@ func (c *Client) do(ctx context.Context, cl call, v any) error {
 		}
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if !o.retry && o.status == http.StatusUnauthorized && !remeasured && !strings.HasPrefix(cl.path, marketPrefix) {
+			// A clock that jumped since the last measurement makes every
+			// signed call fail until the next one is due: measure now.
+			remeasured = true
+			if c.remeasure(ctx) {
+				continue
+			}
 		}
 		if !o.retry {
 			return o.err
@@ -527,6 +536,46 @@ func (c *Client) ensureClock(ctx context.Context) error {
 	c.syncDue = c.now().Add(wait)
 	c.log.Warn("exchange clock refresh failed, keeping the previous offset", "offset", c.offset, "err", err)
 	return nil
+}
+
+// remeasureAfterRefusal is how old the clock offset must be before a
+// refused (401) signed call measures it again: a wrong secret then costs at
+// most one timestamp call this often, not a storm.
+const remeasureAfterRefusal = 5 * time.Second
+
+// remeasureMinShift is how far the offset must have moved for the refused
+// call to be tried again at once.
+const remeasureMinShift = 500 * time.Millisecond
+
+// remeasure measures the clock offset again after the exchange refused a
+// signed call, unless it was measured within remeasureAfterRefusal. It
+// reports whether the offset moved enough that the call is worth another
+// attempt.
+func (c *Client) remeasure(ctx context.Context) bool {
+	c.mu.Lock()
+	recent := c.synced && c.now().Sub(c.syncedAt) < remeasureAfterRefusal
+	prev := c.offset
+	c.mu.Unlock()
+	if recent {
+		return false
+	}
+	select {
+	case c.syncSem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-c.syncSem }()
+	if err := c.SyncClock(ctx); err != nil {
+		c.log.Warn("exchange clock measurement after a refused call failed", "err", err)
+		return false
+	}
+	moved := c.ClockOffset() - prev
+	if moved.Abs() < remeasureMinShift {
+		return false
+	}
+	c.log.Warn("the exchange refused a signed call and its clock had moved against ours; offset measured again",
+		"offset", c.ClockOffset(), "moved", moved)
+	return true
 }
 
 func (c *Client) clockDue() bool {

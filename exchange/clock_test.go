@@ -77,7 +77,8 @@ func TestClockOffsetSignsValidRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw.synced = true // pretend measured, offset zero
+	raw.synced = true // pretend measured just now, offset zero
+	raw.syncedAt = behind()
 	if _, err := raw.Positions(context.Background()); err == nil || !strings.Contains(err.Error(), "TIMESTAMP_EXPIRED") {
 		t.Errorf("unsynchronised client: error = %v, want TIMESTAMP_EXPIRED", err)
 	}

@@ -571,12 +571,12 @@ func TestFaultServerClockOff(t *testing.T) {
 	t.Run("jump while running", func(t *testing.T) {
 		t.Parallel()
 		g := newGuardEnv(t, "", nearLiqXBTC)
-		env := campaignEnv(g.url)
-		env["RISKGUARD_EXCHANGE_CLOCK_SYNC"] = "1s"
-		d := g.start(env)
+		// The default clock_sync (10m): a refused call measures again.
+		d := g.start(campaignEnv(g.url))
 		waitFor(t, "ticks", 10*time.Second, func() bool { return len(g.ex.Calls()) > 6 })
 		g.ex.SetClockOffset(-5 * time.Minute)
-		// Refused while the old offset is used, then accepted again.
+		// Refused while the offset is too fresh to measure again (5s),
+		// then measured and accepted.
 		waitFor(t, "a refused timestamp", 10*time.Second, func() bool {
 			return strings.Contains(strings.Join(g.tickErrors(), "\n"), "TIMESTAMP_EXPIRED")
 		})
@@ -588,6 +588,9 @@ func TestFaultServerClockOff(t *testing.T) {
 		d.running(t)
 		if code := d.stop(t); code != 0 {
 			t.Errorf("exit %d, want 0", code)
+		}
+		if !strings.Contains(d.logs.String(), "its clock had moved against ours; offset measured again") {
+			t.Error("the log does not say the clock was measured again")
 		}
 	})
 }

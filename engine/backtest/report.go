@@ -47,6 +47,9 @@ const (
 	maxYTicks   = 8
 	maxXTicks   = 9
 	bandClasses = 6 // band0 … band5 in the style sheet
+	maxLanes    = 8 // firing lanes at the top of the plot; more rules share
+	laneH       = 7
+	denseMarks  = 60 // above this many markers they are drawn smaller
 )
 
 // reportView is everything the template prints, formatted: the template
@@ -108,8 +111,10 @@ type axisTick struct {
 	Label string
 }
 
+// bandView is a firing span: a faint band over the plot's height and a
+// strip in the rule's own lane at the top, so overlapping rules stay apart.
 type bandView struct {
-	X, Y, W, H, Class, Title string
+	X, Y, W, H, LaneY, LaneH, Class, Title string
 }
 
 type markView struct {
@@ -272,8 +277,17 @@ func newChart(r *Result, s *SymbolSeries, n int) chartView {
 		c.Empty = true
 		lo, hi = 0, 1
 	}
+	// Headroom for the firing lanes above the prices.
+	var ruleOrder []string
+	for _, sp := range s.Spans {
+		if !slices.Contains(ruleOrder, sp.Rule) {
+			ruleOrder = append(ruleOrder, sp.Rule)
+		}
+	}
+	lanesPx := float64(min(len(ruleOrder), maxLanes)*laneH + 2)
 	if pad := (hi - lo) * 0.04; pad > 0 {
 		lo, hi = lo-pad, hi+pad
+		hi += (hi - lo) * lanesPx / float64(plotB-plotT-lanesPx)
 	} else {
 		pad = math.Max(math.Abs(lo)*0.01, 1e-9)
 		lo, hi = lo-pad, hi+pad
@@ -303,17 +317,15 @@ func newChart(r *Result, s *SymbolSeries, n int) chartView {
 		c.LiqUnguardedPath = stepPath(s.Points, func(p Point) float64 { return p.LiquidationUnguarded }, xOf, yOf)
 	}
 
-	// Firing spans: one colour per rule, in order of first appearance.
-	var ruleOrder []string
+	// Firing spans: one colour and lane per rule, in order of first
+	// appearance.
 	for _, sp := range s.Spans {
 		k := slices.Index(ruleOrder, sp.Rule)
-		if k < 0 {
-			k = len(ruleOrder)
-			ruleOrder = append(ruleOrder, sp.Rule)
-		}
 		x0, x1 := xOf(sp.Start), xOf(sp.End)
+		lane := float64(plotT + 1 + (k%maxLanes)*laneH)
 		c.Bands = append(c.Bands, bandView{
 			X: coord(x0), Y: coord(plotT), W: coord(math.Max(x1-x0, 1.5)), H: coord(plotB - plotT),
+			LaneY: coord(lane), LaneH: coord(laneH - 1),
 			Class: "band band" + strconv.Itoa(k%bandClasses),
 			Title: fmt.Sprintf("%s firing %s → %s (%s)", sp.Rule, fmtTime(sp.Start), fmtTime(sp.End), sp.End.Sub(sp.Start)),
 		})
@@ -326,7 +338,7 @@ func newChart(r *Result, s *SymbolSeries, n int) chartView {
 			y = yOf(p)
 		}
 		c.Actions = append(c.Actions, markView{X: coord(x), Y: coord(y), Class: markerClass(m), Title: markerTitle(s.Symbol, m),
-			Path: markerPath(m.Action, x, y)})
+			Path: markerPath(m.Action, x, y, len(s.Markers) > denseMarks)})
 	}
 	for _, l := range liqs {
 		x, y := xOf(l.t), yOf(l.price)
@@ -544,8 +556,11 @@ func markerTitle(symbol string, m Marker) string {
 
 // markerPath shapes a marker by its action: a triangle pointing down for a
 // settings change, a square for cancelled orders, a diamond for a notice.
-func markerPath(action string, x, y float64) string {
-	const d = 7
+func markerPath(action string, x, y float64, dense bool) string {
+	d := 7.0
+	if dense {
+		d = 4
+	}
 	switch {
 	case action == "cancel_orders":
 		return fmt.Sprintf("M%s %sh%sv%sh-%sz", coord(x-d+1), coord(y-d+1), coord(2*d-2), coord(2*d-2), coord(2*d-2))
@@ -629,14 +644,15 @@ svg.chart text { font: 12px system-ui, sans-serif; fill: #4b5563; }
 svg.chart .index { fill: none; stroke: #1f2937; stroke-width: 1.6; }
 svg.chart .liq-guarded-line { fill: none; stroke: #009e73; stroke-width: 2.4; }
 svg.chart .liq-unguarded-line { fill: none; stroke: #d55e00; stroke-width: 2.4; stroke-dasharray: 8 5; }
-svg.chart .band { opacity: .22; }
+svg.chart .band-fill { opacity: .14; }
+svg.chart .band-lane { opacity: .9; }
 .band0 { fill: #e69f00; background: #e69f00; }
 .band1 { fill: #56b4e9; background: #56b4e9; }
 .band2 { fill: #cc79a7; background: #cc79a7; }
 .band3 { fill: #f0e442; background: #f0e442; }
 .band4 { fill: #0072b2; background: #0072b2; }
 .band5 { fill: #999999; background: #999999; }
-svg.chart .act { fill: #0072b2; stroke: #fff; stroke-width: 1.2; }
+svg.chart .act { fill: #0072b2; stroke: #fff; stroke-width: .8; }
 svg.chart .act-failed { fill: #c0143c; }
 svg.chart .act-idle { fill: #9ca3af; }
 svg.chart .liq { fill: none; stroke-width: 3; stroke-linecap: round; }
@@ -744,7 +760,7 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 <title>{{.Symbol}}: index price, liquidation prices with and without the guard, the guard&#39;s actions and firing spans</title>
 <g class="bands">
 {{- range .Bands}}
-<rect class="{{.Class}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}"><title>{{.Title}}</title></rect>
+<g class="{{.Class}}"><title>{{.Title}}</title><rect class="band-fill" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}"/><rect class="band-lane" x="{{.X}}" y="{{.LaneY}}" width="{{.W}}" height="{{.LaneH}}"/></g>
 {{- end}}
 </g>
 <g class="y-axis">

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -695,5 +696,29 @@ func BenchmarkEvalTypical(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Rules read from a file take the same native path as rules compiled by
+// hand: every rule of the example file and every leverage target.
+func TestParsedRulesUseFastPath(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../rules.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := Parse("rules.example.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range set.Rules {
+		if r.fast == nil {
+			t.Errorf("rule %q runs on the VM after Parse", r.Name)
+		}
+		for _, a := range r.Actions {
+			if a.Kind == LowerLeverage && a.fast == nil {
+				t.Errorf("rule %q: leverage target runs on the VM after Parse", r.Name)
+			}
+		}
 	}
 }

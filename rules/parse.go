@@ -385,12 +385,11 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 	} else if prog, err := compileExpr(r.When, exprBool); err != nil {
 		p.exprError(whenNode, "when", err)
 	} else {
-		r.program = prog
+		r.setProgram(prog)
 	}
 	if len(p.errs) > nerr {
 		return nil, r.Name, nameNode
 	}
-	r.pool = newEvaluatorPool()
 	return r, r.Name, nameNode
 }
 
@@ -466,7 +465,8 @@ func (p *parser) actions(n *yaml.Node) []Action {
 				p.exprError(levNode, "leverage", err)
 				break
 			}
-			a.Leverage, a.program = src, prog
+			a.Leverage = src
+			a.setProgram(prog)
 		case levNode != nil:
 			p.errorf(levNode, "leverage: only the lower_leverage action takes a leverage")
 		}

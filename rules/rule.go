@@ -126,8 +126,8 @@ func (r *Rule) AppliesTo(symbol string) bool {
 }
 
 // Compile compiles the rule's expressions against Env: When must be boolean
-// and every action parameter a number. Parse calls it; call it on a Rule
-// built by hand.
+// and every action parameter a number. Parse compiles the rules it reads;
+// call Compile on a Rule built by hand.
 func (r *Rule) Compile() error {
 	p, err := compileExpr(r.When, exprBool)
 	if err != nil {
@@ -142,13 +142,24 @@ func (r *Rule) Compile() error {
 		if err != nil {
 			return fmt.Errorf("rule %q: %s leverage: %w", r.Name, a.Kind, err)
 		}
-		a.program = ap
-		a.fast = compileFastNumber(ap.Node())
+		a.setProgram(ap)
 	}
+	r.setProgram(p)
+	return nil
+}
+
+// setProgram installs the compiled condition with its native fast path and
+// the evaluator pool; Parse and Compile both go through it.
+func (r *Rule) setProgram(p *vm.Program) {
 	r.program = p
 	r.fast = compileFastBool(p.Node())
 	r.pool = newEvaluatorPool()
-	return nil
+}
+
+// setProgram installs the compiled leverage expression with its fast path.
+func (a *Action) setProgram(p *vm.Program) {
+	a.program = p
+	a.fast = compileFastNumber(p.Node())
 }
 
 func newEvaluatorPool() *sync.Pool {

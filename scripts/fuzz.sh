@@ -15,6 +15,7 @@ targets=(
 	"./exchange FuzzDecodeEnvelope"
 	"./exchange FuzzDecodePosition"
 	"./exchange FuzzCanonicalText"
+	"./exchange/sim FuzzRiskLevel"
 	"./rules FuzzParse"
 	"./rules FuzzCompileExpr"
 	"./rules FuzzFastVsVM"

@@ -649,8 +649,23 @@ func (p *parser) snippet(line, col int) string {
 	if strings.TrimSpace(text) == "" {
 		return ""
 	}
-	text = strings.ReplaceAll(text, "\t", " ")
+	text = redactSecretValue(strings.ReplaceAll(text, "\t", " "))
 	return "    " + text + "\n    " + strings.Repeat(" ", max(col-1, 0)) + "^"
+}
+
+// secretKeyRE finds a key whose value is a secret (a key, secret, token,
+// password or webhook URL written in the file, not the name of a variable or
+// file holding one), in block or flow style.
+var secretKeyRE = regexp.MustCompile(`(?i)\b[a-z0-9_]*(?:secret|token|password|api_key|webhook_url|authorization)["']?\s*:`)
+
+// redactSecretValue hides everything after the first secret key of a source
+// line quoted in an error, so a broken file never prints a credential.
+func redactSecretValue(line string) string {
+	loc := secretKeyRE.FindStringIndex(line)
+	if loc == nil || strings.TrimSpace(line[loc[1]:]) == "" {
+		return line
+	}
+	return line[:loc[1]] + " <redacted>"
 }
 
 // friendlyExprMessage rewords expr's messages about unknown names in terms

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -59,6 +60,19 @@ func (m *Main) runCheck(_ context.Context, args []string) error {
 	return nil
 }
 
+// notifyWarnings are the notify section's warnings, plus one when the
+// file holding a secret written in it is readable by other users.
+func notifyWarnings(path string, ncfg *notify.Config) []string {
+	out := append([]string(nil), ncfg.Warnings...)
+	if len(ncfg.Warnings) == 0 {
+		return out
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		out = append(out, fmt.Sprintf("%s holds notification secrets but is readable by other users (mode %04o): chmod 600 it", path, fi.Mode().Perm()))
+	}
+	return out
+}
+
 // checkNotify validates the notify section, every rule's message template,
 // and the channels that notify actions name.
 func checkNotify(cfg *config, getenv func(string) string) []error {
@@ -71,7 +85,7 @@ func checkNotify(cfg *config, getenv func(string) string) []error {
 			for _, n := range ncfg.ChannelNames() {
 				channels[n] = true
 			}
-			cfg.Warnings = append(cfg.Warnings, ncfg.Warnings...)
+			cfg.Warnings = append(cfg.Warnings, notifyWarnings(cfg.Path, ncfg)...)
 		}
 	}
 	for _, r := range cfg.Rules.Rules {

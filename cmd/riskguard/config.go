@@ -335,10 +335,30 @@ func (l *loader) str(k configKey, def string) string {
 	}
 	s, isStr := v.(string)
 	if !isStr {
-		l.bad(k, env, "expected a string, got %v", v)
+		// The kind only: the value may be a mistyped secret.
+		l.bad(k, env, "expected a string, got %s", kindOf(v))
 		return def
 	}
 	return s
+}
+
+// kindOf names the YAML kind of a decoded value, for errors that must not
+// echo the value itself.
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nothing"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	case bool:
+		return "a boolean"
+	case int, int64, uint64, float64:
+		return "a number"
+	default:
+		return fmt.Sprintf("a %T", v)
+	}
 }
 
 func (l *loader) duration(k configKey, def time.Duration) time.Duration {

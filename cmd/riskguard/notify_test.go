@@ -138,3 +138,25 @@ func TestNotifyTestCommand(t *testing.T) {
 		t.Errorf("notify without test: exit %d, want 2", code)
 	}
 }
+
+// check warns when a notification secret is written in a file others can
+// read, as it does for the exchange's credentials.
+func TestCheckWarnsReadableNotifySecret(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule+"notify:\n  channels:\n    team: {type: slack, webhook_url: https://hooks.example/T/B/X}\n")
+	if err := os.Chmod(g.config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr lockedBuffer
+	m := &Main{Stdout: &stdout, Stderr: &stderr, Getenv: g.env}
+	if err := m.Run(t.Context(), []string{"check", "--config", g.config}); err != nil {
+		t.Fatalf("check: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "holds notification secrets but is readable by other users (mode 0644)") {
+		t.Errorf("no readable-file warning:\n%s", out)
+	}
+	if strings.Contains(out+stderr.String(), "hooks.example/T/B/X") {
+		t.Error("check printed the webhook URL")
+	}
+}

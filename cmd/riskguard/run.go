@@ -67,7 +67,7 @@ func newNotifier(cfg *config, getenv func(string) string, logger *slog.Logger, r
 	if len(errs) > 0 {
 		return nil, nil, fmt.Errorf("%s: %w", cfg.Path, errors.Join(errs...))
 	}
-	for _, w := range ncfg.Warnings {
+	for _, w := range notifyWarnings(cfg.Path, ncfg) {
 		logger.Warn(w)
 	}
 	d, err := notify.NewDispatcher(ncfg, notify.WithLogger(logger))

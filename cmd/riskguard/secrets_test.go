@@ -329,7 +329,6 @@ func TestMetricsListenLoopbackByDefault(t *testing.T) {
 // line that holds it.
 func TestConfigErrorsHideSecrets(t *testing.T) {
 	t.Parallel()
-	t.Skip("known leak, reported: the YAML syntax error quotes its source line and a non-string api_secret is echoed; remove this skip with the fix")
 	dir := t.TempDir()
 	for i, body := range []string{
 		"exchange:\n  base_url: https://api.example.com\n  api_secret: \"" + markedSecret + "\nrules: []\n",

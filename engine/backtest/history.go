@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -24,7 +25,7 @@ type HistoryClient interface {
 	IndexHistory(ctx context.Context, name string, q url.Values) ([][]decimal.Decimal, error)
 }
 
-// HistoryOptions configure FetchHistory.
+// HistoryOptions configure FetchHistory and FetchBars.
 type HistoryOptions struct {
 	// CacheDir holds one file per index and time range; a range fetched
 	// once is read from there. Required.
@@ -32,9 +33,13 @@ type HistoryOptions struct {
 	// PageSize is the limit of one request; default 5000 (the most the
 	// exchange serves).
 	PageSize int
-	// Progress, when set, is called after each page with the index, the
-	// samples fetched so far and the time reached.
-	Progress func(index string, samples int, reached time.Time)
+	// Progress, when set, is called after each page with the index (for
+	// bars, the symbol), the rows (samples or bars) fetched so far and the
+	// time of the last one.
+	Progress func(name string, rows int, reached time.Time)
+	// BarPrices is what FetchBars makes of a bar: BarClose (the default)
+	// or BarOHLC.
+	BarPrices BarPrices
 }
 
 // maxPages bounds the pages of one index's fetch.
@@ -44,20 +49,64 @@ const maxPages = 1_000_000
 // by page, or from the cache) and returns a source that merges them by
 // time. Close it when done.
 func FetchHistory(ctx context.Context, c HistoryClient, names []string, from, to time.Time, opt HistoryOptions) (*HistorySource, error) {
+	list := make([]series, 0, len(names))
+	for _, n := range names {
+		list = append(list, series{
+			name:   n,
+			label:  n,
+			what:   "fetch history " + n,
+			key:    n,
+			stride: 1,
+			page: func(ctx context.Context, q url.Values) ([][]decimal.Decimal, error) {
+				return c.IndexHistory(ctx, n, q)
+			},
+			decode: decodeSample,
+		})
+	}
+	return openSeries(ctx, "fetch history", list, from, to, opt)
+}
+
+// decodeSample reads an index history row: [time ms, price].
+func decodeSample(row []decimal.Decimal, dst []sample) ([]sample, error) {
+	if len(row) < 2 {
+		return dst, fmt.Errorf("a sample has %d fields, want 2", len(row))
+	}
+	return append(dst, sample{ms: row[0].IntPart(), price: row[1]}), nil
+}
+
+// series is one paged history: how a page is fetched, where it is cached
+// and what a row means. FetchHistory and FetchBars differ only in these.
+type series struct {
+	name  string // the index its samples price
+	label string // given to Progress: the index, or the symbol of bars
+	what  string // the context of its errors
+	key   string // names the cache file, with the range
+	// stride is added to the last row's time to ask for the next page: 1 ms
+	// for samples; a bar's period for bars, as a from inside a bar is
+	// answered from that bar on.
+	stride int64
+	page   func(ctx context.Context, q url.Values) ([][]decimal.Decimal, error)
+	// decode appends the samples of a row, whose first field is its time,
+	// to dst, in time order and at or after that time.
+	decode func(row []decimal.Decimal, dst []sample) ([]sample, error)
+}
+
+// openSeries fetches what the cache lacks and opens each series' cache file.
+func openSeries(ctx context.Context, what string, list []series, from, to time.Time, opt HistoryOptions) (*HistorySource, error) {
 	if opt.CacheDir == "" {
-		return nil, errors.New("fetch history: a cache directory is required")
+		return nil, fmt.Errorf("%s: a cache directory is required", what)
 	}
 	if opt.PageSize <= 0 {
 		opt.PageSize = 5000
 	}
 	if err := os.MkdirAll(opt.CacheDir, 0o700); err != nil {
-		return nil, fmt.Errorf("fetch history: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	hs := &HistorySource{}
-	for _, n := range names {
-		path := cachePath(opt.CacheDir, n, from, to)
+	for _, s := range list {
+		path := cachePath(opt.CacheDir, s.key, from, to)
 		if _, err := os.Stat(path); err != nil {
-			if err := fetchIndex(ctx, c, n, from, to, path, opt); err != nil {
+			if err := fetchSeries(ctx, s, from, to, path, opt); err != nil {
 				hs.Close()
 				return nil, err
 			}
@@ -65,32 +114,32 @@ func FetchHistory(ctx context.Context, c HistoryClient, names []string, from, to
 		f, err := os.Open(path)
 		if err != nil {
 			hs.Close()
-			return nil, fmt.Errorf("fetch history: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		hs.files = append(hs.files, &historyFile{name: n, path: path, f: f, br: bufio.NewReader(f)})
+		hs.files = append(hs.files, &historyFile{name: s.name, path: path, f: f, br: bufio.NewReader(f)})
 	}
 	return hs, nil
 }
 
-// cachePath names the cache file of an index and range: readable, and
-// unique whatever characters the name holds.
-func cachePath(dir, name string, from, to time.Time) string {
-	sum := sha256.Sum256([]byte(name))
+// cachePath names the cache file of a series and range: readable, and
+// unique whatever characters the key holds.
+func cachePath(dir, key string, from, to time.Time) string {
+	sum := sha256.Sum256([]byte(key))
 	safe := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
 			return r
 		}
 		return '_'
-	}, name)
+	}, key)
 	return filepath.Join(dir, fmt.Sprintf("%s-%s-%d-%d.csv", safe, hex.EncodeToString(sum[:4]), from.UnixMilli(), to.UnixMilli()))
 }
 
-// fetchIndex pages one index's history into a temporary file, renamed into
-// the cache only when complete.
-func fetchIndex(ctx context.Context, c HistoryClient, name string, from, to time.Time, path string, opt HistoryOptions) (err error) {
+// fetchSeries pages one series into a temporary file, renamed into the
+// cache only when complete.
+func fetchSeries(ctx context.Context, s series, from, to time.Time, path string, opt HistoryOptions) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".fetch-*")
 	if err != nil {
-		return fmt.Errorf("fetch history %s: %w", name, err)
+		return fmt.Errorf("%s: %w", s.what, err)
 	}
 	defer func() {
 		if err != nil {
@@ -100,44 +149,50 @@ func fetchIndex(ctx context.Context, c HistoryClient, name string, from, to time
 	}()
 	w := bufio.NewWriter(tmp)
 	next, end := from.UnixMilli(), to.UnixMilli()
-	samples := 0
+	last := int64(math.MinInt64)
+	rows := 0
+	var samples []sample
 	for range maxPages {
 		q := url.Values{"from": {strconv.FormatInt(next, 10)}, "to": {strconv.FormatInt(end, 10)}, "limit": {strconv.Itoa(opt.PageSize)}}
-		page, err := c.IndexHistory(ctx, name, q)
+		page, err := s.page(ctx, q)
 		if err != nil {
-			return fmt.Errorf("fetch history %s: %w", name, err)
+			return fmt.Errorf("%s: %w", s.what, err)
 		}
-		last := next - 1
-		for _, pt := range page {
-			if len(pt) < 2 {
-				return fmt.Errorf("fetch history %s: a sample has %d fields, want 2", name, len(pt))
+		for _, row := range page {
+			if len(row) == 0 {
+				return fmt.Errorf("%s: an empty row", s.what)
 			}
-			ms := pt[0].IntPart()
+			ms := row[0].IntPart()
 			if ms <= last {
-				return fmt.Errorf("fetch history %s: samples out of order at %d", name, ms)
+				return fmt.Errorf("%s: rows out of order at %d", s.what, ms)
 			}
 			last = ms
-			fmt.Fprintf(w, "%d,%s\n", ms, pt[1].String())
+			if samples, err = s.decode(row, samples[:0]); err != nil {
+				return fmt.Errorf("%s: at %d: %w", s.what, ms, err)
+			}
+			for _, sm := range samples {
+				fmt.Fprintf(w, "%d,%s\n", sm.ms, sm.price.String())
+			}
 		}
-		samples += len(page)
+		rows += len(page)
 		if opt.Progress != nil && len(page) > 0 {
-			opt.Progress(name, samples, time.UnixMilli(last).UTC())
+			opt.Progress(s.label, rows, time.UnixMilli(last).UTC())
 		}
 		if len(page) < opt.PageSize || last >= end {
 			if err := w.Flush(); err != nil {
-				return fmt.Errorf("fetch history %s: %w", name, err)
+				return fmt.Errorf("%s: %w", s.what, err)
 			}
 			if err := tmp.Close(); err != nil {
-				return fmt.Errorf("fetch history %s: %w", name, err)
+				return fmt.Errorf("%s: %w", s.what, err)
 			}
 			if err := os.Rename(tmp.Name(), path); err != nil {
-				return fmt.Errorf("fetch history %s: %w", name, err)
+				return fmt.Errorf("%s: %w", s.what, err)
 			}
 			return nil
 		}
-		next = last + 1
+		next = last + s.stride
 	}
-	return fmt.Errorf("fetch history %s: more than %d pages", name, maxPages)
+	return fmt.Errorf("%s: more than %d pages", s.what, maxPages)
 }
 
 // HistorySource merges cached index histories by time: each step holds the

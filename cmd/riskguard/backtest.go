@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +27,8 @@ import (
 type backtestFlags struct {
 	config, data, csv, history, baseline, scenario, cache string
 	report                                                string
+	historySource, barType                                string
+	barPrices                                             backtest.BarPrices
 	from, to                                              time.Time
 	interval                                              time.Duration
 	seed                                                  int64
@@ -114,11 +117,14 @@ func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	fs.StringVar(&f.config, "config", "riskguard.yaml", "configuration file: the rules under test and the engine settings")
 	fs.StringVar(&f.data, "data", "", "recorded data (riskguard record), .gz gunzipped")
 	fs.StringVar(&f.csv, "csv", "", "CSV of prices: time,symbol-or-index,price")
-	fs.StringVar(&f.history, "history", "", "replay today's positions through the exchange's index history of this long, e.g. 30d or 12h")
+	fs.StringVar(&f.history, "history", "", "replay today's positions through the exchange's history (see --history-source) of this long, e.g. 30d or 12h")
 	fs.StringVar(&f.baseline, "baseline", "", "a second rules (or config) file to compare the decisions with")
 	fs.StringVar(&f.scenario, "scenario", "", "starting state for --csv or --history as a simulated exchange scenario file (default: today's positions read from the exchange)")
 	fs.StringVar(&f.report, "report", "", "also write a self-contained HTML report with a chart per symbol to this file")
 	fs.StringVar(&f.cache, "cache", "", "cache directory of --history (default: the user cache directory's riskguard/history)")
+	fs.StringVar(&f.historySource, "history-source", "index", "what --history fetches: index (the index history) or bars (the bars of each position's symbol)")
+	fs.StringVar(&f.barType, "bar-type", "1m", "bar type of --history-source bars, e.g. 1m, 5m, 1h, 1d")
+	barPrices := fs.String("bar-prices", string(backtest.BarOHLC), "what a bar replays with --history-source bars: ohlc (open, low and high inside the bar, close; no liquidation inside a bar is missed) or close (one step per bar)")
 	from := fs.String("from", "", "replay from this time (RFC 3339); earlier data only sets the starting state")
 	to := fs.String("to", "", "replay up to this time (RFC 3339); with --history, the end of the fetched range (default: now)")
 	fs.DurationVar(&f.interval, "interval", 0, "tick the engine this often between two data steps (default: once per step)")
@@ -126,7 +132,7 @@ func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: text, json, or auto (text on a terminal)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard backtest --config FILE (--data DATA | --csv FILE | --history 30d) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--report FILE.html]")
+		fmt.Fprintln(m.Stderr, "usage: riskguard backtest --config FILE (--data DATA | --csv FILE | --history 30d [--history-source bars --bar-type 1m]) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--report FILE.html]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -179,6 +185,29 @@ func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 		if _, err := parseSpan(f.history); err != nil {
 			return usage("--history: %v", err)
 		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if set["history-source"] && f.history == "" {
+		return usage("--history-source is for --history")
+	}
+	switch f.historySource {
+	case "index":
+		for _, n := range []string{"bar-type", "bar-prices"} {
+			if set[n] {
+				return usage("--%s is for --history-source bars", n)
+			}
+		}
+	case "bars":
+		if _, err := backtest.BarPeriod(f.barType); err != nil {
+			return usage("--bar-type: %v", err)
+		}
+		f.barPrices = backtest.BarPrices(*barPrices)
+		if f.barPrices != backtest.BarOHLC && f.barPrices != backtest.BarClose {
+			return usage("--bar-prices %q: want ohlc or close", *barPrices)
+		}
+	default:
+		return usage("--history-source %q: want index or bars", f.historySource)
 	}
 	return f, nil
 }
@@ -267,7 +296,8 @@ func (m *Main) backtestSource(ctx context.Context, f *backtestFlags, cfg *config
 			return nil, nil, err
 		}
 	}
-	names := historyIndexes(opt.Scenario, cfg.Exchange.IndexNames)
+	symbols := historySymbols(opt.Scenario, cfg.Exchange.IndexNames)
+	names := historyIndexes(symbols)
 	if len(names) == 0 {
 		return nil, nil, errors.New("--history: no open position to replay")
 	}
@@ -278,6 +308,21 @@ func (m *Main) backtestSource(ctx context.Context, f *backtestFlags, cfg *config
 			return nil, nil, fmt.Errorf("cache directory: %w (pass --cache DIR)", err)
 		}
 		cache = filepath.Join(dir, "riskguard", "history")
+	}
+	if f.historySource == "bars" {
+		fmt.Fprintf(m.Stderr, "riskguard backtest: %s bars (%s) of %s from %s to %s\n", f.barType, f.barPrices, strings.Join(slices.Sorted(maps.Keys(symbols)), ", "),
+			from.Format(time.RFC3339), to.Format(time.RFC3339))
+		h, err := backtest.FetchBars(ctx, client, symbols, f.barType, from, to, backtest.HistoryOptions{
+			CacheDir:  cache,
+			BarPrices: f.barPrices,
+			Progress: func(symbol string, bars int, reached time.Time) {
+				fmt.Fprintf(m.Stderr, "riskguard backtest: %s: %d bars, up to %s\n", symbol, bars, reached.UTC().Format(time.RFC3339))
+			},
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return h, h.Close, nil
 	}
 	fmt.Fprintf(m.Stderr, "riskguard backtest: index history of %s from %s to %s\n", strings.Join(names, ", "), from.Format(time.RFC3339), to.Format(time.RFC3339))
 	h, err := backtest.FetchHistory(ctx, client, names, from, to, backtest.HistoryOptions{
@@ -310,14 +355,14 @@ func readAccount(ctx context.Context, c *exchange.Client) (*liveAccount, error) 
 	return &liveAccount{trades: tr, positions: ps}, nil
 }
 
-// historyIndexes names the indexes that price the scenario's positions,
-// sorted: the index_names override, else the contract's base.
-func historyIndexes(sc *sim.Scenario, indexNames map[string]string) []string {
+// historySymbols maps the symbol of each of the scenario's positions to the
+// index that prices it: the index_names override, else the contract's base.
+func historySymbols(sc *sim.Scenario, indexNames map[string]string) map[string]string {
 	base := map[string]string{}
 	for _, c := range sc.Contracts {
 		base[c.Name] = c.Base
 	}
-	var names []string
+	symbols := map[string]string{}
 	for _, p := range sc.Positions {
 		if p.Empty {
 			continue
@@ -326,10 +371,14 @@ func historyIndexes(sc *sim.Scenario, indexNames map[string]string) []string {
 		if !ok {
 			n = base[p.Symbol]
 		}
-		if n != "" && !slices.Contains(names, n) {
-			names = append(names, n)
+		if n != "" {
+			symbols[p.Symbol] = n
 		}
 	}
-	slices.Sort(names)
-	return names
+	return symbols
+}
+
+// historyIndexes names the indexes of historySymbols, sorted, once each.
+func historyIndexes(symbols map[string]string) []string {
+	return slices.Compact(slices.Sorted(maps.Values(symbols)))
 }

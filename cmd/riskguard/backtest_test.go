@@ -466,3 +466,117 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Today's positions through the exchange's bars: a second simulated
+// exchange has lived through the SOL crash and serves its bars; the
+// account (XSOL at 15×) is on the first. The clock is set so that the
+// crash's low (144.5, 70 s in) is also a one-minute bar's close: both price
+// modes see XSOL liquidated without the guard, and saved by it. Each mode
+// fills its own cache file; a second run asks for no bars and prints the
+// same bytes.
+func TestBacktestHistoryBars(t *testing.T) {
+	t.Parallel()
+	e := newBacktestEnv(t)
+	t0 := time.Now().UTC().Truncate(time.Minute).Add(-11 * time.Second)
+	at := t0
+	past, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7, MaxSkew: time.Hour,
+		Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 121 {
+		at = t0.Add(time.Duration(i) * time.Second)
+		past.Step(at)
+	}
+	if len(past.Liquidations()) != 1 {
+		t.Fatalf("the crash liquidated %+v, want XSOL", past.Liquidations())
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/market/bars/", past)
+	mux.Handle("/", e.ex)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	e.writeConfig("", overMaxRule)
+	barCalls := func() int {
+		n := 0
+		for _, c := range past.Calls() {
+			if c.Route == "/v1/market/bars/{symbol}/{type}" {
+				n++
+			}
+		}
+		return n
+	}
+
+	cache := filepath.Join(e.dir, "cache")
+	to := t0.Add(2 * time.Minute).Format(time.RFC3339)
+	for i, tc := range []struct {
+		mode  string
+		extra []string
+	}{
+		{"ohlc", nil}, // the default
+		{"close", []string{"--bar-prices", "close"}},
+	} {
+		args := append([]string{"backtest", "--config", e.config, "--history", "5m", "--to", to, "--cache", cache,
+			"--history-source", "bars", "--bar-type", "1m"}, tc.extra...)
+		code, out, stderr := runOut(t, context.Background(), e.env, args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.mode, code, out, stderr)
+		}
+		if !strings.Contains(stderr, "1m bars ("+tc.mode+") of ") || !strings.Contains(stderr, "XSOL: 3 bars, up to") {
+			t.Errorf("%s: no progress on stderr:\n%s", tc.mode, stderr)
+		}
+		for _, want := range []*regexp.Regexp{
+			regexp.MustCompile(`(?m)^liquidations\s+1 \(XSOL\)\s+0$`),
+			regexp.MustCompile(`(?m)^XSOL\s+liquidated\s+10× isolated, liq 139\.84 \(was 15×\)$`),
+			regexp.MustCompile(`(?m)^  XSOL at \S+: index 144\.5 crossed 144\.907 \(15×\)$`),
+		} {
+			if !want.MatchString(out) {
+				t.Errorf("%s: summary does not match %s:\n%s", tc.mode, want, out)
+			}
+		}
+		entries, err := os.ReadDir(cache)
+		if err != nil || len(entries) < i+2 {
+			t.Fatalf("%s: cache holds %v (%v), want a file per position's symbol", tc.mode, entries, err)
+		}
+		fetched := barCalls()
+		if fetched == 0 {
+			t.Fatalf("%s: no bars asked for", tc.mode)
+		}
+		code, out2, stderr := runOut(t, context.Background(), e.env, args...)
+		if code != 0 || out2 != out {
+			t.Fatalf("%s: second run: exit %d, output differs:\n%s\n%s", tc.mode, code, out2, stderr)
+		}
+		if strings.Contains(stderr, "bars, up to") || barCalls() != fetched {
+			t.Errorf("%s: second run fetched again:\n%s", tc.mode, stderr)
+		}
+		past.ResetCalls()
+	}
+}
+
+func TestBacktestHistorySourceBadFlags(t *testing.T) {
+	t.Parallel()
+	e := newBacktestEnv(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown source", []string{"--history", "1h", "--history-source", "ticks"}, `--history-source "ticks": want index or bars`},
+		{"source without history", []string{"--csv", e.csv, "--history-source", "bars"}, "--history-source is for --history"},
+		{"bar type with index", []string{"--history", "1h", "--bar-type", "5m"}, "--bar-type is for --history-source bars"},
+		{"bar prices with index", []string{"--history", "1h", "--history-source", "index", "--bar-prices", "close"}, "--bar-prices is for --history-source bars"},
+		{"bad bar type", []string{"--history", "1h", "--history-source", "bars", "--bar-type", "2x"}, `--bar-type: bar type "2x": want a count and a unit`},
+		{"empty bar type", []string{"--history", "1h", "--history-source", "bars", "--bar-type", ""}, `--bar-type: bar type ""`},
+		{"bad bar prices", []string{"--history", "1h", "--history-source", "bars", "--bar-prices", "mid"}, `--bar-prices "mid": want ohlc or close`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"backtest", "--config", e.config}, tc.args...)
+			code, out, stderr := runOut(t, context.Background(), e.env, args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) || out != "" {
+				t.Errorf("exit %d, want 2; stderr lacks %q:\n%s%s", code, tc.want, stderr, out)
+			}
+		})
+	}
+}

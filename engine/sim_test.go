@@ -13,10 +13,14 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// Compile-time checks that the client is what the engine reads and actuates.
+// Compile-time checks that the client, and the simulated exchange's
+// in-process client, are what the engine reads and actuates.
 var (
-	_ engine.Reader   = (*exchange.Client)(nil)
-	_ engine.Actuator = (*exchange.Client)(nil)
+	_ engine.Reader          = (*exchange.Client)(nil)
+	_ engine.Actuator        = (*exchange.Client)(nil)
+	_ engine.Reader          = sim.Local{}
+	_ engine.Actuator        = sim.Local{}
+	_ engine.InProcessReader = sim.Local{}
 )
 
 // simEngine runs the engine through the real client against the simulated

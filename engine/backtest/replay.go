@@ -2,7 +2,6 @@ package backtest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -488,7 +487,7 @@ func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun b
 	}
 	cfg := r.opt.Engine
 	cfg.AuditLog, cfg.StateFile, cfg.DryRun = "", "", dryRun
-	d := direct{ex: ex}
+	d := ex.Local()
 	deps := engine.Deps{Reader: d, Actuator: d, Now: r.clock.now}
 	if audit != nil {
 		deps.Audit = engine.NewAudit(audit)
@@ -629,41 +628,6 @@ func (l *lane) finish(end time.Time) RunResult {
 	}
 	out.Equity = out.Balance.Add(out.Margin).Add(out.UnrealizedPNL)
 	return out
-}
-
-// direct is the engine's Reader and Actuator on an in-process simulated
-// exchange: method calls, no HTTP.
-type direct struct{ ex *sim.Exchange }
-
-// InProcess tells the engine that reads are plain calls: it need not read
-// index prices and positions concurrently.
-func (d direct) InProcess() bool { return true }
-
-func (d direct) Positions(context.Context) ([]exchange.Position, error) { return d.ex.Positions(), nil }
-
-func (d direct) IndexPrices(context.Context) (map[string]decimal.Decimal, error) {
-	return d.ex.IndexPrices(), nil
-}
-
-func (d direct) Trades(context.Context) (*exchange.Trades, error) {
-	t := d.ex.Trades()
-	return &t, nil
-}
-
-func (d direct) SetPositionSettings(_ context.Context, symbol string, s exchange.Settings) (*exchange.Position, error) {
-	p, err := d.ex.SetSettings(symbol, s)
-	if err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
-
-func (d direct) CancelOrders(_ context.Context, symbol string) (json.RawMessage, error) {
-	n, err := d.ex.Cancel(symbol)
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(fmt.Sprintf(`{"symbol":%q,"cancelled":%d}`, symbol, n)), nil
 }
 
 // mapValues yields a map's values in key order, for a deterministic state.

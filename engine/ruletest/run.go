@@ -3,7 +3,6 @@ package ruletest
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
-	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -81,7 +79,7 @@ func (s *Suite) run(ctx context.Context, t *Test) ([]Failure, error) {
 	cfg := s.Engine
 	cfg.Interval = t.Interval
 	cfg.DryRun, cfg.AuditLog, cfg.StateFile = false, "", ""
-	d := direct{ex: ex}
+	d := ex.Local()
 	eng, err := engine.New(cfg, s.Rules, engine.Deps{Reader: d, Actuator: d, Now: clk.now})
 	if err != nil {
 		return nil, err
@@ -344,36 +342,4 @@ func list(items []string) string {
 		return "[]"
 	}
 	return "[" + strings.Join(items, ", ") + "]"
-}
-
-// direct is the engine's Reader and Actuator on the in-process simulated
-// exchange: the exchange's direct calls, which run the same handlers as its
-// HTTP API.
-type direct struct{ ex *sim.Exchange }
-
-func (d direct) Positions(context.Context) ([]exchange.Position, error) { return d.ex.Positions(), nil }
-
-func (d direct) IndexPrices(context.Context) (map[string]decimal.Decimal, error) {
-	return d.ex.IndexPrices(), nil
-}
-
-func (d direct) Trades(context.Context) (*exchange.Trades, error) {
-	t := d.ex.Trades()
-	return &t, nil
-}
-
-func (d direct) SetPositionSettings(_ context.Context, symbol string, s exchange.Settings) (*exchange.Position, error) {
-	p, err := d.ex.SetSettings(symbol, s)
-	if err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
-
-func (d direct) CancelOrders(_ context.Context, symbol string) (json.RawMessage, error) {
-	n, err := d.ex.Cancel(symbol)
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(fmt.Sprintf(`{"symbol":%q,"cancelled":%d}`, symbol, n)), nil
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -118,4 +119,51 @@ func directError(res response, route string) error {
 	_ = json.Unmarshal(res.body, &env) // the handlers always write an envelope
 	return &exchange.APIError{Status: res.status, Code: env.Error, Field: env.ErrorField, Message: env.ErrorMessage,
 		Method: http.MethodPost, Route: route}
+}
+
+// Local is the exchange as a client in the same process: the method set of
+// exchange.Client that the engine reads and actuates through, served by the
+// direct calls above, with no HTTP. Backtests and rule tests drive the
+// engine with it.
+type Local struct{ ex *Exchange }
+
+// Local returns the exchange's in-process client.
+func (e *Exchange) Local() Local { return Local{ex: e} }
+
+// InProcess tells the engine that reads are plain calls: it need not read
+// index prices and positions concurrently.
+func (l Local) InProcess() bool { return true }
+
+// Positions returns every position, as GET /v1/contracts/positions does.
+func (l Local) Positions(context.Context) ([]exchange.Position, error) { return l.ex.Positions(), nil }
+
+// IndexPrices returns the index prices, as GET /v1/market/indexPrices does.
+func (l Local) IndexPrices(context.Context) (map[string]decimal.Decimal, error) {
+	return l.ex.IndexPrices(), nil
+}
+
+// Trades returns the symbols, as GET /v1/market/trades does.
+func (l Local) Trades(context.Context) (*exchange.Trades, error) {
+	t := l.ex.Trades()
+	return &t, nil
+}
+
+// SetPositionSettings changes a position's margin mode and leverage, with
+// the HTTP endpoint's refusals as *exchange.APIError.
+func (l Local) SetPositionSettings(_ context.Context, symbol string, s exchange.Settings) (*exchange.Position, error) {
+	p, err := l.ex.SetSettings(symbol, s)
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// CancelOrders cancels the symbol's open orders and answers as the cancel
+// endpoint does.
+func (l Local) CancelOrders(_ context.Context, symbol string) (json.RawMessage, error) {
+	n, err := l.ex.Cancel(symbol)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(fmt.Sprintf(`{"symbol":%q,"cancelled":%d}`, symbol, n)), nil
 }

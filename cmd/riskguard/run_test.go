@@ -426,6 +426,31 @@ func testBinary(t *testing.T) string {
 	return binOnce.path
 }
 
+// listenAddr collects the JSON log lines read from r and returns the
+// address of the /metrics listener once it is logged.
+func listenAddr(t *testing.T, r io.Reader, d time.Duration) (string, *lockedBuffer) {
+	t.Helper()
+	addrc := make(chan string, 1)
+	logs := new(lockedBuffer)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			logs.Write(append(sc.Bytes(), '\n'))
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving /metrics and /healthz" {
+				addrc <- line.Addr
+			}
+		}
+	}()
+	select {
+	case addr := <-addrc:
+		return addr, logs
+	case <-time.After(d):
+		t.Fatalf("no listen address logged:\n%s", logs.String())
+		return "", nil
+	}
+}
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
@@ -512,24 +537,7 @@ func TestRunMetricsAndHealth(t *testing.T) {
 		done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"})
 		pw.Close()
 	}()
-	addrc := make(chan string, 1)
-	var logs lockedBuffer
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			logs.Write(append(sc.Bytes(), '\n'))
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving /metrics and /healthz" {
-				addrc <- line.Addr
-			}
-		}
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no listen address logged:\n%s", logs.String())
-	}
+	addr, logs := listenAddr(t, pr, 10*time.Second)
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -132,24 +130,7 @@ func TestBinarySecretsNeverShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	var logs lockedBuffer
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			logs.Write(append(sc.Bytes(), '\n'))
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving /metrics and /healthz" {
-				addrc <- line.Addr
-			}
-		}
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no listen address logged:\n%s", logs.String())
-	}
+	addr, logs := listenAddr(t, pr, 20*time.Second)
 	if !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Errorf("metrics listener on %s, want loopback", addr)
 	}

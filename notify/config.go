@@ -341,7 +341,9 @@ func (p *parser) required(m map[string]any, path, key string, sensitive bool) st
 		return ""
 	}
 	v, ok := p.secret(m, path, key, sensitive)
-	if ok && v == "" {
+	// A key present with no value (`smtp,` in a flow mapping, `smtp:`) is
+	// as missing as an empty one; secret has reported its own errors.
+	if v == "" && (ok || (m[key] == nil && m[key+"_env"] == nil)) {
 		p.errorf(path+"."+key, "required: empty")
 	}
 	return v

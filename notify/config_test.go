@@ -256,3 +256,23 @@ func TestConfigPrintsNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// A required key written without a value is reported, not accepted and then
+// refused by NewDispatcher (found by FuzzParseConfig).
+func TestRequiredKeyWithoutValue(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		`{channels: {A: {type: email, smtp, from, to: [a@b]}}}`,
+		"channels:\n  A:\n    type: email\n    smtp:\n    from: a@b\n    to: [c@d]\n",
+		"channels:\n  t:\n    type: slack\n    webhook_url:\n",
+	} {
+		cfg, errs := ParseConfig(decode(t, src), envFunc(exampleEnv))
+		if cfg != nil || len(errs) == 0 {
+			t.Errorf("%q accepted", src)
+			continue
+		}
+		if !strings.Contains(errors.Join(errs...).Error(), "required") {
+			t.Errorf("%q: errors %v do not say what is required", src, errs)
+		}
+	}
+}

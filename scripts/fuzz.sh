@@ -29,6 +29,14 @@ for t in "${targets[@]}"; do
 		continue
 	fi
 	echo "== $pkg $name ($fuzztime)"
-	go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1 | tail -n 3
+	out=$(mktemp)
+	if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" >"$out" 2>&1; then
+		# The whole output: the failing input and where it was saved.
+		cat "$out"
+		rm -f "$out"
+		exit 1
+	fi
+	tail -n 3 "$out"
+	rm -f "$out"
 done
 echo "== fuzzing took $((SECONDS - start))s"

@@ -527,96 +527,68 @@ func compareFast(op string, l, r fastNode) (fastNode, bool) {
 }
 
 func compareInts(op string, l, r fastNode) fastNode {
-	li, ri := l.i, r.i
-	if r.isConst {
-		c := r.ci
-		if l.isField && l.goKind == reflect.Int {
-			// position.leverage > 10 and the like: one closure, no calls.
-			off := l.off
-			read := func(e *Env) int { return *(*int)(unsafe.Add(unsafe.Pointer(e), off)) }
-			switch op {
-			case "<":
-				return boolNode(func(e *Env) (bool, bool) { return read(e) < c, true })
-			case ">":
-				return boolNode(func(e *Env) (bool, bool) { return read(e) > c, true })
-			case "<=":
-				return boolNode(func(e *Env) (bool, bool) { return read(e) <= c, true })
-			case ">=":
-				return boolNode(func(e *Env) (bool, bool) { return read(e) >= c, true })
-			case "==":
-				return boolNode(func(e *Env) (bool, bool) { return read(e) == c, true })
-			default:
-				return boolNode(func(e *Env) (bool, bool) { return read(e) != c, true })
-			}
-		}
+	if r.isConst && l.isField && l.goKind == reflect.Int {
+		// position.leverage > 10 and the like: one closure, no calls.
+		return fieldVsConst(op, l.off, r.ci)
 	}
-	var g func(x, y int) bool
-	switch op {
-	case "<":
-		g = func(x, y int) bool { return x < y }
-	case ">":
-		g = func(x, y int) bool { return x > y }
-	case "<=":
-		g = func(x, y int) bool { return x <= y }
-	case ">=":
-		g = func(x, y int) bool { return x >= y }
-	case "==":
-		g = func(x, y int) bool { return x == y }
-	default:
-		g = func(x, y int) bool { return x != y }
-	}
-	return boolNode(func(e *Env) (bool, bool) {
-		x, ok := li(e)
-		if !ok {
-			return false, false
-		}
-		y, ok := ri(e)
-		return g(x, y), ok
-	})
+	return compareWith(l.i, r.i, orderedOp[int](op))
 }
 
 func compareFloats(op string, l, r fastNode) fastNode {
 	if c, ok := r.floatConst(); ok && l.isField && l.goKind == reflect.Float64 {
 		// liquidationDistance < 0.05 and the like: one closure, no calls.
-		off := l.off
-		read := func(e *Env) float64 { return *(*float64)(unsafe.Add(unsafe.Pointer(e), off)) }
-		switch op {
-		case "<":
-			return boolNode(func(e *Env) (bool, bool) { return read(e) < c, true })
-		case ">":
-			return boolNode(func(e *Env) (bool, bool) { return read(e) > c, true })
-		case "<=":
-			return boolNode(func(e *Env) (bool, bool) { return read(e) <= c, true })
-		case ">=":
-			return boolNode(func(e *Env) (bool, bool) { return read(e) >= c, true })
-		case "==":
-			return boolNode(func(e *Env) (bool, bool) { return read(e) == c, true })
-		default:
-			return boolNode(func(e *Env) (bool, bool) { return read(e) != c, true })
-		}
+		return fieldVsConst(op, l.off, c)
 	}
-	lf, rf := l.asFloat(), r.asFloat()
-	var g func(x, y float64) bool
+	return compareWith(l.asFloat(), r.asFloat(), orderedOp[float64](op))
+}
+
+// fieldVsConst compares the Env field of type T at offset off with a
+// constant, reading the field directly.
+func fieldVsConst[T int | float64](op string, off uintptr, c T) fastNode {
+	read := func(e *Env) T { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) }
 	switch op {
 	case "<":
-		g = func(x, y float64) bool { return x < y }
+		return boolNode(func(e *Env) (bool, bool) { return read(e) < c, true })
 	case ">":
-		g = func(x, y float64) bool { return x > y }
+		return boolNode(func(e *Env) (bool, bool) { return read(e) > c, true })
 	case "<=":
-		g = func(x, y float64) bool { return x <= y }
+		return boolNode(func(e *Env) (bool, bool) { return read(e) <= c, true })
 	case ">=":
-		g = func(x, y float64) bool { return x >= y }
+		return boolNode(func(e *Env) (bool, bool) { return read(e) >= c, true })
 	case "==":
-		g = func(x, y float64) bool { return x == y }
+		return boolNode(func(e *Env) (bool, bool) { return read(e) == c, true })
 	default:
-		g = func(x, y float64) bool { return x != y }
+		return boolNode(func(e *Env) (bool, bool) { return read(e) != c, true })
 	}
+}
+
+// orderedOp is the comparison op on T.
+func orderedOp[T int | float64](op string) func(x, y T) bool {
+	switch op {
+	case "<":
+		return func(x, y T) bool { return x < y }
+	case ">":
+		return func(x, y T) bool { return x > y }
+	case "<=":
+		return func(x, y T) bool { return x <= y }
+	case ">=":
+		return func(x, y T) bool { return x >= y }
+	case "==":
+		return func(x, y T) bool { return x == y }
+	default:
+		return func(x, y T) bool { return x != y }
+	}
+}
+
+// compareWith evaluates both sides (the left first, stopping at no data)
+// and compares them with g.
+func compareWith[T int | float64](l, r func(*Env) (T, bool), g func(x, y T) bool) fastNode {
 	return boolNode(func(e *Env) (bool, bool) {
-		x, ok := lf(e)
+		x, ok := l(e)
 		if !ok {
 			return false, false
 		}
-		y, ok := rf(e)
+		y, ok := r(e)
 		return g(x, y), ok
 	})
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -267,11 +266,12 @@ func TestBacktestBaselineDiffers(t *testing.T) {
 // serves its index history; the account (XSOL at 15×) is on the first.
 // Without the guard XSOL is liquidated in the replay; the guard saves it.
 // The fetch reports its progress and fills the cache; a second run reads
-// the cache and prints the same bytes.
-func TestBacktestHistory(t *testing.T) {
-	t.Parallel()
-	e := newBacktestEnv(t)
-	t0 := time.Now().UTC().Truncate(time.Second)
+// serveHistoryFromCrash puts a second simulated exchange, which lived
+// through the default scenario's SOL crash from t0 on (XSOL liquidated),
+// behind route, and the account's exchange behind every other path. It
+// returns the past exchange, whose request log the tests read.
+func (e *backtestEnv) serveHistoryFromCrash(t *testing.T, t0 time.Time, route string) *sim.Exchange {
+	t.Helper()
 	at := t0
 	past, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7, MaxSkew: time.Hour,
 		Now: func() time.Time { return at }})
@@ -286,12 +286,21 @@ func TestBacktestHistory(t *testing.T) {
 		t.Fatalf("the crash liquidated %+v, want XSOL", past.Liquidations())
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/market/indexes/", past)
+	mux.Handle(route, past)
 	mux.Handle("/", e.ex)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	e.writeConfig("", overMaxRule)
+	return past
+}
+
+// the cache and prints the same bytes.
+func TestBacktestHistory(t *testing.T) {
+	t.Parallel()
+	e := newBacktestEnv(t)
+	t0 := time.Now().UTC().Truncate(time.Second)
+	past := e.serveHistoryFromCrash(t, t0, "/v1/market/indexes/")
 
 	cache := filepath.Join(e.dir, "cache")
 	to := t0.Add(2 * time.Minute).Format(time.RFC3339)
@@ -384,7 +393,7 @@ func TestBinaryRecordAndBacktestDeterministic(t *testing.T) {
 
 	rec := exec.Command(bin, "record", "--config", e.config, "--out", data, "--interval", "50ms", "--log-format", "json")
 	rec.Env = env
-	var recErr syncBuffer
+	var recErr lockedBuffer
 	rec.Stderr = &recErr
 	if err := rec.Start(); err != nil {
 		t.Fatal(err)
@@ -448,25 +457,6 @@ func (g *guardEnv) positionsCalls() int {
 	return n
 }
 
-// syncBuffer is a bytes.Buffer safe for a process writing while a test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Today's positions through the exchange's bars: a second simulated
 // exchange has lived through the SOL crash and serves its bars; the
 // account (XSOL at 15×) is on the first. The clock is set so that the
@@ -478,26 +468,7 @@ func TestBacktestHistoryBars(t *testing.T) {
 	t.Parallel()
 	e := newBacktestEnv(t)
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-11 * time.Second)
-	at := t0
-	past, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7, MaxSkew: time.Hour,
-		Now: func() time.Time { return at }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 121 {
-		at = t0.Add(time.Duration(i) * time.Second)
-		past.Step(at)
-	}
-	if len(past.Liquidations()) != 1 {
-		t.Fatalf("the crash liquidated %+v, want XSOL", past.Liquidations())
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/market/bars/", past)
-	mux.Handle("/", e.ex)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	e.url = srv.URL
-	e.writeConfig("", overMaxRule)
+	past := e.serveHistoryFromCrash(t, t0, "/v1/market/bars/")
 	barCalls := func() int {
 		n := 0
 		for _, c := range past.Calls() {

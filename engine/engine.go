@@ -53,42 +53,6 @@ type Notifier interface {
 	Send(ctx context.Context, m notify.Message) error
 }
 
-// Config is the engine's part of the configuration file.
-type Config struct {
-	// Interval between two ticks of Run.
-	Interval time.Duration
-	// DryRun runs everything but the mutating calls, which are logged and
-	// audited as intended.
-	DryRun bool
-	// MaxActionsPerMinute is the global budget of mutating calls; the call
-	// past it opens the circuit breaker. Default 10.
-	MaxActionsPerMinute int
-	// BreakerReset is how long an open breaker stays open. Default 5m.
-	BreakerReset time.Duration
-	// SymbolsRefresh is how often symbols and risk limits are re-read from
-	// /v1/market/trades; they are also re-read when a position names an
-	// unknown symbol id. Default 10m.
-	SymbolsRefresh time.Duration
-	// StaleAfter treats an index price that has not changed for this long
-	// as missing; 0 disables the check.
-	StaleAfter time.Duration
-	// IndexNames maps a contract symbol name to the index name that prices
-	// it; by default the symbol's baseName.
-	IndexNames map[string]string
-	// AuditLog is the path of the JSON-lines audit log; empty disables it.
-	AuditLog string
-	// StateFile is the path of the persisted rule states and cooldowns;
-	// empty keeps them in memory only.
-	StateFile string
-	// ActionTimeout bounds one mutating call, which finishes even when the
-	// daemon is asked to stop. Default 30s.
-	ActionTimeout time.Duration
-	// UnreachableAfter is how long the reads may keep failing before a
-	// critical notification says the exchange is unreachable; one more says
-	// when it is back. Default 1m.
-	UnreachableAfter time.Duration
-}
-
 // Deps are the engine's collaborators.
 type Deps struct {
 	Reader   Reader
@@ -168,24 +132,7 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 	if d.Reader == nil || d.Actuator == nil {
 		return nil, errors.New("engine: reader and actuator are required")
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = 2 * time.Second
-	}
-	if cfg.MaxActionsPerMinute <= 0 {
-		cfg.MaxActionsPerMinute = 10
-	}
-	if cfg.BreakerReset <= 0 {
-		cfg.BreakerReset = 5 * time.Minute
-	}
-	if cfg.SymbolsRefresh <= 0 {
-		cfg.SymbolsRefresh = 10 * time.Minute
-	}
-	if cfg.ActionTimeout <= 0 {
-		cfg.ActionTimeout = 30 * time.Second
-	}
-	if cfg.UnreachableAfter <= 0 {
-		cfg.UnreachableAfter = time.Minute
-	}
+	cfg = cfg.withDefaults()
 	e := &Engine{
 		cfg:       cfg,
 		reader:    d.Reader,

@@ -1,0 +1,80 @@
+package engine
+
+import "time"
+
+// Config is the engine's part of the configuration file.
+type Config struct {
+	// Interval between two ticks of Run.
+	Interval time.Duration
+	// DryRun runs everything but the mutating calls, which are logged and
+	// audited as intended.
+	DryRun bool
+	// MaxActionsPerMinute is the global budget of mutating calls; the call
+	// past it opens the circuit breaker.
+	MaxActionsPerMinute int
+	// BreakerReset is how long an open breaker stays open.
+	BreakerReset time.Duration
+	// SymbolsRefresh is how often symbols and risk limits are re-read from
+	// /v1/market/trades; they are also re-read when a position names an
+	// unknown symbol id.
+	SymbolsRefresh time.Duration
+	// StaleAfter treats an index price that has not changed for this long
+	// as missing; 0 disables the check.
+	StaleAfter time.Duration
+	// IndexNames maps a contract symbol name to the index name that prices
+	// it; by default the symbol's baseName.
+	IndexNames map[string]string
+	// AuditLog is the path of the JSON-lines audit log; empty disables it.
+	AuditLog string
+	// StateFile is the path of the persisted rule states and cooldowns;
+	// empty keeps them in memory only.
+	StateFile string
+	// ActionTimeout bounds one mutating call, which finishes even when the
+	// daemon is asked to stop.
+	ActionTimeout time.Duration
+	// UnreachableAfter is how long the reads may keep failing before a
+	// critical notification says the exchange is unreachable; one more says
+	// when it is back.
+	UnreachableAfter time.Duration
+}
+
+// DefaultConfig is the one owner of the engine's defaults: the configuration
+// loader starts from it, and New fills every zero field from it.
+func DefaultConfig() Config {
+	return Config{
+		Interval:            2 * time.Second,
+		MaxActionsPerMinute: 10,
+		BreakerReset:        5 * time.Minute,
+		SymbolsRefresh:      10 * time.Minute,
+		ActionTimeout:       30 * time.Second,
+		UnreachableAfter:    time.Minute,
+		AuditLog:            "riskguard-audit.jsonl",
+		StateFile:           "riskguard-state.json",
+	}
+}
+
+// withDefaults returns c with every unset duration and budget taken from
+// DefaultConfig. Paths are not filled: an empty AuditLog or StateFile means
+// none, which tests and backtests rely on.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Interval <= 0 {
+		c.Interval = d.Interval
+	}
+	if c.MaxActionsPerMinute <= 0 {
+		c.MaxActionsPerMinute = d.MaxActionsPerMinute
+	}
+	if c.BreakerReset <= 0 {
+		c.BreakerReset = d.BreakerReset
+	}
+	if c.SymbolsRefresh <= 0 {
+		c.SymbolsRefresh = d.SymbolsRefresh
+	}
+	if c.ActionTimeout <= 0 {
+		c.ActionTimeout = d.ActionTimeout
+	}
+	if c.UnreachableAfter <= 0 {
+		c.UnreachableAfter = d.UnreachableAfter
+	}
+	return c
+}

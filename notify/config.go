@@ -113,6 +113,38 @@ var channelName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // naming its key path, e.g. "notify.channels.ops.chat_id: required"; no
 // error contains a secret. The configuration is nil when there are errors.
 func ParseConfig(raw map[string]any, getenv func(string) string) (*Config, []error) {
+	cfg, errs := parse(raw, getenv)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return cfg, nil
+}
+
+// CheckConfig validates raw as ParseConfig does, but needs no secret to be
+// set, so that a configuration can be checked on a machine that does not
+// hold them: each *_env variable that is unset or empty is reported in
+// missing (with its ConfigError.MissingEnv), not as an error. The
+// configuration is returned when errs is empty; its missing secrets are
+// empty strings.
+func CheckConfig(raw map[string]any, getenv func(string) string) (cfg *Config, missing []*ConfigError, errs []error) {
+	cfg, all := parse(raw, getenv)
+	for _, err := range all {
+		var ce *ConfigError
+		if errors.As(err, &ce) && ce.MissingEnv != "" {
+			missing = append(missing, ce)
+			continue
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, missing, errs
+	}
+	return cfg, missing, nil
+}
+
+// parse validates raw; the configuration is usable where the errors are
+// only missing secrets.
+func parse(raw map[string]any, getenv func(string) string) (*Config, []error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
@@ -160,11 +192,8 @@ func ParseConfig(raw map[string]any, getenv func(string) string) (*Config, []err
 			cfg.HeartbeatURL = strings.TrimRight(u, "/")
 		}
 	}
-	if len(p.errs) > 0 {
-		return nil, p.errs
-	}
 	cfg.Warnings = p.warnings
-	return cfg, nil
+	return cfg, p.errs
 }
 
 // ChannelNames returns the configured channel names, sorted.
@@ -185,8 +214,12 @@ type parser struct {
 
 // ConfigError is a problem in the notify section at Path.
 type ConfigError struct {
+	// Path is the key's path, e.g. notify.channels.ops.token_env.
 	Path string
 	Msg  string
+	// MissingEnv names the environment variable a secret was to come from
+	// when it is unset or empty; "" for every other problem.
+	MissingEnv string
 }
 
 func (e *ConfigError) Error() string { return e.Path + ": " + e.Msg }
@@ -220,7 +253,7 @@ func (p *parser) channel(name string, v any) (ChannelConfig, bool) {
 		p.errorf(path, "expected a mapping like {type: slack, webhook_url_env: SLACK_WEBHOOK}")
 		return ChannelConfig{}, false
 	}
-	before := len(p.errs)
+	before := p.hardErrors()
 	cc := ChannelConfig{Name: name}
 	typ, _ := m["type"].(string)
 	cc.Type = typ
@@ -286,7 +319,20 @@ func (p *parser) channel(name string, v any) (ChannelConfig, bool) {
 	default:
 		p.errorf(path+".type", "unknown type %q (known: telegram, slack, discord, webhook, email, log)", typ)
 	}
-	return cc, len(p.errs) == before
+	// A channel whose only problem is a missing secret is kept, so that
+	// CheckConfig knows its name.
+	return cc, p.hardErrors() == before
+}
+
+// hardErrors counts the errors other than missing secrets.
+func (p *parser) hardErrors() int {
+	n := 0
+	for _, err := range p.errs {
+		if ce, ok := err.(*ConfigError); !ok || ce.MissingEnv == "" {
+			n++
+		}
+	}
+	return n
 }
 
 // str reads an optional string key.
@@ -319,7 +365,8 @@ func (p *parser) secret(m map[string]any, path, key string, sensitive bool) (str
 		}
 		v := strings.TrimSpace(p.getenv(env))
 		if v == "" {
-			p.errorf(path+"."+key+"_env", "environment variable %s is unset or empty", env)
+			p.errs = append(p.errs, &ConfigError{Path: path + "." + key + "_env", MissingEnv: env,
+				Msg: fmt.Sprintf("environment variable %s is unset or empty", env)})
 			return "", false
 		}
 		return v, true

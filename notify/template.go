@@ -3,8 +3,11 @@ package notify
 import (
 	"bytes"
 	"fmt"
+	"github.com/riskguard/riskguard/internal/didyoumean"
 	"maps"
 	"math"
+	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,19 +125,82 @@ func summary(v map[string]float64) string {
 }
 
 // CheckTemplate parses a rule's message template and runs it on a sample
-// message, so that `riskguard check` can reject a broken one before a
-// notification needs it.
+// message, so that every command that loads the configuration rejects a
+// broken one before a notification needs it. Its error reads as a user's
+// mistake, with a did-you-mean for a misspelt field or function.
 func CheckTemplate(text string) error {
 	t, err := template.New("message").Funcs(templateFuncs()).Option("missingkey=error").Parse(text)
 	if err != nil {
-		return fmt.Errorf("message template: %w", err)
+		return templateError(err)
 	}
 	sample := Message{Kind: KindFiring, Severity: "critical", Rule: "r", Symbol: "XBTC", Text: "r firing on XBTC",
 		Values: map[string]float64{"indexPrice": 100, "liquidationPrice": 95, "liquidationDistance": 0.05, "leverage": 20, "maxLeverage": 50, "notional": 1000}}
 	if err := t.Execute(&bytes.Buffer{}, newTemplateData(sample)); err != nil {
-		return fmt.Errorf("message template: %w", err)
+		return templateError(err)
 	}
 	return nil
+}
+
+var (
+	// templatePosRE is text/template's position prefix: template: NAME:LINE:COL: or NAME:LINE:.
+	templatePosRE = regexp.MustCompile(`^template: message:(\d+)(?::(\d+))?: (?:executing "message" at <[^>]*>: )?`)
+	noFieldRE     = regexp.MustCompile(`can't evaluate field (\w+) in type`)
+	noFuncRE      = regexp.MustCompile(`function "([^"]+)" not defined`)
+)
+
+// templateError rewrites text/template's error in the user's terms: where
+// in the template, and what the misspelt name probably was, without Go's
+// type names.
+func templateError(err error) error {
+	msg := err.Error()
+	where := ""
+	if m := templatePosRE.FindStringSubmatch(msg); m != nil {
+		where = "line " + m[1]
+		if m[2] != "" {
+			where += ", column " + m[2]
+		}
+		where += ": "
+		msg = msg[len(m[0]):]
+	}
+	switch {
+	case noFieldRE.MatchString(msg):
+		name := noFieldRE.FindStringSubmatch(msg)[1]
+		fields := TemplateFields()
+		if hint := didyoumean.Closest(name, fields); hint != "" {
+			return fmt.Errorf("message template %sunknown field .%s (did you mean .%s?)", where, name, hint)
+		}
+		return fmt.Errorf("message template %sunknown field .%s (fields: .%s)", where, name, strings.Join(fields, ", ."))
+	case noFuncRE.MatchString(msg):
+		name := noFuncRE.FindStringSubmatch(msg)[1]
+		funcs := slices.Sorted(maps.Keys(templateFuncs()))
+		if hint := didyoumean.Closest(name, funcs); hint != "" {
+			return fmt.Errorf("message template %sunknown function %q (did you mean %q?)", where, name, hint)
+		}
+		return fmt.Errorf("message template %sunknown function %q (functions: %s)", where, name, strings.Join(funcs, ", "))
+	}
+	return fmt.Errorf("message template %s%s", where, msg)
+}
+
+// TemplateFields lists the fields a message template can use, sorted.
+func TemplateFields() []string {
+	var out []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			switch {
+			case f.Anonymous && f.Type.Kind() == reflect.Struct:
+				walk(f.Type)
+			case f.IsExported() && f.Name != "Template" && f.Name != "Channels":
+				// Template and Channels steer delivery; they are not
+				// part of what a message says.
+				out = append(out, f.Name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[TemplateData]())
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // renderer renders messages: a per-kind default, or the message's own

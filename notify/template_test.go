@@ -111,14 +111,19 @@ func TestCheckTemplate(t *testing.T) {
 		{"{{.Rule}} {{pct .Distance}} {{num .Index}} {{summary .Values}} {{.Values.leverage}}", ""},
 		{"plain text", ""},
 		{"{{.Rule", "unclosed action"},
-		{"{{.Nope}}", "can't evaluate field Nope"},
-		{"{{nope .Rule}}", `function "nope" not defined`},
+		{"{{.Nope}}", "line 1, column 2: unknown field .Nope (fields: .Action, .Count, .Distance,"},
+		{"{{pct .Distnce}}", "unknown field .Distnce (did you mean .Distance?)"},
+		{"{{nope .Rule}}", `unknown function "nope" (functions: lower, num, pct, summary, upper)`},
+		{"{{pcts .Distance}}", `line 1: unknown function "pcts" (did you mean "pct"?)`},
 		{"{{.Values.nope}}", "map has no entry for key"},
 	}
 	for _, tt := range tests {
 		err := CheckTemplate(tt.text)
 		if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("CheckTemplate(%q) = %v, want %q", tt.text, err, tt.wantErr)
+		}
+		if err != nil && strings.Contains(err.Error(), "notify.") {
+			t.Errorf("CheckTemplate(%q) = %v: Go type names leak to the user", tt.text, err)
 		}
 	}
 }

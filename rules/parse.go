@@ -17,141 +17,55 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Error is one problem in a rules file, with its position.
-type Error struct {
+// Document is a YAML file decoded once, with the position of every node:
+// every reader of the configuration file (the rules, the loader of its
+// other sections) walks the same nodes instead of parsing the text again.
+type Document struct {
 	File string
-	// Line and Col are 1-based; 0 when unknown.
-	Line int
-	Col  int
-	// Rule is the rule's name, "" when the error is not inside a rule or
-	// the rule has no name yet; RuleIndex is the rule's 1-based position in
-	// the list, 0 outside a rule.
-	Rule      string
-	RuleIndex int
-	Msg       string
-	// Snippet, when set, shows the offending source line with a caret
-	// under the column; it is printed on the lines after the message.
-	Snippet string
+	Src  []byte
+	// Root is the top-level mapping.
+	Root *yaml.Node
 }
 
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, max(e.Col, 1))
-	}
-	b.WriteString(": ")
-	switch {
-	case e.Rule != "":
-		fmt.Fprintf(&b, "rule %q: ", e.Rule)
-	case e.RuleIndex > 0:
-		fmt.Fprintf(&b, "rule #%d: ", e.RuleIndex)
-	}
-	b.WriteString(e.Msg)
-	if e.Snippet != "" {
-		b.WriteByte('\n')
-		b.WriteString(e.Snippet)
-	}
-	return b.String()
-}
-
-// ErrorList is every error of a file, in file order.
-type ErrorList struct {
-	Errors []*Error
-}
-
-func (l *ErrorList) Error() string {
-	msgs := make([]string, len(l.Errors))
-	for i, e := range l.Errors {
-		msgs[i] = e.Error()
-	}
-	return strings.Join(msgs, "\n")
-}
-
-// Unwrap gives errors.As access to each *Error.
-func (l *ErrorList) Unwrap() []error {
-	errs := make([]error, len(l.Errors))
-	for i, e := range l.Errors {
-		errs[i] = e
-	}
-	return errs
-}
-
-// Parse reads the rules of a YAML file: a mapping whose `rules` key holds
-// the list of rules (other top-level keys belong to the configuration and
-// are not looked at). Every rule is checked and its expressions compiled;
-// the returned error is an *ErrorList with every problem of the file.
-func Parse(filename string, data []byte) (set *Set, err error) {
+// Decode parses data as one YAML document whose top level is a mapping. Its
+// error is an *ErrorList saying where the file is not one.
+func Decode(filename string, data []byte) (doc *Document, err error) {
 	p := &parser{file: filename, src: data}
 	defer func() {
 		// yaml.v3 has panicked on malformed input before; a bad file must
 		// be an error, never a crash of the loader.
 		if r := recover(); r != nil {
 			p.errorf(nil, "invalid YAML: %v", r)
-			set, err = nil, &ErrorList{Errors: p.errs}
+			doc, err = nil, &ErrorList{Errors: p.errs}
 		}
 	}()
-	set = p.parse()
+	root := p.decode()
+	if root == nil {
+		return nil, &ErrorList{Errors: p.errs}
+	}
+	return &Document{File: filename, Src: data, Root: root}, nil
+}
+
+// ParseDocument reads the rules of a decoded file: the list under its
+// `rules` key (other top-level keys belong to the configuration and are not
+// looked at). Every rule is checked and its expressions compiled; the
+// returned error is an *ErrorList with every problem of the rules.
+func ParseDocument(doc *Document) (*Set, error) {
+	p := &parser{file: doc.File, src: doc.Src}
+	set := p.parseRoot(doc.Root)
 	if len(p.errs) > 0 {
 		return nil, &ErrorList{Errors: p.errs}
 	}
 	return set, nil
 }
 
-// DidYouMean returns the candidate closest to word when it is close enough
-// to be a likely typo, else "".
-func DidYouMean(word string, candidates []string) string {
-	best, bestDist := "", -1
-	for _, c := range candidates {
-		d := editDistance(strings.ToLower(word), strings.ToLower(c))
-		if bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
+// Parse is Decode and ParseDocument: the rules of a YAML file.
+func Parse(filename string, data []byte) (*Set, error) {
+	doc, err := Decode(filename, data)
+	if err != nil {
+		return nil, err
 	}
-	limit := 1
-	if len(word) >= 5 {
-		limit = 2
-	}
-	if len(word) >= 10 {
-		limit = 3
-	}
-	if bestDist < 0 || bestDist > limit {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the optimal string alignment distance: insertions,
-// deletions, substitutions and transpositions of adjacent letters cost 1.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	if len(ra) > 64 || len(rb) > 64 {
-		if a == b {
-			return 0
-		}
-		return 1 << 20
-	}
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
+	return ParseDocument(doc)
 }
 
 // ruleKeys lists the keys of a rule.
@@ -191,7 +105,9 @@ func (p *parser) errorf(n *yaml.Node, format string, args ...any) {
 	})
 }
 
-func (p *parser) parse() *Set {
+// decode parses the source and returns its top-level mapping, or nil
+// after recording why there is none.
+func (p *parser) decode() *yaml.Node {
 	if len(bytes.TrimSpace(p.src)) == 0 {
 		p.errorf(nil, "empty file")
 		return nil
@@ -231,6 +147,11 @@ func (p *parser) parse() *Set {
 		}
 		return nil
 	}
+	return root
+}
+
+// parseRoot reads the rules under the `rules` key of root.
+func (p *parser) parseRoot(root *yaml.Node) *Set {
 	var rulesNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		if root.Content[i].Value == "rules" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/backtest"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
@@ -45,7 +45,7 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
 		return exitCode(2)
 	}
-	cfg, err := loadConfig(f.config, m.Getenv)
+	cfg, err := loadConfigWith(f.config, m.Getenv, loadOptions{secretsOptional: true})
 	if err != nil {
 		fmt.Fprintln(m.Stderr, err)
 		return exitCode(1)
@@ -54,14 +54,7 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 		logger.Warn(w)
 	}
 	opt := backtest.Options{
-		Engine: engine.Config{
-			Interval:            cfg.Engine.Interval,
-			MaxActionsPerMinute: cfg.Engine.MaxActionsPerMinute,
-			BreakerReset:        cfg.Engine.BreakerReset,
-			SymbolsRefresh:      cfg.Engine.SymbolsRefresh,
-			StaleAfter:          cfg.Engine.StaleAfter,
-			IndexNames:          cfg.Exchange.IndexNames,
-		},
+		Engine:   cfg.Engine,
 		Rules:    cfg.Rules,
 		From:     f.from,
 		To:       f.to,
@@ -69,7 +62,7 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 		Seed:     f.seed,
 	}
 	if f.baseline != "" {
-		if opt.Baseline, err = loadRules(f.baseline); err != nil {
+		if opt.Baseline, err = loadRules(f.baseline, m.Getenv); err != nil {
 			fmt.Fprintln(m.Stderr, err)
 			return exitCode(1)
 		}
@@ -233,17 +226,18 @@ func parseSpan(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// loadRules reads the rules of a rules file or of a whole configuration.
-func loadRules(path string) (*rules.Set, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read baseline: %w", err)
+// loadRules reads the rules of a rules file or of a whole configuration,
+// with the checks of every other command.
+func loadRules(path string, getenv func(string) string) (*rules.Set, error) {
+	cfg, err := loadConfigWith(path, getenv, loadOptions{secretsOptional: true, rulesOnly: true})
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("read baseline: %w", pe)
 	}
-	set, err := rules.Parse(path, data)
 	if err != nil {
 		return nil, err
 	}
-	return set, nil
+	return cfg.Rules, nil
 }
 
 // backtestSource opens the data and sets the starting state in opt.

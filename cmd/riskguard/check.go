@@ -6,16 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 )
 
 // runCheck is `riskguard check --config FILE`: it loads the configuration
-// and compiles every rule, without credentials or network. On success it
+// as every command does and compiles every rule, without credentials,
+// notification secrets or network. On success it
 // prints a summary of the rules; otherwise every error, one per line (with
 // the expression and a caret where there is one), and exit status 1.
 func (m *Main) runCheck(_ context.Context, args []string) error {
@@ -36,7 +35,7 @@ func (m *Main) runCheck(_ context.Context, args []string) error {
 		fs.Usage()
 		return exitCode(2)
 	}
-	cfg, err := loadConfig(*configPath, m.Getenv)
+	cfg, err := loadConfigWith(*configPath, m.Getenv, loadOptions{secretsOptional: true})
 	if err != nil {
 		var list *rules.ErrorList
 		if !errors.As(err, &list) {
@@ -49,60 +48,8 @@ func (m *Main) runCheck(_ context.Context, args []string) error {
 		fmt.Fprintf(m.Stderr, "%s: %d %s\n", *configPath, len(list.Errors), plural(len(list.Errors), "error", "errors"))
 		return exitCode(1)
 	}
-	if errs := checkNotify(cfg, m.Getenv); len(errs) > 0 {
-		for _, e := range errs {
-			fmt.Fprintf(m.Stderr, "%s: %v\n", *configPath, e)
-		}
-		fmt.Fprintf(m.Stderr, "%s: %d %s\n", *configPath, len(errs), plural(len(errs), "error", "errors"))
-		return exitCode(1)
-	}
 	printSummary(m.Stdout, cfg)
 	return nil
-}
-
-// notifyWarnings are the notify section's warnings, plus one when the
-// file holding a secret written in it is readable by other users.
-func notifyWarnings(path string, ncfg *notify.Config) []string {
-	out := append([]string(nil), ncfg.Warnings...)
-	if len(ncfg.Warnings) == 0 {
-		return out
-	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		out = append(out, fmt.Sprintf("%s holds notification secrets but is readable by other users (mode %04o): chmod 600 it", path, fi.Mode().Perm()))
-	}
-	return out
-}
-
-// checkNotify validates the notify section, every rule's message template,
-// and the channels that notify actions name.
-func checkNotify(cfg *config, getenv func(string) string) []error {
-	var errs []error
-	channels := map[string]bool{}
-	if len(cfg.Notify) > 0 {
-		ncfg, perrs := notify.ParseConfig(cfg.Notify, getenv)
-		errs = append(errs, perrs...)
-		if ncfg != nil {
-			for _, n := range ncfg.ChannelNames() {
-				channels[n] = true
-			}
-			cfg.Warnings = append(cfg.Warnings, notifyWarnings(cfg.Path, ncfg)...)
-		}
-	}
-	for _, r := range cfg.Rules.Rules {
-		if r.Message != "" {
-			if err := notify.CheckTemplate(r.Message); err != nil {
-				errs = append(errs, fmt.Errorf("%s:%d: rule %q: message: %w", r.File, r.Line, r.Name, err))
-			}
-		}
-		for _, a := range r.Actions {
-			for _, c := range a.Channels {
-				if !channels[c] {
-					errs = append(errs, fmt.Errorf("%s:%d: rule %q: notify channel %q is not defined under notify.channels", r.File, r.Line, r.Name, c))
-				}
-			}
-		}
-	}
-	return errs
 }
 
 // printSummary shows what the guard will do with this configuration.

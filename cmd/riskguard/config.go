@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -11,28 +12,49 @@ import (
 	"strings"
 	"time"
 
-	koanfyaml "github.com/knadh/koanf/parsers/yaml"
-	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 	"gopkg.in/yaml.v3"
 
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 )
 
 // config is the whole configuration file, validated, with defaults applied
-// and environment overrides merged.
+// and environment overrides merged. Every command that reads the file gets
+// it from loadConfig, with the same checks.
 type config struct {
 	// Path is the file the configuration was read from.
 	Path     string
 	Exchange exchangeConfig
-	Engine   engineConfig
-	// Notify is the raw notify section, for the notifications code to
-	// validate; only its being a mapping is checked here.
-	Notify map[string]any
+	// Engine is the engine section over engine.DefaultConfig(); its
+	// IndexNames are exchange.index_names.
+	Engine engine.Config
+	// Listen is engine.listen, the daemon's /metrics and /healthz
+	// address; "" is off.
+	Listen string
+	// Notify is the validated notify section; nil when there is none.
+	Notify *notify.Config
 	Rules  *rules.Set
+	// RulesOnly is set for a file without exchange and engine sections,
+	// accepted with loadOptions.rulesOnly: only its rules (and notify
+	// section) count, the engine settings are the defaults.
+	RulesOnly bool
 	// Warnings are problems that do not stop the program, e.g. a secret
 	// kept in the YAML. They never contain a secret.
 	Warnings []string
+}
+
+// loadOptions are what the commands' needs differ in; every command runs
+// every check.
+type loadOptions struct {
+	// secretsOptional reports a notification secret whose environment
+	// variable is unset as a warning, not an error: check, backtest and
+	// rule tests send no notification.
+	secretsOptional bool
+	// rulesOnly accepts a file with neither an exchange nor an engine
+	// section (a rule-test or baseline rules file).
+	rulesOnly bool
 }
 
 // exchangeConfig is the exchange section.
@@ -57,38 +79,15 @@ type exchangeConfig struct {
 	IndexNames map[string]string
 }
 
-// engineConfig is the engine section. It holds no map or slice, so two of
-// them compare with ==.
-type engineConfig struct {
-	Interval            time.Duration
-	DryRun              bool
-	AuditLog            string
-	StateFile           string
-	Listen              string
-	MaxActionsPerMinute int
-	BreakerReset        time.Duration
-	SymbolsRefresh      time.Duration
-	// StaleAfter: index prices unchanged for this long are stale; 0 is off.
-	StaleAfter time.Duration
-	// UnreachableAfter is how long reads may fail before a notification
-	// says the exchange is unreachable.
-	UnreachableAfter time.Duration
-}
-
-// Defaults of the optional keys.
+// Defaults of the exchange section's optional keys; the engine's are
+// engine.DefaultConfig().
 const (
-	defaultPositionsPath       = "/v1/contracts/positions"
-	defaultTimeout             = 10 * time.Second
-	defaultMaxRetries          = 3
-	defaultRateLimit           = 10.0
-	defaultRateBurst           = 5
-	defaultClockSync           = 10 * time.Minute
-	defaultInterval            = 2 * time.Second
-	defaultAuditLog            = "riskguard-audit.jsonl"
-	defaultStateFile           = "riskguard-state.json"
-	defaultMaxActionsPerMinute = 10
-	defaultBreakerReset        = 5 * time.Minute
-	defaultSymbolsRefresh      = 10 * time.Minute
+	defaultPositionsPath = "/v1/contracts/positions"
+	defaultTimeout       = 10 * time.Second
+	defaultMaxRetries    = 3
+	defaultRateLimit     = 10.0
+	defaultRateBurst     = 5
+	defaultClockSync     = 10 * time.Minute
 )
 
 // keyKind is the type of a configuration value.
@@ -152,16 +151,28 @@ func configKeys() []configKey {
 func topKeys() []string { return []string{"exchange", "engine", "notify", "rules"} }
 
 // loadConfig reads, merges and validates the configuration at path, with
-// environment overrides read through getenv. Every problem of the file is
-// reported at once in a *rules.ErrorList, each as FILE:LINE:COL: message.
+// environment overrides read through getenv, as the daemon needs it.
 func loadConfig(path string, getenv func(string) string) (*config, error) {
-	data, err := file.Provider(path).ReadBytes()
+	return loadConfigWith(path, getenv, loadOptions{})
+}
+
+// loadConfigWith is the one loader of the configuration file. It decodes
+// the YAML once and checks every section against that one tree: the rules,
+// the exchange and engine settings, the notify section, the channels that
+// rules' notify actions name and their message templates. Every problem of
+// the file is reported at once in a *rules.ErrorList sorted by position,
+// each as FILE:LINE:COL: message.
+func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (*config, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	l := &loader{path: path, getenv: getenv, nodes: map[string]*yaml.Node{}, keys: map[string]*yaml.Node{}}
-
-	set, rerr := rules.Parse(path, data)
+	doc, err := rules.Decode(path, data)
+	if err != nil {
+		return nil, err // not one YAML mapping: nothing else can be read
+	}
+	l := &loader{path: path, getenv: getenv, nodes: map[string]*yaml.Node{}, keys: map[string]*yaml.Node{}, root: doc.Root}
+	set, rerr := rules.ParseDocument(doc)
 	var rlist *rules.ErrorList
 	switch {
 	case rerr == nil:
@@ -170,32 +181,36 @@ func loadConfig(path string, getenv func(string) string) (*config, error) {
 	default:
 		return nil, fmt.Errorf("rules: %w", rerr)
 	}
+	sections := l.structure(doc.Root)
 
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		// Not a mapping, empty or invalid YAML: rules.Parse said so.
+	var raw map[string]any
+	if err := doc.Root.Decode(&raw); err != nil {
+		l.errorf(doc.Root, "%v", err) // duplicate keys, already reported by structure
 		return nil, l.result()
 	}
-	if !l.structure(doc.Content[0]) {
-		return nil, l.result()
-	}
-
 	k := koanf.New(".")
-	if err := k.Load(bytesProvider(data), koanfyaml.Parser()); err != nil {
-		l.errorf(nil, "parse config: %v", err)
-		return nil, l.result()
+	if err := k.Load(mapProvider(raw), nil); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	if err := k.Load(envProvider{getenv: getenv}, nil); err != nil {
 		return nil, fmt.Errorf("environment overrides: %w", err)
 	}
 	l.k = k
 
-	cfg := &config{Path: path, Rules: set}
-	l.exchange(&cfg.Exchange)
-	l.engine(&cfg.Engine)
-	if raw, ok := k.Get("notify").(map[string]any); ok {
-		cfg.Notify = raw
+	cfg := &config{Path: path, Rules: set, Engine: engine.DefaultConfig()}
+	cfg.RulesOnly = opts.rulesOnly && mappingValue(doc.Root, "exchange") == nil && mappingValue(doc.Root, "engine") == nil
+	// A section that is there but not a mapping was reported; its keys
+	// would only repeat that.
+	usable := func(s string) bool { return sections[s] || mappingValue(doc.Root, s) == nil }
+	if !cfg.RulesOnly && usable("exchange") {
+		l.exchange(&cfg.Exchange)
 	}
+	if !cfg.RulesOnly && usable("engine") {
+		l.engine(&cfg.Engine, &cfg.Listen)
+	}
+	cfg.Engine.IndexNames = cfg.Exchange.IndexNames
+	cfg.Notify = l.notify(raw["notify"], opts)
+	l.ruleReferences(cfg.Notify, raw["notify"])
 	if err := l.result(); err != nil {
 		return nil, err
 	}
@@ -207,6 +222,7 @@ func loadConfig(path string, getenv func(string) string) (*config, error) {
 type loader struct {
 	path   string
 	getenv func(string) string
+	root   *yaml.Node
 	k      *koanf.Koanf
 	// nodes holds the value node of each "section.key" present in the
 	// file, keys its key node.
@@ -220,13 +236,9 @@ func (l *loader) result() error {
 	if len(l.errs) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(l.errs, func(a, b *rules.Error) int {
-		if a.Line != b.Line {
-			return a.Line - b.Line
-		}
-		return a.Col - b.Col
-	})
-	return &rules.ErrorList{Errors: l.errs}
+	list := &rules.ErrorList{Errors: l.errs}
+	list.Sort()
+	return list
 }
 
 // errorf records an error at n (the file's start when nil).
@@ -239,41 +251,42 @@ func (l *loader) errorf(n *yaml.Node, format string, args ...any) {
 }
 
 // structure checks the sections and their keys, and records where each
-// value is. It reports whether values can be read.
-func (l *loader) structure(root *yaml.Node) bool {
-	ok := true
+// value is. It returns the sections present as mappings: a section that is
+// not one is reported and not read further, while every other section is
+// still checked, so one mistake never hides another.
+func (l *loader) structure(root *yaml.Node) map[string]bool {
 	known := map[string]bool{}
 	for _, k := range configKeys() {
 		known[k.path()] = true
 	}
+	sections := map[string]bool{}
 	seenTop := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		kn, vn := root.Content[i], root.Content[i+1]
 		if seenTop[kn.Value] {
 			l.errorf(kn, "duplicate key %q", kn.Value)
-			ok = false
 			continue
 		}
 		seenTop[kn.Value] = true
 		switch kn.Value {
 		case "rules":
-			continue // rules.Parse checked it
+			continue // rules.ParseDocument checked it
 		case "exchange", "engine", "notify":
 		default:
 			l.unknownKey(kn, "", topKeys())
-			ok = false
 			continue
 		}
 		if vn.Kind == yaml.ScalarNode && vn.Tag == "!!null" {
+			sections[kn.Value] = true
 			continue
 		}
 		if vn.Kind != yaml.MappingNode {
 			l.errorf(vn, "%s: expected a mapping", kn.Value)
-			ok = false
 			continue
 		}
+		sections[kn.Value] = true
 		if kn.Value == "notify" {
-			continue // validated by the notifications code
+			continue // checked by notify.CheckConfig, positioned by nodeAt
 		}
 		var names []string
 		for _, k := range configKeys() {
@@ -288,17 +301,15 @@ func (l *loader) structure(root *yaml.Node) bool {
 			switch {
 			case seen[skn.Value]:
 				l.errorf(skn, "duplicate key %q", p)
-				ok = false
 			case !known[p]:
 				l.unknownKey(skn, kn.Value+".", names)
-				ok = false
 			default:
 				l.nodes[p], l.keys[p] = svn, skn
 			}
 			seen[skn.Value] = true
 		}
 	}
-	return ok
+	return sections
 }
 
 func (l *loader) unknownKey(k *yaml.Node, prefix string, known []string) {
@@ -527,29 +538,163 @@ func (l *loader) exchange(x *exchangeConfig) {
 	x.APISecret = l.secret("RISKGUARD_API_SECRET", get("api_secret_file"), get("api_secret"))
 }
 
-func (l *loader) engine(e *engineConfig) {
+// engine reads the engine section over e, which holds the defaults.
+func (l *loader) engine(e *engine.Config, listen *string) {
 	get := func(name string) configKey { return key("engine", name) }
-	e.Interval = l.positive(get("interval"), defaultInterval)
-	e.DryRun = l.boolean(get("dry_run"), false)
-	e.AuditLog = l.str(get("audit_log"), defaultAuditLog)
-	e.StateFile = l.str(get("state_file"), defaultStateFile)
-	e.Listen = l.str(get("listen"), "")
-	if e.Listen != "" {
-		host, port, err := net.SplitHostPort(e.Listen)
+	e.Interval = l.positive(get("interval"), e.Interval)
+	e.DryRun = l.boolean(get("dry_run"), e.DryRun)
+	e.AuditLog = l.str(get("audit_log"), e.AuditLog)
+	e.StateFile = l.str(get("state_file"), e.StateFile)
+	*listen = l.str(get("listen"), "")
+	if *listen != "" {
+		host, port, err := net.SplitHostPort(*listen)
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
-			l.bad(get("listen"), l.envOf(get("listen")), "expected host:port like 127.0.0.1:9464, got %q", e.Listen)
+			l.bad(get("listen"), l.envOf(get("listen")), "expected host:port like 127.0.0.1:9464, got %q", *listen)
 		} else if !isLoopback(host) {
-			l.warnf("engine.listen %s serves metrics beyond this machine", e.Listen)
+			l.warnf("engine.listen %s serves metrics beyond this machine", *listen)
 		}
 	}
-	e.MaxActionsPerMinute = l.integer(get("max_actions_per_minute"), defaultMaxActionsPerMinute)
+	e.MaxActionsPerMinute = l.integer(get("max_actions_per_minute"), e.MaxActionsPerMinute)
 	if e.MaxActionsPerMinute < 1 {
 		l.bad(get("max_actions_per_minute"), l.envOf(get("max_actions_per_minute")), "must be at least 1, got %d", e.MaxActionsPerMinute)
 	}
-	e.BreakerReset = l.positive(get("breaker_reset"), defaultBreakerReset)
-	e.SymbolsRefresh = l.positive(get("symbols_refresh"), defaultSymbolsRefresh)
-	e.StaleAfter = l.duration(get("stale_after"), 0)
-	e.UnreachableAfter = l.positive(get("unreachable_after"), time.Minute)
+	e.BreakerReset = l.positive(get("breaker_reset"), e.BreakerReset)
+	e.SymbolsRefresh = l.positive(get("symbols_refresh"), e.SymbolsRefresh)
+	e.StaleAfter = l.duration(get("stale_after"), e.StaleAfter)
+	e.UnreachableAfter = l.positive(get("unreachable_after"), e.UnreachableAfter)
+}
+
+// notify validates the notify section with notify.CheckConfig, placing
+// each of its errors at the key it names. A secret whose environment
+// variable is unset is an error, or a warning with secretsOptional.
+func (l *loader) notify(raw any, opts loadOptions) *notify.Config {
+	if raw == nil {
+		return nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil // structure reported it
+	}
+	ncfg, missing, errs := notify.CheckConfig(m, l.getenv)
+	for _, err := range errs {
+		var ce *notify.ConfigError
+		if errors.As(err, &ce) {
+			l.errorf(l.nodeAt(ce.Path), "%s: %s", ce.Path, ce.Msg)
+			continue
+		}
+		l.errorf(l.nodeAt("notify"), "notify: %v", err)
+	}
+	for _, ce := range missing {
+		if opts.secretsOptional {
+			l.warnf("%s: %s (needed by run, demo and notify test)", ce.Path, ce.Msg)
+			continue
+		}
+		l.errorf(l.nodeAt(ce.Path), "%s: %s", ce.Path, ce.Msg)
+	}
+	if ncfg == nil {
+		return nil
+	}
+	l.warnings = append(l.warnings, ncfg.Warnings...)
+	if len(ncfg.Warnings) > 0 {
+		if fi, err := os.Stat(l.path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			l.warnf("%s holds notification secrets but is readable by other users (mode %04o): chmod 600 it", l.path, fi.Mode().Perm())
+		}
+	}
+	return ncfg
+}
+
+// ruleReferences checks what rules take from the notify section: the
+// channels their notify actions name and their message templates. It walks
+// the rule nodes itself, so that a rule with another mistake is checked too.
+func (l *loader) ruleReferences(ncfg *notify.Config, rawNotify any) {
+	defined := map[string]bool{}
+	if ncfg != nil {
+		for _, n := range ncfg.ChannelNames() {
+			defined[n] = true
+		}
+	} else if m, ok := rawNotify.(map[string]any); ok {
+		// A broken section: take the names it defines, so that its own
+		// errors are not repeated at every rule that names a channel.
+		if ch, ok := m["channels"].(map[string]any); ok {
+			for n := range ch {
+				defined[n] = true
+			}
+		}
+	}
+	names := slices.Sorted(maps.Keys(defined))
+	rulesNode := mappingValue(l.root, "rules")
+	if rulesNode == nil || rulesNode.Kind != yaml.SequenceNode {
+		return
+	}
+	for i, rn := range rulesNode.Content {
+		if rn.Kind != yaml.MappingNode {
+			continue
+		}
+		name := ""
+		if n := mappingValue(rn, "name"); n != nil && n.Kind == yaml.ScalarNode {
+			name = n.Value
+		}
+		at := func(n *yaml.Node, format string, args ...any) {
+			l.errs = append(l.errs, &rules.Error{File: l.path, Line: n.Line, Col: n.Column, Rule: name, RuleIndex: i + 1, Msg: fmt.Sprintf(format, args...)})
+		}
+		if msg := mappingValue(rn, "message"); msg != nil && msg.Kind == yaml.ScalarNode && msg.Tag == "!!str" {
+			if err := notify.CheckTemplate(msg.Value); err != nil {
+				at(msg, "message: %v", err)
+			}
+		}
+		actions := mappingValue(rn, "actions")
+		if actions == nil || actions.Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, an := range actions.Content {
+			kind := mappingValue(an, "action")
+			channels := mappingValue(an, "channels")
+			if kind == nil || kind.Value != string(rules.Notify) || channels == nil || channels.Kind != yaml.SequenceNode {
+				continue
+			}
+			for _, c := range channels.Content {
+				if c.Kind != yaml.ScalarNode || defined[c.Value] {
+					continue
+				}
+				switch hint := rules.DidYouMean(c.Value, names); {
+				case len(names) == 0:
+					at(c, "notify channel %q is not defined: there is no notify.channels section", c.Value)
+				case hint != "":
+					at(c, "notify channel %q is not defined under notify.channels (did you mean %q?)", c.Value, hint)
+				default:
+					at(c, "notify channel %q is not defined under notify.channels (defined: %s)", c.Value, strings.Join(names, ", "))
+				}
+			}
+		}
+	}
+}
+
+// mappingValue returns the value of key in mapping n, or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// nodeAt returns the node a dotted key path names (notify.channels.ops.
+// token_env), or the deepest mapping on the way when a key is missing, so
+// that "required" errors point at the mapping that lacks the key.
+func (l *loader) nodeAt(path string) *yaml.Node {
+	n := l.root
+	for part := range strings.SplitSeq(path, ".") {
+		next := mappingValue(n, part)
+		if next == nil {
+			return n
+		}
+		n = next
+	}
+	return n
 }
 
 // positive reads a duration that must be > 0.
@@ -632,15 +777,15 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// bytesProvider is a koanf provider over bytes already read, so that the
-// positions (yaml.v3), the rules and koanf all see the same content.
-type bytesProvider []byte
+// mapProvider is a koanf provider over the file's tree already decoded,
+// so that the positions, the rules and koanf all see the one parse.
+type mapProvider map[string]any
 
-func (b bytesProvider) ReadBytes() ([]byte, error) { return b, nil }
-
-func (b bytesProvider) Read() (map[string]any, error) {
-	return nil, errors.New("bytes provider: use ReadBytes with a parser")
+func (m mapProvider) ReadBytes() ([]byte, error) {
+	return nil, errors.New("map provider: use Read")
 }
+
+func (m mapProvider) Read() (map[string]any, error) { return m, nil }
 
 // envProvider is a koanf provider of the RISKGUARD_SECTION_KEY overrides,
 // read through a getenv function (tests pass a map). Only known keys are

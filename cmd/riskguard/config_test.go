@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"github.com/riskguard/riskguard/engine"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +44,7 @@ func TestLoadConfigExample(t *testing.T) {
 	if x.BaseURL != "https://api.example.com" || x.Timeout != 10*time.Second || x.APIKey != "" || x.APISecret != "" {
 		t.Errorf("exchange = %+v", x)
 	}
-	if e.Interval != 2*time.Second || e.DryRun || e.Listen != "127.0.0.1:9464" ||
+	if e.Interval != 2*time.Second || e.DryRun || cfg.Listen != "127.0.0.1:9464" ||
 		e.AuditLog != "riskguard-audit.jsonl" || e.StateFile != "riskguard-state.json" || e.MaxActionsPerMinute != 10 {
 		t.Errorf("engine = %+v", e)
 	}
@@ -61,11 +63,12 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := engineConfig{
+	want := engine.Config{
 		Interval: 2 * time.Second, AuditLog: "riskguard-audit.jsonl", StateFile: "riskguard-state.json",
 		MaxActionsPerMinute: 10, BreakerReset: 5 * time.Minute, SymbolsRefresh: 10 * time.Minute, UnreachableAfter: time.Minute,
+		ActionTimeout: 30 * time.Second,
 	}
-	if cfg.Engine != want {
+	if !reflect.DeepEqual(cfg.Engine, want) || !reflect.DeepEqual(cfg.Engine, engine.DefaultConfig()) {
 		t.Errorf("engine = %+v, want %+v", cfg.Engine, want)
 	}
 	x := cfg.Exchange
@@ -90,7 +93,8 @@ engine:
   dry_run: false
   stale_after: 30s
 notify:
-  slack: {webhook_url: https://hooks.example.com/x}
+  channels:
+    team: {type: slack, webhook_url_env: SLACK_WEBHOOK}
 `+minimalRules)
 	cfg, err := loadConfig(path, envMap(map[string]string{
 		"RISKGUARD_ENGINE_INTERVAL":               "5s",
@@ -101,6 +105,7 @@ notify:
 		"RISKGUARD_API_KEY":                       "k-123",
 		"RISKGUARD_API_SECRET":                    "s3cret",
 		"RISKGUARD_EXCHANGE_API_KEY":              "ignored: credentials have their own variables",
+		"SLACK_WEBHOOK":                           "https://hooks.example.com/x",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +120,7 @@ notify:
 	if x.APIKey != "k-123" || x.APISecret != "s3cret" {
 		t.Errorf("credentials not taken from the environment")
 	}
-	if _, ok := cfg.Notify["slack"]; !ok {
+	if cfg.Notify == nil || cfg.Notify.Channels["team"].URL != "https://hooks.example.com/x" {
 		t.Errorf("notify = %v", cfg.Notify)
 	}
 	if len(cfg.Warnings) != 0 {

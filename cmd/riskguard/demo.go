@@ -83,10 +83,10 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	cfg.Exchange.BaseURL = "http://" + ln.Addr().String()
 	cfg.Exchange.APIKey, cfg.Exchange.APISecret = sim.DefaultKey, sim.DefaultSecret
 	cfg.Engine.Interval = *interval
-	cfg.Engine.Listen = ""
+	cfg.Listen = ""
 	cfg.Engine.AuditLog = filepath.Join(*dir, "audit.jsonl")
 	cfg.Engine.StateFile = filepath.Join(*dir, "state.json")
-	g, err := newGuard(cfg, m.Getenv, logger, *dryRun)
+	g, err := newGuard(cfg, logger, *dryRun)
 	if err != nil {
 		return err
 	}

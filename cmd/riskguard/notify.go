@@ -34,22 +34,15 @@ func (m *Main) runNotify(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, err)
 		return exitCode(1)
 	}
-	if len(cfg.Notify) == 0 {
+	if cfg.Notify == nil {
 		fmt.Fprintf(m.Stderr, "riskguard notify: %s has no notify section\n", *configPath)
-		return exitCode(1)
-	}
-	ncfg, errs := notify.ParseConfig(cfg.Notify, m.Getenv)
-	if len(errs) > 0 {
-		for _, e := range errs {
-			fmt.Fprintf(m.Stderr, "%s: %v\n", *configPath, e)
-		}
 		return exitCode(1)
 	}
 	logger, err := newLogger(m.Stderr, "auto", "warn")
 	if err != nil {
 		return err
 	}
-	d, err := notify.NewDispatcher(ncfg, notify.WithLogger(logger))
+	d, err := notify.NewDispatcher(cfg.Notify, notify.WithLogger(logger))
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard notify:", err)
 		return exitCode(1)

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/ruletest"
 	"github.com/riskguard/riskguard/rules"
-	"gopkg.in/yaml.v3"
 )
 
 // runTest is `riskguard test [--run REGEXP] FILE...`: it runs rule-test
@@ -94,26 +92,12 @@ func (m *Main) runTest(ctx context.Context, args []string) error {
 // a rules-only file (no exchange or engine section) with the engine's
 // defaults.
 func loadTestRules(path string) (*rules.Set, *engine.Config, error) {
-	data, err := os.ReadFile(path)
+	cfg, err := loadConfigWith(path, func(string) string { return "" }, loadOptions{secretsOptional: true, rulesOnly: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	var top map[string]any
-	if yaml.Unmarshal(data, &top) == nil && top["exchange"] == nil && top["engine"] == nil {
-		set, err := rules.Parse(path, data)
-		return set, nil, err
+	if cfg.RulesOnly {
+		return cfg.Rules, nil, nil
 	}
-	cfg, err := loadConfig(path, func(string) string { return "" })
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg.Rules, &engine.Config{
-		Interval:            cfg.Engine.Interval,
-		MaxActionsPerMinute: cfg.Engine.MaxActionsPerMinute,
-		BreakerReset:        cfg.Engine.BreakerReset,
-		SymbolsRefresh:      cfg.Engine.SymbolsRefresh,
-		StaleAfter:          cfg.Engine.StaleAfter,
-		UnreachableAfter:    cfg.Engine.UnreachableAfter,
-		IndexNames:          cfg.Exchange.IndexNames,
-	}, nil
+	return cfg.Rules, &cfg.Engine, nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,18 +60,11 @@ func newClient(cfg *config, logger *slog.Logger, extra ...exchange.Option) (*exc
 
 // newNotifier builds what the engine notifies through: the dispatcher of
 // the notify section's channels, or the log when there is none.
-func newNotifier(cfg *config, getenv func(string) string, logger *slog.Logger, reg prometheus.Registerer) (engine.Notifier, *notify.Dispatcher, error) {
-	if len(cfg.Notify) == 0 {
+func newNotifier(cfg *config, logger *slog.Logger, reg prometheus.Registerer) (engine.Notifier, *notify.Dispatcher, error) {
+	if cfg.Notify == nil {
 		return newLogNotifier(logger), nil, nil
 	}
-	ncfg, errs := notify.ParseConfig(cfg.Notify, getenv)
-	if len(errs) > 0 {
-		return nil, nil, fmt.Errorf("%s: %w", cfg.Path, errors.Join(errs...))
-	}
-	for _, w := range notifyWarnings(cfg.Path, ncfg) {
-		logger.Warn(w)
-	}
-	d, err := notify.NewDispatcher(ncfg, notify.WithLogger(logger))
+	d, err := notify.NewDispatcher(cfg.Notify, notify.WithLogger(logger))
 	if err != nil {
 		return nil, nil, fmt.Errorf("notify: %w", err)
 	}
@@ -83,7 +77,7 @@ func newNotifier(cfg *config, getenv func(string) string, logger *slog.Logger, r
 
 // newGuard wires a client, the notifications and an engine from the
 // configuration.
-func newGuard(cfg *config, getenv func(string) string, logger *slog.Logger, dryRun bool, extra ...exchange.Option) (*guard, error) {
+func newGuard(cfg *config, logger *slog.Logger, dryRun bool, extra ...exchange.Option) (*guard, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := engine.NewMetrics(reg)
@@ -95,7 +89,7 @@ func newGuard(cfg *config, getenv func(string) string, logger *slog.Logger, dryR
 	if err != nil {
 		return nil, err
 	}
-	notifier, dispatcher, err := newNotifier(cfg, getenv, logger, reg)
+	notifier, dispatcher, err := newNotifier(cfg, logger, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -103,19 +97,9 @@ func newGuard(cfg *config, getenv func(string) string, logger *slog.Logger, dryR
 	if dispatcher != nil {
 		onTick = func(_ *engine.TickReport, err error) { dispatcher.Heartbeat(err == nil) }
 	}
-	ec, x := cfg.Engine, cfg.Exchange
-	eng, err := engine.New(engine.Config{
-		Interval:            ec.Interval,
-		DryRun:              ec.DryRun || dryRun,
-		MaxActionsPerMinute: ec.MaxActionsPerMinute,
-		BreakerReset:        ec.BreakerReset,
-		SymbolsRefresh:      ec.SymbolsRefresh,
-		StaleAfter:          ec.StaleAfter,
-		IndexNames:          x.IndexNames,
-		AuditLog:            ec.AuditLog,
-		StateFile:           ec.StateFile,
-		UnreachableAfter:    ec.UnreachableAfter,
-	}, cfg.Rules, engine.Deps{
+	ec := cfg.Engine
+	ec.DryRun = ec.DryRun || dryRun
+	eng, err := engine.New(ec, cfg.Rules, engine.Deps{
 		Reader: client, Actuator: client, Notifier: notifier, Logger: logger, Metrics: metrics, Now: time.Now, OnTick: onTick,
 	})
 	if err != nil {
@@ -206,7 +190,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	g, err := newGuard(cfg, m.Getenv, logger, *dryRun)
+	g, err := newGuard(cfg, logger, *dryRun)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard run:", err)
 		return exitCode(1)
@@ -222,8 +206,8 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		logger.Info("tick done", "positions", rep.Positions, "evaluations", rep.Evaluations, "transitions", len(rep.Transitions), "actions", len(rep.Actions))
 		return nil
 	}
-	if cfg.Engine.Listen != "" {
-		if err := g.serve(ctx, cfg.Engine.Listen, logger); err != nil {
+	if cfg.Listen != "" {
+		if err := g.serve(ctx, cfg.Listen, logger); err != nil {
 			fmt.Fprintln(m.Stderr, "riskguard run:", err)
 			return exitCode(1)
 		}
@@ -274,8 +258,9 @@ func (m *Main) reloads(ctx context.Context, path string, running *config, g *gua
 				Text: "config reload rejected; the old rules keep running: " + err.Error()})
 			continue
 		}
-		if cfg.Exchange.BaseURL != running.Exchange.BaseURL || cfg.Engine != running.Engine {
-			logger.Warn("reload applies rules only; exchange and engine settings take effect at the next start")
+		if !reflect.DeepEqual(cfg.Exchange, running.Exchange) || !reflect.DeepEqual(cfg.Engine, running.Engine) ||
+			cfg.Listen != running.Listen || !reflect.DeepEqual(cfg.Notify, running.Notify) {
+			logger.Warn("reload applies rules only; exchange, engine and notify settings take effect at the next start")
 		}
 		g.engine.Update(time.Now(), cfg.Rules)
 		logger.Info("config reloaded", "rules", len(cfg.Rules.Rules))

@@ -288,16 +288,16 @@ func TestMetricsListenLoopbackByDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Engine.Listen != "" {
-		t.Errorf("default engine.listen = %q, want off", cfg.Engine.Listen)
+	if cfg.Listen != "" {
+		t.Errorf("default engine.listen = %q, want off", cfg.Listen)
 	}
 	ex, err := loadConfig(filepath.Join("..", "..", "rules.example.yaml"), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, _, err := net.SplitHostPort(ex.Engine.Listen)
+	host, _, err := net.SplitHostPort(ex.Listen)
 	if err != nil || !isLoopback(host) {
-		t.Errorf("rules.example.yaml engine.listen = %q, want a loopback address", ex.Engine.Listen)
+		t.Errorf("rules.example.yaml engine.listen = %q, want a loopback address", ex.Listen)
 	}
 	for _, w := range ex.Warnings {
 		if strings.Contains(w, "beyond this machine") {

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runMain runs one command in-process and returns its exit status, stdout
+// and stderr.
+func runMain(t *testing.T, getenv func(string) string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	m := &Main{Stdout: &stdout, Stderr: &stderr, Getenv: getenv}
+	err := m.Run(context.Background(), args)
+	var ec exitCode
+	switch {
+	case err == nil:
+		return 0, stdout.String(), stderr.String()
+	case errors.As(err, &ec):
+		return int(ec), stdout.String(), stderr.String()
+	}
+	t.Fatalf("%v: %v", args, err)
+	return -1, "", ""
+}
+
+// Every command that loads the configuration gives the same guarantees: a
+// notify action naming an undefined channel, or a broken message template,
+// is refused by check, by run --once and by a reload alike, with the same
+// positioned line.
+func TestEveryCommandRefusesWhatCheckRefuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, notify, rule, want string
+	}{
+		{
+			name:   "undefined channel",
+			notify: "notify:\n  channels:\n    ops: {type: log}\n",
+			rule:   "  - name: r1\n    when: position.leverage > 1000\n    actions:\n      - action: notify\n        channels: [opz]\n",
+			want:   `:16:20: rule "r1": notify channel "opz" is not defined under notify.channels (did you mean "ops"?)`,
+		},
+		{
+			name: "template field typo",
+			rule: "  - name: r1\n    when: position.leverage > 1000\n    message: \"{{.Symbol}} at {{pct .Distnce}}\"\n",
+			want: `:11:14: rule "r1": message: message template line 1, column 21: unknown field .Distnce (did you mean .Distance?)`,
+		},
+		{
+			name: "template syntax",
+			rule: "  - name: r1\n    when: position.leverage > 1000\n    message: \"{{.Symbol\"\n",
+			want: `:11:14: rule "r1": message: message template line 1: unclosed action`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGuardEnv(t, "", overMaxRule)
+			good, err := os.ReadFile(g.config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeBad := func() {
+				g.writeConfig("", tt.rule)
+				if tt.notify != "" {
+					body, _ := os.ReadFile(g.config)
+					// notify goes before rules, after the engine section.
+					s := strings.Replace(string(body), "\nrules:\n", "\n"+tt.notify+"rules:\n", 1)
+					if err := os.WriteFile(g.config, []byte(s), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			writeBad()
+			want := g.config + tt.want
+
+			code, _, stderr := runMain(t, g.env, "check", "--config", g.config)
+			if code != 1 || !strings.Contains(stderr, want+"\n") {
+				t.Errorf("check: exit %d, stderr:\n%s\nwant the line %q", code, stderr, want)
+			}
+			code, stderr = g.once()
+			if code != 1 || !strings.Contains(stderr, want+"\n") {
+				t.Errorf("run --once: exit %d, stderr:\n%s\nwant the line %q", code, stderr, want)
+			}
+			if n := len(g.mutating()); n != 0 {
+				t.Errorf("run --once with a refused config sent %d mutating calls", n)
+			}
+
+			// A running daemon refuses the same file on reload and keeps
+			// its rules.
+			if err := os.WriteFile(g.config, good, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			reload := make(chan os.Signal, 1)
+			logs := &lockedBuffer{}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			m := &Main{Stdout: io.Discard, Stderr: logs, Getenv: g.env, Reload: reload}
+			go func() { done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"}) }()
+			defer func() {
+				cancel()
+				select {
+				case <-done:
+				case <-time.After(20 * time.Second):
+					t.Error("the daemon did not stop")
+				}
+			}()
+			waitFor(t, "the first tick", 10*time.Second, func() bool { return strings.Contains(logs.String(), "riskguard started") })
+			writeBad()
+			reload <- nil
+			waitFor(t, "the reload to be rejected", 10*time.Second, func() bool {
+				return strings.Contains(logs.String(), "config reload rejected")
+			})
+			// The JSON log escapes quotes; compare the unquoted message.
+			wantJSON := strings.ReplaceAll(want, `"`, `\"`)
+			if !strings.Contains(logs.String(), wantJSON) {
+				t.Errorf("the rejected reload does not say why (%q):\n%s", wantJSON, logs.String())
+			}
+		})
+	}
+}
+
+// One check run reports every mistake of the file, sorted, in one format:
+// an unknown key does not hide a bad value, and the notify errors come
+// with the others.
+func TestCheckReportsEveryMistakeInOnePass(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, `exchange:
+  base_url: api.example.com
+  timeuot: 5s
+engine:
+  interval: -2s
+notify:
+  channels:
+    ops: {type: log}
+    team: {type: slack}
+rules:
+  - name: r1
+    when: position.leverage > 10
+    actions:
+      - action: notify
+        channels: [pager]
+`)
+	code, stdout, stderr := runMain(t, envMap(nil), "check", "--config", path)
+	if code != 1 || stdout != "" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	want := []string{
+		path + `:2:13: exchange.base_url: "api.example.com" is not an http(s) URL like https://api.example.com`,
+		path + `:3:3: unknown key "exchange.timeuot" (did you mean "exchange.timeout"?)`,
+		path + `:5:13: engine.interval: must not be negative, got -2s`,
+		path + `:9:11: notify.channels.team.webhook_url: required (or webhook_url_env naming an environment variable)`,
+		path + `:15:20: rule "r1": notify channel "pager" is not defined under notify.channels (defined: ops, team)`,
+		path + `: 5 errors`,
+	}
+	got := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stderr:\n%s\nwant:\n%s", stderr, strings.Join(want, "\n"))
+	}
+}
+
+// check runs where the notification secrets are not set: it says what run
+// will need. run refuses to start without them, pointing at the key.
+func TestCheckNeedsNoNotificationSecrets(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	body, err := os.ReadFile(g.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withNotify := strings.Replace(string(body), "\nrules:\n", "\nnotify:\n  channels:\n    ops: {type: telegram, token_env: TG_TOKEN_UNSET, chat_id: \"123\"}\nrules:\n", 1)
+	if err := os.WriteFile(g.config, []byte(withNotify), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runMain(t, envMap(nil), "check", "--config", g.config)
+	if code != 0 {
+		t.Fatalf("check without the secret: exit %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stdout, "warning: notify.channels.ops.token_env: environment variable TG_TOKEN_UNSET is unset or empty (needed by run, demo and notify test)") {
+		t.Errorf("check does not say the secret is missing:\n%s", stdout)
+	}
+	code, stderr = g.once()
+	want := fmt.Sprintf("%s:10:38: notify.channels.ops.token_env: environment variable TG_TOKEN_UNSET is unset or empty", g.config)
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("run --once without the secret: exit %d\n%s\nwant %q", code, stderr, want)
+	}
+}

@@ -85,7 +85,12 @@ type Engine struct {
 	now      func() time.Time
 	onTick   func(*TickReport, error)
 
-	mu        sync.Mutex
+	// tick serialises ticks (and reloads and Close with them) and owns
+	// the evaluation state below: only the goroutine holding it reads or
+	// writes those fields. A tick holds it across its network reads and
+	// actions, so nothing that answers a caller takes it: LastSuccess,
+	// Active, Rules and Update take mu alone.
+	tick      sync.Mutex
 	set       *rules.Set
 	positions map[string]*posState // by position id
 	symbols   map[int64]*exchange.ContractSymbol
@@ -93,7 +98,6 @@ type Engine struct {
 	indexSeen map[string]indexSeen
 	breaker   breakerState
 	dirty     bool // state changed since the last save
-	lastOK    time.Time
 	lastTick  time.Time
 	failSince time.Time // first failed read of the current outage
 	down      bool      // the unreachable notification was sent
@@ -103,6 +107,16 @@ type Engine struct {
 	in  rules.Input
 	env rules.Env
 	ev  rules.Evaluator
+
+	// mu guards what callers read while a tick may be running: it is
+	// held for a few assignments only, never across I/O. lastOK is
+	// written by the tick alone (which may read it without mu).
+	mu        sync.Mutex
+	lastOK    time.Time
+	current   *rules.Set   // the set in force, as Rules reports it
+	active    []ActiveRule // published after every tick that changed a state
+	pending   *rules.Set   // a reload waiting for the running tick to end
+	pendingAt time.Time
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -144,6 +158,7 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 		now:       d.Now,
 		onTick:    d.OnTick,
 		set:       set,
+		current:   set,
 		positions: make(map[string]*posState),
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
@@ -173,6 +188,7 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 		e.audit = a
 		e.interrupted(lost)
 	}
+	e.publishActive()
 	return e, nil
 }
 
@@ -195,8 +211,9 @@ func (e *Engine) interrupted(lost []Record) {
 
 // Close flushes the state file and closes the audit log.
 func (e *Engine) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.tick.Lock() // after the tick in flight
+	defer e.tick.Unlock()
+	e.applyPending()
 	err := e.saveLocked()
 	if cerr := e.audit.Close(); err == nil {
 		err = cerr
@@ -208,7 +225,10 @@ func (e *Engine) Close() error {
 func (e *Engine) Rules() *rules.Set {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.set
+	if e.pending != nil {
+		return e.pending
+	}
+	return e.current
 }
 
 // LastSuccess is the time of the last tick whose snapshot was complete.
@@ -220,10 +240,28 @@ func (e *Engine) LastSuccess() time.Time {
 
 // Update replaces the rule set. Rules that are unchanged (same name and
 // fingerprint) keep their state and cooldowns; new and changed rules start
-// inactive. The swap is whole: it happens between two ticks.
+// inactive. The swap is whole: it happens between two ticks. Update never
+// waits for a tick's network I/O: when a tick is running, the set is
+// applied as that tick ends.
 func (e *Engine) Update(now time.Time, set *rules.Set) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.pending, e.pendingAt = set, now
+	e.mu.Unlock()
+	if e.tick.TryLock() {
+		e.applyPending()
+		e.tick.Unlock()
+	}
+}
+
+// applyPending swaps in the set Update left, if any. The caller holds tick.
+func (e *Engine) applyPending() {
+	e.mu.Lock()
+	set, now := e.pending, e.pendingAt
+	e.pending = nil
+	e.mu.Unlock()
+	if set == nil {
+		return
+	}
 	old := e.set
 	oldIdx := make(map[string]int, len(old.Rules))
 	for i, r := range old.Rules {
@@ -252,6 +290,10 @@ func (e *Engine) Update(now time.Time, set *rules.Set) {
 	e.set = set
 	e.failing = make([]bool, len(set.Rules))
 	e.dirty = true
+	e.mu.Lock()
+	e.current = set
+	e.mu.Unlock()
+	e.publishActive()
 	e.log.Info("rules reloaded", "rules", len(set.Rules), "kept", kept)
 	e.record(Record{Time: now, Type: "reload", Reason: fmt.Sprintf("%d rules, %d kept their state", len(set.Rules), kept)})
 }
@@ -313,15 +355,18 @@ func (e *Engine) Run(ctx context.Context) error {
 // taken for what it left out. Reads are cancelled with ctx; an action that
 // has started finishes even when ctx is cancelled.
 func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	e.applyPending()
 	start := e.now() // for the duration metric only; decisions use now
 	rep := &TickReport{Time: now}
 	e.lastTick = now
 	snap, err := e.read(ctx, now)
 	e.reachability(ctx, now, err)
 	if err == nil {
+		e.mu.Lock()
 		e.lastOK = now
+		e.mu.Unlock()
 	}
 	if snap != nil {
 		e.evaluate(ctx, now, snap, rep)
@@ -336,6 +381,10 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	if err != nil {
 		e.record(Record{Time: now, Type: "tick", Error: err.Error()})
 	}
+	if len(rep.Transitions) > 0 {
+		e.publishActive()
+	}
+	e.applyPending() // a reload that arrived during the tick
 	return rep, err
 }
 
@@ -788,10 +837,15 @@ type ActiveRule struct {
 }
 
 // Active lists the rules that are pending, firing or without data, by
-// position, for displays and reports.
+// position, for displays and reports: as the last tick left them.
 func (e *Engine) Active() []ActiveRule {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return slices.Clone(e.active)
+}
+
+// publishActive computes what Active reports. The caller holds tick.
+func (e *Engine) publishActive() {
 	var out []ActiveRule
 	for _, ps := range e.positions {
 		for ri, s := range ps.rules {
@@ -803,5 +857,7 @@ func (e *Engine) Active() []ActiveRule {
 	slices.SortFunc(out, func(a, b ActiveRule) int {
 		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Rule, b.Rule))
 	})
-	return out
+	e.mu.Lock()
+	e.active = out
+	e.mu.Unlock()
 }

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -187,5 +190,84 @@ func TestCheckNeedsNoNotificationSecrets(t *testing.T) {
 	want := fmt.Sprintf("%s:10:38: notify.channels.ops.token_env: environment variable TG_TOKEN_UNSET is unset or empty", g.config)
 	if code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("run --once without the secret: exit %d\n%s\nwant %q", code, stderr, want)
+	}
+}
+
+// /healthz and /metrics answer while a tick's read is held by the
+// exchange: no lock they take is held across the network.
+func TestHealthAnswersWhileAReadHangs(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	var holding atomic.Bool
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if holding.Load() && r.URL.Path == "/v1/contracts/positions" {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		g.ex.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	g.url = srv.URL
+	g.writeConfig("  listen: 127.0.0.1:0\n", overMaxRule)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	m := &Main{Stdout: io.Discard, Stderr: pw, Getenv: g.env}
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"})
+		pw.Close()
+	}()
+	addr, _ := listenAddr(t, pr, 10*time.Second)
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func(path string) (int, time.Duration) {
+		began := time.Now()
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s while a read hangs: %v", path, err)
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, time.Since(began)
+	}
+	waitFor(t, "a healthy tick", 10*time.Second, func() bool { code, _ := get("/healthz"); return code == 200 })
+
+	holding.Store(true)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no positions read reached the exchange")
+	}
+	// The read is held now (for up to exchange.timeout, 10 s, per attempt).
+	var worst time.Duration
+	for range 5 {
+		for _, path := range []string{"/healthz", "/metrics"} {
+			code, took := get(path)
+			if code != 200 {
+				t.Errorf("GET %s = %d during a held read within the health window", path, code)
+			}
+			worst = max(worst, took)
+		}
+	}
+	// Before the read left the lock, these waited for the whole held read
+	// (seconds); the bound is loose for a loaded -race run.
+	if worst > time.Second {
+		t.Errorf("slowest answer during a held read: %s", worst)
+	}
+	t.Logf("slowest /healthz or /metrics answer during a held read: %s", worst)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }

@@ -117,6 +117,7 @@ type Engine struct {
 	active    []ActiveRule // published after every tick that changed a state
 	pending   *rules.Set   // a reload waiting for the running tick to end
 	pendingAt time.Time
+	listed    []string // the contract symbols of the last symbols read, sorted
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -486,7 +487,38 @@ func (e *Engine) refreshSymbols(ctx context.Context, now time.Time) error {
 	}
 	e.symbols = m
 	e.symbolsAt = now
+	names := make([]string, 0, len(m))
+	for _, s := range m {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	e.mu.Lock()
+	e.listed = names
+	e.mu.Unlock()
 	return nil
+}
+
+// Symbols returns the names of the contract symbols the exchange lists,
+// from the symbols the ticks keep, read first when they are due or were
+// never read (so the tick after it reads them no sooner than usual). It
+// waits for a running tick: the daemon calls it before its first.
+func (e *Engine) Symbols(ctx context.Context, now time.Time) ([]string, error) {
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	if e.symbols == nil || now.Sub(e.symbolsAt) >= e.cfg.SymbolsRefresh {
+		if err := e.refreshSymbols(ctx, now); err != nil {
+			return nil, err
+		}
+	}
+	return e.ListedSymbols(), nil
+}
+
+// ListedSymbols returns the contract symbols of the last symbols read, or
+// nil before the first; it never waits for a tick.
+func (e *Engine) ListedSymbols() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.listed)
 }
 
 func (e *Engine) unknownSymbol(pos []exchange.Position) bool {

@@ -293,6 +293,11 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 			}
 		case "symbols":
 			r.Symbols = p.strings(v, k.Value)
+			if v.Kind == yaml.SequenceNode {
+				for _, e := range v.Content {
+					r.SymbolsAt = append(r.SymbolsAt, Pos{Line: e.Line, Col: e.Column})
+				}
+			}
 		case "actions":
 			r.Actions = p.actions(v)
 		default:

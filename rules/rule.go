@@ -92,8 +92,10 @@ type Rule struct {
 	Cooldown time.Duration
 	OnNoData NoDataPolicy
 	// Symbols restricts the rule to these contract symbols; empty means all.
-	Symbols  []string
-	Severity Severity
+	Symbols []string
+	// SymbolsAt is where each of Symbols is written, for errors about it.
+	SymbolsAt []Pos
+	Severity  Severity
 	// Message is an optional template for notifications, kept as text.
 	Message string
 	Actions []Action
@@ -104,6 +106,38 @@ type Rule struct {
 	program *vm.Program
 	fast    boolFn     // nil when When is outside the fast subset
 	pool    *sync.Pool // of *Evaluator, for the concurrency-safe Eval
+}
+
+// Pos is a position in a source file, 1-based.
+type Pos struct {
+	Line, Col int
+}
+
+// UnknownSymbols returns an error for every symbols: entry of the set
+// that is not among listed (the contract symbols the exchange lists), with
+// a did-you-mean: such a rule would silently guard nothing.
+func (s *Set) UnknownSymbols(listed []string) []*Error {
+	known := make(map[string]bool, len(listed))
+	for _, n := range listed {
+		known[n] = true
+	}
+	var out []*Error
+	for _, r := range s.Rules {
+		for i, sym := range r.Symbols {
+			if known[sym] {
+				continue
+			}
+			e := &Error{File: r.File, Line: r.Line, Rule: r.Name, Msg: fmt.Sprintf("symbol %q is not listed by the exchange", sym)}
+			if i < len(r.SymbolsAt) {
+				e.Line, e.Col = r.SymbolsAt[i].Line, r.SymbolsAt[i].Col
+			}
+			if hint := DidYouMean(sym, listed); hint != "" {
+				e.Msg += fmt.Sprintf(" (did you mean %q?)", hint)
+			}
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Action is one thing a firing rule does.

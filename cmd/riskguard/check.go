@@ -17,12 +17,16 @@ import (
 // notification secrets or network. On success it
 // prints a summary of the rules; otherwise every error, one per line (with
 // the expression and a caret where there is one), and exit status 1.
-func (m *Main) runCheck(_ context.Context, args []string) error {
+//
+// With --exchange URL it also reads the exchange's public market data (no
+// credentials) and reports every rule's symbols: entry it does not list.
+func (m *Main) runCheck(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	configPath := fs.String("config", "riskguard.yaml", "configuration file")
+	exchangeURL := fs.String("exchange", "", "also check the rules' symbols against this exchange's public symbol list (base URL)")
 	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard check --config FILE")
+		fmt.Fprintln(m.Stderr, "usage: riskguard check --config FILE [--exchange URL]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -42,14 +46,35 @@ func (m *Main) runCheck(_ context.Context, args []string) error {
 			fmt.Fprintf(m.Stderr, "riskguard check: %v\n", err)
 			return exitCode(1)
 		}
-		for _, e := range list.Errors {
-			fmt.Fprintln(m.Stderr, e)
-		}
-		fmt.Fprintf(m.Stderr, "%s: %d %s\n", *configPath, len(list.Errors), plural(len(list.Errors), "error", "errors"))
+		m.printErrors(*configPath, list.Errors)
 		return exitCode(1)
+	}
+	if *exchangeURL != "" {
+		client, err := publicClient(*exchangeURL)
+		if err != nil {
+			fmt.Fprintf(m.Stderr, "riskguard check: %v\n", err)
+			return exitCode(2)
+		}
+		unknown, err := unknownSymbols(ctx, publicSymbols(client), cfg.Rules)
+		if err != nil {
+			fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %v\n", *exchangeURL, err)
+			return exitCode(1)
+		}
+		if len(unknown) > 0 {
+			m.printErrors(*configPath, unknown)
+			return exitCode(1)
+		}
 	}
 	printSummary(m.Stdout, cfg)
 	return nil
+}
+
+// printErrors prints a file's errors, one per line, and their count.
+func (m *Main) printErrors(path string, errs []*rules.Error) {
+	for _, e := range errs {
+		fmt.Fprintln(m.Stderr, e)
+	}
+	fmt.Fprintf(m.Stderr, "%s: %d %s\n", path, len(errs), plural(len(errs), "error", "errors"))
 }
 
 // printSummary shows what the guard will do with this configuration.

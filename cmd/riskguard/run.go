@@ -17,6 +17,7 @@ import (
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/notify"
+	"github.com/riskguard/riskguard/rules"
 )
 
 // guard is the daemon's wiring: client, engine, metrics.
@@ -179,8 +180,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	dryRun := fs.Bool("dry-run", false, "log and audit the actions instead of sending them")
 	logFormat := fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	allowUnknown := fs.Bool("allow-unknown-symbols", false, "start (and reload) even when a rule names a symbol the exchange does not list")
 	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard run --config FILE [--once] [--dry-run] [--log-format text|json] [--log-level LEVEL]")
+		fmt.Fprintln(m.Stderr, "usage: riskguard run --config FILE [--once] [--dry-run] [--allow-unknown-symbols] [--log-format text|json] [--log-level LEVEL]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -196,6 +198,11 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		return exitCode(1)
 	}
 	defer g.close(ctx, logger)
+	if err := checkSymbols(ctx, g, cfg, *allowUnknown, false, logger); err != nil {
+		fmt.Fprintln(m.Stderr, err)
+		fmt.Fprintln(m.Stderr, "riskguard run: refusing to start: a rule would guard nothing (--allow-unknown-symbols starts anyway)")
+		return exitCode(1)
+	}
 	dry := cfg.Engine.DryRun || *dryRun
 	if *once {
 		rep, err := g.engine.Tick(ctx, time.Now())
@@ -215,7 +222,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
 	g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "info",
 		Text: fmt.Sprintf("riskguard started: %d rules, dry run %t", len(cfg.Rules.Rules), dry)})
-	go m.reloads(ctx, *configPath, cfg, g, logger)
+	go m.reloads(ctx, *configPath, cfg, g, *allowUnknown, logger)
 	err = g.engine.Run(ctx)
 	logger.Info("riskguard stopping")
 	g.notifier.Send(context.WithoutCancel(ctx), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "warning", Text: "riskguard stopped"})
@@ -241,10 +248,46 @@ func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config, *slo
 	return cfg, logger, nil
 }
 
+// checkSymbols reports every rule's symbols: entry the exchange does not
+// list: an error unless allowUnknown, then warnings. When the exchange
+// cannot be read it warns and lets the guard start: a transient outage
+// must not keep the guard down.
+//
+// At start the engine reads the symbols (its first tick then uses them); a
+// reload checks against the list the ticks last read, waiting for no tick.
+func checkSymbols(ctx context.Context, g *guard, cfg *config, allowUnknown, reload bool, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	list := func(ctx context.Context) ([]string, error) { return g.engine.Symbols(ctx, time.Now()) }
+	if reload {
+		list = func(context.Context) ([]string, error) {
+			if names := g.engine.ListedSymbols(); names != nil {
+				return names, nil
+			}
+			return nil, errors.New("no symbols read yet")
+		}
+	}
+	unknown, err := unknownSymbols(ctx, list, cfg.Rules)
+	if err != nil {
+		logger.Warn("the rules' symbols could not be checked against the exchange; starting anyway", "err", err)
+		return nil
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	if allowUnknown {
+		for _, e := range unknown {
+			logger.Warn(e.Error())
+		}
+		return nil
+	}
+	return &rules.ErrorList{Errors: unknown}
+}
+
 // reloads applies the configuration file again on every reload signal. A
 // file that does not load is rejected whole: the old rules keep running
 // with their state.
-func (m *Main) reloads(ctx context.Context, path string, running *config, g *guard, logger *slog.Logger) {
+func (m *Main) reloads(ctx context.Context, path string, running *config, g *guard, allowUnknown bool, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -252,6 +295,9 @@ func (m *Main) reloads(ctx context.Context, path string, running *config, g *gua
 		case <-m.Reload:
 		}
 		cfg, err := loadConfig(path, m.Getenv)
+		if err == nil {
+			err = checkSymbols(ctx, g, cfg, allowUnknown, true, logger)
+		}
 		if err != nil {
 			logger.Error("config reload rejected; the old rules keep running", "err", err)
 			g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindReload, Severity: "critical",

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/rules"
+)
+
+const misspeltSymbolRule = `
+  - name: btc-only
+    when: position.leverage > riskLimit.maxLeverage
+    symbols: [XETH, XBTCC]
+    actions:
+      - action: lower_leverage
+        leverage: riskLimit.maxLeverage
+`
+
+// A rule naming a symbol the exchange does not list would guard nothing:
+// run refuses to start on it (unless told otherwise), a reload is
+// rejected, and check --exchange reports it; each names the place and the
+// likely symbol.
+func TestUnknownSymbolsReported(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", misspeltSymbolRule)
+	want := g.config + `:12:21: rule "btc-only": symbol "XBTCC" is not listed by the exchange (did you mean "XBTC"?)`
+
+	code, stderr := g.once()
+	if code != 1 || !strings.Contains(stderr, want+"\n") || !strings.Contains(stderr, "--allow-unknown-symbols starts anyway") {
+		t.Errorf("run --once: exit %d\n%s\nwant the line %q", code, stderr, want)
+	}
+	if n := len(g.mutating()); n != 0 {
+		t.Errorf("a refused start sent %d mutating calls", n)
+	}
+	code, stderr = g.once("--allow-unknown-symbols")
+	if code != 0 || !strings.Contains(stderr, `symbol \"XBTCC\" is not listed`) && !strings.Contains(stderr, `symbol "XBTCC" is not listed`) {
+		t.Errorf("run --once --allow-unknown-symbols: exit %d, want 0 with a warning\n%s", code, stderr)
+	}
+
+	// check --exchange reads the public symbol list, without credentials.
+	code, stdout, stderr := runMain(t, envMap(nil), "check", "--config", g.config, "--exchange", g.url)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, want+"\n") || !strings.Contains(stderr, ": 1 error") {
+		t.Errorf("check --exchange: exit %d, stdout %q\n%s\nwant the line %q", code, stdout, stderr, want)
+	}
+	code, _, stderr = runMain(t, envMap(nil), "check", "--config", g.config)
+	if code != 0 {
+		t.Errorf("check without --exchange reads no exchange, so it passes: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runMain(t, envMap(nil), "check", "--config", g.config, "--exchange", "http://127.0.0.1:1")
+	if code != 1 || !strings.Contains(stderr, "riskguard check: --exchange http://127.0.0.1:1: read the exchange's symbols:") {
+		t.Errorf("check --exchange with no exchange there: exit %d\n%s", code, stderr)
+	}
+
+	// A running daemon rejects a reload that names an unknown symbol.
+	g.writeConfig("", overMaxRule)
+	reload := make(chan os.Signal, 1)
+	logs := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	m := &Main{Stdout: io.Discard, Stderr: logs, Getenv: g.env, Reload: reload}
+	go func() { done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "text"}) }()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("the daemon did not stop")
+		}
+	}()
+	waitFor(t, "the start", 10*time.Second, func() bool { return strings.Contains(logs.String(), "riskguard started") })
+	g.writeConfig("", strings.ReplaceAll(misspeltSymbolRule, "XBTCC", "xbtc"))
+	reload <- nil
+	waitFor(t, "the reload to be rejected", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "config reload rejected")
+	})
+	if !strings.Contains(logs.String(), `xbtc`) || !strings.Contains(logs.String(), `did you mean`) {
+		t.Errorf("the rejected reload does not name the symbol:\n%s", logs.String())
+	}
+}
+
+func TestSetUnknownSymbols(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("r.yaml", []byte("rules:\n  - name: a\n    when: true\n    symbols: [xbtc, XETH, DOGE]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := set.UnknownSymbols([]string{"XBTC", "XETH", "XSOL"})
+	want := []string{
+		`r.yaml:4:15: rule "a": symbol "xbtc" is not listed by the exchange (did you mean "XBTC"?)`,
+		`r.yaml:4:27: rule "a": symbol "DOGE" is not listed by the exchange`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d errors %v, want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if got[i].Error() != want[i] {
+			t.Errorf("error %d = %q, want %q", i, got[i].Error(), want[i])
+		}
+	}
+}

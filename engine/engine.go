@@ -93,8 +93,7 @@ type Engine struct {
 	tick      sync.Mutex
 	set       *rules.Set
 	positions map[string]*posState // by position id
-	symbols   map[int64]*exchange.ContractSymbol
-	symbolsAt time.Time
+	snaps     *SnapshotReader
 	indexSeen map[string]indexSeen
 	breaker   breakerState
 	dirty     bool // state changed since the last save
@@ -117,7 +116,8 @@ type Engine struct {
 	active    []ActiveRule // published after every tick that changed a state
 	pending   *rules.Set   // a reload waiting for the running tick to end
 	pendingAt time.Time
-	listed    []string // the contract symbols of the last symbols read, sorted
+	listed    []string         // the contract symbols of the last symbols read, sorted
+	listedOf  *exchange.Trades // the read listed was made of (tick-owned)
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -160,6 +160,7 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 		onTick:    d.OnTick,
 		set:       set,
 		current:   set,
+		snaps:     NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
 		positions: make(map[string]*posState),
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
@@ -307,6 +308,9 @@ type TickReport struct {
 	Evaluations int
 	Transitions []TransitionEvent
 	Actions     []ActionEvent
+	// Snapshot is what the tick read, before its actions; nil when the
+	// positions could not be read.
+	Snapshot *Snapshot
 }
 
 // TransitionEvent is one rule changing state on one position.
@@ -332,19 +336,30 @@ type ActionEvent struct {
 // cancelled finishes its actions (bounded by ActionTimeout) before Run
 // returns nil.
 func (e *Engine) Run(ctx context.Context) error {
-	t := time.NewTicker(e.cfg.Interval)
-	defer t.Stop()
-	for {
-		rep, err := e.Tick(ctx, e.now())
+	Every(ctx, e.cfg.Interval, e.now, func(now time.Time) {
+		rep, err := e.Tick(ctx, now)
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("tick failed", "err", err)
 		}
 		if e.onTick != nil && ctx.Err() == nil {
 			e.onTick(rep, err)
 		}
+	})
+	return nil
+}
+
+// Every calls step with the time now gives at once, then every interval,
+// until ctx is done: the loop of Run, and of the recorder. ctx only ends
+// the loop between two steps; a step that overruns the interval delays the
+// next one rather than queueing steps.
+func Every(ctx context.Context, interval time.Duration, now func() time.Time, step func(now time.Time)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		step(now())
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		}
 	}
@@ -362,7 +377,11 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	start := e.now() // for the duration metric only; decisions use now
 	rep := &TickReport{Time: now}
 	e.lastTick = now
-	snap, err := e.read(ctx, now)
+	snap, err := e.snaps.Read(ctx, now)
+	if snap != nil {
+		rep.Snapshot = snap
+		e.publishSymbols(snap.Symbols)
+	}
 	e.reachability(ctx, now, err)
 	if err == nil {
 		e.mu.Lock()
@@ -414,90 +433,6 @@ func (e *Engine) reachability(ctx context.Context, now time.Time, err error) {
 	}
 }
 
-// snapshot is one tick's view of the account. indexes is nil when the index
-// read failed; every evaluation then has no data.
-type snapshot struct {
-	positions []exchange.Position
-	indexes   map[string]decimal.Decimal
-}
-
-// read fetches positions and index prices concurrently (two calls; one
-// after the other from an InProcessReader), and symbols when they are due
-// or a position names an unknown symbol id. It returns a nil snapshot when
-// positions could not be read.
-func (e *Engine) read(ctx context.Context, now time.Time) (*snapshot, error) {
-	var (
-		wg      sync.WaitGroup
-		idx     map[string]decimal.Decimal
-		idxErr  error
-		pos     []exchange.Position
-		posErr  error
-		symErr  error
-		refresh = e.symbols == nil || now.Sub(e.symbolsAt) >= e.cfg.SymbolsRefresh
-	)
-	if ip, ok := e.reader.(InProcessReader); ok && ip.InProcess() {
-		idx, idxErr = e.reader.IndexPrices(ctx)
-	} else {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			idx, idxErr = e.reader.IndexPrices(ctx)
-		}()
-	}
-	if refresh {
-		symErr = e.refreshSymbols(ctx, now)
-	}
-	pos, posErr = e.reader.Positions(ctx)
-	wg.Wait()
-	if posErr != nil {
-		return nil, fmt.Errorf("%w: positions: %w", ErrIncomplete, posErr)
-	}
-	if !refresh && e.unknownSymbol(pos) {
-		symErr = e.refreshSymbols(ctx, now)
-	}
-	snap := &snapshot{positions: pos}
-	var errs []error
-	if idxErr != nil {
-		errs = append(errs, fmt.Errorf("index prices: %w", idxErr))
-	} else {
-		snap.indexes = idx
-	}
-	if symErr != nil {
-		if e.symbols == nil {
-			return nil, fmt.Errorf("%w: symbols: %w", ErrIncomplete, symErr)
-		}
-		// The cached symbols still name every known position; risk limits
-		// come with the positions themselves.
-		e.log.Warn("symbols refresh failed; using the cached list", "err", symErr)
-	}
-	if len(errs) > 0 {
-		return snap, fmt.Errorf("%w: %w", ErrIncomplete, errors.Join(errs...))
-	}
-	return snap, nil
-}
-
-func (e *Engine) refreshSymbols(ctx context.Context, now time.Time) error {
-	tr, err := e.reader.Trades(ctx)
-	if err != nil {
-		return fmt.Errorf("read symbols: %w", err)
-	}
-	m := make(map[int64]*exchange.ContractSymbol, len(tr.ContractsSymbols))
-	for i := range tr.ContractsSymbols {
-		m[tr.ContractsSymbols[i].ID] = &tr.ContractsSymbols[i]
-	}
-	e.symbols = m
-	e.symbolsAt = now
-	names := make([]string, 0, len(m))
-	for _, s := range m {
-		names = append(names, s.Name)
-	}
-	slices.Sort(names)
-	e.mu.Lock()
-	e.listed = names
-	e.mu.Unlock()
-	return nil
-}
-
 // Symbols returns the names of the contract symbols the exchange lists,
 // from the symbols the ticks keep, read first when they are due or were
 // never read (so the tick after it reads them no sooner than usual). It
@@ -505,12 +440,29 @@ func (e *Engine) refreshSymbols(ctx context.Context, now time.Time) error {
 func (e *Engine) Symbols(ctx context.Context, now time.Time) ([]string, error) {
 	e.tick.Lock()
 	defer e.tick.Unlock()
-	if e.symbols == nil || now.Sub(e.symbolsAt) >= e.cfg.SymbolsRefresh {
-		if err := e.refreshSymbols(ctx, now); err != nil {
-			return nil, err
-		}
+	tr, err := e.snaps.ReadSymbols(ctx, now)
+	if err != nil {
+		return nil, err
 	}
+	e.publishSymbols(tr)
 	return e.ListedSymbols(), nil
+}
+
+// publishSymbols makes the names of tr what ListedSymbols reports. The
+// caller holds tick.
+func (e *Engine) publishSymbols(tr *exchange.Trades) {
+	if tr == nil || tr == e.listedOf {
+		return
+	}
+	e.listedOf = tr
+	names := make([]string, 0, len(tr.ContractsSymbols))
+	for _, s := range tr.ContractsSymbols {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	e.mu.Lock()
+	e.listed = names
+	e.mu.Unlock()
 }
 
 // ListedSymbols returns the contract symbols of the last symbols read, or
@@ -519,18 +471,6 @@ func (e *Engine) ListedSymbols() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(e.listed)
-}
-
-func (e *Engine) unknownSymbol(pos []exchange.Position) bool {
-	for i := range pos {
-		if pos[i].Empty {
-			continue
-		}
-		if _, ok := e.symbols[pos[i].SymbolID]; !ok {
-			return true
-		}
-	}
-	return false
 }
 
 // indexName is the index that prices a contract symbol.
@@ -543,12 +483,12 @@ func (e *Engine) indexName(sym *exchange.ContractSymbol) string {
 
 // indexPrice looks up the symbol's index price in the snapshot and applies
 // the staleness bound. ok is false when the price is missing or stale.
-func (e *Engine) indexPrice(snap *snapshot, sym *exchange.ContractSymbol, now time.Time) (decimal.Decimal, string, bool) {
-	if snap.indexes == nil {
+func (e *Engine) indexPrice(snap *Snapshot, sym *exchange.ContractSymbol, now time.Time) (decimal.Decimal, string, bool) {
+	if snap.IndexPrices == nil {
 		return decimal.Decimal{}, "index prices not read", false
 	}
 	name := e.indexName(sym)
-	p, ok := snap.indexes[name]
+	p, ok := snap.IndexPrices[name]
 	if !ok {
 		return decimal.Decimal{}, "index " + name + " missing", false
 	}
@@ -564,14 +504,14 @@ func (e *Engine) indexPrice(snap *snapshot, sym *exchange.ContractSymbol, now ti
 }
 
 // evaluate runs every rule on every non-empty position of the snapshot.
-func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *snapshot, rep *TickReport) {
+func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
 	cancelled := make(map[string]bool)
-	for i := range snap.positions {
-		p := &snap.positions[i]
+	for i := range snap.Positions {
+		p := &snap.Positions[i]
 		if p.Empty {
 			continue
 		}
-		sym, ok := e.symbols[p.SymbolID]
+		sym, ok := e.snaps.Symbol(p.SymbolID)
 		if !ok {
 			// Keep what the rules remember of it: the symbol may be known
 			// again after the next refresh.

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/shopspring/decimal"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -75,10 +78,13 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	defer cancel()
 	go ex.Run(ctx, 250*time.Millisecond)
 
-	if *dir == "" {
+	ownDir := *dir == ""
+	if ownDir {
 		if *dir, err = os.MkdirTemp("", "riskguard-demo-"); err != nil {
 			return err
 		}
+		// The demo's own directory goes with it; --dir keeps the files.
+		defer os.RemoveAll(*dir)
 	}
 	cfg.Exchange.BaseURL = "http://" + ln.Addr().String()
 	cfg.Exchange.APIKey, cfg.Exchange.APISecret = sim.DefaultKey, sim.DefaultSecret
@@ -86,51 +92,36 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	cfg.Listen = ""
 	cfg.Engine.AuditLog = filepath.Join(*dir, "audit.jsonl")
 	cfg.Engine.StateFile = filepath.Join(*dir, "state.json")
-	g, err := newGuard(cfg, logger, *dryRun)
-	if err != nil {
-		return err
-	}
-	defer g.close(ctx, logger)
 
-	symbols, err := g.client.Trades(ctx)
-	if err != nil {
-		return fmt.Errorf("read symbols from the simulated exchange: %w", err)
-	}
-	names := make(map[int64]exchange.ContractSymbol)
-	for _, s := range symbols.ContractsSymbols {
-		names[s.ID] = s
-	}
-	fmt.Fprintf(m.Stdout, "riskguard demo: %d rules from %s against a simulated exchange at %s for %s (dry run %t)\n",
-		len(cfg.Rules.Rules), *configPath, cfg.Exchange.BaseURL, *duration, *dryRun || cfg.Engine.DryRun)
+	fmt.Fprintf(m.Stdout, "riskguard demo: %d rules from %s, for %s (dry run %t)\n",
+		len(cfg.Rules.Rules), *configPath, *duration, *dryRun || cfg.Engine.DryRun)
+	fmt.Fprintf(m.Stdout, "simulated exchange: %s (key %s, secret %s)\n", cfg.Exchange.BaseURL, sim.DefaultKey, sim.DefaultSecret)
 	fmt.Fprintf(m.Stdout, "audit log: %s\n", cfg.Engine.AuditLog)
 
 	var sum demoSummary
 	start := time.Now()
-	t := time.NewTicker(*interval)
-	defer t.Stop()
-	for n := 1; ; n++ {
-		now := time.Now()
-		rep, err := g.engine.Tick(ctx, now)
-		if err != nil && ctx.Err() == nil {
-			logger.Error("tick failed", "err", err)
-		}
-		if ctx.Err() != nil {
-			break
-		}
+	onTick := func(rep *engine.TickReport, _ error) {
 		sum.add(rep)
-		if n == 1 || len(rep.Transitions)+len(rep.Actions) > 0 || n%10 == 0 {
-			printPositions(m.Stdout, now.Sub(start), ex, cfg.Exchange.IndexNames, names, g.engine.Active())
-		}
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		if ctx.Err() != nil {
-			break
+		if rep != nil && (sum.ticks == 1 || len(rep.Transitions)+len(rep.Actions) > 0 || sum.ticks%10 == 0) {
+			printTick(m.Stdout, sum.ticks, rep.Time.Sub(start), rep, cfg.Exchange.IndexNames, ex, sum.active)
 		}
 	}
-	printPositions(m.Stdout, time.Since(start), ex, cfg.Exchange.IndexNames, names, g.engine.Active())
+	g, err := newGuard(cfg, logger, *dryRun, onTick)
+	if err != nil {
+		return err
+	}
+	defer g.close(ctx, logger)
+	sum.active = g.engine.Active
+	if err := g.engine.Run(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "\n── at the end, t+%s %s\n", time.Since(start).Round(time.Second), strings.Repeat("─", 40))
+	printPositions(m.Stdout, ex.Positions(), ex.IndexPrices(), symbolNames(ex), cfg.Exchange.IndexNames, ex.OpenOrders)
+	printRules(m.Stdout, g.engine.Active())
 	sum.print(m.Stdout, ex.Liquidations())
+	if ownDir {
+		fmt.Fprintln(m.Stdout, "(the demo's audit log and state file were removed; --dir DIR keeps them)")
+	}
 	return nil
 }
 
@@ -138,6 +129,7 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 type demoSummary struct {
 	ticks, transitions int
 	actions            map[string]int
+	active             func() []engine.ActiveRule
 }
 
 func (s *demoSummary) add(rep *engine.TickReport) {
@@ -159,8 +151,8 @@ func (s *demoSummary) print(w io.Writer, liq []sim.Liquidation) {
 	if len(s.actions) == 0 {
 		fmt.Fprintln(w, "no actions")
 	}
-	for k, n := range s.actions {
-		fmt.Fprintf(w, "  %-40s %d\n", k, n)
+	for _, k := range slices.Sorted(maps.Keys(s.actions)) {
+		fmt.Fprintf(w, "  %-40s %d\n", k, s.actions[k])
 	}
 	if len(liq) == 0 {
 		fmt.Fprintln(w, "no position was liquidated")
@@ -170,43 +162,156 @@ func (s *demoSummary) print(w io.Writer, liq []sim.Liquidation) {
 	}
 }
 
-// printPositions draws the account as a table: one row per position with
-// the rules that are not inactive on it.
-func printPositions(w io.Writer, elapsed time.Duration, ex *sim.Exchange, indexNames map[string]string, names map[int64]exchange.ContractSymbol, active []engine.ActiveRule) {
-	fmt.Fprintf(w, "\n── t+%s %s\n", elapsed.Round(time.Second), strings.Repeat("─", 60))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SYMBOL\tSIDE\tQTY\tLEV\tMARGIN\tINDEX\tLIQUIDATION\tDISTANCE\tORDERS\tRULES")
+// demoWidth is what the demo's output fits in.
+const demoWidth = 100
+
+// printTick draws one tick without mixing before and after: the positions
+// as the tick read them with the rule states it left, the actions it took,
+// and the acted-on positions as the exchange shows them afterwards.
+func printTick(w io.Writer, n int, elapsed time.Duration, rep *engine.TickReport, indexNames map[string]string, ex *sim.Exchange, active func() []engine.ActiveRule) {
+	title := fmt.Sprintf("── tick %d, t+%s ", n, elapsed.Round(time.Second))
+	fmt.Fprintf(w, "\n%s%s\n", title, strings.Repeat("─", max(0, 72-len([]rune(title)))))
+	if rep.Snapshot == nil {
+		fmt.Fprintln(w, "positions not read: no action this tick")
+		return
+	}
+	names := map[int64]exchange.ContractSymbol{}
+	if rep.Snapshot.Symbols != nil {
+		for _, s := range rep.Snapshot.Symbols.ContractsSymbols {
+			names[s.ID] = s
+		}
+	}
+	fmt.Fprintln(w, "as read by the tick:")
+	printPositions(w, rep.Snapshot.Positions, rep.Snapshot.IndexPrices, names, indexNames, nil)
+	printRules(w, active())
+	if len(rep.Actions) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "actions:")
+	acted := map[string]bool{}
+	for _, a := range rep.Actions {
+		acted[a.Symbol] = true
+		line := "  " + a.Action + " " + a.Symbol
+		if a.From != 0 && a.To != 0 && a.From != a.To {
+			line += fmt.Sprintf(" %dx→%dx", a.From, a.To)
+		}
+		line += ": " + a.Outcome
+		if a.Err != nil {
+			line += " (" + a.Err.Error() + ")"
+		}
+		line += " [" + strings.Join(a.Rules, ", ") + "]"
+		fmt.Fprintln(w, fit(line, demoWidth))
+	}
+	var after []exchange.Position
 	for _, p := range ex.Positions() {
+		if acted[names[p.SymbolID].Name] {
+			after = append(after, p)
+		}
+	}
+	fmt.Fprintln(w, "after the actions:")
+	printPositions(w, after, ex.IndexPrices(), names, indexNames, ex.OpenOrders)
+}
+
+// printPositions draws positions as a table of at most demoWidth columns.
+// openOrders, when set, adds each symbol's open orders.
+func printPositions(w io.Writer, positions []exchange.Position, indexes map[string]decimal.Decimal, names map[int64]exchange.ContractSymbol,
+	indexNames map[string]string, openOrders func(string) int) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := "SYMBOL\tSIDE\tQTY\tLEV\tMODE\tINDEX\tLIQUIDATION\tDISTANCE"
+	if openOrders != nil {
+		header += "\tORDERS"
+	}
+	fmt.Fprintln(tw, header)
+	for _, p := range positions {
 		sym := names[p.SymbolID].Name
-		if p.Empty {
-			fmt.Fprintf(tw, "%s\t-\t0\t\t\t\t\t\t%d\t(empty)\n", sym, ex.OpenOrders(sym))
-			continue
-		}
-		mode := "isolated"
-		if p.Cross {
-			mode = "cross"
-		}
-		var idx, dist string
-		index := names[p.SymbolID].BaseName
-		if n, ok := indexNames[sym]; ok {
-			index = n
-		}
-		if price, ok := ex.IndexPrice(index); ok && price.IsPositive() {
-			idx = price.StringFixed(2)
-			d := price.Sub(p.LiquidationPrice).Div(price)
-			if p.Direction == exchange.Short {
-				d = d.Neg()
+		row := []string{sym, "-", "0", "", "", "", "", ""}
+		if !p.Empty {
+			mode := "isolated"
+			if p.Cross {
+				mode = "cross"
 			}
-			dist = d.Shift(2).StringFixed(2) + "%"
-		}
-		var rs []string
-		for _, a := range active {
-			if a.Symbol == sym {
-				rs = append(rs, a.Rule+":"+a.State.String())
+			index := names[p.SymbolID].BaseName
+			if n, ok := indexNames[sym]; ok {
+				index = n
 			}
+			var idx, dist string
+			if price, ok := indexes[index]; ok && price.IsPositive() {
+				idx = roundPrice(price)
+				d := price.Sub(p.LiquidationPrice).Div(price)
+				if p.Direction == exchange.Short {
+					d = d.Neg()
+				}
+				dist = d.Shift(2).StringFixed(2) + "%"
+			}
+			row = []string{sym, p.Direction, p.Quantity.String(), fmt.Sprintf("%dx", p.Leverage), mode, idx, roundPrice(p.LiquidationPrice), dist}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%dx\t%s\t%s\t%s\t%s\t%d\t%s\n", sym, p.Direction, p.Quantity, p.Leverage, mode,
-			idx, p.LiquidationPrice.StringFixed(2), dist, ex.OpenOrders(sym), strings.Join(rs, " "))
+		if openOrders != nil {
+			row = append(row, fmt.Sprint(openOrders(sym)))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
+}
+
+// printRules lists the rules that are not inactive, a symbol a line,
+// wrapped to demoWidth.
+func printRules(w io.Writer, active []engine.ActiveRule) {
+	if len(active) == 0 {
+		fmt.Fprintln(w, "rules: all inactive")
+		return
+	}
+	fmt.Fprintln(w, "rules:")
+	for i := 0; i < len(active); {
+		sym := active[i].Symbol
+		var parts []string
+		for ; i < len(active) && active[i].Symbol == sym; i++ {
+			parts = append(parts, active[i].Rule+" "+active[i].State.String())
+		}
+		line := "  " + sym + ": "
+		for j, p := range parts {
+			if j > 0 {
+				p = ", " + p
+			}
+			if len([]rune(line))+len([]rune(p)) > demoWidth {
+				fmt.Fprintln(w, line)
+				line = "    " + strings.TrimPrefix(p, ", ")
+				continue
+			}
+			line += p
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// roundPrice prints a price with the precision a trader reads it at: no
+// decimals from 10,000, two from 1, else four significant ones.
+func roundPrice(d decimal.Decimal) string {
+	a := d.Abs()
+	switch {
+	case a.GreaterThanOrEqual(decimal.NewFromInt(10000)):
+		return d.StringFixed(0)
+	case a.GreaterThanOrEqual(decimal.NewFromInt(1)):
+		return d.StringFixed(2)
+	case a.IsZero():
+		return "0"
+	}
+	return d.StringFixed(4)
+}
+
+// fit cuts s to n columns.
+func fit(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// symbolNames maps the exchange's contract symbol ids to their symbols.
+func symbolNames(ex *sim.Exchange) map[int64]exchange.ContractSymbol {
+	out := map[int64]exchange.ContractSymbol{}
+	for _, s := range ex.Trades().ContractsSymbols {
+		out[s.ID] = s
+	}
+	return out
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"time"
 
+	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/backtest"
-	"github.com/riskguard/riskguard/exchange"
-	"github.com/shopspring/decimal"
 )
 
 // recordProgressEvery is how many ticks pass between two progress lines.
@@ -54,124 +52,54 @@ func (m *Main) runRecord(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard record:", err)
 		return exitCode(1)
 	}
-	// --duration stops the loop between two ticks rather than through the
-	// reads' context, so that the last tick is not cut short by its
-	// deadline (the rate limiter refuses a wait that would pass it).
-	var stop <-chan time.Time
-	if *duration > 0 {
-		tm := time.NewTimer(*duration)
-		defer tm.Stop()
-		stop = tm.C
-	}
 	rec, err := backtest.CreateRecorder(*out)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard record:", err)
 		return exitCode(1)
 	}
-	r := &recorder{client: client, logger: logger, refresh: cfg.Engine.SymbolsRefresh}
-	written, skipped, err := r.loop(ctx, rec, *interval, stop, func(n int, at time.Time) {
-		if n == 1 || n%recordProgressEvery == 0 {
-			fmt.Fprintf(m.Stderr, "riskguard record: %d ticks written (last at %s)\n", n, at.UTC().Format(time.RFC3339))
-		}
-	})
-	if cerr := rec.Close(); cerr != nil && err == nil {
-		err = cerr
+	// --duration ends the loop between two ticks rather than through the
+	// reads' context, so that the last tick is not cut short by its
+	// deadline (the rate limiter refuses a wait that would pass it).
+	loop, stop := context.WithCancel(ctx)
+	defer stop()
+	if *duration > 0 {
+		tm := time.AfterFunc(*duration, stop)
+		defer tm.Stop()
 	}
-	fmt.Fprintf(m.Stderr, "riskguard record: %d ticks written to %s, %d skipped\n", written, *out, skipped)
-	if err != nil {
-		fmt.Fprintln(m.Stderr, "riskguard record:", err)
-		return exitCode(1)
-	}
-	return nil
-}
-
-// recorder reads the account's snapshots through the client.
-type recorder struct {
-	client  *exchange.Client
-	logger  *slog.Logger
-	refresh time.Duration
-
-	symbols   *exchange.Trades
-	known     map[int64]bool
-	symbolsAt time.Time
-}
-
-// loop writes one snapshot every interval, the first at once, until ctx is
-// done or stop fires. A tick whose reads fail is logged and skipped; a
-// write failure ends the loop, since the file can no longer be trusted.
-func (r *recorder) loop(ctx context.Context, rec *backtest.Recorder, interval time.Duration, stop <-chan time.Time, progress func(n int, at time.Time)) (written, skipped int, err error) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		now := time.Now()
-		snap, rerr := r.snapshot(ctx, now)
+	// The guard's own reader: a tick the guard could not act on (positions
+	// or index prices missing) is skipped, a failed symbols refresh keeps
+	// the cached list.
+	reader := engine.NewSnapshotReader(client, cfg.Engine.SymbolsRefresh, logger)
+	var written, skipped int
+	var werr error
+	engine.Every(loop, *interval, time.Now, func(now time.Time) {
+		snap, err := reader.Read(ctx, now)
 		switch {
-		case rerr != nil && ctx.Err() != nil:
+		case err != nil && ctx.Err() != nil:
 			// Interrupted mid-read: the tick in flight is lost, as promised.
-			return written, skipped, nil
-		case rerr != nil:
+		case err != nil:
 			skipped++
-			r.logger.Error("snapshot failed: tick skipped", "err", rerr)
+			logger.Error("snapshot failed: tick skipped", "err", err)
 		default:
-			if err := rec.Write(snap); err != nil {
-				return written, skipped, err
+			if err := rec.Write(backtest.Snapshot{Time: snap.Time, Positions: snap.Positions, IndexPrices: snap.IndexPrices, Symbols: snap.Symbols}); err != nil {
+				// The file can no longer be trusted: stop.
+				werr = err
+				stop()
+				return
 			}
 			written++
-			progress(written, now)
-		}
-		select {
-		case <-ctx.Done():
-			return written, skipped, nil
-		case <-stop:
-			return written, skipped, nil
-		case <-t.C:
-		}
-	}
-}
-
-// snapshot reads positions and index prices, and the symbols when they are
-// unknown, stale, or a position names a symbol id they lack. Nothing
-// partial is returned: any failed read fails the snapshot.
-func (r *recorder) snapshot(ctx context.Context, now time.Time) (backtest.Snapshot, error) {
-	if r.symbols == nil || (r.refresh > 0 && now.Sub(r.symbolsAt) >= r.refresh) {
-		if err := r.readSymbols(ctx, now); err != nil {
-			return backtest.Snapshot{}, err
-		}
-	}
-	positions, err := r.client.Positions(ctx)
-	if err != nil {
-		return backtest.Snapshot{}, fmt.Errorf("read positions: %w", err)
-	}
-	for _, p := range positions {
-		if !r.known[p.SymbolID] {
-			if err := r.readSymbols(ctx, now); err != nil {
-				return backtest.Snapshot{}, err
+			if written == 1 || written%recordProgressEvery == 0 {
+				fmt.Fprintf(m.Stderr, "riskguard record: %d ticks written (last at %s)\n", written, now.UTC().Format(time.RFC3339))
 			}
-			if !r.known[p.SymbolID] {
-				r.logger.Warn("a position names a symbol id the exchange does not list", "symbol_id", p.SymbolID)
-			}
-			break
 		}
+	})
+	if cerr := rec.Close(); cerr != nil && werr == nil {
+		werr = cerr
 	}
-	prices, err := r.client.IndexPrices(ctx)
-	if err != nil {
-		return backtest.Snapshot{}, fmt.Errorf("read index prices: %w", err)
-	}
-	if prices == nil {
-		prices = map[string]decimal.Decimal{}
-	}
-	return backtest.Snapshot{Time: now, Positions: positions, IndexPrices: prices, Symbols: r.symbols}, nil
-}
-
-func (r *recorder) readSymbols(ctx context.Context, now time.Time) error {
-	tr, err := r.client.Trades(ctx)
-	if err != nil {
-		return fmt.Errorf("read symbols: %w", err)
-	}
-	r.symbols, r.symbolsAt = tr, now
-	r.known = make(map[int64]bool, len(tr.ContractsSymbols))
-	for _, c := range tr.ContractsSymbols {
-		r.known[c.ID] = true
+	fmt.Fprintf(m.Stderr, "riskguard record: %d ticks written to %s, %d skipped\n", written, *out, skipped)
+	if werr != nil {
+		fmt.Fprintln(m.Stderr, "riskguard record:", werr)
+		return exitCode(1)
 	}
 	return nil
 }

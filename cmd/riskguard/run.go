@@ -77,8 +77,9 @@ func newNotifier(cfg *config, logger *slog.Logger, reg prometheus.Registerer) (e
 }
 
 // newGuard wires a client, the notifications and an engine from the
-// configuration.
-func newGuard(cfg *config, logger *slog.Logger, dryRun bool, extra ...exchange.Option) (*guard, error) {
+// configuration. onTick, when set, is called after every tick of Run (the
+// demo draws its table from it).
+func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine.TickReport, error), extra ...exchange.Option) (*guard, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := engine.NewMetrics(reg)
@@ -94,9 +95,14 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, extra ...exchange.O
 	if err != nil {
 		return nil, err
 	}
-	var onTick func(*engine.TickReport, error)
 	if dispatcher != nil {
-		onTick = func(_ *engine.TickReport, err error) { dispatcher.Heartbeat(err == nil) }
+		user := onTick
+		onTick = func(rep *engine.TickReport, err error) {
+			dispatcher.Heartbeat(err == nil)
+			if user != nil {
+				user(rep, err)
+			}
+		}
 	}
 	ec := cfg.Engine
 	ec.DryRun = ec.DryRun || dryRun
@@ -192,7 +198,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	g, err := newGuard(cfg, logger, *dryRun)
+	g, err := newGuard(cfg, logger, *dryRun, nil)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard run:", err)
 		return exitCode(1)

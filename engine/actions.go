@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
-	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -117,11 +115,8 @@ func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posSt
 	if pl.cancel && !cancelled[sym] {
 		cancelled[sym] = true
 		base := Record{Time: now, Type: "action", Action: "cancel_orders", Symbol: sym, Position: pos.ID, Rules: pl.cancelRules}
-		outcome, err := e.mutate(actx, now, base, "cancel_orders "+sym, func(ctx context.Context) (json.RawMessage, error) {
-			return e.act.CancelOrders(ctx, sym)
-		})
-		cancelErr = err
-		rep.Actions = append(rep.Actions, ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules, Outcome: outcome, Err: err})
+		cancelErr = e.mutate(actx, rep, base, "cancel_orders "+sym, ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules},
+			func(ctx context.Context) (json.RawMessage, error) { return e.act.CancelOrders(ctx, sym) })
 	}
 
 	if want, change := pl.target(); change {
@@ -136,7 +131,8 @@ func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posSt
 		if want.Cross != pos.Cross {
 			desc += " cross→isolated"
 		}
-		outcome, err := e.mutate(actx, now, base, desc, func(ctx context.Context) (json.RawMessage, error) {
+		act := ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross}
+		settingsErr = e.mutate(actx, rep, base, desc, act, func(ctx context.Context) (json.RawMessage, error) {
 			got, err := e.act.SetPositionSettings(ctx, sym, want)
 			if err != nil {
 				return nil, err
@@ -148,9 +144,6 @@ func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posSt
 			}
 			return raw, nil
 		})
-		settingsErr = err
-		rep.Actions = append(rep.Actions, ActionEvent{Symbol: sym, Action: name, Rules: names, Outcome: outcome,
-			From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Err: err})
 	} else if pl.lower > 0 || pl.isolate {
 		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
 	}
@@ -177,8 +170,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posSt
 				"cooldown", d.rule.Cooldown, "err", errors.Join(refused...))
 		}
 		for _, a := range d.notify {
-			e.ruleNotify(ctx, now, d.rule, sym, a.Channels)
-			rep.Actions = append(rep.Actions, ActionEvent{Symbol: sym, Action: string(rules.Notify), Rules: []string{d.rule.Name}, Outcome: "sent"})
+			e.emit(ctx, rep, ruleNotifyEvent(now, d.rule, sym, a.Channels, &e.env))
 		}
 		if d.err != nil {
 			e.log.Warn("actions failed; retried next tick", "rule", d.rule.Name, "symbol", sym, "err", d.err)
@@ -224,67 +216,43 @@ func dedupe(s []string) []string {
 	return out
 }
 
-// mutate performs one mutating call with everything around it: the audit
-// lines (intended, sent, result or error), dry run, the action budget and its
-// breaker, logs, metrics and notifications. It returns the outcome: sent,
-// dry_run, skipped or error.
-func (e *Engine) mutate(ctx context.Context, now time.Time, base Record, desc string, call func(context.Context) (json.RawMessage, error)) (string, error) {
-	rec := func(phase string, resp json.RawMessage, err error, reason string) {
-		r := base
-		r.Phase, r.Response, r.Reason = phase, resp, reason
-		if err != nil {
-			r.Error = err.Error()
+// mutate performs one mutating call with everything around it: its phases
+// (intended, sent, result or error; dry_run or skipped instead of sending),
+// each one event, and the action budget with its breaker. act is the action
+// as the tick's report shows it, completed with its outcome.
+func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc string, act ActionEvent, call func(context.Context) (json.RawMessage, error)) error {
+	now := base.Time
+	phase := func(name string, resp json.RawMessage, err error) {
+		var a *ActionEvent
+		if name != "intended" && name != "sent" {
+			a = &act
 		}
-		e.record(r)
+		e.emit(ctx, rep, actionPhaseEvent(base, name, desc, resp, err, a))
 	}
-	rec("intended", nil, nil, "")
+	phase("intended", nil, nil)
 	if e.cfg.DryRun {
-		e.log.Warn("would "+desc, "action", base.Action, "symbol", base.Symbol, "rule", strings.Join(base.Rules, ","), "dry_run", true)
-		rec("dry_run", nil, nil, "dry run: not sent")
-		e.metrics.action(base.Action, "dry_run")
-		return "dry_run", nil
+		phase("dry_run", nil, nil)
+		return nil
 	}
 	v := e.breaker.take(now, e.cfg.MaxActionsPerMinute, e.cfg.BreakerReset)
 	e.dirty = true
 	if v.closed {
-		e.log.Info("circuit breaker closed; actions resume")
-		e.record(Record{Time: now, Type: "breaker", To: "closed"})
-		e.send(ctx, notify.Message{Time: now, Kind: notify.KindBreaker, Severity: "warning", Text: "circuit breaker closed: actions resume"})
+		e.emit(ctx, rep, breakerEvent(now, false, "circuit breaker closed: actions resume"))
 	}
 	if v.opened {
-		text := fmt.Sprintf("circuit breaker OPEN: more than %d actions in a minute; no actions until %s",
-			e.cfg.MaxActionsPerMinute, e.breaker.OpenUntil.UTC().Format(time.RFC3339))
-		e.log.Error(text)
-		e.record(Record{Time: now, Type: "breaker", To: "open", Reason: text})
-		e.send(ctx, notify.Message{Time: now, Kind: notify.KindBreaker, Severity: "critical", Text: text})
+		e.emit(ctx, rep, breakerEvent(now, true, fmt.Sprintf("circuit breaker OPEN: more than %d actions in a minute; no actions until %s",
+			e.cfg.MaxActionsPerMinute, e.breaker.OpenUntil.UTC().Format(time.RFC3339))))
 	}
 	if !v.allow {
-		rec("skipped", nil, ErrBreakerOpen, "")
-		e.metrics.action(base.Action, "skipped")
-		return "skipped", ErrBreakerOpen
+		phase("skipped", nil, ErrBreakerOpen)
+		return ErrBreakerOpen
 	}
-	rec("sent", nil, nil, "")
+	phase("sent", nil, nil)
 	resp, err := call(ctx)
 	if err != nil {
-		rec("error", resp, err, "")
-		e.log.Error(desc+" failed", "action", base.Action, "symbol", base.Symbol, "err", err)
-		e.metrics.action(base.Action, "error")
-		e.send(ctx, notify.Message{Time: now, Kind: notify.KindActionFailed, Severity: "critical", Symbol: base.Symbol, Action: base.Action,
-			Rule: strings.Join(base.Rules, ","), Text: fmt.Sprintf("FAILED %s: %v", desc, err)})
-		return "error", err
+		phase("error", resp, err)
+		return err
 	}
-	rec("result", resp, nil, "")
-	e.log.Log(ctx, slog.LevelWarn, desc, "action", base.Action, "symbol", base.Symbol, "rule", strings.Join(base.Rules, ","))
-	e.metrics.action(base.Action, "ok")
-	e.send(ctx, notify.Message{Time: now, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
-		Rule: strings.Join(base.Rules, ","), Text: desc + " done (rules: " + strings.Join(base.Rules, ", ") + ")"})
-	return "sent", nil
-}
-
-// ruleNotify sends a rule's notify action.
-func (e *Engine) ruleNotify(ctx context.Context, now time.Time, r *rules.Rule, sym string, channels []string) {
-	text := fmt.Sprintf("[%s] %s on %s: %s", r.Severity, r.Name, sym, describe(r, &e.env))
-	e.record(Record{Time: now, Type: "action", Action: string(rules.Notify), Symbol: sym, Rules: []string{r.Name}, Phase: "result", Reason: text})
-	e.send(ctx, notify.Message{Time: now, Kind: notify.KindRule, Severity: string(r.Severity), Rule: r.Name, Symbol: sym,
-		Action: string(rules.Notify), Text: text, Values: values(&e.env), Channels: channels, Template: r.Message})
+	phase("result", resp, nil)
+	return nil
 }

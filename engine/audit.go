@@ -16,7 +16,8 @@ import (
 // a breaker change or a tick failure. Every line carries the tick time.
 type Record struct {
 	Time time.Time `json:"time"`
-	// Type is transition, action, breaker, tick or reload.
+	// Type is transition, action, breaker, exchange (unreachable or
+	// reachable again), tick or reload.
 	Type     string `json:"type"`
 	Rule     string `json:"rule,omitempty"`
 	Symbol   string `json:"symbol,omitempty"`

@@ -18,6 +18,7 @@ type Metrics struct {
 	actions      *prometheus.CounterVec
 	requests     *prometheus.CounterVec
 	breakerOpen  prometheus.Gauge
+	auditErrors  prometheus.Counter
 }
 
 // NewMetrics creates the collectors and registers them on reg.
@@ -48,8 +49,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "riskguard_breaker_open", Help: "1 while the action budget's circuit breaker is open.",
 		}),
+		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "riskguard_audit_errors_total", Help: "Audit log records that could not be written.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen} {
+	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -102,4 +106,11 @@ func (m *Metrics) ruleError(rule string) {
 		return
 	}
 	m.ruleErrors.WithLabelValues(rule).Inc()
+}
+
+func (m *Metrics) auditError() {
+	if m == nil {
+		return
+	}
+	m.auditErrors.Inc()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -151,4 +152,74 @@ func (s *SnapshotReader) unknownSymbol(pos []exchange.Position) bool {
 		}
 	}
 	return false
+}
+
+// Symbols returns the names of the contract symbols the exchange lists,
+// from the symbols the ticks keep, read first when they are due or were
+// never read (so the tick after it reads them no sooner than usual). It
+// waits for a running tick: the daemon calls it before its first.
+func (e *Engine) Symbols(ctx context.Context, now time.Time) ([]string, error) {
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	tr, err := e.snaps.ReadSymbols(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	e.publishSymbols(tr)
+	return e.ListedSymbols(), nil
+}
+
+// publishSymbols makes the names of tr what ListedSymbols reports. The
+// caller holds tick.
+func (e *Engine) publishSymbols(tr *exchange.Trades) {
+	if tr == nil || tr == e.listedOf {
+		return
+	}
+	e.listedOf = tr
+	names := make([]string, 0, len(tr.ContractsSymbols))
+	for _, s := range tr.ContractsSymbols {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	e.mu.Lock()
+	e.listed = names
+	e.mu.Unlock()
+}
+
+// ListedSymbols returns the contract symbols of the last symbols read, or
+// nil before the first; it never waits for a tick.
+func (e *Engine) ListedSymbols() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.listed)
+}
+
+// indexName is the index that prices a contract symbol.
+func (e *Engine) indexName(sym *exchange.ContractSymbol) string {
+	if n, ok := e.cfg.IndexNames[sym.Name]; ok {
+		return n
+	}
+	return sym.BaseName
+}
+
+// indexPrice looks up the symbol's index price in the snapshot and applies
+// the staleness bound. ok is false when the price is missing or stale.
+func (e *Engine) indexPrice(snap *Snapshot, sym *exchange.ContractSymbol, now time.Time) (decimal.Decimal, string, bool) {
+	if snap.IndexPrices == nil {
+		return decimal.Decimal{}, "index prices not read", false
+	}
+	name := e.indexName(sym)
+	p, ok := snap.IndexPrices[name]
+	if !ok {
+		return decimal.Decimal{}, "index " + name + " missing", false
+	}
+	if e.cfg.StaleAfter > 0 {
+		seen, known := e.indexSeen[name]
+		if !known || !seen.price.Equal(p) {
+			e.indexSeen[name] = indexSeen{price: p, changed: now}
+		} else if now.Sub(seen.changed) > e.cfg.StaleAfter {
+			return p, fmt.Sprintf("index %s unchanged for %s", name, now.Sub(seen.changed).Round(time.Second)), false
+		}
+	}
+	return p, "", true
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"mime"
 	"mime/quotedprintable"
 	"net"
@@ -167,8 +168,9 @@ func emailBody(m Message) string {
 	var b strings.Builder
 	b.WriteString(m.Text)
 	b.WriteString("\n\n")
+	values := m.Values.Map()
 	width := len("Severity:")
-	for k := range m.Values {
+	for k := range values {
 		width = max(width, len(k)+1)
 	}
 	line := func(k, v string) {
@@ -184,13 +186,8 @@ func emailBody(m Message) string {
 	if !m.Time.IsZero() {
 		line("Time", m.Time.UTC().Format(time.RFC3339))
 	}
-	keys := make([]string, 0, len(m.Values))
-	for k := range m.Values {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		line(k, formatNumber(m.Values[k]))
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		line(k, formatNumber(values[k]))
 	}
 	return b.String()
 }

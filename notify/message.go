@@ -5,6 +5,8 @@ package notify
 import (
 	"context"
 	"log/slog"
+	"reflect"
+	"strings"
 	"time"
 )
 
@@ -24,19 +26,20 @@ const (
 	KindExchange     Kind = "exchange"      // the exchange is unreachable or back
 	KindReload       Kind = "reload"        // a configuration reload failed or succeeded
 	KindLifecycle    Kind = "lifecycle"     // the daemon started or stopped
+	KindAudit        Kind = "audit"         // the audit log failed to write, or writes again
 )
 
 // Message is one notification. Text is a one-line summary fit for a phone;
-// Values holds the figures the rule saw, by name.
+// Values holds the figures the rule saw.
 type Message struct {
-	Time     time.Time          `json:"time"`
-	Kind     Kind               `json:"kind"`
-	Severity string             `json:"severity"` // info, warning or critical
-	Rule     string             `json:"rule,omitempty"`
-	Symbol   string             `json:"symbol,omitempty"`
-	Action   string             `json:"action,omitempty"`
-	Text     string             `json:"text"`
-	Values   map[string]float64 `json:"values,omitempty"`
+	Time     time.Time `json:"time"`
+	Kind     Kind      `json:"kind"`
+	Severity string    `json:"severity"` // info, warning or critical
+	Rule     string    `json:"rule,omitempty"`
+	Symbol   string    `json:"symbol,omitempty"`
+	Action   string    `json:"action,omitempty"`
+	Text     string    `json:"text"`
+	Values   *Figures  `json:"values,omitempty"`
 	// Channels names where to send; empty means the configured defaults.
 	Channels []string `json:"channels,omitempty"`
 	// Template, when set, renders Text instead of the default (a rule's
@@ -83,4 +86,35 @@ func (l *Log) Send(ctx context.Context, m Message) error {
 	}
 	l.logger.LogAttrs(ctx, level, "notify: "+m.Text, attrs...)
 	return nil
+}
+
+// Figures are the numbers a rule saw on a position, as a message carries
+// them to the channels and templates: typed, so that a renamed figure is a
+// compile error rather than a silent 0. Fields are in the order of their
+// JSON names; a zero figure is left out of the JSON, the e-mail lines and
+// the template's .Values.
+type Figures struct {
+	Index            float64 `json:"indexPrice,omitempty"`
+	Leverage         float64 `json:"leverage,omitempty"`
+	Distance         float64 `json:"liquidationDistance,omitempty"` // a fraction of the index
+	LiquidationPrice float64 `json:"liquidationPrice,omitempty"`
+	MaxLeverage      float64 `json:"maxLeverage,omitempty"`
+	Notional         float64 `json:"notional,omitempty"`
+}
+
+// Map returns the non-zero figures by their JSON names, the one place
+// the names are derived from the fields; nil for nil figures.
+func (f *Figures) Map() map[string]float64 {
+	if f == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	v := reflect.ValueOf(*f)
+	for i := range v.NumField() {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if x := v.Field(i).Float(); x != 0 {
+			out[name] = x
+		}
+	}
+	return out
 }

@@ -90,7 +90,7 @@ func testSender(t testing.TB, cc ChannelConfig) Sender {
 
 func sampleMessage() Message {
 	return Message{Time: testNow, Kind: KindAction, Severity: "warning", Rule: "max-leverage", Symbol: "XBTCUSDT",
-		Action: "lower_leverage", Text: "lowered XBTCUSDT leverage 20→10", Values: map[string]float64{"leverage": 20}}
+		Action: "lower_leverage", Text: "lowered XBTCUSDT leverage 20→10", Values: &Figures{Leverage: 20}}
 }
 
 func TestSendersAnswers(t *testing.T) {
@@ -218,7 +218,7 @@ func TestSendersRequests(t *testing.T) {
 			var m Message
 			mustJSON(t, r.body, &m)
 			want := sampleMessage()
-			if m.Kind != want.Kind || m.Rule != want.Rule || m.Symbol != want.Symbol || m.Text != want.Text || !m.Time.Equal(want.Time) || m.Values["leverage"] != 20 {
+			if m.Kind != want.Kind || m.Rule != want.Rule || m.Symbol != want.Symbol || m.Text != want.Text || !m.Time.Equal(want.Time) || m.Values == nil || m.Values.Leverage != 20 {
 				t.Errorf("webhook body %s", r.body)
 			}
 		}},

@@ -34,6 +34,9 @@ const maxCachedTemplates = 512
 // "distance 3.21% · index 100 · liq 96.8 · lev 20x/50x").
 type TemplateData struct {
 	Message
+	// Values are the figures by name (.Values.leverage), as Figures.Map
+	// gives them.
+	Values           map[string]float64
 	Index            float64 // the symbol's index price
 	LiquidationPrice float64
 	Distance         float64 // distance to liquidation, a fraction of the index
@@ -44,16 +47,12 @@ type TemplateData struct {
 }
 
 func newTemplateData(m Message) TemplateData {
-	return TemplateData{
-		Message:          m,
-		Index:            m.Values["indexPrice"],
-		LiquidationPrice: m.Values["liquidationPrice"],
-		Distance:         m.Values["liquidationDistance"],
-		Leverage:         m.Values["leverage"],
-		MaxLeverage:      m.Values["maxLeverage"],
-		Notional:         m.Values["notional"],
-		Icon:             icon(m),
+	d := TemplateData{Message: m, Values: m.Values.Map(), Icon: icon(m)}
+	if f := m.Values; f != nil {
+		d.Index, d.LiquidationPrice, d.Distance = f.Index, f.LiquidationPrice, f.Distance
+		d.Leverage, d.MaxLeverage, d.Notional = f.Leverage, f.MaxLeverage, f.Notional
 	}
+	return d
 }
 
 func icon(m Message) string {
@@ -134,7 +133,7 @@ func CheckTemplate(text string) error {
 		return templateError(err)
 	}
 	sample := Message{Kind: KindFiring, Severity: "critical", Rule: "r", Symbol: "XBTC", Text: "r firing on XBTC",
-		Values: map[string]float64{"indexPrice": 100, "liquidationPrice": 95, "liquidationDistance": 0.05, "leverage": 20, "maxLeverage": 50, "notional": 1000}}
+		Values: &Figures{Index: 100, LiquidationPrice: 95, Distance: 0.05, Leverage: 20, MaxLeverage: 50, Notional: 1000}}
 	if err := t.Execute(&bytes.Buffer{}, newTemplateData(sample)); err != nil {
 		return templateError(err)
 	}

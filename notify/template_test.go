@@ -32,9 +32,9 @@ func golden(t *testing.T, name, got string) {
 }
 
 // engineValues are the figures the engine attaches to rule messages.
-var engineValues = map[string]float64{
-	"indexPrice": 64210.5, "liquidationPrice": 62150, "liquidationDistance": 0.03208,
-	"leverage": 20, "maxLeverage": 50, "notional": 32105.25,
+var engineValues = &Figures{
+	Index: 64210.5, LiquidationPrice: 62150, Distance: 0.03208,
+	Leverage: 20, MaxLeverage: 50, Notional: 32105.25,
 }
 
 func TestRenderGolden(t *testing.T) {

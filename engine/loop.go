@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Run ticks every Interval until ctx is done. A tick in flight when ctx is
+// cancelled finishes its actions (bounded by ActionTimeout) before Run
+// returns nil.
+func (e *Engine) Run(ctx context.Context) error {
+	Every(ctx, e.cfg.Interval, e.now, func(now time.Time) {
+		rep, err := e.Tick(ctx, now)
+		if err != nil && ctx.Err() == nil {
+			e.log.Error("tick failed", "err", err)
+		}
+		if e.onTick != nil && ctx.Err() == nil {
+			e.onTick(rep, err)
+		}
+	})
+	return nil
+}
+
+// Every calls step with the time now gives at once, then every interval,
+// until ctx is done: the loop of Run, and of the recorder. ctx only ends
+// the loop between two steps; a step that overruns the interval delays the
+// next one rather than queueing steps.
+func Every(ctx context.Context, interval time.Duration, now func() time.Time, step func(now time.Time)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		step(now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Tick runs one evaluation at now: it reads a snapshot, evaluates every rule
+// on every non-empty position, steps their states and runs the due actions.
+// A failed read is returned wrapped around ErrIncomplete and no action is
+// taken for what it left out. Reads are cancelled with ctx; an action that
+// has started finishes even when ctx is cancelled.
+func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	e.applyPending()
+	start := e.now() // for the duration metric only; decisions use now
+	rep := &TickReport{Time: now}
+	e.lastTick = now
+	snap, err := e.snaps.Read(ctx, now)
+	if snap != nil {
+		rep.Snapshot = snap
+		e.publishSymbols(snap.Symbols)
+	}
+	e.reachability(ctx, now, err)
+	if err == nil {
+		e.mu.Lock()
+		e.lastOK = now
+		e.mu.Unlock()
+	}
+	if snap != nil {
+		e.evaluate(ctx, now, snap, rep)
+	}
+	if serr := e.saveLocked(); serr != nil {
+		e.log.Error("save state", "err", serr)
+		if err == nil {
+			err = serr
+		}
+	}
+	e.metrics.tickDone(err, e.now().Sub(start), now.Sub(e.lastOK), e.stateCounts(), e.breaker.open(now))
+	if err != nil {
+		e.emit(ctx, nil, event{audit: &Record{Time: now, Type: "tick", Error: err.Error()}})
+	}
+	if len(rep.Transitions) > 0 {
+		e.publishActive()
+	}
+	e.applyPending() // a reload that arrived during the tick
+	return rep, err
+}
+
+// reachability notifies when reads have failed for UnreachableAfter, and
+// once more when they succeed again.
+func (e *Engine) reachability(ctx context.Context, now time.Time, err error) {
+	if err == nil {
+		if e.down {
+			e.emit(ctx, nil, reachabilityEvent(now, false, fmt.Sprintf("exchange reachable again after %s", now.Sub(e.failSince).Round(time.Second))))
+		}
+		e.failSince, e.down = time.Time{}, false
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if e.failSince.IsZero() {
+		e.failSince = now
+	}
+	if !e.down && now.Sub(e.failSince) >= e.cfg.UnreachableAfter {
+		e.down = true
+		text := fmt.Sprintf("exchange unreachable for %s: no action is taken without fresh data (%v)", now.Sub(e.failSince).Round(time.Second), err)
+		e.emit(ctx, nil, reachabilityEvent(now, true, text))
+	}
+}

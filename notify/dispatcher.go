@@ -663,30 +663,39 @@ func (d *Dispatcher) retryDelay(err error, attempt int) (time.Duration, bool) {
 	return min(wait, d.opts.maxBackoff), true
 }
 
+// TestResult is one channel's answer to a test message: Err is nil when
+// the channel took it.
+type TestResult struct {
+	Channel string
+	Err     error
+}
+
 // Test sends a test message to one channel, or to every channel when name
-// is empty, synchronously and without grouping, with the usual retries. It
-// returns each channel's failure.
-func (d *Dispatcher) Test(ctx context.Context, name string) error {
+// is empty, to all of them at once, synchronously and without grouping,
+// with the usual retries. It returns each channel's own result in name
+// order; its error is for a name that is no channel, or no channel at all.
+func (d *Dispatcher) Test(ctx context.Context, name string) ([]TestResult, error) {
 	names := d.names
 	if name != "" {
 		if d.chans[name] == nil {
-			return &UnknownChannelError{Names: []string{name}}
+			return nil, &UnknownChannelError{Names: []string{name}}
 		}
 		names = []string{name}
 	}
 	if len(names) == 0 {
-		return errors.New("notify: no channel configured")
+		return nil, errors.New("notify: no channel configured")
 	}
-	var errs []error
-	for _, n := range names {
+	out := make([]TestResult, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		out[i].Channel = n
 		m := Message{Time: d.opts.now(), Kind: KindTest, Severity: "info", Text: "riskguard test message to channel " + n + ": notifications work"}
 		text, _ := d.render.render(m)
 		m.Text = text
-		if err := d.deliver(ctx, d.chans[n], m); err != nil {
-			errs = append(errs, fmt.Errorf("channel %s: %w", n, err))
-		}
+		wg.Go(func() { out[i].Err = d.deliver(ctx, d.chans[n], m) })
 	}
-	return errors.Join(errs...)
+	wg.Wait()
+	return out, nil
 }
 
 // Stats returns each channel's counters, by channel name.

@@ -437,8 +437,8 @@ func TestRetriesHonourTelegramRetryAfter(t *testing.T) {
 	cfg.Channels["ops"] = channelFor(TypeTelegram, srv.URL)
 	var sleeps []time.Duration
 	d := newTestDispatcher(t, cfg, WithSleep(func(ctx context.Context, d time.Duration) error { sleeps = append(sleeps, d); return nil }))
-	if err := d.Test(context.Background(), "ops"); err != nil {
-		t.Fatal(err)
+	if res, err := d.Test(context.Background(), "ops"); err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatal(res, err)
 	}
 	if !slices.Equal(sleeps, []time.Duration{12 * time.Second}) || calls.Load() != 2 {
 		t.Errorf("sleeps %v calls %d", sleeps, calls.Load())
@@ -544,26 +544,28 @@ func TestTestCommand(t *testing.T) {
 	cfg.Channels["bad"] = bad
 	var logs syncBuffer
 	d := newTestDispatcher(t, cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	if err := d.Test(context.Background(), "ops"); err != nil {
-		t.Fatal(err)
+	if res, err := d.Test(context.Background(), "ops"); err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatal(res, err)
 	}
 	var body struct{ Text string }
 	mustJSON(t, (<-okGot).body, &body)
 	if body.Text != "🔔 riskguard test message to channel ops: notifications work" {
 		t.Errorf("test text %q", body.Text)
 	}
-	err := d.Test(context.Background(), "")
-	if err == nil || !strings.Contains(err.Error(), "channel bad: status 401: Unauthorized") || strings.Contains(err.Error(), "channel ops") {
-		t.Errorf("Test all: %v", err)
+	res, err := d.Test(context.Background(), "")
+	if err != nil || len(res) != 2 || res[0].Channel != "bad" || res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "status 401: Unauthorized") ||
+		res[1].Channel != "ops" || res[1].Err != nil {
+		t.Errorf("Test all: %+v, %v", res, err)
 	}
+	err = res[0].Err
 	var uce *UnknownChannelError
-	if err := d.Test(context.Background(), "nope"); !errors.As(err, &uce) {
+	if _, err := d.Test(context.Background(), "nope"); !errors.As(err, &uce) {
 		t.Errorf("Test nope: %v", err)
 	}
 	if strings.Contains(logs.String(), "SECRET") || strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("secret in logs or error: %s %v", logs.String(), err)
 	}
-	if err := newTestDispatcher(t, logConfig(0)).Test(context.Background(), ""); err == nil {
+	if _, err := newTestDispatcher(t, logConfig(0)).Test(context.Background(), ""); err == nil {
 		t.Error("Test without channels succeeded")
 	}
 }

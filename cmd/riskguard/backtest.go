@@ -40,7 +40,7 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	logger, err := newLogger(m.Stderr, f.logFormat, f.logLevel)
+	logger, err := m.newLogger(f.logFormat, f.logLevel)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
 		return exitCode(2)
@@ -105,8 +105,7 @@ func writeReport(path string, res *backtest.Result) error {
 // reported and is an exitCode(2).
 func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	f := &backtestFlags{}
-	fs := flag.NewFlagSet("backtest", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.newFlags("backtest", "backtest --config FILE (--data DATA | --csv FILE | --history 30d [--history-source bars --bar-type 1m]) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--report FILE.html]", commands()["backtest"].summary)
 	fs.StringVar(&f.config, "config", "riskguard.yaml", "configuration file: the rules under test and the engine settings")
 	fs.StringVar(&f.data, "data", "", "recorded data (riskguard record), .gz gunzipped")
 	fs.StringVar(&f.csv, "csv", "", "CSV of prices: time,symbol-or-index,price")
@@ -124,12 +123,8 @@ func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	fs.Int64Var(&f.seed, "seed", sim.DefaultSeed, "seed of the simulated exchanges")
 	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: text, json, or auto (text on a terminal)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard backtest --config FILE (--data DATA | --csv FILE | --history 30d [--history-source bars --bar-type 1m]) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--report FILE.html]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, exitCode(2)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
 	}
 	usage := func(format string, a ...any) (*backtestFlags, error) {
 		fmt.Fprintf(m.Stderr, "riskguard backtest: "+format+"\n", a...)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -21,19 +20,11 @@ import (
 // With --exchange URL it also reads the exchange's public market data (no
 // credentials) and reports every rule's symbols: entry it does not list.
 func (m *Main) runCheck(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.newFlags("check", "check --config FILE [--exchange URL]", commands()["check"].summary)
 	configPath := fs.String("config", "riskguard.yaml", "configuration file")
 	exchangeURL := fs.String("exchange", "", "also check the rules' symbols against this exchange's public symbol list (base URL)")
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard check --config FILE [--exchange URL]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()

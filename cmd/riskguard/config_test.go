@@ -2,13 +2,14 @@ package main
 
 import (
 	"errors"
-	"github.com/riskguard/riskguard/engine"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/riskguard/riskguard/engine"
 
 	"github.com/riskguard/riskguard/rules"
 )

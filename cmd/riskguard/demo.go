@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"github.com/shopspring/decimal"
 	"io"
 	"maps"
 	"net"
@@ -17,14 +15,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
 func (m *Main) runDemo(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.newFlags("demo", "demo [--duration 2m] [--interval 1s] [--config FILE] [--scenario FILE] [--seed N] [--dry-run] [--dir DIR]", commands()["demo"].summary)
 	configPath := fs.String("config", "rules.example.yaml", "rules file to run against the simulated exchange")
 	duration := fs.Duration("duration", 2*time.Minute, "how long the demo runs")
 	interval := fs.Duration("interval", time.Second, "time between two ticks")
@@ -34,14 +33,14 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	dir := fs.String("dir", "", "where the audit log and state file go (default: a new temporary directory)")
 	logFormat := fs.String("log-format", "auto", "log format: text, json, or auto")
 	logLevel := fs.String("log-level", "info", "log level")
-	if err := fs.Parse(args); err != nil {
-		return exitCode(2)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *duration <= 0 || *interval <= 0 {
 		fmt.Fprintln(m.Stderr, "riskguard demo: --duration and --interval must be positive")
 		return exitCode(2)
 	}
-	logger, err := newLogger(m.Stderr, *logFormat, *logLevel)
+	logger, err := m.newLogger(*logFormat, *logLevel)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard demo:", err)
 		return exitCode(2)

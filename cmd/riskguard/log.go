@@ -13,9 +13,11 @@ import (
 	"github.com/riskguard/riskguard/notify"
 )
 
-// newLogger builds the program's logger: tint's coloured text on a terminal,
-// JSON otherwise, or as --log-format says.
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+// newLogger builds the program's logger on stderr: tint's text on a
+// terminal, JSON otherwise, or as --log-format says. The text is coloured
+// on a terminal unless NO_COLOR is set (https://no-color.org).
+func (m *Main) newLogger(format, level string) (*slog.Logger, error) {
+	w := m.Stderr
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -34,7 +36,13 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 	}
-	return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w)})), nil
+	return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !m.colour()})), nil
+}
+
+// colour reports whether the text log is coloured: on a terminal, unless
+// NO_COLOR is set.
+func (m *Main) colour() bool {
+	return isTerminal(m.Stderr) && m.Getenv("NO_COLOR") == ""
 }
 
 // isTerminal reports whether w is a character device, without a

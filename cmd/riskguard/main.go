@@ -68,6 +68,7 @@ func commands() map[string]command {
 		"run":      {"guard the account: evaluate the rules every interval and act", (*Main).runRun},
 		"sim":      {"serve the simulated exchange over HTTP", (*Main).runSim},
 		"test":     {"run rule-test files: expected firing rules and actions over made-up prices", (*Main).runTest},
+		"version":  {"print the version, commit and Go version of this build", (*Main).runVersion},
 	}
 }
 
@@ -77,6 +78,9 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		m.Getenv = func(string) string { return "" }
 	}
 	cmds := commands()
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		m.usage(cmds)
 		if len(args) == 0 {
@@ -90,7 +94,11 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		m.usage(cmds)
 		return exitCode(2)
 	}
-	return c.run(m, ctx, args[1:])
+	err := c.run(m, ctx, args[1:])
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
 }
 
 func (m *Main) usage(cmds map[string]command) {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"time"
 
@@ -14,20 +12,22 @@ import (
 // sends a test message through the configured channels, synchronously, so a
 // user can check the set-up before trusting it.
 func (m *Main) runNotify(ctx context.Context, args []string) error {
+	fs := m.newFlags("notify test", "notify test --config FILE [--channel NAME] [--timeout 30s]",
+		"Sends a test message through every configured channel (or --channel NAME), all at once,\nand reports each channel's own result.")
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+		fs.Usage()
+		return errHelp
+	}
 	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprintln(m.Stderr, "usage: riskguard notify test --config FILE [--channel NAME]")
+		fmt.Fprintln(m.Stderr, "riskguard notify: the only subcommand is test")
+		fs.Usage()
 		return exitCode(2)
 	}
-	fs := flag.NewFlagSet("notify test", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
 	configPath := fs.String("config", "riskguard.yaml", "configuration file")
 	channel := fs.String("channel", "", "channel to test (default: every channel)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(*configPath, m.Getenv)
 	if err != nil {
@@ -38,7 +38,8 @@ func (m *Main) runNotify(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stderr, "riskguard notify: %s has no notify section\n", *configPath)
 		return exitCode(1)
 	}
-	logger, err := newLogger(m.Stderr, "auto", "warn")
+	// At info, so that the log channel's test message shows.
+	logger, err := m.newLogger("text", "info")
 	if err != nil {
 		return err
 	}
@@ -50,14 +51,23 @@ func (m *Main) runNotify(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	defer d.Close(ctx)
-	target := *channel
-	if target == "" {
-		target = "every channel"
-	}
-	if err := d.Test(ctx, *channel); err != nil {
-		fmt.Fprintf(m.Stderr, "riskguard notify: test message to %s failed: %v\n", target, err)
+	results, err := d.Test(ctx, *channel)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "riskguard notify:", err)
 		return exitCode(1)
 	}
-	fmt.Fprintf(m.Stdout, "test message sent to %s\n", target)
+	failed := 0
+	for _, r := range results {
+		if r.Err != nil {
+			failed++
+			fmt.Fprintf(m.Stdout, "%s: failed: %v\n", r.Channel, r.Err)
+			continue
+		}
+		fmt.Fprintf(m.Stdout, "%s: sent\n", r.Channel)
+	}
+	if failed > 0 {
+		fmt.Fprintf(m.Stderr, "riskguard notify: %d of %d %s failed\n", failed, len(results), plural(len(results), "channel", "channels"))
+		return exitCode(1)
+	}
 	return nil
 }

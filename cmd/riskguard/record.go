@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"time"
 
@@ -14,20 +13,15 @@ import (
 const recordProgressEvery = 60
 
 func (m *Main) runRecord(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("record", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.newFlags("record", "record --config FILE --out DATA[.gz] [--duration D] [--interval I]", commands()["record"].summary)
 	configPath := fs.String("config", "riskguard.yaml", "configuration file (exchange section and credentials)")
 	out := fs.String("out", "", "recording to write: JSON lines, gzip-compressed when the name ends in .gz")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
 	interval := fs.Duration("interval", 0, "time between two snapshots (default: engine.interval)")
 	logFormat := fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard record --config FILE --out DATA[.gz] [--duration D] [--interval I]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitCode(2)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"regexp"
 	"strings"
@@ -19,18 +18,10 @@ import (
 // status is 0 when every test passed, 1 when one failed or a file could not
 // be read, 2 on a usage error.
 func (m *Main) runTest(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.newFlags("test", "test [--run REGEXP] FILE...", commands()["test"].summary)
 	run := fs.String("run", "", "run only the tests whose name matches this regular expression")
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard test [--run REGEXP] FILE...")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(m.Stderr, "riskguard test: give at least one test file")

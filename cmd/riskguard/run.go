@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -179,20 +178,15 @@ func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) err
 }
 
 func (m *Main) runRun(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.newFlags("run", "run --config FILE [--once] [--dry-run] [--allow-unknown-symbols] [--log-format text|json] [--log-level LEVEL]", commands()["run"].summary)
 	configPath := fs.String("config", "riskguard.yaml", "configuration file")
 	once := fs.Bool("once", false, "run one tick and exit; non-zero when the snapshot was incomplete")
 	dryRun := fs.Bool("dry-run", false, "log and audit the actions instead of sending them")
 	logFormat := fs.String("log-format", "auto", "log format: text, json, or auto (text on a terminal)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	allowUnknown := fs.Bool("allow-unknown-symbols", false, "start (and reload) even when a rule names a symbol the exchange does not list")
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard run --config FILE [--once] [--dry-run] [--allow-unknown-symbols] [--log-format text|json] [--log-level LEVEL]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitCode(2)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cfg, logger, err := m.setup("run", *configPath, *logFormat, *logLevel)
 	if err != nil {
@@ -238,7 +232,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 // setup builds the logger and loads the configuration, reporting problems
 // on stderr; a non-nil error is the exit status, already reported.
 func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config, *slog.Logger, error) {
-	logger, err := newLogger(m.Stderr, logFormat, logLevel)
+	logger, err := m.newLogger(logFormat, logLevel)
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "riskguard %s: %v\n", cmd, err)
 		return nil, nil, exitCode(2)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,23 +23,14 @@ const defaultSimListen = "127.0.0.1:8790"
 // --listen address is served too, with a warning: the sim is for tests and
 // demos, and its key pair is public.
 func (m *Main) runSim(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.newFlags("sim", "sim [--listen 127.0.0.1:PORT] [--seed N] [--scenario FILE] [--step 1s]",
+		fmt.Sprintf("Serves the simulated exchange. It accepts the key pair in RISKGUARD_API_KEY and\nRISKGUARD_API_SECRET (default %s / %s).", sim.DefaultKey, sim.DefaultSecret))
 	listen := fs.String("listen", defaultSimListen, "`address` to serve on, host:port (port 0 picks a free one)")
 	seed := fs.Int64("seed", sim.DefaultSeed, "seed of the random index walks and generated orders")
 	scenarioFile := fs.String("scenario", "", "scenario `file` (YAML or JSON); default: the built-in scenario")
 	step := fs.Duration("step", time.Second, "how often the index paths advance")
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: riskguard sim [--listen 127.0.0.1:PORT] [--seed N] [--scenario FILE] [--step 1s]")
-		fmt.Fprintln(m.Stderr, "\nServes the simulated exchange. It accepts the key pair in RISKGUARD_API_KEY and")
-		fmt.Fprintf(m.Stderr, "RISKGUARD_API_SECRET (default %s / %s).\n\n", sim.DefaultKey, sim.DefaultSecret)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return exitCode(2)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(m.Stderr, "riskguard sim: unexpected argument %q\n", fs.Arg(0))

@@ -81,7 +81,14 @@ func (m *Main) runSim(ctx context.Context, args []string) error {
 		stopStepping()
 		<-stepped
 	}()
-	fmt.Fprintf(m.Stdout, "riskguard sim: listening on http://%s (API key %q, seed %d)\n", addr, key, *seed)
+	// The default key pair is public (it is in README and --help), so the
+	// banner shows it whole, ready to paste; a pair from the environment is
+	// the user's, and its secret is never printed.
+	pair := fmt.Sprintf("key %s, secret %s: export RISKGUARD_API_KEY=%s RISKGUARD_API_SECRET=%s", key, secret, key, secret)
+	if key != sim.DefaultKey || secret != sim.DefaultSecret {
+		pair = fmt.Sprintf("key %q and the secret from RISKGUARD_API_SECRET", key)
+	}
+	fmt.Fprintf(m.Stdout, "riskguard sim: listening on http://%s (seed %d)\nAPI %s\n", addr, *seed, pair)
 
 	select {
 	case err := <-served:

@@ -211,3 +211,74 @@ func TestSimCommandErrors(t *testing.T) {
 		})
 	}
 }
+
+// The banner gives the public demo key pair ready to paste, and never the
+// secret of a pair from the environment.
+func TestSimBannerKeyPair(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		env        map[string]string
+		want, hide string
+	}{
+		{nil, "API key demo-key, secret demo-secret: export RISKGUARD_API_KEY=demo-key RISKGUARD_API_SECRET=demo-secret", ""},
+		{map[string]string{"RISKGUARD_API_KEY": "k1", "RISKGUARD_API_SECRET": "shell-secret"}, `API key "k1" and the secret from RISKGUARD_API_SECRET`, "shell-secret"},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		outR, outW := io.Pipe()
+		m := &Main{Stdout: outW, Stderr: io.Discard, Getenv: func(k string) string { return tt.env[k] }}
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx, []string{"sim", "--listen", "127.0.0.1:0"}); outW.Close() }()
+		banner := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(outR)
+			var lines []string
+			for len(lines) < 2 && sc.Scan() {
+				lines = append(lines, sc.Text())
+			}
+			banner <- strings.Join(lines, "\n")
+			io.Copy(io.Discard, outR)
+		}()
+		select {
+		case b := <-banner:
+			if !strings.Contains(b, tt.want) || (tt.hide != "" && strings.Contains(b, tt.hide)) {
+				t.Errorf("banner:\n%s\nwant %q", b, tt.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no banner within 10s")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sim: %v", err)
+		}
+	}
+}
+
+// README's scenario example is a valid scenario file: every key it shows
+// exists and the values pass validation.
+func TestReadmeScenarioExample(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "### Scenario files")
+	if !ok {
+		t.Fatal("README has no Scenario files section")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("no yaml block in the Scenario files section")
+	}
+	path := filepath.Join(t.TempDir(), "scenario.yaml")
+	if err := os.WriteFile(path, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := sim.LoadScenario(path)
+	if err != nil {
+		t.Fatalf("README's scenario: %v", err)
+	}
+	if len(sc.Contracts) != 1 || len(sc.Positions) != 1 || len(sc.Indexes) != 2 {
+		t.Errorf("scenario read as %+v", sc)
+	}
+}

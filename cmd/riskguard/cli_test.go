@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,7 +28,7 @@ func TestEveryHelpExitsZero(t *testing.T) {
 	for _, name := range names {
 		for _, flag := range []string{"-h", "--help"} {
 			args := append(strings.Fields(name), flag)
-			code, stdout, stderr := runMain(t, envMap(nil), args...)
+			code, stdout, stderr := runOut(t, context.Background(), envMap(nil), args...)
 			if code != 0 {
 				t.Errorf("riskguard %s %s: exit %d\n%s", name, flag, code, stderr)
 			}
@@ -43,7 +44,7 @@ func TestEveryHelpExitsZero(t *testing.T) {
 			}
 		}
 	}
-	if code, _, stderr := runMain(t, envMap(nil), "check", "--no-such-flag"); code != 2 || !strings.Contains(stderr, "flag provided but not defined: -no-such-flag") {
+	if code, _, stderr := runOut(t, context.Background(), envMap(nil), "check", "--no-such-flag"); code != 2 || !strings.Contains(stderr, "flag provided but not defined: -no-such-flag") {
 		t.Errorf("a bad flag: exit %d, want 2\n%s", code, stderr)
 	}
 }
@@ -51,7 +52,7 @@ func TestEveryHelpExitsZero(t *testing.T) {
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"version"}, {"--version"}} {
-		code, stdout, _ := runMain(t, envMap(nil), args...)
+		code, stdout, _ := runOut(t, context.Background(), envMap(nil), args...)
 		if code != 0 || !regexp.MustCompile(`^riskguard \S+ \(.+\) go1\.\d+`).MatchString(stdout) {
 			t.Errorf("%v: exit %d, %q", args, code, stdout)
 		}
@@ -102,7 +103,7 @@ func TestNotifyTestReportsEachChannel(t *testing.T) {
 	notifyYAML := "notify:\n  channels:\n    good: {type: webhook, url: " + ok.srv.URL + "/hook}\n    broken: {type: webhook, url: " + bad.URL + "/hook}\n    console: {type: log}\n  max_attempts: 1\n"
 	g := newGuardEnv(t, "", overMaxRule+notifyYAML)
 	began := time.Now()
-	code, stdout, stderr := runMain(t, g.env, "notify", "test", "--config", g.config)
+	code, stdout, stderr := runOut(t, context.Background(), g.env, "notify", "test", "--config", g.config)
 	if code != 1 {
 		t.Errorf("exit %d, want 1 (one channel failed)\n%s", code, stderr)
 	}
@@ -119,7 +120,7 @@ func TestNotifyTestReportsEachChannel(t *testing.T) {
 	}
 	t.Logf("three channels tested in %s", time.Since(began))
 
-	code, stdout, stderr = runMain(t, g.env, "notify", "test", "--config", g.config, "--channel", "console")
+	code, stdout, stderr = runOut(t, context.Background(), g.env, "notify", "test", "--config", g.config, "--channel", "console")
 	if code != 0 || stdout != "console: sent\n" || !strings.Contains(stderr, "riskguard test message to channel console: notifications work") {
 		t.Errorf("--channel console: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
 	}

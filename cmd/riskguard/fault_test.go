@@ -167,6 +167,8 @@ type daemon struct {
 	cancel context.CancelFunc
 	done   chan int
 	logs   *lockedBuffer
+	// reload delivers a reload request, as SIGHUP does.
+	reload chan os.Signal
 }
 
 // start runs the daemon with JSON logs; extra overrides the environment
@@ -174,14 +176,14 @@ type daemon struct {
 func (g *guardEnv) start(extra map[string]string) *daemon {
 	g.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &daemon{cancel: cancel, done: make(chan int, 1), logs: &lockedBuffer{}}
+	d := &daemon{cancel: cancel, done: make(chan int, 1), logs: &lockedBuffer{}, reload: make(chan os.Signal, 1)}
 	getenv := func(k string) string {
 		if v, ok := extra[k]; ok {
 			return v
 		}
 		return g.env(k)
 	}
-	m := &Main{Stdout: io.Discard, Stderr: d.logs, Getenv: getenv}
+	m := &Main{Stdout: io.Discard, Stderr: d.logs, Getenv: getenv, Reload: d.reload}
 	go func() {
 		err := m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"})
 		var ec exitCode

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,24 +12,6 @@ import (
 	"testing"
 	"time"
 )
-
-// runMain runs one command in-process and returns its exit status, stdout
-// and stderr.
-func runMain(t *testing.T, getenv func(string) string, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	m := &Main{Stdout: &stdout, Stderr: &stderr, Getenv: getenv}
-	err := m.Run(context.Background(), args)
-	var ec exitCode
-	switch {
-	case err == nil:
-		return 0, stdout.String(), stderr.String()
-	case errors.As(err, &ec):
-		return int(ec), stdout.String(), stderr.String()
-	}
-	t.Fatalf("%v: %v", args, err)
-	return -1, "", ""
-}
 
 // Every command that loads the configuration gives the same guarantees: a
 // notify action naming an undefined channel, or a broken message template,
@@ -81,7 +61,7 @@ func TestEveryCommandRefusesWhatCheckRefuses(t *testing.T) {
 			writeBad()
 			want := g.config + tt.want
 
-			code, _, stderr := runMain(t, g.env, "check", "--config", g.config)
+			code, _, stderr := runOut(t, context.Background(), g.env, "check", "--config", g.config)
 			if code != 1 || !strings.Contains(stderr, want+"\n") {
 				t.Errorf("check: exit %d, stderr:\n%s\nwant the line %q", code, stderr, want)
 			}
@@ -98,26 +78,15 @@ func TestEveryCommandRefusesWhatCheckRefuses(t *testing.T) {
 			if err := os.WriteFile(g.config, good, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			reload := make(chan os.Signal, 1)
-			logs := &lockedBuffer{}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			m := &Main{Stdout: io.Discard, Stderr: logs, Getenv: g.env, Reload: reload}
-			go func() { done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"}) }()
-			defer func() {
-				cancel()
-				select {
-				case <-done:
-				case <-time.After(20 * time.Second):
-					t.Error("the daemon did not stop")
-				}
-			}()
-			waitFor(t, "the first tick", 10*time.Second, func() bool { return strings.Contains(logs.String(), "riskguard started") })
+			dm := g.start(nil)
+			defer dm.stop(t)
+			waitFor(t, "the start", 10*time.Second, func() bool { return strings.Contains(dm.logs.String(), "riskguard started") })
 			writeBad()
-			reload <- nil
+			dm.reload <- nil
 			waitFor(t, "the reload to be rejected", 10*time.Second, func() bool {
-				return strings.Contains(logs.String(), "config reload rejected")
+				return strings.Contains(dm.logs.String(), "config reload rejected")
 			})
+			logs := dm.logs
 			// The JSON log escapes quotes; compare the unquoted message.
 			wantJSON := strings.ReplaceAll(want, `"`, `\"`)
 			if !strings.Contains(logs.String(), wantJSON) {
@@ -148,7 +117,7 @@ rules:
       - action: notify
         channels: [pager]
 `)
-	code, stdout, stderr := runMain(t, envMap(nil), "check", "--config", path)
+	code, stdout, stderr := runOut(t, context.Background(), envMap(nil), "check", "--config", path)
 	if code != 1 || stdout != "" {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
@@ -179,7 +148,7 @@ func TestCheckNeedsNoNotificationSecrets(t *testing.T) {
 	if err := os.WriteFile(g.config, []byte(withNotify), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runMain(t, envMap(nil), "check", "--config", g.config)
+	code, stdout, stderr := runOut(t, context.Background(), envMap(nil), "check", "--config", g.config)
 	if code != 0 {
 		t.Fatalf("check without the secret: exit %d\n%s", code, stderr)
 	}
@@ -220,16 +189,7 @@ func TestHealthAnswersWhileAReadHangs(t *testing.T) {
 	g.url = srv.URL
 	g.writeConfig("  listen: 127.0.0.1:0\n", overMaxRule)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	m := &Main{Stdout: io.Discard, Stderr: pw, Getenv: g.env}
-	done := make(chan error, 1)
-	go func() {
-		done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"})
-		pw.Close()
-	}()
-	addr, _ := listenAddr(t, pr, 10*time.Second)
+	addr, _, stop := g.serve()
 	client := &http.Client{Timeout: 5 * time.Second}
 	get := func(path string) (int, time.Duration) {
 		began := time.Now()
@@ -266,8 +226,7 @@ func TestHealthAnswersWhileAReadHangs(t *testing.T) {
 		t.Errorf("slowest answer during a held read: %s", worst)
 	}
 	t.Logf("slowest /healthz or /metrics answer during a held read: %s", worst)
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 }

@@ -528,16 +528,7 @@ func TestBinaryReloadAndSignals(t *testing.T) {
 func TestRunMetricsAndHealth(t *testing.T) {
 	t.Parallel()
 	g := newGuardEnv(t, "  listen: 127.0.0.1:0\n", overMaxRule)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	m := &Main{Stdout: io.Discard, Stderr: pw, Getenv: g.env}
-	done := make(chan error, 1)
-	go func() {
-		done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"})
-		pw.Close()
-	}()
-	addr, logs := listenAddr(t, pr, 10*time.Second)
+	addr, logs, stop := g.serve()
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
@@ -567,11 +558,36 @@ func TestRunMetricsAndHealth(t *testing.T) {
 	// snapshot is older than three intervals (10 s at the least).
 	g.ex.InjectFault("/v1/contracts/positions", sim.Fault{Status: 503})
 	waitFor(t, "unhealthy", 20*time.Second, func() bool { code, _ := get("/healthz"); return code == 503 })
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if strings.Contains(logs.String(), sim.DefaultSecret) {
 		t.Error("the API secret appears in the logs")
+	}
+}
+
+// serve runs the daemon in-process with its listener (the config's
+// engine.listen) and returns the listener's address, the JSON log, and a
+// stop function returning Run's error.
+func (g *guardEnv) serve() (string, *lockedBuffer, func() error) {
+	g.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	m := &Main{Stdout: io.Discard, Stderr: pw, Getenv: g.env}
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"})
+		pw.Close()
+	}()
+	g.t.Cleanup(cancel)
+	addr, logs := listenAddr(g.t, pr, 10*time.Second)
+	return addr, logs, func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			return errors.New("the daemon did not stop within 20s")
+		}
 	}
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -42,41 +40,30 @@ func TestUnknownSymbolsReported(t *testing.T) {
 	}
 
 	// check --exchange reads the public symbol list, without credentials.
-	code, stdout, stderr := runMain(t, envMap(nil), "check", "--config", g.config, "--exchange", g.url)
+	code, stdout, stderr := runOut(t, context.Background(), envMap(nil), "check", "--config", g.config, "--exchange", g.url)
 	if code != 1 || stdout != "" || !strings.Contains(stderr, want+"\n") || !strings.Contains(stderr, ": 1 error") {
 		t.Errorf("check --exchange: exit %d, stdout %q\n%s\nwant the line %q", code, stdout, stderr, want)
 	}
-	code, _, stderr = runMain(t, envMap(nil), "check", "--config", g.config)
+	code, _, stderr = runOut(t, context.Background(), envMap(nil), "check", "--config", g.config)
 	if code != 0 {
 		t.Errorf("check without --exchange reads no exchange, so it passes: exit %d\n%s", code, stderr)
 	}
-	code, _, stderr = runMain(t, envMap(nil), "check", "--config", g.config, "--exchange", "http://127.0.0.1:1")
+	code, _, stderr = runOut(t, context.Background(), envMap(nil), "check", "--config", g.config, "--exchange", "http://127.0.0.1:1")
 	if code != 1 || !strings.Contains(stderr, "riskguard check: --exchange http://127.0.0.1:1: read the exchange's symbols:") {
 		t.Errorf("check --exchange with no exchange there: exit %d\n%s", code, stderr)
 	}
 
 	// A running daemon rejects a reload that names an unknown symbol.
 	g.writeConfig("", overMaxRule)
-	reload := make(chan os.Signal, 1)
-	logs := &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	m := &Main{Stdout: io.Discard, Stderr: logs, Getenv: g.env, Reload: reload}
-	go func() { done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "text"}) }()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("the daemon did not stop")
-		}
-	}()
-	waitFor(t, "the start", 10*time.Second, func() bool { return strings.Contains(logs.String(), "riskguard started") })
+	dm := g.start(nil)
+	defer dm.stop(t)
+	waitFor(t, "the start", 10*time.Second, func() bool { return strings.Contains(dm.logs.String(), "riskguard started") })
 	g.writeConfig("", strings.ReplaceAll(misspeltSymbolRule, "XBTCC", "xbtc"))
-	reload <- nil
+	dm.reload <- nil
 	waitFor(t, "the reload to be rejected", 10*time.Second, func() bool {
-		return strings.Contains(logs.String(), "config reload rejected")
+		return strings.Contains(dm.logs.String(), "config reload rejected")
 	})
+	logs := dm.logs
 	if !strings.Contains(logs.String(), `xbtc`) || !strings.Contains(logs.String(), `did you mean`) {
 		t.Errorf("the rejected reload does not name the symbol:\n%s", logs.String())
 	}

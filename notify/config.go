@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/riskguard/riskguard/internal/yamlnode"
 )
 
 // Channel types.
@@ -237,7 +239,7 @@ func (p *parser) unknown(path string, m map[string]any, known ...string) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(known, k) {
-			p.errorf(path+"."+k, "unknown key (known: %s)", strings.Join(known, ", "))
+			p.errorf(path+"."+k, "%s", yamlnode.UnknownKey(k, "", known))
 		}
 	}
 }
@@ -539,8 +541,8 @@ func (p *parser) duration(m map[string]any, path, key string, dst *time.Duration
 	switch x := v.(type) {
 	case string:
 		var err error
-		if d, err = time.ParseDuration(strings.TrimSpace(x)); err != nil {
-			p.errorf(path+"."+key, "expected a duration like 30s or 4h, got %q", x)
+		if d, err = yamlnode.ParseDuration(strings.TrimSpace(x)); err != nil {
+			p.errorf(path+"."+key, "%v", err)
 			return
 		}
 	case int:

@@ -171,10 +171,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"default unknown", `{channels: {log: {type: log}}, default: [ops]}`, []string{`notify.default: unknown channel "ops"`}},
 		{"default not list", `{default: {a: b}}`, []string{"notify.default: expected a string or a list"}},
 		{"durations", `{group_wait: soon, repeat_interval: 5, timeout: 0s}`, []string{
-			`notify.group_wait: expected a duration like 30s or 4h, got "soon"`,
+			`notify.group_wait: bad duration "soon": use a number with a unit, like 30s, 5m or 1h`,
 			"notify.repeat_interval: expected a duration with a unit",
 			"notify.timeout: 0s is out of range"}},
-		{"duration negative", `{group_wait: -1s}`, []string{"notify.group_wait: -1s is out of range"}},
+		{"duration negative", `{group_wait: -1s}`, []string{"notify.group_wait: must not be negative, got -1s"}},
 		{"integers", `{queue_size: 0, max_attempts: many}`, []string{
 			"notify.queue_size: 0 is out of range 1..100000", "notify.max_attempts: expected an integer"}},
 		{"heartbeat", `{heartbeat_url: "not a url"}`, []string{"notify.heartbeat_url: expected an absolute http or https URL"}},

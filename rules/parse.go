@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/internal/yamlnode"
+
 	"github.com/expr-lang/expr/file"
 	"gopkg.in/yaml.v3"
 )
@@ -131,19 +133,19 @@ func (p *parser) decode() *yaml.Node {
 		}
 		return nil
 	}
-	root := deref(&doc)
+	root := yamlnode.Deref(&doc)
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
 			p.errorf(nil, "empty file")
 			return nil
 		}
-		root = deref(root.Content[0])
+		root = yamlnode.Deref(root.Content[0])
 	}
 	if root.Kind != yaml.MappingNode {
-		if isNull(root) {
+		if yamlnode.IsNull(root) {
 			p.errorf(root, "empty file")
 		} else {
-			p.errorf(root, "expected a mapping with a \"rules\" key, got %s", describe(root))
+			p.errorf(root, "expected a mapping with a \"rules\" key, got %s", yamlnode.Describe(root))
 		}
 		return nil
 	}
@@ -155,7 +157,7 @@ func (p *parser) parseRoot(root *yaml.Node) *Set {
 	var rulesNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		if root.Content[i].Value == "rules" {
-			rulesNode = deref(root.Content[i+1])
+			rulesNode = yamlnode.Deref(root.Content[i+1])
 		}
 	}
 	if rulesNode == nil {
@@ -163,16 +165,16 @@ func (p *parser) parseRoot(root *yaml.Node) *Set {
 		return nil
 	}
 	set := &Set{}
-	if isNull(rulesNode) {
+	if yamlnode.IsNull(rulesNode) {
 		return set
 	}
 	if rulesNode.Kind != yaml.SequenceNode {
-		p.errorf(rulesNode, "rules: expected a list of rules, got %s", describe(rulesNode))
+		p.errorf(rulesNode, "rules: expected a list of rules, got %s", yamlnode.Describe(rulesNode))
 		return nil
 	}
 	seen := map[string]*yaml.Node{}
 	for i, n := range rulesNode.Content {
-		r, name, nameNode := p.parseRule(i+1, deref(n))
+		r, name, nameNode := p.parseRule(i+1, yamlnode.Deref(n))
 		if name != "" {
 			if first, dup := seen[name]; dup {
 				p.rule, p.ruleIndex = name, i+1
@@ -234,7 +236,7 @@ func (p *parser) firstBadLine() int {
 func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) {
 	p.rule, p.ruleIndex = "", index
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n, "expected a mapping (name, when, actions…), got %s", describe(n))
+		p.errorf(n, "expected a mapping (name, when, actions…), got %s", yamlnode.Describe(n))
 		return nil, "", nil
 	}
 	nerr := len(p.errs)
@@ -246,7 +248,7 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 	var nameNode, whenNode *yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == "name" {
-			nameNode = deref(n.Content[i+1])
+			nameNode = yamlnode.Deref(n.Content[i+1])
 			if name, ok := p.str(nameNode, "name"); ok {
 				r.Name = name
 				if !nameRE.MatchString(name) {
@@ -262,7 +264,7 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], deref(n.Content[i+1])
+		k, v := n.Content[i], yamlnode.Deref(n.Content[i+1])
 		if seen[k.Value] {
 			p.errorf(k, "duplicate key %q", k.Value)
 			continue
@@ -320,27 +322,27 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 }
 
 func (p *parser) actions(n *yaml.Node) []Action {
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		p.errorf(n, "actions: expected a list of actions, got %s", describe(n))
+		p.errorf(n, "actions: expected a list of actions, got %s", yamlnode.Describe(n))
 		return nil
 	}
 	kinds := []string{string(LowerLeverage), string(SetIsolated), string(CancelOrders), string(Notify)}
 	var out []Action
 	seenKind := map[ActionKind]int{}
 	for _, an := range n.Content {
-		an = deref(an)
+		an = yamlnode.Deref(an)
 		if an.Kind != yaml.MappingNode {
-			p.errorf(an, "action: expected a mapping like {action: notify}, got %s", describe(an))
+			p.errorf(an, "action: expected a mapping like {action: notify}, got %s", yamlnode.Describe(an))
 			continue
 		}
 		var a Action
 		var kindNode, levNode, chanNode *yaml.Node
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(an.Content); i += 2 {
-			k, v := an.Content[i], deref(an.Content[i+1])
+			k, v := an.Content[i], yamlnode.Deref(an.Content[i+1])
 			if seen[k.Value] {
 				p.errorf(k, "duplicate key %q", k.Value)
 				continue
@@ -402,17 +404,13 @@ func (p *parser) actions(n *yaml.Node) []Action {
 }
 
 func (p *parser) unknownKey(k *yaml.Node, known []string) {
-	if hint := DidYouMean(k.Value, known); hint != "" {
-		p.errorf(k, "unknown key %q (did you mean %q?)", k.Value, hint)
-		return
-	}
-	p.errorf(k, "unknown key %q (known: %s)", k.Value, strings.Join(known, ", "))
+	p.errorf(k, "%s", yamlnode.UnknownKey(k.Value, "", known))
 }
 
 // str reads a string scalar.
 func (p *parser) str(n *yaml.Node, key string) (string, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		p.errorf(n, "%s: expected a string, got %s", key, describe(n))
+		p.errorf(n, "%s: expected a string, got %s", key, yamlnode.Describe(n))
 		return "", false
 	}
 	return n.Value, true
@@ -422,24 +420,16 @@ func (p *parser) str(n *yaml.Node, key string) (string, bool) {
 // and `when: true` work.
 func (p *parser) exprSource(n *yaml.Node, key string) (string, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		p.errorf(n, "%s: expected an expression, got %s", key, describe(n))
+		p.errorf(n, "%s: expected an expression, got %s", key, yamlnode.Describe(n))
 		return "", false
 	}
 	return n.Value, true
 }
 
 func (p *parser) duration(n *yaml.Node, key string) time.Duration {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		p.errorf(n, "%s: expected a duration like 30s or 5m, got %s", key, describe(n))
-		return 0
-	}
-	d, err := time.ParseDuration(n.Value)
+	d, err := yamlnode.Duration(n)
 	if err != nil {
-		p.errorf(n, "%s: bad duration %q: use a number with a unit, like 30s, 5m or 1h", key, n.Value)
-		return 0
-	}
-	if d < 0 {
-		p.errorf(n, "%s: must not be negative, got %s", key, n.Value)
+		p.errorf(n, "%s: %v", key, err)
 		return 0
 	}
 	return d
@@ -464,17 +454,17 @@ func (p *parser) enum(n *yaml.Node, key string, values []string) (string, bool) 
 }
 
 func (p *parser) strings(n *yaml.Node, key string) []string {
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		p.errorf(n, "%s: expected a list of strings like [XBTC, XETH], got %s", key, describe(n))
+		p.errorf(n, "%s: expected a list of strings like [XBTC, XETH], got %s", key, yamlnode.Describe(n))
 		return nil
 	}
 	var out []string
 	seen := map[string]bool{}
 	for _, e := range n.Content {
-		e = deref(e)
+		e = yamlnode.Deref(e)
 		s, ok := p.str(e, key)
 		if !ok {
 			continue
@@ -641,44 +631,4 @@ func exprNames(t reflect.Type) []string {
 		}
 	}
 	return out
-}
-
-// deref follows YAML aliases (bounded: an alias of an alias is rare, a loop
-// impossible in valid YAML).
-func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; i < 8 && n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
-// describe names a node's type for messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return "nothing (null)"
-		case "!!str":
-			return fmt.Sprintf("the string %q", n.Value)
-		case "!!int":
-			return "the integer " + n.Value
-		case "!!float":
-			return "the number " + n.Value
-		case "!!bool":
-			return "the boolean " + n.Value
-		}
-		return fmt.Sprintf("%s %q", n.Tag, n.Value)
-	}
-	return "a document"
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/internal/yamlnode"
+
 	"github.com/knadh/koanf/v2"
 	"gopkg.in/yaml.v3"
 
@@ -313,11 +315,7 @@ func (l *loader) structure(root *yaml.Node) map[string]bool {
 }
 
 func (l *loader) unknownKey(k *yaml.Node, prefix string, known []string) {
-	if hint := rules.DidYouMean(k.Value, known); hint != "" {
-		l.errorf(k, "unknown key %q (did you mean %q?)", prefix+k.Value, prefix+hint)
-		return
-	}
-	l.errorf(k, "unknown key %q (known: %s)", prefix+k.Value, strings.Join(known, ", "))
+	l.errorf(k, "%s", yamlnode.UnknownKey(k.Value, prefix, known))
 }
 
 // source returns the raw value of key and where it came from: the
@@ -382,13 +380,9 @@ func (l *loader) duration(k configKey, def time.Duration) time.Duration {
 		l.bad(k, env, "expected a duration like 2s or 5m, got %v", v)
 		return def
 	}
-	d, err := time.ParseDuration(s)
+	d, err := yamlnode.ParseDuration(s)
 	if err != nil {
-		l.bad(k, env, "bad duration %q: use a number with a unit, like 2s or 5m", s)
-		return def
-	}
-	if d < 0 {
-		l.bad(k, env, "must not be negative, got %s", s)
+		l.bad(k, env, "%v", err)
 		return def
 	}
 	return d

@@ -60,6 +60,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/internal/yamlnode"
+
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
@@ -230,41 +232,10 @@ func (p *parser) errorf(n *yaml.Node, format string, args ...any) {
 // keys, and returns the value nodes by key. It reports a non-mapping.
 func (p *parser) mapping(n *yaml.Node, what string, known []string) (map[string]*yaml.Node, bool) {
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n, "%s: expected a mapping, got %s", what, describe(n))
+		p.errorf(n, "%s: expected a mapping, got %s", what, yamlnode.Describe(n))
 		return nil, false
 	}
-	out := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		switch {
-		case !slices.Contains(known, k.Value):
-			if hint := rules.DidYouMean(k.Value, known); hint != "" {
-				p.errorf(k, "%s: unknown key %q (did you mean %q?)", what, k.Value, hint)
-			} else {
-				p.errorf(k, "%s: unknown key %q (known: %s)", what, k.Value, strings.Join(known, ", "))
-			}
-		case out[k.Value] != nil:
-			p.errorf(k, "%s: duplicate key %q", what, k.Value)
-		default:
-			out[k.Value] = v
-		}
-	}
-	return out, true
-}
-
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "an alias"
+	return yamlnode.Fields(n, "", known, func(at *yaml.Node, msg string) { p.errorf(at, "%s: %s", what, msg) }), true
 }
 
 func (p *parser) parse(data []byte) *Suite {
@@ -361,7 +332,7 @@ func (p *parser) test(i int, n *yaml.Node, interval time.Duration) *Test {
 	if v := m["seed"]; v != nil {
 		s, err := strconv.ParseInt(v.Value, 10, 64)
 		if v.Kind != yaml.ScalarNode || err != nil {
-			p.errorf(v, "%s: seed: expected an integer, got %s", what, describe(v))
+			p.errorf(v, "%s: seed: expected an integer, got %s", what, yamlnode.Describe(v))
 		}
 		t.Seed = s
 	}
@@ -409,7 +380,7 @@ func (p *parser) scenario(n *yaml.Node, what string) *sim.Scenario {
 		return sc
 	}
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n, "%s: expected `default`, a scenario mapping or a file name, got %s", what, describe(n))
+		p.errorf(n, "%s: expected `default`, a scenario mapping or a file name, got %s", what, yamlnode.Describe(n))
 		return nil
 	}
 	before := len(p.errs)
@@ -429,7 +400,7 @@ func (p *parser) scenario(n *yaml.Node, what string) *sim.Scenario {
 // series reads the input series.
 func (p *parser) series(n *yaml.Node, what string, interval time.Duration) map[string][]Point {
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n, "%s: input_series: expected a mapping of index name to prices, got %s", what, describe(n))
+		p.errorf(n, "%s: input_series: expected a mapping of index name to prices, got %s", what, yamlnode.Describe(n))
 		return nil
 	}
 	out := map[string][]Point{}
@@ -451,7 +422,7 @@ func (p *parser) series(n *yaml.Node, what string, interval time.Duration) map[s
 		case yaml.SequenceNode:
 			pts = p.points(v, w)
 		default:
-			p.errorf(v, "%s: expected values like '150 149 148x3' or a list of {at, price}, got %s", w, describe(v))
+			p.errorf(v, "%s: expected values like '150 149 148x3' or a list of {at, price}, got %s", w, yamlnode.Describe(v))
 			continue
 		}
 		if len(pts) == 0 {
@@ -478,7 +449,7 @@ func (p *parser) points(n *yaml.Node, what string) []Point {
 		at := p.duration(m["at"], what+": at", false)
 		price, err := decimal.NewFromString(m["price"].Value)
 		if err != nil || !price.IsPositive() {
-			p.errorf(m["price"], "%s: price: expected a positive number, got %s", what, describe(m["price"]))
+			p.errorf(m["price"], "%s: price: expected a positive number, got %s", what, yamlnode.Describe(m["price"]))
 			continue
 		}
 		if len(pts) > 0 && at <= pts[len(pts)-1].At {
@@ -575,7 +546,7 @@ func (p *parser) expectation(n *yaml.Node, what string, interval time.Duration) 
 		}
 		w := fmt.Sprintf("%s: expect at %s: %s", what, x.At, name)
 		if ln.Kind != yaml.SequenceNode {
-			p.errorf(ln, "%s: expected a list (write [] for none), got %s", w, describe(ln))
+			p.errorf(ln, "%s: expected a list (write [] for none), got %s", w, yamlnode.Describe(ln))
 			continue
 		}
 		entries := []Entry{}
@@ -616,7 +587,7 @@ func (p *parser) entry(n *yaml.Node, what string, fields []field) (Entry, bool) 
 			continue
 		}
 		if v.Kind != yaml.ScalarNode {
-			p.errorf(v, "%s: expected a value, got %s", w, describe(v))
+			p.errorf(v, "%s: expected a value, got %s", w, yamlnode.Describe(v))
 			continue
 		}
 		switch f.kind {
@@ -625,19 +596,19 @@ func (p *parser) entry(n *yaml.Node, what string, fields []field) (Entry, bool) 
 		case kInt:
 			i, err := strconv.Atoi(v.Value)
 			if err != nil {
-				p.errorf(v, "%s: expected an integer, got %s", w, describe(v))
+				p.errorf(v, "%s: expected an integer, got %s", w, yamlnode.Describe(v))
 			}
 			e.Fields[f.name] = strconv.Itoa(i)
 		case kBool:
 			b, err := strconv.ParseBool(v.Value)
 			if err != nil {
-				p.errorf(v, "%s: expected true or false, got %s", w, describe(v))
+				p.errorf(v, "%s: expected true or false, got %s", w, yamlnode.Describe(v))
 			}
 			e.Fields[f.name] = strconv.FormatBool(b)
 		case kDecimal:
 			d, err := decimal.NewFromString(v.Value)
 			if err != nil {
-				p.errorf(v, "%s: expected a number, got %s", w, describe(v))
+				p.errorf(v, "%s: expected a number, got %s", w, yamlnode.Describe(v))
 			}
 			e.Fields[f.name] = d.String()
 		case kDuration:
@@ -653,14 +624,12 @@ func (p *parser) entry(n *yaml.Node, what string, fields []field) (Entry, bool) 
 
 // duration reads a Go duration; positive when asked, else not negative.
 func (p *parser) duration(n *yaml.Node, what string, positive bool) time.Duration {
-	d, err := time.ParseDuration(n.Value)
+	d, err := yamlnode.Duration(n)
 	switch {
-	case n.Kind != yaml.ScalarNode || err != nil:
-		p.errorf(n, "%s: expected a duration like 1s or 2m30s, got %s", what, describe(n))
-	case positive && d <= 0:
+	case err != nil:
+		p.errorf(n, "%s: %v", what, err)
+	case positive && d == 0:
 		p.errorf(n, "%s: must be positive, got %s", what, d)
-	case d < 0:
-		p.errorf(n, "%s: must not be negative, got %s", what, d)
 	default:
 		return d
 	}
@@ -682,13 +651,13 @@ func (p *parser) strings(n *yaml.Node, what string) []string {
 		out := make([]string, 0, len(n.Content))
 		for _, e := range n.Content {
 			if e.Kind != yaml.ScalarNode {
-				p.errorf(e, "%s: expected a string, got %s", what, describe(e))
+				p.errorf(e, "%s: expected a string, got %s", what, yamlnode.Describe(e))
 				continue
 			}
 			out = append(out, e.Value)
 		}
 		return out
 	}
-	p.errorf(n, "%s: expected a list of strings, got %s", what, describe(n))
+	p.errorf(n, "%s: expected a list of strings, got %s", what, yamlnode.Describe(n))
 	return nil
 }

@@ -112,7 +112,7 @@ func TestLoadErrors(t *testing.T) {
 		{"scenario field", head + "    scenario:\n      currencies: [USDT]\n      balanse: 1\n    expect: [{at: 0s}]\n", `:6:7: test "t": scenario: unknown key "balanse" (did you mean "balance"?)`},
 		{"nested scenario field", head + "    scenario:\n      positions:\n        - {symbol: X, levrage: 2}\n    expect: [{at: 0s}]\n", `:6:23: test "t": scenario.positions[0]: unknown key "levrage"`},
 		{"entry field", head + "    scenario: default\n    expect:\n      - at: 0s\n        firing: [{rule: a, sym: X}]\n", `:7:28: test "t": expect at 0s: firing: unknown key "sym" (known: rule, symbol)`},
-		{"entry type", head + "    scenario: default\n    expect:\n      - at: 0s\n        actions: [{leverage: ten}]\n", `test "t": expect at 0s: actions: leverage: expected an integer, got "ten"`},
+		{"entry type", head + "    scenario: default\n    expect:\n      - at: 0s\n        actions: [{leverage: ten}]\n", `test "t": expect at 0s: actions: leverage: expected an integer, got the string "ten"`},
 		{"nothing to check", head + "    scenario: default\n    expect: [{at: 2s}]\n", `:5:14: test "t": expect at 2s: nothing to check: give firing, pending`},
 		{"list not a list", head + "    scenario: default\n    expect:\n      - at: 0s\n        firing: none\n", `expected a list (write [] for none)`},
 		{"duplicate test", head + "    scenario: default\n    expect: [{at: 0s}]\n  - name: t\n    scenario: default\n    expect: [{at: 0s}]\n", `test "t": duplicate test name`},

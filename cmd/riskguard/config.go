@@ -633,7 +633,7 @@ func (l *loader) ruleReferences(ncfg *notify.Config, rawNotify any) {
 		}
 		if msg := mappingValue(rn, "message"); msg != nil && msg.Kind == yaml.ScalarNode && msg.Tag == "!!str" {
 			if err := notify.CheckTemplate(msg.Value); err != nil {
-				at(msg, "message: %v", err)
+				at(msg, "%v", err) // "message template …"
 			}
 		}
 		actions := mappingValue(rn, "actions")

@@ -31,12 +31,12 @@ func TestEveryCommandRefusesWhatCheckRefuses(t *testing.T) {
 		{
 			name: "template field typo",
 			rule: "  - name: r1\n    when: position.leverage > 1000\n    message: \"{{.Symbol}} at {{pct .Distnce}}\"\n",
-			want: `:11:14: rule "r1": message: message template line 1, column 21: unknown field .Distnce (did you mean .Distance?)`,
+			want: `:11:14: rule "r1": message template line 1, column 21: unknown field .Distnce (did you mean .Distance?)`,
 		},
 		{
 			name: "template syntax",
 			rule: "  - name: r1\n    when: position.leverage > 1000\n    message: \"{{.Symbol\"\n",
-			want: `:11:14: rule "r1": message: message template line 1: unclosed action`,
+			want: `:11:14: rule "r1": message template line 1: unclosed action`,
 		},
 	}
 	for _, tt := range tests {

@@ -19,7 +19,7 @@ targets=(
 	"./exchange FuzzDecodeEnvelope"
 	"./exchange FuzzDecodePosition"
 	"./exchange FuzzCanonicalText"
-	"./exchange/sim FuzzRiskLevel"
+	"./exchange/margin FuzzRiskLevel"
 	"./rules FuzzParse"
 	"./rules FuzzCompileExpr"
 	"./rules FuzzFastVsVM"

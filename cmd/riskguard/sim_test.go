@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
@@ -171,7 +172,7 @@ indexes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ps) != 1 || !ps[0].LiquidationPrice.Equal(sim.LiquidationPrice(exchange.Long, ps[0].Quantity, ps[0].EntryPrice, ps[0].Margin, ps[0].RiskLimit.MaintenanceMarginRate, 2)) {
+	if len(ps) != 1 || !ps[0].LiquidationPrice.Equal(margin.LiquidationPrice(exchange.Long, ps[0].Quantity, ps[0].EntryPrice, ps[0].Margin, ps[0].RiskLimit.MaintenanceMarginRate, 2)) {
 		t.Errorf("positions = %+v", ps)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/shopspring/decimal"
 )
@@ -86,7 +87,7 @@ func ScenarioFrom(tr *exchange.Trades, positions []exchange.Position, balance de
 		if spec.Empty {
 			continue
 		}
-		margins = margins.Add(sim.Margin(p.Quantity.Mul(p.EntryPrice), spec.Leverage))
+		margins = margins.Add(margin.Margin(p.Quantity.Mul(p.EntryPrice), spec.Leverage))
 		if !balance.IsPositive() && !inferred && p.Cross && p.LiquidationPrice.IsPositive() {
 			balance, inferred = inferBalance(p), true
 		}
@@ -108,13 +109,13 @@ func ScenarioFrom(tr *exchange.Trades, positions []exchange.Position, balance de
 //	short: liq = P + (C − mmr·EV)/q   →  C = (liq − P)·q + mmr·EV
 func inferBalance(p exchange.Position) decimal.Decimal {
 	ev := p.Quantity.Mul(p.EntryPrice)
-	mmr := sim.MaintenanceRate(p.RiskLimit, ev)
+	mmr := margin.MaintenanceRate(p.RiskLimit, ev)
 	move := p.EntryPrice.Sub(p.LiquidationPrice)
 	if p.Direction == exchange.Short {
 		move = move.Neg()
 	}
 	c := move.Mul(p.Quantity).Add(mmr.Mul(ev))
-	b := c.Sub(sim.Margin(ev, max(p.Leverage, 1)))
+	b := c.Sub(margin.Margin(ev, max(p.Leverage, 1)))
 	if b.IsNegative() {
 		return decimal.Zero
 	}

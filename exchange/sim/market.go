@@ -3,9 +3,10 @@ package sim
 import (
 	"net/http"
 
-	"github.com/riskguard/riskguard/exchange"
 	"strconv"
 	"time"
+
+	"github.com/riskguard/riskguard/exchange"
 
 	"github.com/shopspring/decimal"
 )

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/shopspring/decimal"
 )
 
@@ -97,7 +98,7 @@ func (e *Exchange) settings(q *request) response {
 	next.UpdatedAt = q.now.UnixMilli()
 	balance := e.balance
 	if !p.Empty {
-		next.Margin = Margin(p.EntryValue, lev)
+		next.Margin = margin.Margin(p.EntryValue, lev)
 		delta := next.Margin.Sub(p.Margin)
 		if delta.GreaterThan(e.balance) {
 			return rejected(CodeInsufficientBalance, "leverage",

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/shopspring/decimal"
 )
 
@@ -276,7 +277,7 @@ func (e *Exchange) newPosition(p PositionSpec, at time.Time) *exchange.Position 
 		pos.Quantity = p.Quantity
 		pos.EntryPrice = p.EntryPrice
 		pos.EntryValue = p.Quantity.Mul(p.EntryPrice)
-		pos.Margin = Margin(pos.EntryValue, p.Leverage)
+		pos.Margin = margin.Margin(pos.EntryValue, p.Leverage)
 	}
 	pos.LiquidationPrice = e.liquidationPrice(pos, e.balance)
 	return pos
@@ -289,8 +290,8 @@ func (e *Exchange) liquidationPrice(p *exchange.Position, balance decimal.Decima
 		return decimal.Zero
 	}
 	c := e.contracts[e.contractByID[p.SymbolID]]
-	return LiquidationPrice(p.Direction, p.Quantity, p.EntryPrice, e.collateral(p, balance),
-		MaintenanceRate(p.RiskLimit, p.EntryValue), int32(c.QuoteScale))
+	return margin.LiquidationPrice(p.Direction, p.Quantity, p.EntryPrice, e.collateral(p, balance),
+		margin.MaintenanceRate(p.RiskLimit, p.EntryValue), int32(c.QuoteScale))
 }
 
 // collateral is what backs a position: its margin, plus the free balance
@@ -329,8 +330,8 @@ func (e *Exchange) riskLevel(p *exchange.Position) int {
 	if ix, ok := e.indexes[c.BaseName]; ok {
 		mark = ix.price
 	}
-	return RiskLevel(p.Direction, p.Quantity, p.EntryPrice, e.collateral(p, e.balance),
-		MaintenanceRate(p.RiskLimit, p.EntryValue), mark)
+	return margin.RiskLevel(p.Direction, p.Quantity, p.EntryPrice, e.collateral(p, e.balance),
+		margin.MaintenanceRate(p.RiskLimit, p.EntryValue), mark)
 }
 
 // snapshot copies a position with its current risk level. Call with e.mu

@@ -1,10 +1,10 @@
-package sim_test
+package margin
 
 import (
 	"testing"
 
 	"github.com/riskguard/riskguard/exchange"
-	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/shopspring/decimal"
 )
 
 func TestMargin(t *testing.T) {
@@ -20,7 +20,7 @@ func TestMargin(t *testing.T) {
 		{"100", 0, "100"},              // below 1 counts as 1
 	}
 	for _, tc := range tests {
-		wantDec(t, "Margin("+tc.ev+")", sim.Margin(dec(tc.ev), tc.leverage), tc.want)
+		wantDec(t, "Margin("+tc.ev+")", Margin(dec(tc.ev), tc.leverage), tc.want)
 	}
 }
 
@@ -49,7 +49,7 @@ func TestLiquidationPrice(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := sim.LiquidationPrice(tc.direction, dec(tc.q), dec(tc.entry), dec(tc.collateral), dec(tc.mm), tc.scale)
+			got := LiquidationPrice(tc.direction, dec(tc.q), dec(tc.entry), dec(tc.collateral), dec(tc.mm), tc.scale)
 			wantDec(t, "liquidation price", got, tc.want)
 		})
 	}
@@ -73,11 +73,11 @@ func TestMaintenanceRate(t *testing.T) {
 		{"90000000", "0.03"}, // capped at 5 steps
 	}
 	for _, tc := range tests {
-		wantDec(t, "MaintenanceRate("+tc.ev+")", sim.MaintenanceRate(rl, dec(tc.ev)), tc.want)
+		wantDec(t, "MaintenanceRate("+tc.ev+")", MaintenanceRate(rl, dec(tc.ev)), tc.want)
 	}
 	flat := rl
 	flat.RiskLimitStep = dec("0")
-	wantDec(t, "flat", sim.MaintenanceRate(flat, dec("90000000")), "0.005")
+	wantDec(t, "flat", MaintenanceRate(flat, dec("90000000")), "0.005")
 }
 
 func TestRiskLevel(t *testing.T) {
@@ -99,10 +99,20 @@ func TestRiskLevel(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := sim.RiskLevel(tc.direction, dec(tc.q), dec(tc.entry), dec(tc.collateral), dec(tc.mm), dec(tc.index))
+			got := RiskLevel(tc.direction, dec(tc.q), dec(tc.entry), dec(tc.collateral), dec(tc.mm), dec(tc.index))
 			if got != tc.want {
 				t.Errorf("RiskLevel = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+// wantDec compares decimals by value.
+func wantDec(t *testing.T, what string, got decimal.Decimal, want string) {
+	t.Helper()
+	if !got.Equal(dec(want)) {
+		t.Errorf("%s = %s, want %s", what, got, want)
 	}
 }

@@ -1,4 +1,9 @@
-package sim
+// Package margin is the exchange's margin and liquidation arithmetic for
+// linear contracts: the one model that the simulated exchange simulates
+// with and the engine predicts with, so that a prediction and a simulation
+// cannot disagree by construction, and the live exchange's answers test
+// the model's assumptions.
+package margin
 
 import (
 	"math"
@@ -40,7 +45,7 @@ func Margin(ev decimal.Decimal, leverage int) decimal.Decimal {
 // entry price. It is 0 for a position with no quantity, and for a long that
 // no positive price can liquidate.
 //
-// The margin model of the simulated exchange. Contracts are linear: one
+// The margin model. Contracts are linear: one
 // contract is one unit of the base currency, margined and settled in the
 // quote currency. For a position of quantity q > 0 opened at entry price P
 // with leverage L:
@@ -171,17 +176,4 @@ func riskLevelExact(direction string, q, entry, collateral, mmr, index decimal.D
 		return 0
 	}
 	return int(level.IntPart())
-}
-
-// crossed reports whether index has reached the liquidation price liq of a
-// position in direction: a long at or below it, a short at or above it. A
-// zero liquidation price never crosses.
-func crossed(direction string, index, liq decimal.Decimal) bool {
-	if !liq.IsPositive() || !index.IsPositive() {
-		return false
-	}
-	if direction == exchange.Short {
-		return index.GreaterThanOrEqual(liq)
-	}
-	return index.LessThanOrEqual(liq)
 }

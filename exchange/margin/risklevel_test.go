@@ -1,4 +1,4 @@
-package sim
+package margin
 
 import (
 	"math/rand/v2"

@@ -1,0 +1,216 @@
+package margin
+
+import (
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// Position is a contract position as the model sees it.
+type Position struct {
+	Symbol    string
+	Direction string // exchange.Long or exchange.Short
+	Quantity  decimal.Decimal
+	Entry     decimal.Decimal
+	Leverage  int
+	Cross     bool
+	RiskLimit exchange.RiskLimit
+	// Index is the position's index price now; zero when unknown, and its
+	// PNL then counts as zero in the cross pool.
+	Index decimal.Decimal
+	// Scale is the quote scale liquidation prices are rounded to.
+	Scale int32
+}
+
+// Open reports whether the position holds anything.
+func (p Position) Open() bool { return p.Quantity.IsPositive() }
+
+// EntryValue is q·P.
+func (p Position) EntryValue() decimal.Decimal { return p.Quantity.Mul(p.Entry) }
+
+// Margin is EntryValue/Leverage, as Margin rounds it.
+func (p Position) Margin() decimal.Decimal { return Margin(p.EntryValue(), p.Leverage) }
+
+// Maintenance is the maintenance margin mmr·EV under the risk limit's steps.
+func (p Position) Maintenance() decimal.Decimal {
+	ev := p.EntryValue()
+	return MaintenanceRate(p.RiskLimit, ev).Mul(ev)
+}
+
+// PNL is the unrealised profit and loss at index: q·(index − P), negated
+// for a short.
+func (p Position) PNL(index decimal.Decimal) decimal.Decimal {
+	pnl := index.Sub(p.Entry).Mul(p.Quantity)
+	if p.Direction == exchange.Short {
+		return pnl.Neg()
+	}
+	return pnl
+}
+
+// Account is the contract account: its free balance and its positions.
+//
+// Isolated positions are backed by their own margin. The cross positions
+// share one collateral pool: the free balance, their margins and their
+// unrealised PNL. They are liquidated together when the pool falls to
+// their total maintenance margin, so each cross position's liquidation
+// price is the index at which that happens with the other prices held; a
+// lone cross position gets LiquidationPrice with its margin plus the free
+// balance as collateral.
+type Account struct {
+	// Free is the collateral held as no position's margin.
+	Free      decimal.Decimal
+	Positions []Position
+}
+
+// LiquidationPrice returns position i's liquidation price, 0 for a
+// position with no quantity (and for a long no positive price liquidates).
+func (a Account) LiquidationPrice(i int) decimal.Decimal {
+	p := a.Positions[i]
+	if !p.Open() {
+		return decimal.Zero
+	}
+	mmr := MaintenanceRate(p.RiskLimit, p.EntryValue())
+	if !p.Cross {
+		return LiquidationPrice(p.Direction, p.Quantity, p.Entry, p.Margin(), mmr, p.Scale)
+	}
+	// The pool less every requirement but i's own is the collateral that
+	// LiquidationPrice weighs against i's maintenance margin.
+	pool, others := a.crossPool(i)
+	return LiquidationPrice(p.Direction, p.Quantity, p.Entry, pool.Sub(others), mmr, p.Scale)
+}
+
+// crossPool is the collateral backing cross position i (the free balance,
+// every cross margin and the other cross positions' PNL) and the other
+// cross positions' maintenance margin.
+func (a Account) crossPool(i int) (pool, othersMaintenance decimal.Decimal) {
+	pool = a.Free
+	for j, o := range a.Positions {
+		if !o.Cross || !o.Open() {
+			continue
+		}
+		pool = pool.Add(o.Margin())
+		if j == i {
+			continue
+		}
+		othersMaintenance = othersMaintenance.Add(o.Maintenance())
+		if o.Index.IsPositive() {
+			pool = pool.Add(o.PNL(o.Index))
+		}
+	}
+	return pool, othersMaintenance
+}
+
+// CrossMarginRatio is the cross positions' total maintenance margin over
+// the pool's equity at their index prices: 1 (or more) at liquidation; 0
+// without cross positions, and ok false when the equity is not positive.
+func (a Account) CrossMarginRatio() (ratio decimal.Decimal, ok bool) {
+	equity, mm, any := a.Free, decimal.Zero, false
+	for _, p := range a.Positions {
+		if !p.Cross || !p.Open() {
+			continue
+		}
+		any = true
+		equity = equity.Add(p.Margin())
+		mm = mm.Add(p.Maintenance())
+		if p.Index.IsPositive() {
+			equity = equity.Add(p.PNL(p.Index))
+		}
+	}
+	if !any {
+		return decimal.Zero, true
+	}
+	if !equity.IsPositive() {
+		return decimal.Zero, false
+	}
+	return mm.DivRound(equity, 16), true
+}
+
+// InferFree solves the model for the free balance behind cross position i
+// from the liquidation price the exchange shows for it, the other
+// positions as given. ok is false when i is not an open cross position or
+// liq is not positive. The answer is exact up to the rounding of liq to
+// the quote scale (a tick times the quantity), and never negative.
+func (a Account) InferFree(i int, liq decimal.Decimal) (free decimal.Decimal, ok bool) {
+	p := a.Positions[i]
+	if !p.Cross || !p.Open() || !liq.IsPositive() {
+		return decimal.Zero, false
+	}
+	// long:  liq = P − (C − MM)/q  →  C = (P − liq)·q + MM, C the pool
+	// short: liq = P + (C − MM)/q  →  C = (liq − P)·q + MM
+	move := p.Entry.Sub(liq)
+	if p.Direction == exchange.Short {
+		move = move.Neg()
+	}
+	withoutFree := a
+	withoutFree.Free = decimal.Zero
+	poolWithoutFree, others := withoutFree.crossPool(i)
+	c := move.Mul(p.Quantity).Add(p.Maintenance()).Add(others)
+	free = c.Sub(poolWithoutFree)
+	if free.IsNegative() {
+		return decimal.Zero, true
+	}
+	return free.Round(8), true
+}
+
+// Distance is how far the index is from a liquidation price, as a fraction
+// of the index: (index − liq)/index for a long, the mirror for a short;
+// negative past it. ok is false without a positive index or liquidation
+// price.
+func Distance(direction string, index, liq decimal.Decimal) (d decimal.Decimal, ok bool) {
+	if !index.IsPositive() || !liq.IsPositive() {
+		return decimal.Zero, false
+	}
+	d = index.Sub(liq).DivRound(index, 16)
+	if direction == exchange.Short {
+		d = d.Neg()
+	}
+	return d, true
+}
+
+// Effect is what a settings change is predicted to do.
+type Effect struct {
+	// LiquidationBefore and LiquidationAfter are the position's
+	// liquidation prices.
+	LiquidationBefore, LiquidationAfter decimal.Decimal
+	// MarginMoved is what moves from the free balance into the position's
+	// margin; negative when margin is released to it.
+	MarginMoved decimal.Decimal
+	// FreeAfter is the free balance after the change.
+	FreeAfter decimal.Decimal
+	// Affordable is false when the free balance cannot fund MarginMoved:
+	// the exchange refuses such a change.
+	Affordable bool
+}
+
+// Closer reports whether the change moves the liquidation price towards
+// index: the position would be liquidated by a smaller move.
+func (e Effect) Closer(direction string, index decimal.Decimal) bool {
+	before, ok1 := Distance(direction, index, e.LiquidationBefore)
+	after, ok2 := Distance(direction, index, e.LiquidationAfter)
+	if !ok1 || !ok2 {
+		// A long with no liquidation price (0) cannot be liquidated: one
+		// gaining a price moves closer.
+		return !e.LiquidationBefore.IsPositive() && e.LiquidationAfter.IsPositive()
+	}
+	return after.LessThan(before)
+}
+
+// Apply predicts setting position i to leverage and cross (isolated when
+// false): the account after, and the effect on the position. A leverage
+// change moves the margin difference between the free balance and the
+// position; switching margin mode moves none.
+func (a Account) Apply(i, leverage int, cross bool) (Account, Effect) {
+	p := a.Positions[i]
+	eff := Effect{LiquidationBefore: a.LiquidationPrice(i)}
+	next := Account{Free: a.Free, Positions: append([]Position(nil), a.Positions...)}
+	np := p
+	np.Leverage, np.Cross = max(leverage, 1), cross
+	next.Positions[i] = np
+	if p.Open() {
+		eff.MarginMoved = np.Margin().Sub(p.Margin())
+	}
+	next.Free = a.Free.Sub(eff.MarginMoved)
+	eff.FreeAfter = next.Free
+	eff.Affordable = !next.Free.IsNegative()
+	eff.LiquidationAfter = next.LiquidationPrice(i)
+	return next, eff
+}

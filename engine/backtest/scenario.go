@@ -77,6 +77,7 @@ func ScenarioFrom(tr *exchange.Trades, positions []exchange.Position, balance de
 	}
 	margins := decimal.Zero
 	inferred := false
+	acct := modelAccount(positions, byID)
 	for _, p := range positions {
 		c, ok := byID[p.SymbolID]
 		if !ok {
@@ -89,7 +90,7 @@ func ScenarioFrom(tr *exchange.Trades, positions []exchange.Position, balance de
 		}
 		margins = margins.Add(margin.Margin(p.Quantity.Mul(p.EntryPrice), spec.Leverage))
 		if !balance.IsPositive() && !inferred && p.Cross && p.LiquidationPrice.IsPositive() {
-			balance, inferred = inferBalance(p), true
+			balance, inferred = inferBalance(acct, c.Name, p), true
 		}
 	}
 	if !balance.IsPositive() && !inferred {
@@ -102,22 +103,35 @@ func ScenarioFrom(tr *exchange.Trades, positions []exchange.Position, balance de
 	return sc, nil
 }
 
-// inferBalance solves the margin model (sim.LiquidationPrice) for the free
-// balance behind a cross position: collateral C = margin + balance with
-//
-//	long:  liq = P − (C − mmr·EV)/q   →  C = (P − liq)·q + mmr·EV
-//	short: liq = P + (C − mmr·EV)/q   →  C = (liq − P)·q + mmr·EV
-func inferBalance(p exchange.Position) decimal.Decimal {
-	ev := p.Quantity.Mul(p.EntryPrice)
-	mmr := margin.MaintenanceRate(p.RiskLimit, ev)
-	move := p.EntryPrice.Sub(p.LiquidationPrice)
-	if p.Direction == exchange.Short {
-		move = move.Neg()
+// modelAccount is the recorded positions as the margin model sees them,
+// at their entry prices (the recording's first index prices are not known
+// here, so the other cross positions' PNL counts as zero).
+func modelAccount(positions []exchange.Position, byID map[int64]*exchange.ContractSymbol) margin.Account {
+	var acct margin.Account
+	for _, p := range positions {
+		if p.Empty || !p.Quantity.IsPositive() {
+			continue
+		}
+		c, ok := byID[p.SymbolID]
+		if !ok {
+			continue
+		}
+		acct.Positions = append(acct.Positions, margin.Position{Symbol: c.Name, Direction: p.Direction,
+			Quantity: p.Quantity, Entry: p.EntryPrice, Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit})
 	}
-	c := move.Mul(p.Quantity).Add(mmr.Mul(ev))
-	b := c.Sub(margin.Margin(ev, max(p.Leverage, 1)))
-	if b.IsNegative() {
-		return decimal.Zero
+	return acct
+}
+
+// inferBalance solves the margin model for the free balance behind cross
+// position p from its recorded liquidation price (margin.Account.InferFree:
+// the cross pool holds every cross position's margin).
+func inferBalance(acct margin.Account, symbol string, p exchange.Position) decimal.Decimal {
+	for i, mp := range acct.Positions {
+		if mp.Symbol == symbol {
+			if free, ok := acct.InferFree(i, p.LiquidationPrice); ok {
+				return free
+			}
+		}
 	}
-	return b.Round(8)
+	return decimal.Zero
 }

@@ -68,14 +68,20 @@ func (a Account) LiquidationPrice(i int) decimal.Decimal {
 	if !p.Open() {
 		return decimal.Zero
 	}
-	mmr := MaintenanceRate(p.RiskLimit, p.EntryValue())
+	return LiquidationPrice(p.Direction, p.Quantity, p.Entry, a.Collateral(i), MaintenanceRate(p.RiskLimit, p.EntryValue()), p.Scale)
+}
+
+// Collateral is what backs position i against its own maintenance margin:
+// its margin when isolated; when cross, the pool less every requirement
+// but its own (the other cross positions' maintenance margin). Its equity
+// is Collateral + PNL, as LiquidationPrice and RiskLevel weigh it.
+func (a Account) Collateral(i int) decimal.Decimal {
+	p := a.Positions[i]
 	if !p.Cross {
-		return LiquidationPrice(p.Direction, p.Quantity, p.Entry, p.Margin(), mmr, p.Scale)
+		return p.Margin()
 	}
-	// The pool less every requirement but i's own is the collateral that
-	// LiquidationPrice weighs against i's maintenance margin.
 	pool, others := a.crossPool(i)
-	return LiquidationPrice(p.Direction, p.Quantity, p.Entry, pool.Sub(others), mmr, p.Scale)
+	return pool.Sub(others)
 }
 
 // crossPool is the collateral backing cross position i (the free balance,

@@ -107,8 +107,11 @@ func TestSettingsRecompute(t *testing.T) {
 			leverage: 25, margin: "1464", liq: "3141.5", balance: "20366", version: 2},
 		{name: "lower isolated short's leverage: liquidation moves up", symbol: "XETH", body: `{"cross":false,"leverage":10}`,
 			leverage: 10, margin: "3660", liq: "3324.5", balance: "18170", version: 2},
+		// XSOL joins XBTC's cross pool: free 17,973.33 + margins 6,080 and
+		// 5,136 + XBTC's PNL 0.8·(65,000 − 64,200) = 640, less the
+		// maintenance margins 1,216 and 256.8: 152 − 28,356.53/400.
 		{name: "isolated to cross moves liquidation away", symbol: "XSOL", body: `{"cross":true,"leverage":10}`,
-			leverage: 10, cross: true, margin: "6080", liq: "94.907", balance: "17973.33333333", version: 2},
+			leverage: 10, cross: true, margin: "6080", liq: "81.109", balance: "17973.33333333", version: 2},
 		{name: "cross leverage leaves the cross liquidation price", symbol: "XBTC", body: `{"cross":true,"leverage":5}`,
 			leverage: 5, cross: true, margin: "10272", liq: "33101", balance: "14864", version: 2},
 		{name: "cross to isolated brings liquidation closer", symbol: "XBTC", body: `{"cross":false,"leverage":10}`,
@@ -452,6 +455,31 @@ func TestLiquidation(t *testing.T) {
 		}
 	})
 
+	// Two cross shorts in a rally share one pool: they are liquidated
+	// together once it is spent, and the account never ends below zero
+	// with its positions alive (the old model let each count the whole
+	// free balance: equity −1,235 and nothing liquidated).
+	t.Run("two cross shorts in a rally", func(t *testing.T) {
+		t.Parallel()
+		sc := sim.DefaultScenario()
+		sc.Positions = []sim.PositionSpec{
+			{Symbol: "XBTC", Direction: exchange.Short, Quantity: dec("0.5"), EntryPrice: dec("65000"), Leverage: 10, Cross: true},
+			{Symbol: "XETH", Direction: exchange.Short, Quantity: dec("10"), EntryPrice: dec("3010"), Leverage: 10, Cross: true},
+		}
+		sc.Balance = dec("3000")
+		v := newEnv(t, sim.Config{Scenario: sc})
+		for pct := 1; pct <= 15 && len(v.sim.Liquidations()) == 0; pct++ {
+			f := decimal.NewFromInt(int64(100 + pct)).Div(decimal.NewFromInt(100))
+			v.sim.SetIndexPrice("BTC", dec("65000").Mul(f))
+			v.sim.SetIndexPrice("ETH", dec("3010").Mul(f))
+		}
+		l := v.sim.Liquidations()
+		if len(l) != 2 || !l[0].Time.Equal(l[1].Time) {
+			t.Fatalf("liquidations = %+v, want both cross shorts together", l)
+		}
+		wantDec(t, "balance", v.sim.Balance(), "0")
+	})
+
 	t.Run("cross cascade", func(t *testing.T) {
 		t.Parallel()
 		sc := sim.DefaultScenario()
@@ -461,19 +489,29 @@ func TestLiquidation(t *testing.T) {
 		}
 		sc.Balance = dec("1000")
 		v := newEnv(t, sim.Config{Scenario: sc})
-		// XBTC: 65000 − (6500 + 1000 − 325) = 57825. XETH: 3010 + (3010 + 1000 − 301)/10 = 3380.9.
-		p, _ := v.sim.Position("XETH")
-		wantDec(t, "XETH liquidation", p.LiquidationPrice, "3380.9")
+		// One pool: 1,000 + margins 6,500 and 3,010, both at their entry;
+		// maintenance 325 + 301. XBTC: 65,000 − (10,510 − 626) = 55,116.
+		// XETH: 3,010 + (10,510 − 626)/10 = 3,998.4.
+		p, _ := v.sim.Position("XBTC")
+		wantDec(t, "XBTC liquidation", p.LiquidationPrice, "55116")
+		p, _ = v.sim.Position("XETH")
+		wantDec(t, "XETH liquidation", p.LiquidationPrice, "3998.4")
+		// XBTC's loss of 7,175 is the pool's: XETH's liquidation price
+		// comes down to 3,010 + (3,335 − 626)/10 = 3,280.9.
 		v.sim.SetIndexPrice("BTC", dec("57825"))
-		// The balance went with XBTC, so XETH's liquidation price came
-		// down to 3010 + (3010 − 301)/10 = 3280.9.
 		p, _ = v.sim.Position("XETH")
 		wantDec(t, "XETH liquidation after", p.LiquidationPrice, "3280.9")
+		if n := len(v.sim.Liquidations()); n != 0 {
+			t.Fatalf("%d liquidations before the pool is exhausted", n)
+		}
+		// ETH at 3,300 exhausts the pool: both go together, with the free
+		// balance.
 		v.sim.SetIndexPrice("ETH", dec("3300"))
 		l := v.sim.Liquidations()
-		if len(l) != 2 || l[0].Symbol != "XBTC" || l[1].Symbol != "XETH" {
+		if len(l) != 2 || l[0].Symbol != "XBTC" || l[1].Symbol != "XETH" || !l[0].Time.Equal(l[1].Time) {
 			t.Errorf("liquidations = %+v", l)
 		}
+		wantDec(t, "balance", v.sim.Balance(), "0")
 	})
 }
 

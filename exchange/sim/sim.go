@@ -218,6 +218,13 @@ func (e *Exchange) load(n *Scenario, seed int64) {
 	for _, p := range n.Positions {
 		e.positions[p.Symbol] = e.newPosition(p, e.start)
 	}
+	// The cross positions share one pool: each one's liquidation price
+	// counts the others, which exist only now.
+	for _, p := range e.positions {
+		if p.Cross && !p.Empty {
+			p.LiquidationPrice = e.liquidationPrice(p, e.balance)
+		}
+	}
 	e.generateClosed(n.ClosedOrders, time.Duration(n.ClosedOrderSpacing))
 }
 
@@ -283,29 +290,59 @@ func (e *Exchange) newPosition(p PositionSpec, at time.Time) *exchange.Position 
 	return pos
 }
 
-// liquidationPrice applies the formula of LiquidationPrice to a position
-// with the free balance given. Call with e.mu held.
+// liquidationPrice is the margin model's liquidation price of p with the
+// free balance given: an isolated position's from its margin, a cross
+// one's from the account's cross pool (margin.Account), in which p stands
+// for the position held on its symbol. Call with e.mu held.
 func (e *Exchange) liquidationPrice(p *exchange.Position, balance decimal.Decimal) decimal.Decimal {
 	if p.Empty {
 		return decimal.Zero
 	}
-	c := e.contracts[e.contractByID[p.SymbolID]]
-	return margin.LiquidationPrice(p.Direction, p.Quantity, p.EntryPrice, e.collateral(p, balance),
-		margin.MaintenanceRate(p.RiskLimit, p.EntryValue), int32(c.QuoteScale))
+	acct, i := e.account(balance, p)
+	return acct.LiquidationPrice(i)
 }
 
-// collateral is what backs a position: its margin, plus the free balance
-// when cross.
-func (e *Exchange) collateral(p *exchange.Position, balance decimal.Decimal) decimal.Decimal {
-	if p.Cross {
-		return p.Margin.Add(balance)
+// account is the account as the margin model sees it, with the free
+// balance given and p in place of the position on its symbol; i is p's
+// index in it. Index prices are the current ones. Call with e.mu held.
+func (e *Exchange) account(balance decimal.Decimal, p *exchange.Position) (margin.Account, int) {
+	acct := margin.Account{Free: balance, Positions: make([]margin.Position, 0, len(e.contracts))}
+	at := -1
+	for _, c := range e.contracts {
+		q, ok := e.positions[c.Name]
+		if p != nil && c.ID == p.SymbolID {
+			q, ok = p, true
+		}
+		if !ok || q.Empty {
+			continue
+		}
+		if q == p {
+			at = len(acct.Positions)
+		}
+		mp := margin.Position{Symbol: c.Name, Direction: q.Direction, Quantity: q.Quantity, Entry: q.EntryPrice,
+			Leverage: q.Leverage, Cross: q.Cross, RiskLimit: q.RiskLimit, Scale: int32(c.QuoteScale)}
+		if ix, ok := e.indexes[c.BaseName]; ok {
+			mp.Index = ix.price
+		}
+		acct.Positions = append(acct.Positions, mp)
 	}
-	return p.Margin
+	return acct, at
+}
+
+// crossOpen counts the open cross positions. Call with e.mu held.
+func (e *Exchange) crossOpen() int {
+	n := 0
+	for _, p := range e.positions {
+		if p.Cross && !p.Empty {
+			n++
+		}
+	}
+	return n
 }
 
 // refreshCross recomputes the liquidation price of every cross position
-// after the free balance changed, bumping version and updatedAt of those
-// that moved. Call with e.mu held.
+// after the free balance, or another cross position's PNL, changed,
+// bumping version and updatedAt of those that moved. Call with e.mu held.
 func (e *Exchange) refreshCross(at time.Time) {
 	for _, p := range e.positions {
 		if !p.Cross || p.Empty {
@@ -320,7 +357,10 @@ func (e *Exchange) refreshCross(at time.Time) {
 }
 
 // riskLevel is the position's RiskLevel at the current index price (the
-// entry price when the index is unknown). Call with e.mu held.
+// entry price when the index is unknown): an isolated position's margin
+// ratio, or a cross position's share of the cross pool's (100 when the
+// pool is at the cross positions' total maintenance margin). Call with
+// e.mu held.
 func (e *Exchange) riskLevel(p *exchange.Position) int {
 	if p.Empty {
 		return 0
@@ -330,7 +370,12 @@ func (e *Exchange) riskLevel(p *exchange.Position) int {
 	if ix, ok := e.indexes[c.BaseName]; ok {
 		mark = ix.price
 	}
-	return margin.RiskLevel(p.Direction, p.Quantity, p.EntryPrice, e.collateral(p, e.balance),
+	collateral := p.Margin
+	if p.Cross {
+		acct, i := e.account(e.balance, p)
+		collateral = acct.Collateral(i)
+	}
+	return margin.RiskLevel(p.Direction, p.Quantity, p.EntryPrice, collateral,
 		margin.MaintenanceRate(p.RiskLimit, p.EntryValue), mark)
 }
 
@@ -350,6 +395,16 @@ func (e *Exchange) Step(now time.Time) {
 	defer e.mu.Unlock()
 	for _, ix := range e.indexes {
 		ix.advance(now)
+	}
+	e.pricesMoved(now)
+}
+
+// pricesMoved follows the index prices: with several cross positions each
+// one's liquidation price depends on the others' PNL, so they are computed
+// again; then what the index crossed is liquidated. Call with e.mu held.
+func (e *Exchange) pricesMoved(now time.Time) {
+	if e.crossOpen() > 1 {
+		e.refreshCross(now)
 	}
 	e.liquidate(now)
 }
@@ -385,7 +440,7 @@ func (e *Exchange) SetIndexPrice(name string, price decimal.Decimal) {
 	} else {
 		e.indexes[name] = newManualIndex(name, price, now, e.histLimit)
 	}
-	e.liquidate(now)
+	e.pricesMoved(now)
 }
 
 // IndexPrice returns the current price of the named index.
@@ -400,38 +455,53 @@ func (e *Exchange) IndexPrice(name string) (decimal.Decimal, bool) {
 }
 
 // liquidate liquidates every non-empty position whose liquidation price
-// its index has crossed. A liquidated position loses its collateral: an
-// isolated one its margin, a cross one its margin and the whole free
-// balance — which moves the other cross positions' liquidation prices, so
-// the check repeats until nothing more is liquidated. Call with e.mu held.
+// its index has crossed. An isolated position loses its margin. The cross
+// positions share one pool: when one crosses, the pool has fallen to their
+// maintenance margin and all of them are liquidated together, losing
+// their margins and the whole free balance. Call with e.mu held.
 func (e *Exchange) liquidate(at time.Time) {
 	for range len(e.positions) + 1 {
 		p, price := e.nextLiquidation()
 		if p == nil {
 			return
 		}
-		before := e.snapshot(p)
-		loss := p.Margin
-		if p.Cross {
-			loss = loss.Add(e.balance)
-			e.balance = decimal.Zero
+		if !p.Cross {
+			e.liquidateOne(p, price, p.Margin, at)
+			continue
 		}
-		p.RealizedPNL = p.RealizedPNL.Sub(loss)
-		p.Quantity = decimal.Zero
-		p.EntryPrice = decimal.Zero
-		p.EntryValue = decimal.Zero
-		p.Margin = decimal.Zero
-		p.LiquidationPrice = decimal.Zero
-		p.Empty = true
-		p.Version++
-		p.UpdatedAt = at.UnixMilli()
-		sym := e.contracts[e.contractByID[p.SymbolID]].Name
-		e.liquidations = append(e.liquidations, Liquidation{Time: at, Symbol: sym, Price: price, Position: before})
-		e.log.Info("liquidation", "symbol", sym, "price", price.String(), "loss", loss.String())
-		if before.Cross {
-			e.refreshCross(at)
+		loss := e.balance
+		e.balance = decimal.Zero
+		for _, c := range e.contracts {
+			q, ok := e.positions[c.Name]
+			if !ok || q.Empty || !q.Cross {
+				continue
+			}
+			mark := price
+			if ix, ok := e.indexes[c.BaseName]; ok && q != p {
+				mark = ix.price
+			}
+			e.liquidateOne(q, mark, q.Margin.Add(loss), at)
+			loss = decimal.Zero // the free balance is counted once, on the first
 		}
 	}
+}
+
+// liquidateOne empties p, liquidated at price with the loss given. Call
+// with e.mu held.
+func (e *Exchange) liquidateOne(p *exchange.Position, price, loss decimal.Decimal, at time.Time) {
+	before := e.snapshot(p)
+	p.RealizedPNL = p.RealizedPNL.Sub(loss)
+	p.Quantity = decimal.Zero
+	p.EntryPrice = decimal.Zero
+	p.EntryValue = decimal.Zero
+	p.Margin = decimal.Zero
+	p.LiquidationPrice = decimal.Zero
+	p.Empty = true
+	p.Version++
+	p.UpdatedAt = at.UnixMilli()
+	sym := e.contracts[e.contractByID[p.SymbolID]].Name
+	e.liquidations = append(e.liquidations, Liquidation{Time: at, Symbol: sym, Price: price, Position: before})
+	e.log.Info("liquidation", "symbol", sym, "price", price.String(), "loss", loss.String())
 }
 
 // nextLiquidation finds a position due for liquidation, in symbol-id order
@@ -496,11 +566,15 @@ func (e *Exchange) PutPosition(p PositionSpec) error {
 	}
 	now := e.now()
 	pos := e.newPosition(p, now)
-	if old, ok := e.positions[p.Symbol]; ok {
+	old, had := e.positions[p.Symbol]
+	if had {
 		pos.CreatedAt = old.CreatedAt
 		pos.Version = old.Version + 1
 	}
 	e.positions[p.Symbol] = pos
+	if pos.Cross || (had && old.Cross) {
+		e.refreshCross(now) // the pool changed for the other cross positions
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
 )
 
 // ErrBreakerOpen is the error of an action the circuit breaker held back.
@@ -105,7 +106,7 @@ func (pl *plan) target() (exchange.Settings, bool) {
 // execute runs a position's plan: cancel first (fewer open orders is never
 // riskier), then the settings call, then the rules' notify actions. A rule
 // whose parts all succeeded starts its cooldown.
-func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posState, cancelled map[string]bool, rep *TickReport) {
+func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *plan, ps *posState, cancelled map[string]bool, rep *TickReport) {
 	// The action in flight finishes even when the daemon is stopping.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ActionTimeout)
 	defer cancel()
@@ -115,11 +116,47 @@ func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posSt
 	if pl.cancel && !cancelled[sym] {
 		cancelled[sym] = true
 		base := Record{Time: now, Type: "action", Action: "cancel_orders", Symbol: sym, Position: pos.ID, Rules: pl.cancelRules}
-		cancelErr = e.mutate(actx, rep, base, "cancel_orders "+sym, ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules},
+		cancelErr = e.mutate(actx, rep, base, "cancel_orders "+sym, "", ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules},
 			func(ctx context.Context) (json.RawMessage, error) { return e.act.CancelOrders(ctx, sym) })
 	}
 
-	if want, change := pl.target(); change {
+	want, change := pl.target()
+	var pred *prediction
+	if change {
+		pred = e.predict(snap, pl, want)
+	}
+	if pred != nil && pred.closer() {
+		// Only isolation moves a liquidation price closer (a lower
+		// leverage never does): unless every rule asking for it opts in,
+		// and even then above its floor, it is not sent.
+		allowed, floor := closerAllowed(pl)
+		_, after := pred.distances()
+		why := ""
+		switch {
+		case !allowed:
+			why = "isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)"
+		case after.LessThan(floor):
+			why = fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
+				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2))
+		}
+		if why != "" {
+			prevCross := pos.Cross
+			iso := exchange.Settings{Leverage: want.Leverage, Cross: false}
+			base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.isolateRules),
+				Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
+			e.emit(ctx, rep, harmEvent(base, pred, why, e.firstHarmInFiring(pl, ps, now)))
+			rep.Actions = append(rep.Actions, ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
+				From: pos.Leverage, To: want.Leverage})
+			pl.isolate = false
+			want, change = pl.target()
+			pred = nil
+			if change {
+				pred = e.predict(snap, pl, want)
+			}
+		}
+	}
+
+	if change {
 		name, names := settingsAction(pl, want)
 		prevCross := pos.Cross
 		base := Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
@@ -131,8 +168,13 @@ func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posSt
 		if want.Cross != pos.Cross {
 			desc += " cross→isolated"
 		}
+		effect := ""
+		if pred != nil {
+			effect = pred.String()
+			base.Prediction = pred.record()
+		}
 		act := ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross}
-		settingsErr = e.mutate(actx, rep, base, desc, act, func(ctx context.Context) (json.RawMessage, error) {
+		settingsErr = e.mutate(actx, rep, base, desc, effect, act, func(ctx context.Context) (json.RawMessage, error) {
 			got, err := e.act.SetPositionSettings(ctx, sym, want)
 			if err != nil {
 				return nil, err
@@ -142,8 +184,14 @@ func (e *Engine) execute(ctx context.Context, now time.Time, pl *plan, ps *posSt
 				return raw, fmt.Errorf("%w: asked cross=%t leverage=%d, exchange reports cross=%t leverage=%d",
 					ErrNotApplied, want.Cross, want.Leverage, got.Cross, got.Leverage)
 			}
+			if pred != nil {
+				e.checkPrediction(ctx, now, sym, pred, got.LiquidationPrice)
+			}
 			return raw, nil
 		})
+		if settingsErr == nil && pred != nil {
+			e.tickView.acct = pred.next // later calls of the tick see this one's effect
+		}
 	} else if pl.lower > 0 || pl.isolate {
 		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
 	}
@@ -220,14 +268,14 @@ func dedupe(s []string) []string {
 // (intended, sent, result or error; dry_run or skipped instead of sending),
 // each one event, and the action budget with its breaker. act is the action
 // as the tick's report shows it, completed with its outcome.
-func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc string, act ActionEvent, call func(context.Context) (json.RawMessage, error)) error {
+func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc, effect string, act ActionEvent, call func(context.Context) (json.RawMessage, error)) error {
 	now := base.Time
 	phase := func(name string, resp json.RawMessage, err error) {
 		var a *ActionEvent
 		if name != "intended" && name != "sent" {
 			a = &act
 		}
-		e.emit(ctx, rep, actionPhaseEvent(base, name, desc, resp, err, a))
+		e.emit(ctx, rep, actionPhaseEvent(base, name, desc, effect, resp, err, a))
 	}
 	phase("intended", nil, nil)
 	if e.cfg.DryRun {
@@ -256,3 +304,30 @@ func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc 
 	phase("result", resp, nil)
 	return nil
 }
+
+// checkPrediction compares the liquidation price the exchange read back
+// with the model's: a difference of more than a basis point of the index
+// (beyond the rounding to ticks) is reported.
+func (e *Engine) checkPrediction(ctx context.Context, now time.Time, symbol string, pred *prediction, got decimal.Decimal) {
+	tolerance := pred.index.Mul(decimal.New(1, -4))
+	if got.Sub(pred.LiquidationAfter).Abs().GreaterThan(tolerance) {
+		e.emit(ctx, nil, mismatchEvent(now, symbol, pred.LiquidationAfter, got))
+	}
+}
+
+// firstHarmInFiring reports whether no harmful action of the plan's rules
+// was notified yet in their current firing, and marks it so.
+func (e *Engine) firstHarmInFiring(pl *plan, ps *posState, now time.Time) bool {
+	first := false
+	for _, d := range pl.due {
+		st := &ps.rules[d.idx]
+		if st.HarmNotedAt.Before(st.FiredAt) || st.HarmNotedAt.IsZero() {
+			first = true
+			st.HarmNotedAt = now
+			e.dirty = true
+		}
+	}
+	return first
+}
+
+func joinRules(names []string) string { return strings.Join(names, ",") }

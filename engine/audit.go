@@ -17,7 +17,8 @@ import (
 type Record struct {
 	Time time.Time `json:"time"`
 	// Type is transition, action, breaker, exchange (unreachable or
-	// reachable again), tick or reload.
+	// reachable again), model (the exchange disagreed with a prediction),
+	// tick or reload.
 	Type     string `json:"type"`
 	Rule     string `json:"rule,omitempty"`
 	Symbol   string `json:"symbol,omitempty"`
@@ -33,11 +34,14 @@ type Record struct {
 	Cross    *bool    `json:"cross,omitempty"`
 	Leverage int      `json:"leverage,omitempty"`
 	// PrevLeverage and PrevCross are the position's values before the action.
-	PrevLeverage int             `json:"prevLeverage,omitempty"`
-	PrevCross    *bool           `json:"prevCross,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	Error        string          `json:"error,omitempty"`
-	Response     json.RawMessage `json:"response,omitempty"`
+	PrevLeverage int    `json:"prevLeverage,omitempty"`
+	PrevCross    *bool  `json:"prevCross,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	// Prediction is a settings call's predicted effect, from the margin
+	// model.
+	Prediction *Prediction     `json:"prediction,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Response   json.RawMessage `json:"response,omitempty"`
 }
 
 // Audit appends records as JSON lines and syncs each one to disk, so a crash

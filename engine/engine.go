@@ -103,6 +103,9 @@ type Engine struct {
 	failing   []bool    // by rule index: the last evaluation failed at run time
 	// auditFailing: the last audit write failed (notified once).
 	auditFailing bool
+	// tickView is the tick's account for the margin model, built at its
+	// first settings call.
+	tickView *accountView
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	in  rules.Input

@@ -68,7 +68,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			}
 		}
 		if !pl.empty() {
-			e.execute(ctx, now, &pl, ps, cancelled, rep)
+			e.execute(ctx, now, snap, &pl, ps, cancelled, rep)
 		}
 	}
 	e.forgetGone(ctx, now, rep)

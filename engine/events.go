@@ -162,7 +162,13 @@ func breakerEvent(now time.Time, open bool, text string) event {
 // dry_run, skipped, sent, error or result. Every phase is audited; the
 // outcome phases are logged, counted and notified, and carry act, the
 // action as the tick's report shows it.
-func actionPhaseEvent(base Record, phase, desc string, resp json.RawMessage, err error, act *ActionEvent) event {
+//
+// effect, when set, is the margin model's prediction, said after the action.
+func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMessage, err error, act *ActionEvent) event {
+	said := ""
+	if effect != "" {
+		said = ": " + effect
+	}
 	r := base
 	r.Phase, r.Response = phase, resp
 	if err != nil {
@@ -175,7 +181,7 @@ func actionPhaseEvent(base Record, phase, desc string, resp json.RawMessage, err
 	switch phase {
 	case "dry_run":
 		r.Reason = "dry run: not sent"
-		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, "would "+desc, append(attrs, "dry_run", true), count("dry_run")
+		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, "would "+desc+said, append(attrs, "dry_run", true), count("dry_run")
 	case "skipped":
 		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, desc+" skipped", append(attrs, "err", err), count("skipped")
 	case "error":
@@ -183,9 +189,9 @@ func actionPhaseEvent(base Record, phase, desc string, resp json.RawMessage, err
 		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "critical", Symbol: base.Symbol, Action: base.Action,
 			Rule: rulesAttr, Text: fmt.Sprintf("FAILED %s: %v", desc, err)}
 	case "result":
-		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, desc, attrs, count("ok")
+		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, desc+said, attrs, count("ok")
 		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
-			Rule: rulesAttr, Text: desc + " done (rules: " + strings.Join(base.Rules, ", ") + ")"}
+			Rule: rulesAttr, Text: desc + " done (rules: " + strings.Join(base.Rules, ", ") + ")" + said}
 	}
 	if act != nil {
 		act.Outcome, act.Err = phase, err

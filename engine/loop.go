@@ -51,6 +51,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	start := e.now() // for the duration metric only; decisions use now
 	rep := &TickReport{Time: now}
 	e.lastTick = now
+	e.tickView = nil
 	snap, err := e.snaps.Read(ctx, now)
 	if snap != nil {
 		rep.Snapshot = snap

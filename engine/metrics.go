@@ -19,6 +19,7 @@ type Metrics struct {
 	requests     *prometheus.CounterVec
 	breakerOpen  prometheus.Gauge
 	auditErrors  prometheus.Counter
+	mismatches   *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg.
@@ -52,8 +53,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "riskguard_audit_errors_total", Help: "Audit log records that could not be written.",
 		}),
+		mismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "riskguard_model_mismatch_total", Help: "Settings calls whose read-back liquidation price the margin model did not predict, per symbol.",
+		}, []string{"symbol"}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors} {
+	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -113,4 +117,11 @@ func (m *Metrics) auditError() {
 		return
 	}
 	m.auditErrors.Inc()
+}
+
+func (m *Metrics) modelMismatch(symbol string) {
+	if m == nil {
+		return
+	}
+	m.mismatches.WithLabelValues(symbol).Inc()
 }

@@ -69,6 +69,9 @@ type RuleState struct {
 	// LastActionAt is when the rule's actions last ran on this position
 	// (sent and confirmed, or logged in a dry run); the cooldown counts from it.
 	LastActionAt time.Time `json:"lastActionAt,omitzero"`
+	// HarmNotedAt is when an action of the rule was last skipped as
+	// harmful and notified: once per firing.
+	HarmNotedAt time.Time `json:"harmNotedAt,omitzero"`
 }
 
 // Timing is the part of a rule that drives its state machine.

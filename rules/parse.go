@@ -72,7 +72,8 @@ func Parse(filename string, data []byte) (*Set, error) {
 
 // ruleKeys lists the keys of a rule.
 func ruleKeys() []string {
-	return []string{"name", "description", "when", "for", "keep_firing_for", "cooldown", "on_nodata", "symbols", "severity", "message", "actions"}
+	return []string{"name", "description", "when", "for", "keep_firing_for", "cooldown", "on_nodata", "symbols", "severity", "message", "actions",
+		"allow_closer_liquidation", "min_liquidation_distance"}
 }
 
 // actionKeys lists the keys of an action.
@@ -243,6 +244,7 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 	r := &Rule{
 		File: p.file, Line: n.Line,
 		Cooldown: DefaultCooldown, Severity: DefaultSeverity, OnNoData: DefaultOnNoData,
+		MinLiquidationDistance: DefaultMinLiquidationDistance,
 	}
 	// The name first, so that every other error can carry it.
 	var nameNode, whenNode *yaml.Node
@@ -302,6 +304,19 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 			}
 		case "actions":
 			r.Actions = p.actions(v)
+		case "allow_closer_liquidation":
+			if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
+				p.errorf(v, "%s: expected true or false, got %s", k.Value, yamlnode.Describe(v))
+			} else {
+				r.AllowCloserLiquidation = v.Value == "true"
+			}
+		case "min_liquidation_distance":
+			f, err := strconv.ParseFloat(v.Value, 64)
+			if v.Kind != yaml.ScalarNode || (v.Tag != "!!float" && v.Tag != "!!int") || err != nil || f < 0 || f >= 1 {
+				p.errorf(v, "%s: expected a fraction of the index in [0, 1), like 0.03 for 3%%, got %s", k.Value, yamlnode.Describe(v))
+			} else {
+				r.MinLiquidationDistance = f
+			}
 		default:
 			p.unknownKey(k, ruleKeys())
 		}

@@ -68,6 +68,9 @@ const (
 	// DefaultOnNoData is the no-data policy of a rule that does not set one:
 	// bad inputs are reported, never silently read as safe.
 	DefaultOnNoData = NoDataAlert
+	// DefaultMinLiquidationDistance is the floor below which no action
+	// that moves a liquidation price closer is sent, even when allowed.
+	DefaultMinLiquidationDistance = 0.02
 )
 
 // Set is the rules of one file, in file order.
@@ -96,6 +99,15 @@ type Rule struct {
 	// SymbolsAt is where each of Symbols is written, for errors about it.
 	SymbolsAt []Pos
 	Severity  Severity
+	// AllowCloserLiquidation lets the rule's actions move its position's
+	// liquidation price closer to the index (a set_isolated meant to
+	// ring-fence the account), which the engine otherwise refuses to do;
+	// never past MinLiquidationDistance.
+	AllowCloserLiquidation bool
+	// MinLiquidationDistance is the distance to liquidation (a fraction
+	// of the index) below which an action that moves the liquidation price
+	// closer is never sent.
+	MinLiquidationDistance float64
 	// Message is an optional template for notifications, kept as text.
 	Message string
 	Actions []Action
@@ -240,6 +252,12 @@ func (r *Rule) Fingerprint() string {
 	field(r.Cooldown.String())
 	field(string(r.OnNoData))
 	field(string(r.Severity))
+	if r.AllowCloserLiquidation || r.MinLiquidationDistance != DefaultMinLiquidationDistance {
+		// Only when set, so that the state saved by a version without
+		// these keys still matches.
+		field(strconv.FormatBool(r.AllowCloserLiquidation))
+		field(strconv.FormatFloat(r.MinLiquidationDistance, 'g', -1, 64))
+	}
 	field(strconv.Itoa(len(r.Symbols)))
 	for _, s := range r.Symbols {
 		field(s)

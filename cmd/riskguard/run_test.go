@@ -56,6 +56,8 @@ const nearLiqRule = `
     when: liquidationDistance < 0.05
     cooldown: 5m
     severity: critical
+    allow_closer_liquidation: true   # ring-fence the account, as these tests expect
+    min_liquidation_distance: 0
     actions:
       - action: cancel_orders
       - action: set_isolated
@@ -260,7 +262,10 @@ func TestRunDryRunSendsNothing(t *testing.T) {
 	if calls := g.mutating(); len(calls) != 0 {
 		t.Fatalf("dry run sent %+v", calls)
 	}
-	for _, want := range []string{"would lower_leverage XSOL 15→10", "would cancel_orders XBTC", "would set_isolated XBTC"} {
+	// Isolating XBTC at 3% from its cross liquidation price would put its
+	// isolated one past the index: the guard says so and does not plan it.
+	for _, want := range []string{"would lower_leverage XSOL 15→10: liquidation 144.907 → 139.84 (3.40% → 6.77% away), +2026.67 margin",
+		"would cancel_orders XBTC", "skipped set_isolated XBTC: liquidation 33101 → 58101 (3.00% → -70.26% away)"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("log lacks %q:\n%s", want, stderr)
 		}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/shopspring/decimal"
+)
+
+// isolateXBTC isolates the default scenario's XBTC, a cross long 0.8 @
+// 64,200 ×10 backed by a free balance of 20,000: its liquidation price
+// would move from 33,101 to 58,101 with the index near 65,000 (49.1% →
+// 10.6% away). extra goes into the rule.
+func isolateXBTC(extra string) string {
+	return `
+  - name: ring-fence
+    when: position.symbol == "XBTC"
+    cooldown: 5m
+` + extra + `    actions:
+      - action: set_isolated
+`
+}
+
+// settingsRecords returns the audit records of set_isolated actions.
+func (g *guardEnv) isolateRecords() []engine.Record {
+	var out []engine.Record
+	for _, r := range g.audit() {
+		if r.Type == "action" && r.Action == "set_isolated" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// An action predicted to move a position's liquidation price closer is
+// not sent unless its rule opts in, and then never under the floor; the
+// skip is audited with the prediction, logged and notified.
+func TestHarmfulIsolationSkippedUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		extra    string
+		sent     bool
+		wantWhy  string
+		wantLine string
+	}{
+		{"not allowed", "", false, "the rule does not allow it (allow_closer_liquidation)",
+			"skipped set_isolated XBTC: liquidation 33101 → 58101 (49.08% → 10.61% away), free balance 20000 after"},
+		{"allowed above the default floor", "    allow_closer_liquidation: true\n", true, "",
+			"set_isolated XBTC cross→isolated: liquidation 33101 → 58101 (49.08% → 10.61% away), free balance 20000 after"},
+		{"allowed but under its floor", "    allow_closer_liquidation: true\n    min_liquidation_distance: 0.15\n", false,
+			"would end 10.61% away, under the floor of 15.00%", "skipped set_isolated XBTC"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGuardEnv(t, "", isolateXBTC(tt.extra))
+			code, stderr := g.once()
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			if !strings.Contains(stderr, tt.wantLine) {
+				t.Errorf("log lacks %q:\n%s", tt.wantLine, stderr)
+			}
+			if got := g.position("XBTC").Cross; got == tt.sent {
+				t.Errorf("XBTC cross = %t after the tick, want isolated %t", got, tt.sent)
+			}
+			if n := len(g.mutatingOn("XBTC")); (n == 1) != tt.sent {
+				t.Errorf("%d settings calls on XBTC, want sent %t", n, tt.sent)
+			}
+			recs := g.isolateRecords()
+			if len(recs) == 0 || recs[0].Prediction == nil {
+				t.Fatalf("no set_isolated audit record with a prediction: %+v", recs)
+			}
+			p := recs[0].Prediction
+			if !p.LiquidationBefore.Equal(mustDec("33101")) || !p.LiquidationAfter.Equal(mustDec("58101")) || p.FreeAfter == nil || !p.FreeAfter.Equal(mustDec("20000")) {
+				t.Errorf("prediction %+v", p)
+			}
+			if !tt.sent && (recs[0].Phase != "skipped" || !strings.Contains(recs[0].Reason, tt.wantWhy)) {
+				t.Errorf("audit: phase %q reason %q, want skipped because %q", recs[0].Phase, recs[0].Reason, tt.wantWhy)
+			}
+			if !tt.sent && !strings.Contains(stderr, "notify: skipped set_isolated XBTC") {
+				t.Errorf("the skip is not notified:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// A skipped harmful action is notified once per firing, not every
+// cooldown.
+func TestHarmfulSkipNotifiedOncePerFiring(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", strings.Replace(isolateXBTC(""), "cooldown: 5m", "cooldown: 0s", 1))
+	for range 3 {
+		if code, stderr := g.once(); code != 0 {
+			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+	}
+	var notes int
+	for _, r := range g.isolateRecords() {
+		if r.Phase == "skipped" {
+			notes++
+		}
+	}
+	if notes != 3 {
+		t.Errorf("%d skipped records over three ticks, want 3 (audited every time)", notes)
+	}
+	// The notification: only the first tick's log says it.
+	_, stderr := g.once()
+	if strings.Contains(stderr, "notify: skipped set_isolated") {
+		t.Errorf("a skip notified again in the same firing:\n%s", stderr)
+	}
+}
+
+// The exchange reading back another liquidation price than the model
+// predicted is reported: the live test of the model.
+func TestModelMismatchReported(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	p := newFaultProxy(t, g.url)
+	p.setRewrite(func(path string, body []byte) []byte {
+		if path != settingsXSOL {
+			return body
+		}
+		return rewriteJSON(t, body, func(data any) any {
+			m := data.(map[string]any)
+			m["liquidationPrice"] = json.Number("141.5") // the model says 139.84
+			return m
+		})
+	})
+	d := g.start(campaignEnv(p.url()))
+	waitFor(t, "the mismatch", 10*time.Second, func() bool {
+		return strings.Contains(d.logs.String(), "the margin model disagrees with the exchange on XSOL: predicted liquidation 139.84, got 141.5")
+	})
+	d.stop(t)
+	var model int
+	for _, r := range g.auditLines() {
+		if r.Type == "model" && r.Symbol == "XSOL" {
+			model++
+		}
+	}
+	if model != 1 {
+		t.Errorf("%d model records in the audit log, want 1", model)
+	}
+}
+
+func mustDec(s string) decimal.Decimal { return decimal.RequireFromString(s) }

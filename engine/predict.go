@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/notify"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// accountView is the tick's snapshot as the margin model sees it, built at
+// the first settings call of the tick and moved along by the predicted
+// effect of each call sent, so that a later call in the same tick sees the
+// free balance the earlier ones left.
+type accountView struct {
+	acct margin.Account
+	at   map[string]int // symbol → index in acct.Positions
+	// freeKnown: the free balance was inferred from a cross position's
+	// liquidation price. Without a cross position it cannot be; the
+	// isolated predictions do not need it, and affordability is then left
+	// to the exchange.
+	freeKnown bool
+}
+
+// view returns the tick's account view, building it from snap.
+func (e *Engine) view(snap *Snapshot) *accountView {
+	if e.tickView != nil {
+		return e.tickView
+	}
+	v := &accountView{at: map[string]int{}}
+	var liqs []decimal.Decimal
+	for _, p := range snap.Positions {
+		if p.Empty || !p.Quantity.IsPositive() {
+			continue
+		}
+		sym, ok := e.snaps.Symbol(p.SymbolID)
+		if !ok {
+			continue
+		}
+		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
+			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale)}
+		if price, ok := snap.IndexPrices[e.indexName(sym)]; ok {
+			mp.Index = price
+		}
+		v.at[sym.Name] = len(v.acct.Positions)
+		v.acct.Positions = append(v.acct.Positions, mp)
+		liqs = append(liqs, p.LiquidationPrice)
+	}
+	for i, mp := range v.acct.Positions {
+		if !mp.Cross {
+			continue
+		}
+		if free, ok := v.acct.InferFree(i, liqs[i]); ok {
+			v.acct.Free, v.freeKnown = free, true
+			break
+		}
+	}
+	e.tickView = v
+	return v
+}
+
+// prediction is what the margin model says a settings call will do to its
+// position.
+type prediction struct {
+	margin.Effect
+	direction string
+	index     decimal.Decimal
+	freeKnown bool
+	next      margin.Account
+}
+
+// predict predicts setting the plan's position to want; nil when the
+// model does not know the position or its index price.
+func (e *Engine) predict(snap *Snapshot, pl *plan, want exchange.Settings) *prediction {
+	v := e.view(snap)
+	i, ok := v.at[pl.sym.Name]
+	if !ok || !v.acct.Positions[i].Index.IsPositive() {
+		return nil
+	}
+	next, eff := v.acct.Apply(i, want.Leverage, want.Cross)
+	return &prediction{Effect: eff, direction: pl.pos.Direction, index: v.acct.Positions[i].Index, freeKnown: v.freeKnown, next: next}
+}
+
+// closer reports whether the call moves the liquidation price closer to
+// the index.
+func (p *prediction) closer() bool { return p.Closer(p.direction, p.index) }
+
+// distances are the position's distances to liquidation before and after,
+// fractions of the index (0 when there is no liquidation price).
+func (p *prediction) distances() (before, after decimal.Decimal) {
+	before, _ = margin.Distance(p.direction, p.index, p.LiquidationBefore)
+	after, _ = margin.Distance(p.direction, p.index, p.LiquidationAfter)
+	return before, after
+}
+
+// String is the prediction as the log, the audit log and the
+// notifications say it: "liquidation 55120 → 61120 (13.88% → 4.50% away),
+// +0 margin, free 3000 after".
+func (p *prediction) String() string {
+	before, after := p.distances()
+	s := fmt.Sprintf("liquidation %s → %s (%s → %s away)", p.LiquidationBefore, p.LiquidationAfter,
+		before.Shift(2).StringFixed(2)+"%", after.Shift(2).StringFixed(2)+"%")
+	if !p.MarginMoved.IsZero() {
+		sign := "+"
+		if p.MarginMoved.IsNegative() {
+			sign = ""
+		}
+		s += fmt.Sprintf(", %s%s margin", sign, p.MarginMoved.Round(2))
+	}
+	if p.freeKnown {
+		s += fmt.Sprintf(", free balance %s after", p.FreeAfter.Round(2))
+	} else {
+		s += ", free balance unknown (no cross position to infer it from)"
+	}
+	return s
+}
+
+// record is the prediction as an audit record carries it.
+func (p *prediction) record() *Prediction {
+	before, after := p.distances()
+	r := &Prediction{LiquidationBefore: p.LiquidationBefore, LiquidationAfter: p.LiquidationAfter,
+		DistanceBefore: before, DistanceAfter: after, MarginMoved: p.MarginMoved}
+	if p.freeKnown {
+		free := p.FreeAfter
+		r.FreeAfter = &free
+	}
+	return r
+}
+
+// Prediction is a settings call's predicted effect in the audit log.
+type Prediction struct {
+	LiquidationBefore decimal.Decimal `json:"liquidationBefore"`
+	LiquidationAfter  decimal.Decimal `json:"liquidationAfter"`
+	// Distances are fractions of the index.
+	DistanceBefore decimal.Decimal `json:"distanceBefore"`
+	DistanceAfter  decimal.Decimal `json:"distanceAfter"`
+	MarginMoved    decimal.Decimal `json:"marginMoved"`
+	// FreeAfter is absent when the free balance could not be inferred.
+	FreeAfter *decimal.Decimal `json:"freeAfter,omitempty"`
+	// Actual is the liquidation price the exchange read back, on the
+	// result.
+	Actual *decimal.Decimal `json:"actual,omitempty"`
+}
+
+// closerAllowed reports whether the plan may move its liquidation price
+// closer: every rule asking for isolation opts in, and the floor is the
+// highest of theirs.
+func closerAllowed(pl *plan) (bool, decimal.Decimal) {
+	floor := decimal.Zero
+	asked := false
+	for _, d := range pl.due {
+		for _, a := range d.rule.Actions {
+			if a.Kind != rules.SetIsolated {
+				continue
+			}
+			asked = true
+			if !d.rule.AllowCloserLiquidation {
+				return false, floor
+			}
+			floor = decimal.Max(floor, decimal.NewFromFloat(d.rule.MinLiquidationDistance))
+		}
+	}
+	return asked, floor
+}
+
+// harmEvent is a settings change the engine did not send because it would
+// move the position's liquidation price closer: audited and logged each
+// time, notified when notify is set (once per firing).
+func harmEvent(base Record, pred *prediction, why string, note bool) event {
+	r := base
+	r.Phase, r.Reason, r.Prediction = "skipped", why, pred.record()
+	text := fmt.Sprintf("skipped %s %s: %s; %s", base.Action, base.Symbol, pred, why)
+	ev := event{audit: &r, level: slog.LevelWarn, msg: text,
+		attrs: []any{"action", base.Action, "symbol", base.Symbol, "rule", joinRules(base.Rules)},
+		count: func(m *Metrics) { m.action(base.Action, "skipped_harmful") }}
+	if note {
+		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "warning", Symbol: base.Symbol,
+			Action: base.Action, Rule: joinRules(base.Rules), Text: text}
+	}
+	return ev
+}
+
+// mismatchEvent is the exchange reading back a liquidation price the
+// model did not predict: the live test of the model's assumptions.
+func mismatchEvent(now time.Time, symbol string, predicted, got decimal.Decimal) event {
+	text := fmt.Sprintf("the margin model disagrees with the exchange on %s: predicted liquidation %s, got %s", symbol, predicted, got)
+	return event{level: slog.LevelWarn, msg: text, attrs: []any{"symbol", symbol},
+		audit: &Record{Time: now, Type: "model", Symbol: symbol, Reason: text},
+		count: func(m *Metrics) { m.modelMismatch(symbol) }}
+}

@@ -19,6 +19,9 @@ type Position struct {
 	Index decimal.Decimal
 	// Scale is the quote scale liquidation prices are rounded to.
 	Scale int32
+	// Held is the margin the exchange holds for the position, when known
+	// (it saves a division); zero means EntryValue/Leverage.
+	Held decimal.Decimal
 }
 
 // Open reports whether the position holds anything.
@@ -27,8 +30,13 @@ func (p Position) Open() bool { return p.Quantity.IsPositive() }
 // EntryValue is q·P.
 func (p Position) EntryValue() decimal.Decimal { return p.Quantity.Mul(p.Entry) }
 
-// Margin is EntryValue/Leverage, as Margin rounds it.
-func (p Position) Margin() decimal.Decimal { return Margin(p.EntryValue(), p.Leverage) }
+// Margin is the margin held, or EntryValue/Leverage as Margin rounds it.
+func (p Position) Margin() decimal.Decimal {
+	if !p.Held.IsZero() {
+		return p.Held
+	}
+	return Margin(p.EntryValue(), p.Leverage)
+}
 
 // Maintenance is the maintenance margin mmr·EV under the risk limit's steps.
 func (p Position) Maintenance() decimal.Decimal {
@@ -68,7 +76,28 @@ func (a Account) LiquidationPrice(i int) decimal.Decimal {
 	if !p.Open() {
 		return decimal.Zero
 	}
-	return LiquidationPrice(p.Direction, p.Quantity, p.Entry, a.Collateral(i), MaintenanceRate(p.RiskLimit, p.EntryValue()), p.Scale)
+	return a.liquidationPrice(i, a.Collateral(i))
+}
+
+func (a Account) liquidationPrice(i int, collateral decimal.Decimal) decimal.Decimal {
+	p := a.Positions[i]
+	if !p.Open() {
+		return decimal.Zero
+	}
+	return LiquidationPrice(p.Direction, p.Quantity, p.Entry, collateral, MaintenanceRate(p.RiskLimit, p.EntryValue()), p.Scale)
+}
+
+// CrossLiquidationPrices returns every cross position's liquidation price
+// (zero for the others), computing the cross pool once.
+func (a Account) CrossLiquidationPrices() []decimal.Decimal {
+	cs := a.Collaterals()
+	out := make([]decimal.Decimal, len(a.Positions))
+	for i, p := range a.Positions {
+		if p.Cross {
+			out[i] = a.liquidationPrice(i, cs[i])
+		}
+	}
+	return out
 }
 
 // Collateral is what backs position i against its own maintenance margin:
@@ -82,6 +111,35 @@ func (a Account) Collateral(i int) decimal.Decimal {
 	}
 	pool, others := a.crossPool(i)
 	return pool.Sub(others)
+}
+
+// Collaterals is Collateral of every cross position (zero for the
+// others), the cross pool summed once: the pool less the others'
+// requirements is the whole pool, less i's own PNL, less every maintenance
+// margin but i's.
+func (a Account) Collaterals() []decimal.Decimal {
+	out := make([]decimal.Decimal, len(a.Positions))
+	pnl := make([]decimal.Decimal, len(a.Positions))
+	mm := make([]decimal.Decimal, len(a.Positions))
+	pool, totalMM := a.Free, decimal.Zero
+	for i, p := range a.Positions {
+		if !p.Cross || !p.Open() {
+			continue
+		}
+		pool = pool.Add(p.Margin())
+		mm[i] = p.Maintenance()
+		totalMM = totalMM.Add(mm[i])
+		if p.Index.IsPositive() {
+			pnl[i] = p.PNL(p.Index)
+			pool = pool.Add(pnl[i])
+		}
+	}
+	for i, p := range a.Positions {
+		if p.Cross && p.Open() {
+			out[i] = pool.Sub(pnl[i]).Sub(totalMM.Sub(mm[i]))
+		}
+	}
+	return out
 }
 
 // crossPool is the collateral backing cross position i (the free balance,
@@ -209,7 +267,7 @@ func (a Account) Apply(i, leverage int, cross bool) (Account, Effect) {
 	eff := Effect{LiquidationBefore: a.LiquidationPrice(i)}
 	next := Account{Free: a.Free, Positions: append([]Position(nil), a.Positions...)}
 	np := p
-	np.Leverage, np.Cross = max(leverage, 1), cross
+	np.Leverage, np.Cross, np.Held = max(leverage, 1), cross, decimal.Zero
 	next.Positions[i] = np
 	if p.Open() {
 		eff.MarginMoved = np.Margin().Sub(p.Margin())

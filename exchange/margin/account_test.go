@@ -238,3 +238,21 @@ func TestPropertyCrossLeverageKeepsThePool(t *testing.T) {
 		}
 	}
 }
+
+// The all-at-once forms agree with the one-position forms.
+func TestCollateralsMatch(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 500 {
+		a := randomAccount(r)
+		cs, liqs := a.Collaterals(), a.CrossLiquidationPrices()
+		for i, p := range a.Positions {
+			if !p.Cross {
+				continue
+			}
+			if !cs[i].Equal(a.Collateral(i)) || !liqs[i].Equal(a.LiquidationPrice(i)) {
+				t.Fatalf("position %d of %+v: %s/%s vs %s/%s", i, a, cs[i], liqs[i], a.Collateral(i), a.LiquidationPrice(i))
+			}
+		}
+	}
+}

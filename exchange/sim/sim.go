@@ -298,35 +298,40 @@ func (e *Exchange) liquidationPrice(p *exchange.Position, balance decimal.Decima
 	if p.Empty {
 		return decimal.Zero
 	}
-	acct, i := e.account(balance, p)
+	acct, i, _ := e.account(balance, p)
 	return acct.LiquidationPrice(i)
 }
 
 // account is the account as the margin model sees it, with the free
-// balance given and p in place of the position on its symbol; i is p's
-// index in it. Index prices are the current ones. Call with e.mu held.
-func (e *Exchange) account(balance decimal.Decimal, p *exchange.Position) (margin.Account, int) {
-	acct := margin.Account{Free: balance, Positions: make([]margin.Position, 0, len(e.contracts))}
-	at := -1
+// balance given and p (when not nil) in place of the position on its
+// symbol; at is p's index in it, bySymbol every position's. Only the cross
+// positions (and p) are in it: an isolated position moves no other's
+// liquidation price. Index prices are the current ones. Call with e.mu
+// held.
+func (e *Exchange) account(balance decimal.Decimal, p *exchange.Position) (acct margin.Account, at int, bySymbol map[string]int) {
+	acct = margin.Account{Free: balance}
+	at = -1
+	bySymbol = make(map[string]int, 4)
 	for _, c := range e.contracts {
 		q, ok := e.positions[c.Name]
 		if p != nil && c.ID == p.SymbolID {
 			q, ok = p, true
 		}
-		if !ok || q.Empty {
+		if !ok || q.Empty || (!q.Cross && q != p) {
 			continue
 		}
 		if q == p {
 			at = len(acct.Positions)
 		}
+		bySymbol[c.Name] = len(acct.Positions)
 		mp := margin.Position{Symbol: c.Name, Direction: q.Direction, Quantity: q.Quantity, Entry: q.EntryPrice,
-			Leverage: q.Leverage, Cross: q.Cross, RiskLimit: q.RiskLimit, Scale: int32(c.QuoteScale)}
+			Leverage: q.Leverage, Cross: q.Cross, RiskLimit: q.RiskLimit, Scale: int32(c.QuoteScale), Held: q.Margin}
 		if ix, ok := e.indexes[c.BaseName]; ok {
 			mp.Index = ix.price
 		}
 		acct.Positions = append(acct.Positions, mp)
 	}
-	return acct, at
+	return acct, at, bySymbol
 }
 
 // crossOpen counts the open cross positions. Call with e.mu held.
@@ -344,11 +349,16 @@ func (e *Exchange) crossOpen() int {
 // after the free balance, or another cross position's PNL, changed,
 // bumping version and updatedAt of those that moved. Call with e.mu held.
 func (e *Exchange) refreshCross(at time.Time) {
-	for _, p := range e.positions {
+	if e.crossOpen() == 0 {
+		return
+	}
+	acct, _, bySymbol := e.account(e.balance, nil)
+	liqs := acct.CrossLiquidationPrices()
+	for sym, p := range e.positions {
 		if !p.Cross || p.Empty {
 			continue
 		}
-		if liq := e.liquidationPrice(p, e.balance); !liq.Equal(p.LiquidationPrice) {
+		if liq := liqs[bySymbol[sym]]; !liq.Equal(p.LiquidationPrice) {
 			p.LiquidationPrice = liq
 			p.Version++
 			p.UpdatedAt = at.UnixMilli()
@@ -365,15 +375,21 @@ func (e *Exchange) riskLevel(p *exchange.Position) int {
 	if p.Empty {
 		return 0
 	}
+	collateral := p.Margin
+	if p.Cross {
+		acct, i, _ := e.account(e.balance, p)
+		collateral = acct.Collateral(i)
+	}
+	return e.riskLevelWith(p, collateral)
+}
+
+// riskLevelWith is riskLevel with the position's collateral known. Call
+// with e.mu held.
+func (e *Exchange) riskLevelWith(p *exchange.Position, collateral decimal.Decimal) int {
 	c := e.contracts[e.contractByID[p.SymbolID]]
 	mark := p.EntryPrice
 	if ix, ok := e.indexes[c.BaseName]; ok {
 		mark = ix.price
-	}
-	collateral := p.Margin
-	if p.Cross {
-		acct, i := e.account(e.balance, p)
-		collateral = acct.Collateral(i)
 	}
 	return margin.RiskLevel(p.Direction, p.Quantity, p.EntryPrice, collateral,
 		margin.MaintenanceRate(p.RiskLimit, p.EntryValue), mark)
@@ -531,10 +547,28 @@ func (e *Exchange) Positions() []exchange.Position {
 // positionList copies the positions in contract order. Call with e.mu held.
 func (e *Exchange) positionList() []exchange.Position {
 	out := make([]exchange.Position, 0, len(e.positions))
+	// The cross pool is summed once for every position's risk level.
+	var collaterals []decimal.Decimal
+	var bySymbol map[string]int
+	if e.crossOpen() > 0 {
+		var acct margin.Account
+		acct, _, bySymbol = e.account(e.balance, nil)
+		collaterals = acct.Collaterals()
+	}
 	for _, c := range e.contracts {
-		if p, ok := e.positions[c.Name]; ok {
-			out = append(out, e.snapshot(p))
+		p, ok := e.positions[c.Name]
+		if !ok {
+			continue
 		}
+		s := *p
+		switch {
+		case p.Empty:
+		case p.Cross:
+			s.RiskLevel = e.riskLevelWith(p, collaterals[bySymbol[c.Name]])
+		default:
+			s.RiskLevel = e.riskLevelWith(p, p.Margin)
+		}
+		out = append(out, s)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -144,15 +145,65 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			iso := exchange.Settings{Leverage: want.Leverage, Cross: false}
 			base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.isolateRules),
 				Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
-			e.emit(ctx, rep, harmEvent(base, pred, why, e.firstHarmInFiring(pl, ps, now)))
-			rep.Actions = append(rep.Actions, ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
-				From: pos.Leverage, To: want.Leverage})
+			ev := harmEvent(base, pred, why, e.firstHarmInFiring(pl, ps, now))
+			ev.action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
+				From: pos.Leverage, To: want.Leverage, Effect: pred.String() + "; " + why}
+			e.emit(ctx, rep, ev)
 			pl.isolate = false
 			want, change = pl.target()
 			pred = nil
 			if change {
 				pred = e.predict(snap, pl, want)
 			}
+		}
+	}
+
+	var stepped string
+	if change && pred != nil && !pred.Affordable && pred.freeKnown && want.Leverage < pos.Leverage {
+		// The free balance cannot fund the target: the lowest leverage it
+		// can fund is the step to take (the exchange would refuse the
+		// target itself, every cooldown).
+		asked := want.Leverage
+		want.Leverage = pos.Leverage
+		top := pos.Leverage
+		if ml := pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
+			top = ml + 1 // the exchange accepts no new leverage above maxLeverage
+		}
+		for lev := asked + 1; lev < top; lev++ {
+			if p := e.predict(snap, pl, exchange.Settings{Leverage: lev, Cross: want.Cross}); p != nil && p.Affordable {
+				want.Leverage = lev
+				break
+			}
+		}
+		stepped = fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", asked, pred.MarginMoved.Round(2), pred.FreeAfter.Add(pred.MarginMoved).Round(2))
+		if want.Leverage < pos.Leverage {
+			stepped += fmt.Sprintf(": lowered to %dx, the lowest it can fund", want.Leverage)
+		} else {
+			stepped += ": no leverage cut is affordable"
+		}
+		change = want != exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
+		pred = nil
+		if change {
+			pred = e.predict(snap, pl, want)
+		} else {
+			base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.lowerRules),
+				Leverage: asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: stepped}
+			e.emit(ctx, rep, event{audit: &base, level: slog.LevelWarn, msg: "skipped lower_leverage " + sym + ": " + stepped,
+				attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
+				action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_unaffordable", From: pos.Leverage, To: asked, Effect: stepped}})
+		}
+	}
+
+	if change && want == ps.refused && pos.Leverage == ps.refusedFrom && want.Leverage < pos.Leverage {
+		// The exchange refused this very call from this very leverage: a
+		// smaller cut, halfway, is tried instead of the same one again.
+		half := (want.Leverage + pos.Leverage + 1) / 2
+		stepped = fmt.Sprintf("the exchange refused %dx from %dx before: trying %dx", want.Leverage, pos.Leverage, half)
+		want.Leverage = half
+		change = want != exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
+		pred = nil
+		if change {
+			pred = e.predict(snap, pl, want)
 		}
 	}
 
@@ -173,7 +224,11 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			effect = pred.String()
 			base.Prediction = pred.record()
 		}
-		act := ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross}
+		if stepped != "" {
+			effect = stepped + "; " + effect
+			base.Reason = stepped
+		}
+		act := ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Effect: effect}
 		settingsErr = e.mutate(actx, rep, base, desc, effect, act, func(ctx context.Context) (json.RawMessage, error) {
 			got, err := e.act.SetPositionSettings(ctx, sym, want)
 			if err != nil {
@@ -191,6 +246,9 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		})
 		if settingsErr == nil && pred != nil {
 			e.tickView.acct = pred.next // later calls of the tick see this one's effect
+		}
+		if refusedForGood(settingsErr) {
+			ps.refused, ps.refusedFrom = want, pos.Leverage
 		}
 	} else if pl.lower > 0 || pl.isolate {
 		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)

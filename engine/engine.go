@@ -131,6 +131,10 @@ type posState struct {
 	symbol string
 	rules  []RuleState
 	seen   time.Time
+	// refused is the last settings call the exchange refused for good,
+	// from the leverage the position had: never sent again unchanged.
+	refused     exchange.Settings
+	refusedFrom int
 }
 
 // indexSeen tracks when an index price last changed, for StaleAfter.

@@ -123,7 +123,7 @@ func TestLeverageAboveMaxIsLowered(t *testing.T) {
 func TestMergedActionsOneSettingsCall(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Config{}, overMax, nearLiq, veryNearLiq)
-	// XBTC long at 100000 with liquidation at 96500: 3.5% away, so
+	// XBTC long at 100000 with liquidation at 95500: 4.5% away, so
 	// near-liquidation and over-max fire, very-near does not.
 	h.tick(0)
 	settings, cancels := h.fx.calls()
@@ -133,7 +133,7 @@ func TestMergedActionsOneSettingsCall(t *testing.T) {
 	}
 	// The index falls to 2.5% from liquidation: very-near asks for half the
 	// leverage; near-liquidation is inside its cooldown.
-	h.fx.setIndex("BTC", "99000")
+	h.fx.setIndex("BTC", "98000")
 	h.tick(10)
 	settings, cancels = h.fx.calls()
 	if len(settings) != 2 || settings[1].s != (exchange.Settings{Cross: false, Leverage: 10}) {
@@ -519,5 +519,22 @@ func TestDryRunDoesNotPersistCooldowns(t *testing.T) {
 	}
 	if settings, _ := fx.calls(); len(settings) != 1 {
 		t.Fatalf("live run after a dry run: %d settings calls, want 1", len(settings))
+	}
+}
+
+// A target the exchange refused is never sent again unchanged: after the
+// cooldown a smaller cut, halfway, is tried.
+func TestRefusedTargetNotResentUnchanged(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{}, overMax) // overMax: cooldown 5m
+	h.fx.settingsErr = &exchange.APIError{Status: 400, Code: "INSUFFICIENT_BALANCE"}
+	h.tick(0)
+	h.tick(301) // after the cooldown
+	settings, _ := h.fx.calls()
+	if len(settings) != 2 || settings[0].s.Leverage != 20 || settings[1].s.Leverage != 23 {
+		t.Fatalf("settings calls = %v, want 25→20 refused, then 23 (halfway)", settings)
+	}
+	if !strings.Contains(strings.Join(h.notes.all(), "\n"), "the exchange refused 20x from 25x before: trying 23x") {
+		t.Errorf("notifications do not say why 23x: %q", h.notes.all())
 	}
 }

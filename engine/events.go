@@ -43,6 +43,9 @@ type ActionEvent struct {
 	From, To int // leverage before and after, for settings
 	Cross    bool
 	Err      error
+	// Effect is the margin model's prediction of a settings call, as the
+	// log says it; "" when there is none.
+	Effect string
 }
 
 // event is one thing the guard saw or did. It is built once, where it
@@ -187,7 +190,7 @@ func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMess
 	case "error":
 		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelError, desc+" failed", append(attrs, "err", err), count("error")
 		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "critical", Symbol: base.Symbol, Action: base.Action,
-			Rule: rulesAttr, Text: fmt.Sprintf("FAILED %s: %v", desc, err)}
+			Rule: rulesAttr, Text: fmt.Sprintf("FAILED %s: %v%s", desc, err, said)}
 	case "result":
 		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, desc+said, attrs, count("ok")
 		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,

@@ -166,7 +166,7 @@ func newFake() *fakeExchange {
 	return &fakeExchange{
 		symbols: []exchange.ContractSymbol{symbol(1, "XBTC", "BTC", 20), symbol(2, "XETH", "ETH", 20), symbol(3, "XSOL", "SOL", 10)},
 		positions: []exchange.Position{
-			position(1, exchange.Long, 25, true, "1", "100000", "96500"),
+			position(1, exchange.Long, 25, true, "1", "100000", "95500"), // 4.5% away: a free balance of 1,000 behind it
 			position(2, exchange.Short, 5, false, "10", "3000", "3550"),
 			{ID: "1_3", UserID: 1, SymbolID: 3, RiskLimit: riskLimit(10), Direction: exchange.Long, Leverage: 3, Empty: true},
 		},

@@ -200,6 +200,9 @@ func printTick(w io.Writer, n int, elapsed time.Duration, rep *engine.TickReport
 		}
 		line += " [" + strings.Join(a.Rules, ", ") + "]"
 		fmt.Fprintln(w, fit(line, demoWidth))
+		for _, l := range wrap(a.Effect, demoWidth-6) {
+			fmt.Fprintln(w, "      "+l)
+		}
 	}
 	var after []exchange.Position
 	for _, p := range ex.Positions() {
@@ -311,6 +314,26 @@ func symbolNames(ex *sim.Exchange) map[int64]exchange.ContractSymbol {
 	out := map[int64]exchange.ContractSymbol{}
 	for _, s := range ex.Trades().ContractsSymbols {
 		out[s.ID] = s
+	}
+	return out
+}
+
+// wrap breaks s into lines of at most n columns at spaces.
+func wrap(s string, n int) []string {
+	var out []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		if line != "" && len([]rune(line))+1+len([]rune(word)) > n {
+			out = append(out, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		out = append(out, fit(line, n))
 	}
 	return out
 }

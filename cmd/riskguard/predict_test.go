@@ -148,3 +148,39 @@ func TestModelMismatchReported(t *testing.T) {
 }
 
 func mustDec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+// A lower_leverage target the free balance cannot fund becomes the lowest
+// leverage it can fund, predicted and said; the exchange accepts it.
+func TestUnaffordableCutSentAtTheAffordableLevel(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", `
+  - name: quarter-xeth
+    when: position.symbol == "XETH"
+    cooldown: 5m
+    actions:
+      - action: lower_leverage
+        leverage: position.leverage / 4
+`)
+	// XETH short 12 @ 3,050 ×20 isolated: 5x needs 7,320 − 1,830 = 5,490
+	// more margin; with 1,000 free, 13x (985.38 more) is the lowest it funds.
+	g.ex.SetBalance(mustDec("1000"))
+	code, stderr := g.once()
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if got := g.position("XETH").Leverage; got != 13 {
+		t.Errorf("XETH leverage = %d, want 13\n%s", got, stderr)
+	}
+	if want := "the free balance cannot fund 5x (5490 more margin, 1000 free): lowered to 13x, the lowest it can fund"; !strings.Contains(stderr, want) {
+		t.Errorf("log lacks %q:\n%s", want, stderr)
+	}
+	var refused int
+	for _, c := range g.mutatingOn("XETH") {
+		if c.Status != 200 {
+			refused++
+		}
+	}
+	if refused != 0 {
+		t.Errorf("%d settings calls refused by the exchange", refused)
+	}
+}

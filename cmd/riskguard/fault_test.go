@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,11 +47,14 @@ type faultProxy struct {
 	rewrite func(path string, body []byte) []byte
 	hold    string        // a path whose answer is held until the client goes away
 	held    chan struct{} // receives once per held answer
+	// upstream counts, by path, the requests whose forwarding got an
+	// answer's headers or is waiting for them at the exchange.
+	upstream map[string]int
 }
 
 func newFaultProxy(t *testing.T, target string) *faultProxy {
 	t.Helper()
-	p := &faultProxy{t: t, target: target, reset: map[string]bool{}, held: make(chan struct{}, 16)}
+	p := &faultProxy{t: t, target: target, reset: map[string]bool{}, held: make(chan struct{}, 16), upstream: map[string]int{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +137,12 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out.Header = r.Header.Clone()
 	out.Host = r.Host // the signature covers the host the client saw
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		p.mu.Lock()
+		p.upstream[r.URL.Path]++
+		p.mu.Unlock()
+	}}
+	out = out.WithContext(httptrace.WithClientTrace(out.Context(), trace))
 	resp, err := http.DefaultTransport.RoundTrip(out)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -800,6 +810,13 @@ func TestBinaryKilledMidAction(t *testing.T) {
 						}
 					}
 					return false
+				})
+				// The audit line comes before the request: kill only once
+				// the exchange has it, or it never sees the client go.
+				waitFor(t, "the settings call at the exchange", 20*time.Second, func() bool {
+					p.mu.Lock()
+					defer p.mu.Unlock()
+					return p.upstream[settingsXSOL] > 0
 				})
 			}
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {

@@ -159,39 +159,46 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 	}
 
 	var stepped string
-	if change && pred != nil && !pred.Affordable && pred.freeKnown && want.Leverage < pos.Leverage {
-		// The free balance cannot fund the target: the lowest leverage it
-		// can fund is the step to take (the exchange would refuse the
-		// target itself, every cooldown).
-		asked := want.Leverage
-		want.Leverage = pos.Leverage
-		top := pos.Leverage
-		if ml := pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
-			top = ml + 1 // the exchange accepts no new leverage above maxLeverage
-		}
-		for lev := asked + 1; lev < top; lev++ {
-			if p := e.predict(snap, pl, exchange.Settings{Leverage: lev, Cross: want.Cross}); p != nil && p.Affordable {
-				want.Leverage = lev
-				break
+	// A leverage cut the free balance cannot fund, or that moves more of
+	// it into the position than the rules' margin budget leaves, becomes
+	// the lowest cut within the bound (the exchange would refuse the first
+	// every cooldown; the second would pour the account into a losing
+	// position unasked), or is skipped and said.
+	for _, bound := range []func(*prediction) (bool, string){
+		func(p *prediction) (bool, string) {
+			if !p.freeKnown || p.Affordable {
+				return true, ""
 			}
+			return false, fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", p.leverage, p.MarginMoved.Round(2), p.FreeAfter.Add(p.MarginMoved).Round(2))
+		},
+		func(p *prediction) (bool, string) { return e.withinBudget(pl, ps, now, p) },
+	} {
+		if !change || pred == nil || want.Leverage >= pos.Leverage {
+			break
 		}
-		stepped = fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", asked, pred.MarginMoved.Round(2), pred.FreeAfter.Add(pred.MarginMoved).Round(2))
+		ok, why := bound(pred)
+		if ok {
+			continue
+		}
+		asked := want.Leverage
+		want.Leverage = e.lowestWithin(snap, pl, want, bound)
 		if want.Leverage < pos.Leverage {
-			stepped += fmt.Sprintf(": lowered to %dx, the lowest it can fund", want.Leverage)
+			why += fmt.Sprintf(": lowered to %dx, the lowest within it", want.Leverage)
 		} else {
-			stepped += ": no leverage cut is affordable"
+			why += ": no leverage cut is within it"
 		}
+		stepped = why
 		change = want != exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
 		pred = nil
 		if change {
 			pred = e.predict(snap, pl, want)
-		} else {
-			base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.lowerRules),
-				Leverage: asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: stepped}
-			e.emit(ctx, rep, event{audit: &base, level: slog.LevelWarn, msg: "skipped lower_leverage " + sym + ": " + stepped,
-				attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
-				action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_unaffordable", From: pos.Leverage, To: asked, Effect: stepped}})
+			continue
 		}
+		base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.lowerRules),
+			Leverage: asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: why}
+		e.emit(ctx, rep, event{audit: &base, level: slog.LevelWarn, msg: "skipped lower_leverage " + sym + ": " + why,
+			attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
+			action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped", From: pos.Leverage, To: asked, Effect: why}})
 	}
 
 	if change && want == ps.refused && pos.Leverage == ps.refusedFrom && want.Leverage < pos.Leverage {
@@ -249,6 +256,9 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		}
 		if refusedForGood(settingsErr) {
 			ps.refused, ps.refusedFrom = want, pos.Leverage
+		}
+		if settingsErr == nil && pred != nil && pred.MarginMoved.IsPositive() && !e.cfg.DryRun {
+			e.spendBudget(pl, ps, pred.MarginMoved)
 		}
 	} else if pl.lower > 0 || pl.isolate {
 		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
@@ -389,3 +399,86 @@ func (e *Engine) firstHarmInFiring(pl *plan, ps *posState, now time.Time) bool {
 }
 
 func joinRules(names []string) string { return strings.Join(names, ",") }
+
+// lowestWithin is the lowest leverage between want's and the position's
+// (at most maxLeverage, the highest the exchange accepts as a new one)
+// whose prediction passes bound; the position's own when none does.
+func (e *Engine) lowestWithin(snap *Snapshot, pl *plan, want exchange.Settings, bound func(*prediction) (bool, string)) int {
+	top := pl.pos.Leverage
+	if ml := pl.pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
+		top = ml + 1
+	}
+	for lev := want.Leverage + 1; lev < top; lev++ {
+		if p := e.predict(snap, pl, exchange.Settings{Leverage: lev, Cross: want.Cross}); p != nil {
+			if ok, _ := bound(p); ok {
+				return lev
+			}
+		}
+	}
+	return pl.pos.Leverage
+}
+
+// withinBudget checks a leverage cut's margin move against the margin
+// budgets of the rules asking for it: the smallest remaining one binds.
+// A budget that is a share of the free balance cannot be checked when the
+// free balance is unknown: nothing is then within it.
+func (e *Engine) withinBudget(pl *plan, ps *posState, now time.Time, p *prediction) (bool, string) {
+	if !p.MarginMoved.IsPositive() {
+		return true, ""
+	}
+	for _, d := range pl.due {
+		r := d.rule
+		if r.MarginBudget == 0 || !lowers(r) {
+			continue
+		}
+		st := &ps.rules[d.idx]
+		resetBudget(st, r, now)
+		amount := decimal.NewFromFloat(r.MarginBudget)
+		if r.BudgetFraction {
+			if !p.freeKnown {
+				return false, fmt.Sprintf("rule %s's margin budget is %s%% of the free balance, which cannot be inferred", r.Name, amount.Shift(2))
+			}
+			amount = amount.Mul(p.FreeAfter.Add(p.MarginMoved))
+		}
+		left := amount.Sub(decimal.NewFromFloat(st.MarginMoved))
+		if p.MarginMoved.GreaterThan(left) {
+			return false, fmt.Sprintf("rule %s's margin budget leaves %s (%s per %s, %s moved) and %dx needs %s", r.Name,
+				decimal.Max(left, decimal.Zero).Round(2), amount.Round(2), r.BudgetPer, decimal.NewFromFloat(st.MarginMoved).Round(2), p.leverage, p.MarginMoved.Round(2))
+		}
+	}
+	return true, ""
+}
+
+// spendBudget counts margin moved into the position against the budgets
+// of the rules that asked for the cut.
+func (e *Engine) spendBudget(pl *plan, ps *posState, moved decimal.Decimal) {
+	for _, d := range pl.due {
+		if d.rule.MarginBudget == 0 || !lowers(d.rule) {
+			continue
+		}
+		ps.rules[d.idx].MarginMoved += moved.InexactFloat64()
+		e.dirty = true
+	}
+}
+
+// resetBudget starts a new budget window when the rule fired again or, for
+// a daily budget, a new UTC day began.
+func resetBudget(st *RuleState, r *rules.Rule, now time.Time) {
+	from := st.FiredAt
+	if r.BudgetPer == "day" {
+		y, m, d := now.UTC().Date()
+		from = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	}
+	if !st.BudgetFrom.Equal(from) {
+		st.BudgetFrom, st.MarginMoved = from, 0
+	}
+}
+
+func lowers(r *rules.Rule) bool {
+	for _, a := range r.Actions {
+		if a.Kind == rules.LowerLeverage {
+			return true
+		}
+	}
+	return false
+}

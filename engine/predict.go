@@ -67,6 +67,7 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 // position.
 type prediction struct {
 	margin.Effect
+	leverage  int // the leverage predicted
 	direction string
 	index     decimal.Decimal
 	freeKnown bool
@@ -82,7 +83,7 @@ func (e *Engine) predict(snap *Snapshot, pl *plan, want exchange.Settings) *pred
 		return nil
 	}
 	next, eff := v.acct.Apply(i, want.Leverage, want.Cross)
-	return &prediction{Effect: eff, direction: pl.pos.Direction, index: v.acct.Positions[i].Index, freeKnown: v.freeKnown, next: next}
+	return &prediction{Effect: eff, leverage: want.Leverage, direction: pl.pos.Direction, index: v.acct.Positions[i].Index, freeKnown: v.freeKnown, next: next}
 }
 
 // closer reports whether the call moves the liquidation price closer to

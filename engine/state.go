@@ -72,6 +72,12 @@ type RuleState struct {
 	// HarmNotedAt is when an action of the rule was last skipped as
 	// harmful and notified: once per firing.
 	HarmNotedAt time.Time `json:"harmNotedAt,omitzero"`
+	// MarginMoved is the free balance the rule's leverage cuts moved into
+	// the position's margin since BudgetFrom (the firing, or the UTC day),
+	// against its margin_budget. A float: it only bounds, and keeps the
+	// state comparable.
+	MarginMoved float64   `json:"marginMoved,omitempty"`
+	BudgetFrom  time.Time `json:"budgetFrom,omitzero"`
 }
 
 // Timing is the part of a rule that drives its state machine.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -73,7 +74,7 @@ func Parse(filename string, data []byte) (*Set, error) {
 // ruleKeys lists the keys of a rule.
 func ruleKeys() []string {
 	return []string{"name", "description", "when", "for", "keep_firing_for", "cooldown", "on_nodata", "symbols", "severity", "message", "actions",
-		"allow_closer_liquidation", "min_liquidation_distance"}
+		"allow_closer_liquidation", "min_liquidation_distance", "margin_budget", "margin_budget_per"}
 }
 
 // actionKeys lists the keys of an action.
@@ -244,7 +245,7 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 	r := &Rule{
 		File: p.file, Line: n.Line,
 		Cooldown: DefaultCooldown, Severity: DefaultSeverity, OnNoData: DefaultOnNoData,
-		MinLiquidationDistance: DefaultMinLiquidationDistance,
+		MinLiquidationDistance: DefaultMinLiquidationDistance, BudgetPer: "firing",
 	}
 	// The name first, so that every other error can carry it.
 	var nameNode, whenNode *yaml.Node
@@ -316,6 +317,17 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 				p.errorf(v, "%s: expected a fraction of the index in [0, 1), like 0.03 for 3%%, got %s", k.Value, yamlnode.Describe(v))
 			} else {
 				r.MinLiquidationDistance = f
+			}
+		case "margin_budget":
+			amount, fraction, ok := budget(v)
+			if !ok {
+				p.errorf(v, "%s: expected an amount of the quote currency like 500, or a share of the free balance like \"25%%\", got %s", k.Value, yamlnode.Describe(v))
+			} else {
+				r.MarginBudget, r.BudgetFraction = amount, fraction
+			}
+		case "margin_budget_per":
+			if s, ok := p.enum(v, k.Value, []string{"firing", "day"}); ok {
+				r.BudgetPer = s
 			}
 		default:
 			p.unknownKey(k, ruleKeys())
@@ -646,4 +658,27 @@ func exprNames(t reflect.Type) []string {
 		}
 	}
 	return out
+}
+
+// budget reads a margin budget: a positive number, or a percentage string
+// "25%" (a fraction in (0, 1]).
+func budget(n *yaml.Node) (amount float64, fraction, ok bool) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, false, false
+	}
+	if s, isPct := strings.CutSuffix(strings.TrimSpace(n.Value), "%"); isPct && n.Tag == "!!str" {
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || f <= 0 || f > 100 {
+			return 0, false, false
+		}
+		return f / 100, true, true
+	}
+	if n.Tag != "!!int" && n.Tag != "!!float" {
+		return 0, false, false
+	}
+	f, err := strconv.ParseFloat(n.Value, 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		return 0, false, false
+	}
+	return f, false, true
 }

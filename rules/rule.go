@@ -108,6 +108,15 @@ type Rule struct {
 	// of the index) below which an action that moves the liquidation price
 	// closer is never sent.
 	MinLiquidationDistance float64
+	// MarginBudget bounds the free balance the rule's lower_leverage may
+	// move into one position's margin per BudgetPer: an amount in the
+	// quote currency, or (BudgetFraction) a fraction of the free balance.
+	// Zero is no bound.
+	MarginBudget   float64
+	BudgetFraction bool
+	// BudgetPer is "firing" (each time the rule fires; the default) or
+	// "day" (a UTC day).
+	BudgetPer string
 	// Message is an optional template for notifications, kept as text.
 	Message string
 	Actions []Action
@@ -257,6 +266,11 @@ func (r *Rule) Fingerprint() string {
 		// these keys still matches.
 		field(strconv.FormatBool(r.AllowCloserLiquidation))
 		field(strconv.FormatFloat(r.MinLiquidationDistance, 'g', -1, 64))
+	}
+	if r.MarginBudget != 0 {
+		field(strconv.FormatFloat(r.MarginBudget, 'g', -1, 64))
+		field(strconv.FormatBool(r.BudgetFraction))
+		field(r.BudgetPer)
 	}
 	field(strconv.Itoa(len(r.Symbols)))
 	for _, s := range r.Symbols {

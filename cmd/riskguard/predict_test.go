@@ -171,7 +171,7 @@ func TestUnaffordableCutSentAtTheAffordableLevel(t *testing.T) {
 	if got := g.position("XETH").Leverage; got != 13 {
 		t.Errorf("XETH leverage = %d, want 13\n%s", got, stderr)
 	}
-	if want := "the free balance cannot fund 5x (5490 more margin, 1000 free): lowered to 13x, the lowest it can fund"; !strings.Contains(stderr, want) {
+	if want := "the free balance cannot fund 5x (5490 more margin, 1000 free): lowered to 13x, the lowest within it"; !strings.Contains(stderr, want) {
 		t.Errorf("log lacks %q:\n%s", want, stderr)
 	}
 	var refused int
@@ -182,5 +182,61 @@ func TestUnaffordableCutSentAtTheAffordableLevel(t *testing.T) {
 	}
 	if refused != 0 {
 		t.Errorf("%d settings calls refused by the exchange", refused)
+	}
+}
+
+// A rule's margin budget bounds how much free balance its leverage cuts
+// move into one position: the cut stops at the budget, and once it is
+// spent the rule moves no more in that firing.
+func TestMarginBudget(t *testing.T) {
+	t.Parallel()
+	rule := func(budget string) string {
+		return `
+  - name: quarter-xeth
+    when: position.symbol == "XETH"
+    cooldown: 0s
+    margin_budget: ` + budget + `
+    actions:
+      - action: lower_leverage
+        leverage: position.leverage / 4
+`
+	}
+	tests := []struct {
+		name, budget string
+		want         int
+		first, then  string
+	}{
+		// XETH short 12 @ 3,050 ×20: 5x needs 5,490 more margin. 1,000
+		// funds 13x (985.38); 14.62 is left, which funds no further cut.
+		{"amount", "1000", 13, "rule quarter-xeth's margin budget leaves 1000 (1000 per firing, 0 moved) and 5x needs 5490: lowered to 13x",
+			"rule quarter-xeth's margin budget leaves 14.62 (1000 per firing, 985.38 moved)"},
+		// 25% of the 20,000 free is 5,000: 6x (4,270) is the lowest cut within it.
+		{"share of the free balance", `"25%"`, 6, "rule quarter-xeth's margin budget leaves 5000 (5000 per firing, 0 moved) and 5x needs 5490: lowered to 6x", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGuardEnv(t, "", rule(tt.budget))
+			code, stderr := g.once()
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			if got := g.position("XETH").Leverage; got != tt.want {
+				t.Errorf("XETH leverage = %d, want %d\n%s", got, tt.want, stderr)
+			}
+			if !strings.Contains(stderr, tt.first) {
+				t.Errorf("log lacks %q:\n%s", tt.first, stderr)
+			}
+			if tt.then == "" {
+				return
+			}
+			code, stderr = g.once()
+			if code != 0 || !strings.Contains(stderr, "skipped lower_leverage XETH: "+tt.then) {
+				t.Errorf("second tick: exit %d, log lacks %q:\n%s", code, tt.then, stderr)
+			}
+			if got := g.position("XETH").Leverage; got != tt.want {
+				t.Errorf("XETH leverage after the budget is spent = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

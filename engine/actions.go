@@ -198,7 +198,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			Leverage: asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: why}
 		e.emit(ctx, rep, event{audit: &base, level: slog.LevelWarn, msg: "skipped lower_leverage " + sym + ": " + why,
 			attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
-			action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped", From: pos.Leverage, To: asked, Effect: why}})
+			action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: asked, Effect: why}})
 	}
 
 	if change && want == ps.refused && pos.Leverage == ps.refusedFrom && want.Leverage < pos.Leverage {

@@ -38,7 +38,9 @@ type ActionEvent struct {
 	Symbol string
 	Action string // lower_leverage, set_isolated, settings, cancel_orders, notify
 	Rules  []string
-	// Outcome is sent, dry_run, noop, skipped or error.
+	// Outcome is sent, dry_run, noop, skipped (the breaker), error,
+	// skipped_harmful (it would move a liquidation price closer) or
+	// skipped_bounded (no cut within the free balance or the margin budget).
 	Outcome  string
 	From, To int // leverage before and after, for settings
 	Cross    bool

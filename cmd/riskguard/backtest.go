@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +34,7 @@ type backtestFlags struct {
 	interval                                              time.Duration
 	seed                                                  int64
 	logFormat, logLevel                                   string
+	json                                                  bool
 }
 
 func (m *Main) runBacktest(ctx context.Context, args []string) error {
@@ -78,7 +80,15 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
 		return exitCode(1)
 	}
-	fmt.Fprint(m.Stdout, backtest.Summary(res))
+	if f.json {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(backtest.Summarize(res)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(m.Stdout, backtest.Summary(res))
+	}
 	if f.report != "" {
 		if err := writeReport(f.report, res); err != nil {
 			fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
@@ -113,6 +123,7 @@ func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	fs.StringVar(&f.baseline, "baseline", "", "a second rules (or config) file to compare the decisions with")
 	fs.StringVar(&f.scenario, "scenario", "", "starting state for --csv or --history as a simulated exchange scenario file (default: today's positions read from the exchange)")
 	fs.StringVar(&f.report, "report", "", "also write a self-contained HTML report with a chart per symbol to this file")
+	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the verdict, both runs and the rules' statistics), for scripts")
 	fs.StringVar(&f.cache, "cache", "", "cache directory of --history (default: the user cache directory's riskguard/history)")
 	fs.StringVar(&f.historySource, "history-source", "index", "what --history fetches: index (the index history) or bars (the bars of each position's symbol)")
 	fs.StringVar(&f.barType, "bar-type", "1m", "bar type of --history-source bars, e.g. 1m, 5m, 1h, 1d")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/backtest"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
@@ -222,7 +223,7 @@ func TestBacktestCSVCrashPath(t *testing.T) {
 				t.Fatalf("exit %d\n%s", code, stderr)
 			}
 			for _, want := range []*regexp.Regexp{
-				regexp.MustCompile(`(?m)^backtest 2026-03-02T09:00:00Z → 2026-03-02T09:02:00Z: 6 steps, 121 ticks$`),
+				regexp.MustCompile(`(?m)^backtest 2026-03-02T09:00:00Z → 2026-03-02T09:02:00Z: 6 steps, 121 ticks\n\nverdict: liquidations avoided 1 \(XSOL\), self-inflicted none; equity \+\d+\.\d\d with the guard`),
 				regexp.MustCompile(`(?m)^liquidations\s+1 \(XSOL\)\s+0$`),
 				regexp.MustCompile(`(?m)^XSOL\s+liquidated\s+10× isolated, liq 139\.84 \(was 15×\)$`),
 				regexp.MustCompile(`(?m)^liquidations the guard avoided:\n  XSOL at 2026-03-02T09:01:10Z: index 144\.5 crossed 144\.907 \(15×\)$`),
@@ -549,5 +550,27 @@ func TestBacktestHistorySourceBadFlags(t *testing.T) {
 				t.Errorf("exit %d, want 2; stderr lacks %q:\n%s%s", code, tc.want, stderr, out)
 			}
 		})
+	}
+}
+
+// backtest --json gives scripts the verdict and both runs.
+func TestBacktestJSON(t *testing.T) {
+	t.Parallel()
+	e := newBacktestEnv(t)
+	code, out, stderr := runOut(t, context.Background(), e.env, "backtest", "--config", e.config, "--csv", e.csv, "--scenario", e.scenario, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var got backtest.JSONSummary
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	v := got.Verdict
+	if len(v.AvoidedSymbols) != 1 || v.AvoidedSymbols[0] != "XSOL" || len(v.CausedSymbols) != 0 || !v.EquityDelta.IsPositive() ||
+		!v.EquityDelta.Equal(got.With.Equity.Sub(got.Without.Equity)) {
+		t.Errorf("verdict %+v", v)
+	}
+	if len(got.Without.Liquidations) != 1 || len(got.With.Liquidations) != 0 || got.Steps != 6 {
+		t.Errorf("summary %+v", got)
 	}
 }

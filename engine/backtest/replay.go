@@ -553,6 +553,10 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 				st.Actions++
 			case a.Outcome == "error" || a.Outcome == "skipped":
 				st.Failed++
+			case a.Outcome == "skipped_harmful":
+				st.Harmful++
+			case a.Outcome == "skipped_bounded":
+				st.Bounded++
 			}
 		}
 		l.decisions = append(l.decisions, describeAction(a))

@@ -80,8 +80,11 @@ type RuleStats struct {
 	Firings int
 	// Actions counts the settings and cancel calls the rule asked for that
 	// were sent (or, in dry run, logged); Failed those refused, failed or
-	// held back by the breaker; Notifications its notify actions.
-	Actions, Failed, Notifications int
+	// held back by the breaker; Notifications its notify actions;
+	// Harmful the actions not sent because they would have moved a
+	// liquidation price closer, Bounded the leverage cuts the free balance
+	// or the margin budget could not fund at all.
+	Actions, Failed, Notifications, Harmful, Bounded int
 	// Pending and Firing are the time spent in each state, summed over the
 	// positions.
 	Pending, Firing time.Duration
@@ -274,6 +277,8 @@ func Summary(res *Result) string {
 	var b bytes.Buffer
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	fmt.Fprintf(&b, "backtest %s → %s: %d steps, %d ticks\n\n", ts(res.From), ts(res.To), res.Steps, res.Ticks)
+	v := VerdictOf(res)
+	fmt.Fprintf(&b, "verdict: %s\n\n", v)
 
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	runs := []*RunResult{&res.Unguarded, &res.Guarded}
@@ -312,9 +317,10 @@ func Summary(res *Result) string {
 	for _, r := range runs[1:] {
 		fmt.Fprintf(&b, "\nrules (%s run):\n", r.Name)
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "rule\tfirings\tactions\tfailed\tnotifications\tpending\tfiring")
+		fmt.Fprintln(tw, "rule\tfirings\tactions\tfailed\tharmful skipped\tunfunded\tnotifications\tpending (Σ positions)\tfiring (Σ positions)")
 		for _, s := range r.Rules {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Rule, s.Firings, s.Actions, s.Failed, s.Notifications, s.Pending, s.Firing)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Rule, s.Firings, s.Actions, s.Failed, s.Harmful, s.Bounded, s.Notifications,
+				s.Pending.Round(time.Second), s.Firing.Round(time.Second))
 		}
 		tw.Flush()
 	}
@@ -388,4 +394,105 @@ func avoidedLiquidations(res *Result) []Liquidation {
 		}
 	}
 	return out
+}
+
+// Verdict is what a backtest says first: did the guard leave the account
+// safer than no guard?
+type Verdict struct {
+	// Avoided are the liquidations of the run without the guard whose
+	// symbol the guarded run kept; Caused (self-inflicted) the guarded
+	// run's liquidations of symbols the run without the guard kept.
+	Avoided, Caused []Liquidation `json:"-"`
+	AvoidedSymbols  []string      `json:"avoided"`
+	CausedSymbols   []string      `json:"selfInflicted"`
+	// EquityWithout and EquityWith are the runs' equities at the end;
+	// EquityDelta = EquityWith − EquityWithout.
+	EquityWithout, EquityWith, EquityDelta decimal.Decimal
+	// HarmfulSkipped counts the actions the guard did not send because
+	// they would have moved a liquidation price closer; Bounded the
+	// leverage cuts no free balance or margin budget could fund.
+	HarmfulSkipped, Bounded int
+}
+
+// VerdictOf compares the guarded run with the run without the guard.
+func VerdictOf(res *Result) Verdict {
+	v := Verdict{Avoided: avoidedLiquidations(res), EquityWithout: res.Unguarded.Equity, EquityWith: res.Guarded.Equity,
+		AvoidedSymbols: []string{}, CausedSymbols: []string{}}
+	v.EquityDelta = v.EquityWith.Sub(v.EquityWithout)
+	kept := map[string]bool{}
+	for _, l := range res.Unguarded.Liquidations {
+		kept[l.Symbol] = true
+	}
+	for _, l := range res.Guarded.Liquidations {
+		if !kept[l.Symbol] {
+			v.Caused = append(v.Caused, l)
+		}
+	}
+	for _, l := range v.Avoided {
+		v.AvoidedSymbols = append(v.AvoidedSymbols, l.Symbol)
+	}
+	for _, l := range v.Caused {
+		v.CausedSymbols = append(v.CausedSymbols, l.Symbol)
+	}
+	for _, s := range res.Guarded.Rules {
+		v.HarmfulSkipped += s.Harmful
+		v.Bounded += s.Bounded
+	}
+	return v
+}
+
+// String is the verdict in a sentence.
+func (v Verdict) String() string {
+	names := func(ls []string) string {
+		if len(ls) == 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%d (%s)", len(ls), strings.Join(ls, ", "))
+	}
+	sign := "+"
+	if v.EquityDelta.IsNegative() {
+		sign = ""
+	}
+	s := fmt.Sprintf("liquidations avoided %s, self-inflicted %s; equity %s%s with the guard (%s without, %s with)",
+		names(v.AvoidedSymbols), names(v.CausedSymbols), sign, v.EquityDelta.StringFixed(2), v.EquityWithout.StringFixed(2), v.EquityWith.StringFixed(2))
+	if v.HarmfulSkipped > 0 {
+		s += fmt.Sprintf("; %d harmful actions skipped", v.HarmfulSkipped)
+	}
+	if v.Bounded > 0 {
+		s += fmt.Sprintf("; %d leverage cuts nothing could fund", v.Bounded)
+	}
+	if len(v.CausedSymbols) > 0 {
+		s += " — THE GUARD CAUSED A LIQUIDATION"
+	}
+	return s
+}
+
+// JSONSummary is the summary for scripts (`backtest --json`).
+type JSONSummary struct {
+	From, To     time.Time
+	Steps, Ticks int
+	Verdict      Verdict
+	Without      RunJSON `json:"without"`
+	With         RunJSON `json:"with"`
+}
+
+// RunJSON is one run in JSONSummary.
+type RunJSON struct {
+	Liquidations                                        []string
+	Balance, Margin, RealizedPNL, UnrealizedPNL, Equity decimal.Decimal
+	Rules                                               []RuleStats
+}
+
+// Summarize is the result as JSONSummary.
+func Summarize(res *Result) JSONSummary {
+	run := func(r *RunResult) RunJSON {
+		out := RunJSON{Liquidations: []string{}, Balance: r.Balance, Margin: r.Margin, RealizedPNL: r.RealizedPNL,
+			UnrealizedPNL: r.UnrealizedPNL, Equity: r.Equity, Rules: r.Rules}
+		for _, l := range r.Liquidations {
+			out.Liquidations = append(out.Liquidations, l.Symbol)
+		}
+		return out
+	}
+	return JSONSummary{From: res.From, To: res.To, Steps: res.Steps, Ticks: res.Ticks, Verdict: VerdictOf(res),
+		Without: run(&res.Unguarded), With: run(&res.Guarded)}
 }

@@ -126,11 +126,16 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 	if change {
 		pred = e.predict(snap, pl, want)
 	}
-	if pred != nil && pred.closer() {
-		// Only isolation moves a liquidation price closer (a lower
-		// leverage never does): unless every rule asking for it opts in,
-		// and even then above its floor, it is not sent.
-		allowed, floor := closerAllowed(pl)
+	// harm drops isolation from the plan when it would move the
+	// liquidation price closer and its rules do not allow it (or it would
+	// end under their floor). It runs on the plan as asked and again on the
+	// plan after its leverage is bounded: an isolation that was safe at a
+	// lower leverage may not be at the one left.
+	harm := func() {
+		if pred == nil || !pred.closer() || want.Cross == pos.Cross {
+			return
+		}
+		allowed, floor := closerAllowed(pl, rules.SetIsolated)
 		_, after := pred.distances()
 		why := ""
 		switch {
@@ -140,23 +145,26 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			why = fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
 				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2))
 		}
-		if why != "" {
-			prevCross := pos.Cross
-			iso := exchange.Settings{Leverage: want.Leverage, Cross: false}
-			base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.isolateRules),
-				Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
-			ev := harmEvent(base, pred, why, e.firstHarmInFiring(pl, ps, now))
-			ev.action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
-				From: pos.Leverage, To: want.Leverage, Effect: pred.String() + "; " + why}
-			e.emit(ctx, rep, ev)
-			pl.isolate = false
-			want, change = pl.target()
-			pred = nil
-			if change {
-				pred = e.predict(snap, pl, want)
-			}
+		if why == "" {
+			return
+		}
+		prevCross := pos.Cross
+		iso := exchange.Settings{Leverage: want.Leverage, Cross: false}
+		base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.isolateRules),
+			Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
+		ev := harmEvent(base, pred, why, e.firstHarmInFiring(pl, ps, now))
+		ev.action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
+			From: pos.Leverage, To: want.Leverage, Effect: pred.String() + "; " + why}
+		e.emit(ctx, rep, ev)
+		pl.isolate = false
+		want.Cross = pos.Cross
+		change = want != exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
+		pred = nil
+		if change {
+			pred = e.predict(snap, pl, want)
 		}
 	}
+	harm()
 
 	var stepped string
 	// A leverage cut the free balance cannot fund, or that moves more of
@@ -172,6 +180,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			return false, fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", p.leverage, p.MarginMoved.Round(2), p.FreeAfter.Add(p.MarginMoved).Round(2))
 		},
 		func(p *prediction) (bool, string) { return e.withinBudget(pl, ps, now, p) },
+		othersBound(pl),
 	} {
 		if !change || pred == nil || want.Leverage >= pos.Leverage {
 			break
@@ -200,6 +209,8 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
 			action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: asked, Effect: why}})
 	}
+
+	harm()
 
 	if change && want == ps.refused && pos.Leverage == ps.refusedFrom && want.Leverage < pos.Leverage {
 		// The exchange refused this very call from this very leverage: a

@@ -67,6 +67,9 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 // position.
 type prediction struct {
 	margin.Effect
+	// others are the cross positions whose liquidation price the call
+	// moves (a leverage cut takes free balance from their pool).
+	others    []otherEffect
 	leverage  int // the leverage predicted
 	direction string
 	index     decimal.Decimal
@@ -83,7 +86,64 @@ func (e *Engine) predict(snap *Snapshot, pl *plan, want exchange.Settings) *pred
 		return nil
 	}
 	next, eff := v.acct.Apply(i, want.Leverage, want.Cross)
-	return &prediction{Effect: eff, leverage: want.Leverage, direction: pl.pos.Direction, index: v.acct.Positions[i].Index, freeKnown: v.freeKnown, next: next}
+	p := &prediction{Effect: eff, leverage: want.Leverage, direction: pl.pos.Direction, index: v.acct.Positions[i].Index, freeKnown: v.freeKnown, next: next}
+	if !eff.MarginMoved.IsZero() || want.Cross != pl.pos.Cross {
+		for j, o := range v.acct.Positions {
+			if j == i || !o.Cross || !o.Index.IsPositive() {
+				continue
+			}
+			before, after := v.acct.LiquidationPrice(j), next.LiquidationPrice(j)
+			if before.Equal(after) {
+				continue
+			}
+			db, _ := margin.Distance(o.Direction, o.Index, before)
+			da, _ := margin.Distance(o.Direction, o.Index, after)
+			p.others = append(p.others, otherEffect{symbol: o.Symbol, before: before, after: after, distBefore: db, distAfter: da})
+		}
+	}
+	return p
+}
+
+// otherEffect is a call's predicted effect on another position.
+type otherEffect struct {
+	symbol                string
+	before, after         decimal.Decimal // liquidation prices
+	distBefore, distAfter decimal.Decimal
+}
+
+func (o otherEffect) closer() bool { return o.distAfter.LessThan(o.distBefore) }
+
+func (o otherEffect) String() string {
+	return fmt.Sprintf("%s liquidation %s → %s (%s → %s away)", o.symbol, o.before, o.after,
+		o.distBefore.Shift(2).StringFixed(2)+"%", o.distAfter.Shift(2).StringFixed(2)+"%")
+}
+
+// OthersFloor is how far from liquidation another position must stay when
+// a leverage cut its rule allows takes free balance from that position's
+// cross pool (or the rule's min_liquidation_distance, when higher).
+const OthersFloor = 0.10
+
+// othersBound keeps a leverage cut from taking free balance out of a cross
+// pool that backs other positions: in a move that takes both down, the
+// margin moved into the cut position is lost with it and the pool is short
+// for the others — one position's safety traded for another's. Only rules
+// that set allow_closer_liquidation may, and then only while every other
+// position stays OthersFloor (or their floor) away.
+func othersBound(pl *plan) func(*prediction) (bool, string) {
+	allowed, floor := closerAllowed(pl, rules.LowerLeverage)
+	floor = decimal.Max(floor, decimal.NewFromFloat(OthersFloor))
+	return func(p *prediction) (bool, string) {
+		for _, o := range p.others {
+			switch {
+			case !o.closer():
+			case !allowed:
+				return false, fmt.Sprintf("%dx would take free balance from the cross pool and move %s; the rule does not allow it (allow_closer_liquidation)", p.leverage, o)
+			case o.distAfter.LessThan(floor):
+				return false, fmt.Sprintf("%dx would move %s, under %s%%", p.leverage, o, floor.Shift(2).StringFixed(2))
+			}
+		}
+		return true, ""
+	}
 }
 
 // closer reports whether the call moves the liquidation price closer to
@@ -117,6 +177,9 @@ func (p *prediction) String() string {
 	} else {
 		s += ", free balance unknown (no cross position to infer it from)"
 	}
+	for _, o := range p.others {
+		s += "; " + o.String()
+	}
 	return s
 }
 
@@ -147,15 +210,15 @@ type Prediction struct {
 	Actual *decimal.Decimal `json:"actual,omitempty"`
 }
 
-// closerAllowed reports whether the plan may move its liquidation price
-// closer: every rule asking for isolation opts in, and the floor is the
-// highest of theirs.
-func closerAllowed(pl *plan) (bool, decimal.Decimal) {
+// closerAllowed reports whether the plan's actions of kind may move a
+// liquidation price closer: every rule asking for one opts in, and the
+// floor is the highest of theirs.
+func closerAllowed(pl *plan, kind rules.ActionKind) (bool, decimal.Decimal) {
 	floor := decimal.Zero
 	asked := false
 	for _, d := range pl.due {
 		for _, a := range d.rule.Actions {
-			if a.Kind != rules.SetIsolated {
+			if a.Kind != kind {
 				continue
 			}
 			asked = true

@@ -157,6 +157,7 @@ func TestUnaffordableCutSentAtTheAffordableLevel(t *testing.T) {
   - name: quarter-xeth
     when: position.symbol == "XETH"
     cooldown: 5m
+    allow_closer_liquidation: true
     actions:
       - action: lower_leverage
         leverage: position.leverage / 4
@@ -195,6 +196,7 @@ func TestMarginBudget(t *testing.T) {
   - name: quarter-xeth
     when: position.symbol == "XETH"
     cooldown: 0s
+    allow_closer_liquidation: true
     margin_budget: ` + budget + `
     actions:
       - action: lower_leverage

@@ -46,6 +46,7 @@ const overMaxRule = `
     when: position.leverage > riskLimit.maxLeverage
     cooldown: 5m
     severity: critical
+    allow_closer_liquidation: true # XSOL's cut takes free balance from XBTC's cross pool, as in rules.example.yaml
     actions:
       - action: lower_leverage
         leverage: riskLimit.maxLeverage
@@ -264,7 +265,9 @@ func TestRunDryRunSendsNothing(t *testing.T) {
 	}
 	// Isolating XBTC at 3% from its cross liquidation price would put its
 	// isolated one past the index: the guard says so and does not plan it.
-	for _, want := range []string{"would lower_leverage XSOL 15→10: liquidation 144.907 → 139.84 (3.40% → 6.77% away), +2026.67 margin",
+	// XSOL's cut would take XBTC's free balance with XBTC 3% from
+	// liquidation: past it. The guard says so and does not plan it.
+	for _, want := range []string{"skipped lower_leverage XSOL: 10x would move XBTC liquidation 33101 → 35634.4 (3.00% → -4.42% away), under 10.00%",
 		"would cancel_orders XBTC", "skipped set_isolated XBTC: liquidation 33101 → 58101 (3.00% → -70.26% away)"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("log lacks %q:\n%s", want, stderr)

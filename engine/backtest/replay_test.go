@@ -68,6 +68,7 @@ rules:
     when: position.leverage > riskLimit.maxLeverage
     cooldown: 5m
     severity: critical
+    allow_closer_liquidation: true # XSOL's cut takes free balance from XBTC's cross pool
     actions:
       - action: lower_leverage
         leverage: riskLimit.maxLeverage

@@ -56,6 +56,10 @@ const (
 // only places strings.
 type reportView struct {
 	Title, Period, Span string
+	Verdict             string
+	Harmful             bool // the guard caused a liquidation
+	Actions             []actionRow
+	ActionsMore         int
 	Steps, Ticks        int
 	Runs                []string // column heads
 	Rows                []summaryRow
@@ -75,6 +79,13 @@ type summaryRow struct {
 	Cells []string
 	// Differs marks a row whose runs disagree.
 	Differs bool
+}
+
+// maxActionRows bounds the report's action table.
+const maxActionRows = 300
+
+type actionRow struct {
+	Time, Symbol, Rules, Action, Outcome, Effect string
 }
 
 type ruleTable struct {
@@ -133,6 +144,23 @@ func newReportView(r *Result) *reportView {
 		Steps:  r.Steps,
 		Ticks:  r.Ticks,
 	}
+	verdict := VerdictOf(r)
+	v.Verdict, v.Harmful = verdict.String(), len(verdict.CausedSymbols) > 0
+	for _, s := range r.Symbols {
+		for _, m := range s.Markers {
+			action := m.Action
+			if m.To != 0 && m.To != m.From {
+				action += fmt.Sprintf(" %d×→%d×", m.From, m.To)
+			}
+			v.Actions = append(v.Actions, actionRow{Time: fmtTime(m.Time), Symbol: s.Symbol, Rules: strings.Join(m.Rules, ", "),
+				Action: action, Outcome: m.Outcome, Effect: m.Effect})
+		}
+	}
+	slices.SortStableFunc(v.Actions, func(a, b actionRow) int { return strings.Compare(a.Time, b.Time) })
+	if len(v.Actions) > maxActionRows { // the charts have them all
+		v.ActionsMore = len(v.Actions) - maxActionRows
+		v.Actions = v.Actions[:maxActionRows]
+	}
 	runs := []*RunResult{&r.Unguarded, &r.Guarded}
 	v.Runs = []string{"without guard", "with guard"}
 	if r.Baseline != nil {
@@ -190,8 +218,12 @@ func newReportView(r *Result) *reportView {
 		v.Avoided = append(v.Avoided, fmt.Sprintf("%s at %s: index %s crossed %s (%d×)", l.Symbol, fmtTime(l.Time), l.Price, l.LiquidationPrice, l.Leverage))
 	}
 	v.DiffCount = r.DiffCount
-	for _, d := range r.Diffs {
-		v.Diffs = append(v.Diffs, fmt.Sprintf("%s  only %s: %s", fmtTime(d.Time), d.Run, d.Decision))
+	for _, g := range GroupDiffs(r.Diffs) {
+		s := fmt.Sprintf("%s  only %s: %s", fmtTime(g.First), g.Run, g.Decision)
+		if g.Count > 1 {
+			s += fmt.Sprintf(" (×%d from then)", g.Count)
+		}
+		v.Diffs = append(v.Diffs, s)
 	}
 	v.DiffsMore = r.DiffCount - len(r.Diffs)
 	v.Warnings = r.Warnings
@@ -613,6 +645,7 @@ func symbolFacts(r *Result, symbol string) string {
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"plus":  func(d, n int) int { return n + d },
 	"minus": func(d, n int) int { return n - d },
+	"secs":  func(d time.Duration) string { return d.Round(time.Second).String() },
 }).Parse(reportHTML))
 
 const reportHTML = `<!DOCTYPE html>
@@ -673,11 +706,15 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 .sw-liq-unguarded, .sw-liq-guarded { width: 12px; height: 12px; --c: #d55e00; background: linear-gradient(45deg, transparent 40%, var(--c) 40%, var(--c) 60%, transparent 60%), linear-gradient(-45deg, transparent 40%, var(--c) 40%, var(--c) 60%, transparent 60%); }
 .sw-liq-guarded { --c: #009e73; }
 .sw-band { width: 18px; height: 12px; opacity: .45; }
+.verdict { padding: .5em .8em; border-left: 4px solid #2a7; background: #f3faf5; }
+.verdict.harmful { border-color: #c33; background: #fdf2f2; }
+table.actions td:last-child { font-size: 90%; }
 </style>
 </head>
 <body>
 <h1>riskguard backtest</h1>
 <p class="meta">{{.Period}} ({{.Span}}) · {{.Steps}} steps · {{.Ticks}} ticks per run</p>
+<p class="verdict{{if .Harmful}} harmful{{end}}"><strong>Verdict:</strong> {{.Verdict}}</p>
 
 <h2>Summary</h2>
 <table class="summary">
@@ -701,10 +738,10 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 {{- range .RuleTables}}
 <h3>{{.Run}}{{if .Note}} <span class="note">— {{.Note}}</span>{{end}}</h3>
 <table class="rules">
-<thead><tr><th>rule</th><th>firings</th><th>actions</th><th>failed</th><th>notifications</th><th>pending</th><th>firing</th></tr></thead>
+<thead><tr><th>rule</th><th>firings</th><th>actions</th><th>failed</th><th>harmful skipped</th><th>unfunded</th><th>notifications</th><th>pending (Σ positions)</th><th>firing (Σ positions)</th></tr></thead>
 <tbody>
 {{- range .Rows}}
-<tr><td>{{.Rule}}</td><td>{{.Firings}}</td><td>{{.Actions}}</td><td>{{.Failed}}</td><td>{{.Notifications}}</td><td>{{.Pending}}</td><td>{{.Firing}}</td></tr>
+<tr><td>{{.Rule}}</td><td>{{.Firings}}</td><td>{{.Actions}}</td><td>{{.Failed}}</td><td>{{.Harmful}}</td><td>{{.Bounded}}</td><td>{{.Notifications}}</td><td>{{secs .Pending}}</td><td>{{secs .Firing}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -719,18 +756,6 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 {{- end}}
 </tbody>
 </table>
-{{- if .Baseline}}
-
-<h2>Decisions that differ from the baseline: {{.DiffCount}}</h2>
-<ul class="plain">
-{{- range .Diffs}}
-<li>{{.}}</li>
-{{- end}}
-{{- if gt .DiffsMore 0}}
-<li>… {{.DiffsMore}} more</li>
-{{- end}}
-</ul>
-{{- end}}
 {{- if .Warnings}}
 
 <h2>Warnings</h2>
@@ -744,6 +769,33 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 <h2>Charts</h2>
 {{- range .Charts}}
 {{template "chart" .}}
+{{- end}}
+{{- if .Actions}}
+
+<h2>Actions of the guarded run</h2>
+<table class="actions">
+<thead><tr><th>time</th><th>symbol</th><th>rule</th><th>action</th><th>outcome</th><th>predicted effect, or why not sent</th></tr></thead>
+<tbody>
+{{- range .Actions}}
+<tr><td>{{.Time}}</td><td>{{.Symbol}}</td><td>{{.Rules}}</td><td>{{.Action}}</td><td>{{.Outcome}}</td><td>{{.Effect}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+{{- if gt .ActionsMore 0}}
+<p class="note">… {{.ActionsMore}} more, in the charts</p>
+{{- end}}
+{{- end}}
+{{- if .Baseline}}
+
+<h2>Decisions that differ from the baseline: {{.DiffCount}}</h2>
+<ul class="plain">
+{{- range .Diffs}}
+<li>{{.}}</li>
+{{- end}}
+{{- if gt .DiffsMore 0}}
+<li>… {{.DiffsMore}} more</li>
+{{- end}}
+</ul>
 {{- end}}
 </body>
 </html>

@@ -311,7 +311,7 @@ func TestWriteReportTablesAndEscaping(t *testing.T) {
 		`<tr class="differs"><td>liquidations</td><td>1 (XSOL)</td><td>0</td><td>1 (XSOL)</td></tr>`,
 		`<tr class="differs"><td>margin</td><td>6966.00</td><td>6966.00</td><td>0.00</td></tr>`,
 		"<li>XSOL at 2026-03-02T09:06:00Z: index 144.5 crossed 144.907 (15×)</li>",
-		"<tr><td>over-max-leverage</td><td>1</td><td>1</td><td>0</td><td>0</td><td>0s</td><td>30s</td></tr>",
+		"<tr><td>over-max-leverage</td><td>1</td><td>1</td><td>0</td><td>0</td><td>0</td><td>0</td><td>0s</td><td>30s</td></tr>",
 		`<td class="saved">10× isolated, liq 139.84 (was 15×)</td>`,
 		"Decisions that differ from the baseline: 3",
 		"<li>… 2 more</li>",

@@ -140,6 +140,9 @@ type Marker struct {
 	Outcome string
 	// From and To are leverages, for settings changes.
 	From, To int
+	// Effect is the margin model's predicted effect, or why the action
+	// was not sent.
+	Effect string
 }
 
 // Span is a time a rule was firing on the symbol in the guarded run; an End
@@ -178,7 +181,7 @@ func (r *replay) observe(t time.Time) {
 				s.Dropped++
 				continue
 			}
-			s.Markers = append(s.Markers, Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To})
+			s.Markers = append(s.Markers, Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To, Effect: a.Effect})
 		}
 	}
 	if r.sample > 0 {
@@ -346,8 +349,12 @@ func Summary(res *Result) string {
 	}
 	if res.Baseline != nil {
 		fmt.Fprintf(&b, "\ndecisions that differ from the baseline: %d\n", res.DiffCount)
-		for _, d := range res.Diffs {
-			fmt.Fprintf(&b, "  %s  only %-9s %s\n", ts(d.Time), d.Run, d.Decision)
+		for _, g := range GroupDiffs(res.Diffs) {
+			fmt.Fprintf(&b, "  %s  only %-9s %s", ts(g.First), g.Run, g.Decision)
+			if g.Count > 1 {
+				fmt.Fprintf(&b, " (×%d from then)", g.Count)
+			}
+			fmt.Fprintln(&b)
 		}
 		if res.DiffCount > len(res.Diffs) {
 			fmt.Fprintf(&b, "  … %d more\n", res.DiffCount-len(res.Diffs))
@@ -495,4 +502,28 @@ func Summarize(res *Result) JSONSummary {
 	}
 	return JSONSummary{From: res.From, To: res.To, Steps: res.Steps, Ticks: res.Ticks, Verdict: VerdictOf(res),
 		Without: run(&res.Unguarded), With: run(&res.Guarded)}
+}
+
+// DiffGroup is the baseline differences of one decision, counted.
+type DiffGroup struct {
+	Run, Decision string
+	Count         int
+	First         time.Time
+}
+
+// GroupDiffs groups the listed differences by run and decision, in the
+// order of their first time.
+func GroupDiffs(diffs []Diff) []DiffGroup {
+	var out []DiffGroup
+	at := map[[2]string]int{}
+	for _, d := range diffs {
+		k := [2]string{d.Run, d.Decision}
+		if i, ok := at[k]; ok {
+			out[i].Count++
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, DiffGroup{Run: d.Run, Decision: d.Decision, Count: 1, First: d.Time})
+	}
+	return out
 }

@@ -135,6 +135,7 @@ type replay struct {
 
 	guarded, unguarded, baseline *lane
 	series                       []*SymbolSeries
+	equity                       []EquityPoint
 	seriesBy                     map[string]*SymbolSeries
 	sample                       int // ticks until the next sample
 	stride                       int // ticks between two samples
@@ -455,6 +456,7 @@ func (r *replay) finish() *Result {
 		s.close(end)
 		res.Symbols = append(res.Symbols, *s)
 	}
+	res.Equity = r.equity
 	return res
 }
 

@@ -3,6 +3,7 @@ package backtest_test
 import (
 	"context"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,15 @@ func TestCrashPathGuardAvoidsLiquidation(t *testing.T) {
 
 	if res.Steps != 121 || res.Ticks != 121 {
 		t.Errorf("steps %d ticks %d, want 121 each", res.Steps, res.Ticks)
+	}
+	// The equity curve: both runs start equal; the run without the guard
+	// drops by XSOL's margin at its liquidation, the guarded one does not.
+	if len(res.Equity) < 100 || res.Equity[0].Guarded != res.Equity[0].Unguarded {
+		t.Fatalf("equity curve of %d points, first %+v", len(res.Equity), res.Equity[0])
+	}
+	last := res.Equity[len(res.Equity)-1]
+	if last.Unguarded >= last.Guarded || math.Abs(last.Guarded-res.Guarded.Equity.InexactFloat64()) > 1e-6 {
+		t.Errorf("last equity point %+v, runs end at %s guarded, %s without", last, res.Guarded.Equity, res.Unguarded.Equity)
 	}
 	if n := len(res.Unguarded.Liquidations); n != 1 {
 		t.Fatalf("unguarded liquidations = %+v, want XSOL", res.Unguarded.Liquidations)

@@ -60,18 +60,21 @@ type reportView struct {
 	Harmful             bool // the guard caused a liquidation
 	Actions             []actionRow
 	ActionsMore         int
-	Steps, Ticks        int
-	Runs                []string // column heads
-	Rows                []summaryRow
-	RuleTables          []ruleTable
-	Positions           []positionRow
-	Avoided             []string
-	Baseline            bool
-	DiffCount           int
-	Diffs               []string
-	DiffsMore           int
-	Warnings            []string
-	Charts              []chartView
+	// Curves are the account equity and each symbol's distance to
+	// liquidation, with and without the guard.
+	Curves       []curveView
+	Steps, Ticks int
+	Runs         []string // column heads
+	Rows         []summaryRow
+	RuleTables   []ruleTable
+	Positions    []positionRow
+	Avoided      []string
+	Baseline     bool
+	DiffCount    int
+	Diffs        []string
+	DiffsMore    int
+	Warnings     []string
+	Charts       []chartView
 }
 
 type summaryRow struct {
@@ -156,6 +159,7 @@ func newReportView(r *Result) *reportView {
 				Action: action, Outcome: m.Outcome, Effect: m.Effect})
 		}
 	}
+	v.Curves = curves(r)
 	slices.SortStableFunc(v.Actions, func(a, b actionRow) int { return strings.Compare(a.Time, b.Time) })
 	if len(v.Actions) > maxActionRows { // the charts have them all
 		v.ActionsMore = len(v.Actions) - maxActionRows
@@ -709,6 +713,8 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 .verdict { padding: .5em .8em; border-left: 4px solid #2a7; background: #f3faf5; }
 .verdict.harmful { border-color: #c33; background: #fdf2f2; }
 table.actions td:last-child { font-size: 90%; }
+.sw-line { display: inline-block; width: 18px; height: 3px; vertical-align: middle; }
+.sw-line.guarded { background: #2a7; } .sw-line.without { background: #999; }
 </style>
 </head>
 <body>
@@ -764,6 +770,25 @@ table.actions td:last-child { font-size: 90%; }
 <li>{{.}}</li>
 {{- end}}
 </ul>
+{{- end}}
+
+{{- if .Curves}}
+
+<h2>Equity and distance to liquidation</h2>
+<p class="facts"><span class="sw-line guarded"></span> with the guard · <span class="sw-line without"></span> without</p>
+{{- range .Curves}}
+<h3>{{.Title}}</h3>
+<svg class="curve" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{.W}} {{.H}}" width="{{.W}}" height="{{.H}}" role="img" aria-label="{{.Title}}">
+<rect x="0" y="0" width="{{.W}}" height="{{.H}}" fill="#fafafa"/>
+{{- if .HasZero}}
+<line x1="0" x2="{{.W}}" y1="{{.ZeroY}}" y2="{{.ZeroY}}" stroke="#c33" stroke-dasharray="4 3"/>
+{{- end}}
+<polyline fill="none" stroke="#999" stroke-width="1.5" points="{{.Without}}"/>
+<polyline fill="none" stroke="#2a7" stroke-width="1.5" points="{{.Guarded}}"/>
+<text x="4" y="{{.HiY}}" font-size="10">{{.Hi}}</text>
+<text x="4" y="{{.LoY}}" font-size="10">{{.Lo}}</text>
+</svg>
+{{- end}}
 {{- end}}
 
 <h2>Charts</h2>
@@ -849,3 +874,96 @@ table.actions td:last-child { font-size: 90%; }
 </section>
 {{- end}}
 `
+
+// curveView is a small line chart of two series over the backtest.
+type curveView struct {
+	Title, Unit      string
+	W, H             int
+	Guarded, Without string // SVG polyline points
+	Lo, Hi           string // the y axis' bounds, formatted
+	HiY, LoY, ZeroY  string
+	HasZero          bool
+}
+
+// curves are the account equity and every symbol's distance to
+// liquidation (a fraction of the index; negative past it), with the guard
+// and without.
+func curves(r *Result) []curveView {
+	var out []curveView
+	if len(r.Equity) > 1 {
+		ts := make([]time.Time, len(r.Equity))
+		g, u := make([]float64, len(r.Equity)), make([]float64, len(r.Equity))
+		for i, p := range r.Equity {
+			ts[i], g[i], u[i] = p.Time, p.Guarded, p.Unguarded
+		}
+		out = append(out, newCurve(r, "Account equity", "", ts, g, u, func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) }))
+	}
+	for _, s := range r.Symbols {
+		if len(s.Points) < 2 {
+			continue
+		}
+		// A long's liquidation price is below its index, a short's above.
+		side := 1.0
+		for _, p := range s.Points {
+			if usable(p.LiquidationGuarded) && usable(p.Index) {
+				if p.LiquidationGuarded > p.Index {
+					side = -1
+				}
+				break
+			}
+		}
+		dist := func(index, liq float64) float64 {
+			if !usable(index) || !usable(liq) {
+				return math.NaN() // no position: a gap
+			}
+			return side * (index - liq) / index * 100
+		}
+		ts := make([]time.Time, len(s.Points))
+		g, u := make([]float64, len(s.Points)), make([]float64, len(s.Points))
+		for i, p := range s.Points {
+			ts[i], g[i], u[i] = p.Time, dist(p.Index, p.LiquidationGuarded), dist(p.Index, p.LiquidationUnguarded)
+		}
+		out = append(out, newCurve(r, s.Symbol+": distance to liquidation", "%", ts, g, u, func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }))
+	}
+	return out
+}
+
+func newCurve(r *Result, title, unit string, ts []time.Time, g, u []float64, format func(float64) string) curveView {
+	const w, h, pad = 720, 120, 8
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, vs := range [][]float64{g, u} {
+		for _, v := range vs {
+			if !math.IsNaN(v) {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
+			}
+		}
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 0, 1
+	}
+	if hi-lo < 1e-9 {
+		lo, hi = lo-1, hi+1
+	}
+	t0, t1 := r.From, r.To
+	if !t1.After(t0) {
+		t1 = t0.Add(time.Second)
+	}
+	x := func(t time.Time) float64 { return pad + float64(t.Sub(t0))/float64(t1.Sub(t0))*(w-2*pad) }
+	y := func(v float64) float64 { return pad + (hi-v)/(hi-lo)*(h-2*pad) }
+	line := func(vs []float64) string {
+		var b strings.Builder
+		for i, v := range vs {
+			if math.IsNaN(v) {
+				continue
+			}
+			fmt.Fprintf(&b, "%s,%s ", coord(x(ts[i])), coord(y(v)))
+		}
+		return strings.TrimSpace(b.String())
+	}
+	c := curveView{Title: title, Unit: unit, W: w, H: h, Guarded: line(g), Without: line(u), Lo: format(lo) + unit, Hi: format(hi) + unit,
+		HiY: coord(y(hi) + 10), LoY: coord(y(lo) - 2)}
+	if lo < 0 && hi > 0 {
+		c.HasZero, c.ZeroY = true, coord(y(0))
+	}
+	return c
+}

@@ -153,11 +153,14 @@ func (e *svgElement) title() string {
 
 var svgRE = regexp.MustCompile(`(?s)<svg\b.*?</svg>`)
 
-// parseSVGs parses every <svg> element of the page as strict XML.
+// parseSVGs parses every <svg> element of the page as strict XML and
+// returns the symbol charts (the equity and distance curves are parsed too,
+// not returned).
 func parseSVGs(t *testing.T, page string) []*svgElement {
 	t.Helper()
 	var out []*svgElement
 	for i, src := range svgRE.FindAllString(page, -1) {
+		curve := strings.HasPrefix(src, `<svg class="curve"`)
 		dec := xml.NewDecoder(strings.NewReader(src))
 		dec.Strict = true
 		var stack []*svgElement
@@ -197,7 +200,9 @@ func parseSVGs(t *testing.T, page string) []*svgElement {
 		if root == nil || root.Name != "svg" || root.Attr["xmlns"] != "http://www.w3.org/2000/svg" {
 			t.Fatalf("svg %d: root %+v", i, root)
 		}
-		out = append(out, root)
+		if !curve {
+			out = append(out, root)
+		}
 	}
 	return out
 }

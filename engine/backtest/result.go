@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/shopspring/decimal"
 )
 
@@ -30,6 +32,9 @@ type Result struct {
 	DiffCount int
 	// Symbols are the series of every position held at the start.
 	Symbols []SymbolSeries
+	// Equity is the account equity of both runs, sampled as the symbols'
+	// points are.
+	Equity []EquityPoint
 	// Warnings are problems that did not stop the replay.
 	Warnings []string
 }
@@ -191,6 +196,15 @@ func (r *replay) observe(t time.Time) {
 	r.sample = r.stride - 1
 	if len(r.series) == 0 {
 		return
+	}
+	r.equity = append(r.equity, EquityPoint{Time: t, Guarded: equityOf(r.guarded.ex), Unguarded: equityOf(r.unguarded.ex)})
+	if len(r.equity) > r.opt.MaxPoints {
+		k := 0
+		for i := 0; i < len(r.equity); i += 2 {
+			r.equity[k] = r.equity[i]
+			k++
+		}
+		r.equity = r.equity[:k]
 	}
 	prices := r.guarded.ex.IndexPrices()
 	liqG := r.guarded.ex.LiquidationPrices()
@@ -526,4 +540,35 @@ func GroupDiffs(diffs []Diff) []DiffGroup {
 		out = append(out, DiffGroup{Run: d.Run, Decision: d.Decision, Count: 1, First: d.Time})
 	}
 	return out
+}
+
+// EquityPoint is the account equity (free balance, margins and
+// unrealised PNL) of each run at one time.
+type EquityPoint struct {
+	Time               time.Time
+	Guarded, Unguarded float64
+}
+
+// equityOf is ex's account equity now.
+func equityOf(ex *sim.Exchange) float64 {
+	prices := ex.IndexPrices()
+	base := map[int64]string{}
+	for _, c := range ex.Trades().ContractsSymbols {
+		base[c.ID] = c.BaseName
+	}
+	eq := ex.Balance()
+	for _, p := range ex.Positions() {
+		if p.Empty {
+			continue
+		}
+		eq = eq.Add(p.Margin)
+		if ix, ok := prices[base[p.SymbolID]]; ok {
+			u := ix.Sub(p.EntryPrice).Mul(p.Quantity)
+			if p.Direction == exchange.Short {
+				u = u.Neg()
+			}
+			eq = eq.Add(u)
+		}
+	}
+	return eq.InexactFloat64()
 }

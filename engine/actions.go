@@ -117,7 +117,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 	if pl.cancel && !cancelled[sym] {
 		cancelled[sym] = true
 		base := Record{Time: now, Type: "action", Action: "cancel_orders", Symbol: sym, Position: pos.ID, Rules: pl.cancelRules}
-		cancelErr = e.mutate(actx, rep, base, "cancel_orders "+sym, "", ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules},
+		cancelErr = e.mutate(actx, rep, base, "cancel_orders "+sym, "", &ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules},
 			func(ctx context.Context) (json.RawMessage, error) { return e.act.CancelOrders(ctx, sym) })
 	}
 
@@ -247,7 +247,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			base.Reason = stepped
 		}
 		act := ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Effect: effect}
-		settingsErr = e.mutate(actx, rep, base, desc, effect, act, func(ctx context.Context) (json.RawMessage, error) {
+		settingsErr = e.mutate(actx, rep, base, desc, effect, &act, func(ctx context.Context) (json.RawMessage, error) {
 			got, err := e.act.SetPositionSettings(ctx, sym, want)
 			if err != nil {
 				return nil, err
@@ -259,6 +259,11 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			}
 			if pred != nil {
 				e.checkPrediction(ctx, now, sym, pred, got.LiquidationPrice)
+				// The result's audit record carries the prediction and
+				// what the exchange read back.
+				actual := got.LiquidationPrice
+				base.Prediction.Actual = &actual
+				act.Actual = fmt.Sprintf("liquidation %s read back (%s predicted)", actual, pred.LiquidationAfter)
 			}
 			return raw, nil
 		})
@@ -347,12 +352,12 @@ func dedupe(s []string) []string {
 // (intended, sent, result or error; dry_run or skipped instead of sending),
 // each one event, and the action budget with its breaker. act is the action
 // as the tick's report shows it, completed with its outcome.
-func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc, effect string, act ActionEvent, call func(context.Context) (json.RawMessage, error)) error {
+func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc, effect string, act *ActionEvent, call func(context.Context) (json.RawMessage, error)) error {
 	now := base.Time
 	phase := func(name string, resp json.RawMessage, err error) {
 		var a *ActionEvent
 		if name != "intended" && name != "sent" {
-			a = &act
+			a = act
 		}
 		e.emit(ctx, rep, actionPhaseEvent(base, name, desc, effect, resp, err, a))
 	}

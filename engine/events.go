@@ -46,8 +46,9 @@ type ActionEvent struct {
 	Cross    bool
 	Err      error
 	// Effect is the margin model's prediction of a settings call, as the
-	// log says it; "" when there is none.
-	Effect string
+	// log says it; "" when there is none. Actual is what the exchange read
+	// back after it.
+	Effect, Actual string
 }
 
 // event is one thing the guard saw or did. It is built once, where it

@@ -79,6 +79,14 @@ func TestHarmfulIsolationSkippedUnlessAllowed(t *testing.T) {
 			if !p.LiquidationBefore.Equal(mustDec("33101")) || !p.LiquidationAfter.Equal(mustDec("58101")) || p.FreeAfter == nil || !p.FreeAfter.Equal(mustDec("20000")) {
 				t.Errorf("prediction %+v", p)
 			}
+			if tt.sent {
+				// The result carries the prediction and what the exchange
+				// read back: the same price.
+				res := recs[len(recs)-1]
+				if res.Phase != "result" || res.Prediction == nil || res.Prediction.Actual == nil || !res.Prediction.Actual.Equal(mustDec("58101")) {
+					t.Errorf("result record %+v", res)
+				}
+			}
 			if !tt.sent && (recs[0].Phase != "skipped" || !strings.Contains(recs[0].Reason, tt.wantWhy)) {
 				t.Errorf("audit: phase %q reason %q, want skipped because %q", recs[0].Phase, recs[0].Reason, tt.wantWhy)
 			}

@@ -88,7 +88,7 @@ type summaryRow struct {
 const maxActionRows = 300
 
 type actionRow struct {
-	Time, Symbol, Rules, Action, Outcome, Effect string
+	Time, Symbol, Rules, Action, Outcome, Effect, Actual string
 }
 
 type ruleTable struct {
@@ -156,7 +156,7 @@ func newReportView(r *Result) *reportView {
 				action += fmt.Sprintf(" %d×→%d×", m.From, m.To)
 			}
 			v.Actions = append(v.Actions, actionRow{Time: fmtTime(m.Time), Symbol: s.Symbol, Rules: strings.Join(m.Rules, ", "),
-				Action: action, Outcome: m.Outcome, Effect: m.Effect})
+				Action: action, Outcome: m.Outcome, Effect: m.Effect, Actual: m.Actual})
 		}
 	}
 	v.Curves = curves(r)
@@ -799,10 +799,10 @@ table.actions td:last-child { font-size: 90%; }
 
 <h2>Actions of the guarded run</h2>
 <table class="actions">
-<thead><tr><th>time</th><th>symbol</th><th>rule</th><th>action</th><th>outcome</th><th>predicted effect, or why not sent</th></tr></thead>
+<thead><tr><th>time</th><th>symbol</th><th>rule</th><th>action</th><th>outcome</th><th>predicted effect, or why not sent</th><th>actual</th></tr></thead>
 <tbody>
 {{- range .Actions}}
-<tr><td>{{.Time}}</td><td>{{.Symbol}}</td><td>{{.Rules}}</td><td>{{.Action}}</td><td>{{.Outcome}}</td><td>{{.Effect}}</td></tr>
+<tr><td>{{.Time}}</td><td>{{.Symbol}}</td><td>{{.Rules}}</td><td>{{.Action}}</td><td>{{.Outcome}}</td><td>{{.Effect}}</td><td>{{.Actual}}</td></tr>
 {{- end}}
 </tbody>
 </table>

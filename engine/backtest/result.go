@@ -146,8 +146,8 @@ type Marker struct {
 	// From and To are leverages, for settings changes.
 	From, To int
 	// Effect is the margin model's predicted effect, or why the action
-	// was not sent.
-	Effect string
+	// was not sent; Actual what the exchange read back.
+	Effect, Actual string
 }
 
 // Span is a time a rule was firing on the symbol in the guarded run; an End
@@ -186,7 +186,7 @@ func (r *replay) observe(t time.Time) {
 				s.Dropped++
 				continue
 			}
-			s.Markers = append(s.Markers, Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To, Effect: a.Effect})
+			s.Markers = append(s.Markers, Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual})
 		}
 	}
 	if r.sample > 0 {

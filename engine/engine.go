@@ -180,12 +180,25 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 	if e.now == nil {
 		e.now = time.Now
 	}
+	var startup []event // said once the audit log is open
 	if cfg.StateFile != "" {
 		saved, err := loadState(cfg.StateFile)
+		var corrupt *CorruptStateError
+		if errors.As(err, &corrupt) {
+			now := e.now()
+			aside, merr := moveAside(cfg.StateFile, now)
+			if merr != nil {
+				return nil, fmt.Errorf("%w (%w)", err, merr)
+			}
+			text := fmt.Sprintf("the state file could not be read (%v); moved to %s and started with empty state: cooldowns and the breaker start afresh", corrupt.Err, aside)
+			startup = append(startup, event{level: slog.LevelError, msg: text, audit: &Record{Time: now, Type: "state", Reason: text},
+				note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "critical", Text: text}})
+			saved, err = &savedState{Version: stateFileVersion}, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		e.restore(saved)
+		startup = append(startup, e.restore(saved)...)
 	}
 	if e.audit == nil && cfg.AuditLog != "" {
 		lost, err := unfinished(cfg.AuditLog)
@@ -198,6 +211,9 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 		}
 		e.audit = a
 		e.interrupted(lost)
+	}
+	for _, ev := range startup {
+		e.emit(context.Background(), nil, ev)
 	}
 	e.publishActive()
 	return e, nil
@@ -328,8 +344,27 @@ func (e *Engine) stateCounts() map[string]*[4]int {
 }
 
 // restore loads persisted states for the rules whose fingerprint is
-// unchanged.
-func (e *Engine) restore(s *savedState) {
+// unchanged. Times after now (a host clock that ran ahead) are clamped to
+// now, and an open breaker to at most BreakerReset from now, so that a
+// state file from the future cannot hold the guard back; it returns the
+// events that say so.
+func (e *Engine) restore(s *savedState) []event {
+	now := e.now()
+	var events []event
+	clamped := 0
+	clamp := func(t *time.Time) {
+		if t.After(now) {
+			*t = now
+			clamped++
+		}
+	}
+	for i := range s.Breaker.Sent {
+		clamp(&s.Breaker.Sent[i])
+	}
+	if limit := now.Add(e.cfg.BreakerReset); s.Breaker.OpenUntil.After(limit) {
+		s.Breaker.OpenUntil = limit
+		clamped++
+	}
 	e.breaker = s.Breaker
 	for ri, r := range e.set.Rules {
 		sr, ok := s.Rules[r.Name]
@@ -337,6 +372,9 @@ func (e *Engine) restore(s *savedState) {
 			continue
 		}
 		for id, st := range sr.Positions {
+			for _, t := range []*time.Time{&st.ActiveAt, &st.FiredAt, &st.LastTrueAt, &st.LastActionAt, &st.HarmNotedAt, &st.BudgetFrom} {
+				clamp(t)
+			}
 			ps := e.positions[id]
 			if ps == nil {
 				ps = &posState{symbol: s.Symbols[id], rules: make([]RuleState, len(e.set.Rules))}
@@ -345,6 +383,16 @@ func (e *Engine) restore(s *savedState) {
 			ps.rules[ri] = st
 		}
 	}
+	if clamped > 0 {
+		text := fmt.Sprintf("the state file holds %d times after now (saved at %s, now %s): the host clock ran ahead; they were clamped to now",
+			clamped, s.SavedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		events = append(events, event{level: slog.LevelWarn, msg: text, audit: &Record{Time: now, Type: "state", Reason: text}})
+	}
+	if e.breaker.open(now) {
+		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", e.breaker.OpenUntil.UTC().Format(time.RFC3339))
+		events = append(events, breakerEvent(now, true, text))
+	}
+	return events
 }
 
 // saveLocked writes the state file when something changed.

@@ -42,12 +42,34 @@ func loadState(path string) (*savedState, error) {
 	}
 	var s savedState
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("state file %s: %w", path, err)
+		return nil, &CorruptStateError{Path: path, Err: err}
 	}
 	if s.Version != stateFileVersion {
-		return nil, fmt.Errorf("state file %s: version %d, want %d", path, s.Version, stateFileVersion)
+		return nil, &CorruptStateError{Path: path, Err: fmt.Errorf("version %d, want %d", s.Version, stateFileVersion)}
 	}
 	return &s, nil
+}
+
+// CorruptStateError is a state file that cannot be read as one: New moves
+// it aside and starts with empty state rather than not starting (under a
+// supervisor that would be a restart loop and no protection at all).
+type CorruptStateError struct {
+	Path string
+	Err  error
+}
+
+func (e *CorruptStateError) Error() string { return fmt.Sprintf("state file %s: %v", e.Path, e.Err) }
+
+func (e *CorruptStateError) Unwrap() error { return e.Err }
+
+// moveAside renames a corrupt state file to PATH.corrupt-TIME, keeping it
+// for a post-mortem, and returns the new name.
+func moveAside(path string, now time.Time) (string, error) {
+	aside := path + ".corrupt-" + now.UTC().Format("20060102T150405Z")
+	if err := os.Rename(path, aside); err != nil {
+		return "", fmt.Errorf("move the corrupt state file aside: %w", err)
+	}
+	return aside, nil
 }
 
 // saveState writes the state file atomically: a synced temporary file

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +250,26 @@ func TestMarginBudget(t *testing.T) {
 				t.Errorf("XETH leverage after the budget is spent = %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// The daemon starts over a corrupt state file: moved aside, said, guarding.
+func TestRunStartsOverACorruptStateFile(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	state := filepath.Join(g.dir, "state.json")
+	if err := os.WriteFile(state, []byte("{\"version\":1,"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := g.once()
+	if code != 0 || !strings.Contains(stderr, "the state file could not be read (unexpected end of JSON input); moved to "+state+".corrupt-") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if got := g.position("XSOL").Leverage; got != 10 {
+		t.Errorf("XSOL leverage = %d: the guard did not act after starting afresh", got)
+	}
+	matches, _ := filepath.Glob(state + ".corrupt-*")
+	if len(matches) != 1 {
+		t.Errorf("corrupt files kept: %v", matches)
 	}
 }

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/rules"
+)
+
+// A corrupt state file does not keep the guard from starting: it is moved
+// aside, the guard starts with empty state and says so, critically.
+func TestCorruptStateFileMovedAside(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := os.WriteFile(path, []byte(`{"version":1,"rules":{`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fx, notes, audit := newFake(), new(recorder), new(bytes.Buffer)
+	e, err := New(Config{StateFile: path}, &rules.Set{Rules: []*rules.Rule{rule(t, overMax)}},
+		Deps{Reader: fx, Actuator: fx, Notifier: notes, Audit: NewAudit(audit), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatalf("New with a corrupt state file: %v", err)
+	}
+	aside := path + ".corrupt-20261121T120000Z"
+	if b, err := os.ReadFile(aside); err != nil || string(b) != `{"version":1,"rules":{` {
+		t.Errorf("the corrupt file was not kept at %s: %v", aside, err)
+	}
+	msgs := strings.Join(notes.all(), "\n")
+	if !strings.Contains(msgs, "lifecycle: the state file could not be read (unexpected end of JSON input); moved to "+aside) {
+		t.Errorf("notifications: %s", msgs)
+	}
+	if !strings.Contains(audit.String(), `"type":"state"`) {
+		t.Errorf("audit: %s", audit.String())
+	}
+	if _, err := e.Tick(context.Background(), t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadState(path); err != nil {
+		t.Errorf("the new state file: %v", err)
+	}
+}
+
+// A state file written by a clock a day ahead cannot hold the guard back:
+// its times are clamped to now, the breaker to at most its reset.
+func TestStateFromTheFutureClamped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	day := t0.Add(24 * time.Hour)
+	r := rule(t, overMax)
+	s := &savedState{Version: stateFileVersion, SavedAt: day, Breaker: breakerState{OpenUntil: day, Sent: []time.Time{day}},
+		Rules: map[string]savedRule{r.Name: {Fingerprint: r.Fingerprint(), Positions: map[string]RuleState{
+			"1_1": {State: Firing, ActiveAt: day, FiredAt: day, LastTrueAt: day, LastActionAt: day}}}}}
+	if err := saveState(path, s); err != nil {
+		t.Fatal(err)
+	}
+	fx, notes := newFake(), new(recorder)
+	e, err := New(Config{StateFile: path, BreakerReset: 5 * time.Minute}, &rules.Set{Rules: []*rules.Rule{r}},
+		Deps{Reader: fx, Actuator: fx, Notifier: notes, Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.breaker.OpenUntil; !got.Equal(t0.Add(5 * time.Minute)) {
+		t.Errorf("breaker open until %s, want %s", got, t0.Add(5*time.Minute))
+	}
+	if got := e.positions["1_1"].rules[0].LastActionAt; !got.Equal(t0) {
+		t.Errorf("last action at %s, want clamped to %s", got, t0)
+	}
+	msgs := strings.Join(notes.all(), "\n")
+	if !strings.Contains(msgs, "breaker: circuit breaker OPEN from the saved state: no actions until 2026-11-21T12:05:00Z") {
+		t.Errorf("the open breaker is not notified: %s", msgs)
+	}
+	// After the reset and the cooldown the guard acts again.
+	if _, err := e.Tick(context.Background(), t0.Add(6*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if settings, _ := fx.calls(); len(settings) != 1 {
+		t.Errorf("settings calls after the clamped breaker and cooldown = %v, want one", settings)
+	}
+}

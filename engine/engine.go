@@ -372,7 +372,7 @@ func (e *Engine) restore(s *savedState) []event {
 			continue
 		}
 		for id, st := range sr.Positions {
-			for _, t := range []*time.Time{&st.ActiveAt, &st.FiredAt, &st.LastTrueAt, &st.LastActionAt, &st.HarmNotedAt, &st.BudgetFrom} {
+			for _, t := range []*time.Time{&st.ActiveAt, &st.FiredAt, &st.LastTrueAt, &st.LastActionAt, &st.HarmNotedAt, &st.BudgetFrom, &st.MissingSince} {
 				clamp(t)
 			}
 			ps := e.positions[id]

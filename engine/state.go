@@ -69,6 +69,9 @@ type RuleState struct {
 	// LastActionAt is when the rule's actions last ran on this position
 	// (sent and confirmed, or logged in a dry run); the cooldown counts from it.
 	LastActionAt time.Time `json:"lastActionAt,omitzero"`
+	// MissingSince is when a pending rule's data went missing: the ticks
+	// without data neither advance nor reset pending.
+	MissingSince time.Time `json:"missingSince,omitzero"`
 	// HarmNotedAt is when an action of the rule was last skipped as
 	// harmful and notified: once per firing.
 	HarmNotedAt time.Time `json:"harmNotedAt,omitzero"`
@@ -105,14 +108,37 @@ func Step(prev RuleState, cond Condition, now time.Time, t Timing) (RuleState, T
 	next := prev
 	switch cond {
 	case Invalid:
+		// Unknown is neither true nor false: pending neither advances nor
+		// resets, and firing neither resolves nor acts, while data is
+		// missing — unless it stays missing longer than for (firing: for
+		// or keep_firing_for, whichever is longer).
+		hold := t.For
+		if prev.State == Firing {
+			hold = max(t.For, t.KeepFiringFor)
+		}
+		if (prev.State == Pending || prev.State == Firing) && hold > 0 {
+			if next.MissingSince.IsZero() {
+				next.MissingSince = now
+			}
+			if now.Sub(next.MissingSince) <= hold {
+				return next, ""
+			}
+		}
 		if prev.State == NoData {
 			return next, ""
 		}
 		next.State = NoData
-		next.ActiveAt = time.Time{}
+		next.ActiveAt, next.MissingSince = time.Time{}, time.Time{}
 		return next, ToNoData
 	case True:
 		next.LastTrueAt = now
+		if !next.MissingSince.IsZero() {
+			// The time without data does not count towards for.
+			if prev.State == Pending {
+				next.ActiveAt = next.ActiveAt.Add(now.Sub(next.MissingSince))
+			}
+			next.MissingSince = time.Time{}
+		}
 		switch prev.State {
 		case Inactive, NoData:
 			next.ActiveAt = now
@@ -144,7 +170,7 @@ func Step(prev RuleState, cond Condition, now time.Time, t Timing) (RuleState, T
 			return next, ToResolved
 		case Pending, NoData:
 			next.State = Inactive
-			next.ActiveAt = time.Time{}
+			next.ActiveAt, next.MissingSince = time.Time{}, time.Time{}
 			return next, ToInactive
 		default:
 			return next, ""

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,7 +32,8 @@ func TestStep(t *testing.T) {
 		{"firing resolves after keep_firing_for", RuleState{State: Firing, FiredAt: at(0), LastTrueAt: at(10)}, False, at(40), timing, Inactive, ToResolved, at(0)},
 		{"firing resolves at once without hysteresis", RuleState{State: Firing, FiredAt: at(0), LastTrueAt: at(10)}, False, at(11), Timing{}, Inactive, ToResolved, at(0)},
 		{"firing stays firing", RuleState{State: Firing, FiredAt: at(0)}, True, at(50), timing, Firing, "", at(0)},
-		{"invalid from firing", RuleState{State: Firing, FiredAt: at(0)}, Invalid, at(5), timing, NoData, ToNoData, at(0)},
+		{"invalid holds firing within keep_firing_for", RuleState{State: Firing, FiredAt: at(0)}, Invalid, at(5), timing, Firing, "", at(0)},
+		{"invalid from firing without for or hysteresis", RuleState{State: Firing, FiredAt: at(0)}, Invalid, at(5), Timing{}, NoData, ToNoData, at(0)},
 		{"invalid stays nodata", RuleState{State: NoData}, Invalid, at(5), timing, NoData, "", time.Time{}},
 		{"nodata to inactive", RuleState{State: NoData}, False, at(5), timing, Inactive, ToInactive, time.Time{}},
 		{"nodata to pending", RuleState{State: NoData}, True, at(5), timing, Pending, ToPending, time.Time{}},
@@ -145,4 +147,60 @@ func TestToFloat(t *testing.T) {
 	if got := toFloat(d); math.Abs(got-1234.56789012345678) > 1e-12 {
 		t.Errorf("toFloat(%s) = %v", d, got)
 	}
+}
+
+// Unknown is neither true nor false: a pending rule whose data goes
+// missing one tick in four neither resets nor advances; it fires once the
+// condition has held for `for` over the ticks that had data. Data missing
+// longer than `for` ends pending.
+func TestPendingThroughMissingData(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	timing := Timing{For: 5 * time.Second}
+	tests := []struct {
+		name    string
+		conds   string // one a second: T true, F false, ? no data
+		firesAt int    // the second it fires; -1 never
+		want    []Transition
+	}{
+		// Data every tick: fires 5 s after it first held.
+		{"no gap", "TTTTTTT", 5, []Transition{ToPending, ToFiring}},
+		// One truncated answer in four: 5 s of data-bearing time at 6 s
+		// (0–3 and 4–6); the next gap neither resolves nor re-fires.
+		{"one in four missing", "TTT?TTT?TTT", 6, []Transition{ToPending, ToFiring}},
+		// Data missing longer than for: pending ends, then starts again.
+		{"missing longer than for", "TT???????TTTTTT", 14, []Transition{ToPending, ToNoData, ToPending, ToFiring}},
+		// False after a gap still resets.
+		{"false after a gap", "TT?FTT", -1, []Transition{ToPending, ToInactive, ToPending}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var s RuleState
+			var got []Transition
+			fired := -1
+			for i, c := range tt.conds {
+				cond := map[rune]Condition{'T': True, 'F': False, '?': Invalid}[c]
+				var tr Transition
+				s, tr = Step(s, cond, t0.Add(time.Duration(i)*time.Second), timing)
+				if tr != "" {
+					got = append(got, tr)
+				}
+				if tr == ToFiring && fired < 0 {
+					fired = i
+				}
+			}
+			if fired != tt.firesAt || strings.Join(trs(got), " ") != strings.Join(trs(tt.want), " ") {
+				t.Errorf("fired at %ds with %v, want %ds with %v", fired, got, tt.firesAt, tt.want)
+			}
+		})
+	}
+}
+
+func trs(ts []Transition) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = string(t)
+	}
+	return out
 }

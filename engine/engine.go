@@ -131,6 +131,10 @@ type posState struct {
 	symbol string
 	rules  []RuleState
 	seen   time.Time
+	// id is the exchange's position id (the key adds the direction).
+	id string
+	// missingSince is when the position went missing from the answers.
+	missingSince time.Time
 	// refused is the last settings call the exchange refused for good,
 	// from the leverage the position had: never sent again unchanged.
 	refused     exchange.Settings

@@ -3,25 +3,39 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 )
 
 // evaluate runs every rule on every non-empty position of the snapshot.
 func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
 	cancelled := make(map[string]bool)
+	closed := make(map[string]bool)
+	seen := make(map[string]bool, len(snap.Positions))
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
+		key := posKey(p)
 		if p.Empty {
+			closed[key] = true
 			continue
 		}
+		if seen[key] {
+			// Two positions with one identity (the spec forms the id from
+			// user and symbol): each is evaluated under its direction; a
+			// true duplicate is reported and the second skipped.
+			e.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
+			continue
+		}
+		seen[key] = true
 		sym, ok := e.snaps.Symbol(p.SymbolID)
 		if !ok {
 			// Keep what the rules remember of it: the symbol may be known
 			// again after the next refresh.
-			if ps := e.positions[p.ID]; ps != nil {
+			if ps := e.positions[key]; ps != nil {
 				ps.seen = now
 			}
 			e.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
@@ -34,8 +48,8 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		}
 		fillInput(&e.in, p, sym, price, hasIndex, now)
 		e.env.Fill(&e.in)
-		ps := e.posState(p.ID, sym.Name)
-		ps.seen = now
+		ps := e.posState(key, p.ID, sym.Name)
+		ps.seen, ps.missingSince = now, time.Time{}
 		pl := plan{pos: p, sym: sym}
 		for ri, r := range e.set.Rules {
 			if !r.AppliesTo(sym.Name) {
@@ -71,7 +85,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			e.execute(ctx, now, snap, &pl, ps, cancelled, rep)
 		}
 	}
-	e.forgetGone(ctx, now, rep)
+	e.forgetGone(ctx, now, rep, closed)
 }
 
 // unhealthy is a Condition private to the engine: the rule failed at run
@@ -108,33 +122,61 @@ func (e *Engine) condition(ri int, r *rules.Rule, indexWhy string) (Condition, s
 }
 
 // posState returns the state of the rules on a position, creating it.
-func (e *Engine) posState(id, symbol string) *posState {
-	ps, ok := e.positions[id]
+func (e *Engine) posState(key, id, symbol string) *posState {
+	ps, ok := e.positions[key]
+	if legacy, had := e.positions[id]; !ok && had {
+		// State saved under the position id alone, before positions were
+		// told apart by direction: it is this position's.
+		delete(e.positions, id)
+		e.positions[key], ps, ok = legacy, legacy, true
+	}
 	if !ok || len(ps.rules) != len(e.set.Rules) {
 		if !ok {
 			ps = &posState{symbol: symbol}
-			e.positions[id] = ps
+			e.positions[key] = ps
 		}
 		rs := make([]RuleState, len(e.set.Rules))
 		copy(rs, ps.rules)
 		ps.rules = rs
 	}
-	ps.symbol = symbol
+	ps.symbol, ps.id = symbol, id
 	return ps
 }
 
-// forgetGone drops the state of positions that were closed (empty or no
-// longer listed): a rule that was firing on them resolves.
-func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport) {
+// posKey identifies a position in the engine's state: its id and its
+// direction, so that a hedge-mode long and short on one symbol (one id in
+// the spec) keep apart states.
+func posKey(p *exchange.Position) string { return p.ID + "/" + p.Direction }
+
+// forgetGone drops the state of positions that were closed: listed empty
+// (closed), at once; missing from the answer, after a grace period — at
+// least the longest cooldown, for or keep_firing_for of the rules active or
+// having acted on it, and two intervals — so that an answer that is empty
+// now and then does not wipe cooldowns (a returning position keeps them).
+// A rule that was firing on a forgotten position resolves.
+func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport, closed map[string]bool) {
 	var gone []string
-	for id, ps := range e.positions {
-		if !ps.seen.Equal(now) {
-			gone = append(gone, id)
+	for key, ps := range e.positions {
+		if ps.seen.Equal(now) {
+			continue
 		}
+		if !closed[key] {
+			if ps.missingSince.IsZero() {
+				ps.missingSince = now
+			}
+			if now.Sub(ps.missingSince) < e.grace(ps) {
+				continue
+			}
+		}
+		gone = append(gone, key)
 	}
 	slices.Sort(gone) // a deterministic order for the audit log and replays
-	for _, id := range gone {
-		ps := e.positions[id]
+	for _, key := range gone {
+		ps := e.positions[key]
+		reason := "position closed"
+		if !closed[key] {
+			reason = fmt.Sprintf("position not listed for %s", now.Sub(ps.missingSince).Round(time.Second))
+		}
 		for ri, s := range ps.rules {
 			if s.State == Inactive || ri >= len(e.set.Rules) {
 				continue
@@ -144,9 +186,26 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 			if s.State == Firing {
 				tr = ToResolved
 			}
-			e.emit(ctx, rep, transitionEvent(now, r, ps.symbol, id, s.State, to, tr, "position closed", false, nil))
+			id := ps.id
+			if id == "" {
+				id = key
+			}
+			e.emit(ctx, rep, transitionEvent(now, r, ps.symbol, id, s.State, to, tr, reason, false, nil))
 		}
-		delete(e.positions, id)
+		delete(e.positions, key)
 		e.dirty = true
 	}
+}
+
+// grace is how long a position missing from the answers keeps its state.
+func (e *Engine) grace(ps *posState) time.Duration {
+	g := 2 * e.cfg.Interval
+	for ri, s := range ps.rules {
+		if ri >= len(e.set.Rules) || (s.State == Inactive && s.LastActionAt.IsZero()) {
+			continue
+		}
+		r := e.set.Rules[ri]
+		g = max(g, r.Cooldown, r.For, r.KeepFiringFor)
+	}
+	return g
 }

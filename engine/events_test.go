@@ -62,7 +62,7 @@ func TestPositionClosedTransitionEverywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.mu.Lock()
-	fx.positions = fx.positions[1:] // XBTC, the long, is closed
+	fx.positions[0].Empty, fx.positions[0].Quantity = true, dec("0") // XBTC, the long, is closed
 	fx.mu.Unlock()
 	rep, err := e.Tick(context.Background(), at(1))
 	if err != nil {

@@ -106,6 +106,8 @@ type Engine struct {
 	// tickView is the tick's account for the margin model, built at its
 	// first settings call.
 	tickView *accountView
+	// badItems are the unreadable items last reported, "what id" → why.
+	badItems map[string]string
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	in  rules.Input

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -16,6 +19,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 	cancelled := make(map[string]bool)
 	closed := make(map[string]bool)
 	seen := make(map[string]bool, len(snap.Positions))
+	e.unreadable(ctx, now, snap)
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
 		key := posKey(p)
@@ -208,4 +212,42 @@ func (e *Engine) grace(ps *posState) time.Duration {
 		g = max(g, r.Cooldown, r.For, r.KeepFiringFor)
 	}
 	return g
+}
+
+// unreadable reports the items of the tick's answers that could not be
+// decoded — by name, in the log and the audit log when the set changes, and
+// in a metric every tick — and keeps the rule states of an unreadable
+// position: it has no data, which neither resolves nor forgets anything.
+func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) {
+	current := map[string]string{}
+	counts := map[string]int{}
+	for _, pe := range snap.Partial {
+		for _, it := range pe.Items {
+			current[pe.What+" "+it.ID] = it.Err.Error()
+			counts[pe.What]++
+			if pe.What != "positions" || it.ID == "" {
+				continue
+			}
+			for _, ps := range e.positions {
+				if ps.id == it.ID {
+					ps.seen = now
+				}
+			}
+		}
+	}
+	e.metrics.unreadable(counts)
+	if maps.Equal(current, e.badItems) {
+		return
+	}
+	e.badItems = current
+	if len(current) == 0 {
+		e.emit(ctx, nil, event{level: slog.LevelInfo, msg: "every item of the answers is readable again", audit: &Record{Time: now, Type: "read", Reason: "every item readable again"}})
+		return
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(current)) {
+		parts = append(parts, k+": "+current[k])
+	}
+	text := "unreadable items, left out (the rest of each answer is used): " + strings.Join(parts, "; ")
+	e.emit(ctx, nil, event{level: slog.LevelError, msg: text, audit: &Record{Time: now, Type: "read", Reason: text}})
 }

@@ -20,6 +20,7 @@ type Metrics struct {
 	breakerOpen  prometheus.Gauge
 	auditErrors  prometheus.Counter
 	mismatches   *prometheus.CounterVec
+	badItems     *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them on reg.
@@ -53,11 +54,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "riskguard_audit_errors_total", Help: "Audit log records that could not be written.",
 		}),
+		badItems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "riskguard_unreadable_items", Help: "Items of the last answers that could not be decoded and were left out, by listing.",
+		}, []string{"listing"}),
 		mismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "riskguard_model_mismatch_total", Help: "Settings calls whose read-back liquidation price the margin model did not predict, per symbol.",
 		}, []string{"symbol"}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches} {
+	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -124,4 +128,13 @@ func (m *Metrics) modelMismatch(symbol string) {
 		return
 	}
 	m.mismatches.WithLabelValues(symbol).Inc()
+}
+
+func (m *Metrics) unreadable(counts map[string]int) {
+	if m == nil {
+		return
+	}
+	for _, what := range []string{"positions", "index prices", "symbols"} {
+		m.badItems.WithLabelValues(what).Set(float64(counts[what]))
+	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -23,6 +24,9 @@ type Snapshot struct {
 	// Symbols is the symbol list in force: the last one read, kept
 	// between reads.
 	Symbols *exchange.Trades
+	// Partial lists the items of this read's answers that could not be
+	// decoded: the rest of each answer is in the snapshot.
+	Partial []*exchange.PartialError
 }
 
 // SnapshotReader is the one read of the exchange: the daemon's ticks, the
@@ -35,7 +39,10 @@ type Snapshot struct {
 //   - index prices not read: a snapshot without them (IndexPrices nil),
 //     and the error wrapping ErrIncomplete;
 //   - symbols not read: the cached list is kept (with a warning); without
-//     any, no snapshot.
+//     any, no snapshot;
+//   - an item of an answer that cannot be decoded (one position, one
+//     index price, one symbol): that item is left out, named in
+//     Snapshot.Partial, and the rest of the answer is used.
 //
 // A SnapshotReader is not safe for concurrent use: each loop has its own.
 type SnapshotReader struct {
@@ -46,6 +53,9 @@ type SnapshotReader struct {
 	trades *exchange.Trades
 	byID   map[int64]*exchange.ContractSymbol
 	at     time.Time
+	// partialSymbols names the symbols the last symbols read could not
+	// decode.
+	partialSymbols *exchange.PartialError
 }
 
 // NewSnapshotReader reads through r, re-reading the symbols every
@@ -84,6 +94,13 @@ func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, er
 	}
 	pos, posErr := s.reader.Positions(ctx)
 	wg.Wait()
+	var partial []*exchange.PartialError
+	for _, err := range []*error{&posErr, &idxErr, &symErr} {
+		var pe *exchange.PartialError
+		if errors.As(*err, &pe) {
+			partial, *err = append(partial, pe), nil
+		}
+	}
 	if posErr != nil {
 		return nil, fmt.Errorf("%w: positions: %w", ErrIncomplete, posErr)
 	}
@@ -98,7 +115,10 @@ func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, er
 		// come with the positions themselves.
 		s.log.Warn("symbols refresh failed; using the cached list", "err", symErr)
 	}
-	snap := &Snapshot{Time: now, Positions: pos, Symbols: s.trades}
+	if s.partialSymbols != nil {
+		partial = append(partial, s.partialSymbols)
+	}
+	snap := &Snapshot{Time: now, Positions: pos, Symbols: s.trades, Partial: partial}
 	if idxErr != nil {
 		return snap, fmt.Errorf("%w: index prices: %w", ErrIncomplete, idxErr)
 	}
@@ -131,9 +151,14 @@ func (s *SnapshotReader) due(now time.Time) bool {
 
 func (s *SnapshotReader) refreshSymbols(ctx context.Context, now time.Time) error {
 	tr, err := s.reader.Trades(ctx)
+	var pe *exchange.PartialError
+	if errors.As(err, &pe) && tr != nil {
+		err = nil // the symbols that could be read are used
+	}
 	if err != nil {
 		return fmt.Errorf("read symbols: %w", err)
 	}
+	s.partialSymbols = pe
 	m := make(map[int64]*exchange.ContractSymbol, len(tr.ContractsSymbols))
 	for i := range tr.ContractsSymbols {
 		m[tr.ContractsSymbols[i].ID] = &tr.ContractsSymbols[i]

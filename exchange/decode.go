@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
+
+	"github.com/shopspring/decimal"
 )
 
 // envelope is the wire form of Envelope with success kept as a pointer, so
@@ -159,4 +163,93 @@ func (t *Trades) ContractByName(name string) (ContractSymbol, bool) {
 		}
 	}
 	return ContractSymbol{}, false
+}
+
+// decodePositions decodes each position on its own. An empty position needs
+// only its identity (id, symbolId, empty): nothing else of it is read.
+func decodePositions(raw []json.RawMessage) ([]Position, error) {
+	out := make([]Position, 0, len(raw))
+	var bad []ItemError
+	for _, r := range raw {
+		var p Position
+		if err := json.Unmarshal(r, &p); err != nil {
+			var id struct {
+				ID       string `json:"id"`
+				SymbolID int64  `json:"symbolId"`
+				Empty    bool   `json:"empty"`
+			}
+			_ = json.Unmarshal(r, &id)
+			if id.Empty && id.ID != "" && id.SymbolID != 0 {
+				out = append(out, Position{ID: id.ID, SymbolID: id.SymbolID, Empty: true})
+				continue
+			}
+			bad = append(bad, ItemError{ID: id.ID, SymbolID: id.SymbolID, Err: err})
+			continue
+		}
+		out = append(out, p)
+	}
+	if len(bad) > 0 {
+		return out, &PartialError{What: "positions", Items: bad}
+	}
+	return out, nil
+}
+
+// decodeIndexPrices decodes each price on its own; a price must be a
+// finite number.
+func decodeIndexPrices(raw map[string]json.RawMessage) (map[string]decimal.Decimal, error) {
+	out := make(map[string]decimal.Decimal, len(raw))
+	var bad []ItemError
+	for name, r := range raw {
+		var d decimal.Decimal
+		if err := json.Unmarshal(r, &d); err != nil {
+			bad = append(bad, ItemError{ID: name, Err: err})
+			continue
+		}
+		out[name] = d
+	}
+	if len(bad) > 0 {
+		slices.SortFunc(bad, func(a, b ItemError) int { return strings.Compare(a.ID, b.ID) })
+		return out, &PartialError{What: "index prices", Items: bad}
+	}
+	return out, nil
+}
+
+// decodeTrades decodes each currency and symbol on its own.
+func decodeTrades(currencies, spots, contracts []json.RawMessage) (*Trades, error) {
+	var t Trades
+	var bad []ItemError
+	item := func(r json.RawMessage, v any) bool {
+		if err := json.Unmarshal(r, v); err != nil {
+			var id struct {
+				ID   int64  `json:"id"`
+				Name string `json:"name"`
+			}
+			_ = json.Unmarshal(r, &id)
+			bad = append(bad, ItemError{ID: id.Name, SymbolID: id.ID, Err: err})
+			return false
+		}
+		return true
+	}
+	for _, r := range currencies {
+		var c Currency
+		if item(r, &c) {
+			t.Currencies = append(t.Currencies, c)
+		}
+	}
+	for _, r := range spots {
+		var s SpotSymbol
+		if item(r, &s) {
+			t.SpotsSymbols = append(t.SpotsSymbols, s)
+		}
+	}
+	for _, r := range contracts {
+		var s ContractSymbol
+		if item(r, &s) {
+			t.ContractsSymbols = append(t.ContractsSymbols, s)
+		}
+	}
+	if len(bad) > 0 {
+		return &t, &PartialError{What: "symbols", Items: bad}
+	}
+	return &t, nil
 }

@@ -182,3 +182,33 @@ func sanitizeTransportError(err error) error {
 	}
 	return err
 }
+
+// PartialError is an answer some items of which could not be decoded. The
+// method that returns it returns the good items too: one bad item never
+// blinds the caller to the rest.
+type PartialError struct {
+	// What is the listing: "positions", "index prices", "symbols".
+	What  string
+	Items []ItemError
+}
+
+// ItemError is one item that could not be decoded: its identity where it
+// could be read (a position's id and symbol id, an index's name, a
+// symbol's id), and why.
+type ItemError struct {
+	ID       string
+	SymbolID int64
+	Err      error
+}
+
+func (e *PartialError) Error() string {
+	parts := make([]string, 0, len(e.Items))
+	for _, it := range e.Items {
+		id := it.ID
+		if id == "" {
+			id = "an item without an id"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %v", id, it.Err))
+	}
+	return fmt.Sprintf("%s: %d unreadable: %s", e.What, len(e.Items), strings.Join(parts, "; "))
+}

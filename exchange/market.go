@@ -16,12 +16,19 @@ import (
 
 // Trades returns the currencies, spot symbols and contract symbols with their
 // risk limits (GET /v1/market/trades).
+//
+// Each currency and symbol is decoded on its own: one that cannot be is
+// left out and named in a *PartialError returned with the rest.
 func (c *Client) Trades(ctx context.Context) (*Trades, error) {
-	var t Trades
-	if err := c.get(ctx, "/v1/market/trades", "/v1/market/trades", nil, &t); err != nil {
+	var raw struct {
+		Currencies       []json.RawMessage `json:"currencies"`
+		SpotsSymbols     []json.RawMessage `json:"spotsSymbols"`
+		ContractsSymbols []json.RawMessage `json:"contractsSymbols"`
+	}
+	if err := c.get(ctx, "/v1/market/trades", "/v1/market/trades", nil, &raw); err != nil {
 		return nil, fmt.Errorf("trades: %w", err)
 	}
-	return &t, nil
+	return decodeTrades(raw.Currencies, raw.SpotsSymbols, raw.ContractsSymbols)
 }
 
 // ServerTime returns the exchange's clock (GET /v1/market/timestamp, data in
@@ -104,12 +111,15 @@ func (c *Client) IndexValue(ctx context.Context) (decimal.Decimal, error) {
 
 // IndexPrices returns a map from name to index price (GET
 // /v1/market/indexPrices).
+//
+// Each price is decoded on its own: one that is not a finite number is left
+// out and named in a *PartialError returned with the others.
 func (c *Client) IndexPrices(ctx context.Context) (map[string]decimal.Decimal, error) {
-	var m map[string]decimal.Decimal
-	if err := c.get(ctx, "/v1/market/indexPrices", "/v1/market/indexPrices", nil, &m); err != nil {
+	var raw map[string]json.RawMessage
+	if err := c.get(ctx, "/v1/market/indexPrices", "/v1/market/indexPrices", nil, &raw); err != nil {
 		return nil, fmt.Errorf("index prices: %w", err)
 	}
-	return m, nil
+	return decodeIndexPrices(raw)
 }
 
 // ErrorCodes returns the catalogue of error codes, code to text (GET

@@ -16,12 +16,15 @@ import (
 // Positions lists the contract positions (GET on the positions path,
 // default /v1/contracts/positions). The spec shows no listing: the path and
 // a data array of contract positions (2.6) are assumptions.
+//
+// Each position is decoded on its own: one that cannot be is left out and
+// named in a *PartialError returned with the others.
 func (c *Client) Positions(ctx context.Context) ([]Position, error) {
-	var ps []Position
-	if err := c.get(ctx, c.positionsPath, c.positionsPath, nil, &ps); err != nil {
+	var raw []json.RawMessage
+	if err := c.get(ctx, c.positionsPath, c.positionsPath, nil, &raw); err != nil {
 		return nil, fmt.Errorf("list positions: %w", err)
 	}
-	return ps, nil
+	return decodePositions(raw)
 }
 
 // ClosedOrders returns one page of closed contract orders of the month rng

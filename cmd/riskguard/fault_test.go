@@ -481,6 +481,47 @@ func TestFaultPartialData(t *testing.T) {
 			},
 			logged: []string{`"state":"nodata"`, `"rule":"over-max-leverage","symbol":"XSOL"`},
 		},
+		{
+			// One bad value never blinds the guard: XSOL's position and an
+			// empty one carry a riskLevel that is not an integer; XSOL is
+			// left out and named, the empty one needs only its identity.
+			name: "one bad position among good ones",
+			rewrite: func(t *testing.T, xsolID json.Number, path string, body []byte) []byte {
+				if path != "/v1/contracts/positions" {
+					return body
+				}
+				return rewriteJSON(t, body, func(data any) any {
+					for _, p := range data.([]any) {
+						pm := p.(map[string]any)
+						if pm["symbolId"] == xsolID || pm["empty"] == true {
+							pm["riskLevel"] = "high"
+						}
+					}
+					return data
+				})
+			},
+			logged: []string{"unreadable items, left out (the rest of each answer is used): positions 1_"},
+		},
+		{
+			name: "one index priced NaN and a spot symbol with a string baseScale",
+			rewrite: func(t *testing.T, _ json.Number, path string, body []byte) []byte {
+				switch path {
+				case "/v1/market/indexPrices":
+					return rewriteJSON(t, body, func(data any) any {
+						data.(map[string]any)["SOL"] = "NaN"
+						return data
+					})
+				case "/v1/market/trades":
+					return rewriteJSON(t, body, func(data any) any {
+						spots := data.(map[string]any)["spotsSymbols"].([]any)
+						spots[0].(map[string]any)["baseScale"] = "six"
+						return data
+					})
+				}
+				return body
+			},
+			logged: []string{"index prices SOL:", "symbols BTC_USDT:", "index SOL missing"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,14 +28,15 @@ func (e *NoDataError) Is(target error) bool { return target == ErrNoData }
 // Reasons reported by Env.NoData. They are constants so that Fill never
 // allocates.
 const (
-	ReasonIndexMissing       = "index price missing"
-	ReasonIndexNotPositive   = "index price <= 0"
-	ReasonIndexNotFinite     = "index price is not a finite number"
-	ReasonMaxLeverageZero    = "maxLeverage is 0"
-	ReasonLiquidationZero    = "liquidation price 0 on a non-empty position"
-	ReasonLiquidationInvalid = "liquidation price is negative or not finite"
-	ReasonUnknownDirection   = "position direction is neither LONG nor SHORT"
-	ReasonNonFiniteInput     = "a position, risk limit or symbol number is not finite"
+	ReasonIndexMissing        = "index price missing"
+	ReasonIndexNotPositive    = "index price <= 0"
+	ReasonIndexNotFinite      = "index price is not a finite number"
+	ReasonMaxLeverageZero     = "maxLeverage is 0"
+	ReasonLeverageNotPositive = "leverage is 0 or negative on a non-empty position"
+	ReasonLiquidationZero     = "liquidation price 0 on a non-empty position"
+	ReasonLiquidationInvalid  = "liquidation price is negative or not finite"
+	ReasonUnknownDirection    = "position direction is neither LONG nor SHORT"
+	ReasonNonFiniteInput      = "a position, risk limit or symbol number is not finite"
 )
 
 // Env is the expression environment of a rule: what a `when` expression or
@@ -215,6 +216,8 @@ func noDataReason(e *Env, hasIndex bool) string {
 		return ReasonIndexNotPositive
 	case e.RiskLimit.MaxLeverage <= 0:
 		return ReasonMaxLeverageZero
+	case !p.Empty && p.Leverage <= 0:
+		return ReasonLeverageNotPositive
 	case p.Side == 0:
 		return ReasonUnknownDirection
 	case !finite(p.LiquidationPrice) || p.LiquidationPrice < 0:

@@ -482,6 +482,24 @@ func TestFaultPartialData(t *testing.T) {
 			logged: []string{`"state":"nodata"`, `"rule":"over-max-leverage","symbol":"XSOL"`},
 		},
 		{
+			// A leverage of 0 is no data, never "already at target".
+			name: "position with leverage 0",
+			rewrite: func(t *testing.T, xsolID json.Number, path string, body []byte) []byte {
+				if path != "/v1/contracts/positions" {
+					return body
+				}
+				return rewriteJSON(t, body, func(data any) any {
+					for _, p := range data.([]any) {
+						if pm := p.(map[string]any); pm["symbolId"] == xsolID {
+							pm["leverage"] = json.Number("0")
+						}
+					}
+					return data
+				})
+			},
+			logged: []string{`"msg":"rule nodata","rule":"over-max-leverage","symbol":"XSOL","state":"nodata"`},
+		},
+		{
 			// One bad value never blinds the guard: XSOL's position and an
 			// empty one carry a riskLevel that is not an integer; XSOL is
 			// left out and named, the empty one needs only its identity.

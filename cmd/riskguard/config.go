@@ -506,6 +506,9 @@ func (l *loader) exchange(x *exchangeConfig) {
 		l.errorf(l.keyOrValue("exchange.base_url"), "exchange.base_url is required, e.g. https://api.example.com")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		l.bad(get("base_url"), l.envOf(get("base_url")), "%q is not an http(s) URL like https://api.example.com", x.BaseURL)
+	case u.User != nil:
+		// Never echo the URL: its userinfo may be a secret.
+		l.bad(get("base_url"), l.envOf(get("base_url")), "carries credentials (user@host), which would be logged and sent as Basic auth: give the key pair through RISKGUARD_API_KEY and RISKGUARD_API_SECRET (or the api_*_file keys)")
 	case u.Scheme == "http" && !isLoopback(u.Hostname()):
 		l.warnf("exchange.base_url uses plain http to %s: credentials and orders travel unencrypted", u.Hostname())
 	}

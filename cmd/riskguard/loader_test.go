@@ -230,3 +230,13 @@ func TestHealthAnswersWhileAReadHangs(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 }
+
+// Credentials in the base URL are refused, and not echoed.
+func TestBaseURLWithUserinfoRefused(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "exchange:\n  base_url: https://alice:s3cretXYZ@api.example.com\n"+minimalRules)
+	code, _, stderr := runOut(t, context.Background(), envMap(nil), "check", "--config", path)
+	if code != 1 || !strings.Contains(stderr, path+":2:13: exchange.base_url: carries credentials (user@host)") || strings.Contains(stderr, "s3cretXYZ") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+}

@@ -709,3 +709,29 @@ func TestMaskFigures(t *testing.T) {
 		}
 	}
 }
+
+// A generic webhook answering 429 keeps the message: it is sent again after
+// the Retry-After the hook asked for.
+func TestWebhookRetriesAfter429(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv, _ := fakeServer(t, fakeAnswer{status: 0})
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	cfg := logConfig(0)
+	cfg.Channels["hook"] = channelFor(TypeWebhook, srv.URL)
+	var sleeps []time.Duration
+	d := newTestDispatcher(t, cfg, WithSleep(func(ctx context.Context, d time.Duration) error { sleeps = append(sleeps, d); return nil }))
+	if res, err := d.Test(context.Background(), "hook"); err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatal(res, err)
+	}
+	if !slices.Equal(sleeps, []time.Duration{7 * time.Second}) || calls.Load() != 2 {
+		t.Errorf("sleeps %v calls %d, want one wait of 7s and two calls", sleeps, calls.Load())
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -108,6 +109,9 @@ type Engine struct {
 	tickView *accountView
 	// badItems are the unreadable items last reported, "what id" → why.
 	badItems map[string]string
+	// stateLock holds the state file against a second guard; nil without
+	// one (or in a dry run, which never writes it).
+	stateLock *os.File
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	in  rules.Input
@@ -155,7 +159,7 @@ var ErrIncomplete = errors.New("snapshot incomplete")
 
 // New builds an engine for the rule set, restoring persisted state from
 // cfg.StateFile and opening cfg.AuditLog.
-func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
+func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	if set == nil {
 		return nil, errors.New("engine: nil rule set")
 	}
@@ -187,6 +191,18 @@ func New(cfg Config, set *rules.Set, d Deps) (*Engine, error) {
 		e.now = time.Now
 	}
 	var startup []event // said once the audit log is open
+	if cfg.StateFile != "" && !cfg.DryRun {
+		lock, lerr := lockState(cfg.StateFile)
+		if lerr != nil {
+			return nil, lerr
+		}
+		e.stateLock = lock
+		defer func() {
+			if err != nil && lock != nil {
+				lock.Close() // a guard that does not start holds nothing
+			}
+		}()
+	}
 	if cfg.StateFile != "" {
 		saved, err := loadState(cfg.StateFile)
 		var corrupt *CorruptStateError
@@ -250,6 +266,10 @@ func (e *Engine) Close() error {
 	err := e.saveLocked()
 	if cerr := e.audit.Close(); err == nil {
 		err = cerr
+	}
+	if e.stateLock != nil {
+		e.stateLock.Close() // releases the lock
+		e.stateLock = nil
 	}
 	return err
 }

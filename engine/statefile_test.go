@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,4 +88,33 @@ func TestStateFromTheFutureClamped(t *testing.T) {
 	if settings, _ := fx.calls(); len(settings) != 1 {
 		t.Errorf("settings calls after the clamped breaker and cooldown = %v, want one", settings)
 	}
+}
+
+// A second guard on one state file refuses to start, naming the holder;
+// closing the first releases it. A dry run takes no lock.
+func TestStateFileLocked(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.json")
+	fx := newFake()
+	set := &rules.Set{Rules: []*rules.Rule{rule(t, overMax)}}
+	first, err := New(Config{StateFile: path}, set, Deps{Reader: fx, Actuator: fx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Config{StateFile: path}, set, Deps{Reader: fx, Actuator: fx})
+	var locked *StateLockedError
+	if !errors.As(err, &locked) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d) holds the state file %s", os.Getpid(), path)) {
+		t.Fatalf("second guard: %v", err)
+	}
+	if _, err := New(Config{StateFile: path, DryRun: true}, set, Deps{Reader: fx, Actuator: fx}); err != nil {
+		t.Errorf("a dry run beside the guard: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second, err := New(Config{StateFile: path}, set, Deps{Reader: fx, Actuator: fx})
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	second.Close()
 }

@@ -102,3 +102,18 @@ func saveState(path string, s *savedState) error {
 	}
 	return nil
 }
+
+// StateLockedError is a state file another running guard holds: a second
+// guard on it (and so on the same account) refuses to start.
+type StateLockedError struct {
+	Path string
+	PID  string // the holder's process id, as it wrote it
+}
+
+func (e *StateLockedError) Error() string {
+	holder := "another riskguard"
+	if e.PID != "" {
+		holder += " (pid " + e.PID + ")"
+	}
+	return fmt.Sprintf("%s holds the state file %s: two guards on one account would both act; stop it, or give this one its own engine.state_file", holder, e.Path)
+}

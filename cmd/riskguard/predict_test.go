@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,5 +272,25 @@ func TestRunStartsOverACorruptStateFile(t *testing.T) {
 	matches, _ := filepath.Glob(state + ".corrupt-*")
 	if len(matches) != 1 {
 		t.Errorf("corrupt files kept: %v", matches)
+	}
+}
+
+// A second daemon on the state file of a running one refuses to start,
+// naming the holder: two guards on one account would both act.
+func TestSecondDaemonRefused(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	d := g.start(nil)
+	waitFor(t, "the first daemon", 10*time.Second, func() bool { return strings.Contains(d.logs.String(), "riskguard started") })
+	code, stderr := g.once()
+	if code != 1 || !strings.Contains(stderr, fmt.Sprintf("(pid %d) holds the state file %s", os.Getpid(), filepath.Join(g.dir, "state.json"))) {
+		t.Errorf("second daemon: exit %d\n%s", code, stderr)
+	}
+	d.running(t)
+	if code := d.stop(t); code != 0 {
+		t.Errorf("first daemon exit %d", code)
+	}
+	if code, stderr := g.once(); code != 0 {
+		t.Errorf("after the first stopped: exit %d\n%s", code, stderr)
 	}
 }

@@ -1,0 +1,36 @@
+//go:build unix
+
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// lockState takes an exclusive lock on the state file's lock file
+// (PATH.lock), holding the process id: two guards on one state file — and
+// so one account — would both act. The lock goes with the process, so a
+// killed daemon never leaves it held.
+func lockState(path string) (*os.File, error) {
+	name := path + ".lock"
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(name)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, &StateLockedError{Path: path, PID: strings.TrimSpace(string(holder))}
+		}
+		return nil, fmt.Errorf("state lock %s: %w", name, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -298,17 +300,63 @@ func (m *Main) reloads(ctx context.Context, path string, running *config, g *gua
 		if err == nil {
 			err = checkSymbols(ctx, g, cfg, allowUnknown, true, logger)
 		}
+		if err == nil {
+			// All or nothing: a reload that changes what only a restart
+			// applies is refused by name, rather than half applied.
+			if changed := restartOnly(running, cfg); len(changed) > 0 {
+				err = fmt.Errorf("%s changed, which takes a restart to apply; the rules were not reloaded either (all or nothing): restart the daemon, or undo the change to reload the rules", strings.Join(changed, ", "))
+			}
+		}
 		if err != nil {
 			logger.Error("config reload rejected; the old rules keep running", "err", err)
 			g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindReload, Severity: "critical",
 				Text: "config reload rejected; the old rules keep running: " + err.Error()})
 			continue
 		}
-		if !reflect.DeepEqual(cfg.Exchange, running.Exchange) || !reflect.DeepEqual(cfg.Engine, running.Engine) ||
-			cfg.Listen != running.Listen || !reflect.DeepEqual(cfg.Notify, running.Notify) {
-			logger.Warn("reload applies rules only; exchange, engine and notify settings take effect at the next start")
-		}
 		g.engine.Update(time.Now(), cfg.Rules)
 		logger.Info("config reloaded", "rules", len(cfg.Rules.Rules))
 	}
+}
+
+// restartOnly names the settings that differ between the running
+// configuration and a new one, outside the rules: the exchange and engine
+// keys (by name), engine.listen and the notify section.
+func restartOnly(running, next *config) []string {
+	var out []string
+	fields := func(section string, a, b any) {
+		va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+		for i := range va.NumField() {
+			name := snake(va.Type().Field(i).Name)
+			if section == "engine" && name == "index_names" {
+				continue // exchange.index_names, said there
+			}
+			if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+				out = append(out, section+"."+name)
+			}
+		}
+	}
+	fields("exchange", running.Exchange, next.Exchange)
+	fields("engine", running.Engine, next.Engine)
+	if running.Listen != next.Listen {
+		out = append(out, "engine.listen")
+	}
+	if !reflect.DeepEqual(running.Notify, next.Notify) {
+		out = append(out, "notify")
+	}
+	return out
+}
+
+// snake writes a Go field name as its configuration key: IndexNames is
+// index_names, BaseURL base_url, APIKey api_key.
+func snake(s string) string {
+	r := []rune(s)
+	var b strings.Builder
+	for i, c := range r {
+		upper := unicode.IsUpper(c)
+		if upper && i > 0 && (unicode.IsLower(r[i-1]) || (i+1 < len(r) && unicode.IsLower(r[i+1]) && unicode.IsUpper(r[i-1]))) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,41 @@ func TestSetUnknownSymbols(t *testing.T) {
 		if got[i].Error() != want[i] {
 			t.Errorf("error %d = %q, want %q", i, got[i].Error(), want[i])
 		}
+	}
+}
+
+func TestSnake(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"IndexNames": "index_names", "BaseURL": "base_url", "APIKey": "api_key",
+		"MaxActionsPerMinute": "max_actions_per_minute", "Interval": "interval", "DryRun": "dry_run"} {
+		if got := snake(in); got != want {
+			t.Errorf("snake(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A reload that changes what only a restart applies is refused by name:
+// nothing of it is applied, rather than the rules alone.
+func TestReloadRefusesRestartOnlyChanges(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	d := g.start(nil)
+	defer d.stop(t)
+	waitFor(t, "the start", 10*time.Second, func() bool { return strings.Contains(d.logs.String(), "riskguard started") })
+	body, err := os.ReadFile(g.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(body), "engine:\n", "engine:\n  stale_after: 30s\n", 1)
+	changed = strings.Replace(changed, "exchange:\n", "exchange:\n  index_names: {XSOL: SOL}\n", 1)
+	if err := os.WriteFile(g.config, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.reload <- nil
+	waitFor(t, "the reload to be refused", 10*time.Second, func() bool {
+		return strings.Contains(d.logs.String(), "exchange.index_names, engine.stale_after changed, which takes a restart to apply")
+	})
+	if strings.Contains(d.logs.String(), "config reloaded") {
+		t.Error("the refused reload was applied")
 	}
 }

@@ -224,6 +224,14 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		var ae *APIError
 		var re *ResponseError
 		var rl *RateLimitError
+		var pe *PartialError
+		if errors.As(err, &pe) {
+			// Some positions could not be decoded: the others come with it.
+			if ps == nil || len(pe.Items) == 0 {
+				t.Fatalf("partial error %v with positions %v", err, ps)
+			}
+			return
+		}
 		if !errors.As(err, &ae) && !errors.As(err, &re) && !errors.As(err, &rl) {
 			t.Fatalf("untyped error %T: %v", err, err)
 		}

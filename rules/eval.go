@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -124,7 +125,11 @@ func compileExpr(src string, kind exprKind) (p *vm.Program, err error) {
 	// First as written, for the type checker's verdict: arguments of a
 	// function taking any are checked less strictly than operands, so
 	// an error hidden under a patched division would go unnoticed.
-	if _, err := expr.Compile(src, opts...); err != nil {
+	checked, err := expr.Compile(src, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := boundedCost(checked.Node()); err != nil {
 		return nil, err
 	}
 	opts = append(opts,
@@ -292,4 +297,52 @@ func toInt(v any) (int64, bool) {
 		return int64(x), true
 	}
 	return 0, false
+}
+
+// unboundedBuiltins are the builtins whose cost grows with their
+// arguments: a rule using them could exhaust the process on a tick
+// (reduce doubling a string forty times is a terabyte). A rule reads one
+// position's figures and needs none of them.
+var unboundedBuiltins = []string{"all", "any", "none", "one", "filter", "map", "find", "findIndex", "findLast",
+	"findLastIndex", "count", "sum", "groupBy", "sortBy", "reduce", "repeat", "mean", "median", "sort", "flatten",
+	"uniq", "concat", "keys", "values", "join", "split", "splitAfter", "toPairs", "fromPairs", "reverse", "take"}
+
+// maxRange is the largest range a rule may write.
+const maxRange = 10000
+
+// boundedCost rejects the constructs whose evaluation cost is not bounded
+// by the expression's size: the unbounded builtins, ranges (1..n), and
+// predicates over collections.
+func boundedCost(root ast.Node) (err error) {
+	ast.Walk(&root, costVisitor{err: &err})
+	return err
+}
+
+type costVisitor struct{ err *error }
+
+func (v costVisitor) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.BuiltinNode:
+		// Visited after its arguments: it names the builtin, which says
+		// more than a predicate inside it.
+		if slices.Contains(unboundedBuiltins, n.Name) {
+			*v.err = fmt.Errorf("%s() is not allowed in a rule: its cost grows with its arguments, and a rule must not be able to exhaust the guard", n.Name)
+		}
+	case *ast.BinaryNode:
+		if n.Operator != ".." || *v.err != nil {
+			return
+		}
+		// A range of two integer constants is bounded (position.leverage
+		// in 1..10); any other could be as large as its operands.
+		lo, ok1 := n.Left.(*ast.IntegerNode)
+		hi, ok2 := n.Right.(*ast.IntegerNode)
+		if !ok1 || !ok2 || hi.Value-lo.Value > maxRange {
+			*v.err = fmt.Errorf("a range in a rule must be between two integer constants at most %d apart: its size must be bounded", maxRange)
+		}
+	case *ast.PredicateNode:
+		if *v.err != nil {
+			return
+		}
+		*v.err = errors.New("predicates over collections are not allowed in a rule: their cost has no bound")
+	}
 }

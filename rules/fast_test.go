@@ -237,7 +237,7 @@ var fastFallbacks = []string{
 	"now.Year() == 2025",
 	"position.symbol in ['XBTC', 'XETH']",
 	"let x = position.margin; x > 1",
-	"any([1, 2], # > position.leverage)",
+	"upper(position.symbol) == 'XBTC'",
 	"max(position.leverage, 2) > 3",
 	"position?.leverage > 1",
 	"position.symbol matches '^X'",

@@ -444,7 +444,7 @@ func (e *Engine) withinBudget(pl *plan, ps *posState, now time.Time, p *predicti
 	}
 	for _, d := range pl.due {
 		r := d.rule
-		if r.MarginBudget == 0 || !lowers(r) {
+		if r.MarginBudget == 0 || !r.HasAction(rules.LowerLeverage) {
 			continue
 		}
 		st := &ps.rules[d.idx]
@@ -469,7 +469,7 @@ func (e *Engine) withinBudget(pl *plan, ps *posState, now time.Time, p *predicti
 // of the rules that asked for the cut.
 func (e *Engine) spendBudget(pl *plan, ps *posState, moved decimal.Decimal) {
 	for _, d := range pl.due {
-		if d.rule.MarginBudget == 0 || !lowers(d.rule) {
+		if d.rule.MarginBudget == 0 || !d.rule.HasAction(rules.LowerLeverage) {
 			continue
 		}
 		ps.rules[d.idx].MarginMoved += moved.InexactFloat64()
@@ -488,13 +488,4 @@ func resetBudget(st *RuleState, r *rules.Rule, now time.Time) {
 	if !st.BudgetFrom.Equal(from) {
 		st.BudgetFrom, st.MarginMoved = from, 0
 	}
-}
-
-func lowers(r *rules.Rule) bool {
-	for _, a := range r.Actions {
-		if a.Kind == rules.LowerLeverage {
-			return true
-		}
-	}
-	return false
 }

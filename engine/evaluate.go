@@ -78,7 +78,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				e.dirty = true
 				// A rule whose notify action runs now tells of its firing
 				// itself: one message per event and channel.
-				quiet := tr == ToFiring && due && hasNotify(r)
+				quiet := tr == ToFiring && due && r.HasAction(rules.Notify)
 				e.emit(ctx, rep, transitionEvent(now, r, sym.Name, p.ID, prev.State, next.State, tr, reason, quiet, &e.env))
 			}
 			if due {

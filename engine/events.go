@@ -236,15 +236,6 @@ func ruleErrorEvent(r *rules.Rule, symbol string, err error, first bool) event {
 	return ev
 }
 
-func hasNotify(r *rules.Rule) bool {
-	for i := range r.Actions {
-		if r.Actions[i].Kind == rules.Notify {
-			return true
-		}
-	}
-	return false
-}
-
 // describe is the default one-line account of what a rule saw.
 func describe(r *rules.Rule, env *rules.Env) string {
 	s := r.Description

@@ -175,6 +175,16 @@ type Action struct {
 	fast    floatFn // nil when Leverage is outside the fast subset
 }
 
+// HasAction reports whether one of the rule's actions is of kind k.
+func (r *Rule) HasAction(k ActionKind) bool {
+	for i := range r.Actions {
+		if r.Actions[i].Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
 // AppliesTo reports whether the rule evaluates positions of symbol.
 func (r *Rule) AppliesTo(symbol string) bool {
 	return len(r.Symbols) == 0 || slices.Contains(r.Symbols, symbol)

@@ -90,7 +90,7 @@ func printSummary(w io.Writer, cfg *config) {
 		}
 		fmt.Fprintf(w, "  symbols:  %s\n", symbols)
 		fmt.Fprintf(w, "  actions:  %s\n", describeActions(r.Actions))
-		if isolates(r) {
+		if r.HasAction(rules.SetIsolated) {
 			if r.AllowCloserLiquidation {
 				fmt.Fprintf(w, "  harm:     set_isolated may move the liquidation price closer, not under %g%% of the index\n", r.MinLiquidationDistance*100)
 			} else {
@@ -141,14 +141,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// isolates reports whether one of the rule's actions is set_isolated.
-func isolates(r *rules.Rule) bool {
-	for _, a := range r.Actions {
-		if a.Kind == rules.SetIsolated {
-			return true
-		}
-	}
-	return false
 }

@@ -201,11 +201,7 @@ func (e *Engine) publishSymbols(tr *exchange.Trades) {
 		return
 	}
 	e.listedOf = tr
-	names := make([]string, 0, len(tr.ContractsSymbols))
-	for _, s := range tr.ContractsSymbols {
-		names = append(names, s.Name)
-	}
-	slices.Sort(names)
+	names := tr.ContractNames()
 	e.mu.Lock()
 	e.listed = names
 	e.mu.Unlock()

@@ -155,6 +155,16 @@ func (t *Trades) ContractByID(id int64) (ContractSymbol, bool) {
 	return ContractSymbol{}, false
 }
 
+// ContractNames returns the contract symbols' names, sorted.
+func (t *Trades) ContractNames() []string {
+	names := make([]string, 0, len(t.ContractsSymbols))
+	for _, s := range t.ContractsSymbols {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // ContractByName returns the contract symbol with the given name.
 func (t *Trades) ContractByName(name string) (ContractSymbol, bool) {
 	for _, s := range t.ContractsSymbols {

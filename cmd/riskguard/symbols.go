@@ -28,11 +28,7 @@ func publicSymbols(c *exchange.Client) func(context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		names := make([]string, 0, len(tr.ContractsSymbols))
-		for _, s := range tr.ContractsSymbols {
-			names = append(names, s.Name)
-		}
-		return names, nil
+		return tr.ContractNames(), nil
 	}
 }
 

@@ -605,11 +605,7 @@ func (l *lane) finish(end time.Time) RunResult {
 			LiquidationPrice: lq.Position.LiquidationPrice, Leverage: lq.Position.Leverage, Cross: lq.Position.Cross,
 			Margin: lq.Position.Margin})
 	}
-	prices := l.ex.IndexPrices()
-	base := map[int64]string{}
-	for _, c := range l.ex.Trades().ContractsSymbols {
-		base[c.ID] = c.BaseName
-	}
+	pnl := unrealizedPNL(l.ex)
 	for _, p := range l.ex.Positions() {
 		name := l.nameOf(p.SymbolID)
 		start, had := l.start[name]
@@ -620,15 +616,9 @@ func (l *lane) finish(end time.Time) RunResult {
 		out.RealizedPNL = out.RealizedPNL.Add(p.RealizedPNL)
 		pe := PositionEnd{Symbol: name, Leverage: p.Leverage, StartLeverage: start.Leverage, Cross: p.Cross,
 			StartCross: start.Cross, LiquidationPrice: p.LiquidationPrice, Liquidated: p.Empty}
-		if !p.Empty {
-			if ix, ok := prices[base[p.SymbolID]]; ok {
-				u := ix.Sub(p.EntryPrice).Mul(p.Quantity)
-				if p.Direction == exchange.Short {
-					u = u.Neg()
-				}
-				pe.UnrealizedPNL = u
-				out.UnrealizedPNL = out.UnrealizedPNL.Add(u)
-			}
+		if u, ok := pnl(p); ok && !p.Empty {
+			pe.UnrealizedPNL = u
+			out.UnrealizedPNL = out.UnrealizedPNL.Add(u)
 		}
 		out.Positions = append(out.Positions, pe)
 	}

@@ -551,24 +551,37 @@ type EquityPoint struct {
 
 // equityOf is ex's account equity now.
 func equityOf(ex *sim.Exchange) float64 {
-	prices := ex.IndexPrices()
-	base := map[int64]string{}
-	for _, c := range ex.Trades().ContractsSymbols {
-		base[c.ID] = c.BaseName
-	}
+	pnl := unrealizedPNL(ex)
 	eq := ex.Balance()
 	for _, p := range ex.Positions() {
 		if p.Empty {
 			continue
 		}
 		eq = eq.Add(p.Margin)
-		if ix, ok := prices[base[p.SymbolID]]; ok {
-			u := ix.Sub(p.EntryPrice).Mul(p.Quantity)
-			if p.Direction == exchange.Short {
-				u = u.Neg()
-			}
+		if u, ok := pnl(p); ok {
 			eq = eq.Add(u)
 		}
 	}
 	return eq.InexactFloat64()
+}
+
+// unrealizedPNL returns a position's unrealised PNL at ex's current index
+// prices; ok is false when its index has no price.
+func unrealizedPNL(ex *sim.Exchange) func(p exchange.Position) (decimal.Decimal, bool) {
+	prices := ex.IndexPrices()
+	base := map[int64]string{}
+	for _, c := range ex.Trades().ContractsSymbols {
+		base[c.ID] = c.BaseName
+	}
+	return func(p exchange.Position) (decimal.Decimal, bool) {
+		ix, ok := prices[base[p.SymbolID]]
+		if !ok {
+			return decimal.Zero, false
+		}
+		u := ix.Sub(p.EntryPrice).Mul(p.Quantity)
+		if p.Direction == exchange.Short {
+			u = u.Neg()
+		}
+		return u, true
+	}
 }

@@ -424,6 +424,20 @@ func rewriteJSON(t *testing.T, body []byte, f func(data any) any) []byte {
 	return out
 }
 
+// rewritePositions lets f change every position of a positions answer;
+// other answers pass unchanged.
+func rewritePositions(t *testing.T, path string, body []byte, f func(pm map[string]any)) []byte {
+	if path != "/v1/contracts/positions" {
+		return body
+	}
+	return rewriteJSON(t, body, func(data any) any {
+		for _, p := range data.([]any) {
+			f(p.(map[string]any))
+		}
+		return data
+	})
+}
+
 // Partial data: one symbol's data is unusable. That symbol is skipped with
 // a log line saying why, the others are acted on in the same tick, and the
 // skipped one is acted on once its data is whole again.
@@ -450,16 +464,10 @@ func TestFaultPartialData(t *testing.T) {
 		{
 			name: "position naming an unknown symbol id",
 			rewrite: func(t *testing.T, xsolID json.Number, path string, body []byte) []byte {
-				if path != "/v1/contracts/positions" {
-					return body
-				}
-				return rewriteJSON(t, body, func(data any) any {
-					for _, p := range data.([]any) {
-						if pm := p.(map[string]any); pm["symbolId"] == xsolID {
-							pm["symbolId"] = json.Number("999999")
-						}
+				return rewritePositions(t, path, body, func(pm map[string]any) {
+					if pm["symbolId"] == xsolID {
+						pm["symbolId"] = json.Number("999999")
 					}
-					return data
 				})
 			},
 			logged: []string{"position names an unknown symbol; skipped", `"symbolId":999999`},
@@ -467,16 +475,10 @@ func TestFaultPartialData(t *testing.T) {
 		{
 			name: "risk limit with maxLeverage 0",
 			rewrite: func(t *testing.T, xsolID json.Number, path string, body []byte) []byte {
-				if path != "/v1/contracts/positions" {
-					return body
-				}
-				return rewriteJSON(t, body, func(data any) any {
-					for _, p := range data.([]any) {
-						if pm := p.(map[string]any); pm["symbolId"] == xsolID {
-							pm["riskLimit"].(map[string]any)["maxLeverage"] = json.Number("0")
-						}
+				return rewritePositions(t, path, body, func(pm map[string]any) {
+					if pm["symbolId"] == xsolID {
+						pm["riskLimit"].(map[string]any)["maxLeverage"] = json.Number("0")
 					}
-					return data
 				})
 			},
 			logged: []string{`"state":"nodata"`, `"rule":"over-max-leverage","symbol":"XSOL"`},
@@ -485,16 +487,10 @@ func TestFaultPartialData(t *testing.T) {
 			// A leverage of 0 is no data, never "already at target".
 			name: "position with leverage 0",
 			rewrite: func(t *testing.T, xsolID json.Number, path string, body []byte) []byte {
-				if path != "/v1/contracts/positions" {
-					return body
-				}
-				return rewriteJSON(t, body, func(data any) any {
-					for _, p := range data.([]any) {
-						if pm := p.(map[string]any); pm["symbolId"] == xsolID {
-							pm["leverage"] = json.Number("0")
-						}
+				return rewritePositions(t, path, body, func(pm map[string]any) {
+					if pm["symbolId"] == xsolID {
+						pm["leverage"] = json.Number("0")
 					}
-					return data
 				})
 			},
 			logged: []string{`"msg":"rule nodata","rule":"over-max-leverage","symbol":"XSOL","state":"nodata"`},
@@ -505,17 +501,10 @@ func TestFaultPartialData(t *testing.T) {
 			// left out and named, the empty one needs only its identity.
 			name: "one bad position among good ones",
 			rewrite: func(t *testing.T, xsolID json.Number, path string, body []byte) []byte {
-				if path != "/v1/contracts/positions" {
-					return body
-				}
-				return rewriteJSON(t, body, func(data any) any {
-					for _, p := range data.([]any) {
-						pm := p.(map[string]any)
-						if pm["symbolId"] == xsolID || pm["empty"] == true {
-							pm["riskLevel"] = "high"
-						}
+				return rewritePositions(t, path, body, func(pm map[string]any) {
+					if pm["symbolId"] == xsolID || pm["empty"] == true {
+						pm["riskLevel"] = "high"
 					}
-					return data
 				})
 			},
 			logged: []string{"unreadable items, left out (the rest of each answer is used): positions 1_"},

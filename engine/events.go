@@ -181,7 +181,7 @@ func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMess
 		r.Error = err.Error()
 	}
 	ev := event{audit: &r}
-	rulesAttr := strings.Join(base.Rules, ",")
+	rulesAttr := joinRules(base.Rules)
 	attrs := []any{"action", base.Action, "symbol", base.Symbol, "rule", rulesAttr}
 	count := func(result string) func(*Metrics) { return func(m *Metrics) { m.action(base.Action, result) } }
 	switch phase {

@@ -163,31 +163,6 @@ func (a Account) crossPool(i int) (pool, othersMaintenance decimal.Decimal) {
 	return pool, othersMaintenance
 }
 
-// CrossMarginRatio is the cross positions' total maintenance margin over
-// the pool's equity at their index prices: 1 (or more) at liquidation; 0
-// without cross positions, and ok false when the equity is not positive.
-func (a Account) CrossMarginRatio() (ratio decimal.Decimal, ok bool) {
-	equity, mm, any := a.Free, decimal.Zero, false
-	for _, p := range a.Positions {
-		if !p.Cross || !p.Open() {
-			continue
-		}
-		any = true
-		equity = equity.Add(p.Margin())
-		mm = mm.Add(p.Maintenance())
-		if p.Index.IsPositive() {
-			equity = equity.Add(p.PNL(p.Index))
-		}
-	}
-	if !any {
-		return decimal.Zero, true
-	}
-	if !equity.IsPositive() {
-		return decimal.Zero, false
-	}
-	return mm.DivRound(equity, 16), true
-}
-
 // InferFree solves the model for the free balance behind cross position i
 // from the liquidation price the exchange shows for it, the other
 // positions as given. ok is false when i is not an open cross position or

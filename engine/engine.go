@@ -93,7 +93,7 @@ type Engine struct {
 	// Active, Rules and Update take mu alone.
 	tick      sync.Mutex
 	set       *rules.Set
-	positions map[string]*posState // by position id
+	positions map[positionKey]*posState
 	snaps     *SnapshotReader
 	indexSeen map[string]indexSeen
 	breaker   breakerState
@@ -137,8 +137,6 @@ type posState struct {
 	symbol string
 	rules  []RuleState
 	seen   time.Time
-	// id is the exchange's position id (the key adds the direction).
-	id string
 	// missingSince is when the position went missing from the answers.
 	missingSince time.Time
 	// refused is the last settings call the exchange refused for good,
@@ -180,7 +178,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		set:       set,
 		current:   set,
 		snaps:     NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
-		positions: make(map[string]*posState),
+		positions: make(map[positionKey]*posState),
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
 	}
@@ -397,14 +395,15 @@ func (e *Engine) restore(s *savedState) []event {
 		if !ok || sr.Fingerprint != r.Fingerprint() {
 			continue
 		}
-		for id, st := range sr.Positions {
+		for saved, st := range sr.Positions {
 			for _, t := range []*time.Time{&st.ActiveAt, &st.FiredAt, &st.LastTrueAt, &st.LastActionAt, &st.HarmNotedAt, &st.BudgetFrom, &st.MissingSince} {
 				clamp(t)
 			}
-			ps := e.positions[id]
+			key := parsePositionKey(saved)
+			ps := e.positions[key]
 			if ps == nil {
-				ps = &posState{symbol: s.Symbols[id], rules: make([]RuleState, len(e.set.Rules))}
-				e.positions[id] = ps
+				ps = &posState{symbol: s.Symbols[saved], rules: make([]RuleState, len(e.set.Rules))}
+				e.positions[key] = ps
 			}
 			ps.rules[ri] = st
 		}
@@ -432,10 +431,10 @@ func (e *Engine) saveLocked() error {
 		Breaker: e.breaker, Symbols: make(map[string]string, len(e.positions))}
 	for ri, r := range e.set.Rules {
 		sr := savedRule{Fingerprint: r.Fingerprint(), Positions: make(map[string]RuleState)}
-		for id, ps := range e.positions {
+		for key, ps := range e.positions {
 			if ri < len(ps.rules) && ps.rules[ri] != (RuleState{}) {
-				sr.Positions[id] = ps.rules[ri]
-				s.Symbols[id] = ps.symbol
+				sr.Positions[key.String()] = ps.rules[ri]
+				s.Symbols[key.String()] = ps.symbol
 			}
 		}
 		s.Rules[r.Name] = sr

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,8 +18,8 @@ import (
 // evaluate runs every rule on every non-empty position of the snapshot.
 func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
 	cancelled := make(map[string]bool)
-	closed := make(map[string]bool)
-	seen := make(map[string]bool, len(snap.Positions))
+	closed := make(map[positionKey]bool)
+	seen := make(map[positionKey]bool, len(snap.Positions))
 	e.unreadable(ctx, now, snap)
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
@@ -52,7 +53,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		}
 		fillInput(&e.in, p, sym, price, hasIndex, now)
 		e.env.Fill(&e.in)
-		ps := e.posState(key, p.ID, sym.Name)
+		ps := e.posState(key, sym.Name)
 		ps.seen, ps.missingSince = now, time.Time{}
 		pl := plan{pos: p, sym: sym}
 		for ri, r := range e.set.Rules {
@@ -126,13 +127,15 @@ func (e *Engine) condition(ri int, r *rules.Rule, indexWhy string) (Condition, s
 }
 
 // posState returns the state of the rules on a position, creating it.
-func (e *Engine) posState(key, id, symbol string) *posState {
+func (e *Engine) posState(key positionKey, symbol string) *posState {
 	ps, ok := e.positions[key]
-	if legacy, had := e.positions[id]; !ok && had {
-		// State saved under the position id alone, before positions were
-		// told apart by direction: it is this position's.
-		delete(e.positions, id)
-		e.positions[key], ps, ok = legacy, legacy, true
+	if !ok {
+		if legacy, had := e.positions[positionKey{id: key.id}]; had {
+			// State saved under the position id alone, before positions
+			// were told apart by direction: it is this position's.
+			delete(e.positions, positionKey{id: key.id})
+			e.positions[key], ps, ok = legacy, legacy, true
+		}
 	}
 	if !ok || len(ps.rules) != len(e.set.Rules) {
 		if !ok {
@@ -143,14 +146,33 @@ func (e *Engine) posState(key, id, symbol string) *posState {
 		copy(rs, ps.rules)
 		ps.rules = rs
 	}
-	ps.symbol, ps.id = symbol, id
+	ps.symbol = symbol
 	return ps
 }
 
-// posKey identifies a position in the engine's state: its id and its
-// direction, so that a hedge-mode long and short on one symbol (one id in
-// the spec) keep apart states.
-func posKey(p *exchange.Position) string { return p.ID + "/" + p.Direction }
+// positionKey identifies a position in the engine's state: the exchange's
+// id and the direction, so that a hedge-mode long and short on one symbol
+// (one id in the spec) keep apart states. A key without a direction is
+// state saved before positions were told apart by it.
+type positionKey struct{ id, dir string }
+
+func posKey(p *exchange.Position) positionKey { return positionKey{p.ID, p.Direction} }
+
+// String is the key as the state file writes it: ID/DIRECTION.
+func (k positionKey) String() string {
+	if k.dir == "" {
+		return k.id
+	}
+	return k.id + "/" + k.dir
+}
+
+// parsePositionKey reads a key written by String.
+func parsePositionKey(s string) positionKey {
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return positionKey{s[:i], s[i+1:]}
+	}
+	return positionKey{id: s}
+}
 
 // forgetGone drops the state of positions that were closed: listed empty
 // (closed), at once; missing from the answer, after a grace period — at
@@ -158,8 +180,8 @@ func posKey(p *exchange.Position) string { return p.ID + "/" + p.Direction }
 // having acted on it, and two intervals — so that an answer that is empty
 // now and then does not wipe cooldowns (a returning position keeps them).
 // A rule that was firing on a forgotten position resolves.
-func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport, closed map[string]bool) {
-	var gone []string
+func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport, closed map[positionKey]bool) {
+	var gone []positionKey
 	for key, ps := range e.positions {
 		if ps.seen.Equal(now) {
 			continue
@@ -174,7 +196,8 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport,
 		}
 		gone = append(gone, key)
 	}
-	slices.Sort(gone) // a deterministic order for the audit log and replays
+	// A deterministic order for the audit log and replays.
+	slices.SortFunc(gone, func(a, b positionKey) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.dir, b.dir)) })
 	for _, key := range gone {
 		ps := e.positions[key]
 		reason := "position closed"
@@ -190,11 +213,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport,
 			if s.State == Firing {
 				tr = ToResolved
 			}
-			id := ps.id
-			if id == "" {
-				id = key
-			}
-			e.emit(ctx, rep, transitionEvent(now, r, ps.symbol, id, s.State, to, tr, reason, false, nil))
+			e.emit(ctx, rep, transitionEvent(now, r, ps.symbol, key.id, s.State, to, tr, reason, false, nil))
 		}
 		delete(e.positions, key)
 		e.dirty = true
@@ -219,6 +238,9 @@ func (e *Engine) grace(ps *posState) time.Duration {
 // in a metric every tick — and keeps the rule states of an unreadable
 // position: it has no data, which neither resolves nor forgets anything.
 func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) {
+	if len(snap.Partial) == 0 && len(e.badItems) == 0 {
+		return // the common case: nothing to say, and the gauges read 0
+	}
 	current := map[string]string{}
 	counts := map[string]int{}
 	for _, pe := range snap.Partial {
@@ -228,8 +250,8 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 			if pe.What != "positions" || it.ID == "" {
 				continue
 			}
-			for _, ps := range e.positions {
-				if ps.id == it.ID {
+			for key, ps := range e.positions {
+				if key.id == it.ID {
 					ps.seen = now
 				}
 			}

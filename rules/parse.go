@@ -156,11 +156,9 @@ func (p *parser) decode() *yaml.Node {
 
 // parseRoot reads the rules under the `rules` key of root.
 func (p *parser) parseRoot(root *yaml.Node) *Set {
-	var rulesNode *yaml.Node
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value == "rules" {
-			rulesNode = yamlnode.Deref(root.Content[i+1])
-		}
+	rulesNode := yamlnode.Value(root, "rules")
+	if rulesNode != nil {
+		rulesNode = yamlnode.Deref(rulesNode)
 	}
 	if rulesNode == nil {
 		p.errorf(root, "no \"rules\" key: the file defines no rules")

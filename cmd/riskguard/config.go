@@ -200,10 +200,10 @@ func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (
 	l.k = k
 
 	cfg := &config{Path: path, Rules: set, Engine: engine.DefaultConfig()}
-	cfg.RulesOnly = opts.rulesOnly && mappingValue(doc.Root, "exchange") == nil && mappingValue(doc.Root, "engine") == nil
+	cfg.RulesOnly = opts.rulesOnly && yamlnode.Value(doc.Root, "exchange") == nil && yamlnode.Value(doc.Root, "engine") == nil
 	// A section that is there but not a mapping was reported; its keys
 	// would only repeat that.
-	usable := func(s string) bool { return sections[s] || mappingValue(doc.Root, s) == nil }
+	usable := func(s string) bool { return sections[s] || yamlnode.Value(doc.Root, s) == nil }
 	if !cfg.RulesOnly && usable("exchange") {
 		l.exchange(&cfg.Exchange)
 	}
@@ -619,7 +619,7 @@ func (l *loader) ruleReferences(ncfg *notify.Config, rawNotify any) {
 		}
 	}
 	names := slices.Sorted(maps.Keys(defined))
-	rulesNode := mappingValue(l.root, "rules")
+	rulesNode := yamlnode.Value(l.root, "rules")
 	if rulesNode == nil || rulesNode.Kind != yaml.SequenceNode {
 		return
 	}
@@ -628,24 +628,24 @@ func (l *loader) ruleReferences(ncfg *notify.Config, rawNotify any) {
 			continue
 		}
 		name := ""
-		if n := mappingValue(rn, "name"); n != nil && n.Kind == yaml.ScalarNode {
+		if n := yamlnode.Value(rn, "name"); n != nil && n.Kind == yaml.ScalarNode {
 			name = n.Value
 		}
 		at := func(n *yaml.Node, format string, args ...any) {
 			l.errs = append(l.errs, &rules.Error{File: l.path, Line: n.Line, Col: n.Column, Rule: name, RuleIndex: i + 1, Msg: fmt.Sprintf(format, args...)})
 		}
-		if msg := mappingValue(rn, "message"); msg != nil && msg.Kind == yaml.ScalarNode && msg.Tag == "!!str" {
+		if msg := yamlnode.Value(rn, "message"); msg != nil && msg.Kind == yaml.ScalarNode && msg.Tag == "!!str" {
 			if err := notify.CheckTemplate(msg.Value); err != nil {
 				at(msg, "%v", err) // "message template …"
 			}
 		}
-		actions := mappingValue(rn, "actions")
+		actions := yamlnode.Value(rn, "actions")
 		if actions == nil || actions.Kind != yaml.SequenceNode {
 			continue
 		}
 		for _, an := range actions.Content {
-			kind := mappingValue(an, "action")
-			channels := mappingValue(an, "channels")
+			kind := yamlnode.Value(an, "action")
+			channels := yamlnode.Value(an, "channels")
 			if kind == nil || kind.Value != string(rules.Notify) || channels == nil || channels.Kind != yaml.SequenceNode {
 				continue
 			}
@@ -666,26 +666,13 @@ func (l *loader) ruleReferences(ncfg *notify.Config, rawNotify any) {
 	}
 }
 
-// mappingValue returns the value of key in mapping n, or nil.
-func mappingValue(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
-
 // nodeAt returns the node a dotted key path names (notify.channels.ops.
 // token_env), or the deepest mapping on the way when a key is missing, so
 // that "required" errors point at the mapping that lacks the key.
 func (l *loader) nodeAt(path string) *yaml.Node {
 	n := l.root
 	for part := range strings.SplitSeq(path, ".") {
-		next := mappingValue(n, part)
+		next := yamlnode.Value(n, part)
 		if next == nil {
 			return n
 		}

@@ -56,6 +56,20 @@ func Describe(n *yaml.Node) string {
 	return "a document"
 }
 
+// Value returns the value of key in mapping n (the first, when repeated),
+// or nil when n is not a mapping or has no such key.
+func Value(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
 // UnknownKey is the message for a key not among known: the likely key, or
 // the known ones. prefix is written before the key names (a section such
 // as "engine.").

@@ -17,6 +17,10 @@ import (
 // ErrBreakerOpen is the error of an action the circuit breaker held back.
 var ErrBreakerOpen = errors.New("circuit breaker open: action budget exceeded")
 
+// ErrStaleSnapshot is the error of an action not sent because the snapshot
+// it was decided on is older than Config.MaxSnapshotAge.
+var ErrStaleSnapshot = errors.New("snapshot too old to act on")
+
 // ErrNotApplied is wrapped when the exchange answered a settings call with
 // values other than those asked for.
 var ErrNotApplied = errors.New("settings not applied")
@@ -27,6 +31,10 @@ var ErrNotApplied = errors.New("settings not applied")
 type plan struct {
 	pos *exchange.Position
 	sym *exchange.ContractSymbol
+	ps  *posState
+	// env is what the rules saw on the position, for their notify actions
+	// (the engine's own env moves on to the next position).
+	env rules.Env
 
 	due []dueRule
 
@@ -106,22 +114,31 @@ func (pl *plan) target() (exchange.Settings, bool) {
 
 // execute runs a position's plan: cancel first (fewer open orders is never
 // riskier), then the settings call, then the rules' notify actions. A rule
-// whose parts all succeeded starts its cooldown.
-func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *plan, ps *posState, cancelled map[string]bool, rep *TickReport) {
-	// The action in flight finishes even when the daemon is stopping.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ActionTimeout)
-	defer cancel()
-	sym, pos := pl.sym.Name, pl.pos
+// whose parts all succeeded starts its cooldown. It holds actMu but around
+// the exchange calls (see mutate).
+func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *plan, cancelled map[string]bool, rep *TickReport) {
+	e.actMu.Lock()
+	defer e.actMu.Unlock()
+	// The action in flight finishes even when the daemon is stopping;
+	// mutate bounds each call by ActionTimeout.
+	actx := context.WithoutCancel(ctx)
+	sym, pos, ps := pl.sym.Name, pl.pos, pl.ps
 
 	var cancelErr, settingsErr error
-	if pl.cancel && !cancelled[sym] {
+	held := e.heldBack(actx, now, pl, rep)
+	if held {
+		cancelErr, settingsErr = errBackingOff, errBackingOff
+	}
+	if pl.cancel && !cancelled[sym] && !held {
 		cancelled[sym] = true
 		base := Record{Time: now, Type: "action", Action: "cancel_orders", Symbol: sym, Position: pos.ID, Rules: pl.cancelRules}
 		cancelErr = e.mutate(actx, rep, base, "cancel_orders "+sym, "", &ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules},
 			func(ctx context.Context) (json.RawMessage, error) { return e.act.CancelOrders(ctx, sym) })
+		e.symbolOutcome(actx, now, sym, cancelErr)
 	}
 
 	want, change := pl.target()
+	change = change && !held
 	var pred *prediction
 	if change {
 		pred = e.predict(snap, pl, want)
@@ -258,7 +275,6 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 					ErrNotApplied, want.Cross, want.Leverage, got.Cross, got.Leverage)
 			}
 			if pred != nil {
-				e.checkPrediction(ctx, now, sym, pred, got.LiquidationPrice)
 				// The result's audit record carries the prediction and
 				// what the exchange read back.
 				actual := got.LiquidationPrice
@@ -267,7 +283,11 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			}
 			return raw, nil
 		})
+		e.symbolOutcome(actx, now, sym, settingsErr)
 		if settingsErr == nil && pred != nil {
+			if base.Prediction.Actual != nil {
+				e.checkPrediction(actx, now, sym, pred, *base.Prediction.Actual)
+			}
 			e.tickView.acct = pred.next // later calls of the tick see this one's effect
 		}
 		if refusedForGood(settingsErr) {
@@ -276,7 +296,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		if settingsErr == nil && pred != nil && pred.MarginMoved.IsPositive() && !e.cfg.DryRun {
 			e.spendBudget(pl, ps, pred.MarginMoved)
 		}
-	} else if pl.lower > 0 || pl.isolate {
+	} else if !held && (pl.lower > 0 || pl.isolate) {
 		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
 	}
 
@@ -302,7 +322,10 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 				"cooldown", d.rule.Cooldown, "err", errors.Join(refused...))
 		}
 		for _, a := range d.notify {
-			e.emit(ctx, rep, ruleNotifyEvent(now, d.rule, sym, a.Channels, &e.env))
+			e.emit(ctx, rep, ruleNotifyEvent(now, d.rule, sym, a.Channels, &pl.env))
+		}
+		if errors.Is(d.err, errBackingOff) {
+			continue // said by heldBack and symbolOutcome
 		}
 		if d.err != nil {
 			e.log.Warn("actions failed; retried next tick", "rule", d.rule.Name, "symbol", sym, "err", d.err)
@@ -366,6 +389,12 @@ func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc,
 		phase("dry_run", nil, nil)
 		return nil
 	}
+	if age := e.now().Sub(e.readStart); age > e.cfg.MaxSnapshotAge {
+		err := fmt.Errorf("%w: read %s ago, more than %s (engine.max_snapshot_age); the next tick reads afresh",
+			ErrStaleSnapshot, age.Round(time.Millisecond), e.cfg.MaxSnapshotAge)
+		phase("skipped", nil, err)
+		return err
+	}
 	v := e.breaker.take(now, e.cfg.MaxActionsPerMinute, e.cfg.BreakerReset)
 	e.dirty = true
 	if v.closed {
@@ -380,8 +409,18 @@ func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc,
 		return ErrBreakerOpen
 	}
 	phase("sent", nil, nil)
-	resp, err := call(ctx)
+	// The call runs without actMu: another symbol's actions go on while
+	// this one waits for the exchange.
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.ActionTimeout)
+	e.actMu.Unlock()
+	resp, err := call(cctx)
+	e.actMu.Lock()
+	cancel()
 	if err != nil {
+		// Only the guard's own successful mutations spend the budget: a
+		// symbol that keeps failing backs off on its own (symbolOutcome)
+		// instead of opening the breaker on every other symbol.
+		e.breaker.refund(now)
 		phase("error", resp, err)
 		return err
 	}

@@ -55,3 +55,14 @@ func (b *breakerState) prune(now time.Time) {
 	}
 	b.Sent = append(b.Sent[:0], b.Sent[i:]...)
 }
+
+// refund gives back the budget a call taken at t did not use: it failed,
+// so it changed nothing on the exchange.
+func (b *breakerState) refund(t time.Time) {
+	for i := len(b.Sent) - 1; i >= 0; i-- {
+		if b.Sent[i].Equal(t) {
+			b.Sent = append(b.Sent[:i], b.Sent[i+1:]...)
+			return
+		}
+	}
+}

@@ -29,14 +29,29 @@ type Config struct {
 	// StateFile is the path of the persisted rule states and cooldowns;
 	// empty keeps them in memory only.
 	StateFile string
-	// ActionTimeout bounds one mutating call, which finishes even when the
+	// ActionTimeout bounds each mutating call, which finishes even when the
 	// daemon is asked to stop.
 	ActionTimeout time.Duration
+	// ActionConcurrency is how many symbols' actions run at once in a tick:
+	// a call that hangs on one symbol does not hold back another's.
+	ActionConcurrency int
+	// MaxSnapshotAge is the age of a tick's snapshot (from the start of its
+	// read) past which no action is sent on it; the next tick reads afresh.
+	// 0 means two intervals, at least minSnapshotAge.
+	MaxSnapshotAge time.Duration
+	// SymbolBackoffMax caps the backoff of a symbol whose actions keep
+	// failing: after n consecutive failures its next attempt waits
+	// interval×2^(n-1), at most this long. Other symbols are not held back.
+	SymbolBackoffMax time.Duration
 	// UnreachableAfter is how long the reads may keep failing before a
 	// critical notification says the exchange is unreachable; one more says
 	// when it is back.
 	UnreachableAfter time.Duration
 }
+
+// minSnapshotAge is the least default MaxSnapshotAge: a short interval
+// does not make an ordinary read (a few round trips) too old to act on.
+const minSnapshotAge = 3 * time.Second
 
 // DefaultConfig is the one owner of the engine's defaults: the configuration
 // loader starts from it, and New fills every zero field from it.
@@ -47,6 +62,8 @@ func DefaultConfig() Config {
 		BreakerReset:        5 * time.Minute,
 		SymbolsRefresh:      10 * time.Minute,
 		ActionTimeout:       30 * time.Second,
+		ActionConcurrency:   4,
+		SymbolBackoffMax:    time.Minute,
 		UnreachableAfter:    time.Minute,
 		AuditLog:            "riskguard-audit.jsonl",
 		StateFile:           "riskguard-state.json",
@@ -72,6 +89,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ActionTimeout <= 0 {
 		c.ActionTimeout = d.ActionTimeout
+	}
+	if c.ActionConcurrency <= 0 {
+		c.ActionConcurrency = d.ActionConcurrency
+	}
+	if c.MaxSnapshotAge <= 0 {
+		c.MaxSnapshotAge = max(2*c.Interval, minSnapshotAge)
+	}
+	if c.SymbolBackoffMax <= 0 {
+		c.SymbolBackoffMax = d.SymbolBackoffMax
 	}
 	if c.UnreachableAfter <= 0 {
 		c.UnreachableAfter = d.UnreachableAfter

@@ -112,6 +112,19 @@ type Engine struct {
 	// stateLock holds the state file against a second guard; nil without
 	// one (or in a dry run, which never writes it).
 	stateLock *os.File
+	// readStart is when the tick's snapshot read began, on the clock of
+	// Deps.Now: the age that MaxSnapshotAge bounds.
+	readStart time.Time
+	// backoff holds the symbols whose actions failed last time they ran.
+	backoff map[string]*symbolBackoff
+	// sequential runs the actions of a tick one symbol after the other:
+	// the reader is in process (a backtest), where nothing can hang.
+	sequential bool
+	// actMu is held by the tick's action phase while it decides and
+	// records, and released around each exchange call, so that the
+	// symbols' calls run concurrently while the tick-owned fields above
+	// are touched by one goroutine at a time.
+	actMu sync.Mutex
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	in  rules.Input
@@ -181,6 +194,10 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		positions: make(map[positionKey]*posState),
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
+		backoff:   make(map[string]*symbolBackoff),
+	}
+	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {
+		e.sequential = true
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

@@ -413,7 +413,7 @@ func TestRuntimeErrorMarksRuleUnhealthy(t *testing.T) {
 
 // A call the exchange refuses for good (4xx) waits for the cooldown instead
 // of spending the budget every tick; a transient failure is retried on the
-// next tick.
+// next tick, then backs off: ticks 0 and 2 send, 4 waits, 6 sends.
 func TestRefusedActionWaitsForCooldown(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -431,11 +431,11 @@ func TestRefusedActionWaitsForCooldown(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, Config{}, overMax)
 			h.fx.settingsErr = tt.err
-			for _, sec := range []int{0, 2, 4} {
+			for _, sec := range []int{0, 2, 4, 6} {
 				h.tick(sec)
 			}
 			if settings, _ := h.fx.calls(); len(settings) != tt.wantCalls {
-				t.Fatalf("settings calls over 3 ticks = %d, want %d", len(settings), tt.wantCalls)
+				t.Fatalf("settings calls over 4 ticks = %d, want %d", len(settings), tt.wantCalls)
 			}
 		})
 	}

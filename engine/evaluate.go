@@ -17,7 +17,7 @@ import (
 
 // evaluate runs every rule on every non-empty position of the snapshot.
 func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
-	cancelled := make(map[string]bool)
+	var plans []*plan // the positions with actions due, run once every position is evaluated
 	closed := make(map[positionKey]bool)
 	seen := make(map[positionKey]bool, len(snap.Positions))
 	e.unreadable(ctx, now, snap)
@@ -87,9 +87,11 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			}
 		}
 		if !pl.empty() {
-			e.execute(ctx, now, snap, &pl, ps, cancelled, rep)
+			pl.ps, pl.env = ps, e.env
+			plans = append(plans, &pl)
 		}
 	}
+	e.runPlans(ctx, now, snap, plans, rep)
 	e.forgetGone(ctx, now, rep, closed)
 }
 

@@ -48,7 +48,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	e.tick.Lock()
 	defer e.tick.Unlock()
 	e.applyPending()
-	start := e.now() // for the duration metric only; decisions use now
+	start := e.now() // for the duration metric and the snapshot's age; decisions use now
+	e.readStart = start
 	rep := &TickReport{Time: now}
 	e.lastTick = now
 	e.tickView = nil

@@ -21,6 +21,8 @@ type Metrics struct {
 	auditErrors  prometheus.Counter
 	mismatches   *prometheus.CounterVec
 	badItems     *prometheus.GaugeVec
+	symFailures  *prometheus.GaugeVec
+	auditPending prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them on reg.
@@ -60,8 +62,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		mismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "riskguard_model_mismatch_total", Help: "Settings calls whose read-back liquidation price the margin model did not predict, per symbol.",
 		}, []string{"symbol"}),
+		symFailures: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "riskguard_symbol_action_failures", Help: "Consecutive failed action calls per symbol, which back off on their own; 0 once a call succeeds.",
+		}, []string{"symbol"}),
+		auditPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "riskguard_audit_pending_records", Help: "Audit records that could not be written yet, kept in memory and written when the log accepts them.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems} {
+	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -137,4 +145,18 @@ func (m *Metrics) unreadable(counts map[string]int) {
 	for _, what := range []string{"positions", "index prices", "symbols"} {
 		m.badItems.WithLabelValues(what).Set(float64(counts[what]))
 	}
+}
+
+func (m *Metrics) symbolFailures(symbol string, n int) {
+	if m == nil {
+		return
+	}
+	m.symFailures.WithLabelValues(symbol).Set(float64(n))
+}
+
+func (m *Metrics) auditBacklog(n int) {
+	if m == nil {
+		return
+	}
+	m.auditPending.Set(float64(n))
 }

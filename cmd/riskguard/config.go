@@ -146,6 +146,10 @@ func configKeys() []configKey {
 		{"engine", "symbols_refresh", kindDuration, false},
 		{"engine", "stale_after", kindDuration, false},
 		{"engine", "unreachable_after", kindDuration, false},
+		{"engine", "action_timeout", kindDuration, false},
+		{"engine", "action_concurrency", kindInt, false},
+		{"engine", "max_snapshot_age", kindDuration, false},
+		{"engine", "symbol_backoff_max", kindDuration, false},
 	}
 }
 
@@ -559,6 +563,13 @@ func (l *loader) engine(e *engine.Config, listen *string) {
 	e.SymbolsRefresh = l.positive(get("symbols_refresh"), e.SymbolsRefresh)
 	e.StaleAfter = l.duration(get("stale_after"), e.StaleAfter)
 	e.UnreachableAfter = l.positive(get("unreachable_after"), e.UnreachableAfter)
+	e.ActionTimeout = l.positive(get("action_timeout"), e.ActionTimeout)
+	e.ActionConcurrency = l.integer(get("action_concurrency"), e.ActionConcurrency)
+	if e.ActionConcurrency < 1 {
+		l.bad(get("action_concurrency"), l.envOf(get("action_concurrency")), "must be at least 1, got %d", e.ActionConcurrency)
+	}
+	e.MaxSnapshotAge = l.positive(get("max_snapshot_age"), e.MaxSnapshotAge)
+	e.SymbolBackoffMax = l.positive(get("symbol_backoff_max"), e.SymbolBackoffMax)
 }
 
 // notify validates the notify section with notify.CheckConfig, placing

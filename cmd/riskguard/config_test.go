@@ -67,7 +67,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	want := engine.Config{
 		Interval: 2 * time.Second, AuditLog: "riskguard-audit.jsonl", StateFile: "riskguard-state.json",
 		MaxActionsPerMinute: 10, BreakerReset: 5 * time.Minute, SymbolsRefresh: 10 * time.Minute, UnreachableAfter: time.Minute,
-		ActionTimeout: 30 * time.Second,
+		ActionTimeout: 30 * time.Second, ActionConcurrency: 4, SymbolBackoffMax: time.Minute,
 	}
 	if !reflect.DeepEqual(cfg.Engine, want) || !reflect.DeepEqual(cfg.Engine, engine.DefaultConfig()) {
 		t.Errorf("engine = %+v, want %+v", cfg.Engine, want)

@@ -236,3 +236,45 @@ func TestFaultOnEveryRoute(t *testing.T) {
 		})
 	}
 }
+
+// Single-item faults: one element of a real answer corrupted, a valid
+// empty answer, a settings call answered as if applied but not applied.
+func TestFaultItems(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, sim.Config{})
+	var whole []map[string]any
+	v.get("/v1/contracts/positions", "", &whole)
+
+	v.sim.InjectFault("/v1/contracts/positions", sim.Fault{Item: &sim.ItemFault{Path: "1.riskLevel", Value: `"x"`}, Times: 1})
+	var one []map[string]any
+	v.get("/v1/contracts/positions", "", &one)
+	if len(one) != len(whole) || one[1]["riskLevel"] != "x" || one[0]["riskLevel"] != whole[0]["riskLevel"] {
+		t.Errorf("item fault: got %v, want only the second riskLevel changed of %v", one, whole)
+	}
+
+	v.sim.InjectFault("/v1/market/indexPrices", sim.Fault{Item: &sim.ItemFault{Path: "ETH", Value: `"NaN"`}, Times: 1})
+	var prices map[string]any
+	v.ok(call{method: http.MethodGet, path: "/v1/market/indexPrices", unsigned: true}, &prices)
+	if prices["ETH"] != "NaN" || prices["BTC"] == "NaN" || prices["BTC"] == nil {
+		t.Errorf("index prices = %v, want ETH NaN and BTC as it is", prices)
+	}
+
+	v.sim.InjectFault("/v1/contracts/positions", sim.Fault{Empty: true, Times: 1})
+	var none []map[string]any
+	v.get("/v1/contracts/positions", "", &none)
+	if none == nil || len(none) != 0 {
+		t.Errorf("empty fault: %v, want []", none)
+	}
+	v.get("/v1/contracts/positions", "", &none)
+	if len(none) != len(whole) {
+		t.Errorf("after the one empty answer: %d positions, want %d", len(none), len(whole))
+	}
+
+	before, _ := v.sim.Position("XSOL")
+	v.sim.InjectFault(settingsOf("XSOL"), sim.Fault{NotApplied: true})
+	var got struct{ Leverage int }
+	v.ok(call{method: http.MethodPost, path: settingsOf("XSOL"), body: `{"cross":false,"leverage":3}`}, &got)
+	if after, _ := v.sim.Position("XSOL"); got.Leverage != before.Leverage || after.Leverage != before.Leverage {
+		t.Errorf("not applied: answered %d, position %d, want both %d", got.Leverage, after.Leverage, before.Leverage)
+	}
+}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,7 +130,7 @@ func (e *Exchange) table() []route {
 		{method: http.MethodGet, template: "/v1/market/errorCodes", handle: e.errorCodes},
 		{method: http.MethodGet, template: "/v1/contracts/orders/closed", private: true, handle: e.closedOrders},
 		{method: http.MethodGet, template: "/v1/contracts/positions", private: true, handle: e.positionsList},
-		{method: http.MethodPost, template: "/v1/contracts/positions/{symbol}/settings", private: true, handle: e.settings},
+		{method: http.MethodPost, template: settingsRoute, private: true, handle: e.settings},
 		{method: http.MethodGet, template: "/v1/spots/balances", private: true, handle: e.spotBalancesList},
 		{method: http.MethodPost, template: "/v1/contracts/orders/{symbol}/cancel", private: true, handle: e.cancel},
 	}
@@ -308,12 +309,23 @@ func (e *Exchange) answer(r *http.Request, rt *route, params map[string]string, 
 			return old.res
 		}
 	}
+	if f != nil && f.NotApplied && rt.template == settingsRoute {
+		return e.positionAnswer(params["symbol"])
+	}
 	res := rt.handle(&request{params: params, query: r.URL.Query(), body: body, now: now})
 	if r.Method == http.MethodGet && res.status == http.StatusOK {
 		if len(e.answers) >= maxAnswers {
 			clear(e.answers)
 		}
 		e.answers[key] = answer{res: res}
+	}
+	if f != nil && res.status == http.StatusOK {
+		if f.Empty {
+			res.body = emptied(res.body)
+		}
+		if f.Item != nil {
+			res.body = f.Item.apply(res.body)
+		}
 	}
 	if f != nil && f.Truncated {
 		res.truncate = true
@@ -405,8 +417,92 @@ type Fault struct {
 	// RetryAfter sets the Retry-After header, in whole seconds rounded up
 	// (status 429 unless set).
 	RetryAfter time.Duration
+	// Empty answers the real request with its data emptied: an array
+	// becomes [], an object {} (a valid answer with nothing in it).
+	Empty bool
+	// Item corrupts one element of the real answer's data, leaving the
+	// rest of it as it is.
+	Item *ItemFault
+	// NotApplied answers a settings call with success and the position as
+	// it is, without applying the change (the read-back shows it).
+	NotApplied bool
 	// Times is how many calls the fault applies to; 0 means until cleared.
 	Times int
+}
+
+// ItemFault sets one value inside a successful answer's data. Path walks
+// it by dot-separated steps, an array index or an object key: "1.riskLevel"
+// is the riskLevel of a positions answer's second element, "BTC" the BTC
+// member of the index prices, "spot.0.baseScale" a field of the first spot
+// symbol. Value is raw JSON ("\"x\"", "null", "\"NaN\"").
+type ItemFault struct {
+	Path  string
+	Value string
+}
+
+// apply rewrites the success envelope body b; b is returned unchanged when
+// the path does not exist.
+func (it *ItemFault) apply(b []byte) []byte {
+	var env map[string]any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if d.Decode(&env) != nil {
+		return b
+	}
+	steps := strings.Split(it.Path, ".")
+	var v any
+	if json.Unmarshal([]byte(it.Value), &v) != nil {
+		v = it.Value
+	}
+	cur := env["data"]
+	for i, step := range steps {
+		last := i == len(steps)-1
+		switch c := cur.(type) {
+		case []any:
+			n, err := strconv.Atoi(step)
+			if err != nil || n < 0 || n >= len(c) {
+				return b
+			}
+			if last {
+				c[n] = v
+			}
+			cur = c[n]
+		case map[string]any:
+			if _, ok := c[step]; !ok && !last {
+				return b
+			}
+			if last {
+				c[step] = v
+			}
+			cur = c[step]
+		default:
+			return b
+		}
+	}
+	out, err := json.Marshal(env)
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+// emptied is the success envelope body b with its data emptied.
+func emptied(b []byte) []byte {
+	var env map[string]json.RawMessage
+	if json.Unmarshal(b, &env) != nil {
+		return b
+	}
+	switch data := bytes.TrimSpace(env["data"]); {
+	case len(data) > 0 && data[0] == '[':
+		env["data"] = json.RawMessage("[]")
+	case len(data) > 0 && data[0] == '{':
+		env["data"] = json.RawMessage("{}")
+	}
+	out, err := json.Marshal(env)
+	if err != nil {
+		return b
+	}
+	return out
 }
 
 // htmlPage is the body of an HTML fault.

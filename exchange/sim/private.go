@@ -333,3 +333,13 @@ func (e *Exchange) closedOrders(q *request) response {
 	}
 	return success(page)
 }
+
+// positionAnswer is a settings call's success answer with the position as
+// it is (the NotApplied fault).
+func (e *Exchange) positionAnswer(sym string) response {
+	p, held := e.positions[sym]
+	if !held {
+		return fail(http.StatusNotFound, CodeSymbolNotFound, "symbol", "no position on %q", sym)
+	}
+	return success(positionWireOf(e.snapshot(p)))
+}

@@ -568,7 +568,7 @@ func (l *loader) engine(e *engine.Config, listen *string) {
 	if e.ActionConcurrency < 1 {
 		l.bad(get("action_concurrency"), l.envOf(get("action_concurrency")), "must be at least 1, got %d", e.ActionConcurrency)
 	}
-	e.MaxSnapshotAge = l.positive(get("max_snapshot_age"), e.MaxSnapshotAge)
+	e.MaxSnapshotAge = l.duration(get("max_snapshot_age"), e.MaxSnapshotAge) // 0: two intervals
 	e.SymbolBackoffMax = l.positive(get("symbol_backoff_max"), e.SymbolBackoffMax)
 }
 

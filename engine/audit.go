@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -45,22 +46,69 @@ type Record struct {
 }
 
 // Audit appends records as JSON lines and syncs each one to disk, so a crash
-// loses nothing that was reported as done.
+// loses nothing that was reported as done. A record that cannot be written
+// (a full disk, a vanished directory) is kept in memory, up to
+// MaxAuditBacklog of them, and written before the next one; a write torn by
+// the failure is cut off, never glued to the next record. A file-backed
+// Audit follows its path: a file deleted or renamed away (logrotate) is
+// recreated at the next write, and Reopen reopens it at once (SIGHUP).
 type Audit struct {
 	mu   sync.Mutex
-	w    io.Writer
-	sync func() error
-	c    io.Closer
+	path string // "" for an Audit writing to a plain io.Writer
+	open func(path string) (auditFile, error)
+	f    auditFile // nil until opened, or after a failed reopen
+	w    io.Writer // the writer of NewAudit
+	// backlog holds the records not written yet, oldest first; dropped
+	// counts the ones that did not fit, said in a record once it drains.
+	backlog []pendingRecord
+	dropped int
+	lostAt  time.Time // the time of the last record dropped
+	// torn: a failed write left part of a line that could not be cut off;
+	// the next write ends it first.
+	torn bool
+}
+
+// pendingRecord is a record kept for a later write.
+type pendingRecord struct {
+	at   time.Time
+	line []byte
+}
+
+// MaxAuditBacklog bounds the records an Audit keeps while its file cannot
+// be written; past it the oldest are dropped and counted.
+const MaxAuditBacklog = 10000
+
+// auditFile is the part of *os.File an Audit uses.
+type auditFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Stat() (os.FileInfo, error)
+	Truncate(size int64) error
 }
 
 // OpenAudit opens (creating, mode 0600) the audit file at path for appending.
 func OpenAudit(path string) (*Audit, error) {
+	return openAuditWith(path, openAuditFile)
+}
+
+func openAuditWith(path string, open func(string) (auditFile, error)) (*Audit, error) {
+	a := &Audit{path: path, open: open}
+	f, err := open(path)
+	if err != nil {
+		return nil, err
+	}
+	a.f = f
+	return a, nil
+}
+
+// openAuditFile opens path for appending and ends a line torn by a crash,
+// so the next record starts a line of its own instead of being glued to it.
+func openAuditFile(path string) (auditFile, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
-	// A line torn by a crash is ended, so the next record starts a line
-	// of its own instead of being glued to it.
 	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
 		last := make([]byte, 1)
 		if _, err := f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
@@ -70,16 +118,18 @@ func OpenAudit(path string) (*Audit, error) {
 			}
 		}
 	}
-	return &Audit{w: f, sync: f.Sync, c: f}, nil
+	return f, nil
 }
 
 // NewAudit writes records to w, with no sync; for tests and dry runs that
 // audit to a terminal.
 func NewAudit(w io.Writer) *Audit {
-	return &Audit{w: w, sync: func() error { return nil }}
+	return &Audit{w: w}
 }
 
-// Write appends one record and syncs it.
+// Write appends one record and syncs it, after the records kept from
+// earlier failures. On error the record is kept (see Audit) and the error
+// says how many wait.
 func (a *Audit) Write(r Record) error {
 	if a == nil {
 		return nil
@@ -91,21 +141,150 @@ func (a *Audit) Write(r Record) error {
 	b = append(b, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, err := a.w.Write(b); err != nil {
-		return fmt.Errorf("audit: %w", err)
+	a.backlog = append(a.backlog, pendingRecord{at: r.Time, line: b})
+	if over := len(a.backlog) - MaxAuditBacklog; over > 0 {
+		a.lostAt = a.backlog[over-1].at
+		a.backlog = slices.Delete(a.backlog, 0, over)
+		a.dropped += over
 	}
-	if err := a.sync(); err != nil {
-		return fmt.Errorf("audit sync: %w", err)
-	}
-	return nil
+	return a.flushLocked()
 }
 
-// Close closes the underlying file, if any.
-func (a *Audit) Close() error {
-	if a == nil || a.c == nil {
+// Flush writes the records kept from earlier failures; nil when there are
+// none left.
+func (a *Audit) Flush() error {
+	if a == nil {
 		return nil
 	}
-	return a.c.Close()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.flushLocked()
+}
+
+// Backlog is the number of records waiting to be written.
+func (a *Audit) Backlog() int {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.backlog)
+}
+
+// Reopen closes the audit file and opens its path again, as logrotate
+// expects of a daemon on SIGHUP, then writes what was kept.
+func (a *Audit) Reopen() error {
+	if a == nil || a.path == "" {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.f != nil {
+		a.f.Close()
+		a.f = nil
+	}
+	if _, err := a.writerLocked(); err != nil {
+		return err
+	}
+	return a.flushLocked()
+}
+
+func (a *Audit) flushLocked() error {
+	if len(a.backlog) == 0 && a.dropped == 0 {
+		return nil
+	}
+	w, err := a.writerLocked()
+	if err == nil {
+		for a.dropped > 0 && err == nil {
+			lost, _ := json.Marshal(Record{Time: a.lostAt, Type: "audit",
+				Reason: fmt.Sprintf("%d audit records were lost: the log could not be written and the backlog of %d was full", a.dropped, MaxAuditBacklog)})
+			if err = a.writeLine(w, append(lost, '\n')); err == nil {
+				a.dropped = 0
+			}
+		}
+		for len(a.backlog) > 0 && err == nil {
+			if err = a.writeLine(w, a.backlog[0].line); err == nil {
+				a.backlog[0] = pendingRecord{}
+				a.backlog = a.backlog[1:]
+			}
+		}
+		if err == nil && a.f != nil {
+			if serr := a.f.Sync(); serr != nil {
+				err = fmt.Errorf("audit sync: %w", serr)
+			}
+		}
+	}
+	if err != nil && len(a.backlog) > 0 {
+		return fmt.Errorf("%w (%d records kept, written when the log accepts them)", err, len(a.backlog))
+	}
+	return err
+}
+
+// writerLocked is where records go: the plain writer, or the file at path,
+// opened again when it was closed, deleted or replaced (rotated).
+func (a *Audit) writerLocked() (io.Writer, error) {
+	if a.path == "" {
+		return a.w, nil
+	}
+	if a.f != nil {
+		cur, err := a.f.Stat()
+		at, perr := os.Stat(a.path)
+		if err == nil && perr == nil && os.SameFile(cur, at) {
+			return a.f, nil
+		}
+		a.f.Close() // gone or replaced: the records go to the path
+		a.f = nil
+	}
+	f, err := a.open(a.path)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	a.f, a.torn = f, false
+	return f, nil
+}
+
+// writeLine writes one line. A failed write to the file is cut back to the
+// file's size before it, so no torn line is left to be glued to the next
+// one; when that fails too, the next write starts a new line first.
+func (a *Audit) writeLine(w io.Writer, line []byte) error {
+	var size int64 = -1
+	if a.f != nil {
+		if fi, err := a.f.Stat(); err == nil {
+			size = fi.Size()
+		}
+	}
+	if a.torn {
+		if _, err := w.Write([]byte{'\n'}); err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		a.torn = false
+	}
+	n, err := w.Write(line)
+	if err == nil {
+		return nil
+	}
+	if n > 0 {
+		if a.f == nil || size < 0 || a.f.Truncate(size) != nil {
+			a.torn = true
+		}
+	}
+	return fmt.Errorf("audit: %w", err)
+}
+
+// Close writes what it can of the backlog and closes the file, if any.
+func (a *Audit) Close() error {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ferr := a.flushLocked()
+	if a.f == nil {
+		return ferr
+	}
+	err := a.f.Close()
+	a.f = nil
+	return errors.Join(ferr, err)
 }
 
 // maxAuditScan bounds how much of the audit log's end is read at start to

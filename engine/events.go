@@ -276,19 +276,34 @@ func (e *Engine) send(ctx context.Context, m notify.Message) {
 // logged every time, counted, and notified when it starts failing and when
 // it works again (a guard that cannot keep its audit trail must say so).
 func (e *Engine) record(ctx context.Context, r Record) {
-	err := e.audit.Write(r)
+	e.audited(ctx, r.Time, e.audit.Write(r))
+}
+
+// audited reports the outcome of an audit write or flush: a failure is
+// logged and counted every time and notified once; the first success after
+// it is said too. The metric shows the records waiting.
+func (e *Engine) audited(ctx context.Context, now time.Time, err error) {
+	e.metrics.auditBacklog(e.audit.Backlog())
 	switch {
 	case err != nil:
 		e.log.Error("audit write failed", "err", err)
 		e.metrics.auditError()
 		if !e.auditFailing {
 			e.auditFailing = true
-			e.send(ctx, notify.Message{Time: r.Time, Kind: notify.KindAudit, Severity: "critical",
-				Text: fmt.Sprintf("the audit log cannot be written (%v); actions continue without their audit trail", err)})
+			e.send(ctx, notify.Message{Time: now, Kind: notify.KindAudit, Severity: "critical",
+				Text: fmt.Sprintf("the audit log cannot be written (%v); the records are kept in memory (up to %d) and written when it can; actions continue", err, MaxAuditBacklog)})
 		}
 	case e.auditFailing:
 		e.auditFailing = false
-		e.log.Info("audit log writes again")
-		e.send(ctx, notify.Message{Time: r.Time, Kind: notify.KindAudit, Severity: "warning", Text: "audit log writes again"})
+		e.log.Info("audit log writes again; the records kept were written")
+		e.send(ctx, notify.Message{Time: now, Kind: notify.KindAudit, Severity: "warning", Text: "audit log writes again; the records kept meanwhile were written"})
 	}
+}
+
+// ReopenAudit closes and reopens the audit log at its path (SIGHUP, after
+// logrotate moved it) and writes the records kept meanwhile.
+func (e *Engine) ReopenAudit(ctx context.Context, now time.Time) error {
+	err := e.audit.Reopen()
+	e.audited(ctx, now, err)
+	return err
 }

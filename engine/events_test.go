@@ -3,8 +3,10 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,14 +133,29 @@ func TestAuditFailureNotifiedOnce(t *testing.T) {
 	}
 	var failed, again int
 	for _, n := range notes.all() {
-		if strings.HasPrefix(n, "audit: the audit log cannot be written (audit: no space left on device)") {
+		if strings.HasPrefix(n, "audit: the audit log cannot be written (audit: no space left on device") {
 			failed++
 		}
-		if n == "audit: audit log writes again" {
+		if n == "audit: audit log writes again; the records kept meanwhile were written" {
 			again++
 		}
 	}
 	if failed != 1 || again != 1 {
 		t.Errorf("audit notifications: %d failed, %d again, want 1 and 1:\n%s", failed, again, strings.Join(notes.all(), "\n"))
+	}
+	// The records of the first tick were kept and written at the second,
+	// in order, before the third's.
+	var phases []string
+	for line := range strings.SplitSeq(strings.TrimSpace(w.String()), "\n") {
+		var r Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if r.Type == "action" && r.Symbol == "XBTC" && r.Time.Equal(at(0)) {
+			phases = append(phases, r.Action+" "+r.Phase)
+		}
+	}
+	if want := []string{"cancel_orders intended", "cancel_orders sent", "cancel_orders result"}; len(phases) < 6 || !slices.Equal(phases[:3], want) {
+		t.Errorf("first tick's action records = %q, want them all, starting %q", phases, want)
 	}
 }

@@ -53,6 +53,11 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	rep := &TickReport{Time: now}
 	e.lastTick = now
 	e.tickView = nil
+	if e.audit.Backlog() > 0 {
+		// Records kept from a failed write go out as soon as the log
+		// takes them, not at the next event.
+		e.audited(ctx, now, e.audit.Flush())
+	}
 	snap, err := e.snaps.Read(ctx, now)
 	if snap != nil {
 		rep.Snapshot = snap

@@ -4,10 +4,17 @@ package main
 // or hang never holds back another's protection (issue 12, items 2 and 6).
 
 import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
@@ -156,5 +163,105 @@ func TestFaultNoActionOnOldSnapshot(t *testing.T) {
 	}
 	if !strings.Contains(d.logs.String(), "engine.max_snapshot_age") {
 		t.Error("the log does not name engine.max_snapshot_age")
+	}
+}
+
+// tinyDisk mounts a 64 KiB tmpfs for the test (root only) and returns its
+// path and a function that fills it up.
+func tinyDisk(t *testing.T) (string, func()) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a full disk needs a tmpfs mount, which needs root: skipped")
+	}
+	dir := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s): skipped", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	fill := func() {
+		f, err := os.Create(filepath.Join(dir, "filler"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		block := make([]byte, 4096)
+		for range 1000 { // bounded: 4 MB, far past 64 KiB
+			if _, err := f.Write(block); err != nil {
+				return // full
+			}
+		}
+		t.Fatal("the tmpfs did not fill up")
+	}
+	return dir, fill
+}
+
+// The audit log on a full disk: the action still goes out, the failure is
+// said (log, notification), the records are kept and written once there is
+// room, with no torn line; SIGHUP reopens a rotated log at its path.
+func TestRunAuditOnFullDisk(t *testing.T) {
+	t.Parallel()
+	disk, fill := tinyDisk(t)
+	audit := filepath.Join(disk, "audit.jsonl")
+	g := newGuardEnv(t, "", overMaxRule+nearLiqXETH)
+	env := campaignEnv(g.url)
+	env["RISKGUARD_ENGINE_AUDIT_LOG"] = audit
+	fill()
+	d := g.start(env)
+	waitFor(t, "XSOL lowered with the audit log failing", 10*time.Second, func() bool { return g.position("XSOL").Leverage == 10 })
+	waitFor(t, "the failure notified", 5*time.Second, func() bool {
+		return strings.Contains(d.logs.String(), "the audit log cannot be written") && strings.Contains(d.logs.String(), "no space left on device")
+	})
+	if err := os.Remove(filepath.Join(disk, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	records := func(path string) []engine.Record {
+		data, err := os.ReadFile(path)
+		if err != nil || len(data) == 0 {
+			return nil
+		}
+		var out []engine.Record
+		for line := range strings.SplitSeq(strings.TrimSuffix(string(data), "\n"), "\n") {
+			var r engine.Record
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("audit line %q is not one record: %v", line, err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	phases := func(path, sym string) []string {
+		var out []string
+		for _, r := range records(path) {
+			if r.Type == "action" && r.Symbol == sym {
+				out = append(out, r.Phase)
+			}
+		}
+		return out
+	}
+	waitFor(t, "the kept records written", 10*time.Second, func() bool { return slices.Contains(phases(audit, "XSOL"), "result") })
+	if got := phases(audit, "XSOL"); !slices.Equal(got, []string{"intended", "sent", "result"}) {
+		t.Errorf("XSOL's records = %q, want intended, sent, result", got)
+	}
+	waitFor(t, "the recovery said", 5*time.Second, func() bool { return strings.Contains(d.logs.String(), "audit log writes again") })
+
+	// logrotate: the file is renamed away, then SIGHUP.
+	if err := os.Rename(audit, audit+".1"); err != nil {
+		t.Fatal(err)
+	}
+	d.reload <- syscall.SIGHUP
+	waitFor(t, "the audit log reopened at its path", 10*time.Second, func() bool {
+		_, err := os.Stat(audit)
+		return err == nil
+	})
+	g.putNearLiquidation("XETH", "ETH", 0.03)
+	waitFor(t, "XETH's action in the new file", 10*time.Second, func() bool { return slices.Contains(phases(audit, "XETH"), "result") })
+	if got := phases(audit+".1", "XETH"); len(got) != 0 {
+		t.Errorf("XETH's records went to the rotated file: %q", got)
+	}
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d, want 0", code)
 	}
 }

@@ -286,7 +286,8 @@ func checkSymbols(ctx context.Context, g *guard, cfg *config, allowUnknown, relo
 	return &rules.ErrorList{Errors: unknown}
 }
 
-// reloads applies the configuration file again on every reload signal. A
+// reloads applies the configuration file again on every reload signal,
+// after reopening the audit log (logrotate's convention for SIGHUP). A
 // file that does not load is rejected whole: the old rules keep running
 // with their state.
 func (m *Main) reloads(ctx context.Context, path string, running *config, g *guard, allowUnknown bool, logger *slog.Logger) {
@@ -295,6 +296,11 @@ func (m *Main) reloads(ctx context.Context, path string, running *config, g *gua
 		case <-ctx.Done():
 			return
 		case <-m.Reload:
+		}
+		if err := g.engine.ReopenAudit(ctx, time.Now()); err != nil {
+			logger.Error("reopen audit log", "err", err)
+		} else {
+			logger.Info("audit log reopened")
 		}
 		cfg, err := loadConfig(path, m.Getenv)
 		if err == nil {

@@ -194,7 +194,8 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	g, err := newGuard(cfg, logger, *dryRun, nil)
+	sd := newSystemd(m.Getenv, cfg.Engine.Interval, logger)
+	g, err := newGuard(cfg, logger, *dryRun, sd.onTick)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard run:", err)
 		return exitCode(1)
@@ -226,6 +227,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		Text: fmt.Sprintf("riskguard started: %d rules, dry run %t", len(cfg.Rules.Rules), dry)})
 	go m.reloads(ctx, *configPath, cfg, g, *allowUnknown, logger)
 	err = g.engine.Run(ctx)
+	sd.stopping(ctx)
 	logger.Info("riskguard stopping")
 	g.notifier.Send(context.WithoutCancel(ctx), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "warning", Text: "riskguard stopped"})
 	return err

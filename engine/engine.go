@@ -138,8 +138,9 @@ type Engine struct {
 	lastOK    time.Time
 	current   *rules.Set   // the set in force, as Rules reports it
 	active    []ActiveRule // published after every tick that changed a state
-	pending   *rules.Set   // a reload waiting for the running tick to end
-	pendingAt time.Time
+	pending    *rules.Set   // a reload waiting for the running tick to end
+	pendingAt  time.Time
+	pendingCfg *Config // its engine settings; nil to keep them
 	listed    []string         // the contract symbols of the last symbols read, sorted
 	listedOf  *exchange.Trades // the read listed was made of (tick-owned)
 }
@@ -312,8 +313,20 @@ func (e *Engine) LastSuccess() time.Time {
 // waits for a tick's network I/O: when a tick is running, the set is
 // applied as that tick ends.
 func (e *Engine) Update(now time.Time, set *rules.Set) {
+	e.update(now, set, nil)
+}
+
+// Reconfigure is Update with new engine settings, applied between two
+// ticks together with the rules: every setting but Interval, DryRun,
+// AuditLog and StateFile, which keep their values (a restart applies
+// them; the daemon refuses a reload that changes them).
+func (e *Engine) Reconfigure(now time.Time, set *rules.Set, cfg Config) {
+	e.update(now, set, &cfg)
+}
+
+func (e *Engine) update(now time.Time, set *rules.Set, cfg *Config) {
 	e.mu.Lock()
-	e.pending, e.pendingAt = set, now
+	e.pending, e.pendingAt, e.pendingCfg = set, now, cfg
 	e.mu.Unlock()
 	if e.tick.TryLock() {
 		e.applyPending()
@@ -324,9 +337,15 @@ func (e *Engine) Update(now time.Time, set *rules.Set) {
 // applyPending swaps in the set Update left, if any. The caller holds tick.
 func (e *Engine) applyPending() {
 	e.mu.Lock()
-	set, now := e.pending, e.pendingAt
-	e.pending = nil
+	set, now, cfg := e.pending, e.pendingAt, e.pendingCfg
+	e.pending, e.pendingCfg = nil, nil
 	e.mu.Unlock()
+	if cfg != nil {
+		c := *cfg
+		c.Interval, c.DryRun, c.AuditLog, c.StateFile = e.cfg.Interval, e.cfg.DryRun, e.cfg.AuditLog, e.cfg.StateFile
+		e.cfg = c.withDefaults()
+		e.snaps.refresh = e.cfg.SymbolsRefresh
+	}
 	if set == nil {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -26,10 +27,8 @@ type guard struct {
 	engine   *engine.Engine
 	client   *exchange.Client
 	registry *prometheus.Registry
-	notifier engine.Notifier
-	// dispatcher delivers to the configured channels; nil without any.
-	dispatcher *notify.Dispatcher
-	interval   time.Duration
+	notifier *notifiers
+	interval time.Duration
 }
 
 // newClient builds the exchange client the configuration describes.
@@ -92,17 +91,15 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 	if err != nil {
 		return nil, err
 	}
-	notifier, dispatcher, err := newNotifier(cfg, logger, reg)
+	notifier, err := newNotifiers(cfg, logger, reg)
 	if err != nil {
 		return nil, err
 	}
-	if dispatcher != nil {
-		user := onTick
-		onTick = func(rep *engine.TickReport, err error) {
-			dispatcher.Heartbeat(err == nil)
-			if user != nil {
-				user(rep, err)
-			}
+	user := onTick
+	onTick = func(rep *engine.TickReport, err error) {
+		notifier.heartbeat(err == nil)
+		if user != nil {
+			user(rep, err)
 		}
 	}
 	ec := cfg.Engine
@@ -111,12 +108,10 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 		Reader: client, Actuator: client, Notifier: notifier, Logger: logger, Metrics: metrics, Now: time.Now, OnTick: onTick,
 	})
 	if err != nil {
-		if dispatcher != nil {
-			dispatcher.Close(context.Background())
-		}
+		notifier.close(context.Background())
 		return nil, err
 	}
-	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, dispatcher: dispatcher, interval: ec.Interval}, nil
+	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval}, nil
 }
 
 // close flushes the engine's state and delivers the notifications still
@@ -125,12 +120,9 @@ func (g *guard) close(ctx context.Context, logger *slog.Logger) {
 	if err := g.engine.Close(); err != nil {
 		logger.Error("closing the engine", "err", err)
 	}
-	if g.dispatcher == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := g.dispatcher.Close(ctx); err != nil {
+	if err := g.notifier.close(ctx); err != nil {
 		logger.Error("notifications not delivered before exit", "err", err)
 	}
 }
@@ -321,32 +313,65 @@ func (m *Main) reloads(ctx context.Context, path string, running *config, g *gua
 				Text: "config reload rejected; the old rules keep running: " + err.Error()})
 			continue
 		}
-		g.engine.Update(time.Now(), cfg.Rules)
-		logger.Info("config reloaded", "rules", len(cfg.Rules.Rules))
+		changed := hotChanges(running, cfg)
+		if slices.Contains(changed, "notify") {
+			if err := g.notifier.replace(ctx, cfg, logger); err != nil {
+				logger.Error("config reload rejected; the old rules and channels keep running", "err", err)
+				g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindReload, Severity: "critical",
+					Text: "config reload rejected; the old rules and channels keep running: " + err.Error()})
+				continue
+			}
+		}
+		g.engine.Reconfigure(time.Now(), cfg.Rules, cfg.Engine)
+		running = cfg
+		logger.Info("config reloaded", "rules", len(cfg.Rules.Rules), "settings", strings.Join(changed, ","))
 	}
 }
 
 // restartOnly names the settings that differ between the running
-// configuration and a new one, outside the rules: the exchange and engine
-// keys (by name), engine.listen and the notify section.
+// configuration and a new one and that only a restart applies: the
+// exchange client's (all of the exchange section but index_names),
+// engine.interval, dry_run, audit_log, state_file and listen. Every other
+// setting, the notify section and the rules are applied by a reload.
 func restartOnly(running, next *config) []string {
 	var out []string
-	fields := func(section string, a, b any) {
+	fields := func(section string, a, b any, only map[string]bool, skip map[string]bool) {
 		va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 		for i := range va.NumField() {
 			name := snake(va.Type().Field(i).Name)
-			if section == "engine" && name == "index_names" {
-				continue // exchange.index_names, said there
+			if skip[name] || (only != nil && !only[name]) {
+				continue
 			}
 			if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
 				out = append(out, section+"."+name)
 			}
 		}
 	}
-	fields("exchange", running.Exchange, next.Exchange)
-	fields("engine", running.Engine, next.Engine)
+	fields("exchange", running.Exchange, next.Exchange, nil, map[string]bool{"index_names": true})
+	fields("engine", running.Engine, next.Engine, map[string]bool{"interval": true, "dry_run": true, "audit_log": true, "state_file": true}, nil)
 	if running.Listen != next.Listen {
 		out = append(out, "engine.listen")
+	}
+	return out
+}
+
+// hotChanges names the settings a reload changes without a restart.
+func hotChanges(running, next *config) []string {
+	var out []string
+	va, vb := reflect.ValueOf(running.Engine), reflect.ValueOf(next.Engine)
+	for i := range va.NumField() {
+		name := snake(va.Type().Field(i).Name)
+		switch name {
+		case "interval", "dry_run", "audit_log", "state_file":
+			continue
+		case "index_names":
+			name = "exchange.index_names"
+		default:
+			name = "engine." + name
+		}
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			out = append(out, name)
+		}
 	}
 	if !reflect.DeepEqual(running.Notify, next.Notify) {
 		out = append(out, "notify")

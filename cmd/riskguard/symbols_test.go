@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,27 +106,67 @@ func TestSnake(t *testing.T) {
 }
 
 // A reload that changes what only a restart applies is refused by name:
-// nothing of it is applied, rather than the rules alone.
-func TestReloadRefusesRestartOnlyChanges(t *testing.T) {
+// nothing of it is applied, rather than the rules alone. Every other
+// section is applied: exchange.index_names, the engine settings and the
+// notify section, together with the rules.
+func TestReloadAppliesEverySectionOrRefusesByName(t *testing.T) {
 	t.Parallel()
+	hook := make(chan string, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		select {
+		case hook <- string(b):
+		default:
+		}
+	}))
+	defer srv.Close()
 	g := newGuardEnv(t, "", overMaxRule)
 	d := g.start(nil)
-	defer d.stop(t)
 	waitFor(t, "the start", 10*time.Second, func() bool { return strings.Contains(d.logs.String(), "riskguard started") })
 	body, err := os.ReadFile(g.config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := strings.Replace(string(body), "engine:\n", "engine:\n  stale_after: 30s\n", 1)
-	changed = strings.Replace(changed, "exchange:\n", "exchange:\n  index_names: {XSOL: SOL}\n", 1)
-	if err := os.WriteFile(g.config, []byte(changed), 0o600); err != nil {
-		t.Fatal(err)
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(g.config, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		d.reload <- nil
 	}
-	d.reload <- nil
+
+	restart := strings.Replace(string(body), "engine:\n", "engine:\n  stale_after: 30s\n", 1)
+	restart = strings.Replace(restart, "  interval: 100ms\n", "  interval: 200ms\n", 1)
+	restart = strings.Replace(restart, "exchange:\n", "exchange:\n  timeout: 3s\n", 1)
+	write(restart)
 	waitFor(t, "the reload to be refused", 10*time.Second, func() bool {
-		return strings.Contains(d.logs.String(), "exchange.index_names, engine.stale_after changed, which takes a restart to apply")
+		return strings.Contains(d.logs.String(), "exchange.timeout, engine.interval changed, which takes a restart to apply")
 	})
 	if strings.Contains(d.logs.String(), "config reloaded") {
 		t.Error("the refused reload was applied")
+	}
+
+	// XBTC priced by an index the exchange does not list: applied, the
+	// guard says it has no price for it.
+	hot := strings.Replace(string(body), "engine:\n", "engine:\n  stale_after: 30s\n", 1)
+	hot = strings.Replace(hot, "exchange:\n", "exchange:\n  index_names: {XBTC: NOPE}\n", 1)
+	hot = strings.Replace(hot, "rules:\n", "notify:\n  channels:\n    hook: {type: webhook, url: "+srv.URL+"}\n  group_wait: 0s\nrules:\n", 1)
+	write(hot)
+	waitFor(t, "the reload applied", 10*time.Second, func() bool {
+		return strings.Contains(d.logs.String(), `"msg":"config reloaded"`) &&
+			strings.Contains(d.logs.String(), "engine.stale_after,exchange.index_names,notify")
+	})
+	waitFor(t, "index_names applied", 10*time.Second, func() bool { return strings.Contains(d.logs.String(), "index NOPE") })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	var got []string
+	for !slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, "riskguard stopped") }) {
+		select {
+		case m := <-hook:
+			got = append(got, m)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the notify section added by the reload did not deliver the stop notice; got %q", got)
+		}
 	}
 }

@@ -134,15 +134,15 @@ type Engine struct {
 	// mu guards what callers read while a tick may be running: it is
 	// held for a few assignments only, never across I/O. lastOK is
 	// written by the tick alone (which may read it without mu).
-	mu        sync.Mutex
-	lastOK    time.Time
-	current   *rules.Set   // the set in force, as Rules reports it
-	active    []ActiveRule // published after every tick that changed a state
+	mu         sync.Mutex
+	lastOK     time.Time
+	current    *rules.Set   // the set in force, as Rules reports it
+	active     []ActiveRule // published after every tick that changed a state
 	pending    *rules.Set   // a reload waiting for the running tick to end
 	pendingAt  time.Time
-	pendingCfg *Config // its engine settings; nil to keep them
-	listed    []string         // the contract symbols of the last symbols read, sorted
-	listedOf  *exchange.Trades // the read listed was made of (tick-owned)
+	pendingCfg *Config          // its engine settings; nil to keep them
+	listed     []string         // the contract symbols of the last symbols read, sorted
+	listedOf   *exchange.Trades // the read listed was made of (tick-owned)
 }
 
 // posState is the state of every rule on one position, aligned with the

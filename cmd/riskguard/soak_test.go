@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -98,9 +99,63 @@ func soakFault(r *rand.Rand) (string, sim.Fault, string) {
 	return route, f, k.name
 }
 
+// partialFault is a fault on part of an answer or on one symbol: the
+// issue-12 faults the soak injects besides the whole-call ones.
+type partialFault struct {
+	name   string
+	route  string
+	fault  sim.Fault
+	symbol string // the symbol it blinds: no action on it while it lasts ("" for none)
+	empty  bool   // the positions answer is empty: no action at all
+}
+
+// soakPartial draws one partial fault: one unreadable position, one NaN
+// index, one unreadable spot symbol, an empty positions answer, one
+// symbol's settings failing or answered not applied, one symbol's cancel
+// hanging past the client's timeout.
+func soakPartial(r *rand.Rand, ex *sim.Exchange) partialFault {
+	times := 1 + r.IntN(3)
+	syms := []string{"XBTC", "XETH", "XSOL"}
+	sym := syms[r.IntN(len(syms))]
+	base := map[string]string{"XBTC": "BTC", "XETH": "ETH", "XSOL": "SOL"}
+	switch r.IntN(7) {
+	case 0:
+		k := -1
+		if p, ok := ex.Position(sym); ok {
+			for i, q := range ex.Positions() {
+				if q.ID == p.ID {
+					k = i
+				}
+			}
+		}
+		if k < 0 {
+			break
+		}
+		return partialFault{name: "bad position", route: "/v1/contracts/positions", symbol: sym,
+			fault: sim.Fault{Item: &sim.ItemFault{Path: fmt.Sprintf("%d.riskLevel", k), Value: `"x"`}, Times: times}}
+	case 1:
+		return partialFault{name: "NaN index", route: "/v1/market/indexPrices", symbol: sym,
+			fault: sim.Fault{Item: &sim.ItemFault{Path: base[sym], Value: `"NaN"`}, Times: times}}
+	case 2:
+		return partialFault{name: "bad spot symbol", route: "/v1/market/trades",
+			fault: sim.Fault{Item: &sim.ItemFault{Path: "spotsSymbols.0.baseScale", Value: `"x"`}, Times: times}}
+	case 3:
+		return partialFault{name: "empty positions", route: "/v1/contracts/positions", empty: true, fault: sim.Fault{Empty: true, Times: 1}}
+	case 4:
+		return partialFault{name: "one symbol's settings failing", route: "/v1/contracts/positions/" + sym + "/settings",
+			fault: sim.Fault{Status: 503, Times: 1 + r.IntN(5)}}
+	case 5:
+		return partialFault{name: "one symbol's settings not applied", route: "/v1/contracts/positions/" + sym + "/settings",
+			fault: sim.Fault{NotApplied: true, Times: times}}
+	}
+	return partialFault{name: "one symbol's cancel hanging", route: "/v1/contracts/orders/" + sym + "/cancel",
+		fault: sim.Fault{Latency: 150 * time.Millisecond, Times: 1}}
+}
+
 // soakFigures are what a soak measured.
 type soakFigures struct {
 	ticks, failedTicks, faults, actions, mutating int
+	partial                                       int
 	heapStart, heapEnd                            uint64
 	goroutinesStart, goroutinesEnd                int
 	fdsStart, fdsEnd                              int
@@ -151,8 +206,8 @@ func TestSoak(t *testing.T) {
 	}
 	seed := uint64(20260301)
 	fig := soak(t, ticks, seed)
-	t.Logf("soak (seed %d): %d ticks (%d incomplete), %d faults injected, %d actions (%d mutating calls seen by the exchange)",
-		seed, fig.ticks, fig.failedTicks, fig.faults, fig.actions, fig.mutating)
+	t.Logf("soak (seed %d): %d ticks (%d incomplete), %d faults injected (%d partial), %d actions (%d mutating calls seen by the exchange)",
+		seed, fig.ticks, fig.failedTicks, fig.faults, fig.partial, fig.actions, fig.mutating)
 	t.Logf("heap after GC: %.1f MiB at start, %.1f MiB at end; goroutines %d → %d; open fds %d → %d",
 		float64(fig.heapStart)/(1<<20), float64(fig.heapEnd)/(1<<20), fig.goroutinesStart, fig.goroutinesEnd, fig.fdsStart, fig.fdsEnd)
 }
@@ -203,20 +258,54 @@ func soak(t *testing.T, ticks int, seed uint64) soakFigures {
 		sent      = map[actionKey]bool{} // what the exchange saw
 		warmup    = max(ticks/10, 100)
 		lastReput int
+		// the partial faults in force: by symbol, and until which tick
+		blind       = map[string]partialFault{}
+		blindUntil  = map[string]int{}
+		emptyTick   = -1
+		ethReopened []time.Time // XETH liquidated and reopened: a new position, a new cooldown
 	)
 	tick := func(i int, faults bool) {
 		clk.advance(time.Second)
 		now := clk.Now()
 		ex.Step(now)
 		if faults && sched.Float64() < 0.15 {
-			route, f, _ := soakFault(sched)
-			ex.InjectFault(route, f)
+			// A fault replaces the one on its route: what that one blinded
+			// is seen again.
+			replaced := func(route string) {
+				for sym, pf := range blind {
+					if pf.route == route {
+						delete(blind, sym)
+					}
+				}
+				if route == "/v1/contracts/positions" {
+					emptyTick = -1
+				}
+			}
+			if sched.IntN(2) == 0 {
+				route, f, _ := soakFault(sched)
+				replaced(route)
+				ex.InjectFault(route, f)
+			} else if pf := soakPartial(sched, ex); pf.route != "" {
+				replaced(pf.route)
+				ex.InjectFault(pf.route, pf.fault)
+				fig.partial++
+				if pf.symbol != "" {
+					blind[pf.symbol] = pf
+					blindUntil[pf.symbol] = i + pf.fault.Times - 1
+				}
+				if pf.empty {
+					emptyTick = i
+				}
+			}
 			fig.faults++
 		}
 		// Keep something to do: XSOL back over its max, XETH with orders,
 		// liquidated positions reopened at the index.
 		if i-lastReput >= 45 {
 			lastReput = i
+			if p, ok := ex.Position("XETH"); ok && p.Empty {
+				ethReopened = append(ethReopened, now)
+			}
 			sol, _ := ex.IndexPrice("SOL")
 			if err := ex.PutPosition(sim.PositionSpec{Symbol: "XSOL", Direction: exchange.Long, Quantity: decimal.NewFromInt(400), EntryPrice: sol, Leverage: 15}); err != nil {
 				t.Fatal(err)
@@ -246,6 +335,26 @@ func soak(t *testing.T, ticks int, seed uint64) soakFigures {
 				t.Fatalf("tick %d: unexpected mutating call %+v", i, c)
 			}
 			sent[actionKey{now.UnixNano(), parts[1], parts[2]}] = true
+			// No action on missing data: a symbol whose position could
+			// not be read is not acted on, nor any when the answer was
+			// empty. (A NaN index blinds the rules that read it; the audit
+			// check below holds those.)
+			if pf, ok := blind[parts[1]]; ok && i <= blindUntil[parts[1]] && pf.name == "bad position" {
+				t.Fatalf("tick %d: %s on %s while its position was unreadable", i, parts[2], parts[1])
+			}
+			if emptyTick == i {
+				t.Fatalf("tick %d: %s on %s on an empty positions answer", i, parts[2], parts[1])
+			}
+		}
+		for sym, pf := range blind {
+			if pf.name != "NaN index" || i > blindUntil[sym] {
+				continue
+			}
+			for _, a := range rep.Actions {
+				if a.Symbol == sym && (a.Outcome == "sent" || a.Outcome == "error") && slices.Contains(a.Rules, "near-liquidation") {
+					t.Fatalf("tick %d: near-liquidation acted on %s while its index was NaN: %+v", i, sym, a)
+				}
+			}
 		}
 		fig.mutating += mutating
 		fig.ticks++
@@ -288,6 +397,7 @@ func soak(t *testing.T, ticks int, seed uint64) soakFigures {
 	// Every mutating call the exchange saw was sent by an action the audit
 	// log has, at the same tick time; and every sent action reached it.
 	audited := map[actionKey]bool{}
+	var lastEthCancel time.Time
 	f, err := os.Open(auditPath)
 	if err != nil {
 		t.Fatal(err)
@@ -302,6 +412,15 @@ func soak(t *testing.T, ticks int, seed uint64) soakFigures {
 		if r.Type == "action" && r.Phase == "sent" {
 			audited[actionKey{r.Time.UnixNano(), r.Symbol, endpointOf(r.Action)}] = true
 		}
+		// Cooldowns hold through empty answers and unreadable items: two
+		// cancels by eth-orders on one XETH position are 30 s apart.
+		if r.Type == "action" && r.Phase == "result" && r.Symbol == "XETH" && slices.Contains(r.Rules, "eth-orders") {
+			reopened := slices.ContainsFunc(ethReopened, func(t time.Time) bool { return t.After(lastEthCancel) && !t.After(r.Time) })
+			if !lastEthCancel.IsZero() && !reopened && r.Time.Sub(lastEthCancel) < 30*time.Second {
+				t.Errorf("eth-orders cancelled XETH at %s and again at %s, within its 30 s cooldown", lastEthCancel, r.Time)
+			}
+			lastEthCancel = r.Time
+		}
 	}
 	f.Close()
 	for k := range sent {
@@ -314,7 +433,7 @@ func soak(t *testing.T, ticks int, seed uint64) soakFigures {
 			t.Errorf("the audit log sent %s on %s at %s; the exchange never saw it", k.endpoint, k.symbol, time.Unix(0, k.t).UTC())
 		}
 	}
-	if fig.actions == 0 || fig.faults == 0 {
+	if fig.actions == 0 || fig.faults == 0 || fig.partial == 0 {
 		t.Errorf("a soak with %d actions and %d faults proves little", fig.actions, fig.faults)
 	}
 

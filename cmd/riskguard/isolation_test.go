@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -263,5 +264,112 @@ func TestRunAuditOnFullDisk(t *testing.T) {
 	}
 	if code := d.stop(t); code != 0 {
 		t.Errorf("exit %d, want 0", code)
+	}
+}
+
+// A valid but empty positions answer every third read does not make the
+// positions "closed": their cooldowns hold (issue 12, item 3). The old
+// guard forgot XETH's state at each empty answer and cancelled its orders
+// every three ticks.
+func TestFaultEmptyAnswerNowAndThen(t *testing.T) {
+	t.Parallel()
+	const ethOrders = `
+  - name: eth-orders
+    when: position.symbol == "XETH"
+    cooldown: 2s
+    actions:
+      - action: cancel_orders
+`
+	g := newGuardEnv(t, "", ethOrders)
+	g.ex.InjectFault("/v1/contracts/positions", sim.Fault{Empty: true, Every: 3})
+	d := g.start(campaignEnv(g.url))
+	waitFor(t, "30 ticks", 20*time.Second, func() bool { return positionReads(g.ex.Calls()) >= 30 })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	calls := g.mutatingOn("XETH")
+	if len(calls) == 0 {
+		t.Fatal("XETH's orders were never cancelled")
+	}
+	for i := 1; i < len(calls); i++ {
+		if gap := calls[i].Time.Sub(calls[i-1].Time); gap < 2*time.Second {
+			t.Errorf("XETH cancelled twice %s apart, within the 2s cooldown (%d cancels in all)", gap, len(calls))
+		}
+	}
+	if strings.Contains(d.logs.String(), "position closed") {
+		t.Error("an empty answer was taken for closed positions")
+	}
+}
+
+// One truncated index answer in four does not restart a pending `for:`:
+// the rule fires once the condition has held for its `for` over the ticks
+// that had data (issue 12, item 4). The old guard reset pending to false
+// at each and never fired.
+func TestFaultTruncatedAnswerDuringFor(t *testing.T) {
+	t.Parallel()
+	const forRule = `
+  - name: near-liquidation-held
+    when: liquidationDistance < 0.05
+    for: 1s
+    symbols: [XBTC]
+    cooldown: 5m
+    actions:
+      - action: cancel_orders
+`
+	g := newGuardEnv(t, "", forRule)
+	g.putNearLiquidation("XBTC", "BTC", 0.03)
+	g.ex.InjectFault("/v1/market/indexPrices", sim.Fault{Truncated: true, Every: 4})
+	env := campaignEnv(g.url)
+	env["RISKGUARD_EXCHANGE_MAX_RETRIES"] = "0" // each truncated answer costs its tick
+	d := g.start(env)
+	waitFor(t, "XBTC's orders cancelled", 15*time.Second, func() bool { return len(g.mutatingOn("XBTC")) > 0 })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	if len(g.tickErrors()) == 0 {
+		t.Error("no tick missed its data: the fault did not bite")
+	}
+}
+
+// A hedge-mode long and short on one symbol share the spec's position id:
+// the healthy long does not reset the dangerous short's state, and the
+// short is acted on (issue 12, item 5).
+func TestFaultHedgeModeSharedIdentity(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", nearLiqXETH)
+	g.putNearLiquidation("XETH", "ETH", 0.03)
+	xethID := json.Number(strconv.FormatInt(g.position("XETH").SymbolID, 10))
+	p := newFaultProxy(t, g.url)
+	// The answer lists XETH twice: the real (short, 3% from liquidation)
+	// and a healthy long with the same id.
+	p.setRewrite(func(path string, body []byte) []byte {
+		if path != "/v1/contracts/positions" {
+			return body
+		}
+		return rewriteJSON(t, body, func(data any) any {
+			list := data.([]any)
+			for _, it := range list {
+				pm := it.(map[string]any)
+				if pm["symbolId"] != xethID {
+					continue
+				}
+				long := map[string]any{}
+				for k, v := range pm {
+					long[k] = v
+				}
+				long["direction"] = "LONG"
+				long["liquidationPrice"] = "1"
+				return append([]any{long}, list...) // the healthy one first
+			}
+			return list
+		})
+	})
+	d := g.start(campaignEnv(p.url()))
+	waitFor(t, "the dangerous XETH short acted on", 10*time.Second, func() bool { return len(g.mutatingOn("XETH")) > 0 })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	if strings.Contains(d.logs.String(), "share an identity") {
+		t.Error("a long and a short were taken for a duplicate")
 	}
 }

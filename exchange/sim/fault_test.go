@@ -278,3 +278,18 @@ func TestFaultItems(t *testing.T) {
 		t.Errorf("not applied: answered %d, position %d, want both %d", got.Leverage, after.Leverage, before.Leverage)
 	}
 }
+
+func TestFaultEvery(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, sim.Config{})
+	v.sim.InjectFault("/v1/contracts/positions", sim.Fault{Empty: true, Every: 3})
+	var sizes []int
+	for range 6 {
+		var ps []map[string]any
+		v.get("/v1/contracts/positions", "", &ps)
+		sizes = append(sizes, len(ps))
+	}
+	if sizes[0] == 0 || sizes[1] == 0 || sizes[2] != 0 || sizes[3] == 0 || sizes[4] == 0 || sizes[5] != 0 {
+		t.Errorf("positions per call = %v, want every third empty", sizes)
+	}
+}

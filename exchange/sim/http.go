@@ -426,8 +426,14 @@ type Fault struct {
 	// NotApplied answers a settings call with success and the position as
 	// it is, without applying the change (the read-back shows it).
 	NotApplied bool
+	// Every applies the fault to one call in Every (the Every-th, the
+	// 2×Every-th, …) and lets the others pass: an answer that is empty or
+	// truncated now and then. 0 or 1: every call.
+	Every int
 	// Times is how many calls the fault applies to; 0 means until cleared.
 	Times int
+
+	seen int // calls of its route so far, for Every
 }
 
 // ItemFault sets one value inside a successful answer's data. Path walks
@@ -584,6 +590,12 @@ func (e *Exchange) takeFault(template, path string) *Fault {
 		f, ok := e.faults[k]
 		if !ok {
 			continue
+		}
+		if f.Every > 1 {
+			f.seen++
+			if f.seen%f.Every != 0 {
+				return nil
+			}
 		}
 		out := *f
 		if f.Times > 0 {

@@ -373,3 +373,28 @@ func TestFaultHedgeModeSharedIdentity(t *testing.T) {
 		t.Error("a long and a short were taken for a duplicate")
 	}
 }
+
+// A state file written by a host clock a day ahead: its times are clamped
+// at start with a warning, the saved open breaker stays open at most
+// engine.breaker_reset and its opening is notified, then the guard acts
+// (issue 12, item 7). The old guard kept the breaker open for a day.
+func TestRunStateFromTheFuture(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "  breaker_reset: 1s\n", overMaxRule)
+	day := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339Nano)
+	state := `{"version":1,"savedAt":"` + day + `","rules":{},"breaker":{"openUntil":"` + day + `","sent":["` + day + `"]}}`
+	if err := os.WriteFile(filepath.Join(g.dir, "state.json"), []byte(state), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := g.start(campaignEnv(g.url))
+	waitFor(t, "XSOL lowered once the clamped breaker closes", 15*time.Second, func() bool { return g.position("XSOL").Leverage == 10 })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	logs := d.logs.String()
+	for _, want := range []string{"circuit breaker OPEN from the saved state", "after now"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log does not say %q", want)
+		}
+	}
+}

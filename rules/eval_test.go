@@ -114,6 +114,14 @@ func TestCompileRejects(t *testing.T) {
 		{"position.margin / zz > 1", "unknown name zz"},
 		{`position.margin / "x" > 1`, "mismatched types"},
 		{"position.margin % 2 == 0", "mismatched types"},
+		// Constructs whose cost grows with their arguments cannot be used
+		// to exhaust the process (issue 12, item 13).
+		{`len(reduce(1..40, #acc + #acc, "ab")) > 0`, "reduce() is not allowed"},
+		{`len(repeat("x", position.leverage * 1000000)) > 0`, "repeat() is not allowed"},
+		{`len(map(1..5, #)) > 0`, "map() is not allowed"},
+		{`any(1..5, # > position.leverage)`, "any() is not allowed"},
+		{`len(1..100000) > 0`, "at most 10000 apart"},
+		{`position.leverage in 1..position.leverage`, "two integer constants"},
 	} {
 		r := &Rule{Name: "r", When: tc.when}
 		if err := r.Compile(); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -34,6 +34,13 @@ func TestEveryCommandRefusesWhatCheckRefuses(t *testing.T) {
 			want: `:11:14: rule "r1": message template line 1, column 21: unknown field .Distnce (did you mean .Distance?)`,
 		},
 		{
+			// Accepted once by check, then a fatal out-of-memory on the
+			// first tick (issue 12, item 13).
+			name: "rule whose cost is unbounded",
+			rule: "  - name: r1\n    when: 'len(reduce(1..40, #acc + #acc, \"ab\")) > 0'\n",
+			want: `:10:11: rule "r1": when: reduce() is not allowed in a rule: its cost grows with its arguments, and a rule must not be able to exhaust the guard`,
+		},
+		{
 			name: "template syntax",
 			rule: "  - name: r1\n    when: position.leverage > 1000\n    message: \"{{.Symbol\"\n",
 			want: `:11:14: rule "r1": message template line 1: unclosed action`,

@@ -77,9 +77,81 @@ type Env struct {
 	// NowMillis is Now in milliseconds since the epoch, comparable with the
 	// spec's timestamps such as position.updatedAt.
 	NowMillis int64 `expr:"nowMillis"`
+	// Account is the whole account, computed once per tick with the margin
+	// model; the same for every position of a tick.
+	Account Account `expr:"account"`
+	// TimeToLiquidation is the seconds until liquidationDistance reaches 0
+	// at its velocity over the last minute; no data when it is not
+	// shrinking. The engine computes it from its own ticks.
+	TimeToLiquidation float64 `expr:"timeToLiquidation"`
+	// Windows holds the values of the rule's functions over the recent
+	// past (change, rate, …), set by the engine before each evaluation;
+	// expressions read them through those functions, never by this name.
+	Windows [MaxWindows]float64 `expr:"_windows"`
 
-	noData string
-	filled bool
+	windowWhy [MaxWindows]string // "" when the value is known
+	noData    string
+	filled    bool
+}
+
+// Account is the contract account as an expression sees it: account.equity
+// and so on. The margin model computes it once per tick from every
+// position; a figure that cannot be known (the free balance without a
+// cross position to infer it from; any total while one position's data is
+// missing) is no data for the rules that read it.
+type Account struct {
+	// Equity is the free balance plus every position's margin and
+	// unrealised PNL.
+	Equity float64 `expr:"equity"`
+	// FreeBalance is the collateral held as no position's margin, inferred
+	// from a cross position's liquidation price.
+	FreeBalance float64 `expr:"freeBalance"`
+	// Margin is the margin held by every position.
+	Margin float64 `expr:"margin"`
+	// UnrealizedPNL is the positions' unrealised PNL at the index prices.
+	UnrealizedPNL float64 `expr:"unrealizedPNL"`
+	// MarginRatio is the cross positions' maintenance margin over their
+	// collateral pool (free balance, cross margins and PNL): 1 is
+	// liquidation; 0 without a cross position.
+	MarginRatio float64 `expr:"marginRatio"`
+	// GrossNotional is Σ quantity × index; NetNotional the same signed by
+	// side (longs positive).
+	GrossNotional float64 `expr:"grossNotional"`
+	NetNotional   float64 `expr:"netNotional"`
+	// Leverage is GrossNotional / Equity.
+	Leverage float64 `expr:"leverage"`
+	// Positions is the number of open positions.
+	Positions int `expr:"positions"`
+	// MinLiquidationDistance is the smallest liquidationDistance of the
+	// open positions, RiskiestSymbol the symbol that has it.
+	MinLiquidationDistance float64 `expr:"minLiquidationDistance"`
+	RiskiestSymbol         string  `expr:"riskiestSymbol"`
+
+	unknown AccountField
+	why     string
+}
+
+// SetUnknown marks fields as no data, with the reason.
+func (a *Account) SetUnknown(fields AccountField, why string) {
+	a.unknown |= fields
+	if a.why == "" {
+		a.why = why
+	}
+}
+
+// Unknown returns the fields that are no data, and why.
+func (a *Account) Unknown() (AccountField, string) { return a.unknown, a.why }
+
+// SetWindow sets the value of the rule's j-th windowed term before an
+// evaluation; why says why it is unknown ("" when it is known).
+func (e *Env) SetWindow(j int, v float64, why string) {
+	e.Windows[j], e.windowWhy[j] = v, why
+}
+
+// FillAccount prepares e for an account rule: the account and the time,
+// and no position (account rules cannot read one).
+func (e *Env) FillAccount(a *Account, now time.Time) {
+	*e = Env{Account: *a, Now: now, NowMillis: now.UnixMilli(), filled: true}
 }
 
 // Position is a contract position as an expression sees it (spec 2.6).

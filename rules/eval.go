@@ -29,6 +29,9 @@ func (ev *Evaluator) Eval(r *Rule, env *Env) (bool, error) {
 	if r.program == nil {
 		return false, fmt.Errorf("rule %q: not compiled", r.Name)
 	}
+	if err := r.reads.known(env); err != nil {
+		return false, err
+	}
 	if r.fast != nil {
 		if b, ok := r.fast(env); ok {
 			return b, nil
@@ -58,6 +61,9 @@ func (ev *Evaluator) TargetLeverage(a *Action, env *Env) (int, error) {
 	}
 	if a.program == nil {
 		return 0, errors.New("leverage: not compiled")
+	}
+	if err := a.reads.known(env); err != nil {
+		return 0, fmt.Errorf("leverage: %w", err)
 	}
 	f, ok := 0.0, false
 	if a.fast != nil {
@@ -102,12 +108,12 @@ const (
 // through checked functions, so a division by zero or a non-finite result
 // is ErrNoData instead of an Inf or NaN that a comparison would silently
 // read as false (or true).
-func compileExpr(src string, kind exprKind) (p *vm.Program, err error) {
+func compileExpr(src string, kind exprKind) (p *vm.Program, an *analysis, err error) {
 	defer func() {
 		// The compiler has panicked on odd input in the past; an error
 		// on one expression must not take the loader down.
 		if r := recover(); r != nil {
-			p, err = nil, fmt.Errorf("expression rejected by the compiler: %v", r)
+			p, an, err = nil, nil, fmt.Errorf("expression rejected by the compiler: %v", r)
 		}
 	}()
 	opts := []expr.Option{
@@ -116,6 +122,7 @@ func compileExpr(src string, kind exprKind) (p *vm.Program, err error) {
 		// tick's time, so that backtests replay exactly.
 		expr.DisableBuiltin("now"),
 	}
+	opts = append(opts, windowFunctions()...)
 	switch kind {
 	case exprBool:
 		opts = append(opts, expr.AsBool())
@@ -127,18 +134,46 @@ func compileExpr(src string, kind exprKind) (p *vm.Program, err error) {
 	// an error hidden under a patched division would go unnoticed.
 	checked, err := expr.Compile(src, opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := boundedCost(checked.Node()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	an, err = analyse(checked.Node())
+	if err != nil {
+		return nil, nil, err
+	}
+	an.resolve()
 	opts = append(opts,
 		expr.Function(fnDiv, checkedDiv, new(func(any, any) float64)),
 		expr.Function(fnMod, checkedMod, new(func(any, any) int)),
 		expr.Function(fnPow, checkedPow, new(func(any, any) float64)),
+		expr.Patch(windowPatch{windows: an.windows}),
 		expr.Patch(checkedArith{}),
 	)
-	return expr.Compile(src, opts...)
+	p, err = expr.Compile(src, opts...)
+	return p, an, err
+}
+
+// reads is what an expression reads beyond the position: its windowed
+// terms and its account fields, each checked for data before it runs.
+type reads struct {
+	windows []Window
+	account AccountField
+}
+
+// known returns a *NoDataError when a windowed term or an account field
+// the expression reads has no value in env.
+func (r *reads) known(env *Env) error {
+	for j := range r.windows {
+		if why := env.windowWhy[j]; why != "" {
+			return &NoDataError{Reason: r.windows[j].String() + ": " + why}
+		}
+	}
+	if r.account&env.Account.unknown != 0 {
+		return &NoDataError{Reason: "account: " + env.Account.why}
+	}
+	return nil
 }
 
 // checkedArith replaces a / b, a % b and a ** b (a ^ b) with calls to the

@@ -153,6 +153,9 @@ func buildFast(node ast.Node) (fastNode, bool) {
 	case *ast.IdentifierNode:
 		return fieldNode([]string{n.Value})
 	case *ast.MemberNode:
+		if id, ok := n.Node.(*ast.IdentifierNode); ok && id.Value == windowsName {
+			return windowNode(n)
+		}
 		path, ok := memberPath(n)
 		if !ok {
 			return fastNode{}, false
@@ -742,4 +745,20 @@ func conditionalFast(c *ast.ConditionalNode) (fastNode, bool) {
 		}), true
 	}
 	return fastNode{}, false
+}
+
+// windowNode reads a windowed term's value, _windows[j], which the engine
+// set before the evaluation (Evaluator.Eval has checked it is known).
+func windowNode(n *ast.MemberNode) (fastNode, bool) {
+	j, ok := n.Property.(*ast.IntegerNode)
+	if !ok || j.Value < 0 || j.Value >= MaxWindows {
+		return fastNode{}, false
+	}
+	f, ok := reflect.TypeFor[Env]().FieldByName("Windows")
+	if !ok {
+		return fastNode{}, false
+	}
+	off := f.Offset + uintptr(j.Value)*unsafe.Sizeof(float64(0))
+	return fastNode{kind: fastFloat, isField: true, off: off, goKind: reflect.Float64,
+		f: func(e *Env) (float64, bool) { return *(*float64)(unsafe.Add(unsafe.Pointer(e), off)), true }}, true
 }

@@ -77,7 +77,7 @@ func boolOutcome(b bool, class string) outcome {
 // closures.
 func compileBoth(t testing.TB, src string, kind exprKind) (*vm.Program, *fastProgram) {
 	t.Helper()
-	p, err := compileExpr(src, kind)
+	p, _, err := compileExpr(src, kind)
 	if err != nil {
 		t.Fatalf("compile %q: %v", src, err)
 	}
@@ -283,7 +283,9 @@ func TestFastEveryField(t *testing.T) {
 		}
 		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Time]() {
 			for j := range f.Type.NumField() {
-				paths = append(paths, tag+"."+f.Type.Field(j).Tag.Get("expr"))
+				if sf := f.Type.Field(j); sf.IsExported() {
+					paths = append(paths, tag+"."+sf.Tag.Get("expr"))
+				}
 			}
 			continue
 		}
@@ -617,7 +619,7 @@ func byteStream(data []byte) func() byte {
 // expr rejects (an integer constant overflowing, say) are skipped.
 func checkGenerated(t testing.TB, src string, kind exprKind, envs []*Env) bool {
 	t.Helper()
-	if _, err := compileExpr(src, kind); err != nil {
+	if _, _, err := compileExpr(src, kind); err != nil {
 		return false
 	}
 	checkSame(t, src, kind, envs, true)

@@ -58,7 +58,7 @@ func FuzzCompileExpr(f *testing.F) {
 	raw := distinctEnv()
 	f.Fuzz(func(t *testing.T, src string) {
 		for _, kind := range []exprKind{exprBool, exprNumber} {
-			p, err := compileExpr(src, kind)
+			p, _, err := compileExpr(src, kind)
 			if err != nil {
 				continue
 			}

@@ -73,7 +73,7 @@ func Parse(filename string, data []byte) (*Set, error) {
 
 // ruleKeys lists the keys of a rule.
 func ruleKeys() []string {
-	return []string{"name", "description", "when", "for", "keep_firing_for", "cooldown", "on_nodata", "symbols", "severity", "message", "actions",
+	return []string{"name", "description", "when", "for", "keep_firing_for", "cooldown", "on_nodata", "symbols", "severity", "message", "actions", "scope", "targets",
 		"allow_closer_liquidation", "min_liquidation_distance", "margin_budget", "margin_budget_per"}
 }
 
@@ -241,7 +241,7 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 	}
 	nerr := len(p.errs)
 	r := &Rule{
-		File: p.file, Line: n.Line,
+		File: p.file, Line: n.Line, Scope: ScopePosition,
 		Cooldown: DefaultCooldown, Severity: DefaultSeverity, OnNoData: DefaultOnNoData,
 		MinLiquidationDistance: DefaultMinLiquidationDistance, BudgetPer: "firing",
 	}
@@ -323,6 +323,12 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 			} else {
 				r.MarginBudget, r.BudgetFraction = amount, fraction
 			}
+		case "scope":
+			if s, ok := p.enum(v, k.Value, []string{string(ScopePosition), string(ScopeAccount)}); ok {
+				r.Scope = Scope(s)
+			}
+		case "targets":
+			r.Targets = p.targets(v)
 		case "margin_budget_per":
 			if s, ok := p.enum(v, k.Value, []string{"firing", "day"}); ok {
 				r.BudgetPer = s
@@ -335,15 +341,70 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 		p.errorf(n, "missing when: the condition is required")
 	} else if strings.TrimSpace(r.When) == "" {
 		p.errorf(whenNode, "when is empty")
-	} else if prog, err := compileExpr(r.When, exprBool); err != nil {
+	} else if prog, an, err := compileExpr(r.When, exprBool); err != nil {
 		p.exprError(whenNode, "when", err)
 	} else {
-		r.setProgram(prog)
+		r.setProgram(prog, an)
+		if err := r.checkScope(); err != nil {
+			at := whenNode
+			if !strings.HasPrefix(err.Error(), "when:") {
+				at = scopeNode(n, whenNode)
+			}
+			p.errorf(at, "%v", err)
+		}
 	}
 	if len(p.errs) > nerr {
 		return nil, r.Name, nameNode
 	}
 	return r, r.Name, nameNode
+}
+
+// targets reads an account rule's targets: all, cross, isolated,
+// {riskiest: N} or {symbols: [...]}.
+func (p *parser) targets(n *yaml.Node) Targets {
+	const want = "expected all, cross, isolated, {riskiest: N} or {symbols: [XBTC, …]}"
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if s, ok := p.enum(n, "targets", []string{TargetAll, TargetCross, TargetIsolated}); ok {
+			return Targets{Kind: s}
+		}
+		return Targets{}
+	case yaml.MappingNode:
+		if len(n.Content) != 2 {
+			break
+		}
+		k, v := n.Content[0], yamlnode.Deref(n.Content[1])
+		switch k.Value {
+		case TargetRiskiest:
+			count, err := strconv.Atoi(v.Value)
+			if v.Kind != yaml.ScalarNode || err != nil || count < 1 {
+				p.errorf(v, "targets: riskiest: expected a count of positions, at least 1, got %s", yamlnode.Describe(v))
+				return Targets{}
+			}
+			return Targets{Kind: TargetRiskiest, N: count}
+		case TargetSymbols:
+			syms := p.strings(v, "targets: symbols")
+			if len(syms) == 0 {
+				p.errorf(v, "targets: symbols: expected a list of symbols")
+			}
+			return Targets{Kind: TargetSymbols, Symbols: syms}
+		}
+		p.errorf(k, "targets: %s", yamlnode.UnknownKey(k.Value, "", []string{TargetRiskiest, TargetSymbols}))
+		return Targets{}
+	}
+	p.errorf(n, "targets: %s, got %s", want, yamlnode.Describe(n))
+	return Targets{}
+}
+
+// scopeNode is where a scope error is said: at the scope key's value when
+// the rule has one, else at when.
+func scopeNode(rule, when *yaml.Node) *yaml.Node {
+	for i := 0; i+1 < len(rule.Content); i += 2 {
+		if k := rule.Content[i].Value; k == "scope" || k == "targets" {
+			return rule.Content[i+1]
+		}
+	}
+	return when
 }
 
 func (p *parser) actions(n *yaml.Node) []Action {
@@ -413,13 +474,15 @@ func (p *parser) actions(n *yaml.Node) []Action {
 				p.errorf(levNode, "leverage is empty")
 				break
 			}
-			prog, err := compileExpr(src, exprNumber)
+			prog, an, err := compileExpr(src, exprNumber)
+			if err == nil {
+				err = a.setProgram(prog, an)
+			}
 			if err != nil {
 				p.exprError(levNode, "leverage", err)
 				break
 			}
 			a.Leverage = src
-			a.setProgram(prog)
 		case levNode != nil:
 			p.errorf(levNode, "leverage: only the lower_leverage action takes a leverage")
 		}
@@ -622,6 +685,8 @@ func friendlyExprMessage(msg string) string {
 			t, obj = reflect.TypeFor[RiskLimit](), "riskLimit"
 		case "Symbol":
 			t, obj = reflect.TypeFor[Symbol](), "symbol"
+		case "Account":
+			t, obj = reflect.TypeFor[Account](), "account"
 		}
 		if t != nil {
 			out := fmt.Sprintf("unknown field %s.%s", obj, m[2])
@@ -633,7 +698,7 @@ func friendlyExprMessage(msg string) string {
 	}
 	if m := noNameRE.FindStringSubmatch(msg); m != nil {
 		out := "unknown name " + m[1]
-		if hint := DidYouMean(m[1], exprNames(reflect.TypeFor[Env]())); hint != "" {
+		if hint := DidYouMean(m[1], append(exprNames(reflect.TypeFor[Env]()), windowFns...)); hint != "" {
 			out += fmt.Sprintf(" (did you mean %s?)", hint)
 		}
 		return out
@@ -651,7 +716,7 @@ func friendlyExprMessage(msg string) string {
 func exprNames(t reflect.Type) []string {
 	var out []string
 	for i := range t.NumField() {
-		if tag := t.Field(i).Tag.Get("expr"); tag != "" {
+		if tag := t.Field(i).Tag.Get("expr"); tag != "" && !strings.HasPrefix(tag, "_") {
 			out = append(out, tag)
 		}
 	}

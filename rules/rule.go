@@ -10,6 +10,7 @@ package rules
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -73,6 +74,49 @@ const (
 	DefaultMinLiquidationDistance = 0.02
 )
 
+// Scope says what a rule is evaluated on.
+type Scope string
+
+// Scopes.
+const (
+	// ScopePosition evaluates the rule on every open position (the
+	// default); its state and cooldown are per position.
+	ScopePosition Scope = "position"
+	// ScopeAccount evaluates the rule once per tick on the account; its
+	// state is the rule's own, and its actions go to its Targets.
+	ScopeAccount Scope = "account"
+)
+
+// Target kinds of an account rule.
+const (
+	TargetAll      = "all"
+	TargetCross    = "cross"
+	TargetIsolated = "isolated"
+	TargetRiskiest = "riskiest"
+	TargetSymbols  = "symbols"
+)
+
+// Targets are the positions an account rule's actions go to.
+type Targets struct {
+	// Kind is one of the Target constants; "" for none.
+	Kind string
+	// N is how many of the riskiest positions (TargetRiskiest).
+	N int
+	// Symbols are the positions' symbols (TargetSymbols).
+	Symbols []string
+}
+
+// String is the targets as the rules file writes them.
+func (t Targets) String() string {
+	switch t.Kind {
+	case TargetRiskiest:
+		return fmt.Sprintf("{riskiest: %d}", t.N)
+	case TargetSymbols:
+		return "{symbols: [" + strings.Join(t.Symbols, ", ") + "]}"
+	}
+	return t.Kind
+}
+
 // Set is the rules of one file, in file order.
 type Set struct {
 	Rules []*Rule
@@ -120,6 +164,10 @@ type Rule struct {
 	// Message is an optional template for notifications, kept as text.
 	Message string
 	Actions []Action
+	// Scope is position (the default) or account.
+	Scope Scope
+	// Targets are where an account rule's actions go.
+	Targets Targets
 	// File and Line locate the rule in its source, for messages.
 	File string
 	Line int
@@ -127,7 +175,20 @@ type Rule struct {
 	program *vm.Program
 	fast    boolFn     // nil when When is outside the fast subset
 	pool    *sync.Pool // of *Evaluator, for the concurrency-safe Eval
+	reads   reads
+	// position lists the position-level names When reads.
+	position []string
 }
+
+// Windows returns the rule's functions over the recent past, in the order
+// the engine sets their values (Env.SetWindow).
+func (r *Rule) Windows() []Window { return r.reads.windows }
+
+// ReadsAccount reports whether When reads the account.
+func (r *Rule) ReadsAccount() bool { return r.reads.account != 0 }
+
+// Account reports whether the rule is evaluated on the account.
+func (r *Rule) Account() bool { return r.Scope == ScopeAccount }
 
 // Pos is a position in a source file, 1-based.
 type Pos struct {
@@ -173,6 +234,7 @@ type Action struct {
 
 	program *vm.Program
 	fast    floatFn // nil when Leverage is outside the fast subset
+	reads   reads
 }
 
 // HasAction reports whether one of the rule's actions is of kind k.
@@ -194,7 +256,7 @@ func (r *Rule) AppliesTo(symbol string) bool {
 // and every action parameter a number. Parse compiles the rules it reads;
 // call Compile on a Rule built by hand.
 func (r *Rule) Compile() error {
-	p, err := compileExpr(r.When, exprBool)
+	p, an, err := compileExpr(r.When, exprBool)
 	if err != nil {
 		return fmt.Errorf("rule %q: when: %w", r.Name, err)
 	}
@@ -203,28 +265,65 @@ func (r *Rule) Compile() error {
 		if a.Kind != LowerLeverage {
 			continue
 		}
-		ap, err := compileExpr(a.Leverage, exprNumber)
+		ap, aan, err := compileExpr(a.Leverage, exprNumber)
+		if err == nil {
+			err = a.setProgram(ap, aan)
+		}
 		if err != nil {
 			return fmt.Errorf("rule %q: %s leverage: %w", r.Name, a.Kind, err)
 		}
-		a.setProgram(ap)
 	}
-	r.setProgram(p)
+	r.setProgram(p, an)
+	if err := r.checkScope(); err != nil {
+		return fmt.Errorf("rule %q: %w", r.Name, err)
+	}
 	return nil
 }
 
 // setProgram installs the compiled condition with its native fast path and
 // the evaluator pool; Parse and Compile both go through it.
-func (r *Rule) setProgram(p *vm.Program) {
+func (r *Rule) setProgram(p *vm.Program, an *analysis) {
 	r.program = p
 	r.fast = compileFastBool(p.Node())
 	r.pool = newEvaluatorPool()
+	r.reads = reads{windows: an.windows, account: an.account}
+	r.position = an.position
 }
 
 // setProgram installs the compiled leverage expression with its fast path.
-func (a *Action) setProgram(p *vm.Program) {
+// A leverage has no functions over time: they belong in when.
+func (a *Action) setProgram(p *vm.Program, an *analysis) error {
+	if len(an.windows) > 0 {
+		return fmt.Errorf("%s is not allowed in a leverage: functions over time belong in when", an.windows[0])
+	}
 	a.program = p
 	a.fast = compileFastNumber(p.Node())
+	a.reads = reads{account: an.account}
+	return nil
+}
+
+// checkScope checks what the rule's scope allows: an account rule's when
+// reads the account only, and its actions on positions need targets; a
+// position rule has no targets.
+func (r *Rule) checkScope() error {
+	if r.Scope != ScopeAccount {
+		if r.Targets.Kind != "" {
+			return errors.New("targets: only an account rule (scope: account) has targets; a position rule acts on its position")
+		}
+		return nil
+	}
+	if len(r.position) > 0 {
+		return fmt.Errorf("when: an account rule (scope: account) reads the account only; %s belong to a position (use account.minLiquidationDistance, account.riskiestSymbol, …)", strings.Join(r.position, ", "))
+	}
+	if len(r.Symbols) > 0 {
+		return errors.New("symbols: an account rule has no symbols; its targets say where its actions go")
+	}
+	for _, a := range r.Actions {
+		if a.Kind != Notify && r.Targets.Kind == "" {
+			return fmt.Errorf("%s: an account rule needs targets (all, cross, isolated, {riskiest: N} or {symbols: [...]}) for its actions on positions", a.Kind)
+		}
+	}
+	return nil
 }
 
 func newEvaluatorPool() *sync.Pool {
@@ -281,6 +380,10 @@ func (r *Rule) Fingerprint() string {
 		field(strconv.FormatFloat(r.MarginBudget, 'g', -1, 64))
 		field(strconv.FormatBool(r.BudgetFraction))
 		field(r.BudgetPer)
+	}
+	if r.Scope == ScopeAccount {
+		field(string(r.Scope))
+		field(r.Targets.String())
 	}
 	field(strconv.Itoa(len(r.Symbols)))
 	for _, s := range r.Symbols {

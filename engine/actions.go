@@ -50,6 +50,8 @@ type plan struct {
 type dueRule struct {
 	idx      int
 	rule     *rules.Rule
+	st       *RuleState  // the rule's state: the position's, or the account rule's own
+	acct     *accountDue // an account rule's, nil for a position rule
 	settings bool // asked for lower_leverage or set_isolated
 	cancel   bool
 	notify   []rules.Action
@@ -58,11 +60,15 @@ type dueRule struct {
 
 func (pl *plan) empty() bool { return len(pl.due) == 0 }
 
-// add merges rule r's actions, evaluating its leverage targets on env.
-func (pl *plan) add(ri int, r *rules.Rule, ev *rules.Evaluator, env *rules.Env) {
-	d := dueRule{idx: ri, rule: r}
+// add merges rule r's actions, evaluating its leverage targets on env; st
+// is the rule's state. An account rule's notify actions ran once already.
+func (pl *plan) add(ri int, r *rules.Rule, st *RuleState, acct *accountDue, ev *rules.Evaluator, env *rules.Env) {
+	d := dueRule{idx: ri, rule: r, st: st, acct: acct}
 	for i := range r.Actions {
 		a := &r.Actions[i]
+		if acct != nil && a.Kind == rules.Notify {
+			continue
+		}
 		switch a.Kind {
 		case rules.LowerLeverage:
 			lev, err := ev.TargetLeverage(a, env)
@@ -324,6 +330,12 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		for _, a := range d.notify {
 			e.emit(ctx, rep, ruleNotifyEvent(now, d.rule, sym, a.Channels, &pl.env))
 		}
+		if d.acct != nil {
+			// An account rule's cooldown starts once every target's part
+			// succeeded (accountDone).
+			d.acct.acted = true
+			d.acct.failed = d.acct.failed || d.err != nil
+		}
 		if errors.Is(d.err, errBackingOff) {
 			continue // said by heldBack and symbolOutcome
 		}
@@ -331,8 +343,10 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			e.log.Warn("actions failed; retried next tick", "rule", d.rule.Name, "symbol", sym, "err", d.err)
 			continue
 		}
-		ps.rules[d.idx].LastActionAt = now
-		e.dirty = true
+		if d.acct == nil {
+			d.st.LastActionAt = now
+			e.dirty = true
+		}
 	}
 }
 
@@ -443,7 +457,7 @@ func (e *Engine) checkPrediction(ctx context.Context, now time.Time, symbol stri
 func (e *Engine) firstHarmInFiring(pl *plan, ps *posState, now time.Time) bool {
 	first := false
 	for _, d := range pl.due {
-		st := &ps.rules[d.idx]
+		st := d.st
 		if st.HarmNotedAt.Before(st.FiredAt) || st.HarmNotedAt.IsZero() {
 			first = true
 			st.HarmNotedAt = now
@@ -486,7 +500,7 @@ func (e *Engine) withinBudget(pl *plan, ps *posState, now time.Time, p *predicti
 		if r.MarginBudget == 0 || !r.HasAction(rules.LowerLeverage) {
 			continue
 		}
-		st := &ps.rules[d.idx]
+		st := d.st
 		resetBudget(st, r, now)
 		amount := decimal.NewFromFloat(r.MarginBudget)
 		if r.BudgetFraction {
@@ -511,7 +525,7 @@ func (e *Engine) spendBudget(pl *plan, ps *posState, moved decimal.Decimal) {
 		if d.rule.MarginBudget == 0 || !d.rule.HasAction(rules.LowerLeverage) {
 			continue
 		}
-		ps.rules[d.idx].MarginMoved += moved.InexactFloat64()
+		d.st.MarginMoved += moved.InexactFloat64()
 		e.dirty = true
 	}
 }

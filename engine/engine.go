@@ -126,10 +126,24 @@ type Engine struct {
 	// are touched by one goroutine at a time.
 	actMu sync.Mutex
 
+	// win is the rule set's functions over the recent past; acctRings
+	// hold the account's series (the positions' are in their posState).
+	win       windowSet
+	acctRings []*ring
+	// history caches the tick's index history reads that warm new rings.
+	history map[string]indexHistory
+	// hasAccountRules: the set has rules of scope account.
+	hasAccountRules bool
+	// acct is the tick's account, computed once when a rule reads it.
+	acct rules.Account
+
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
-	in  rules.Input
-	env rules.Env
-	ev  rules.Evaluator
+	in       rules.Input
+	env      rules.Env
+	acctEnv  rules.Env // the account rules' environment
+	ev       rules.Evaluator
+	posVals  windowValues
+	acctVals windowValues
 
 	// mu guards what callers read while a tick may be running: it is
 	// held for a few assignments only, never across I/O. lastOK is
@@ -153,6 +167,9 @@ type posState struct {
 	seen   time.Time
 	// missingSince is when the position went missing from the answers.
 	missingSince time.Time
+	// rings are the position's series for the windowed terms, aligned
+	// with Engine.win's specs (nil for an account's or a term not seen).
+	rings []*ring
 	// refused is the last settings call the exchange refused for good,
 	// from the leverage the position had: never sent again unchanged.
 	refused     exchange.Settings
@@ -196,7 +213,9 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
 		backoff:   make(map[string]*symbolBackoff),
+		history:   make(map[string]indexHistory),
 	}
+	e.bindWindows(set)
 	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {
 		e.sequential = true
 	}
@@ -375,6 +394,7 @@ func (e *Engine) applyPending() {
 		ps.rules = next
 	}
 	e.set = set
+	e.bindWindows(set)
 	e.failing = make([]bool, len(set.Rules))
 	e.dirty = true
 	e.mu.Lock()

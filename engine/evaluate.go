@@ -21,6 +21,17 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 	closed := make(map[positionKey]bool)
 	seen := make(map[positionKey]bool, len(snap.Positions))
 	e.unreadable(ctx, now, snap)
+	e.posVals.reset(len(e.win.specs))
+	e.acctVals.reset(len(e.win.specs))
+	if e.win.needAccount {
+		e.acct = e.accountOf(snap)
+		e.env.Account = e.acct
+		if len(e.win.account) > 0 {
+			e.acctEnv.FillAccount(&e.acct, now)
+			e.acctRings = e.sample(ctx, now, &e.acctEnv, e.win.account, e.acctRings, "", &e.acctVals)
+		}
+	}
+	due := e.evaluateAccount(ctx, now, snap, rep)
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
 		key := posKey(p)
@@ -55,13 +66,19 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		e.env.Fill(&e.in)
 		ps := e.posState(key, sym.Name)
 		ps.seen, ps.missingSince = now, time.Time{}
+		if len(e.win.position) > 0 {
+			ps.rings = e.sample(ctx, now, &e.env, e.win.position, ps.rings, e.indexName(sym), &e.posVals)
+		}
 		pl := plan{pos: p, sym: sym}
 		for ri, r := range e.set.Rules {
-			if !r.AppliesTo(sym.Name) {
+			if r.Account() || !r.AppliesTo(sym.Name) {
 				continue
 			}
 			rep.Evaluations++
-			cond, reason := e.condition(ri, r, why)
+			if len(e.win.byRule[ri]) > 0 {
+				e.setWindows(ri, &e.env, &e.posVals, &e.acctVals)
+			}
+			cond, reason := e.condition(ri, r, &e.env, why)
 			if cond == Invalid && r.OnNoData == rules.NoDataIgnore {
 				continue
 			}
@@ -83,7 +100,12 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				e.emit(ctx, rep, transitionEvent(now, r, sym.Name, p.ID, prev.State, next.State, tr, reason, quiet, &e.env))
 			}
 			if due {
-				pl.add(ri, r, &e.ev, &e.env)
+				pl.add(ri, r, &ps.rules[ri], nil, &e.ev, &e.env)
+			}
+		}
+		for _, d := range due {
+			if d.targets[key] {
+				pl.add(d.ri, d.rule, d.st, d, &e.ev, &e.env)
 			}
 		}
 		if !pl.empty() {
@@ -92,6 +114,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		}
 	}
 	e.runPlans(ctx, now, snap, plans, rep)
+	e.accountDone(now, due)
 	e.forgetGone(ctx, now, rep, closed)
 }
 
@@ -99,9 +122,9 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 // time for a reason other than missing data.
 const unhealthy Condition = 255
 
-// condition evaluates r on the current environment.
-func (e *Engine) condition(ri int, r *rules.Rule, indexWhy string) (Condition, string) {
-	ok, err := e.ev.Eval(r, &e.env)
+// condition evaluates r on env.
+func (e *Engine) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (Condition, string) {
+	ok, err := e.ev.Eval(r, env)
 	switch {
 	case err == nil:
 		if e.failing[ri] {
@@ -113,7 +136,7 @@ func (e *Engine) condition(ri int, r *rules.Rule, indexWhy string) (Condition, s
 		}
 		return False, ""
 	case errors.Is(err, rules.ErrNoData):
-		reason := e.env.NoData()
+		reason := env.NoData()
 		if indexWhy != "" {
 			reason = indexWhy
 		}
@@ -122,7 +145,7 @@ func (e *Engine) condition(ri int, r *rules.Rule, indexWhy string) (Condition, s
 		}
 		return Invalid, reason
 	default:
-		e.emit(context.Background(), nil, ruleErrorEvent(r, e.env.Position.Symbol, err, !e.failing[ri]))
+		e.emit(context.Background(), nil, ruleErrorEvent(r, env.Position.Symbol, err, !e.failing[ri]))
 		e.failing[ri] = true
 		return unhealthy, err.Error()
 	}

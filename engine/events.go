@@ -242,6 +242,11 @@ func describe(r *rules.Rule, env *rules.Env) string {
 	if s == "" {
 		s = r.When
 	}
+	if r.Account() {
+		a := &env.Account
+		return fmt.Sprintf("%s (margin ratio %.3f, equity %s, %d positions, the riskiest %s at %.2f%%)", s,
+			a.MarginRatio, fmtFloat(a.Equity), a.Positions, a.RiskiestSymbol, a.MinLiquidationDistance*100)
+	}
 	return fmt.Sprintf("%s (index %s, liquidation %s, distance %.2f%%, leverage %gx of max %gx)", s,
 		fmtFloat(env.IndexPrice), fmtFloat(env.Position.LiquidationPrice), env.LiquidationDistance*100,
 		float64(env.Position.Leverage), float64(env.RiskLimit.MaxLeverage))
@@ -251,6 +256,10 @@ func fmtFloat(f float64) string { return decimal.NewFromFloat(f).String() }
 
 // values are the figures a message carries.
 func values(env *rules.Env) *notify.Figures {
+	if env.Position.ID == "" {
+		// An account rule's environment: the account's figures.
+		return &notify.Figures{MarginRatio: env.Account.MarginRatio, Equity: env.Account.Equity, Distance: env.Account.MinLiquidationDistance}
+	}
 	return &notify.Figures{
 		Index:            env.IndexPrice,
 		LiquidationPrice: env.Position.LiquidationPrice,

@@ -100,6 +100,9 @@ type Figures struct {
 	LiquidationPrice float64 `json:"liquidationPrice,omitempty"`
 	MaxLeverage      float64 `json:"maxLeverage,omitempty"`
 	Notional         float64 `json:"notional,omitempty"`
+	// MarginRatio and Equity are the account's, for an account rule.
+	MarginRatio float64 `json:"marginRatio,omitempty"`
+	Equity      float64 `json:"equity,omitempty"`
 }
 
 // Map returns the non-zero figures by their JSON names, the one place

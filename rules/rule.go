@@ -184,6 +184,9 @@ type Rule struct {
 // the engine sets their values (Env.SetWindow).
 func (r *Rule) Windows() []Window { return r.reads.windows }
 
+// ReadsAccount reports whether the leverage expression reads the account.
+func (a *Action) ReadsAccount() bool { return a.reads.account != 0 }
+
 // ReadsAccount reports whether When reads the account.
 func (r *Rule) ReadsAccount() bool { return r.reads.account != 0 }
 

@@ -60,6 +60,7 @@ type Window struct {
 	Span time.Duration
 
 	read floatFn
+	acct AccountField // the account field it reads; 0 for a position's series
 }
 
 // Key identifies the window: rules that use the same function of the same
@@ -82,6 +83,13 @@ func (w Window) Account() bool { return strings.HasPrefix(w.Series, "account.") 
 // valid value for it.
 func (w Window) Read(env *Env) (float64, bool) {
 	if w.read == nil {
+		return 0, false
+	}
+	if w.acct != 0 {
+		if env.Account.unknown&w.acct != 0 {
+			return 0, false
+		}
+	} else if env.NoData() != "" {
 		return 0, false
 	}
 	v, ok := w.read(env)
@@ -275,7 +283,11 @@ func windowCall(c *ast.CallNode) (Window, bool, error) {
 	if span <= 0 || span > MaxWindowSpan {
 		return Window{}, true, fmt.Errorf("%s: window %q must be above 0 and at most %s", id.Value, lit.Value, formatSpan(MaxWindowSpan))
 	}
-	return Window{Fn: id.Value, Series: strings.Join(path, "."), Span: span, read: read.asFloat()}, true, nil
+	w := Window{Fn: id.Value, Series: strings.Join(path, "."), Span: span, read: read.asFloat()}
+	if path[0] == "account" && len(path) == 2 {
+		w.acct = accountFieldBits[path[1]]
+	}
+	return w, true, nil
 }
 
 // resolve attaches the series readers to windows built elsewhere (the

@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/rules"
+)
+
+// accountKey is the state key of the account rules: their state is the
+// rule's own, not a position's.
+func accountKey() positionKey { return positionKey{dir: "ACCOUNT"} }
+
+// accountSymbol names the account in events where a symbol goes.
+const accountSymbol = "account"
+
+// pastLiquidation is the margin ratio of a cross pool that is not positive:
+// at or past liquidation, read as a very large ratio.
+const pastLiquidation = 1e12
+
+// Reasons an account figure is no data.
+const (
+	whyPositionUnread = "a position could not be read: the account's totals are incomplete"
+	whyIndexMissing   = "an open position has no index price: the account's totals are incomplete"
+	whyFreeUnknown    = "the free balance cannot be inferred without an open cross position"
+	whyEquityNotPos   = "the equity is not positive"
+)
+
+// accountOf computes the tick's account with the margin model: once per
+// tick, before any action.
+func (e *Engine) accountOf(snap *Snapshot) rules.Account {
+	var a rules.Account
+	v := e.view(snap)
+	f := v.acct.Figures()
+	a.Margin = f.Margin.InexactFloat64()
+	a.UnrealizedPNL = f.UnrealizedPNL.InexactFloat64()
+	a.GrossNotional = f.GrossNotional.InexactFloat64()
+	a.NetNotional = f.NetNotional.InexactFloat64()
+	a.Equity = f.Equity.InexactFloat64()
+	a.Positions = f.Positions
+	a.FreeBalance = v.acct.Free.InexactFloat64()
+	if r, ok := f.MarginRatio(); ok {
+		a.MarginRatio = r.InexactFloat64()
+	} else {
+		a.MarginRatio = pastLiquidation
+	}
+	if l, ok := f.Leverage(); ok {
+		a.Leverage = l.InexactFloat64()
+	} else {
+		a.SetUnknown(rules.AccountLeverage, whyEquityNotPos)
+	}
+
+	// The riskiest position, by the liquidation prices the exchange lists.
+	a.MinLiquidationDistance = 1
+	distances := true
+	for i := range snap.Positions {
+		p := &snap.Positions[i]
+		if p.Empty {
+			continue
+		}
+		sym, ok := e.snaps.Symbol(p.SymbolID)
+		if !ok {
+			a.SetUnknown(rules.AccountAll, whyPositionUnread)
+			continue
+		}
+		d, ok := margin.Distance(p.Direction, snap.IndexPrices[e.indexName(sym)], p.LiquidationPrice)
+		if !ok {
+			distances = false
+			continue
+		}
+		if df := d.InexactFloat64(); a.RiskiestSymbol == "" || df < a.MinLiquidationDistance {
+			a.MinLiquidationDistance, a.RiskiestSymbol = df, sym.Name
+		}
+	}
+	if !distances {
+		a.SetUnknown(rules.AccountMinLiquidationDistance|rules.AccountRiskiestSymbol, whyIndexMissing)
+	}
+	for _, pe := range snap.Partial {
+		if pe.What == "positions" {
+			a.SetUnknown(rules.AccountAll, whyPositionUnread)
+		}
+	}
+	if !f.Complete {
+		a.SetUnknown(rules.AccountUnrealizedPNL|rules.AccountGrossNotional|rules.AccountNetNotional|rules.AccountEquity|
+			rules.AccountLeverage|rules.AccountMarginRatio, whyIndexMissing)
+	}
+	if !v.freeKnown {
+		fields := rules.AccountFreeBalance | rules.AccountEquity | rules.AccountLeverage
+		if f.Cross > 0 {
+			fields |= rules.AccountMarginRatio
+		}
+		a.SetUnknown(fields, whyFreeUnknown)
+	}
+	return a
+}
+
+// accountDue is an account rule whose actions are due this tick, with the
+// positions they go to.
+type accountDue struct {
+	ri      int
+	rule    *rules.Rule
+	st      *RuleState
+	targets map[positionKey]bool
+	acted   bool // a plan of the tick carried its actions
+	failed  bool // a part of them failed: no cooldown, retried next tick
+}
+
+// evaluateAccount evaluates the account rules on the tick's account and
+// returns the ones whose actions are due. A notify action runs here, once;
+// the others go to the targets' plans.
+func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) []*accountDue {
+	if !e.hasAccountRules {
+		return nil
+	}
+	ps := e.posState(accountKey(), accountSymbol)
+	ps.seen, ps.missingSince = now, time.Time{}
+	e.acctEnv.FillAccount(&e.acct, now)
+	var due []*accountDue
+	for ri, r := range e.set.Rules {
+		if !r.Account() {
+			continue
+		}
+		rep.Evaluations++
+		e.setWindows(ri, &e.acctEnv, &e.acctVals, &e.acctVals)
+		cond, reason := e.condition(ri, r, &e.acctEnv, "")
+		if cond == Invalid && r.OnNoData == rules.NoDataIgnore {
+			continue
+		}
+		if cond == unhealthy || (cond == False && ps.rules[ri].State == Inactive) {
+			continue
+		}
+		prev := ps.rules[ri]
+		next, tr := Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
+		ps.rules[ri] = next
+		isDue := ActionDue(next, now, r.Cooldown)
+		if tr != "" {
+			e.dirty = true
+			quiet := tr == ToFiring && isDue && r.HasAction(rules.Notify)
+			e.emit(ctx, rep, transitionEvent(now, r, accountSymbol, accountSymbol, prev.State, next.State, tr, reason, quiet, &e.acctEnv))
+		}
+		if !isDue {
+			continue
+		}
+		d := &accountDue{ri: ri, rule: r, st: &ps.rules[ri], targets: e.targets(r.Targets, snap)}
+		for _, a := range r.Actions {
+			if a.Kind == rules.Notify {
+				e.emit(ctx, rep, ruleNotifyEvent(now, r, accountSymbol, a.Channels, &e.acctEnv))
+				d.acted = true
+			}
+		}
+		due = append(due, d)
+	}
+	return due
+}
+
+// targets are the open positions an account rule's actions go to. The
+// riskiest are those nearest their liquidation price; a position whose
+// distance is unknown is none of them (no data acts on nothing).
+func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[positionKey]bool {
+	out := map[positionKey]bool{}
+	type ranked struct {
+		key positionKey
+		d   float64
+	}
+	var risky []ranked
+	for i := range snap.Positions {
+		p := &snap.Positions[i]
+		if p.Empty {
+			continue
+		}
+		sym, ok := e.snaps.Symbol(p.SymbolID)
+		if !ok {
+			continue
+		}
+		switch t.Kind {
+		case rules.TargetAll:
+			out[posKey(p)] = true
+		case rules.TargetCross, rules.TargetIsolated:
+			if p.Cross == (t.Kind == rules.TargetCross) {
+				out[posKey(p)] = true
+			}
+		case rules.TargetSymbols:
+			if slices.Contains(t.Symbols, sym.Name) {
+				out[posKey(p)] = true
+			}
+		case rules.TargetRiskiest:
+			if d, ok := margin.Distance(p.Direction, snap.IndexPrices[e.indexName(sym)], p.LiquidationPrice); ok {
+				risky = append(risky, ranked{posKey(p), d.InexactFloat64()})
+			}
+		}
+	}
+	slices.SortStableFunc(risky, func(a, b ranked) int { return cmp.Compare(a.d, b.d) })
+	for i := 0; i < len(risky) && i < t.N; i++ {
+		out[risky[i].key] = true
+	}
+	return out
+}
+
+// accountDone starts the cooldown of the account rules whose actions all
+// succeeded on every target.
+func (e *Engine) accountDone(now time.Time, due []*accountDue) {
+	for _, d := range due {
+		if d.acted && !d.failed {
+			d.st.LastActionAt = now
+			e.dirty = true
+		}
+	}
+}

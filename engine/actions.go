@@ -52,7 +52,7 @@ type dueRule struct {
 	rule     *rules.Rule
 	st       *RuleState  // the rule's state: the position's, or the account rule's own
 	acct     *accountDue // an account rule's, nil for a position rule
-	settings bool // asked for lower_leverage or set_isolated
+	settings bool        // asked for lower_leverage or set_isolated
 	cancel   bool
 	notify   []rules.Action
 	err      error // a part of its actions failed; retried next tick

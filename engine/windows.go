@@ -51,7 +51,10 @@ type ring struct {
 func newRing(span, interval time.Duration) *ring {
 	width := max(interval, span/maxSlots)
 	size := int(span/width) + 2
-	return &ring{span: span, width: width, maxGap: 2 * max(interval, width), slots: make([]slot, min(size, maxSlots+2))}
+	// A stretch without samples longer than two ticks, and than a quarter
+	// of the window, is not covered: missed ticks, a restart. (A backtest
+	// of one-minute bars still covers a five-minute window.)
+	return &ring{span: span, width: width, maxGap: max(2*interval, 2*width, span/4), slots: make([]slot, min(size, maxSlots+2))}
 }
 
 func (r *ring) at(i int) *slot { return &r.slots[(r.start+i)%len(r.slots)] }

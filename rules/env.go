@@ -128,19 +128,35 @@ type Account struct {
 	RiskiestSymbol         string  `expr:"riskiestSymbol"`
 
 	unknown AccountField
-	why     string
+	why     [accountFields]string // by field bit
 }
 
-// SetUnknown marks fields as no data, with the reason.
+// accountFields is the number of Account's fields.
+const accountFields = 11
+
+// SetUnknown marks fields as no data, with the reason (the first reason
+// given for a field stays).
 func (a *Account) SetUnknown(fields AccountField, why string) {
-	a.unknown |= fields
-	if a.why == "" {
-		a.why = why
+	for i := range accountFields {
+		if bit := AccountField(1) << i; fields&bit != 0 && a.unknown&bit == 0 {
+			a.why[i] = why
+		}
 	}
+	a.unknown |= fields
 }
 
-// Unknown returns the fields that are no data, and why.
-func (a *Account) Unknown() (AccountField, string) { return a.unknown, a.why }
+// Unknown returns the fields that are no data.
+func (a *Account) Unknown() AccountField { return a.unknown }
+
+// whyUnknown says why the first of fields that is unknown is.
+func (a *Account) whyUnknown(fields AccountField) string {
+	for i := range accountFields {
+		if bit := AccountField(1) << i; fields&a.unknown&bit != 0 {
+			return accountFieldNames[i] + ": " + a.why[i]
+		}
+	}
+	return ""
+}
 
 // SetWindow sets the value of the rule's j-th windowed term before an
 // evaluation; why says why it is unknown ("" when it is known).

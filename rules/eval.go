@@ -171,7 +171,7 @@ func (r *reads) known(env *Env) error {
 		}
 	}
 	if r.account&env.Account.unknown != 0 {
-		return &NoDataError{Reason: "account: " + env.Account.why}
+		return &NoDataError{Reason: env.Account.whyUnknown(r.account)}
 	}
 	return nil
 }

@@ -158,6 +158,11 @@ const (
 	AccountAll AccountField = 1<<iota - 1
 )
 
+// accountFieldNames are the account fields by bit position.
+var accountFieldNames = [accountFields]string{"account.equity", "account.freeBalance", "account.margin", "account.unrealizedPNL",
+	"account.marginRatio", "account.grossNotional", "account.netNotional", "account.leverage", "account.positions",
+	"account.minLiquidationDistance", "account.riskiestSymbol"}
+
 // accountFieldBits maps the expr names of Account's fields to their bits.
 var accountFieldBits = map[string]AccountField{
 	"equity": AccountEquity, "freeBalance": AccountFreeBalance, "margin": AccountMargin,

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -66,12 +66,12 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 			a.SetUnknown(rules.AccountAll, whyPositionUnread)
 			continue
 		}
-		d, ok := margin.Distance(p.Direction, snap.IndexPrices[e.indexName(sym)], p.LiquidationPrice)
+		df, ok := distance(p.Direction, snap.IndexPrices[e.indexName(sym)].InexactFloat64(), p.LiquidationPrice.InexactFloat64())
 		if !ok {
 			distances = false
 			continue
 		}
-		if df := d.InexactFloat64(); a.RiskiestSymbol == "" || df < a.MinLiquidationDistance {
+		if a.RiskiestSymbol == "" || df < a.MinLiquidationDistance {
 			a.MinLiquidationDistance, a.RiskiestSymbol = df, sym.Name
 		}
 	}
@@ -187,8 +187,8 @@ func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[positionKey]bool {
 				out[posKey(p)] = true
 			}
 		case rules.TargetRiskiest:
-			if d, ok := margin.Distance(p.Direction, snap.IndexPrices[e.indexName(sym)], p.LiquidationPrice); ok {
-				risky = append(risky, ranked{posKey(p), d.InexactFloat64()})
+			if d, ok := distance(p.Direction, snap.IndexPrices[e.indexName(sym)].InexactFloat64(), p.LiquidationPrice.InexactFloat64()); ok {
+				risky = append(risky, ranked{posKey(p), d})
 			}
 		}
 	}
@@ -208,4 +208,19 @@ func (e *Engine) accountDone(now time.Time, due []*accountDue) {
 			e.dirty = true
 		}
 	}
+}
+
+// distance is a position's distance to liquidation as a rule sees it
+// (liquidationDistance, computed as rules.Env.Fill does, at the
+// expression boundary); ok is false without a positive index or
+// liquidation price.
+func distance(direction string, index, liq float64) (float64, bool) {
+	if index <= 0 || liq <= 0 {
+		return 0, false
+	}
+	side := 1.0
+	if direction == exchange.Short {
+		side = -1
+	}
+	return side * (index - liq) / index, true
 }

@@ -34,7 +34,7 @@ type plan struct {
 	ps  *posState
 	// env is what the rules saw on the position, for their notify actions
 	// (the engine's own env moves on to the next position).
-	env rules.Env
+	env *rules.Env
 
 	due []dueRule
 
@@ -328,7 +328,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 				"cooldown", d.rule.Cooldown, "err", errors.Join(refused...))
 		}
 		for _, a := range d.notify {
-			e.emit(ctx, rep, ruleNotifyEvent(now, d.rule, sym, a.Channels, &pl.env))
+			e.emit(ctx, rep, ruleNotifyEvent(now, d.rule, sym, a.Channels, pl.env))
 		}
 		if d.acct != nil {
 			// An account rule's cooldown starts once every target's part

@@ -89,3 +89,61 @@ func BenchmarkTick(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/20_000, "ns/eval")
 }
+
+// BenchmarkTickWindowed is BenchmarkTick with the rules of issue 13 among
+// the twenty: five over the recent past (three windows over a position's
+// series, timeToLiquidation, one over the account's), two account rules
+// and one position rule reading the account. Target: ≤ 2 ms.
+func BenchmarkTickWindowed(b *testing.B) {
+	fx := benchAccount(1000)
+	set := benchRules(b)
+	windowed := []string{
+		`change(indexPrice, "5m") < -0.5`, `rate(liquidationDistance, "1m") < -1`,
+		`min_over_time(liquidationDistance, "10m") < 0.001`, `timeToLiquidation < 1`,
+		`drawdown(account.equity, "24h") > 0.99 && liquidationDistance < 0.05`,
+		`account.minLiquidationDistance < 0.0001 && liquidationDistance < 0.05`,
+	}
+	for i, w := range windowed {
+		set.Rules[i] = rule(b, rules.Rule{Name: fmt.Sprintf("w%02d", i), When: w, Cooldown: time.Minute,
+			Actions: []rules.Action{{Kind: rules.CancelOrders}}})
+	}
+	for i, w := range []string{"account.marginRatio > 0.99", `account.leverage > 1000 || drawdown(account.equity, "1h") > 0.99`} {
+		set.Rules[len(windowed)+i] = rule(b, rules.Rule{Name: fmt.Sprintf("a%02d", i), When: w, Cooldown: time.Minute,
+			Scope: rules.ScopeAccount, Targets: rules.Targets{Kind: rules.TargetAll},
+			Actions: []rules.Action{{Kind: rules.CancelOrders}}})
+	}
+	e, err := New(Config{}, set, Deps{Reader: fx, Actuator: fx})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 600 { // ten minutes of ticks: every window covered
+		if _, err := e.Tick(ctx, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var evals int
+	for i := 0; b.Loop(); i++ {
+		rep, err := e.Tick(ctx, t0.Add(time.Duration(600+i)*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		evals = rep.Evaluations
+	}
+	b.StopTimer()
+	if evals != 18_002 {
+		b.Fatalf("evaluations per tick = %d, want 18,002", evals)
+	}
+	if s, c := fx.calls(); len(s)+len(c) != 0 {
+		b.Fatalf("benchmark account acted: %d settings, %d cancels", len(s), len(c))
+	}
+	for _, r := range e.Active() {
+		// timeToLiquidation has no data on positions whose distance
+		// does not shrink; nothing fires.
+		if r.State == Firing || r.State == Pending {
+			b.Fatalf("a rule is %s on %s: %+v", r.State, r.Symbol, r)
+		}
+	}
+}

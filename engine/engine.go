@@ -132,6 +132,12 @@ type Engine struct {
 	acctRings []*ring
 	// history caches the tick's index history reads that warm new rings.
 	history map[string]indexHistory
+	// free is the last inferred free balance.
+	free   freeCache
+	sigBuf []byte
+	// reasons caches the texts of the no-data errors of functions over
+	// time and account fields.
+	reasons map[[2]string]string
 	// hasAccountRules: the set has rules of scope account.
 	hasAccountRules bool
 	// acct is the tick's account, computed once when a rule reads it.
@@ -167,6 +173,9 @@ type posState struct {
 	seen   time.Time
 	// missingSince is when the position went missing from the answers.
 	missingSince time.Time
+	// mm is the position's maintenance margin at mmVersion.
+	mm        decimal.Decimal
+	mmVersion int64
 	// rings are the position's series for the windowed terms, aligned
 	// with Engine.win's specs (nil for an account's or a term not seen).
 	rings []*ring
@@ -214,6 +223,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		failing:   make([]bool, len(set.Rules)),
 		backoff:   make(map[string]*symbolBackoff),
 		history:   make(map[string]indexHistory),
+		reasons:   make(map[[2]string]string),
 	}
 	e.bindWindows(set)
 	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {

@@ -109,8 +109,10 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			}
 		}
 		if !pl.empty() {
-			pl.ps, pl.env = ps, e.env
-			plans = append(plans, &pl)
+			run := pl // only a plan with actions leaves the loop
+			run.ps, run.env = ps, new(rules.Env)
+			*run.env = e.env
+			plans = append(plans, &run)
 		}
 	}
 	e.runPlans(ctx, now, snap, plans, rep)
@@ -124,6 +126,11 @@ const unhealthy Condition = 255
 
 // condition evaluates r on env.
 func (e *Engine) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (Condition, string) {
+	if indexWhy == "" && env.NoData() == "" {
+		if of, why := r.Missing(env); of != "" {
+			return Invalid, e.reasonOf(of, why)
+		}
+	}
 	ok, err := e.ev.Eval(r, env)
 	switch {
 	case err == nil:
@@ -297,4 +304,19 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 	}
 	text := "unreadable items, left out (the rest of each answer is used): " + strings.Join(parts, "; ")
 	e.emit(ctx, nil, event{level: slog.LevelError, msg: text, audit: &Record{Time: now, Type: "read", Reason: text}})
+}
+
+// reasonOf is the text of a no-data error about a function over time or an
+// account field, made once per pair: the few pairs recur every tick.
+func (e *Engine) reasonOf(of, why string) string {
+	k := [2]string{of, why}
+	r, ok := e.reasons[k]
+	if !ok {
+		if len(e.reasons) > 1000 {
+			clear(e.reasons)
+		}
+		r = (&rules.NoDataError{Of: of, Reason: why}).Error()
+		e.reasons[k] = r
+	}
+	return r
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"log/slog"
 	"time"
 
@@ -31,9 +33,11 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 	if e.tickView != nil {
 		return e.tickView
 	}
-	v := &accountView{at: map[string]int{}}
+	v := &accountView{at: map[string]int{}, acct: margin.Account{Positions: make([]margin.Position, 0, len(snap.Positions))}}
 	var liqs []decimal.Decimal
-	for _, p := range snap.Positions {
+	sig := fnv.New64a()
+	for i := range snap.Positions {
+		p := &snap.Positions[i]
 		if p.Empty || !p.Quantity.IsPositive() {
 			continue
 		}
@@ -42,25 +46,60 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 			continue
 		}
 		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
-			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale)}
+			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale), Held: p.Margin, Value: p.EntryValue}
 		if price, ok := snap.IndexPrices[e.indexName(sym)]; ok {
 			mp.Index = price
+		}
+		if ps := e.positions[posKey(p)]; ps != nil {
+			// The maintenance margin changes with the position only.
+			if ps.mmVersion != p.Version || ps.mm.IsZero() {
+				ps.mm, ps.mmVersion = mp.Maintenance(), p.Version
+			}
+			mp.MM = ps.mm
+		}
+		if p.Cross {
+			b := append(e.sigBuf[:0], p.ID...)
+			b = strconv.AppendInt(append(b, '/'), p.Version, 10)
+			b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
+			e.sigBuf = append(b, ';')
+			sig.Write(e.sigBuf)
 		}
 		v.at[sym.Name] = len(v.acct.Positions)
 		v.acct.Positions = append(v.acct.Positions, mp)
 		liqs = append(liqs, p.LiquidationPrice)
 	}
-	for i, mp := range v.acct.Positions {
-		if !mp.Cross {
-			continue
+	// The free balance changes with the cross positions (their margins,
+	// a settings call, a trade) and with transfers: it is inferred again
+	// when a cross position changed, and at least every freeRefresh.
+	if fc := &e.free; fc.sig == sig.Sum64() && e.lastTick.Sub(fc.at) < freeRefresh && !e.lastTick.Before(fc.at) {
+		v.acct.Free, v.freeKnown = fc.free, fc.known
+	} else {
+		for i, mp := range v.acct.Positions {
+			if !mp.Cross {
+				continue
+			}
+			if free, ok := v.acct.InferFree(i, liqs[i]); ok {
+				v.acct.Free, v.freeKnown = free, true
+				break
+			}
 		}
-		if free, ok := v.acct.InferFree(i, liqs[i]); ok {
-			v.acct.Free, v.freeKnown = free, true
-			break
-		}
+		*fc = freeCache{sig: sig.Sum64(), at: e.lastTick, free: v.acct.Free, known: v.freeKnown}
 	}
 	e.tickView = v
 	return v
+}
+
+// freeRefresh is how often the free balance is inferred again while the
+// cross positions stay as they are (a deposit or a withdrawal).
+const freeRefresh = time.Minute
+
+// freeCache is the last inferred free balance, and of which cross
+// positions.
+type freeCache struct {
+	sig   uint64
+	at    time.Time
+	free  decimal.Decimal
+	known bool
 }
 
 // prediction is what the margin model says a settings call will do to its

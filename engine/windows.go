@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -45,6 +46,11 @@ type ring struct {
 	span, width, maxGap time.Duration
 	slots               []slot // circular, oldest at start
 	start, n            int
+	// lo and hi are the window's extremes when ext, with the start of
+	// the slot that holds each: valid until that slot leaves the window.
+	lo, hi     float64
+	loAt, hiAt int64
+	ext        bool
 }
 
 // newRing sizes a ring for span at the given tick interval.
@@ -71,9 +77,11 @@ func (r *ring) push(t time.Time, v float64) {
 		if ns-last.t < int64(r.width) {
 			last.last = v
 			last.min, last.max = min(last.min, v), max(last.max, v)
+			r.extend(v, last.t)
 			return
 		}
 	}
+	r.extend(v, ns)
 	s := slot{t: ns, first: v, last: v, min: v, max: v}
 	if r.n > 0 {
 		last := r.at(r.n - 1)
@@ -88,6 +96,39 @@ func (r *ring) push(t time.Time, v float64) {
 	}
 	*r.at(r.n) = s
 	r.n++
+}
+
+// extend keeps the cached extremes with a new value in the slot at t.
+func (r *ring) extend(v float64, t int64) {
+	if !r.ext {
+		return
+	}
+	if v <= r.lo {
+		r.lo, r.loAt = v, t
+	}
+	if v >= r.hi {
+		r.hi, r.hiAt = v, t
+	}
+}
+
+// extremes are the lowest and highest values of the slots from i on,
+// rescanned only when a cached extreme has left the window.
+func (r *ring) extremes(i int, from int64) (float64, float64) {
+	if r.ext && r.loAt >= from && r.hiAt >= from {
+		return r.lo, r.hi
+	}
+	r.lo, r.hi = math.Inf(1), math.Inf(-1)
+	for j := i; j < r.n; j++ {
+		s := r.at(j)
+		if s.min <= r.lo {
+			r.lo, r.loAt = s.min, s.t
+		}
+		if s.max >= r.hi {
+			r.hi, r.hiAt = s.max, s.t
+		}
+	}
+	r.ext = true
+	return r.lo, r.hi
 }
 
 // value computes fn over the window ending at now, whose current value
@@ -131,11 +172,8 @@ func (r *ring) value(fn string, now time.Time, cur float64) (float64, string) {
 		}
 		return max(cur, 0) / -rate, ""
 	case rules.FnMinOverTime, rules.FnMaxOverTime, rules.FnDrawdown:
-		lo, hi := cur, cur
-		for j := i; j < r.n; j++ {
-			s := r.at(j)
-			lo, hi = min(lo, s.min), max(hi, s.max)
-		}
+		lo, hi := r.extremes(i, from)
+		lo, hi = min(lo, cur), max(hi, cur)
 		switch fn {
 		case rules.FnMinOverTime:
 			return lo, ""

@@ -18,9 +18,17 @@ var ErrNoData = errors.New("no data")
 type NoDataError struct {
 	// Reason says what was missing or invalid, e.g. "index price missing".
 	Reason string
+	// Of, when set, names what had no data: a function over time as the
+	// rule writes it, or an account field.
+	Of string
 }
 
-func (e *NoDataError) Error() string { return "no data: " + e.Reason }
+func (e *NoDataError) Error() string {
+	if e.Of != "" {
+		return "no data: " + e.Of + ": " + e.Reason
+	}
+	return "no data: " + e.Reason
+}
 
 // Is makes errors.Is(err, ErrNoData) true for every *NoDataError.
 func (e *NoDataError) Is(target error) bool { return target == ErrNoData }
@@ -148,14 +156,14 @@ func (a *Account) SetUnknown(fields AccountField, why string) {
 // Unknown returns the fields that are no data.
 func (a *Account) Unknown() AccountField { return a.unknown }
 
-// whyUnknown says why the first of fields that is unknown is.
-func (a *Account) whyUnknown(fields AccountField) string {
+// whyUnknown says which of fields is unknown first, and why.
+func (a *Account) whyUnknown(fields AccountField) (string, string) {
 	for i := range accountFields {
 		if bit := AccountField(1) << i; fields&a.unknown&bit != 0 {
-			return accountFieldNames[i] + ": " + a.why[i]
+			return accountFieldNames[i], a.why[i]
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // SetWindow sets the value of the rule's j-th windowed term before an

@@ -162,16 +162,33 @@ type reads struct {
 	account AccountField
 }
 
+// Missing says what r's condition reads that has no value in env — a
+// function over time or an account field, and why — without evaluating
+// it; "" when nothing is missing. The engine asks it first, so that a
+// rule without data costs no error value.
+func (r *Rule) Missing(env *Env) (of, why string) {
+	for j := range r.reads.windows {
+		if why := env.windowWhy[j]; why != "" {
+			return r.reads.windows[j].label, why
+		}
+	}
+	if r.reads.account&env.Account.unknown != 0 {
+		return env.Account.whyUnknown(r.reads.account)
+	}
+	return "", ""
+}
+
 // known returns a *NoDataError when a windowed term or an account field
 // the expression reads has no value in env.
 func (r *reads) known(env *Env) error {
 	for j := range r.windows {
 		if why := env.windowWhy[j]; why != "" {
-			return &NoDataError{Reason: r.windows[j].String() + ": " + why}
+			return &NoDataError{Reason: why, Of: r.windows[j].label}
 		}
 	}
 	if r.account&env.Account.unknown != 0 {
-		return &NoDataError{Reason: env.Account.whyUnknown(r.account)}
+		of, why := env.Account.whyUnknown(r.account)
+		return &NoDataError{Reason: why, Of: of}
 	}
 	return nil
 }

@@ -59,8 +59,9 @@ type Window struct {
 	// Span is the window.
 	Span time.Duration
 
-	read floatFn
-	acct AccountField // the account field it reads; 0 for a position's series
+	read  floatFn
+	acct  AccountField // the account field it reads; 0 for a position's series
+	label string       // String(), computed once
 }
 
 // Key identifies the window: rules that use the same function of the same
@@ -236,6 +237,7 @@ func analyse(root ast.Node) (*analysis, error) {
 }
 
 func (a *analysis) addWindow(w Window) error {
+	w.label = w.String()
 	if slices.ContainsFunc(a.windows, func(o Window) bool { return o.Key() == w.Key() }) {
 		return nil
 	}

@@ -104,7 +104,7 @@ func TestWindowsEval(t *testing.T) {
 		var nd *NoDataError
 		switch {
 		case tc.noData != "":
-			if !errors.As(err, &nd) || nd.Reason != tc.noData {
+			if !errors.As(err, &nd) || nd.Of+": "+nd.Reason != tc.noData {
 				t.Errorf("%s: err %v, want no data %q", tc.name, err, tc.noData)
 			}
 		case err != nil || got != tc.want:

@@ -22,13 +22,25 @@ type Position struct {
 	// Held is the margin the exchange holds for the position, when known
 	// (it saves a division); zero means EntryValue/Leverage.
 	Held decimal.Decimal
+	// Value is the entry value q·P when the caller knows it (the
+	// exchange lists it); zero means computing it.
+	Value decimal.Decimal
+	// MM is the maintenance margin when the caller knows it (it depends
+	// only on the quantity, the entry price and the risk limit); zero
+	// means computing it.
+	MM decimal.Decimal
 }
 
 // Open reports whether the position holds anything.
 func (p Position) Open() bool { return p.Quantity.IsPositive() }
 
 // EntryValue is q·P.
-func (p Position) EntryValue() decimal.Decimal { return p.Quantity.Mul(p.Entry) }
+func (p Position) EntryValue() decimal.Decimal {
+	if !p.Value.IsZero() {
+		return p.Value
+	}
+	return p.Quantity.Mul(p.Entry)
+}
 
 // Margin is the margin held, or EntryValue/Leverage as Margin rounds it.
 func (p Position) Margin() decimal.Decimal {
@@ -40,6 +52,9 @@ func (p Position) Margin() decimal.Decimal {
 
 // Maintenance is the maintenance margin mmr·EV under the risk limit's steps.
 func (p Position) Maintenance() decimal.Decimal {
+	if !p.MM.IsZero() {
+		return p.MM
+	}
 	ev := p.EntryValue()
 	return MaintenanceRate(p.RiskLimit, ev).Mul(ev)
 }
@@ -47,11 +62,15 @@ func (p Position) Maintenance() decimal.Decimal {
 // PNL is the unrealised profit and loss at index: q·(index − P), negated
 // for a short.
 func (p Position) PNL(index decimal.Decimal) decimal.Decimal {
-	pnl := index.Sub(p.Entry).Mul(p.Quantity)
+	return p.pnl(p.Quantity.Mul(index))
+}
+
+// pnl is the PNL at a notional q·index: q·index − EV, negated for a short.
+func (p Position) pnl(notional decimal.Decimal) decimal.Decimal {
 	if p.Direction == exchange.Short {
-		return pnl.Neg()
+		return p.EntryValue().Sub(notional)
 	}
-	return pnl
+	return notional.Sub(p.EntryValue())
 }
 
 // Account is the contract account: its free balance and its positions.

@@ -40,13 +40,14 @@ func (a Account) Figures() Figures {
 		f.Margin = f.Margin.Add(m)
 		var pnl decimal.Decimal
 		if p.Index.IsPositive() {
-			pnl = p.PNL(p.Index)
 			notional := p.Quantity.Mul(p.Index)
+			pnl = p.pnl(notional)
 			f.GrossNotional = f.GrossNotional.Add(notional)
 			if p.Direction == exchange.Short {
-				notional = notional.Neg()
+				f.NetNotional = f.NetNotional.Sub(notional)
+			} else {
+				f.NetNotional = f.NetNotional.Add(notional)
 			}
-			f.NetNotional = f.NetNotional.Add(notional)
 		} else {
 			f.Complete = false
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -33,32 +34,17 @@ const (
 // tick, before any action.
 func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 	var a rules.Account
-	v := e.view(snap)
-	f := v.acct.Figures()
-	a.Margin = f.Margin.InexactFloat64()
-	a.UnrealizedPNL = f.UnrealizedPNL.InexactFloat64()
-	a.GrossNotional = f.GrossNotional.InexactFloat64()
-	a.NetNotional = f.NetNotional.InexactFloat64()
-	a.Equity = f.Equity.InexactFloat64()
-	a.Positions = f.Positions
-	a.FreeBalance = v.acct.Free.InexactFloat64()
-	if r, ok := f.MarginRatio(); ok {
-		a.MarginRatio = r.InexactFloat64()
-	} else {
-		a.MarginRatio = pastLiquidation
+	free, freeKnown, ok := e.cachedFree(snap)
+	if !ok {
+		v := e.view(snap) // infers it, and caches it
+		free, freeKnown = v.acct.Free, v.freeKnown
 	}
-	if l, ok := f.Leverage(); ok {
-		a.Leverage = l.InexactFloat64()
-	} else {
-		a.SetUnknown(rules.AccountLeverage, whyEquityNotPos)
-	}
-
-	// The riskiest position, by the liquidation prices the exchange lists.
+	lines := e.lines[:0]
 	a.MinLiquidationDistance = 1
 	distances := true
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
-		if p.Empty {
+		if p.Empty || !p.Quantity.IsPositive() {
 			continue
 		}
 		sym, ok := e.snaps.Symbol(p.SymbolID)
@@ -66,14 +52,36 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 			a.SetUnknown(rules.AccountAll, whyPositionUnread)
 			continue
 		}
-		df, ok := distance(p.Direction, snap.IndexPrices[e.indexName(sym)].InexactFloat64(), p.LiquidationPrice.InexactFloat64())
+		index := toFloat(snap.IndexPrices[e.indexName(sym)])
+		mp := margin.Position{Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice, Leverage: max(p.Leverage, 1),
+			RiskLimit: p.RiskLimit, Held: p.Margin, Value: p.EntryValue}
+		_, mm := e.maintenance(p, &mp)
+		lines = append(lines, margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: toFloat(p.Quantity),
+			Index: max(index, 0), EntryValue: toFloat(p.EntryValue), Margin: toFloat(p.Margin), Maintenance: mm})
+		// The riskiest position, by the liquidation prices the exchange lists.
+		d, ok := distance(p.Direction, index, toFloat(p.LiquidationPrice))
 		if !ok {
 			distances = false
 			continue
 		}
-		if a.RiskiestSymbol == "" || df < a.MinLiquidationDistance {
-			a.MinLiquidationDistance, a.RiskiestSymbol = df, sym.Name
+		if a.RiskiestSymbol == "" || d < a.MinLiquidationDistance {
+			a.MinLiquidationDistance, a.RiskiestSymbol = d, sym.Name
 		}
+	}
+	e.lines = lines
+	f := margin.Totals(toFloat(free), lines)
+	a.Margin, a.UnrealizedPNL, a.Equity = f.Margin, f.UnrealizedPNL, f.Equity
+	a.GrossNotional, a.NetNotional, a.Positions = f.GrossNotional, f.NetNotional, f.Positions
+	a.FreeBalance = toFloat(free)
+	if r, ok := f.MarginRatio(); ok {
+		a.MarginRatio = r
+	} else {
+		a.MarginRatio = pastLiquidation
+	}
+	if l, ok := f.Leverage(); ok {
+		a.Leverage = l
+	} else {
+		a.SetUnknown(rules.AccountLeverage, whyEquityNotPos)
 	}
 	if !distances {
 		a.SetUnknown(rules.AccountMinLiquidationDistance|rules.AccountRiskiestSymbol, whyIndexMissing)
@@ -87,7 +95,7 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 		a.SetUnknown(rules.AccountUnrealizedPNL|rules.AccountGrossNotional|rules.AccountNetNotional|rules.AccountEquity|
 			rules.AccountLeverage|rules.AccountMarginRatio, whyIndexMissing)
 	}
-	if !v.freeKnown {
+	if !freeKnown {
 		fields := rules.AccountFreeBalance | rules.AccountEquity | rules.AccountLeverage
 		if f.Cross > 0 {
 			fields |= rules.AccountMarginRatio

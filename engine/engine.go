@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -135,6 +136,7 @@ type Engine struct {
 	// free is the last inferred free balance.
 	free   freeCache
 	sigBuf []byte
+	lines  []margin.Line // the account's, reused
 	// reasons caches the texts of the no-data errors of functions over
 	// time and account fields.
 	reasons map[[2]string]string
@@ -175,6 +177,7 @@ type posState struct {
 	missingSince time.Time
 	// mm is the position's maintenance margin at mmVersion.
 	mm        decimal.Decimal
+	mmFloat   float64
 	mmVersion int64
 	// rings are the position's series for the windowed terms, aligned
 	// with Engine.win's specs (nil for an account's or a term not seen).

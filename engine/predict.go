@@ -35,7 +35,6 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 	}
 	v := &accountView{at: map[string]int{}, acct: margin.Account{Positions: make([]margin.Position, 0, len(snap.Positions))}}
 	var liqs []decimal.Decimal
-	sig := fnv.New64a()
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
 		if p.Empty || !p.Quantity.IsPositive() {
@@ -50,20 +49,7 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 		if price, ok := snap.IndexPrices[e.indexName(sym)]; ok {
 			mp.Index = price
 		}
-		if ps := e.positions[posKey(p)]; ps != nil {
-			// The maintenance margin changes with the position only.
-			if ps.mmVersion != p.Version || ps.mm.IsZero() {
-				ps.mm, ps.mmVersion = mp.Maintenance(), p.Version
-			}
-			mp.MM = ps.mm
-		}
-		if p.Cross {
-			b := append(e.sigBuf[:0], p.ID...)
-			b = strconv.AppendInt(append(b, '/'), p.Version, 10)
-			b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
-			e.sigBuf = append(b, ';')
-			sig.Write(e.sigBuf)
-		}
+		mp.MM, _ = e.maintenance(p, &mp)
 		v.at[sym.Name] = len(v.acct.Positions)
 		v.acct.Positions = append(v.acct.Positions, mp)
 		liqs = append(liqs, p.LiquidationPrice)
@@ -71,8 +57,8 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 	// The free balance changes with the cross positions (their margins,
 	// a settings call, a trade) and with transfers: it is inferred again
 	// when a cross position changed, and at least every freeRefresh.
-	if fc := &e.free; fc.sig == sig.Sum64() && e.lastTick.Sub(fc.at) < freeRefresh && !e.lastTick.Before(fc.at) {
-		v.acct.Free, v.freeKnown = fc.free, fc.known
+	if free, known, ok := e.cachedFree(snap); ok {
+		v.acct.Free, v.freeKnown = free, known
 	} else {
 		for i, mp := range v.acct.Positions {
 			if !mp.Cross {
@@ -83,10 +69,53 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 				break
 			}
 		}
-		*fc = freeCache{sig: sig.Sum64(), at: e.lastTick, free: v.acct.Free, known: v.freeKnown}
+		e.free = freeCache{sig: e.crossSig(snap), at: e.lastTick, free: v.acct.Free, known: v.freeKnown}
 	}
 	e.tickView = v
 	return v
+}
+
+// maintenance is the position's maintenance margin, cached in its state
+// per position version (it changes with the quantity, the entry price and
+// the risk limit only), with its float64 for the account's figures.
+func (e *Engine) maintenance(p *exchange.Position, mp *margin.Position) (decimal.Decimal, float64) {
+	ps := e.positions[posKey(p)]
+	if ps == nil {
+		mm := mp.Maintenance()
+		return mm, toFloat(mm)
+	}
+	if ps.mmVersion != p.Version || ps.mm.IsZero() {
+		ps.mm, ps.mmVersion = mp.Maintenance(), p.Version
+		ps.mmFloat = toFloat(ps.mm)
+	}
+	return ps.mm, ps.mmFloat
+}
+
+// crossSig identifies the snapshot's cross positions and their versions.
+func (e *Engine) crossSig(snap *Snapshot) uint64 {
+	sig := fnv.New64a()
+	for i := range snap.Positions {
+		p := &snap.Positions[i]
+		if p.Empty || !p.Cross || !p.Quantity.IsPositive() {
+			continue
+		}
+		b := append(e.sigBuf[:0], p.ID...)
+		b = strconv.AppendInt(append(b, '/'), p.Version, 10)
+		b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
+		e.sigBuf = append(b, ';')
+		sig.Write(e.sigBuf)
+	}
+	return sig.Sum64()
+}
+
+// cachedFree is the free balance inferred for the same cross positions
+// within freeRefresh; ok is false when it must be inferred again.
+func (e *Engine) cachedFree(snap *Snapshot) (free decimal.Decimal, known, ok bool) {
+	fc := &e.free
+	if fc.at.IsZero() || e.lastTick.Before(fc.at) || e.lastTick.Sub(fc.at) >= freeRefresh || fc.sig != e.crossSig(snap) {
+		return decimal.Zero, false, false
+	}
+	return fc.free, fc.known, true
 }
 
 // freeRefresh is how often the free balance is inferred again while the

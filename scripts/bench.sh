@@ -12,6 +12,9 @@ echo
 echo "== engine: one tick excluding the network, 1,000 positions × 20 rules, one core (target ≤ 2 ms)"
 go test -run '^$' -bench '^BenchmarkTick$' -benchmem -benchtime "$benchtime" -cpu 1 ./engine/ | grep -E '^Benchmark'
 echo
+echo "== engine: the same with account rules and functions over time among the 20 (target ≤ 2 ms)"
+go test -run '^$' -bench '^BenchmarkTickWindowed$' -benchmem -benchtime "$benchtime" -cpu 1 ./engine/ | grep -E '^Benchmark'
+echo
 echo "== engine: a whole tick through the client and the simulated exchange on loopback (target 2 calls/tick)"
 go test -run '^$' -bench '^BenchmarkTickOverHTTP$' -benchtime "$benchtime" -cpu 1 ./engine/ | grep -E '^Benchmark'
 echo

@@ -3,8 +3,8 @@ package engine
 import (
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"

@@ -87,4 +87,3 @@ func (f Figures) Leverage() (float64, bool) {
 	}
 	return f.GrossNotional / f.Equity, true
 }
-

@@ -84,11 +84,25 @@ func printSummary(w io.Writer, cfg *config) {
 		fmt.Fprintf(w, "  when:     %s\n", strings.Join(strings.Fields(r.When), " "))
 		fmt.Fprintf(w, "  timing:   for %s, keep firing %s, cooldown %s, on no data: %s\n",
 			short(r.For), short(r.KeepFiringFor), short(r.Cooldown), r.OnNoData)
-		symbols := "all"
-		if len(r.Symbols) > 0 {
-			symbols = strings.Join(r.Symbols, ", ")
+		switch {
+		case r.Account():
+			targets := r.Targets.String()
+			if targets == "" {
+				targets = "none (notify only)"
+			}
+			fmt.Fprintf(w, "  scope:    the account, once per tick; actions on %s\n", targets)
+		case len(r.Symbols) > 0:
+			fmt.Fprintf(w, "  symbols:  %s\n", strings.Join(r.Symbols, ", "))
+		default:
+			fmt.Fprintf(w, "  symbols:  all\n")
 		}
-		fmt.Fprintf(w, "  symbols:  %s\n", symbols)
+		if ws := r.Windows(); len(ws) > 0 {
+			var names []string
+			for _, win := range ws {
+				names = append(names, win.String())
+			}
+			fmt.Fprintf(w, "  history:  %s (from the guard's own ticks; no data while a window is less than half covered)\n", strings.Join(names, ", "))
+		}
 		fmt.Fprintf(w, "  actions:  %s\n", describeActions(r.Actions))
 		if r.HasAction(rules.SetIsolated) {
 			if r.AllowCloserLiquidation {

@@ -92,6 +92,7 @@ func TestRuleTestCommandErrors(t *testing.T) {
 		{"run filter", []string{"--run", "passing", brokenTests}, 0, "PASS 1 test\n", nil},
 		{"two files", []string{exampleTests, brokenTests}, 1, "", nil},
 		{"rules-only file and index_names", []string{"testdata/ruletest/loaders.test.yaml"}, 0, "PASS 1 test\n", nil},
+		{"account rules and functions over time", []string{"testdata/ruletest/account.test.yaml"}, 0, "PASS 2 tests\n", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

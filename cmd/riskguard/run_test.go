@@ -549,7 +549,9 @@ func TestRunMetricsAndHealth(t *testing.T) {
 	waitFor(t, "a healthy tick", 10*time.Second, func() bool { code, _ := get("/healthz"); return code == 200 })
 	waitFor(t, "the action's metric", 10*time.Second, func() bool {
 		_, body := get("/metrics")
-		return strings.Contains(body, `riskguard_actions_total{action="lower_leverage",result="ok"} 1`)
+		// The tick's own metrics are recorded when it ends, after its actions'.
+		return strings.Contains(body, `riskguard_actions_total{action="lower_leverage",result="ok"} 1`) &&
+			strings.Contains(body, `riskguard_rule_positions{rule="over-max-leverage",state="inactive"}`)
 	})
 	_, body := get("/metrics")
 	for _, want := range []string{

@@ -1,6 +1,7 @@
 package backtest_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -55,5 +56,35 @@ func TestVelocityRuleFastAndSlowDrop(t *testing.T) {
 		if rs.Firings != tc.firings || rs.Actions != tc.firings {
 			t.Errorf("%s: %d firings, %d actions; want %d", tc.name, rs.Firings, rs.Actions, tc.firings)
 		}
+	}
+}
+
+// A backtest reports an account rule like the others: its firings, its
+// actions on its targets, its notifications.
+func TestBacktestReportsAccountRules(t *testing.T) {
+	t.Parallel()
+	set := parseRules(t, `
+rules:
+  - name: btc-long-exposure
+    scope: account
+    when: change(account.netNotional, "5m") < -0.03
+    cooldown: 1h
+    targets: {symbols: [XBTC]}
+    actions:
+      - action: cancel_orders
+      - action: notify
+`)
+	res := run(t, backtest.Options{Rules: set}, pathSource([2]float64{0, 64000}, [2]float64{600, 64000}, [2]float64{720, 60800}, [2]float64{1800, 60800}))
+	var rs *backtest.RuleStats
+	for i := range res.Guarded.Rules {
+		if res.Guarded.Rules[i].Rule == "btc-long-exposure" {
+			rs = &res.Guarded.Rules[i]
+		}
+	}
+	if rs == nil || rs.Firings != 1 || rs.Actions != 1 || rs.Notifications != 1 {
+		t.Fatalf("account rule stats %+v, want one firing, one cancel, one notification", rs)
+	}
+	if sum := backtest.Summary(res); !strings.Contains(sum, "btc-long-exposure") {
+		t.Errorf("the summary does not name the account rule:\n%s", sum)
 	}
 }

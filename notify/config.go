@@ -71,6 +71,9 @@ type ChannelConfig struct {
 	// Token and ChatID are Telegram's.
 	Token  string
 	ChatID string
+	// ControlChats are the Telegram chats whose commands the guard obeys
+	// (control_chat_ids); empty: the channel only sends.
+	ControlChats []string
 	// Headers are sent with every generic webhook request.
 	Headers map[string]string
 	// SMTP is the e-mail server's host:port; From, To, Username and Password
@@ -261,12 +264,23 @@ func (p *parser) channel(name string, v any) (ChannelConfig, bool) {
 	cc.Type = typ
 	switch typ {
 	case TypeTelegram:
-		p.unknown(path, m, "type", "token", "token_env", "chat_id", "api_url")
+		p.unknown(path, m, "type", "token", "token_env", "chat_id", "api_url", "control_chat_ids")
 		cc.Token = p.required(m, path, "token", true)
 		if strings.ContainsAny(cc.Token, "/?#% ") {
 			p.errorf(path+".token", "not a bot token: it contains /, ?, #, %% or a space")
 		}
 		cc.ChatID = p.chatID(m, path+".chat_id")
+		if v, ok := m["control_chat_ids"]; ok {
+			list, isList := v.([]any)
+			if !isList || len(list) == 0 {
+				p.errorf(path+".control_chat_ids", "expected a list of the chat ids whose commands the guard obeys, like [123456789]")
+			}
+			for i, id := range list {
+				if s := p.chatID(map[string]any{"chat_id": id}, fmt.Sprintf("%s.control_chat_ids[%d]", path, i)); s != "" {
+					cc.ControlChats = append(cc.ControlChats, s)
+				}
+			}
+		}
 		cc.URL = DefaultTelegramAPI
 		if s, ok := p.str(m, path, "api_url"); ok && s != "" {
 			if p.httpURL(path+".api_url", s) {

@@ -1,0 +1,375 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Controller is what the Telegram control steers: the running guard. Each
+// method says its outcome in a sentence for the chat; by names who asked
+// ("telegram:@name").
+type Controller interface {
+	// Status is the guard's state in a few lines.
+	Status(ctx context.Context) string
+	// Pause stops every action for d (0: until resumed).
+	Pause(ctx context.Context, by string, d time.Duration) (string, error)
+	// Resume lets the guard act again.
+	Resume(ctx context.Context, by string) (string, error)
+	// Silence mutes the notifications of a rule or a symbol for d.
+	Silence(ctx context.Context, by, target string, d time.Duration) (string, error)
+	// Ack silences the firing alerts until they resolve.
+	Ack(ctx context.Context, by string) (string, error)
+}
+
+// TelegramControl answers the commands of a Telegram chat through the Bot
+// API's long polling (getUpdates): /status, /pause [duration], /resume,
+// /silence <rule|symbol> <duration>, /ack and /help. Only the allowed chat
+// ids are heard; anything else is ignored. /pause and /resume ask for a
+// confirmation with an inline button, valid for confirmWindow.
+type TelegramControl struct {
+	api, token string
+	allowed    []string
+	ctrl       Controller
+	hc         *http.Client
+	log        *slog.Logger
+	now        func() time.Time
+	// poll is the long-polling timeout asked of getUpdates.
+	poll time.Duration
+
+	mu      sync.Mutex
+	pending map[string]confirmation // by nonce
+	offset  int64
+}
+
+// confirmation is a /pause or /resume waiting for its button.
+type confirmation struct {
+	verb    string // pause or resume
+	d       time.Duration
+	chat    string
+	expires time.Time
+}
+
+// confirmWindow is how long a confirmation button stays valid.
+const confirmWindow = 5 * time.Minute
+
+// TelegramControlOption configures a TelegramControl.
+type TelegramControlOption func(*TelegramControl)
+
+// WithControlClock sets the clock of confirmations (tests).
+func WithControlClock(now func() time.Time) TelegramControlOption {
+	return func(t *TelegramControl) { t.now = now }
+}
+
+// WithPollTimeout sets getUpdates' long-polling timeout (default 25 s).
+func WithPollTimeout(d time.Duration) TelegramControlOption {
+	return func(t *TelegramControl) { t.poll = d }
+}
+
+// WithControlLogger sets the logger.
+func WithControlLogger(l *slog.Logger) TelegramControlOption {
+	return func(t *TelegramControl) { t.log = l }
+}
+
+// NewTelegramControl builds the control of a telegram channel whose
+// Control is set.
+func NewTelegramControl(cc ChannelConfig, ctrl Controller, opts ...TelegramControlOption) (*TelegramControl, error) {
+	if cc.Type != TypeTelegram || len(cc.ControlChats) == 0 {
+		return nil, fmt.Errorf("channel %s: control needs a telegram channel with control_chat_ids", cc.Name)
+	}
+	t := &TelegramControl{api: cc.URL, token: cc.Token, allowed: cc.ControlChats, ctrl: ctrl,
+		log: slog.New(slog.DiscardHandler), now: time.Now, poll: 25 * time.Second, pending: map[string]confirmation{}}
+	for _, o := range opts {
+		o(t)
+	}
+	t.hc = &http.Client{Timeout: t.poll + 15*time.Second}
+	return t, nil
+}
+
+// Run polls for commands until ctx ends. Errors are logged and retried
+// with a backoff from 1 s to 30 s, honouring Telegram's retry_after.
+func (t *TelegramControl) Run(ctx context.Context) error {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		ups, err := t.updates(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			wait := backoff
+			var de *DeliveryError
+			if errors.As(err, &de) && de.RetryAfter > 0 {
+				wait = de.RetryAfter
+			}
+			t.log.Warn("telegram control: getUpdates failed; retrying", "err", err, "in", wait)
+			if sleepCtx(ctx, wait) != nil {
+				break
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		for _, u := range ups {
+			t.handle(ctx, u)
+		}
+	}
+	return nil
+}
+
+// tgUpdate is one of getUpdates' results, the parts the control reads.
+type tgUpdate struct {
+	UpdateID int64 `json:"update_id"`
+	Message  *struct {
+		MessageID int64  `json:"message_id"`
+		From      tgUser `json:"from"`
+		Chat      tgChat `json:"chat"`
+		Text      string `json:"text"`
+	} `json:"message"`
+	CallbackQuery *struct {
+		ID      string `json:"id"`
+		From    tgUser `json:"from"`
+		Data    string `json:"data"`
+		Message *struct {
+			MessageID int64  `json:"message_id"`
+			Chat      tgChat `json:"chat"`
+		} `json:"message"`
+	} `json:"callback_query"`
+}
+
+type tgUser struct {
+	ID       int64  `json:"id"`
+	Username string `json:"username"`
+}
+
+type tgChat struct {
+	ID int64 `json:"id"`
+}
+
+func (u tgUser) by() string {
+	if u.Username != "" {
+		return "telegram:@" + u.Username
+	}
+	return "telegram:" + strconv.FormatInt(u.ID, 10)
+}
+
+// updates long-polls for the next updates.
+func (t *TelegramControl) updates(ctx context.Context) ([]tgUpdate, error) {
+	t.mu.Lock()
+	offset := t.offset
+	t.mu.Unlock()
+	body := map[string]any{"offset": offset, "timeout": int(t.poll.Seconds()), "allowed_updates": []string{"message", "callback_query"}}
+	var ups []tgUpdate
+	if err := t.call(ctx, "getUpdates", body, &ups); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	for _, u := range ups {
+		t.offset = max(t.offset, u.UpdateID+1)
+	}
+	t.mu.Unlock()
+	return ups, nil
+}
+
+// handle answers one update from an allowed chat; others are ignored.
+func (t *TelegramControl) handle(ctx context.Context, u tgUpdate) {
+	switch {
+	case u.Message != nil:
+		chat := strconv.FormatInt(u.Message.Chat.ID, 10)
+		if !slices.Contains(t.allowed, chat) {
+			t.log.Warn("telegram control: a command from a chat not in control_chat_ids; ignored", "chat", chat)
+			return
+		}
+		t.command(ctx, chat, u.Message.From.by(), u.Message.Text)
+	case u.CallbackQuery != nil && u.CallbackQuery.Message != nil:
+		q := u.CallbackQuery
+		chat := strconv.FormatInt(q.Message.Chat.ID, 10)
+		if !slices.Contains(t.allowed, chat) {
+			t.log.Warn("telegram control: a button from a chat not in control_chat_ids; ignored", "chat", chat)
+			return
+		}
+		t.button(ctx, chat, q.ID, q.Message.MessageID, q.From.by(), q.Data)
+	}
+}
+
+const controlHelp = "Commands:\n/status: the guard's state\n/pause [1h]: stop every action (asks to confirm)\n" +
+	"/resume: act again (asks to confirm)\n/silence <rule|symbol> <30m>: mute its notifications\n/ack: mute the firing alerts until they resolve"
+
+// command runs a text command.
+func (t *TelegramControl) command(ctx context.Context, chat, by, text string) {
+	fields := strings.Fields(text)
+	if len(fields) == 0 {
+		return
+	}
+	verb, _, _ := strings.Cut(strings.TrimPrefix(fields[0], "/"), "@") // /pause@riskguard_bot
+	args := fields[1:]
+	reply := func(s string) { t.send(ctx, chat, s, nil) }
+	switch verb {
+	case "status":
+		reply(t.ctrl.Status(ctx))
+	case "pause", "resume":
+		var d time.Duration
+		if verb == "pause" && len(args) > 0 {
+			var err error
+			if d, err = time.ParseDuration(args[0]); err != nil || d <= 0 {
+				reply(fmt.Sprintf("/pause %s: expected a duration like 30m or 2h", args[0]))
+				return
+			}
+		}
+		nonce := newNonce()
+		t.mu.Lock()
+		for k, c := range t.pending {
+			if t.now().After(c.expires) {
+				delete(t.pending, k)
+			}
+		}
+		t.pending[nonce] = confirmation{verb: verb, d: d, chat: chat, expires: t.now().Add(confirmWindow)}
+		t.mu.Unlock()
+		question := "Resume the guard's actions?"
+		button := "Resume"
+		if verb == "pause" {
+			question, button = "Pause every action until resumed? The guard keeps evaluating and notifying \"would act, paused\".", "Pause"
+			if d > 0 {
+				question = fmt.Sprintf("Pause every action for %s? The guard keeps evaluating and notifying \"would act, paused\".", d)
+				button = "Pause " + d.String()
+			}
+		}
+		t.send(ctx, chat, question, [][]map[string]string{{
+			{"text": button, "callback_data": "yes:" + nonce},
+			{"text": "Cancel", "callback_data": "no:" + nonce},
+		}})
+	case "silence":
+		if len(args) != 2 {
+			reply("usage: /silence <rule|symbol> <duration>, e.g. /silence XBTC 30m")
+			return
+		}
+		d, err := time.ParseDuration(args[1])
+		if err != nil || d <= 0 {
+			reply(fmt.Sprintf("/silence: %q is not a duration like 30m or 2h", args[1]))
+			return
+		}
+		reply(outcome(t.ctrl.Silence(ctx, by, args[0], d)))
+	case "ack":
+		reply(outcome(t.ctrl.Ack(ctx, by)))
+	default:
+		reply(controlHelp)
+	}
+}
+
+// button runs a confirmation's answer.
+func (t *TelegramControl) button(ctx context.Context, chat, queryID string, messageID int64, by, data string) {
+	answer, nonce, _ := strings.Cut(data, ":")
+	t.mu.Lock()
+	c, ok := t.pending[nonce]
+	delete(t.pending, nonce)
+	t.mu.Unlock()
+	var text string
+	switch {
+	case !ok || c.chat != chat || t.now().After(c.expires):
+		text = "This button has expired: send the command again."
+	case answer != "yes":
+		text = "Cancelled."
+	case c.verb == "pause":
+		text = outcome(t.ctrl.Pause(ctx, by, c.d))
+	default:
+		text = outcome(t.ctrl.Resume(ctx, by))
+	}
+	_ = t.call(ctx, "answerCallbackQuery", map[string]any{"callback_query_id": queryID, "text": truncate(text, 190)}, nil)
+	_ = t.call(ctx, "editMessageText", map[string]any{"chat_id": chat, "message_id": messageID, "text": text}, nil)
+}
+
+func outcome(s string, err error) string {
+	if err != nil {
+		return "Failed: " + err.Error()
+	}
+	return s
+}
+
+// send sends a message, with an inline keyboard when given; a 429 is
+// retried once after its retry_after (at most a minute).
+func (t *TelegramControl) send(ctx context.Context, chat, text string, keyboard [][]map[string]string) {
+	body := map[string]any{"chat_id": chat, "text": truncate(text, telegramMaxText), "disable_web_page_preview": true}
+	if keyboard != nil {
+		body["reply_markup"] = map[string]any{"inline_keyboard": keyboard}
+	}
+	err := t.call(ctx, "sendMessage", body, nil)
+	var de *DeliveryError
+	if errors.As(err, &de) && de.RetryAfter > 0 && de.RetryAfter <= time.Minute && sleepCtx(ctx, de.RetryAfter) == nil {
+		err = t.call(ctx, "sendMessage", body, nil)
+	}
+	if err != nil {
+		t.log.Error("telegram control: reply not sent", "err", err)
+	}
+}
+
+// call posts a Bot API method and decodes its result into out (nil: none).
+// Errors never contain the token.
+func (t *TelegramControl) call(ctx context.Context, method string, body any, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.api+"/bot"+t.token+"/"+method, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("telegram %s: bad API URL", method)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL holds the token
+		}
+		return fmt.Errorf("telegram %s: %w", method, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return fmt.Errorf("telegram %s: %w", method, err)
+	}
+	var r struct {
+		OK          bool            `json:"ok"`
+		Result      json.RawMessage `json:"result"`
+		ErrorCode   int             `json:"error_code"`
+		Description string          `json:"description"`
+		Parameters  struct {
+			RetryAfter float64 `json:"retry_after"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return &DeliveryError{Status: resp.StatusCode, Msg: fmt.Sprintf("telegram %s: answer is not JSON", method)}
+	}
+	if !r.OK {
+		code := r.ErrorCode
+		if code == 0 {
+			code = resp.StatusCode
+		}
+		return &DeliveryError{Status: code, RetryAfter: secondsDuration(r.Parameters.RetryAfter),
+			Msg: fmt.Sprintf("telegram %s: %s", method, strings.ReplaceAll(truncate(r.Description, 200), t.token, "<token>"))}
+	}
+	if out != nil {
+		if err := json.Unmarshal(r.Result, out); err != nil {
+			return fmt.Errorf("telegram %s: result: %w", method, err)
+		}
+	}
+	return nil
+}
+
+func newNonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+

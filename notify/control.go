@@ -372,4 +372,3 @@ func newNonce() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-

@@ -148,7 +148,10 @@ func (c *fakeController) all() []string {
 	return append([]string(nil), c.calls...)
 }
 
-func (c *fakeController) Status(context.Context) string { c.record("status"); return "guard running: 3 positions" }
+func (c *fakeController) Status(context.Context) string {
+	c.record("status")
+	return "guard running: 3 positions"
+}
 func (c *fakeController) Pause(_ context.Context, by string, d time.Duration) (string, error) {
 	c.record(fmt.Sprintf("pause %s %s", by, d))
 	return "paused for " + d.String(), nil

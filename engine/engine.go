@@ -125,6 +125,8 @@ type Engine struct {
 	// symbols' calls run concurrently while the tick-owned fields above
 	// are touched by one goroutine at a time.
 	actMu sync.Mutex
+	// lane is the fast lane's state (tick-owned).
+	lane laneState
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	in  rules.Input
@@ -143,6 +145,7 @@ type Engine struct {
 	pendingCfg *Config          // its engine settings; nil to keep them
 	listed     []string         // the contract symbols of the last symbols read, sorted
 	listedOf   *exchange.Trades // the read listed was made of (tick-owned)
+	wait       time.Duration    // Run's wait after the last tick: Interval or FastInterval
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -196,6 +199,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
 		backoff:   make(map[string]*symbolBackoff),
+		wait:      cfg.Interval,
 	}
 	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {
 		e.sequential = true

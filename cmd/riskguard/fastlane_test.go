@@ -54,6 +54,11 @@ func (g *guardEnv) readGap(settle, n int) time.Duration {
 func TestRunFastLaneFollowsDanger(t *testing.T) {
 	t.Parallel()
 	g := newGuardEnv(t, fastLaneYAML, neverRule)
+	// Hold the indexes whose paths approach liquidation (XSOL's falls
+	// through it at 70 s, ETH drifts towards XETH's): only the test moves
+	// a position near danger.
+	g.ex.SetIndexPrice("SOL", decimal.NewFromInt(150))
+	g.ex.SetIndexPrice("ETH", decimal.NewFromInt(3010))
 	env := map[string]string{
 		"RISKGUARD_ENGINE_INTERVAL":     "500ms",
 		"RISKGUARD_EXCHANGE_RATE_LIMIT": "100", // 3 requests per 50 ms tick is 60/s

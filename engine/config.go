@@ -47,7 +47,23 @@ type Config struct {
 	// critical notification says the exchange is unreachable; one more says
 	// when it is back.
 	UnreachableAfter time.Duration
+	// FastInterval replaces Interval while any rule is pending or firing
+	// on a position, or any position is closer to its liquidation price
+	// than FastDistance: the guard looks more often only when it may have
+	// to act. 0 (the default) turns the fast lane off.
+	FastInterval time.Duration
+	// FastDistance is the liquidation distance (a fraction of the index,
+	// as the rules' liquidationDistance) under which a position puts the
+	// guard in the fast lane.
+	FastDistance float64
 }
+
+// TickRequests is the number of exchange requests a tick is budgeted for
+// when the fast lane's rate is checked against the client's rate limit:
+// the two reads of a steady tick (positions, index prices) and one left
+// for an action or a symbols refresh, so that the fast lane never eats the
+// budget an action needs.
+const TickRequests = 3
 
 // minSnapshotAge is the least default MaxSnapshotAge: a short interval
 // does not make an ordinary read (a few round trips) too old to act on.
@@ -65,6 +81,7 @@ func DefaultConfig() Config {
 		ActionConcurrency:   4,
 		SymbolBackoffMax:    time.Minute,
 		UnreachableAfter:    time.Minute,
+		FastDistance:        0.05,
 		AuditLog:            "riskguard-audit.jsonl",
 		StateFile:           "riskguard-state.json",
 	}
@@ -101,6 +118,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UnreachableAfter <= 0 {
 		c.UnreachableAfter = d.UnreachableAfter
+	}
+	if c.FastInterval < 0 {
+		c.FastInterval = 0
+	}
+	if c.FastDistance <= 0 {
+		c.FastDistance = d.FastDistance
 	}
 	return c
 }

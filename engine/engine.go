@@ -126,6 +126,8 @@ type Engine struct {
 	// symbols' calls run concurrently while the tick-owned fields above
 	// are touched by one goroutine at a time.
 	actMu sync.Mutex
+	// lane is the fast lane's state (tick-owned).
+	lane laneState
 
 	// win is the rule set's functions over the recent past; acctRings
 	// hold the account's series (the positions' are in their posState).
@@ -165,6 +167,7 @@ type Engine struct {
 	pendingCfg *Config          // its engine settings; nil to keep them
 	listed     []string         // the contract symbols of the last symbols read, sorted
 	listedOf   *exchange.Trades // the read listed was made of (tick-owned)
+	wait       time.Duration    // Run's wait after the last tick: Interval or FastInterval
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -227,6 +230,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		backoff:   make(map[string]*symbolBackoff),
 		history:   make(map[string]indexHistory),
 		reasons:   make(map[[2]string]string),
+		wait:      cfg.Interval,
 	}
 	e.bindWindows(set)
 	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {

@@ -64,6 +64,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		}
 		fillInput(&e.in, p, sym, price, hasIndex, now)
 		e.env.Fill(&e.in)
+		e.lane.observe(sym.Name, &e.env)
 		ps := e.posState(key, sym.Name)
 		ps.seen, ps.missingSince = now, time.Time{}
 		if len(e.win.position) > 0 {

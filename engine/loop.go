@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// Run ticks every Interval until ctx is done. A tick in flight when ctx is
-// cancelled finishes its actions (bounded by ActionTimeout) before Run
-// returns nil.
+// Run ticks until ctx is done, every Interval, or every FastInterval
+// while the last tick found the guard near danger (see NextInterval). A
+// tick in flight when ctx is cancelled finishes its actions (bounded by
+// ActionTimeout) before Run returns nil.
 func (e *Engine) Run(ctx context.Context) error {
-	Every(ctx, e.cfg.Interval, e.now, func(now time.Time) {
+	EveryDynamic(ctx, e.now, e.NextInterval, func(now time.Time) {
 		rep, err := e.Tick(ctx, now)
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("tick failed", "err", err)
@@ -23,14 +24,32 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // Every calls step with the time now gives at once, then every interval,
-// until ctx is done: the loop of Run, and of the recorder. ctx only ends
-// the loop between two steps; a step that overruns the interval delays the
-// next one rather than queueing steps.
+// until ctx is done: the loop of the recorder. ctx only ends the loop
+// between two steps; a step that overruns the interval delays the next one
+// rather than queueing steps.
 func Every(ctx context.Context, interval time.Duration, now func() time.Time, step func(now time.Time)) {
-	t := time.NewTicker(interval)
+	EveryDynamic(ctx, now, func() time.Duration { return interval }, step)
+}
+
+// EveryDynamic is Every with an interval asked for after each step: the
+// next step starts next() after the start of the last one (at once when the
+// step took longer). It is the loop of Run, whose interval depends on what
+// the last tick saw.
+func EveryDynamic(ctx context.Context, now func() time.Time, next func() time.Duration, step func(now time.Time)) {
+	t := time.NewTimer(0)
 	defer t.Stop()
+	<-t.C
 	for {
+		start := time.Now() // the timer runs on the host clock, whatever now says
 		step(now())
+		if ctx.Err() != nil {
+			return
+		}
+		wait := next() - time.Since(start)
+		if wait <= 0 {
+			continue
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
@@ -70,6 +89,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.mu.Unlock()
 	}
 	if snap != nil {
+		e.lane.near = nearest{} // this tick's evaluation measures it afresh
 		e.evaluate(ctx, now, snap, rep)
 	}
 	if serr := e.saveLocked(); serr != nil {
@@ -86,6 +106,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.publishActive()
 	}
 	e.applyPending() // a reload that arrived during the tick
+	e.steerLane(ctx)
 	return rep, err
 }
 

@@ -23,6 +23,7 @@ type Metrics struct {
 	badItems     *prometheus.GaugeVec
 	symFailures  *prometheus.GaugeVec
 	auditPending prometheus.Gauge
+	fastLane     prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them on reg.
@@ -68,8 +69,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		auditPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "riskguard_audit_pending_records", Help: "Audit records that could not be written yet, kept in memory and written when the log accepts them.",
 		}),
+		fastLane: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "riskguard_fast_lane", Help: "1 while the guard ticks every engine.fast_interval (a rule pending or firing, or a position near liquidation), 0 at engine.interval.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending} {
+	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending, m.fastLane} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -159,4 +163,15 @@ func (m *Metrics) auditBacklog(n int) {
 		return
 	}
 	m.auditPending.Set(float64(n))
+}
+
+func (m *Metrics) fastLaneOn(on bool) {
+	if m == nil {
+		return
+	}
+	if on {
+		m.fastLane.Set(1)
+	} else {
+		m.fastLane.Set(0)
+	}
 }

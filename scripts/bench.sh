@@ -3,6 +3,7 @@
 #   scripts/bench.sh            # all figures
 #   BENCHTIME=2s scripts/bench.sh
 #   SKIP_YEAR=1 scripts/bench.sh   # without the year replay (about a minute)
+#   SKIP_FASTLANE=1 scripts/bench.sh   # without the fast lane's real-time run (about 90 s)
 # Figures depend on the machine: the script prints it first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,11 @@ go test -run '^$' -bench 'Eval|Bare' -benchmem -benchtime "$benchtime" -cpu 1 ./
 echo
 echo "== backtest: replay of one-minute steps, 10 symbols × 10 rules, guarded and unguarded runs, one core (target ≥ 2,000,000 evals/s)"
 go test -run '^$' -bench '^BenchmarkReplay$' -benchmem -benchtime "$benchtime" -cpu 1 ./engine/backtest/ | grep -E '^Benchmark'
+if [ "${SKIP_FASTLANE:-}" != 1 ]; then
+	echo
+	echo "== fast lane: price crossing → action request, and requests per hour; three guards in real time against simulated exchanges on loopback (targets p50 < 300 ms near danger, ≤ 1.2× the requests of a fixed 2 s over a day; SKIP_FASTLANE=1 skips)"
+	go run scripts/fastlane.go
+fi
 if [ "${SKIP_YEAR:-}" != 1 ]; then
 	echo
 	echo "== backtest: one year of one-minute data, 10 positions × 10 rules, through the binary (targets < 30 s, ≤ 150 MB RSS; SKIP_YEAR=1 skips)"

@@ -150,6 +150,8 @@ func configKeys() []configKey {
 		{"engine", "action_concurrency", kindInt, false},
 		{"engine", "max_snapshot_age", kindDuration, false},
 		{"engine", "symbol_backoff_max", kindDuration, false},
+		{"engine", "fast_interval", kindDuration, false},
+		{"engine", "fast_distance", kindFloat, false},
 	}
 }
 
@@ -213,6 +215,7 @@ func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (
 	}
 	if !cfg.RulesOnly && usable("engine") {
 		l.engine(&cfg.Engine, &cfg.Listen)
+		l.fastLaneBudget(cfg.Engine, cfg.Exchange)
 	}
 	cfg.Engine.IndexNames = cfg.Exchange.IndexNames
 	cfg.Notify = l.notify(raw["notify"], opts)
@@ -570,6 +573,28 @@ func (l *loader) engine(e *engine.Config, listen *string) {
 	}
 	e.MaxSnapshotAge = l.duration(get("max_snapshot_age"), e.MaxSnapshotAge) // 0: two intervals
 	e.SymbolBackoffMax = l.positive(get("symbol_backoff_max"), e.SymbolBackoffMax)
+	e.FastInterval = l.duration(get("fast_interval"), e.FastInterval) // 0: off
+	if e.FastInterval > 0 && e.FastInterval >= e.Interval {
+		l.bad(get("fast_interval"), l.envOf(get("fast_interval")), "must be shorter than engine.interval (%s), got %s; 0 turns the fast lane off", e.Interval, e.FastInterval)
+	}
+	e.FastDistance = l.float(get("fast_distance"), e.FastDistance)
+	if !(e.FastDistance > 0 && e.FastDistance < 1) {
+		l.bad(get("fast_distance"), l.envOf(get("fast_distance")), "must be a fraction within (0, 1), e.g. 0.05 for 5%% from liquidation, got %v", e.FastDistance)
+	}
+}
+
+// fastLaneBudget refuses a fast lane whose ticks would spend more than the
+// client's rate limit: engine.TickRequests requests per fast tick, so that
+// the reads leave room for the actions they may call for.
+func (l *loader) fastLaneBudget(e engine.Config, x exchangeConfig) {
+	if e.FastInterval <= 0 || !(x.RateLimit > 0) {
+		return
+	}
+	k := key("engine", "fast_interval")
+	if rate := engine.TickRequests / e.FastInterval.Seconds(); rate > x.RateLimit {
+		l.bad(k, l.envOf(k), "%s needs about %.1f requests per second (%d a tick), over exchange.rate_limit (%v/s): lengthen it to at least %s or raise the rate limit",
+			e.FastInterval, rate, engine.TickRequests, x.RateLimit, time.Duration(float64(engine.TickRequests)/x.RateLimit*float64(time.Second)).Round(time.Millisecond))
+	}
 }
 
 // notify validates the notify section with notify.CheckConfig, placing

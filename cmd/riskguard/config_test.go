@@ -67,7 +67,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	want := engine.Config{
 		Interval: 2 * time.Second, AuditLog: "riskguard-audit.jsonl", StateFile: "riskguard-state.json",
 		MaxActionsPerMinute: 10, BreakerReset: 5 * time.Minute, SymbolsRefresh: 10 * time.Minute, UnreachableAfter: time.Minute,
-		ActionTimeout: 30 * time.Second, ActionConcurrency: 4, SymbolBackoffMax: time.Minute,
+		ActionTimeout: 30 * time.Second, ActionConcurrency: 4, SymbolBackoffMax: time.Minute, FastDistance: 0.05,
 	}
 	if !reflect.DeepEqual(cfg.Engine, want) || !reflect.DeepEqual(cfg.Engine, engine.DefaultConfig()) {
 		t.Errorf("engine = %+v, want %+v", cfg.Engine, want)
@@ -93,6 +93,7 @@ engine:
   interval: 3s
   dry_run: false
   stale_after: 30s
+  fast_interval: 1500ms
 notify:
   channels:
     team: {type: slack, webhook_url_env: SLACK_WEBHOOK}
@@ -102,6 +103,7 @@ notify:
 		"RISKGUARD_ENGINE_DRY_RUN":                "true",
 		"RISKGUARD_ENGINE_MAX_ACTIONS_PER_MINUTE": "3",
 		"RISKGUARD_EXCHANGE_RATE_BURST":           "7",
+		"RISKGUARD_ENGINE_FAST_DISTANCE":          "0.08",
 		"RISKGUARD_EXCHANGE_INDEX_NAMES":          "XBTC=BTC_X,XETH=ETH_X",
 		"RISKGUARD_API_KEY":                       "k-123",
 		"RISKGUARD_API_SECRET":                    "s3cret",
@@ -112,7 +114,8 @@ notify:
 		t.Fatal(err)
 	}
 	e, x := cfg.Engine, cfg.Exchange
-	if e.Interval != 5*time.Second || !e.DryRun || e.MaxActionsPerMinute != 3 || e.StaleAfter != 30*time.Second {
+	if e.Interval != 5*time.Second || !e.DryRun || e.MaxActionsPerMinute != 3 || e.StaleAfter != 30*time.Second ||
+		e.FastInterval != 1500*time.Millisecond || e.FastDistance != 0.08 {
 		t.Errorf("engine = %+v", e)
 	}
 	if x.RateLimit != 2.5 || x.RateBurst != 7 || x.IndexNames["XBTC"] != "BTC_X" || x.IndexNames["XETH"] != "ETH_X" {
@@ -241,6 +244,38 @@ engine:
 				`:8:11: engine.listen: expected host:port like 127.0.0.1:9464, got "localhost"`,
 				":9:27: engine.max_actions_per_minute: must be at least 1, got 0",
 			},
+		},
+		{
+			name: "fast lane not faster, distance out of range",
+			body: `exchange:
+  base_url: https://api.example.com
+engine:
+  interval: 2s
+  fast_interval: 2s
+  fast_distance: 5
+` + minimalRules,
+			want: []string{
+				":5:18: engine.fast_interval: must be shorter than engine.interval (2s), got 2s",
+				":6:18: engine.fast_distance: must be a fraction within (0, 1), e.g. 0.05",
+			},
+		},
+		{
+			name: "fast lane over the request budget",
+			body: `exchange:
+  base_url: https://api.example.com
+  rate_limit: 10
+engine:
+  fast_interval: 250ms
+` + minimalRules,
+			want: []string{
+				":5:18: engine.fast_interval: 250ms needs about 12.0 requests per second (3 a tick), over exchange.rate_limit (10/s): lengthen it to at least 300ms or raise the rate limit",
+			},
+		},
+		{
+			name: "fast lane over the budget from the environment",
+			body: "exchange:\n  base_url: https://api.example.com\n" + minimalRules,
+			env:  map[string]string{"RISKGUARD_ENGINE_FAST_INTERVAL": "100ms", "RISKGUARD_EXCHANGE_RATE_LIMIT": "20"},
+			want: []string{"engine.fast_interval (from RISKGUARD_ENGINE_FAST_INTERVAL): 100ms needs about 30.0 requests per second"},
 		},
 		{
 			name: "base_url missing",

@@ -214,7 +214,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			return exitCode(1)
 		}
 	}
-	logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
+	logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "fast_interval", cfg.Engine.FastInterval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
 	g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "info",
 		Text: fmt.Sprintf("riskguard started: %d rules, dry run %t", len(cfg.Rules.Rules), dry)})
 	go m.reloads(ctx, *configPath, cfg, g, *allowUnknown, logger)

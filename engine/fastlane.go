@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/riskguard/riskguard/rules"
+)
+
+// nearest is the position closest to its liquidation price that a tick
+// evaluated with valid data.
+type nearest struct {
+	symbol   string
+	distance float64
+	ok       bool
+}
+
+// laneState is the fast lane's bookkeeping, owned by the tick.
+type laneState struct {
+	// near is measured by each tick that read a snapshot; a tick whose
+	// read failed keeps the last measure, so an outage does not drop the
+	// guard out of the fast lane while a position is near danger.
+	near nearest
+	// cause is why the lane is fast; "" in the normal lane.
+	cause string
+}
+
+// observe takes in one evaluated position's distance; evaluate calls it
+// after filling the environment.
+func (l *laneState) observe(symbol string, env *rules.Env) {
+	d := env.LiquidationDistance
+	if env.NoData() != "" || math.IsNaN(d) || math.IsInf(d, 0) {
+		return
+	}
+	if !l.near.ok || d < l.near.distance {
+		l.near = nearest{symbol: symbol, distance: d, ok: true}
+	}
+}
+
+// fastLaneCause says why the next tick comes after cfg.FastInterval rather
+// than cfg.Interval, or "" when it does not: a rule pending or firing on a
+// position (hot lists them in a stable order), or a position whose
+// liquidation distance is under cfg.FastDistance. A pending rule is about
+// to act and a firing one may act again once its cooldown ends; a position
+// near liquidation may cross a rule's threshold at any moment.
+func fastLaneCause(cfg Config, hot []ActiveRule, near nearest) string {
+	if cfg.FastInterval <= 0 || cfg.FastInterval >= cfg.Interval {
+		return ""
+	}
+	for _, a := range hot {
+		if a.State == Pending || a.State == Firing {
+			return fmt.Sprintf("rule %s %s on %s", a.Rule, a.State, a.Symbol)
+		}
+	}
+	if near.ok && near.distance < cfg.FastDistance {
+		return fmt.Sprintf("%s %.1f%% from liquidation", near.symbol, near.distance*100)
+	}
+	return ""
+}
+
+// hotRules lists the rules pending or firing on a position, sorted by
+// symbol and rule. The caller holds tick.
+func (e *Engine) hotRules() []ActiveRule {
+	var out []ActiveRule
+	for _, ps := range e.positions {
+		for ri, s := range ps.rules {
+			if (s.State == Pending || s.State == Firing) && ri < len(e.set.Rules) {
+				out = append(out, ActiveRule{Symbol: ps.symbol, Rule: e.set.Rules[ri].Name, State: s.State})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b ActiveRule) int {
+		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Rule, b.Rule))
+	})
+	return out
+}
+
+// steerLane decides the wait before the next tick at the end of a tick,
+// and says so when the lane changes. The caller holds tick.
+func (e *Engine) steerLane(ctx context.Context) {
+	var hot []ActiveRule
+	if e.cfg.FastInterval > 0 {
+		hot = e.hotRules()
+	}
+	cause := fastLaneCause(e.cfg, hot, e.lane.near)
+	wait := e.cfg.Interval
+	if cause != "" {
+		wait = e.cfg.FastInterval
+	}
+	e.mu.Lock()
+	e.wait = wait
+	e.mu.Unlock()
+	was := e.lane.cause != ""
+	e.lane.cause = cause
+	switch {
+	case cause != "" && !was:
+		e.emit(ctx, nil, event{level: slog.LevelInfo, msg: "fast lane on: " + cause,
+			attrs: []any{"interval", e.cfg.FastInterval},
+			count: func(m *Metrics) { m.fastLaneOn(true) }})
+	case cause == "" && was:
+		e.emit(ctx, nil, event{level: slog.LevelInfo, msg: "back to the normal interval",
+			attrs: []any{"interval", e.cfg.Interval},
+			count: func(m *Metrics) { m.fastLaneOn(false) }})
+	}
+}
+
+// NextInterval is how long Run waits after the start of the last tick
+// before the next: FastInterval while that tick found a rule pending or
+// firing or a position within FastDistance of its liquidation price,
+// Interval otherwise.
+func (e *Engine) NextInterval() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.wait
+}

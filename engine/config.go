@@ -39,6 +39,9 @@ type Config struct {
 	// read) past which no action is sent on it; the next tick reads afresh.
 	// 0 means two intervals, at least minSnapshotAge.
 	MaxSnapshotAge time.Duration
+	// MaxWindow is the longest window a rule's function over time may
+	// ask for; the loader refuses longer ones.
+	MaxWindow time.Duration
 	// SymbolBackoffMax caps the backoff of a symbol whose actions keep
 	// failing: after n consecutive failures its next attempt waits
 	// interval×2^(n-1), at most this long. Other symbols are not held back.
@@ -80,6 +83,7 @@ func DefaultConfig() Config {
 		ActionTimeout:       30 * time.Second,
 		ActionConcurrency:   4,
 		SymbolBackoffMax:    time.Minute,
+		MaxWindow:           24 * time.Hour,
 		UnreachableAfter:    time.Minute,
 		FastDistance:        0.05,
 		AuditLog:            "riskguard-audit.jsonl",
@@ -112,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSnapshotAge <= 0 {
 		c.MaxSnapshotAge = max(2*c.Interval, minSnapshotAge)
+	}
+	if c.MaxWindow <= 0 {
+		c.MaxWindow = d.MaxWindow
 	}
 	if c.SymbolBackoffMax <= 0 {
 		c.SymbolBackoffMax = d.SymbolBackoffMax

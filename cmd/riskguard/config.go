@@ -150,6 +150,7 @@ func configKeys() []configKey {
 		{"engine", "action_concurrency", kindInt, false},
 		{"engine", "max_snapshot_age", kindDuration, false},
 		{"engine", "symbol_backoff_max", kindDuration, false},
+		{"engine", "max_window", kindDuration, false},
 		{"engine", "fast_interval", kindDuration, false},
 		{"engine", "fast_distance", kindFloat, false},
 	}
@@ -220,11 +221,33 @@ func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (
 	cfg.Engine.IndexNames = cfg.Exchange.IndexNames
 	cfg.Notify = l.notify(raw["notify"], opts)
 	l.ruleReferences(cfg.Notify, raw["notify"])
+	l.windowLimits(set, cfg.Engine.MaxWindow)
 	if err := l.result(); err != nil {
 		return nil, err
 	}
 	cfg.Warnings = l.warnings
 	return cfg, nil
+}
+
+// windowLimits refuses the functions over time whose window is longer
+// than engine.max_window, at the rule's when.
+func (l *loader) windowLimits(set *rules.Set, limit time.Duration) {
+	rulesNode := yamlnode.Value(l.root, "rules")
+	if set == nil || limit <= 0 || rulesNode == nil || rulesNode.Kind != yaml.SequenceNode || len(rulesNode.Content) != len(set.Rules) {
+		return
+	}
+	for i, r := range set.Rules {
+		at := yamlnode.Value(rulesNode.Content[i], "when")
+		if at == nil {
+			at = rulesNode.Content[i]
+		}
+		for _, w := range r.Windows() {
+			if w.Span > limit {
+				l.errs = append(l.errs, &rules.Error{File: l.path, Line: at.Line, Col: at.Column, Rule: r.Name, RuleIndex: i + 1,
+					Msg: fmt.Sprintf("when: %s: the window is longer than engine.max_window (%s)", w, short(limit))})
+			}
+		}
+	}
 }
 
 // loader carries the state of one loadConfig.
@@ -573,6 +596,10 @@ func (l *loader) engine(e *engine.Config, listen *string) {
 	}
 	e.MaxSnapshotAge = l.duration(get("max_snapshot_age"), e.MaxSnapshotAge) // 0: two intervals
 	e.SymbolBackoffMax = l.positive(get("symbol_backoff_max"), e.SymbolBackoffMax)
+	e.MaxWindow = l.positive(get("max_window"), e.MaxWindow)
+	if e.MaxWindow > rules.MaxWindowSpan {
+		l.bad(get("max_window"), l.envOf(get("max_window")), "must be at most %s, got %s", rules.MaxWindowSpan, e.MaxWindow)
+	}
 	e.FastInterval = l.duration(get("fast_interval"), e.FastInterval) // 0: off
 	if e.FastInterval > 0 && e.FastInterval >= e.Interval {
 		l.bad(get("fast_interval"), l.envOf(get("fast_interval")), "must be shorter than engine.interval (%s), got %s; 0 turns the fast lane off", e.Interval, e.FastInterval)

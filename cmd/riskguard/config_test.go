@@ -67,7 +67,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	want := engine.Config{
 		Interval: 2 * time.Second, AuditLog: "riskguard-audit.jsonl", StateFile: "riskguard-state.json",
 		MaxActionsPerMinute: 10, BreakerReset: 5 * time.Minute, SymbolsRefresh: 10 * time.Minute, UnreachableAfter: time.Minute,
-		ActionTimeout: 30 * time.Second, ActionConcurrency: 4, SymbolBackoffMax: time.Minute, FastDistance: 0.05,
+		ActionTimeout: 30 * time.Second, ActionConcurrency: 4, SymbolBackoffMax: time.Minute, MaxWindow: 24 * time.Hour, FastDistance: 0.05,
 	}
 	if !reflect.DeepEqual(cfg.Engine, want) || !reflect.DeepEqual(cfg.Engine, engine.DefaultConfig()) {
 		t.Errorf("engine = %+v, want %+v", cfg.Engine, want)
@@ -332,5 +332,21 @@ func TestLoadConfigMissingFile(t *testing.T) {
 	_, err := loadConfig(filepath.Join(t.TempDir(), "nope.yaml"), envMap(nil))
 	if err == nil || !strings.Contains(err.Error(), "read config") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// A function over time whose window is longer than engine.max_window is
+// refused at the rule, by every command (the one loader).
+func TestMaxWindowRefused(t *testing.T) {
+	t.Parallel()
+	rule := "rules:\n  - name: r1\n    when: drawdown(account.equity, \"2d\") > 0.1\n"
+	path := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n"+rule)
+	_, err := loadConfig(path, envMap(nil))
+	if err == nil || !strings.Contains(err.Error(), path+`:5:11: rule "r1": when: drawdown(account.equity, "48h"): the window is longer than engine.max_window (24h)`) {
+		t.Errorf("err = %v", err)
+	}
+	path = writeConfig(t, "exchange:\n  base_url: https://api.example.com\nengine:\n  max_window: 72h\n"+rule)
+	if _, err := loadConfig(path, envMap(nil)); err != nil {
+		t.Errorf("with max_window 72h: %v", err)
 	}
 }

@@ -263,3 +263,36 @@ func TestAccountEquityWithoutCrossIsNoData(t *testing.T) {
 		t.Errorf("acted on no data: %q", got)
 	}
 }
+
+// One unreadable position among good ones: the account's totals would be
+// wrong, so every account figure is no data — the account rule neither
+// fires nor resolves — while the readable positions' own rules go on.
+func TestAccountWithAnUnreadablePositionIsNoData(t *testing.T) {
+	t.Parallel()
+	e, ex, _ := yamlEngine(t, `rules:
+  - name: pool
+    scope: account
+    when: account.marginRatio >= 0
+    actions:
+      - action: notify
+  - name: xbtc
+    when: position.symbol == "XBTC"
+    actions:
+      - action: notify
+`)
+	ex.InjectFault("/v1/contracts/positions", sim.Fault{Item: &sim.ItemFault{Path: "2.riskLevel", Value: `"x"`}})
+	rep, err := e.Tick(context.Background(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]engine.TransitionEvent{}
+	for _, tr := range rep.Transitions {
+		got[tr.Rule] = tr
+	}
+	if tr := got["pool"]; tr.To != engine.NoData || !strings.Contains(tr.Reason, "a position could not be read") {
+		t.Errorf("account rule: %+v, want no data saying a position could not be read", tr)
+	}
+	if tr := got["xbtc"]; tr.To != engine.Firing {
+		t.Errorf("XBTC's own rule: %+v, want firing", tr)
+	}
+}

@@ -324,7 +324,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		for _, a := range d.notify {
 			e.emit(ctx, rep, ruleNotifyEvent(now, d.rule, sym, a.Channels, &pl.env))
 		}
-		if errors.Is(d.err, errBackingOff) {
+		if errors.Is(d.err, errBackingOff) || errors.Is(d.err, ErrPaused) {
 			continue // said by heldBack and symbolOutcome
 		}
 		if d.err != nil {
@@ -388,6 +388,9 @@ func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc,
 	if e.cfg.DryRun {
 		phase("dry_run", nil, nil)
 		return nil
+	}
+	if err := e.pausedAction(ctx, rep, base, desc, effect, act); err != nil {
+		return err
 	}
 	if age := e.now().Sub(e.readStart); age > e.cfg.MaxSnapshotAge {
 		err := fmt.Errorf("%w: read %s ago, more than %s (engine.max_snapshot_age); the next tick reads afresh",

@@ -23,6 +23,8 @@ type Metrics struct {
 	badItems     *prometheus.GaugeVec
 	symFailures  *prometheus.GaugeVec
 	auditPending prometheus.Gauge
+	silences     prometheus.Gauge
+	paused       prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them on reg.
@@ -68,8 +70,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		auditPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "riskguard_audit_pending_records", Help: "Audit records that could not be written yet, kept in memory and written when the log accepts them.",
 		}),
+		silences: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "riskguard_silences_active", Help: "Silences and acknowledgements muting notifications now.",
+		}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "riskguard_paused", Help: "Pauses in force (0: not paused); while one is, the actions it matches are not sent.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending} {
+	for _, c := range []prometheus.Collector{m.silences, m.paused, m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -159,4 +167,12 @@ func (m *Metrics) auditBacklog(n int) {
 		return
 	}
 	m.auditPending.Set(float64(n))
+}
+
+func (m *Metrics) control(silences, pauses int) {
+	if m == nil {
+		return
+	}
+	m.silences.Set(float64(silences))
+	m.paused.Set(float64(pauses))
 }

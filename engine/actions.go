@@ -336,7 +336,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			d.acct.acted = true
 			d.acct.failed = d.acct.failed || d.err != nil
 		}
-		if errors.Is(d.err, errBackingOff) {
+		if errors.Is(d.err, errBackingOff) || errors.Is(d.err, ErrPaused) {
 			continue // said by heldBack and symbolOutcome
 		}
 		if d.err != nil {
@@ -402,6 +402,9 @@ func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc,
 	if e.cfg.DryRun {
 		phase("dry_run", nil, nil)
 		return nil
+	}
+	if err := e.pausedAction(ctx, rep, base, desc, effect, act); err != nil {
+		return err
 	}
 	if age := e.now().Sub(e.readStart); age > e.cfg.MaxSnapshotAge {
 		err := fmt.Errorf("%w: read %s ago, more than %s (engine.max_snapshot_age); the next tick reads afresh",

@@ -19,7 +19,7 @@ type Record struct {
 	Time time.Time `json:"time"`
 	// Type is transition, action, breaker, exchange (unreachable or
 	// reachable again), model (the exchange disagreed with a prediction),
-	// tick or reload.
+	// tick, reload, silence or pause (with By, the author).
 	Type     string `json:"type"`
 	Rule     string `json:"rule,omitempty"`
 	Symbol   string `json:"symbol,omitempty"`
@@ -27,7 +27,7 @@ type Record struct {
 	From     string `json:"from,omitempty"`
 	To       string `json:"to,omitempty"`
 	Action   string `json:"action,omitempty"`
-	// Phase of an action: intended, dry_run, sent, result, error, skipped;
+	// Phase of an action: intended, dry_run, paused, sent, result, error, skipped;
 	// interrupted is written at start for a sent action with no outcome.
 	Phase string `json:"phase,omitempty"`
 	// Rules names every rule that asked for a merged action.
@@ -38,6 +38,9 @@ type Record struct {
 	PrevLeverage int    `json:"prevLeverage,omitempty"`
 	PrevCross    *bool  `json:"prevCross,omitempty"`
 	Reason       string `json:"reason,omitempty"`
+	// By is who made a silence, pause or acknowledgement (the control
+	// API's author).
+	By string `json:"by,omitempty"`
 	// Prediction is a settings call's predicted effect, from the margin
 	// model.
 	Prediction *Prediction     `json:"prediction,omitempty"`

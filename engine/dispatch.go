@@ -92,7 +92,7 @@ func (e *Engine) symbolOutcome(ctx context.Context, now time.Time, symbol string
 				audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", b.failures)}})
 		}
 		return
-	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, errBackingOff), refusedForGood(err):
+	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, ErrPaused), errors.Is(err, errBackingOff), refusedForGood(err):
 		return
 	}
 	if b == nil {

@@ -103,6 +103,10 @@ type Engine struct {
 	failSince time.Time // first failed read of the current outage
 	down      bool      // the unreachable notification was sent
 	failing   []bool    // by rule index: the last evaluation failed at run time
+	// ctl holds the silences and pauses; recent the last actions, for
+	// Status. Both have their own lock.
+	ctl    control
+	recent recentActions
 	// auditFailing: the last audit write failed (notified once).
 	auditFailing bool
 	// tickView is the tick's account for the margin model, built at its
@@ -165,6 +169,7 @@ type Engine struct {
 	pending    *rules.Set   // a reload waiting for the running tick to end
 	pendingAt  time.Time
 	pendingCfg *Config          // its engine settings; nil to keep them
+	status     published        // what the last tick left for Status
 	listed     []string         // the contract symbols of the last symbols read, sorted
 	listedOf   *exchange.Trades // the read listed was made of (tick-owned)
 	wait       time.Duration    // Run's wait after the last tick: Interval or FastInterval
@@ -463,6 +468,7 @@ func (e *Engine) restore(s *savedState) []event {
 		clamped++
 	}
 	e.breaker = s.Breaker
+	e.restoreControl(s, now)
 	for ri, r := range e.set.Rules {
 		sr, ok := s.Rules[r.Name]
 		if !ok || sr.Fingerprint != r.Fingerprint() {
@@ -497,7 +503,7 @@ func (e *Engine) restore(s *savedState) []event {
 func (e *Engine) saveLocked() error {
 	// A dry run keeps its state in memory: cooldowns started by actions it
 	// only logged must not hold back a live guard sharing the file.
-	if e.cfg.StateFile == "" || e.cfg.DryRun || !e.dirty {
+	if e.cfg.StateFile == "" || e.cfg.DryRun || !e.dirty && !e.controlPending() {
 		return nil
 	}
 	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),
@@ -512,6 +518,7 @@ func (e *Engine) saveLocked() error {
 		}
 		s.Rules[r.Name] = sr
 	}
+	e.saveControl(s)
 	if err := saveState(e.cfg.StateFile, s); err != nil {
 		return err
 	}
@@ -523,6 +530,8 @@ func (e *Engine) saveLocked() error {
 type ActiveRule struct {
 	Symbol, Rule string
 	State        State
+	// Since is when it became pending or fired; zero without data.
+	Since time.Time
 }
 
 // Active lists the rules that are pending, firing or without data, by
@@ -539,7 +548,14 @@ func (e *Engine) publishActive() {
 	for _, ps := range e.positions {
 		for ri, s := range ps.rules {
 			if s.State != Inactive && ri < len(e.set.Rules) {
-				out = append(out, ActiveRule{Symbol: ps.symbol, Rule: e.set.Rules[ri].Name, State: s.State})
+				a := ActiveRule{Symbol: ps.symbol, Rule: e.set.Rules[ri].Name, State: s.State}
+				switch s.State {
+				case Pending:
+					a.Since = s.ActiveAt
+				case Firing:
+					a.Since = s.FiredAt
+				}
+				out = append(out, a)
 			}
 		}
 	}

@@ -38,7 +38,7 @@ type ActionEvent struct {
 	Symbol string
 	Action string // lower_leverage, set_isolated, settings, cancel_orders, notify
 	Rules  []string
-	// Outcome is sent, dry_run, noop, skipped (the breaker), error,
+	// Outcome is sent, dry_run, paused, noop, skipped (the breaker), error,
 	// skipped_harmful (it would move a liquidation price closer) or
 	// skipped_bounded (no cut within the free balance or the margin budget).
 	Outcome  string
@@ -82,6 +82,7 @@ func (e *Engine) emit(ctx context.Context, rep *TickReport, ev event) {
 	if ev.audit != nil {
 		e.record(ctx, *ev.audit)
 	}
+	e.observe(ctx, &ev) // the status page's recent actions; acknowledgements end on resolution
 	if ev.msg != "" {
 		e.log.Log(ctx, ev.level, ev.msg, ev.attrs...)
 	}
@@ -188,6 +189,11 @@ func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMess
 	case "dry_run":
 		r.Reason = "dry run: not sent"
 		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, "would "+desc+said, append(attrs, "dry_run", true), count("dry_run")
+	case "paused":
+		r.Reason = "not sent: " + err.Error()
+		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, "would "+desc+said+", paused", append(attrs, "paused", true, "err", err), count("paused")
+		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
+			Rule: rulesAttr, Text: "PAUSED: would " + desc + " (rules: " + strings.Join(base.Rules, ", ") + ")" + said + "; " + err.Error()}
 	case "skipped":
 		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, desc+" skipped", append(attrs, "err", err), count("skipped")
 	case "error":
@@ -274,6 +280,10 @@ func values(env *rules.Env) *notify.Figures {
 // call it.
 func (e *Engine) send(ctx context.Context, m notify.Message) {
 	if e.notifier == nil {
+		return
+	}
+	if s, ok := e.muted(&m); ok {
+		e.log.Debug("notification silenced", "kind", m.Kind, "rule", m.Rule, "symbol", m.Symbol, "silence", s.ID)
 		return
 	}
 	if err := e.notifier.Send(ctx, m); err != nil {

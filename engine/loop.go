@@ -88,10 +88,12 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.lastOK = now
 		e.mu.Unlock()
 	}
+	e.expireControl(ctx, now)
 	if snap != nil {
 		e.lane.near = nearest{} // this tick's evaluation measures it afresh
 		e.evaluate(ctx, now, snap, rep)
 	}
+	e.publishStatus(snap, err) // what Status shows
 	if serr := e.saveLocked(); serr != nil {
 		e.log.Error("save state", "err", serr)
 		if err == nil {

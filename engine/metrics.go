@@ -24,6 +24,8 @@ type Metrics struct {
 	symFailures  *prometheus.GaugeVec
 	auditPending prometheus.Gauge
 	fastLane     prometheus.Gauge
+	silences     prometheus.Gauge
+	paused       prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them on reg.
@@ -72,8 +74,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		fastLane: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "riskguard_fast_lane", Help: "1 while the guard ticks every engine.fast_interval (a rule pending or firing, or a position near liquidation), 0 at engine.interval.",
 		}),
+		silences: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "riskguard_silences_active", Help: "Silences and acknowledgements muting notifications now.",
+		}),
+		paused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "riskguard_paused", Help: "Pauses in force (0: not paused); while one is, the actions it matches are not sent.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending, m.fastLane} {
+	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending, m.fastLane, m.silences, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -174,4 +182,12 @@ func (m *Metrics) fastLaneOn(on bool) {
 	} else {
 		m.fastLane.Set(0)
 	}
+}
+
+func (m *Metrics) control(silences, pauses int) {
+	if m == nil {
+		return
+	}
+	m.silences.Set(float64(silences))
+	m.paused.Set(float64(pauses))
 }

@@ -22,6 +22,10 @@ type savedState struct {
 	Rules   map[string]savedRule `json:"rules"`
 	Breaker breakerState         `json:"breaker"`
 	Symbols map[string]string    `json:"symbols,omitempty"` // position id → symbol, for a reader of the file
+	// Silences and Pauses are the control API's, kept across restarts;
+	// a file without them (an older version) has none.
+	Silences []Silence `json:"silences,omitempty"`
+	Pauses   []Pause   `json:"pauses,omitempty"`
 }
 
 // savedRule is one rule's states, keyed by position id. The fingerprint

@@ -35,6 +35,10 @@ type config struct {
 	// Listen is engine.listen, the daemon's /metrics and /healthz
 	// address; "" is off.
 	Listen string
+	// ControlToken is the bearer token of the control API's mutating
+	// endpoints, from RISKGUARD_CONTROL_TOKEN or engine.control_token_file;
+	// "" refuses them. Never logged.
+	ControlToken string
 	// Notify is the validated notify section; nil when there is none.
 	Notify *notify.Config
 	Rules  *rules.Set
@@ -141,6 +145,7 @@ func configKeys() []configKey {
 		{"engine", "audit_log", kindString, false},
 		{"engine", "state_file", kindString, false},
 		{"engine", "listen", kindString, false},
+		{"engine", "control_token_file", kindString, false},
 		{"engine", "max_actions_per_minute", kindInt, false},
 		{"engine", "breaker_reset", kindDuration, false},
 		{"engine", "symbols_refresh", kindDuration, false},
@@ -217,6 +222,8 @@ func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (
 	if !cfg.RulesOnly && usable("engine") {
 		l.engine(&cfg.Engine, &cfg.Listen)
 		l.fastLaneBudget(cfg.Engine, cfg.Exchange)
+		// The token has no YAML key: a file or the environment only.
+		cfg.ControlToken = l.secret("RISKGUARD_CONTROL_TOKEN", key("engine", "control_token_file"), configKey{})
 	}
 	cfg.Engine.IndexNames = cfg.Exchange.IndexNames
 	cfg.Notify = l.notify(raw["notify"], opts)
@@ -578,7 +585,7 @@ func (l *loader) engine(e *engine.Config, listen *string) {
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 			l.bad(get("listen"), l.envOf(get("listen")), "expected host:port like 127.0.0.1:9464, got %q", *listen)
 		} else if !isLoopback(host) {
-			l.warnf("engine.listen %s serves metrics beyond this machine", *listen)
+			l.warnf("engine.listen %s serves metrics beyond this machine, and the status page and control API with them (their GET endpoints then need the control token too): keep it on loopback and tunnel", *listen)
 		}
 	}
 	e.MaxActionsPerMinute = l.integer(get("max_actions_per_minute"), e.MaxActionsPerMinute)

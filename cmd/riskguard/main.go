@@ -60,12 +60,16 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		// subcommands: one line each, kept sorted
+		"ack":      {"acknowledge a firing alert on the running daemon: its notifications are muted until it resolves", (*Main).runAck},
 		"backtest": {"replay recorded data, a CSV or index history through the rules, with and without the guard", (*Main).runBacktest},
 		"check":    {"load the config and compile every rule; print a summary or every error", (*Main).runCheck},
 		"demo":     {"run rules.example.yaml against the embedded simulated exchange", (*Main).runDemo},
 		"notify":   {"notify test: send a test message through the configured channels", (*Main).runNotify},
+		"pause":    {"stop the running daemon's actions (all, or a rule's or symbol's), optionally for a while; it still evaluates and says what it would do", (*Main).runPause},
 		"record":   {"record the account's positions and index prices for backtests", (*Main).runRecord},
+		"resume":   {"end the running daemon's pauses (all, or those of --rule/--symbol)", (*Main).runResume},
 		"run":      {"guard the account: evaluate the rules every interval and act", (*Main).runRun},
+		"silence":  {"silence add|list|expire: mute the running daemon's notifications of matching rules for a while", (*Main).runSilence},
 		"sim":      {"serve the simulated exchange over HTTP", (*Main).runSim},
 		"test":     {"run rule-test files: expected firing rules and actions over made-up prices", (*Main).runTest},
 		"version":  {"print the version, commit and Go version of this build", (*Main).runVersion},

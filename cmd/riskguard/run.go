@@ -29,6 +29,10 @@ type guard struct {
 	registry *prometheus.Registry
 	notifier *notifiers
 	interval time.Duration
+	// stats follows the client's requests for the status page;
+	// controlToken guards the control API ("" disables it).
+	stats        *exchangeStats
+	controlToken string
 }
 
 // newClient builds the exchange client the configuration describes.
@@ -86,7 +90,11 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 	if err != nil {
 		return nil, err
 	}
-	hook := exchange.WithRequestHook(func(ri exchange.RequestInfo) { metrics.ObserveRequest(ri.Route, ri.Status) })
+	stats := &exchangeStats{}
+	hook := exchange.WithRequestHook(func(ri exchange.RequestInfo) {
+		metrics.ObserveRequest(ri.Route, ri.Status)
+		stats.observe(ri, time.Now())
+	})
 	client, err := newClient(cfg, logger, append([]exchange.Option{hook}, extra...)...)
 	if err != nil {
 		return nil, err
@@ -111,7 +119,7 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 		notifier.close(context.Background())
 		return nil, err
 	}
-	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval}, nil
+	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval, stats: stats, controlToken: cfg.ControlToken}, nil
 }
 
 // close flushes the engine's state and delivers the notifications still
@@ -138,7 +146,8 @@ func (g *guard) healthy(now time.Time) (bool, time.Duration) {
 	return age <= max(3*g.interval, 10*time.Second), age
 }
 
-// serve starts the /metrics and /healthz listener; it stops with ctx.
+// serve starts the listener of /metrics, /healthz, the status page and the
+// control API; it stops with ctx.
 func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -155,6 +164,8 @@ func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) err
 		}
 		fmt.Fprintf(w, "ok: last complete snapshot %s ago\n", age.Round(time.Millisecond))
 	})
+	g.statusRoutes(mux)
+	g.controlRoutes(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -167,7 +178,7 @@ func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) err
 			logger.Error("metrics listener stopped", "err", err)
 		}
 	}()
-	logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+	logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String(), "status_page", "/", "control_api", g.controlToken != "")
 	return nil
 }
 

@@ -249,7 +249,7 @@ func TestCheckWarnsAboutSecrets(t *testing.T) {
 			[]string{"webhook_url: a secret written in the configuration file"}, nil},
 		{"secrets from the environment", base + "rules: []\n", 0o644, nil, []string{"warning"}},
 		{"metrics beyond loopback", base + "engine:\n  listen: 0.0.0.0:9464\nrules: []\n", 0o600,
-			[]string{"engine.listen 0.0.0.0:9464 serves metrics beyond this machine"}, nil},
+			[]string{"engine.listen 0.0.0.0:9464 serves metrics beyond this machine, and the status page and control API with them"}, nil},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+)
+
+// errNoToken is what a mutating call gets when no control token is set.
+const errNoToken = "the control API is disabled: no control token is configured (set RISKGUARD_CONTROL_TOKEN or engine.control_token_file and restart)"
+
+// tokenOK compares the request's bearer token with the configured one in
+// constant time (both hashed first, so their lengths do not show either).
+func (g *guard) tokenOK(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || got == "" {
+		return false
+	}
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(g.controlToken))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// authorized answers 403 when no token is configured and 401 for a missing
+// or wrong one; it reports whether the call may go on.
+func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if g.controlToken == "" {
+		writeError(w, http.StatusForbidden, errNoToken)
+		return false
+	}
+	if !g.tokenOK(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="riskguard"`)
+		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer …)")
+		return false
+	}
+	return true
+}
+
+// open serves a read endpoint: open to loopback clients, and to others
+// with the token only (a listener beyond loopback is warned about).
+func (g *guard) open(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || g.authorized(w, r) {
+			h(w, r)
+		}
+	}
+}
+
+// mutating serves a control endpoint: the token always.
+func (g *guard) mutating(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if g.authorized(w, r) {
+			h(w, r)
+		}
+	}
+}
+
+// controlRequest is the body of the mutating endpoints; each uses the
+// fields it needs. CreatedBy names the author, audited with the change.
+type controlRequest struct {
+	Rule     string `json:"rule,omitempty"`
+	Symbol   string `json:"symbol,omitempty"`
+	Severity string `json:"severity,omitempty"`
+	// StartsAt and EndsAt bound a silence; Duration ("2h") is the
+	// alternative to EndsAt, from now (or StartsAt).
+	StartsAt  time.Time `json:"startsAt,omitzero"`
+	EndsAt    time.Time `json:"endsAt,omitzero"`
+	Duration  string    `json:"duration,omitempty"`
+	Comment   string    `json:"comment,omitempty"`
+	CreatedBy string    `json:"createdBy"`
+}
+
+// decode reads a control request: JSON, at most 64 KiB, no unknown field,
+// an author; with a duration turned into EndsAt.
+func decode(w http.ResponseWriter, r *http.Request, now time.Time) (*controlRequest, bool) {
+	var req controlRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+		return nil, false
+	}
+	if strings.TrimSpace(req.CreatedBy) == "" {
+		writeError(w, http.StatusBadRequest, "createdBy is required: who makes the change (the CLI's --by)")
+		return nil, false
+	}
+	if req.Duration != "" {
+		d, err := time.ParseDuration(req.Duration)
+		if err != nil || d <= 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("duration %q: want a positive Go duration like 90m or 2h", req.Duration))
+			return nil, false
+		}
+		from := now
+		if !req.StartsAt.IsZero() {
+			from = req.StartsAt
+		}
+		req.EndsAt = from.Add(d)
+	}
+	return &req, true
+}
+
+// controlRoutes registers the mutating endpoints.
+func (g *guard) controlRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/silences", g.mutating(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		req, ok := decode(w, r, now)
+		if !ok {
+			return
+		}
+		s, err := g.engine.AddSilence(r.Context(), now, engine.Silence{Rule: req.Rule, Symbol: req.Symbol, Severity: req.Severity,
+			StartsAt: req.StartsAt, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy})
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusCreated, s)
+	}))
+	mux.HandleFunc("DELETE /api/v1/silences/{id}", g.mutating(func(w http.ResponseWriter, r *http.Request) {
+		by := r.URL.Query().Get("createdBy")
+		if strings.TrimSpace(by) == "" {
+			writeError(w, http.StatusBadRequest, "createdBy is required (a query parameter): who expires the silence")
+			return
+		}
+		err := g.engine.ExpireSilence(r.Context(), time.Now(), r.PathValue("id"), by)
+		switch {
+		case errors.Is(err, engine.ErrNotFound):
+			writeError(w, http.StatusNotFound, err.Error())
+		case err != nil:
+			writeError(w, http.StatusBadRequest, err.Error())
+		default:
+			writeJSON(w, http.StatusOK, map[string]string{"expired": r.PathValue("id")})
+		}
+	}))
+	mux.HandleFunc("POST /api/v1/pause", g.mutating(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		req, ok := decode(w, r, now)
+		if !ok {
+			return
+		}
+		p, err := g.engine.Pause(r.Context(), now, engine.Pause{Rule: req.Rule, Symbol: req.Symbol, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy})
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusCreated, p)
+	}))
+	mux.HandleFunc("POST /api/v1/resume", g.mutating(func(w http.ResponseWriter, r *http.Request) {
+		req, ok := decode(w, r, time.Now())
+		if !ok {
+			return
+		}
+		ended, err := g.engine.Resume(r.Context(), time.Now(), req.Rule, req.Symbol, req.CreatedBy)
+		if errors.Is(err, engine.ErrNotFound) {
+			writeError(w, http.StatusNotFound, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string][]engine.Pause{"resumed": ended})
+	}))
+	mux.HandleFunc("POST /api/v1/ack", g.mutating(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		req, ok := decode(w, r, now)
+		if !ok {
+			return
+		}
+		s, err := g.engine.Ack(r.Context(), now, req.Rule, req.Symbol, req.CreatedBy, req.Comment, req.EndsAt)
+		switch {
+		case errors.Is(err, engine.ErrNotActive):
+			writeError(w, http.StatusConflict, err.Error())
+		case err != nil:
+			writeError(w, http.StatusBadRequest, err.Error())
+		default:
+			writeJSON(w, http.StatusCreated, s)
+		}
+	}))
+}

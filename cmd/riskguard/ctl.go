@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+)
+
+// ctlClient talks to a running daemon's control API.
+type ctlClient struct {
+	base  string // http://host:port
+	token string
+	by    string
+	http  *http.Client
+}
+
+// ctlFlags are the flags every control command has.
+type ctlFlags struct {
+	addr, config, by *string
+}
+
+func (m *Main) addCtlFlags(fs *flag.FlagSet) ctlFlags {
+	return ctlFlags{
+		addr:   fs.String("addr", "", "the daemon's listen address (host:port); default engine.listen of --config"),
+		config: fs.String("config", "riskguard.yaml", "configuration file, for engine.listen and the control token"),
+		by:     fs.String("by", "", "who makes the change, audited with it (default $USER@hostname)"),
+	}
+}
+
+// client resolves the address, the token (RISKGUARD_CONTROL_TOKEN, else
+// the config's engine.control_token_file) and the author.
+func (m *Main) client(f ctlFlags) (*ctlClient, error) {
+	addr, token := *f.addr, strings.TrimSpace(m.Getenv("RISKGUARD_CONTROL_TOKEN"))
+	if addr == "" || token == "" {
+		cfg, err := loadConfigWith(*f.config, m.Getenv, loadOptions{secretsOptional: true})
+		switch {
+		case err == nil:
+			if addr == "" {
+				addr = cfg.Listen
+			}
+			token = cfg.ControlToken
+		case addr == "":
+			return nil, fmt.Errorf("no --addr, and the config gives none: %w", err)
+		}
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("%s sets no engine.listen: give --addr", *f.config)
+	}
+	by := *f.by
+	if by == "" {
+		host, _ := os.Hostname()
+		by = m.Getenv("USER") + "@" + host
+	}
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return &ctlClient{base: strings.TrimRight(base, "/"), token: token, by: by, http: &http.Client{Timeout: 10 * time.Second}}, nil
+}
+
+// do sends one API call and decodes the answer into out; an answer other
+// than 2xx is an error carrying the daemon's message.
+func (c *ctlClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var ae apiError
+		if json.Unmarshal(data, &ae) == nil && ae.Error != "" {
+			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, ae.Error)
+		}
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// ctlFail reports a failed control command.
+func (m *Main) ctlFail(cmd string, err error) error {
+	fmt.Fprintf(m.Stderr, "riskguard %s: %v\n", cmd, err)
+	return exitCode(1)
+}
+
+func (m *Main) runSilence(ctx context.Context, args []string) error {
+	usage := func() {
+		fmt.Fprintf(m.Stderr, "usage: riskguard silence add|list|expire [flags]\n\n%s\n\nflags:\n  each subcommand lists its own: riskguard silence add -h\n", commands()["silence"].summary)
+	}
+	if len(args) == 0 {
+		usage()
+		return exitCode(2)
+	}
+	switch args[0] {
+	case "add":
+		return m.silenceAdd(ctx, args[1:])
+	case "list":
+		return m.silenceList(ctx, args[1:])
+	case "expire":
+		return m.silenceExpire(ctx, args[1:])
+	case "-h", "--help", "help":
+		usage()
+		return nil
+	}
+	fmt.Fprintf(m.Stderr, "riskguard silence: unknown subcommand %q\n", args[0])
+	usage()
+	return exitCode(2)
+}
+
+func (m *Main) silenceAdd(ctx context.Context, args []string) error {
+	fs := m.newFlags("silence add", "silence add (--rule R | --symbol S | --severity V)... [--for 1h] [--comment C] [--by WHO] [--addr HOST:PORT | --config FILE]",
+		"mute the notifications of the matching rules (the actions still run)")
+	f := m.addCtlFlags(fs)
+	rule := fs.String("rule", "", "match this rule")
+	symbol := fs.String("symbol", "", "match this symbol")
+	severity := fs.String("severity", "", "match this severity (info, warning, critical)")
+	dur := fs.Duration("for", time.Hour, "how long the silence lasts")
+	comment := fs.String("comment", "", "why, kept with the silence")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, err := m.client(f)
+	if err != nil {
+		return m.ctlFail("silence add", err)
+	}
+	var s engine.Silence
+	err = c.do(ctx, http.MethodPost, "/api/v1/silences", controlRequest{Rule: *rule, Symbol: *symbol, Severity: *severity,
+		Duration: dur.String(), Comment: *comment, CreatedBy: c.by}, &s)
+	if err != nil {
+		return m.ctlFail("silence add", err)
+	}
+	fmt.Fprintf(m.Stdout, "silence %s until %s\n", s.ID, s.EndsAt.Local().Format(time.RFC3339))
+	return nil
+}
+
+func (m *Main) silenceList(ctx context.Context, args []string) error {
+	fs := m.newFlags("silence list", "silence list [--addr HOST:PORT | --config FILE]", "list the silences and acknowledgements that have not ended, and the pauses")
+	f := m.addCtlFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, err := m.client(f)
+	if err != nil {
+		return m.ctlFail("silence list", err)
+	}
+	var sil []engine.Silence
+	var pau []engine.Pause
+	if err := c.do(ctx, http.MethodGet, "/api/v1/silences", nil, &sil); err != nil {
+		return m.ctlFail("silence list", err)
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/v1/pauses", nil, &pau); err != nil {
+		return m.ctlFail("silence list", err)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tMATCHERS\tSTARTS\tENDS\tBY\tCOMMENT")
+	t := func(x time.Time, zero string) string {
+		if x.IsZero() {
+			return zero
+		}
+		return x.Local().Format(time.RFC3339)
+	}
+	for _, s := range sil {
+		kind := "silence"
+		if s.Ack {
+			kind = "ack"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, kind, matchers(s.Rule, s.Symbol, s.Severity), t(s.StartsAt, "-"), t(s.EndsAt, "resolved"), s.CreatedBy, s.Comment)
+	}
+	for _, p := range pau {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, "pause", matchers(p.Rule, p.Symbol, ""), t(p.StartsAt, "-"), t(p.EndsAt, "resumed"), p.CreatedBy, p.Comment)
+	}
+	return tw.Flush()
+}
+
+func matchers(rule, symbol, severity string) string {
+	var parts []string
+	for _, kv := range [][2]string{{"rule", rule}, {"symbol", symbol}, {"severity", severity}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if len(parts) == 0 {
+		return "*"
+	}
+	return strings.Join(parts, ",")
+}
+
+func (m *Main) silenceExpire(ctx context.Context, args []string) error {
+	fs := m.newFlags("silence expire", "silence expire [--by WHO] [--addr HOST:PORT | --config FILE] ID...", "end silences or acknowledgements now")
+	f := m.addCtlFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitCode(2)
+	}
+	c, err := m.client(f)
+	if err != nil {
+		return m.ctlFail("silence expire", err)
+	}
+	var errs []error
+	for _, id := range fs.Args() {
+		if err := c.do(ctx, http.MethodDelete, "/api/v1/silences/"+url.PathEscape(id)+"?createdBy="+url.QueryEscape(c.by), nil, nil); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(m.Stdout, "silence %s expired\n", id)
+	}
+	if len(errs) > 0 {
+		return m.ctlFail("silence expire", errors.Join(errs...))
+	}
+	return nil
+}
+
+func (m *Main) runPause(ctx context.Context, args []string) error {
+	fs := m.newFlags("pause", "pause [--for 1h] [--rule R] [--symbol S] [--comment C] [--by WHO] [--addr HOST:PORT | --config FILE]",
+		commands()["pause"].summary)
+	f := m.addCtlFlags(fs)
+	rule := fs.String("rule", "", "pause this rule's actions only")
+	symbol := fs.String("symbol", "", "pause the actions on this symbol only")
+	dur := fs.Duration("for", 0, "end the pause after this long (default: until resumed)")
+	comment := fs.String("comment", "", "why, kept with the pause")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, err := m.client(f)
+	if err != nil {
+		return m.ctlFail("pause", err)
+	}
+	req := controlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by}
+	if *dur > 0 {
+		req.Duration = dur.String()
+	}
+	var p engine.Pause
+	if err := c.do(ctx, http.MethodPost, "/api/v1/pause", req, &p); err != nil {
+		return m.ctlFail("pause", err)
+	}
+	end := "until resumed"
+	if !p.EndsAt.IsZero() {
+		end = "until " + p.EndsAt.Local().Format(time.RFC3339)
+	}
+	fmt.Fprintf(m.Stdout, "paused %s (%s), %s: no action is sent; the rules are still evaluated and notified\n", matchers(p.Rule, p.Symbol, ""), p.ID, end)
+	return nil
+}
+
+func (m *Main) runResume(ctx context.Context, args []string) error {
+	fs := m.newFlags("resume", "resume [--rule R] [--symbol S] [--by WHO] [--addr HOST:PORT | --config FILE]", commands()["resume"].summary)
+	f := m.addCtlFlags(fs)
+	rule := fs.String("rule", "", "end the pause of this rule (as paused)")
+	symbol := fs.String("symbol", "", "end the pause of this symbol (as paused)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, err := m.client(f)
+	if err != nil {
+		return m.ctlFail("resume", err)
+	}
+	var out struct{ Resumed []engine.Pause }
+	if err := c.do(ctx, http.MethodPost, "/api/v1/resume", controlRequest{Rule: *rule, Symbol: *symbol, CreatedBy: c.by}, &out); err != nil {
+		return m.ctlFail("resume", err)
+	}
+	for _, p := range out.Resumed {
+		fmt.Fprintf(m.Stdout, "resumed %s (%s)\n", matchers(p.Rule, p.Symbol, ""), p.ID)
+	}
+	return nil
+}
+
+func (m *Main) runAck(ctx context.Context, args []string) error {
+	fs := m.newFlags("ack", "ack --rule R --symbol S [--for D] [--comment C] [--by WHO] [--addr HOST:PORT | --config FILE]", commands()["ack"].summary)
+	f := m.addCtlFlags(fs)
+	rule := fs.String("rule", "", "the alert's rule")
+	symbol := fs.String("symbol", "", "the alert's symbol")
+	dur := fs.Duration("for", 0, "end it after this long even if the alert still fires (default: when it resolves)")
+	comment := fs.String("comment", "", "why, kept with the acknowledgement")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, err := m.client(f)
+	if err != nil {
+		return m.ctlFail("ack", err)
+	}
+	req := controlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by}
+	if *dur > 0 {
+		req.Duration = dur.String()
+	}
+	var s engine.Silence
+	if err := c.do(ctx, http.MethodPost, "/api/v1/ack", req, &s); err != nil {
+		return m.ctlFail("ack", err)
+	}
+	fmt.Fprintf(m.Stdout, "acknowledged %s on %s (%s): muted until it resolves\n", s.Rule, s.Symbol, s.ID)
+	return nil
+}

@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// RecentActionsKept is how many of the last actions Status shows.
+const RecentActionsKept = 50
+
+// Status is what the guard knows at a moment, for the status page and its
+// JSON API: the positions of the last snapshot with every rule's state, the
+// last actions, the breaker, the silences and the pauses.
+type Status struct {
+	Time time.Time `json:"time"`
+	// LastSuccess is the tick time of the last complete snapshot; zero
+	// before the first. SnapshotAge is Time minus it, in seconds.
+	LastSuccess time.Time `json:"lastSuccess,omitzero"`
+	SnapshotAge float64   `json:"snapshotAgeSeconds"`
+	// LastTick is the time of the last tick, LastError its error ("" when
+	// it was complete).
+	LastTick  time.Time     `json:"lastTick,omitzero"`
+	LastError string        `json:"lastError,omitempty"`
+	DryRun    bool          `json:"dryRun"`
+	Breaker   BreakerStatus `json:"breaker"`
+	// Positions are the non-empty positions of the last snapshot read.
+	Positions []PositionStatus `json:"positions"`
+	// Actions are the last actions decided, newest first.
+	Actions  []RecentAction `json:"actions"`
+	Silences []Silence      `json:"silences"`
+	Pauses   []Pause        `json:"pauses"`
+}
+
+// BreakerStatus is the action budget's circuit breaker.
+type BreakerStatus struct {
+	Open      bool      `json:"open"`
+	OpenUntil time.Time `json:"openUntil,omitzero"`
+	// Sent is the mutating calls of the last minute, against Budget.
+	Sent   int `json:"sentLastMinute"`
+	Budget int `json:"budgetPerMinute"`
+}
+
+// PositionStatus is one position as the last snapshot read it.
+type PositionStatus struct {
+	Symbol   string          `json:"symbol"`
+	ID       string          `json:"id"`
+	Side     string          `json:"side"`
+	Size     decimal.Decimal `json:"size"`
+	Leverage int             `json:"leverage"`
+	// MaxLeverage is the risk limit's; 0 when unknown.
+	MaxLeverage      int             `json:"maxLeverage"`
+	MarginMode       string          `json:"marginMode"` // cross or isolated
+	Margin           decimal.Decimal `json:"margin"`
+	Index            decimal.Decimal `json:"index"`
+	LiquidationPrice decimal.Decimal `json:"liquidationPrice"`
+	// Distance is how far the index is from the liquidation price, a
+	// fraction of the index; nil without an index price.
+	Distance *float64     `json:"liquidationDistance"`
+	Rules    []RuleStatus `json:"rules"`
+}
+
+// RuleStatus is one rule's state on a position.
+type RuleStatus struct {
+	Rule  string `json:"rule"`
+	State string `json:"state"`
+	// Since is when it became pending or fired; zero when inactive or
+	// without data.
+	Since time.Time `json:"since,omitzero"`
+	// LastAction is when its actions last ran on the position.
+	LastAction time.Time `json:"lastAction,omitzero"`
+}
+
+// RecentAction is one action decided by a tick, with its outcome: sent,
+// dry_run, paused, skipped, error, noop, skipped_harmful, skipped_bounded,
+// backoff.
+type RecentAction struct {
+	Time    time.Time `json:"time"`
+	Symbol  string    `json:"symbol"`
+	Action  string    `json:"action"`
+	Rules   []string  `json:"rules,omitempty"`
+	Outcome string    `json:"outcome"`
+	From    int       `json:"from,omitempty"`
+	To      int       `json:"to,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	// Effect is the margin model's prediction; Actual what the exchange
+	// read back after the call.
+	Effect string `json:"effect,omitempty"`
+	Actual string `json:"actual,omitempty"`
+}
+
+// recentActions is a bounded ring of the last actions, fed by emit.
+type recentActions struct {
+	mu   sync.Mutex
+	ring []RecentAction
+	next int
+}
+
+func (r *recentActions) add(a RecentAction) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.ring) < RecentActionsKept {
+		r.ring = append(r.ring, a)
+		return
+	}
+	r.ring[r.next] = a
+	r.next = (r.next + 1) % RecentActionsKept
+}
+
+// list returns the actions newest first.
+func (r *recentActions) list() []RecentAction {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]RecentAction, 0, len(r.ring))
+	for i := range r.ring {
+		out = append(out, r.ring[(r.next+len(r.ring)-1-i)%len(r.ring)])
+	}
+	return out
+}
+
+// observe is emit's hook for what Status and the acknowledgements follow:
+// an action joins the recent ones, a rule resolving ends its
+// acknowledgements.
+func (e *Engine) observe(ctx context.Context, ev *event) {
+	var at time.Time
+	if ev.audit != nil {
+		at = ev.audit.Time
+	}
+	if a := ev.action; a != nil {
+		ra := RecentAction{Time: at, Symbol: a.Symbol, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome,
+			From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual}
+		if a.Err != nil {
+			ra.Error = a.Err.Error()
+		}
+		e.recent.add(ra)
+	}
+	if t := ev.transition; t != nil && t.To == Inactive {
+		e.resolvedAck(ctx, at, t.Rule, t.Symbol)
+	}
+}
+
+// published is what the last tick left for Status; under mu.
+type published struct {
+	positions []PositionStatus
+	lastTick  time.Time
+	lastErr   string
+	breaker   breakerState
+	dryRun    bool
+	budget    int
+}
+
+// publishStatus records what Status shows of the tick that read snap
+// (nil when the positions could not be read: the last ones are kept). The
+// caller holds tick.
+func (e *Engine) publishStatus(snap *Snapshot, err error) {
+	var pos []PositionStatus
+	if snap != nil {
+		pos = make([]PositionStatus, 0, len(snap.Positions))
+		for i := range snap.Positions {
+			p := &snap.Positions[i]
+			if p.Empty || p.Quantity.IsZero() {
+				continue
+			}
+			pos = append(pos, e.positionStatus(snap, p))
+		}
+		slices.SortFunc(pos, func(a, b PositionStatus) int {
+			if a.Symbol != b.Symbol {
+				if a.Symbol < b.Symbol {
+					return -1
+				}
+				return 1
+			}
+			if a.Side < b.Side {
+				return -1
+			}
+			return 0
+		})
+	}
+	b := breakerState{OpenUntil: e.breaker.OpenUntil, Sent: slices.Clone(e.breaker.Sent)}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if snap != nil {
+		e.status.positions = pos
+	}
+	e.status.lastTick, e.status.lastErr, e.status.breaker = e.lastTick, "", b
+	e.status.dryRun, e.status.budget = e.cfg.DryRun, e.cfg.MaxActionsPerMinute
+	if err != nil {
+		e.status.lastErr = err.Error()
+	}
+}
+
+func (e *Engine) positionStatus(snap *Snapshot, p *exchange.Position) PositionStatus {
+	ps := PositionStatus{ID: p.ID, Side: p.Direction, Size: p.Quantity, Leverage: p.Leverage, MaxLeverage: p.RiskLimit.MaxLeverage,
+		MarginMode: "isolated", Margin: p.Margin, LiquidationPrice: p.LiquidationPrice}
+	if p.Cross {
+		ps.MarginMode = "cross"
+	}
+	sym, ok := e.snaps.Symbol(p.SymbolID)
+	if ok {
+		ps.Symbol = sym.Name
+		if ps.MaxLeverage == 0 {
+			ps.MaxLeverage = sym.RiskLimit.MaxLeverage
+		}
+		if idx, ok := snap.IndexPrices[e.indexName(sym)]; ok && idx.IsPositive() {
+			ps.Index = idx
+			d := idx.Sub(p.LiquidationPrice)
+			if p.Direction == exchange.Short {
+				d = d.Neg()
+			}
+			f := d.Div(idx).InexactFloat64()
+			ps.Distance = &f
+		}
+	}
+	st := e.positions[posKey(p)]
+	for ri, r := range e.set.Rules {
+		if len(r.Symbols) > 0 && !slices.Contains(r.Symbols, ps.Symbol) {
+			continue
+		}
+		rs := RuleStatus{Rule: r.Name, State: Inactive.String()}
+		if st != nil && ri < len(st.rules) {
+			s := st.rules[ri]
+			rs.State, rs.LastAction = s.State.String(), s.LastActionAt
+			switch s.State {
+			case Pending:
+				rs.Since = s.ActiveAt
+			case Firing:
+				rs.Since = s.FiredAt
+			}
+		}
+		ps.Rules = append(ps.Rules, rs)
+	}
+	return ps
+}
+
+// Status returns what the guard knows at now. It never waits for a tick.
+func (e *Engine) Status(now time.Time) *Status {
+	e.mu.Lock()
+	st := &Status{Time: now, LastSuccess: e.lastOK, LastTick: e.status.lastTick, LastError: e.status.lastErr,
+		Positions: slices.Clone(e.status.positions), DryRun: e.status.dryRun}
+	b := e.status.breaker
+	b.Sent = slices.Clone(b.Sent)
+	budget := e.status.budget
+	e.mu.Unlock()
+	if !st.LastSuccess.IsZero() {
+		st.SnapshotAge = now.Sub(st.LastSuccess).Seconds()
+	}
+	b.prune(now)
+	st.Breaker = BreakerStatus{Open: b.open(now), Sent: len(b.Sent), Budget: budget}
+	if st.Breaker.Open {
+		st.Breaker.OpenUntil = b.OpenUntil
+	}
+	st.Actions = e.recent.list()
+	st.Silences, st.Pauses = e.Silences(now), e.Pauses(now)
+	if st.Positions == nil {
+		st.Positions = []PositionStatus{}
+	}
+	if st.Silences == nil {
+		st.Silences = []Silence{}
+	}
+	if st.Pauses == nil {
+		st.Pauses = []Pause{}
+	}
+	return st
+}

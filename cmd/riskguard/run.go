@@ -228,7 +228,10 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "fast_interval", cfg.Engine.FastInterval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
 	g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "info",
 		Text: fmt.Sprintf("riskguard started: %d rules, dry run %t", len(cfg.Rules.Rules), dry)})
-	go m.reloads(ctx, *configPath, cfg, g, *allowUnknown, logger)
+	var ctls controls // Telegram control, when a channel has control_chat_ids
+	ctls.start(ctx, cfg.Notify, g.engine, logger)
+	defer ctls.stop()
+	go m.reloads(ctx, *configPath, cfg, g, &ctls, *allowUnknown, logger)
 	err = g.engine.Run(ctx)
 	sd.stopping(ctx)
 	logger.Info("riskguard stopping")
@@ -295,7 +298,7 @@ func checkSymbols(ctx context.Context, g *guard, cfg *config, allowUnknown, relo
 // after reopening the audit log (logrotate's convention for SIGHUP). A
 // file that does not load is rejected whole: the old rules keep running
 // with their state.
-func (m *Main) reloads(ctx context.Context, path string, running *config, g *guard, allowUnknown bool, logger *slog.Logger) {
+func (m *Main) reloads(ctx context.Context, path string, running *config, g *guard, ctls *controls, allowUnknown bool, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -332,6 +335,7 @@ func (m *Main) reloads(ctx context.Context, path string, running *config, g *gua
 					Text: "config reload rejected; the old rules and channels keep running: " + err.Error()})
 				continue
 			}
+			ctls.start(ctx, cfg.Notify, g.engine, logger)
 		}
 		g.engine.Reconfigure(time.Now(), cfg.Rules, cfg.Engine)
 		running = cfg

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/notify"
+	"github.com/riskguard/riskguard/rules"
+)
+
+// telegramController is the running guard as the Telegram control steers
+// it: the same engine calls as the control API, each audited with its
+// author.
+type telegramController struct {
+	e *engine.Engine
+}
+
+var _ notify.Controller = telegramController{}
+
+// Status says the guard's state in a few lines.
+func (c telegramController) Status(context.Context) string {
+	st := c.e.Status(time.Now())
+	var b strings.Builder
+	switch {
+	case st.LastSuccess.IsZero():
+		b.WriteString("riskguard: no complete snapshot yet")
+	default:
+		fmt.Fprintf(&b, "riskguard: last complete snapshot %s ago", time.Duration(st.SnapshotAge*float64(time.Second)).Round(time.Second))
+	}
+	if st.LastError != "" {
+		fmt.Fprintf(&b, " (last tick failed: %s)", st.LastError)
+	}
+	if st.DryRun {
+		b.WriteString(", dry run")
+	}
+	if st.Breaker.Open {
+		fmt.Fprintf(&b, "\ncircuit breaker OPEN until %s", st.Breaker.OpenUntil.UTC().Format(time.RFC3339))
+	}
+	for _, p := range st.Pauses {
+		fmt.Fprintf(&b, "\nPAUSED (%s) by %s%s", pauseScope(p), p.CreatedBy, endsAt(p.EndsAt))
+	}
+	for _, s := range st.Silences {
+		fmt.Fprintf(&b, "\nsilenced %s by %s%s", silenceScope(s), s.CreatedBy, endsAt(s.EndsAt))
+	}
+	for _, p := range st.Positions {
+		dist := "no index"
+		if p.Distance != nil {
+			dist = fmt.Sprintf("%.2f%% from liquidation", *p.Distance*100)
+		}
+		fmt.Fprintf(&b, "\n%s %s %s %dx %s, %s", p.Symbol, p.Side, p.Size, p.Leverage, p.MarginMode, dist)
+		for _, r := range p.Rules {
+			if r.State != engine.Inactive.String() {
+				fmt.Fprintf(&b, "\n  %s %s", r.Rule, r.State)
+			}
+		}
+	}
+	return b.String()
+}
+
+func endsAt(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return " until " + t.UTC().Format(time.RFC3339)
+}
+
+func pauseScope(p engine.Pause) string {
+	return scopeOf(p.Rule, p.Symbol, "")
+}
+
+func silenceScope(s engine.Silence) string { return scopeOf(s.Rule, s.Symbol, s.Severity) }
+
+func scopeOf(rule, symbol, severity string) string {
+	var parts []string
+	for k, v := range map[string]string{"rule": rule, "symbol": symbol, "severity": severity} {
+		if v != "" {
+			parts = append(parts, k+" "+v)
+		}
+	}
+	if len(parts) == 0 {
+		return "everything"
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// Pause stops every action for d (0: until resumed).
+func (c telegramController) Pause(ctx context.Context, by string, d time.Duration) (string, error) {
+	now := time.Now()
+	p := engine.Pause{CreatedBy: by, Comment: "from Telegram"}
+	if d > 0 {
+		p.EndsAt = now.Add(d)
+	}
+	p, err := c.e.Pause(ctx, now, p)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Paused: no action is sent%s; the rules are still evaluated and what would be done is said (pause %s).", orUntilResumed(p.EndsAt), p.ID), nil
+}
+
+func orUntilResumed(t time.Time) string {
+	if t.IsZero() {
+		return " until /resume"
+	}
+	return endsAt(t)
+}
+
+// Resume ends every pause.
+func (c telegramController) Resume(ctx context.Context, by string) (string, error) {
+	ended, err := c.e.Resume(ctx, time.Now(), "", "", by)
+	if errors.Is(err, engine.ErrNotFound) {
+		return "The guard was not paused.", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Resumed: actions are sent again (%d pause(s) ended).", len(ended)), nil
+}
+
+// Silence mutes a rule's or a symbol's notifications for d: target is a
+// rule of the set or a symbol the exchange lists.
+func (c telegramController) Silence(ctx context.Context, by, target string, d time.Duration) (string, error) {
+	now := time.Now()
+	s := engine.Silence{CreatedBy: by, EndsAt: now.Add(d), Comment: "from Telegram"}
+	var ruleNames []string
+	for _, r := range c.e.Rules().Rules {
+		ruleNames = append(ruleNames, r.Name)
+	}
+	symbols := append(c.e.ListedSymbols(), "account")
+	switch {
+	case slices.Contains(ruleNames, target):
+		s.Rule = target
+	case slices.Contains(symbols, target):
+		s.Symbol = target
+	default:
+		msg := fmt.Sprintf("%q is neither a rule nor a symbol", target)
+		if hint := rules.DidYouMean(target, append(ruleNames, symbols...)); hint != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", hint)
+		}
+		return "", errors.New(msg)
+	}
+	s, err := c.e.AddSilence(ctx, now, s)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Silenced %s until %s (silence %s).", silenceScope(s), s.EndsAt.UTC().Format(time.RFC3339), s.ID), nil
+}
+
+// Ack acknowledges every firing alert: muted until it resolves.
+func (c telegramController) Ack(ctx context.Context, by string) (string, error) {
+	var done []string
+	for _, a := range c.e.Active() {
+		if a.State != engine.Firing {
+			continue
+		}
+		if _, err := c.e.Ack(ctx, time.Now(), a.Rule, a.Symbol, by, "from Telegram", time.Time{}); err != nil {
+			return "", err
+		}
+		done = append(done, a.Rule+" on "+a.Symbol)
+	}
+	if len(done) == 0 {
+		return "Nothing is firing.", nil
+	}
+	return "Acknowledged until resolved: " + strings.Join(done, ", ") + ".", nil
+}
+
+// controls runs the Telegram control of every telegram channel with
+// control_chat_ids; a reload starts them again with the new section.
+type controls struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// start stops the running controls and starts those of ncfg.
+func (cs *controls) start(ctx context.Context, ncfg *notify.Config, e *engine.Engine, logger *slog.Logger) {
+	cs.stop()
+	if ncfg == nil {
+		return
+	}
+	var bots []*notify.TelegramControl
+	for _, name := range ncfg.ChannelNames() {
+		cc := ncfg.Channels[name]
+		if len(cc.ControlChats) == 0 {
+			continue
+		}
+		tc, err := notify.NewTelegramControl(cc, telegramController{e: e}, notify.WithControlLogger(logger))
+		if err != nil {
+			logger.Error("telegram control not started", "channel", name, "err", err)
+			continue
+		}
+		logger.Info("telegram control listening", "channel", name, "chats", len(cc.ControlChats))
+		bots = append(bots, tc)
+	}
+	if len(bots) == 0 {
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, tc := range bots {
+		wg.Go(func() { tc.Run(cctx) })
+	}
+	go func() { wg.Wait(); close(done) }()
+	cs.mu.Lock()
+	cs.cancel, cs.done = cancel, done
+	cs.mu.Unlock()
+}
+
+// stop ends the running controls and waits for them.
+func (cs *controls) stop() {
+	cs.mu.Lock()
+	cancel, done := cs.cancel, cs.done
+	cs.cancel, cs.done = nil, nil
+	cs.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}

@@ -96,6 +96,12 @@ func (p *Pause) holds(rules []string, symbol string) bool {
 	return (p.Rule == "" || slices.Contains(rules, p.Rule)) && (p.Symbol == "" || p.Symbol == symbol)
 }
 
+// Scope says what the silence covers: "rule r1, symbol XBTC".
+func (s Silence) Scope() string { return scope(s.Rule, s.Symbol, s.Severity) }
+
+// Scope says what the pause covers: "every rule and symbol", "symbol XBTC".
+func (p Pause) Scope() string { return scope(p.Rule, p.Symbol, "") }
+
 // scope says what a pause or silence covers, for messages.
 func scope(rule, symbol, severity string) string {
 	var parts []string

@@ -44,10 +44,10 @@ func (c telegramController) Status(context.Context) string {
 		fmt.Fprintf(&b, "\ncircuit breaker OPEN until %s", st.Breaker.OpenUntil.UTC().Format(time.RFC3339))
 	}
 	for _, p := range st.Pauses {
-		fmt.Fprintf(&b, "\nPAUSED (%s) by %s%s", pauseScope(p), p.CreatedBy, endsAt(p.EndsAt))
+		fmt.Fprintf(&b, "\nPAUSED (%s) by %s%s", p.Scope(), p.CreatedBy, endsAt(p.EndsAt))
 	}
 	for _, s := range st.Silences {
-		fmt.Fprintf(&b, "\nsilenced %s by %s%s", silenceScope(s), s.CreatedBy, endsAt(s.EndsAt))
+		fmt.Fprintf(&b, "\nsilenced %s by %s%s", s.Scope(), s.CreatedBy, endsAt(s.EndsAt))
 	}
 	for _, p := range st.Positions {
 		dist := "no index"
@@ -69,26 +69,6 @@ func endsAt(t time.Time) string {
 		return ""
 	}
 	return " until " + t.UTC().Format(time.RFC3339)
-}
-
-func pauseScope(p engine.Pause) string {
-	return scopeOf(p.Rule, p.Symbol, "")
-}
-
-func silenceScope(s engine.Silence) string { return scopeOf(s.Rule, s.Symbol, s.Severity) }
-
-func scopeOf(rule, symbol, severity string) string {
-	var parts []string
-	for k, v := range map[string]string{"rule": rule, "symbol": symbol, "severity": severity} {
-		if v != "" {
-			parts = append(parts, k+" "+v)
-		}
-	}
-	if len(parts) == 0 {
-		return "everything"
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ", ")
 }
 
 // Pause stops every action for d (0: until resumed).
@@ -150,7 +130,7 @@ func (c telegramController) Silence(ctx context.Context, by, target string, d ti
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("Silenced %s until %s (silence %s).", silenceScope(s), s.EndsAt.UTC().Format(time.RFC3339), s.ID), nil
+	return fmt.Sprintf("Silenced %s until %s (silence %s).", s.Scope(), s.EndsAt.UTC().Format(time.RFC3339), s.ID), nil
 }
 
 // Ack acknowledges every firing alert: muted until it resolves.

@@ -129,8 +129,8 @@ func TestTelegramControlsTheDaemon(t *testing.T) {
 	}
 
 	bot.say(100, "/status")
-	waitFor(t, "the status", 10*time.Second, func() bool { return len(bot.sent("100", "PAUSED (everything) by telegram:@alice")) > 0 })
-	if st := bot.sent("100", "PAUSED (everything)"); !strings.Contains(st[0]["text"].(string), "XETH SHORT") {
+	waitFor(t, "the status", 10*time.Second, func() bool { return len(bot.sent("100", "PAUSED (every rule and symbol) by telegram:@alice")) > 0 })
+	if st := bot.sent("100", "PAUSED (every rule and symbol)"); !strings.Contains(st[0]["text"].(string), "XETH SHORT") {
 		t.Errorf("/status: %s", st[0]["text"])
 	}
 	bot.say(100, "/silence XBTC 30m")

@@ -165,12 +165,14 @@ func TestControlPauseOfOneRuleForADuration(t *testing.T) {
 	defer stop()
 	// The over-max rule acts on XSOL at the first tick; the pause is of
 	// near-liquidation alone.
-	code, body := api(t, addr, "POST", "/api/v1/pause", testToken, map[string]string{"rule": "near-liquidation", "duration": "1500ms", "createdBy": "carol@desk"})
+	code, body := api(t, addr, "POST", "/api/v1/pause", testToken, map[string]string{"rule": "near-liquidation", "duration": "4s", "createdBy": "carol@desk"})
 	if code != 201 {
 		t.Fatalf("pause: %d %s", code, body)
 	}
-	g.putNearLiquidation("XBTC", "BTC", 0.03)
+	// XSOL first: once XBTC (cross) is near liquidation, XSOL's cut,
+	// which takes free balance from XBTC's pool, is rightly refused.
 	waitFor(t, "XSOL acted on", 10*time.Second, func() bool { return len(g.mutatingOn("XSOL")) > 0 })
+	g.putNearLiquidation("XBTC", "BTC", 0.03)
 	waitFor(t, "the pause to end by itself and XBTC acted on", 15*time.Second, func() bool { return len(g.mutatingOn("XBTC")) > 0 })
 	if got := g.records(func(r engine.Record) bool { return r.Type == "action" && r.Phase == "paused" && r.Symbol == "XBTC" }); len(got) == 0 {
 		t.Error("no paused record on XBTC before the pause ended")

@@ -286,6 +286,7 @@ func (e *Engine) Resume(ctx context.Context, now time.Time, rule, symbol, by str
 		return false
 	})
 	e.ctl.changed = true
+	e.ctl.forgetSaid()
 	e.ctl.mu.Unlock()
 	if len(ended) == 0 {
 		return nil, fmt.Errorf("no pause of %s: %w", scope(rule, symbol, ""), ErrNotFound)
@@ -368,6 +369,7 @@ func (e *Engine) expireControl(ctx context.Context, now time.Time) {
 		e.ctl.changed = true
 		e.dirty = true
 	}
+	e.ctl.forgetSaid()
 	e.ctl.mu.Unlock()
 	for _, ev := range evs {
 		e.emit(ctx, nil, ev)
@@ -476,4 +478,16 @@ func (e *Engine) controlPending() bool {
 	e.ctl.mu.Lock()
 	defer e.ctl.mu.Unlock()
 	return e.ctl.changed
+}
+
+// forgetSaid drops what was said of the pauses no longer in force, so the
+// record of the notified paused actions stays as small as the pauses.
+// Call with mu held.
+func (c *control) forgetSaid() {
+	for key := range c.said {
+		id, _, _ := strings.Cut(key, "\x00")
+		if !slices.ContainsFunc(c.pauses, func(p Pause) bool { return p.ID == id }) {
+			delete(c.said, key)
+		}
+	}
 }

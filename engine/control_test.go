@@ -65,3 +65,14 @@ func TestSilenceAndPauseTimes(t *testing.T) {
 		}
 	}
 }
+
+// The record of the paused actions already notified is as small as the
+// pauses in force.
+func TestPauseSaidForgotten(t *testing.T) {
+	t.Parallel()
+	c := &control{pauses: []Pause{{ID: "p1"}}, said: map[string]bool{"p1\x00XBTC\x00cancel_orders": true, "p0\x00XBTC\x00cancel_orders": true}}
+	c.forgetSaid()
+	if len(c.said) != 1 || !c.said["p1\x00XBTC\x00cancel_orders"] {
+		t.Errorf("said = %v, want p1's only", c.said)
+	}
+}

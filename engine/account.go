@@ -218,10 +218,8 @@ func (e *Engine) accountDone(now time.Time, due []*accountDue) {
 	}
 }
 
-// distance is a position's distance to liquidation as a rule sees it
-// (liquidationDistance, computed as rules.Env.Fill does, at the
-// expression boundary); ok is false without a positive index or
-// liquidation price.
+// distance is a position's liquidationDistance as its rules see it; ok is
+// false without a positive index or liquidation price.
 func distance(direction string, index, liq float64) (float64, bool) {
 	if index <= 0 || liq <= 0 {
 		return 0, false
@@ -230,5 +228,5 @@ func distance(direction string, index, liq float64) (float64, bool) {
 	if direction == exchange.Short {
 		side = -1
 	}
-	return side * (index - liq) / index, true
+	return rules.LiquidationDistance(side, index, liq), true
 }

@@ -168,11 +168,14 @@ type Engine struct {
 	active     []ActiveRule // published after every tick that changed a state
 	pending    *rules.Set   // a reload waiting for the running tick to end
 	pendingAt  time.Time
-	pendingCfg *Config          // its engine settings; nil to keep them
-	status     published        // what the last tick left for Status
-	listed     []string         // the contract symbols of the last symbols read, sorted
-	listedOf   *exchange.Trades // the read listed was made of (tick-owned)
-	wait       time.Duration    // Run's wait after the last tick: Interval or FastInterval
+	pendingCfg *Config   // its engine settings; nil to keep them
+	status     published // what the last tick left for Status
+	// statusSpare is the list of positions the last publication replaced,
+	// reused by the next (tick-owned between two publications).
+	statusSpare []PositionStatus
+	listed      []string         // the contract symbols of the last symbols read, sorted
+	listedOf    *exchange.Trades // the read listed was made of (tick-owned)
+	wait        time.Duration    // Run's wait after the last tick: Interval or FastInterval
 }
 
 // posState is the state of every rule on one position, aligned with the

@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
 
@@ -71,8 +73,6 @@ type RuleStatus struct {
 	// Since is when it became pending or fired; zero when inactive or
 	// without data.
 	Since time.Time `json:"since,omitzero"`
-	// LastAction is when its actions last ran on the position.
-	LastAction time.Time `json:"lastAction,omitzero"`
 }
 
 // RecentAction is one action decided by a tick, with its outcome: sent,
@@ -159,7 +159,9 @@ type published struct {
 func (e *Engine) publishStatus(snap *Snapshot, err error) {
 	var pos []PositionStatus
 	if snap != nil {
-		pos = make([]PositionStatus, 0, len(snap.Positions))
+		// Built in the list the previous publication replaced: Status
+		// copies the published one under mu, so no reader holds it.
+		pos = e.statusSpare[:0]
 		for i := range snap.Positions {
 			p := &snap.Positions[i]
 			if p.Empty || p.Quantity.IsZero() {
@@ -167,24 +169,12 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 			}
 			pos = append(pos, e.positionStatus(snap, p))
 		}
-		slices.SortFunc(pos, func(a, b PositionStatus) int {
-			if a.Symbol != b.Symbol {
-				if a.Symbol < b.Symbol {
-					return -1
-				}
-				return 1
-			}
-			if a.Side < b.Side {
-				return -1
-			}
-			return 0
-		})
 	}
 	b := breakerState{OpenUntil: e.breaker.OpenUntil, Sent: slices.Clone(e.breaker.Sent)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if snap != nil {
-		e.status.positions = pos
+		e.statusSpare, e.status.positions = e.status.positions, pos
 	}
 	e.status.lastTick, e.status.lastErr, e.status.breaker = e.lastTick, "", b
 	e.status.dryRun, e.status.budget = e.cfg.DryRun, e.cfg.MaxActionsPerMinute
@@ -199,41 +189,44 @@ func (e *Engine) positionStatus(snap *Snapshot, p *exchange.Position) PositionSt
 	if p.Cross {
 		ps.MarginMode = "cross"
 	}
-	sym, ok := e.snaps.Symbol(p.SymbolID)
-	if ok {
+	if sym, ok := e.snaps.Symbol(p.SymbolID); ok {
 		ps.Symbol = sym.Name
 		if ps.MaxLeverage == 0 {
 			ps.MaxLeverage = sym.RiskLimit.MaxLeverage
 		}
 		if idx, ok := snap.IndexPrices[e.indexName(sym)]; ok && idx.IsPositive() {
 			ps.Index = idx
-			d := idx.Sub(p.LiquidationPrice)
-			if p.Direction == exchange.Short {
-				d = d.Neg()
-			}
-			f := d.Div(idx).InexactFloat64()
-			ps.Distance = &f
 		}
 	}
-	st := e.positions[posKey(p)]
-	for ri, r := range e.set.Rules {
-		if len(r.Symbols) > 0 && !slices.Contains(r.Symbols, ps.Symbol) {
+	return ps
+}
+
+// complete fills what a tick leaves for Status to compute when asked
+// (a tick does not pay for a page nobody reads): the distance to
+// liquidation, and each rule's state from the rules in force and the
+// active ones.
+func (ps *PositionStatus) complete(set *rules.Set, active []ActiveRule) {
+	if ps.Index.IsPositive() {
+		side := 1.0
+		if ps.Side == exchange.Short {
+			side = -1
+		}
+		d := rules.LiquidationDistance(side, ps.Index.InexactFloat64(), ps.LiquidationPrice.InexactFloat64())
+		ps.Distance = &d
+	}
+	ps.Rules = nil
+	for _, r := range set.Rules {
+		if r.Account() || !r.AppliesTo(ps.Symbol) {
 			continue
 		}
 		rs := RuleStatus{Rule: r.Name, State: Inactive.String()}
-		if st != nil && ri < len(st.rules) {
-			s := st.rules[ri]
-			rs.State, rs.LastAction = s.State.String(), s.LastActionAt
-			switch s.State {
-			case Pending:
-				rs.Since = s.ActiveAt
-			case Firing:
-				rs.Since = s.FiredAt
+		for _, a := range active {
+			if a.Rule == r.Name && a.Symbol == ps.Symbol {
+				rs.State, rs.Since = a.State.String(), a.Since
 			}
 		}
 		ps.Rules = append(ps.Rules, rs)
 	}
-	return ps
 }
 
 // Status returns what the guard knows at now. It never waits for a tick.
@@ -241,6 +234,7 @@ func (e *Engine) Status(now time.Time) *Status {
 	e.mu.Lock()
 	st := &Status{Time: now, LastSuccess: e.lastOK, LastTick: e.status.lastTick, LastError: e.status.lastErr,
 		Positions: slices.Clone(e.status.positions), DryRun: e.status.dryRun}
+	set, active := e.current, e.active
 	b := e.status.breaker
 	b.Sent = slices.Clone(b.Sent)
 	budget := e.status.budget
@@ -252,6 +246,12 @@ func (e *Engine) Status(now time.Time) *Status {
 	st.Breaker = BreakerStatus{Open: b.open(now), Sent: len(b.Sent), Budget: budget}
 	if st.Breaker.Open {
 		st.Breaker.OpenUntil = b.OpenUntil
+	}
+	slices.SortFunc(st.Positions, func(a, b PositionStatus) int {
+		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Side, b.Side))
+	})
+	for i := range st.Positions {
+		st.Positions[i].complete(set, active)
 	}
 	st.Actions = e.recent.list()
 	st.Silences, st.Pauses = e.Silences(now), e.Pauses(now)

@@ -1,17 +1,13 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,12 +37,11 @@ type Controller interface {
 // ids are heard; anything else is ignored. /pause and /resume ask for a
 // confirmation with an inline button, valid for confirmWindow.
 type TelegramControl struct {
-	api, token string
-	allowed    []string
-	ctrl       Controller
-	hc         *http.Client
-	log        *slog.Logger
-	now        func() time.Time
+	bot     *telegram // the channel's Bot API client, with a long-polling timeout
+	allowed []string
+	ctrl    Controller
+	log     *slog.Logger
+	now     func() time.Time
 	// poll is the long-polling timeout asked of getUpdates.
 	poll time.Duration
 
@@ -90,12 +85,17 @@ func NewTelegramControl(cc ChannelConfig, ctrl Controller, opts ...TelegramContr
 	if cc.Type != TypeTelegram || len(cc.ControlChats) == 0 {
 		return nil, fmt.Errorf("channel %s: control needs a telegram channel with control_chat_ids", cc.Name)
 	}
-	t := &TelegramControl{api: cc.URL, token: cc.Token, allowed: cc.ControlChats, ctrl: ctrl,
+	t := &TelegramControl{allowed: cc.ControlChats, ctrl: ctrl,
 		log: slog.New(slog.DiscardHandler), now: time.Now, poll: 25 * time.Second, pending: map[string]confirmation{}}
 	for _, o := range opts {
 		o(t)
 	}
-	t.hc = &http.Client{Timeout: t.poll + 15*time.Second}
+	api := cc.URL
+	if api == "" {
+		api = DefaultTelegramAPI
+	}
+	t.bot = &telegram{api: strings.TrimRight(api, "/"), token: cc.Token,
+		httpPoster: httpPoster{hc: &http.Client{Timeout: t.poll + 15*time.Second}, redact: newRedactor(cc.secrets()...), now: t.now}}
 	return t, nil
 }
 
@@ -172,7 +172,7 @@ func (t *TelegramControl) updates(ctx context.Context) ([]tgUpdate, error) {
 	t.mu.Unlock()
 	body := map[string]any{"offset": offset, "timeout": int(t.poll.Seconds()), "allowed_updates": []string{"message", "callback_query"}}
 	var ups []tgUpdate
-	if err := t.call(ctx, "getUpdates", body, &ups); err != nil {
+	if err := t.bot.call(ctx, "getUpdates", body, &ups); err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
@@ -286,8 +286,8 @@ func (t *TelegramControl) button(ctx context.Context, chat, queryID string, mess
 	default:
 		text = outcome(t.ctrl.Resume(ctx, by))
 	}
-	_ = t.call(ctx, "answerCallbackQuery", map[string]any{"callback_query_id": queryID, "text": truncate(text, 190)}, nil)
-	_ = t.call(ctx, "editMessageText", map[string]any{"chat_id": chat, "message_id": messageID, "text": text}, nil)
+	_ = t.bot.call(ctx, "answerCallbackQuery", map[string]any{"callback_query_id": queryID, "text": truncate(text, 190)}, nil)
+	_ = t.bot.call(ctx, "editMessageText", map[string]any{"chat_id": chat, "message_id": messageID, "text": text}, nil)
 }
 
 func outcome(s string, err error) string {
@@ -304,67 +304,14 @@ func (t *TelegramControl) send(ctx context.Context, chat, text string, keyboard 
 	if keyboard != nil {
 		body["reply_markup"] = map[string]any{"inline_keyboard": keyboard}
 	}
-	err := t.call(ctx, "sendMessage", body, nil)
+	err := t.bot.call(ctx, "sendMessage", body, nil)
 	var de *DeliveryError
 	if errors.As(err, &de) && de.RetryAfter > 0 && de.RetryAfter <= time.Minute && sleepCtx(ctx, de.RetryAfter) == nil {
-		err = t.call(ctx, "sendMessage", body, nil)
+		err = t.bot.call(ctx, "sendMessage", body, nil)
 	}
 	if err != nil {
 		t.log.Error("telegram control: reply not sent", "err", err)
 	}
-}
-
-// call posts a Bot API method and decodes its result into out (nil: none).
-// Errors never contain the token.
-func (t *TelegramControl) call(ctx context.Context, method string, body any, out any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.api+"/bot"+t.token+"/"+method, bytes.NewReader(b))
-	if err != nil {
-		return fmt.Errorf("telegram %s: bad API URL", method)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := t.hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL holds the token
-		}
-		return fmt.Errorf("telegram %s: %w", method, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return fmt.Errorf("telegram %s: %w", method, err)
-	}
-	var r struct {
-		OK          bool            `json:"ok"`
-		Result      json.RawMessage `json:"result"`
-		ErrorCode   int             `json:"error_code"`
-		Description string          `json:"description"`
-		Parameters  struct {
-			RetryAfter float64 `json:"retry_after"`
-		} `json:"parameters"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return &DeliveryError{Status: resp.StatusCode, Msg: fmt.Sprintf("telegram %s: answer is not JSON", method)}
-	}
-	if !r.OK {
-		code := r.ErrorCode
-		if code == 0 {
-			code = resp.StatusCode
-		}
-		return &DeliveryError{Status: code, RetryAfter: secondsDuration(r.Parameters.RetryAfter),
-			Msg: fmt.Sprintf("telegram %s: %s", method, strings.ReplaceAll(truncate(r.Description, 200), t.token, "<token>"))}
-	}
-	if out != nil {
-		if err := json.Unmarshal(r.Result, out); err != nil {
-			return fmt.Errorf("telegram %s: result: %w", method, err)
-		}
-	}
-	return nil
 }
 
 func newNonce() string {

@@ -254,25 +254,37 @@ type telegram struct {
 }
 
 func (t *telegram) Send(ctx context.Context, m Message) error {
-	body := map[string]any{
+	return t.call(ctx, "sendMessage", map[string]any{
 		"chat_id":                  t.chatID,
 		"text":                     truncate(m.Text, telegramMaxText),
 		"disable_web_page_preview": true,
-	}
-	a, err := t.postJSON(ctx, t.api+"/bot"+t.token+"/sendMessage", body, nil)
+	}, nil)
+}
+
+// call posts one Bot API method and decodes its result into out (nil:
+// none). A refusal is a *DeliveryError with Telegram's code and
+// retry_after; the token never appears in an error.
+func (t *telegram) call(ctx context.Context, method string, body, out any) error {
+	a, err := t.postJSON(ctx, t.api+"/bot"+t.token+"/"+method, body, nil)
 	if err != nil {
 		return err
 	}
 	var r struct {
-		OK          bool   `json:"ok"`
-		ErrorCode   int    `json:"error_code"`
-		Description string `json:"description"`
+		OK          bool            `json:"ok"`
+		Result      json.RawMessage `json:"result"`
+		ErrorCode   int             `json:"error_code"`
+		Description string          `json:"description"`
 		Parameters  struct {
 			RetryAfter float64 `json:"retry_after"`
 		} `json:"parameters"`
 	}
 	jerr := json.Unmarshal(a.body, &r)
 	if jerr == nil && r.OK && a.status/100 == 2 {
+		if out != nil {
+			if err := json.Unmarshal(r.Result, out); err != nil {
+				return &DeliveryError{Status: a.status, Permanent: true, Msg: fmt.Sprintf("%s: unexpected result: %v", method, err)}
+			}
+		}
 		return nil
 	}
 	if jerr != nil || r.Description == "" {

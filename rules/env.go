@@ -287,10 +287,7 @@ func (e *Env) Fill(in *Input) {
 	idx := in.IndexPrice
 	p := &e.Position
 	e.Notional = p.Quantity * idx
-	e.LiquidationDistance = 0
-	if idx != 0 {
-		e.LiquidationDistance = p.Side * (idx - p.LiquidationPrice) / idx
-	}
+	e.LiquidationDistance = LiquidationDistance(p.Side, idx, p.LiquidationPrice)
 	e.LeverageRatio = 0
 	if e.RiskLimit.MaxLeverage != 0 {
 		e.LeverageRatio = float64(p.Leverage) / float64(e.RiskLimit.MaxLeverage)
@@ -298,6 +295,16 @@ func (e *Env) Fill(in *Input) {
 
 	e.noData = noDataReason(e, in.HasIndex)
 	e.filled = true
+}
+
+// LiquidationDistance is how far index is from the liquidation price liq,
+// as a fraction of index, for a position of side (+1 long, −1 short):
+// liquidationDistance as rules see it. 0 when index is 0.
+func LiquidationDistance(side, index, liq float64) float64 {
+	if index == 0 {
+		return 0
+	}
+	return side * (index - liq) / index
 }
 
 // noDataReason returns why e cannot be evaluated, or "".

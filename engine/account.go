@@ -131,25 +131,8 @@ func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snaps
 		if !r.Account() {
 			continue
 		}
-		rep.Evaluations++
 		e.setWindows(ri, &e.acctEnv, &e.acctVals, &e.acctVals)
-		cond, reason := e.condition(ri, r, &e.acctEnv, "")
-		if cond == Invalid && r.OnNoData == rules.NoDataIgnore {
-			continue
-		}
-		if cond == unhealthy || (cond == False && ps.rules[ri].State == Inactive) {
-			continue
-		}
-		prev := ps.rules[ri]
-		next, tr := Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
-		ps.rules[ri] = next
-		isDue := ActionDue(next, now, r.Cooldown)
-		if tr != "" {
-			e.dirty = true
-			quiet := tr == ToFiring && isDue && r.HasAction(rules.Notify)
-			e.emit(ctx, rep, transitionEvent(now, r, accountSymbol, accountSymbol, prev.State, next.State, tr, reason, quiet, &e.acctEnv))
-		}
-		if !isDue {
+		if !e.stepRule(ctx, now, rep, ri, r, &ps.rules[ri], &e.acctEnv, accountSymbol, accountSymbol, "") {
 			continue
 		}
 		d := &accountDue{ri: ri, rule: r, st: &ps.rules[ri], targets: e.targets(r.Targets, snap)}

@@ -75,32 +75,10 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			if r.Account() || !r.AppliesTo(sym.Name) {
 				continue
 			}
-			rep.Evaluations++
 			if len(e.win.byRule[ri]) > 0 {
 				e.setWindows(ri, &e.env, &e.posVals, &e.acctVals)
 			}
-			cond, reason := e.condition(ri, r, &e.env, why)
-			if cond == Invalid && r.OnNoData == rules.NoDataIgnore {
-				continue
-			}
-			if cond == unhealthy {
-				continue
-			}
-			if cond == False && ps.rules[ri].State == Inactive {
-				continue // the common case: nothing to step
-			}
-			prev := ps.rules[ri]
-			next, tr := Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
-			ps.rules[ri] = next
-			due := ActionDue(next, now, r.Cooldown)
-			if tr != "" {
-				e.dirty = true
-				// A rule whose notify action runs now tells of its firing
-				// itself: one message per event and channel.
-				quiet := tr == ToFiring && due && r.HasAction(rules.Notify)
-				e.emit(ctx, rep, transitionEvent(now, r, sym.Name, p.ID, prev.State, next.State, tr, reason, quiet, &e.env))
-			}
-			if due {
+			if e.stepRule(ctx, now, rep, ri, r, &ps.rules[ri], &e.env, sym.Name, p.ID, why) {
 				pl.add(ri, r, &ps.rules[ri], nil, &e.ev, &e.env)
 			}
 		}
@@ -119,6 +97,33 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 	e.runPlans(ctx, now, snap, plans, rep)
 	e.accountDone(now, due)
 	e.forgetGone(ctx, now, rep, closed)
+}
+
+// stepRule evaluates rule ri on env, steps its state st and says the
+// transition; it reports whether the rule's actions are due. symbol and
+// position name what it was evaluated on (the account for an account
+// rule); indexWhy is why the index price is unusable, if it is.
+func (e *Engine) stepRule(ctx context.Context, now time.Time, rep *TickReport, ri int, r *rules.Rule, st *RuleState, env *rules.Env, symbol, position, indexWhy string) bool {
+	rep.Evaluations++
+	cond, reason := e.condition(ri, r, env, indexWhy)
+	switch {
+	case cond == Invalid && r.OnNoData == rules.NoDataIgnore, cond == unhealthy:
+		return false
+	case cond == False && st.State == Inactive:
+		return false // the common case: nothing to step
+	}
+	prev := *st
+	next, tr := Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
+	*st = next
+	due := ActionDue(next, now, r.Cooldown)
+	if tr != "" {
+		e.dirty = true
+		// A rule whose notify action runs now tells of its firing
+		// itself: one message per event and channel.
+		quiet := tr == ToFiring && due && r.HasAction(rules.Notify)
+		e.emit(ctx, rep, transitionEvent(now, r, symbol, position, prev.State, next.State, tr, reason, quiet, env))
+	}
+	return due
 }
 
 // unhealthy is a Condition private to the engine: the rule failed at run

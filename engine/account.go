@@ -34,7 +34,7 @@ const (
 // tick, before any action.
 func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 	var a rules.Account
-	free, freeKnown, ok := e.cachedFree(snap)
+	free, freeKnown, _, ok := e.cachedFree(snap)
 	if !ok {
 		v := e.view(snap) // infers it, and caches it
 		free, freeKnown = v.acct.Free, v.freeKnown
@@ -207,9 +207,13 @@ func distance(direction string, index, liq float64) (float64, bool) {
 	if index <= 0 || liq <= 0 {
 		return 0, false
 	}
-	side := 1.0
+	return rules.LiquidationDistance(side(direction), index, liq), true
+}
+
+// side is +1 for a long, −1 for a short, as rules see position.side.
+func side(direction string) float64 {
 	if direction == exchange.Short {
-		side = -1
+		return -1
 	}
-	return rules.LiquidationDistance(side, index, liq), true
+	return 1
 }

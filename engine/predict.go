@@ -57,7 +57,7 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 	// The free balance changes with the cross positions (their margins,
 	// a settings call, a trade) and with transfers: it is inferred again
 	// when a cross position changed, and at least every freeRefresh.
-	if free, known, ok := e.cachedFree(snap); ok {
+	if free, known, sig, ok := e.cachedFree(snap); ok {
 		v.acct.Free, v.freeKnown = free, known
 	} else {
 		for i, mp := range v.acct.Positions {
@@ -69,7 +69,7 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 				break
 			}
 		}
-		e.free = freeCache{sig: e.crossSig(snap), at: e.lastTick, free: v.acct.Free, known: v.freeKnown}
+		e.free = freeCache{sig: sig, at: e.lastTick, free: v.acct.Free, known: v.freeKnown}
 	}
 	e.tickView = v
 	return v
@@ -109,13 +109,15 @@ func (e *Engine) crossSig(snap *Snapshot) uint64 {
 }
 
 // cachedFree is the free balance inferred for the same cross positions
-// within freeRefresh; ok is false when it must be inferred again.
-func (e *Engine) cachedFree(snap *Snapshot) (free decimal.Decimal, known, ok bool) {
+// within freeRefresh; ok is false when it must be inferred again, for the
+// cross positions sig identifies.
+func (e *Engine) cachedFree(snap *Snapshot) (free decimal.Decimal, known bool, sig uint64, ok bool) {
 	fc := &e.free
-	if fc.at.IsZero() || e.lastTick.Before(fc.at) || e.lastTick.Sub(fc.at) >= freeRefresh || fc.sig != e.crossSig(snap) {
-		return decimal.Zero, false, false
+	sig = e.crossSig(snap)
+	if fc.at.IsZero() || e.lastTick.Before(fc.at) || e.lastTick.Sub(fc.at) >= freeRefresh || fc.sig != sig {
+		return decimal.Zero, false, sig, false
 	}
-	return fc.free, fc.known, true
+	return fc.free, fc.known, sig, true
 }
 
 // freeRefresh is how often the free balance is inferred again while the

@@ -207,11 +207,7 @@ func (e *Engine) positionStatus(snap *Snapshot, p *exchange.Position) PositionSt
 // active ones.
 func (ps *PositionStatus) complete(set *rules.Set, active []ActiveRule) {
 	if ps.Index.IsPositive() {
-		side := 1.0
-		if ps.Side == exchange.Short {
-			side = -1
-		}
-		d := rules.LiquidationDistance(side, ps.Index.InexactFloat64(), ps.LiquidationPrice.InexactFloat64())
+		d := rules.LiquidationDistance(side(ps.Side), ps.Index.InexactFloat64(), ps.LiquidationPrice.InexactFloat64())
 		ps.Distance = &d
 	}
 	ps.Rules = nil

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,25 +41,12 @@ func (n *notes) all() []notify.Message {
 // real client against the simulated exchange over HTTP.
 func yamlEngine(t testing.TB, yaml string) (*engine.Engine, *sim.Exchange, *notes) {
 	t.Helper()
-	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(ex)
-	t.Cleanup(srv.Close)
-	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
 	set, err := rules.Parse("rules.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := &notes{}
-	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Notifier: n})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, ex := simEngineWith(t, set, n)
 	return e, ex, n
 }
 

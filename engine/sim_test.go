@@ -27,6 +27,18 @@ var (
 // exchange over HTTP.
 func simEngine(t testing.TB, rs ...*rules.Rule) (*engine.Engine, *sim.Exchange) {
 	t.Helper()
+	for _, r := range rs {
+		if err := r.Compile(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return simEngineWith(t, &rules.Set{Rules: rs}, nil)
+}
+
+// simEngineWith runs the engine with set and notifier n (nil: none)
+// through the real client against a simulated exchange over HTTP.
+func simEngineWith(t testing.TB, set *rules.Set, n engine.Notifier) (*engine.Engine, *sim.Exchange) {
+	t.Helper()
 	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -37,12 +49,7 @@ func simEngine(t testing.TB, rs ...*rules.Rule) (*engine.Engine, *sim.Exchange) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range rs {
-		if err := r.Compile(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	e, err := engine.New(engine.Config{}, &rules.Set{Rules: rs}, engine.Deps{Reader: client, Actuator: client})
+	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Notifier: n})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,26 @@ func (f *fullFile) Truncate(size int64) error {
 	return f.File.Truncate(size)
 }
 
+// fullAudit opens an audit log in a temporary directory on a fullFile,
+// room left until the test fills it.
+func fullAudit(t *testing.T) (string, *Audit, *fullFile) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	var file *fullFile
+	a, err := openAuditWith(path, func(p string) (auditFile, error) {
+		f, err := openAuditFile(p)
+		if err != nil {
+			return nil, err
+		}
+		file = &fullFile{File: f.(*os.File)}
+		return file, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, a, file
+}
+
 // readAudit returns the audit file's records, failing on any line that is
 // not one whole record; with fragments, a line that is the start of one
 // (a torn write that could not be cut off) is skipped.
@@ -77,19 +97,8 @@ func reasons(rs []Record) string {
 func TestAuditFullDiskKeepsRecords(t *testing.T) {
 	t.Parallel()
 	for _, noTruncate := range []bool{false, true} {
-		path := filepath.Join(t.TempDir(), "audit.jsonl")
-		var file *fullFile
-		a, err := openAuditWith(path, func(p string) (auditFile, error) {
-			f, err := openAuditFile(p)
-			if err != nil {
-				return nil, err
-			}
-			file = &fullFile{File: f.(*os.File), noTruncate: noTruncate}
-			return file, nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		path, a, file := fullAudit(t)
+		file.noTruncate = noTruncate
 		rec := func(n string) Record { return Record{Time: time.Unix(0, 0).UTC(), Type: "test", Reason: n} }
 		if err := a.Write(rec("1")); err != nil {
 			t.Fatal(err)
@@ -164,19 +173,8 @@ func TestAuditFollowsItsPath(t *testing.T) {
 // many were lost once the log takes records again.
 func TestAuditBacklogBounded(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	var file *fullFile
-	a, err := openAuditWith(path, func(p string) (auditFile, error) {
-		f, err := openAuditFile(p)
-		if err != nil {
-			return nil, err
-		}
-		file = &fullFile{File: f.(*os.File), full: true}
-		return file, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, a, file := fullAudit(t)
+	file.full = true
 	defer a.Close()
 	for i := range MaxAuditBacklog + 5 {
 		_ = a.Write(Record{Type: "test", Reason: "r", Leverage: i})

@@ -114,6 +114,10 @@ type accountDue struct {
 	targets map[positionKey]bool
 	acted   bool // a plan of the tick carried its actions
 	failed  bool // a part of them failed: no cooldown, retried next tick
+	// pending counts the plans carrying its actions whose calls have not
+	// ended; closed: the tick that decided them has handed out every plan.
+	pending int
+	closed  bool
 }
 
 // evaluateAccount evaluates the account rules on the tick's account and
@@ -190,12 +194,25 @@ func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[positionKey]bool {
 	return out
 }
 
-// accountDone starts the cooldown of the account rules whose actions all
-// succeeded on every target.
+// accountDone closes the tick's account rules: the cooldown of each whose
+// actions all ended, and succeeded on every target, starts; the others
+// start theirs when their last call ends (settle).
 func (e *Engine) accountDone(now time.Time, due []*accountDue) {
 	for _, d := range due {
-		if d.acted && !d.failed {
-			d.st.LastActionAt = now
+		d.closed = true
+		if d.pending == 0 {
+			e.accountSettled(now, d, e.set)
+		}
+	}
+}
+
+// accountSettled starts the cooldown of an account rule whose actions all
+// succeeded on every target; setAt is the rule set they were decided
+// under.
+func (e *Engine) accountSettled(now time.Time, d *accountDue, setAt *rules.Set) {
+	if d.acted && !d.failed {
+		if st := e.stateNow(accountKey(), d.ri, d.rule, d.st, setAt); st != nil {
+			st.LastActionAt = now
 			e.dirty = true
 		}
 	}

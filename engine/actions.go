@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -118,33 +119,33 @@ func (pl *plan) target() (exchange.Settings, bool) {
 	return want, true
 }
 
-// execute runs a position's plan: cancel first (fewer open orders is never
+// execute decides a position's plan and returns its exchange calls and
+// what to do once they have ended: cancel first (fewer open orders is never
 // riskier), then the settings call, then the rules' notify actions. A rule
-// whose parts all succeeded starts its cooldown. It holds actMu but around
-// the exchange calls (see mutate).
-func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *plan, cancelled map[string]bool, rep *TickReport) {
-	e.actMu.Lock()
-	defer e.actMu.Unlock()
-	// The action in flight finishes even when the daemon is stopping;
-	// mutate bounds each call by ActionTimeout.
-	actx := context.WithoutCancel(ctx)
+// whose parts all succeeded starts its cooldown. It runs on the tick's
+// goroutine; the calls are sent by the executor, and done runs on the
+// goroutine that collects them (the tick's, this one or a later one).
+// held is why the symbol's calls wait (its backoff, or a call in flight),
+// nil when they do not.
+func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *plan, cancelled map[string]bool, rep *TickReport, held error) ([]*pendingCall, func(ctx context.Context, rep *TickReport)) {
 	sym, pos, ps := pl.sym.Name, pl.pos, pl.ps
+	setAt := e.set
 
 	var cancelErr, settingsErr error
-	held := e.heldBack(actx, now, pl, rep)
-	if held {
-		cancelErr, settingsErr = errBackingOff, errBackingOff
+	var cancelPC, settingsPC *pendingCall
+	if held != nil {
+		cancelErr, settingsErr = held, held
 	}
-	if pl.cancel && !cancelled[sym] && !held {
-		cancelled[sym] = true
+	cancelTried := false
+	if pl.cancel && !cancelled[sym] && held == nil {
+		cancelled[sym], cancelTried = true, true
 		base := Record{Time: now, Type: "action", Action: "cancel_orders", Symbol: sym, Position: pos.ID, Rules: pl.cancelRules}
-		cancelErr = e.mutate(actx, rep, base, "cancel_orders "+sym, "", &ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules},
+		cancelPC, cancelErr = e.prepare(ctx, rep, base, "cancel_orders "+sym, "", &ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules},
 			func(ctx context.Context) (json.RawMessage, error) { return e.act.CancelOrders(ctx, sym) })
-		e.symbolOutcome(actx, now, sym, cancelErr)
 	}
 
 	want, change := pl.target()
-	change = change && !held
+	change = change && held == nil
 	var pred *prediction
 	if change {
 		pred = e.predict(snap, pl, want)
@@ -248,10 +249,12 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		}
 	}
 
+	var base Record
+	var actEv ActionEvent
 	if change {
 		name, names := settingsAction(pl, want)
 		prevCross := pos.Cross
-		base := Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
+		base = Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
 			Cross: &want.Cross, Leverage: want.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
 		desc := fmt.Sprintf("%s %s", name, sym)
 		if want.Leverage != pos.Leverage {
@@ -269,8 +272,8 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			effect = stepped + "; " + effect
 			base.Reason = stepped
 		}
-		act := ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Effect: effect}
-		settingsErr = e.mutate(actx, rep, base, desc, effect, &act, func(ctx context.Context) (json.RawMessage, error) {
+		actEv = ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Effect: effect}
+		settingsPC, settingsErr = e.prepare(ctx, rep, base, desc, effect, &actEv, func(ctx context.Context) (json.RawMessage, error) {
 			got, err := e.act.SetPositionSettings(ctx, sym, want)
 			if err != nil {
 				return nil, err
@@ -285,27 +288,65 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 				// what the exchange read back.
 				actual := got.LiquidationPrice
 				base.Prediction.Actual = &actual
-				act.Actual = fmt.Sprintf("liquidation %s read back (%s predicted)", actual, pred.LiquidationAfter)
+				actEv.Actual = fmt.Sprintf("liquidation %s read back (%s predicted)", actual, pred.LiquidationAfter)
 			}
 			return raw, nil
 		})
-		e.symbolOutcome(actx, now, sym, settingsErr)
-		if settingsErr == nil && pred != nil {
-			if base.Prediction.Actual != nil {
-				e.checkPrediction(actx, now, sym, pred, *base.Prediction.Actual)
-			}
-			e.tickView.acct = pred.next // later calls of the tick see this one's effect
-		}
-		if refusedForGood(settingsErr) {
-			ps.refused, ps.refusedFrom = want, pos.Leverage
-		}
-		if settingsErr == nil && pred != nil && pred.MarginMoved.IsPositive() && !e.cfg.DryRun {
-			e.spendBudget(pl, ps, pred.MarginMoved)
-		}
-	} else if !held && (pl.lower > 0 || pl.isolate) {
+	} else if held == nil && (pl.lower > 0 || pl.isolate) {
 		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
 	}
 
+	var calls []*pendingCall
+	for _, pc := range []*pendingCall{cancelPC, settingsPC} {
+		if pc != nil {
+			calls = append(calls, pc)
+		}
+	}
+	for i := range pl.due {
+		if d := pl.due[i].acct; d != nil {
+			d.pending++
+		}
+	}
+	done := func(ctx context.Context, rep *TickReport) {
+		if cancelPC != nil {
+			cancelErr = e.finish(rep, cancelPC)
+		}
+		// A failure counts from when it is known: a call that ran past
+		// its tick is collected by a later one.
+		if cancelTried {
+			e.symbolOutcome(ctx, e.lastTick, sym, cancelErr)
+		}
+		if settingsPC != nil {
+			settingsErr = e.finish(rep, settingsPC)
+		}
+		if change {
+			e.symbolOutcome(ctx, e.lastTick, sym, settingsErr)
+			if settingsErr == nil && pred != nil {
+				if base.Prediction.Actual != nil {
+					e.checkPrediction(ctx, now, sym, pred, *base.Prediction.Actual)
+				}
+				if e.tickView != nil && e.lastTick.Equal(now) {
+					e.tickView.acct = pred.next // later calls of the tick see this one's effect
+				}
+			}
+			if refusedForGood(settingsErr) {
+				ps.refused, ps.refusedFrom = want, pos.Leverage
+			}
+			if settingsErr == nil && pred != nil && pred.MarginMoved.IsPositive() && !e.cfg.DryRun {
+				e.spendBudget(pl, ps, pred.MarginMoved)
+			}
+		}
+		e.settle(ctx, now, rep, pl, setAt, cancelErr, settingsErr)
+	}
+	return calls, done
+}
+
+// settle says what became of each rule of a plan once its calls ended:
+// notify actions run, a rule whose parts all succeeded starts its cooldown,
+// an account rule counts its target done. setAt is the rule set the plan
+// was decided under: a reload in between moves the states it names.
+func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl *plan, setAt *rules.Set, cancelErr, settingsErr error) {
+	sym := pl.sym.Name
 	for i := range pl.due {
 		d := &pl.due[i]
 		var refused []error
@@ -335,8 +376,12 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			// succeeded (accountDone).
 			d.acct.acted = true
 			d.acct.failed = d.acct.failed || d.err != nil
+			d.acct.pending--
+			if d.acct.pending == 0 && d.acct.closed {
+				e.accountSettled(now, d.acct, setAt)
+			}
 		}
-		if errors.Is(d.err, errBackingOff) || errors.Is(d.err, ErrPaused) {
+		if errors.Is(d.err, errBackingOff) || errors.Is(d.err, ErrPaused) || errors.Is(d.err, errInFlight) {
 			continue // said by heldBack and symbolOutcome
 		}
 		if d.err != nil {
@@ -344,10 +389,31 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			continue
 		}
 		if d.acct == nil {
-			d.st.LastActionAt = now
-			e.dirty = true
+			if st := e.stateNow(posKey(pl.pos), d.idx, d.rule, d.st, setAt); st != nil {
+				st.LastActionAt = now
+				e.dirty = true
+			}
 		}
 	}
+}
+
+// stateNow is the state a plan's rule points at, found again when the rule
+// set was reloaded since the plan was decided (the states moved with their
+// rules); nil when the rule or the position is gone.
+func (e *Engine) stateNow(key positionKey, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) *RuleState {
+	if setAt == e.set {
+		return st
+	}
+	ps := e.positions[key]
+	if ps == nil {
+		return nil
+	}
+	for ri, nr := range e.set.Rules {
+		if nr.Name == r.Name && nr.Fingerprint() == r.Fingerprint() && ri < len(ps.rules) {
+			return &ps.rules[ri]
+		}
+	}
+	return nil
 }
 
 // refusedForGood reports whether the exchange refused a call in a way that
@@ -385,32 +451,46 @@ func dedupe(s []string) []string {
 	return out
 }
 
-// mutate performs one mutating call with everything around it: its phases
-// (intended, sent, result or error; dry_run or skipped instead of sending),
-// each one event, and the action budget with its breaker. act is the action
-// as the tick's report shows it, completed with its outcome.
-func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc, effect string, act *ActionEvent, call func(context.Context) (json.RawMessage, error)) error {
+// pendingCall is a mutating call the tick decided to send, with what its
+// phases say.
+type pendingCall struct {
+	base         Record
+	desc, effect string
+	act          *ActionEvent
+	call         func(context.Context) (json.RawMessage, error)
+	readStart    time.Time // of the snapshot it was decided on
+	result       act.Result
+}
+
+// prepare is the part of one mutating call that happens when the tick
+// decides it: the checks that can hold it (a dry run, a pause, an old
+// snapshot, the action budget with its breaker). A call held back is said
+// at once (its intended phase, then why not), and prepare returns why (nil
+// for a dry run); a call to send is returned, to be said by the executor
+// as it goes (executorCall). act is the action as the tick's report shows
+// it, completed with its outcome.
+func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc, effect string, act *ActionEvent, call func(context.Context) (json.RawMessage, error)) (*pendingCall, error) {
 	now := base.Time
-	phase := func(name string, resp json.RawMessage, err error) {
+	phase := func(name string, err error) {
 		var a *ActionEvent
-		if name != "intended" && name != "sent" {
+		if name != "intended" {
 			a = act
 		}
-		e.emit(ctx, rep, actionPhaseEvent(base, name, desc, effect, resp, err, a))
+		e.emit(ctx, rep, actionPhaseEvent(base, name, desc, effect, nil, err, a))
 	}
-	phase("intended", nil, nil)
 	if e.cfg.DryRun {
-		phase("dry_run", nil, nil)
-		return nil
+		phase("intended", nil)
+		phase("dry_run", nil)
+		return nil, nil
 	}
-	if err := e.pausedAction(ctx, rep, base, desc, effect, act); err != nil {
-		return err
+	if p, ok := e.holdingPause(base.Rules, base.Symbol, now); ok {
+		phase("intended", nil)
+		return nil, e.sayPaused(ctx, rep, base, desc, effect, act, p)
 	}
-	if age := e.now().Sub(e.readStart); age > e.cfg.MaxSnapshotAge {
-		err := fmt.Errorf("%w: read %s ago, more than %s (engine.max_snapshot_age); the next tick reads afresh",
-			ErrStaleSnapshot, age.Round(time.Millisecond), e.cfg.MaxSnapshotAge)
-		phase("skipped", nil, err)
-		return err
+	if err := e.staleSnapshot(e.readStart); err != nil {
+		phase("intended", nil)
+		phase("skipped", err)
+		return nil, err
 	}
 	v := e.breaker.take(now, e.cfg.MaxActionsPerMinute, e.cfg.BreakerReset)
 	e.dirty = true
@@ -422,27 +502,83 @@ func (e *Engine) mutate(ctx context.Context, rep *TickReport, base Record, desc,
 			e.cfg.MaxActionsPerMinute, e.breaker.OpenUntil.UTC().Format(time.RFC3339))))
 	}
 	if !v.allow {
-		phase("skipped", nil, ErrBreakerOpen)
-		return ErrBreakerOpen
+		phase("intended", nil)
+		phase("skipped", ErrBreakerOpen)
+		return nil, ErrBreakerOpen
 	}
-	phase("sent", nil, nil)
-	// The call runs without actMu: another symbol's actions go on while
-	// this one waits for the exchange.
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.ActionTimeout)
-	e.actMu.Unlock()
-	resp, err := call(cctx)
-	e.actMu.Lock()
-	cancel()
-	if err != nil {
-		// Only the guard's own successful mutations spend the budget: a
-		// symbol that keeps failing backs off on its own (symbolOutcome)
-		// instead of opening the breaker on every other symbol.
-		e.breaker.refund(now)
-		phase("error", resp, err)
-		return err
+	return &pendingCall{base: base, desc: desc, effect: effect, act: act, call: call, readStart: e.readStart}, nil
+}
+
+// staleSnapshot is the error of a call that would go out on a snapshot
+// whose read began at readStart, when that is longer ago than
+// MaxSnapshotAge; nil otherwise.
+func (e *Engine) staleSnapshot(readStart time.Time) error {
+	return staleAfter(e.now().Sub(readStart), e.cfg.MaxSnapshotAge)
+}
+
+func staleAfter(age, maxAge time.Duration) error {
+	if age > maxAge {
+		return fmt.Errorf("%w: read %s ago, more than %s (engine.max_snapshot_age); the next tick reads afresh",
+			ErrStaleSnapshot, age.Round(time.Millisecond), maxAge)
 	}
-	phase("result", resp, nil)
 	return nil
+}
+
+// executorCall is pc as the executor sends it, saying each phase as it
+// happens (intended, then sent and its result or error), so that the
+// audit log tells each call's story in order and a call is on disk as
+// sent before it goes out. Just before it goes out, a pause made since the
+// tick decided it, or a snapshot grown too old while an earlier call of
+// the symbol ran, holds it back, and that is said instead. It runs on the
+// executor's goroutine: what it says goes to the tick's report when the
+// call is collected (finish).
+func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.Duration) act.Call {
+	phase := func(name string, resp json.RawMessage, err error) {
+		var a *ActionEvent
+		if name != "intended" && name != "sent" {
+			a = pc.act
+		}
+		e.emit(ctx, nil, actionPhaseEvent(pc.base, name, pc.desc, pc.effect, resp, err, a))
+	}
+	return act.Call{
+		Name: pc.desc,
+		Hold: func() error {
+			phase("intended", nil, nil)
+			if p, ok := e.holdingPause(pc.base.Rules, pc.base.Symbol, e.now()); ok {
+				return e.sayPaused(ctx, nil, pc.base, pc.desc, pc.effect, pc.act, p)
+			}
+			if err := staleAfter(e.now().Sub(pc.readStart), maxAge); err != nil {
+				phase("skipped", nil, err)
+				return err
+			}
+			phase("sent", nil, nil)
+			return nil
+		},
+		Do: func(ctx context.Context) (json.RawMessage, error) {
+			resp, err := pc.call(ctx)
+			if err != nil {
+				phase("error", resp, err)
+			} else {
+				phase("result", resp, nil)
+			}
+			return resp, err
+		},
+	}
+}
+
+// finish takes in a call the executor ended (its result is in pc.result)
+// and returns its error. A call that changed nothing on the exchange gives
+// its budget back: only the guard's own successful mutations spend it, so
+// a symbol that keeps failing backs off on its own (symbolOutcome) instead
+// of opening the breaker on every other symbol.
+func (e *Engine) finish(rep *TickReport, pc *pendingCall) error {
+	if res := pc.result; !res.Sent || res.Err != nil {
+		e.breaker.refund(pc.base.Time)
+	}
+	if rep != nil && pc.act.Outcome != "" {
+		rep.Actions = append(rep.Actions, *pc.act)
+	}
+	return pc.result.Err
 }
 
 // checkPrediction compares the liquidation price the exchange read back

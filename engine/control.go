@@ -415,30 +415,38 @@ func (e *Engine) muted(m *notify.Message) (Silence, bool) {
 	return Silence{}, false
 }
 
-// pausedAction is mutate's check: when a pause holds the action back it
-// says what would have been done (phase paused) and returns ErrPaused.
-func (e *Engine) pausedAction(ctx context.Context, rep *TickReport, base Record, desc, effect string, act *ActionEvent) error {
-	now := base.Time
+// holdingPause returns the pause in force at t that holds back an action
+// of rules on symbol.
+func (e *Engine) holdingPause(rules []string, symbol string, t time.Time) (Pause, bool) {
 	e.ctl.mu.Lock()
+	defer e.ctl.mu.Unlock()
 	i := slices.IndexFunc(e.ctl.pauses, func(p Pause) bool {
-		return !p.ended(now) && !now.Before(p.StartsAt) && p.holds(base.Rules, base.Symbol)
+		return !p.ended(t) && !t.Before(p.StartsAt) && p.holds(rules, symbol)
 	})
-	var p Pause
-	first := false
-	if i >= 0 {
-		p = e.ctl.pauses[i]
-		key := p.ID + "\x00" + base.Symbol + "\x00" + base.Action
-		if e.ctl.said == nil {
-			e.ctl.said = make(map[string]bool)
-		}
-		first = !e.ctl.said[key]
-		e.ctl.said[key] = true
-	}
-	e.ctl.mu.Unlock()
 	if i < 0 {
-		return nil
+		return Pause{}, false
 	}
-	err := fmt.Errorf("%w by %s %s (pause %s of %s)", ErrPaused, p.CreatedBy, until(p.EndsAt, "until resumed"), p.ID, scope(p.Rule, p.Symbol, ""))
+	return e.ctl.pauses[i], true
+}
+
+// pauseSuffix says who holds the actions back, until when, and which
+// pause: the text after "paused".
+func pauseSuffix(p Pause) string {
+	return fmt.Sprintf(" by %s %s (pause %s of %s)", p.CreatedBy, until(p.EndsAt, "until resumed"), p.ID, scope(p.Rule, p.Symbol, ""))
+}
+
+// sayPaused says an action held back by p: audited every time, notified
+// once per pause, symbol and action. It returns the action's error.
+func (e *Engine) sayPaused(ctx context.Context, rep *TickReport, base Record, desc, effect string, act *ActionEvent, p Pause) error {
+	key := p.ID + "\x00" + base.Symbol + "\x00" + base.Action
+	e.ctl.mu.Lock()
+	if e.ctl.said == nil {
+		e.ctl.said = make(map[string]bool)
+	}
+	first := !e.ctl.said[key]
+	e.ctl.said[key] = true
+	e.ctl.mu.Unlock()
+	err := fmt.Errorf("%w%s", ErrPaused, pauseSuffix(p))
 	ev := actionPhaseEvent(base, "paused", desc, effect, nil, err, act)
 	if !first {
 		ev.note = nil // said once per pause; audited every time

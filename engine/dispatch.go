@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/riskguard/riskguard/engine/act"
 )
 
 // errBackingOff is the outcome of an action held back because its symbol's
@@ -21,11 +22,20 @@ type symbolBackoff struct {
 	until    time.Time
 }
 
-// runPlans runs the tick's due plans. The plans of one symbol run in order
-// (a hedge-mode long and short share its orders); different symbols run
-// concurrently, at most ActionConcurrency at once, so a call that hangs on
-// one symbol does not hold back another's. A backtest's in-process reader
-// runs them in order, where nothing can hang.
+// errInFlight is the outcome of an action held back because a call on its
+// symbol is still in flight: the symbol is acted on again once that call
+// has ended and its outcome is known.
+var errInFlight = errors.New("a call on the symbol is still in flight")
+
+// runPlans decides the tick's due plans and hands their calls to the
+// executor: one job per symbol (a hedge-mode long and short share its
+// orders), which sends them in order while other symbols' jobs run beside
+// it. The tick waits for its jobs for half its interval at most (so the
+// outcome of an ordinary call is said in the tick that decided it); a job
+// still running then goes on in the background, its symbol is not acted on
+// again until it ends, and its outcome is applied by a later tick. A
+// backtest's in-process exchange runs each plan to its end before the next
+// is decided, where nothing can hang.
 func (e *Engine) runPlans(ctx context.Context, now time.Time, snap *Snapshot, plans []*plan, rep *TickReport) {
 	if len(plans) == 0 {
 		return
@@ -40,24 +50,70 @@ func (e *Engine) runPlans(ctx context.Context, now time.Time, snap *Snapshot, pl
 		}
 		bySymbol[name] = append(bySymbol[name], pl)
 	}
-	if e.sequential || len(order) == 1 || e.cfg.ActionConcurrency <= 1 {
-		for _, pl := range plans {
-			e.execute(ctx, now, snap, pl, cancelled, rep)
-		}
-		return
-	}
-	slots := make(chan struct{}, e.cfg.ActionConcurrency)
-	var wg sync.WaitGroup
+	maxAge := e.cfg.MaxSnapshotAge
+	submitted := false
 	for _, name := range order {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			for _, pl := range bySymbol[name] {
-				e.execute(ctx, now, snap, pl, cancelled, rep)
+		var busy error
+		if f, ok := e.exec.Busy(name); ok {
+			busy = errInFlight
+			e.log.Debug("actions held back: a call is in flight", "symbol", name, "call", f.Call, "since", f.Since)
+		}
+		var calls []*pendingCall
+		var dones []func(context.Context, *TickReport)
+		for _, pl := range bySymbol[name] {
+			held := busy
+			if held == nil && e.heldBack(ctx, now, pl, rep) {
+				held = errBackingOff
 			}
-		})
+			pcs, done := e.execute(ctx, now, snap, pl, cancelled, rep, held)
+			if e.sequential {
+				e.submit(ctx, name, pcs, []func(context.Context, *TickReport){done}, maxAge)
+				e.exec.Collect(ctx)
+				continue
+			}
+			calls, dones = append(calls, pcs...), append(dones, done)
+		}
+		if !e.sequential {
+			submitted = e.submit(ctx, name, calls, dones, maxAge) || submitted
+		}
 	}
-	wg.Wait()
+	if submitted && !e.exec.Wait(e.wait/2) {
+		e.log.Debug("calls still in flight at the end of the tick; their outcome is applied when they end", "calls", len(e.exec.InFlight()))
+	}
+	e.exec.Collect(ctx)
+}
+
+// submit hands one symbol's calls to the executor; dones say what became
+// of them once they ended, in order. Without a call they run at once. It
+// reports whether a job was submitted.
+func (e *Engine) submit(ctx context.Context, symbol string, calls []*pendingCall, dones []func(context.Context, *TickReport), maxAge time.Duration) bool {
+	settle := func(ctx context.Context) {
+		for _, done := range dones {
+			done(ctx, e.curRep)
+		}
+	}
+	if len(calls) == 0 {
+		settle(ctx)
+		return false
+	}
+	job := &act.Job{Key: symbol, Done: func(ctx context.Context, results []act.Result) {
+		for i, pc := range calls {
+			pc.result = results[i]
+		}
+		settle(context.WithoutCancel(ctx)) // what was sent is said, stopping or not
+	}}
+	for _, pc := range calls {
+		job.Calls = append(job.Calls, e.executorCall(ctx, pc, maxAge))
+	}
+	if !e.exec.Submit(ctx, job) {
+		// Not reached: runPlans holds back a symbol in flight.
+		for _, pc := range calls {
+			pc.result = act.Result{Err: errInFlight}
+		}
+		settle(ctx)
+		return false
+	}
+	return true
 }
 
 // heldBack reports whether the plan's exchange calls wait for its symbol's
@@ -92,7 +148,7 @@ func (e *Engine) symbolOutcome(ctx context.Context, now time.Time, symbol string
 				audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", b.failures)}})
 		}
 		return
-	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, ErrPaused), errors.Is(err, errBackingOff), refusedForGood(err):
+	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, ErrPaused), errors.Is(err, errBackingOff), errors.Is(err, errInFlight), refusedForGood(err):
 		return
 	}
 	if b == nil {

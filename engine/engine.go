@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
@@ -107,7 +108,9 @@ type Engine struct {
 	// Status. Both have their own lock.
 	ctl    control
 	recent recentActions
-	// auditFailing: the last audit write failed (notified once).
+	// auditFailing: the last audit write failed (notified once); under
+	// auditMu, since every goroutine that emits writes the audit log.
+	auditMu      sync.Mutex
 	auditFailing bool
 	// tickView is the tick's account for the margin model, built at its
 	// first settings call.
@@ -122,14 +125,17 @@ type Engine struct {
 	readStart time.Time
 	// backoff holds the symbols whose actions failed last time they ran.
 	backoff map[string]*symbolBackoff
-	// sequential runs the actions of a tick one symbol after the other:
-	// the reader is in process (a backtest), where nothing can hang.
+	// sequential runs each plan's calls to their end before the next plan
+	// is decided: the reader is in process (a backtest), where nothing can
+	// hang.
 	sequential bool
-	// actMu is held by the tick's action phase while it decides and
-	// records, and released around each exchange call, so that the
-	// symbols' calls run concurrently while the tick-owned fields above
-	// are touched by one goroutine at a time.
-	actMu sync.Mutex
+	// exec sends the mutating calls, each symbol's in the background; what
+	// became of them is applied on the tick's goroutine (Collect), so the
+	// fields above have one writer.
+	exec *act.Executor
+	// curRep is the report of the tick collecting the calls' outcomes; nil
+	// outside a tick (shutdown).
+	curRep *TickReport
 	// lane is the fast lane's state (tick-owned).
 	lane laneState
 
@@ -244,6 +250,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {
 		e.sequential = true
 	}
+	e.exec = act.New(cfg.ActionConcurrency, cfg.ActionTimeout, e.sequential, d.Now)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -322,6 +329,7 @@ func (e *Engine) interrupted(lost []Record) {
 func (e *Engine) Close() error {
 	e.tick.Lock() // after the tick in flight
 	defer e.tick.Unlock()
+	e.drain()
 	e.applyPending()
 	err := e.saveLocked()
 	if cerr := e.audit.Close(); err == nil {
@@ -389,6 +397,7 @@ func (e *Engine) applyPending() {
 		c.Interval, c.DryRun, c.AuditLog, c.StateFile = e.cfg.Interval, e.cfg.DryRun, e.cfg.AuditLog, e.cfg.StateFile
 		e.cfg = c.withDefaults()
 		e.snaps.refresh = e.cfg.SymbolsRefresh
+		e.exec.SetLimits(e.cfg.ActionConcurrency, e.cfg.ActionTimeout)
 	}
 	if set == nil {
 		return

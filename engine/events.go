@@ -303,17 +303,21 @@ func (e *Engine) record(ctx context.Context, r Record) {
 // it is said too. The metric shows the records waiting.
 func (e *Engine) audited(ctx context.Context, now time.Time, err error) {
 	e.metrics.auditBacklog(e.audit.Backlog())
-	switch {
-	case err != nil:
+	if err != nil {
 		e.log.Error("audit write failed", "err", err)
 		e.metrics.auditError()
-		if !e.auditFailing {
-			e.auditFailing = true
-			e.send(ctx, notify.Message{Time: now, Kind: notify.KindAudit, Severity: "critical",
-				Text: fmt.Sprintf("the audit log cannot be written (%v); the records are kept in memory (up to %d) and written when it can; actions continue", err, MaxAuditBacklog)})
-		}
-	case e.auditFailing:
-		e.auditFailing = false
+	}
+	// The tick, the executor's calls and the control API all write the
+	// audit log: whether it was failing is theirs together.
+	e.auditMu.Lock()
+	was := e.auditFailing
+	e.auditFailing = err != nil
+	e.auditMu.Unlock()
+	switch {
+	case err != nil && !was:
+		e.send(ctx, notify.Message{Time: now, Kind: notify.KindAudit, Severity: "critical",
+			Text: fmt.Sprintf("the audit log cannot be written (%v); the records are kept in memory (up to %d) and written when it can; actions continue", err, MaxAuditBacklog)})
+	case err == nil && was:
 		e.log.Info("audit log writes again; the records kept were written")
 		e.send(ctx, notify.Message{Time: now, Kind: notify.KindAudit, Severity: "warning", Text: "audit log writes again; the records kept meanwhile were written"})
 	}

@@ -7,9 +7,9 @@ import (
 )
 
 // Run ticks until ctx is done, every Interval, or every FastInterval
-// while the last tick found the guard near danger (see NextInterval). A
-// tick in flight when ctx is cancelled finishes its actions (bounded by
-// ActionTimeout) before Run returns nil.
+// while the last tick found the guard near danger (see NextInterval). The
+// calls in flight when ctx is cancelled finish (each bounded by
+// ActionTimeout), and their outcome is recorded, before Run returns nil.
 func (e *Engine) Run(ctx context.Context) error {
 	EveryDynamic(ctx, e.now, e.NextInterval, func(now time.Time) {
 		rep, err := e.Tick(ctx, now)
@@ -20,7 +20,23 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.onTick(rep, err)
 		}
 	})
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	e.drain()
+	if err := e.saveLocked(); err != nil {
+		e.log.Error("save state", "err", err)
+	}
 	return nil
+}
+
+// drain waits for the calls in flight (each bounded by ActionTimeout) and
+// applies their outcomes: shutdown. The caller holds tick.
+func (e *Engine) drain() {
+	if n := len(e.exec.InFlight()); n > 0 {
+		e.log.Info("waiting for the calls in flight", "calls", n, "timeout", e.cfg.ActionTimeout)
+	}
+	e.curRep = nil
+	e.exec.Drain(context.Background())
 }
 
 // Every calls step with the time now gives at once, then every interval,
@@ -72,6 +88,11 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	rep := &TickReport{Time: now}
 	e.lastTick = now
 	e.tickView = nil
+	e.curRep = rep
+	defer func() { e.curRep = nil }()
+	// What became of the calls that were still in flight when their tick
+	// ended: said in this tick's report.
+	e.exec.Collect(ctx)
 	if e.audit.Backlog() > 0 {
 		// Records kept from a failed write go out as soon as the log
 		// takes them, not at the next event.

@@ -36,6 +36,28 @@ type Status struct {
 	Actions  []RecentAction `json:"actions"`
 	Silences []Silence      `json:"silences"`
 	Pauses   []Pause        `json:"pauses"`
+	// InFlight are the mutating calls still running, oldest first: a
+	// symbol with one is not acted on again until it ends.
+	InFlight []CallInFlight `json:"inFlight"`
+}
+
+// CallInFlight is a mutating call still running.
+type CallInFlight struct {
+	Symbol string    `json:"symbol"`
+	Call   string    `json:"call"`
+	Since  time.Time `json:"since"`
+	// Running is how long it has been running at the status's time.
+	Running float64 `json:"runningSeconds"`
+}
+
+// InFlight lists the mutating calls still running at now, oldest first. It
+// never waits for a tick.
+func (e *Engine) InFlight(now time.Time) []CallInFlight {
+	out := []CallInFlight{}
+	for _, f := range e.exec.InFlight() {
+		out = append(out, CallInFlight{Symbol: f.Key, Call: f.Call, Since: f.Since, Running: max(now.Sub(f.Since), 0).Seconds()})
+	}
+	return out
 }
 
 // BreakerStatus is the action budget's circuit breaker.
@@ -251,6 +273,7 @@ func (e *Engine) Status(now time.Time) *Status {
 	}
 	st.Actions = e.recent.list()
 	st.Silences, st.Pauses = e.Silences(now), e.Pauses(now)
+	st.InFlight = e.InFlight(now)
 	if st.Positions == nil {
 		st.Positions = []PositionStatus{}
 	}

@@ -156,13 +156,17 @@ func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) err
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ok, age := g.healthy(time.Now())
+		now := time.Now()
+		ok, age := g.healthy(now)
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "unhealthy: last complete snapshot %s ago\n", age.Round(time.Millisecond))
-			return
+		} else {
+			fmt.Fprintf(w, "ok: last complete snapshot %s ago\n", age.Round(time.Millisecond))
 		}
-		fmt.Fprintf(w, "ok: last complete snapshot %s ago\n", age.Round(time.Millisecond))
+		for _, c := range g.engine.InFlight(now) {
+			fmt.Fprintf(w, "in flight for %s: %s\n", time.Duration(c.Running*float64(time.Second)).Round(time.Millisecond), c.Call)
+		}
 	})
 	g.statusRoutes(mux)
 	g.controlRoutes(mux)

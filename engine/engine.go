@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
@@ -106,7 +107,7 @@ type Engine struct {
 	failing   []bool    // by rule index: the last evaluation failed at run time
 	// ctl holds the silences and pauses; recent the last actions, for
 	// Status. Both have their own lock.
-	ctl    control
+	ctl    control.Store
 	recent recentActions
 	// auditFailing: the last audit write failed (notified once); under
 	// auditMu, since every goroutine that emits writes the audit log.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -113,9 +114,9 @@ func (e *Engine) stepRule(ctx context.Context, now time.Time, rep *TickReport, r
 		return false // the common case: nothing to step
 	}
 	prev := *st
-	next, tr := Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
+	next, tr := alert.Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
 	*st = next
-	due := ActionDue(next, now, r.Cooldown)
+	due := alert.ActionDue(next, now, r.Cooldown)
 	if tr != "" {
 		e.dirty = true
 		// A rule whose notify action runs now tells of its firing

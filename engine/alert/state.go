@@ -1,4 +1,9 @@
-package engine
+// Package alert is the rules' state machine: a rule on one position goes
+// inactive → pending → firing (and to no data when its inputs are
+// missing), as Prometheus alerting rules do. Step is a pure function of the
+// previous state, the condition, the time and the rule's timing; ActionDue
+// says when a firing rule acts. Nothing here reads a clock or does I/O.
+package alert
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package engine
+package control
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func TestSilenceMatches(t *testing.T) {
 		{"severity", Silence{Severity: "warning"}, msg("r1", "XBTC", "warning"), true},
 		{"never a message about no rule", Silence{Symbol: "XBTC"}, msg("", "XBTC", "critical"), false},
 	} {
-		if got := tc.s.matches(tc.m); got != tc.want {
+		if got := tc.s.Matches(tc.m); got != tc.want {
 			t.Errorf("%s: %t, want %t", tc.name, got, tc.want)
 		}
 	}
@@ -34,6 +34,7 @@ func TestSilenceMatches(t *testing.T) {
 
 func TestSilenceAndPauseTimes(t *testing.T) {
 	t.Parallel()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	s := Silence{StartsAt: t0, EndsAt: t0.Add(time.Hour)}
 	for _, tc := range []struct {
 		at            time.Time
@@ -41,11 +42,11 @@ func TestSilenceAndPauseTimes(t *testing.T) {
 	}{
 		{t0.Add(-time.Second), false, false}, {t0, true, false}, {t0.Add(59 * time.Minute), true, false}, {t0.Add(time.Hour), false, true},
 	} {
-		if s.activeAt(tc.at) != tc.active || s.ended(tc.at) != tc.ended {
-			t.Errorf("at %s: active %t ended %t, want %t %t", tc.at, s.activeAt(tc.at), s.ended(tc.at), tc.active, tc.ended)
+		if s.ActiveAt(tc.at) != tc.active || s.Ended(tc.at) != tc.ended {
+			t.Errorf("at %s: active %t ended %t, want %t %t", tc.at, s.ActiveAt(tc.at), s.Ended(tc.at), tc.active, tc.ended)
 		}
 	}
-	if ack := (Silence{StartsAt: t0, Ack: true}); !ack.activeAt(t0.Add(24*time.Hour)) || ack.ended(t0.Add(24*time.Hour)) {
+	if ack := (Silence{StartsAt: t0, Ack: true}); !ack.ActiveAt(t0.Add(24*time.Hour)) || ack.Ended(t0.Add(24*time.Hour)) {
 		t.Error("an acknowledgement without an end lasts until its alert resolves")
 	}
 	for _, tc := range []struct {
@@ -60,7 +61,7 @@ func TestSilenceAndPauseTimes(t *testing.T) {
 		{Pause{Symbol: "XETH"}, []string{"r1"}, "XBTC", false},
 		{Pause{Rule: "r1", Symbol: "XBTC"}, []string{"r1"}, "XBTC", true},
 	} {
-		if got := tc.p.holds(tc.rules, tc.symbol); got != tc.want {
+		if got := tc.p.Holds(tc.rules, tc.symbol); got != tc.want {
 			t.Errorf("%+v holds %v on %s = %t, want %t", tc.p, tc.rules, tc.symbol, got, tc.want)
 		}
 	}
@@ -70,7 +71,7 @@ func TestSilenceAndPauseTimes(t *testing.T) {
 // pauses in force.
 func TestPauseSaidForgotten(t *testing.T) {
 	t.Parallel()
-	c := &control{pauses: []Pause{{ID: "p1"}}, said: map[string]bool{"p1\x00XBTC\x00cancel_orders": true, "p0\x00XBTC\x00cancel_orders": true}}
+	c := &Store{pauses: []Pause{{ID: "p1"}}, said: map[string]bool{"p1\x00XBTC\x00cancel_orders": true, "p0\x00XBTC\x00cancel_orders": true}}
 	c.forgetSaid()
 	if len(c.said) != 1 || !c.said["p1\x00XBTC\x00cancel_orders"] {
 		t.Errorf("said = %v, want p1's only", c.said)

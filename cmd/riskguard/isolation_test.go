@@ -137,6 +137,119 @@ func TestFaultHangingActionDoesNotHoldOthers(t *testing.T) {
 	}
 }
 
+// A settings call that hangs on XBTC does not hold the later ticks: the
+// guard keeps reading on schedule, XETH, safe when the call started and
+// dangerous a few seconds later, is acted on within two ticks of turning
+// dangerous while XBTC's call still hangs, and XBTC is sent nothing more
+// while its call is in flight. TestFaultHangingActionDoesNotHoldOthers
+// covers the calls of one tick; this covers the ticks after it.
+//
+// The exchange holds XBTC's call for 30s; engine.action_timeout (12s) ends
+// it on the guard's side, which keeps the test (and the shutdown, which
+// waits for the call in flight) short while the hang still spans many
+// ticks. The proxy counts the calls as they reach the exchange: the
+// simulated exchange records a call only once it is answered.
+//
+// On 416ba0c this fails: runPlans waits for every call of its tick, so no
+// positions read is made while XBTC's call hangs, and XETH's cancel reaches
+// the exchange only after XBTC's call has timed out (about 10s after XETH
+// turned dangerous, want within 2.5s).
+func TestFaultHangingCallDoesNotHoldTheNextTicks(t *testing.T) {
+	t.Parallel()
+	const (
+		interval      = time.Second
+		actionTimeout = 12 * time.Second
+		hang          = 30 * time.Second
+		slack         = 500 * time.Millisecond
+		settingsXBTC  = "/v1/contracts/positions/XBTC/settings"
+		cancelXBTC    = "/v1/contracts/orders/XBTC/cancel"
+		cancelXETH    = "/v1/contracts/orders/XETH/cancel"
+	)
+	// XBTC (10x) is due for a leverage cut in the first tick; XETH
+	// (isolated, 5.4% from its liquidation price) is safe until moved.
+	const xbtcLeverage = `
+  - name: xbtc-leverage
+    when: position.leverage > 5
+    symbols: [XBTC]
+    cooldown: 5m
+    allow_closer_liquidation: true
+    actions:
+      - action: lower_leverage
+        leverage: 5
+`
+	g := newGuardEnv(t, "  action_timeout: "+actionTimeout.String()+"\n", xbtcLeverage+nearLiqXETH)
+	if xbtc, xeth := g.position("XBTC"), g.position("XETH"); xbtc.Leverage <= 5 || xeth.Cross {
+		t.Fatalf("scenario changed: XBTC at %dx, XETH cross %v", xbtc.Leverage, xeth.Cross)
+	}
+	g.ex.InjectFault(settingsXBTC, sim.Fault{Latency: hang, Times: 1})
+	p := newFaultProxy(t, g.url)
+	atExchange := func(path string) int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.upstream[path]
+	}
+	env := patientEnv(p.url())
+	env["RISKGUARD_EXCHANGE_TIMEOUT"] = (2 * hang).String() // engine.action_timeout ends the call, not the client
+	env["RISKGUARD_ENGINE_INTERVAL"] = interval.String()
+	d := g.start(env)
+	waitFor(t, "XBTC's settings call at the exchange", 10*time.Second, func() bool { return atExchange(settingsXBTC) > 0 })
+	hung := time.Now()
+	readsBefore := positionReads(g.ex.Calls())
+
+	// XETH is safe while XBTC's call hangs for two ticks (the scenario's
+	// timing, not a wait for something), then turns dangerous.
+	time.Sleep(2 * interval)
+	if n := len(g.mutatingOn("XETH")); n != 0 {
+		t.Fatalf("XETH acted on %d times while safe: the scenario changed", n)
+	}
+	reads := positionReads(g.ex.Calls()) - readsBefore
+	g.putNearLiquidation("XETH", "ETH", 0.03)
+	moved := time.Now()
+	d.running(t)
+
+	// Bounded past action_timeout, so that the guard that waits for XBTC's
+	// call still acts and the lag it took is said.
+	waitFor(t, "XETH's cancel at the exchange", actionTimeout+4*interval, func() bool { return atExchange(cancelXETH) > 0 })
+	lag := time.Since(moved)
+	// The hanging call can only end by the guard giving up (status 0): the
+	// exchange holds it longer than this test waits.
+	xbtcEnded := slices.ContainsFunc(g.ex.Calls(), func(c sim.Call) bool { return c.Path == settingsXBTC && c.Status == 0 })
+	xbtcCalls := atExchange(settingsXBTC) + atExchange(cancelXBTC)
+
+	if reads < 1 {
+		t.Errorf("%d positions reads in the %s after XBTC's call reached the exchange, want about one a tick (%s): the hanging call held the loop", reads, 2*interval, interval)
+	}
+	if want := 2*interval + slack; lag > want {
+		t.Errorf("XETH's cancel reached the exchange %s after XETH turned dangerous, want within two intervals + %s (%s)", lag.Round(10*time.Millisecond), slack, want)
+	}
+	switch {
+	case xbtcEnded:
+		t.Errorf("XBTC's hanging call had ended (the guard gave up at action_timeout; %s after it reached the exchange) when XETH was acted on: XETH waited for it", time.Since(hung).Round(10*time.Millisecond))
+	case xbtcCalls != 1:
+		t.Errorf("%d XBTC calls reached the exchange, want 1 (the hanging settings call): XBTC was acted on again while its call was in flight", xbtcCalls)
+	}
+
+	// Shutdown waits for XBTC's call, at most action_timeout: its outcome
+	// is in the audit log when the daemon has exited.
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	var sent, ended int
+	for _, r := range g.auditLines() {
+		if r.Type == "action" && r.Symbol == "XBTC" {
+			switch r.Phase {
+			case "sent":
+				sent++
+			case "result", "error":
+				ended++
+			}
+		}
+	}
+	if sent == 0 || ended != sent {
+		t.Errorf("XBTC's audit records: %d sent, %d with an outcome, want as many: the shutdown did not wait for the call in flight", sent, ended)
+	}
+}
+
 // With one action at a time, an action that would go out on a snapshot
 // older than engine.max_snapshot_age is skipped and said; it is taken on a
 // later tick's fresh read.

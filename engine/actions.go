@@ -177,7 +177,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.isolateRules),
 			Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
 		ev := harmEvent(base, pred, why, e.firstHarmInFiring(pl, ps, now))
-		ev.action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
+		ev.Action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
 			From: pos.Leverage, To: want.Leverage, Effect: pred.String() + "; " + why}
 		e.emit(ctx, rep, ev)
 		pl.isolate = false
@@ -229,9 +229,9 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		}
 		base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.lowerRules),
 			Leverage: asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: why}
-		e.emit(ctx, rep, event{audit: &base, level: slog.LevelWarn, msg: "skipped lower_leverage " + sym + ": " + why,
-			attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
-			action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: asked, Effect: why}})
+		e.emit(ctx, rep, event{Audit: &base, Level: slog.LevelWarn, Msg: "skipped lower_leverage " + sym + ": " + why,
+			Attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
+			Action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: asked, Effect: why}})
 	}
 
 	harm()

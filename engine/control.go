@@ -35,11 +35,11 @@ type Pause = control.Pause
 // controlEvent is a silence or pause being made or ended: audited with its
 // author, logged, and, for pauses, notified (a paused guard is news).
 func controlEvent(now time.Time, typ, to, rule, symbol, by, text string, notifyIt bool) event {
-	ev := event{level: slog.LevelInfo, msg: text, attrs: []any{"rule", rule, "symbol", symbol, "by", by},
-		audit: &Record{Time: now, Type: typ, To: to, Rule: rule, Symbol: symbol, By: by, Reason: text}}
+	ev := event{Level: slog.LevelInfo, Msg: text, Attrs: []any{"rule", rule, "symbol", symbol, "by", by},
+		Audit: &Record{Time: now, Type: typ, To: to, Rule: rule, Symbol: symbol, By: by, Reason: text}}
 	if notifyIt {
-		ev.level = slog.LevelWarn
-		ev.note = &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "warning", Text: text}
+		ev.Level = slog.LevelWarn
+		ev.Note = &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "warning", Text: text}
 	}
 	return ev
 }
@@ -170,7 +170,7 @@ func (e *Engine) controlGauges(now time.Time) {
 	if e.metrics == nil {
 		return
 	}
-	e.metrics.control(e.ctl.Counts(now))
+	e.metrics.Control(e.ctl.Counts(now))
 }
 
 // expireControl drops the silences and pauses that ended by now, saying
@@ -196,7 +196,7 @@ func (e *Engine) expireControl(ctx context.Context, now time.Time) {
 }
 
 // resolvedAck ends the acknowledgements of rule on symbol: the alert
-// resolved (emit calls it on a transition to inactive).
+// resolved (the tick calls it on a transition to inactive).
 func (e *Engine) resolvedAck(ctx context.Context, now time.Time, rule, symbol string) {
 	for _, s := range e.ctl.EndAcks(rule, symbol) {
 		e.emit(ctx, nil, controlEvent(now, "silence", "expired", rule, symbol, s.CreatedBy,
@@ -232,7 +232,7 @@ func (e *Engine) sayPaused(ctx context.Context, rep *TickReport, base Record, de
 	err := fmt.Errorf("%w%s", ErrPaused, pauseSuffix(p))
 	ev := actionPhaseEvent(base, "paused", desc, effect, nil, err, act)
 	if !first {
-		ev.note = nil // said once per pause; audited every time
+		ev.Note = nil // said once per pause; audited every time
 	}
 	e.emit(ctx, rep, ev)
 	return err

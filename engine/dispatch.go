@@ -125,8 +125,8 @@ func (e *Engine) heldBack(ctx context.Context, now time.Time, pl *plan, rep *Tic
 		return false
 	}
 	why := fmt.Sprintf("%d failed calls in a row on %s; next attempt at %s", b.failures, pl.sym.Name, b.until.UTC().Format(time.RFC3339))
-	e.emit(ctx, rep, event{level: slog.LevelDebug, msg: "actions held back: " + why, attrs: []any{"symbol", pl.sym.Name},
-		action: &ActionEvent{Symbol: pl.sym.Name, Action: "settings", Outcome: "backoff", Effect: why}})
+	e.emit(ctx, rep, event{Level: slog.LevelDebug, Msg: "actions held back: " + why, Attrs: []any{"symbol", pl.sym.Name},
+		Action: &ActionEvent{Symbol: pl.sym.Name, Action: "settings", Outcome: "backoff", Effect: why}})
 	return true
 }
 
@@ -142,10 +142,10 @@ func (e *Engine) symbolOutcome(ctx context.Context, now time.Time, symbol string
 	case err == nil:
 		if b != nil {
 			delete(e.backoff, symbol)
-			e.metrics.symbolFailures(symbol, 0)
-			e.emit(ctx, nil, event{level: slog.LevelInfo, msg: "actions on " + symbol + " succeed again",
-				attrs: []any{"symbol", symbol, "failures", b.failures},
-				audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", b.failures)}})
+			e.metrics.SymbolFailures(symbol, 0)
+			e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "actions on " + symbol + " succeed again",
+				Attrs: []any{"symbol", symbol, "failures", b.failures},
+				Audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", b.failures)}})
 		}
 		return
 	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, ErrPaused), errors.Is(err, errBackingOff), errors.Is(err, errInFlight), refusedForGood(err):
@@ -165,9 +165,9 @@ func (e *Engine) symbolOutcome(ctx context.Context, now time.Time, symbol string
 		wait = min(e.cfg.Interval<<(b.failures-1)-e.cfg.Interval/2, wait)
 	}
 	b.until = now.Add(wait)
-	e.metrics.symbolFailures(symbol, b.failures)
+	e.metrics.SymbolFailures(symbol, b.failures)
 	text := fmt.Sprintf("%d failed calls in a row on %s (%v): its actions wait until %s; other symbols are not held back",
 		b.failures, symbol, err, b.until.UTC().Format(time.RFC3339))
-	e.emit(ctx, nil, event{level: slog.LevelWarn, msg: text, attrs: []any{"symbol", symbol},
-		audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: text}})
+	e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", symbol},
+		Audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: text}})
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
@@ -53,9 +54,7 @@ type Actuator interface {
 
 // Notifier delivers messages. It must not block the tick for long: queueing
 // and retrying are its business.
-type Notifier interface {
-	Send(ctx context.Context, m notify.Message) error
-}
+type Notifier = journal.Notifier
 
 // Deps are the engine's collaborators.
 type Deps struct {
@@ -79,15 +78,16 @@ type Deps struct {
 // Engine evaluates rules and acts. Its methods are safe for concurrent use;
 // ticks and reloads are serialized.
 type Engine struct {
-	cfg      Config
-	reader   Reader
-	act      Actuator
-	notifier Notifier
-	log      *slog.Logger
-	metrics  *Metrics
-	audit    *Audit
-	now      func() time.Time
-	onTick   func(*TickReport, error)
+	cfg     Config
+	reader  Reader
+	act     Actuator
+	log     *slog.Logger
+	metrics *Metrics
+	// jr says what happens: the report, the audit log, the log, the
+	// metrics, the notifications.
+	jr     *journal.Journal
+	now    func() time.Time
+	onTick func(*TickReport, error)
 
 	// tick serialises ticks (and reloads and Close with them) and owns
 	// the evaluation state below: only the goroutine holding it reads or
@@ -105,14 +105,8 @@ type Engine struct {
 	failSince time.Time // first failed read of the current outage
 	down      bool      // the unreachable notification was sent
 	failing   []bool    // by rule index: the last evaluation failed at run time
-	// ctl holds the silences and pauses; recent the last actions, for
-	// Status. Both have their own lock.
-	ctl    control.Store
-	recent recentActions
-	// auditFailing: the last audit write failed (notified once); under
-	// auditMu, since every goroutine that emits writes the audit log.
-	auditMu      sync.Mutex
-	auditFailing bool
+	// ctl holds the silences and pauses, with its own lock.
+	ctl control.Store
 	// tickView is the tick's account for the margin model, built at its
 	// first settings call.
 	tickView *accountView
@@ -230,10 +224,8 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		cfg:       cfg,
 		reader:    d.Reader,
 		act:       d.Actuator,
-		notifier:  d.Notifier,
 		log:       d.Logger,
 		metrics:   d.Metrics,
-		audit:     d.Audit,
 		now:       d.Now,
 		onTick:    d.OnTick,
 		set:       set,
@@ -281,8 +273,8 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 				return nil, fmt.Errorf("%w (%w)", err, merr)
 			}
 			text := fmt.Sprintf("the state file could not be read (%v); moved to %s and started with empty state: cooldowns and the breaker start afresh", corrupt.Err, aside)
-			startup = append(startup, event{level: slog.LevelError, msg: text, audit: &Record{Time: now, Type: "state", Reason: text},
-				note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "critical", Text: text}})
+			startup = append(startup, event{Level: slog.LevelError, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text},
+				Note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "critical", Text: text}})
 			saved, err = &savedState{Version: stateFileVersion}, nil
 		}
 		if err != nil {
@@ -290,18 +282,22 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		}
 		startup = append(startup, e.restore(saved)...)
 	}
-	if e.audit == nil && cfg.AuditLog != "" {
-		lost, err := unfinished(cfg.AuditLog)
-		if err != nil {
+	audit := d.Audit
+	var lost []Record
+	if audit == nil && cfg.AuditLog != "" {
+		if lost, err = journal.Unfinished(cfg.AuditLog); err != nil {
 			return nil, err
 		}
-		a, err := OpenAudit(cfg.AuditLog)
-		if err != nil {
+		if audit, err = journal.OpenAudit(cfg.AuditLog); err != nil {
 			return nil, err
 		}
-		e.audit = a
-		e.interrupted(lost)
 	}
+	e.jr = journal.New(journal.Options{Audit: audit, Logger: e.log, Metrics: e.metrics, Notifier: d.Notifier, Now: e.now,
+		Muted: func(m *notify.Message, t time.Time) (string, bool) {
+			s, ok := e.ctl.Mutes(m, t)
+			return s.ID, ok
+		}})
+	e.interrupted(lost)
 	for _, ev := range startup {
 		e.emit(context.Background(), nil, ev)
 	}
@@ -320,9 +316,9 @@ func (e *Engine) interrupted(lost []Record) {
 		reason := fmt.Sprintf("found at the start at %s: the run that sent it stopped before its outcome; no result was recorded, so the exchange may or may not have applied it: the next tick reads the position back and acts again only if still needed",
 			now.UTC().Format(time.RFC3339Nano))
 		r.Phase, r.Reason, r.Error, r.Response = "interrupted", reason, "", nil
-		e.emit(context.Background(), nil, event{audit: &r, level: slog.LevelWarn,
-			msg:   "an action was interrupted by the last stop; its outcome is read back from the exchange",
-			attrs: []any{"action", r.Action, "symbol", r.Symbol, "rule", strings.Join(r.Rules, ","), "sent", r.Time}})
+		e.emit(context.Background(), nil, event{Audit: &r, Level: slog.LevelWarn,
+			Msg:   "an action was interrupted by the last stop; its outcome is read back from the exchange",
+			Attrs: []any{"action", r.Action, "symbol", r.Symbol, "rule", strings.Join(r.Rules, ","), "sent", r.Time}})
 	}
 }
 
@@ -333,7 +329,7 @@ func (e *Engine) Close() error {
 	e.drain()
 	e.applyPending()
 	err := e.saveLocked()
-	if cerr := e.audit.Close(); err == nil {
+	if cerr := e.jr.Close(); err == nil {
 		err = cerr
 	}
 	if e.stateLock != nil {
@@ -503,7 +499,7 @@ func (e *Engine) restore(s *savedState) []event {
 	if clamped > 0 {
 		text := fmt.Sprintf("the state file holds %d times after now (saved at %s, now %s): the host clock ran ahead; they were clamped to now",
 			clamped, s.SavedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-		events = append(events, event{level: slog.LevelWarn, msg: text, audit: &Record{Time: now, Type: "state", Reason: text}})
+		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
 	}
 	if e.breaker.open(now) {
 		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", e.breaker.OpenUntil.UTC().Format(time.RFC3339))

@@ -41,12 +41,19 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg Config, rs ...rules.Rule) *harness {
 	t.Helper()
+	return newHarnessWith(t, cfg, Deps{}, rs...)
+}
+
+// newHarnessWith is newHarness with d's logger and metrics.
+func newHarnessWith(t *testing.T, cfg Config, d Deps, rs ...rules.Rule) *harness {
+	t.Helper()
 	h := &harness{t: t, fx: newFake(), audit: new(bytes.Buffer), notes: new(recorder)}
 	set := &rules.Set{}
 	for _, r := range rs {
 		set.Rules = append(set.Rules, rule(t, r))
 	}
-	e, err := New(cfg, set, Deps{Reader: h.fx, Actuator: h.fx, Notifier: h.notes, Audit: NewAudit(h.audit)})
+	d.Reader, d.Actuator, d.Notifier, d.Audit = h.fx, h.fx, h.notes, NewAudit(h.audit)
+	e, err := New(cfg, set, d)
 	if err != nil {
 		t.Fatal(err)
 	}

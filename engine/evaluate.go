@@ -123,6 +123,9 @@ func (e *Engine) stepRule(ctx context.Context, now time.Time, rep *TickReport, r
 		// itself: one message per event and channel.
 		quiet := tr == ToFiring && due && r.HasAction(rules.Notify)
 		e.emit(ctx, rep, transitionEvent(now, r, symbol, position, prev.State, next.State, tr, reason, quiet, env))
+		if next.State == Inactive {
+			e.resolvedAck(ctx, now, r.Name, symbol) // an acknowledgement lasts until its alert resolves
+		}
 	}
 	return due
 }
@@ -253,6 +256,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport,
 				tr = ToResolved
 			}
 			e.emit(ctx, rep, transitionEvent(now, r, ps.symbol, key.id, s.State, to, tr, reason, false, nil))
+			e.resolvedAck(ctx, now, r.Name, ps.symbol)
 		}
 		delete(e.positions, key)
 		e.dirty = true
@@ -296,13 +300,13 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 			}
 		}
 	}
-	e.metrics.unreadable(counts)
+	e.metrics.Unreadable(counts)
 	if maps.Equal(current, e.badItems) {
 		return
 	}
 	e.badItems = current
 	if len(current) == 0 {
-		e.emit(ctx, nil, event{level: slog.LevelInfo, msg: "every item of the answers is readable again", audit: &Record{Time: now, Type: "read", Reason: "every item readable again"}})
+		e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "every item of the answers is readable again", Audit: &Record{Time: now, Type: "read", Reason: "every item readable again"}})
 		return
 	}
 	var parts []string
@@ -310,7 +314,7 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 		parts = append(parts, k+": "+current[k])
 	}
 	text := "unreadable items, left out (the rest of each answer is used): " + strings.Join(parts, "; ")
-	e.emit(ctx, nil, event{level: slog.LevelError, msg: text, audit: &Record{Time: now, Type: "read", Reason: text}})
+	e.emit(ctx, nil, event{Level: slog.LevelError, Msg: text, Audit: &Record{Time: now, Type: "read", Reason: text}})
 }
 
 // reasonOf is the text of a no-data error about a function over time or an

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -19,79 +20,26 @@ type TickReport struct {
 	// Positions is the number of non-empty positions evaluated.
 	Positions   int
 	Evaluations int
-	Transitions []TransitionEvent
-	Actions     []ActionEvent
+	// Transitions and Actions are what the tick's events said.
+	journal.Report
 	// Snapshot is what the tick read, before its actions; nil when the
 	// positions could not be read.
 	Snapshot *Snapshot
 }
 
-// TransitionEvent is one rule changing state on one position.
-type TransitionEvent struct {
-	Rule, Symbol string
-	From, To     State
-	Reason       string
-}
+// event is one thing the guard saw or did, built once, where it happens,
+// by one of the constructors in this file; emit hands it to the journal,
+// which fans it out. No other code writes the audit log, sends a
+// notification or adds to a tick's report.
+type event = journal.Event
 
-// ActionEvent is one action decided by the tick, sent or not.
-type ActionEvent struct {
-	Symbol string
-	Action string // lower_leverage, set_isolated, settings, cancel_orders, notify
-	Rules  []string
-	// Outcome is sent, dry_run, paused, noop, skipped (the breaker), error,
-	// skipped_harmful (it would move a liquidation price closer) or
-	// skipped_bounded (no cut within the free balance or the margin budget).
-	Outcome  string
-	From, To int // leverage before and after, for settings
-	Cross    bool
-	Err      error
-	// Effect is the margin model's prediction of a settings call, as the
-	// log says it; "" when there is none. Actual is what the exchange read
-	// back after it.
-	Effect, Actual string
-}
-
-// event is one thing the guard saw or did. It is built once, where it
-// happens, by one of the constructors in this file, and emit fans it out
-// to every output it belongs to: an output it does not belong to is left
-// empty. No other code writes the audit log, sends a notification or adds
-// to a tick's report.
-type event struct {
-	audit *Record // the audit log
-	// the log: nothing when msg is ""
-	level slog.Level
-	msg   string
-	attrs []any
-	note  *notify.Message // the notifications
-	// the tick's report
-	transition *TransitionEvent
-	action     *ActionEvent
-	count      func(*Metrics) // the metrics (a nil *Metrics records nothing)
-}
-
-// emit fans ev out: the tick's report (when there is one), the audit log,
-// the log, the metrics and the notifications, in that order, so that an
-// action is on disk before anyone is told of it.
+// emit hands ev to the journal, with the tick's report when there is one.
 func (e *Engine) emit(ctx context.Context, rep *TickReport, ev event) {
-	if rep != nil && ev.transition != nil {
-		rep.Transitions = append(rep.Transitions, *ev.transition)
+	var r *journal.Report
+	if rep != nil {
+		r = &rep.Report
 	}
-	if rep != nil && ev.action != nil {
-		rep.Actions = append(rep.Actions, *ev.action)
-	}
-	if ev.audit != nil {
-		e.record(ctx, *ev.audit)
-	}
-	e.observe(ctx, &ev) // the status page's recent actions; acknowledgements end on resolution
-	if ev.msg != "" {
-		e.log.Log(ctx, ev.level, ev.msg, ev.attrs...)
-	}
-	if ev.count != nil {
-		ev.count(e.metrics)
-	}
-	if ev.note != nil {
-		e.send(ctx, *ev.note)
-	}
+	e.jr.Emit(ctx, r, ev)
 }
 
 // transitionEvent is one rule changing state on one position: audited,
@@ -100,21 +48,21 @@ func (e *Engine) emit(ctx context.Context, rep *TickReport, ev event) {
 // saw; nil when the position is gone.
 func transitionEvent(now time.Time, r *rules.Rule, symbol, position string, from, to State, tr Transition, reason string, quiet bool, env *rules.Env) event {
 	ev := event{
-		transition: &TransitionEvent{Rule: r.Name, Symbol: symbol, From: from, To: to, Reason: reason},
-		audit:      &Record{Time: now, Type: "transition", Rule: r.Name, Symbol: symbol, Position: position, From: from.String(), To: to.String(), Reason: reason},
-		level:      slog.LevelInfo,
-		msg:        "rule " + string(tr),
-		attrs:      []any{"rule", r.Name, "symbol", symbol, "state", to.String(), "from", from.String()},
+		Transition: &TransitionEvent{Rule: r.Name, Symbol: symbol, From: from, To: to, Reason: reason},
+		Audit:      &Record{Time: now, Type: "transition", Rule: r.Name, Symbol: symbol, Position: position, From: from.String(), To: to.String(), Reason: reason},
+		Level:      slog.LevelInfo,
+		Msg:        "rule " + string(tr),
+		Attrs:      []any{"rule", r.Name, "symbol", symbol, "state", to.String(), "from", from.String()},
 	}
 	if to == Firing || to == NoData {
-		ev.level = slog.LevelWarn
+		ev.Level = slog.LevelWarn
 	}
 	var figures *notify.Figures
 	if env != nil {
-		ev.attrs = append(ev.attrs, "liquidationDistance", env.LiquidationDistance, "leverage", env.Position.Leverage)
+		ev.Attrs = append(ev.Attrs, "liquidationDistance", env.LiquidationDistance, "leverage", env.Position.Leverage)
 		figures = values(env)
 	} else if reason != "" {
-		ev.attrs = append(ev.attrs, "reason", reason)
+		ev.Attrs = append(ev.Attrs, "reason", reason)
 	}
 	if quiet {
 		return ev
@@ -141,26 +89,26 @@ func transitionEvent(now time.Time, r *rules.Rule, symbol, position string, from
 	if env != nil {
 		m.Template = r.Message
 	}
-	ev.note = &m
+	ev.Note = &m
 	return ev
 }
 
 // reachabilityEvent is the exchange found unreachable (down) or back.
 func reachabilityEvent(now time.Time, down bool, text string) event {
-	ev := event{level: slog.LevelWarn, msg: text, audit: &Record{Time: now, Type: "exchange", To: "reachable", Reason: text},
-		note: &notify.Message{Time: now, Kind: notify.KindExchange, Severity: "warning", Text: text}}
+	ev := event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "exchange", To: "reachable", Reason: text},
+		Note: &notify.Message{Time: now, Kind: notify.KindExchange, Severity: "warning", Text: text}}
 	if down {
-		ev.level, ev.audit.To, ev.note.Severity = slog.LevelError, "unreachable", "critical"
+		ev.Level, ev.Audit.To, ev.Note.Severity = slog.LevelError, "unreachable", "critical"
 	}
 	return ev
 }
 
 // breakerEvent is the circuit breaker opening or closing.
 func breakerEvent(now time.Time, open bool, text string) event {
-	ev := event{level: slog.LevelInfo, msg: text, audit: &Record{Time: now, Type: "breaker", To: "closed"},
-		note: &notify.Message{Time: now, Kind: notify.KindBreaker, Severity: "warning", Text: text}}
+	ev := event{Level: slog.LevelInfo, Msg: text, Audit: &Record{Time: now, Type: "breaker", To: "closed"},
+		Note: &notify.Message{Time: now, Kind: notify.KindBreaker, Severity: "warning", Text: text}}
 	if open {
-		ev.level, ev.audit.To, ev.audit.Reason, ev.note.Severity = slog.LevelError, "open", text, "critical"
+		ev.Level, ev.Audit.To, ev.Audit.Reason, ev.Note.Severity = slog.LevelError, "open", text, "critical"
 	}
 	return ev
 }
@@ -181,28 +129,28 @@ func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMess
 	if err != nil {
 		r.Error = err.Error()
 	}
-	ev := event{audit: &r}
+	ev := event{Audit: &r}
 	rulesAttr := joinRules(base.Rules)
 	attrs := []any{"action", base.Action, "symbol", base.Symbol, "rule", rulesAttr}
-	count := func(result string) func(*Metrics) { return func(m *Metrics) { m.action(base.Action, result) } }
+	count := func(result string) func(*Metrics) { return func(m *Metrics) { m.Action(base.Action, result) } }
 	switch phase {
 	case "dry_run":
 		r.Reason = "dry run: not sent"
-		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, "would "+desc+said, append(attrs, "dry_run", true), count("dry_run")
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, "would "+desc+said, append(attrs, "dry_run", true), count("dry_run")
 	case "paused":
 		r.Reason = "not sent: " + err.Error()
-		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, "would "+desc+said+", paused", append(attrs, "paused", true, "err", err), count("paused")
-		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, "would "+desc+said+", paused", append(attrs, "paused", true, "err", err), count("paused")
+		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
 			Rule: rulesAttr, Text: "PAUSED: would " + desc + " (rules: " + strings.Join(base.Rules, ", ") + ")" + said + "; " + err.Error()}
 	case "skipped":
-		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, desc+" skipped", append(attrs, "err", err), count("skipped")
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, desc+" skipped", append(attrs, "err", err), count("skipped")
 	case "error":
-		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelError, desc+" failed", append(attrs, "err", err), count("error")
-		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "critical", Symbol: base.Symbol, Action: base.Action,
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelError, desc+" failed", append(attrs, "err", err), count("error")
+		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "critical", Symbol: base.Symbol, Action: base.Action,
 			Rule: rulesAttr, Text: fmt.Sprintf("FAILED %s: %v%s", desc, err, said)}
 	case "result":
-		ev.level, ev.msg, ev.attrs, ev.count = slog.LevelWarn, desc+said, attrs, count("ok")
-		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, desc+said, attrs, count("ok")
+		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
 			Rule: rulesAttr, Text: desc + " done (rules: " + strings.Join(base.Rules, ", ") + ")" + said}
 	}
 	if act != nil {
@@ -210,34 +158,34 @@ func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMess
 		if phase == "result" {
 			act.Outcome = "sent"
 		}
-		ev.action = act
+		ev.Action = act
 	}
 	return ev
 }
 
-// ruleNotifyEvent is a rule's notify action: audited, notified, reported.
+// ruleNotifyEvent is a rule's notify Action: audited, notified, reported.
 func ruleNotifyEvent(now time.Time, r *rules.Rule, sym string, channels []string, env *rules.Env) event {
 	text := fmt.Sprintf("[%s] %s on %s: %s", r.Severity, r.Name, sym, describe(r, env))
 	return event{
-		audit: &Record{Time: now, Type: "action", Action: string(rules.Notify), Symbol: sym, Rules: []string{r.Name}, Phase: "result", Reason: text},
-		note: &notify.Message{Time: now, Kind: notify.KindRule, Severity: string(r.Severity), Rule: r.Name, Symbol: sym,
+		Audit: &Record{Time: now, Type: "action", Action: string(rules.Notify), Symbol: sym, Rules: []string{r.Name}, Phase: "result", Reason: text},
+		Note: &notify.Message{Time: now, Kind: notify.KindRule, Severity: string(r.Severity), Rule: r.Name, Symbol: sym,
 			Action: string(rules.Notify), Text: text, Values: values(env), Channels: channels, Template: r.Message},
-		action: &ActionEvent{Symbol: sym, Action: string(rules.Notify), Rules: []string{r.Name}, Outcome: "sent"},
+		Action: &ActionEvent{Symbol: sym, Action: string(rules.Notify), Rules: []string{r.Name}, Outcome: "sent"},
 	}
 }
 
 // reloadEvent is a new rule set taking effect.
 func reloadEvent(now time.Time, n, kept int) event {
-	return event{level: slog.LevelInfo, msg: "rules reloaded", attrs: []any{"rules", n, "kept", kept},
-		audit: &Record{Time: now, Type: "reload", Reason: fmt.Sprintf("%d rules, %d kept their state", n, kept)}}
+	return event{Level: slog.LevelInfo, Msg: "rules reloaded", Attrs: []any{"rules", n, "kept", kept},
+		Audit: &Record{Time: now, Type: "reload", Reason: fmt.Sprintf("%d rules, %d kept their state", n, kept)}}
 }
 
 // ruleErrorEvent is a rule failing at run time for a reason other than
 // missing data; logged once until it evaluates again, counted every time.
 func ruleErrorEvent(r *rules.Rule, symbol string, err error, first bool) event {
-	ev := event{count: func(m *Metrics) { m.ruleError(r.Name) }}
+	ev := event{Count: func(m *Metrics) { m.RuleError(r.Name) }}
 	if first {
-		ev.level, ev.msg, ev.attrs = slog.LevelError, "rule failed at run time; marked unhealthy", []any{"rule", r.Name, "symbol", symbol, "err", err}
+		ev.Level, ev.Msg, ev.Attrs = slog.LevelError, "rule failed at run time; marked unhealthy", []any{"rule", r.Name, "symbol", symbol, "err", err}
 	}
 	return ev
 }
@@ -276,57 +224,8 @@ func values(env *rules.Env) *notify.Figures {
 	}
 }
 
-// send delivers a notification; only emit and the audit failure in record
-// call it.
-func (e *Engine) send(ctx context.Context, m notify.Message) {
-	if e.notifier == nil {
-		return
-	}
-	if s, ok := e.muted(&m); ok {
-		e.log.Debug("notification silenced", "kind", m.Kind, "rule", m.Rule, "symbol", m.Symbol, "silence", s.ID)
-		return
-	}
-	if err := e.notifier.Send(ctx, m); err != nil {
-		e.log.Warn("notification not delivered", "kind", m.Kind, "err", err)
-	}
-}
-
-// record writes an audit record. A failing audit log is itself an event:
-// logged every time, counted, and notified when it starts failing and when
-// it works again (a guard that cannot keep its audit trail must say so).
-func (e *Engine) record(ctx context.Context, r Record) {
-	e.audited(ctx, r.Time, e.audit.Write(r))
-}
-
-// audited reports the outcome of an audit write or flush: a failure is
-// logged and counted every time and notified once; the first success after
-// it is said too. The metric shows the records waiting.
-func (e *Engine) audited(ctx context.Context, now time.Time, err error) {
-	e.metrics.auditBacklog(e.audit.Backlog())
-	if err != nil {
-		e.log.Error("audit write failed", "err", err)
-		e.metrics.auditError()
-	}
-	// The tick, the executor's calls and the control API all write the
-	// audit log: whether it was failing is theirs together.
-	e.auditMu.Lock()
-	was := e.auditFailing
-	e.auditFailing = err != nil
-	e.auditMu.Unlock()
-	switch {
-	case err != nil && !was:
-		e.send(ctx, notify.Message{Time: now, Kind: notify.KindAudit, Severity: "critical",
-			Text: fmt.Sprintf("the audit log cannot be written (%v); the records are kept in memory (up to %d) and written when it can; actions continue", err, MaxAuditBacklog)})
-	case err == nil && was:
-		e.log.Info("audit log writes again; the records kept were written")
-		e.send(ctx, notify.Message{Time: now, Kind: notify.KindAudit, Severity: "warning", Text: "audit log writes again; the records kept meanwhile were written"})
-	}
-}
-
 // ReopenAudit closes and reopens the audit log at its path (SIGHUP, after
 // logrotate moved it) and writes the records kept meanwhile.
 func (e *Engine) ReopenAudit(ctx context.Context, now time.Time) error {
-	err := e.audit.Reopen()
-	e.audited(ctx, now, err)
-	return err
+	return e.jr.Reopen(ctx, now)
 }

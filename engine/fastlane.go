@@ -99,13 +99,13 @@ func (e *Engine) steerLane(ctx context.Context) {
 	e.lane.cause = cause
 	switch {
 	case cause != "" && !was:
-		e.emit(ctx, nil, event{level: slog.LevelInfo, msg: "fast lane on: " + cause,
-			attrs: []any{"interval", e.cfg.FastInterval},
-			count: func(m *Metrics) { m.fastLaneOn(true) }})
+		e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "fast lane on: " + cause,
+			Attrs: []any{"interval", e.cfg.FastInterval},
+			Count: func(m *Metrics) { m.FastLaneOn(true) }})
 	case cause == "" && was:
-		e.emit(ctx, nil, event{level: slog.LevelInfo, msg: "back to the normal interval",
-			attrs: []any{"interval", e.cfg.Interval},
-			count: func(m *Metrics) { m.fastLaneOn(false) }})
+		e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "back to the normal interval",
+			Attrs: []any{"interval", e.cfg.Interval},
+			Count: func(m *Metrics) { m.FastLaneOn(false) }})
 	}
 }
 

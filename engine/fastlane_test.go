@@ -65,9 +65,8 @@ func TestNextIntervalFollowsTheTicks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, Config{Interval: 2 * time.Second, FastInterval: 250 * time.Millisecond}, r)
-	h.e.log = slog.New(slog.NewTextHandler(&logs, nil))
-	h.e.metrics = m
+	h := newHarnessWith(t, Config{Interval: 2 * time.Second, FastInterval: 250 * time.Millisecond},
+		Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: m}, r)
 	const fast, normal = 250 * time.Millisecond, 2 * time.Second
 	if got := h.e.NextInterval(); got != normal {
 		t.Fatalf("before the first tick NextInterval = %s, want %s", got, normal)

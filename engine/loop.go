@@ -93,11 +93,9 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	// What became of the calls that were still in flight when their tick
 	// ended: said in this tick's report.
 	e.exec.Collect(ctx)
-	if e.audit.Backlog() > 0 {
-		// Records kept from a failed write go out as soon as the log
-		// takes them, not at the next event.
-		e.audited(ctx, now, e.audit.Flush())
-	}
+	// Records kept from a failed write go out as soon as the log takes
+	// them, not at the next event.
+	e.jr.Flush(ctx, now)
 	snap, err := e.snaps.Read(ctx, now)
 	if snap != nil {
 		rep.Snapshot = snap
@@ -121,9 +119,9 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 			err = serr
 		}
 	}
-	e.metrics.tickDone(err, e.now().Sub(start), now.Sub(e.lastOK), e.stateCounts(), e.breaker.open(now))
+	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.lastOK), e.stateCounts(), e.breaker.open(now))
 	if err != nil {
-		e.emit(ctx, nil, event{audit: &Record{Time: now, Type: "tick", Error: err.Error()}})
+		e.emit(ctx, nil, event{Audit: &Record{Time: now, Type: "tick", Error: err.Error()}})
 	}
 	if len(rep.Transitions) > 0 {
 		e.publishActive()

@@ -265,21 +265,6 @@ func (p *prediction) record() *Prediction {
 	return r
 }
 
-// Prediction is a settings call's predicted effect in the audit log.
-type Prediction struct {
-	LiquidationBefore decimal.Decimal `json:"liquidationBefore"`
-	LiquidationAfter  decimal.Decimal `json:"liquidationAfter"`
-	// Distances are fractions of the index.
-	DistanceBefore decimal.Decimal `json:"distanceBefore"`
-	DistanceAfter  decimal.Decimal `json:"distanceAfter"`
-	MarginMoved    decimal.Decimal `json:"marginMoved"`
-	// FreeAfter is absent when the free balance could not be inferred.
-	FreeAfter *decimal.Decimal `json:"freeAfter,omitempty"`
-	// Actual is the liquidation price the exchange read back, on the
-	// result.
-	Actual *decimal.Decimal `json:"actual,omitempty"`
-}
-
 // closerAllowed reports whether the plan's actions of kind may move a
 // liquidation price closer: every rule asking for one opts in, and the
 // floor is the highest of theirs.
@@ -308,11 +293,11 @@ func harmEvent(base Record, pred *prediction, why string, note bool) event {
 	r := base
 	r.Phase, r.Reason, r.Prediction = "skipped", why, pred.record()
 	text := fmt.Sprintf("skipped %s %s: %s; %s", base.Action, base.Symbol, pred, why)
-	ev := event{audit: &r, level: slog.LevelWarn, msg: text,
-		attrs: []any{"action", base.Action, "symbol", base.Symbol, "rule", joinRules(base.Rules)},
-		count: func(m *Metrics) { m.action(base.Action, "skipped_harmful") }}
+	ev := event{Audit: &r, Level: slog.LevelWarn, Msg: text,
+		Attrs: []any{"action", base.Action, "symbol", base.Symbol, "rule", joinRules(base.Rules)},
+		Count: func(m *Metrics) { m.Action(base.Action, "skipped_harmful") }}
 	if note {
-		ev.note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "warning", Symbol: base.Symbol,
+		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "warning", Symbol: base.Symbol,
 			Action: base.Action, Rule: joinRules(base.Rules), Text: text}
 	}
 	return ev
@@ -322,7 +307,7 @@ func harmEvent(base Record, pred *prediction, why string, note bool) event {
 // model did not predict: the live test of the model's assumptions.
 func mismatchEvent(now time.Time, symbol string, predicted, got decimal.Decimal) event {
 	text := fmt.Sprintf("the margin model disagrees with the exchange on %s: predicted liquidation %s, got %s", symbol, predicted, got)
-	return event{level: slog.LevelWarn, msg: text, attrs: []any{"symbol", symbol},
-		audit: &Record{Time: now, Type: "model", Symbol: symbol, Reason: text},
-		count: func(m *Metrics) { m.modelMismatch(symbol) }}
+	return event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", symbol},
+		Audit: &Record{Time: now, Type: "model", Symbol: symbol, Reason: text},
+		Count: func(m *Metrics) { m.ModelMismatch(symbol) }}
 }

@@ -2,18 +2,13 @@ package engine
 
 import (
 	"cmp"
-	"context"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
-
-// RecentActionsKept is how many of the last actions Status shows.
-const RecentActionsKept = 50
 
 // Status is what the guard knows at a moment, for the status page and its
 // JSON API: the positions of the last snapshot with every rule's state, the
@@ -95,74 +90,6 @@ type RuleStatus struct {
 	// Since is when it became pending or fired; zero when inactive or
 	// without data.
 	Since time.Time `json:"since,omitzero"`
-}
-
-// RecentAction is one action decided by a tick, with its outcome: sent,
-// dry_run, paused, skipped, error, noop, skipped_harmful, skipped_bounded,
-// backoff.
-type RecentAction struct {
-	Time    time.Time `json:"time"`
-	Symbol  string    `json:"symbol"`
-	Action  string    `json:"action"`
-	Rules   []string  `json:"rules,omitempty"`
-	Outcome string    `json:"outcome"`
-	From    int       `json:"from,omitempty"`
-	To      int       `json:"to,omitempty"`
-	Error   string    `json:"error,omitempty"`
-	// Effect is the margin model's prediction; Actual what the exchange
-	// read back after the call.
-	Effect string `json:"effect,omitempty"`
-	Actual string `json:"actual,omitempty"`
-}
-
-// recentActions is a bounded ring of the last actions, fed by emit.
-type recentActions struct {
-	mu   sync.Mutex
-	ring []RecentAction
-	next int
-}
-
-func (r *recentActions) add(a RecentAction) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.ring) < RecentActionsKept {
-		r.ring = append(r.ring, a)
-		return
-	}
-	r.ring[r.next] = a
-	r.next = (r.next + 1) % RecentActionsKept
-}
-
-// list returns the actions newest first.
-func (r *recentActions) list() []RecentAction {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]RecentAction, 0, len(r.ring))
-	for i := range r.ring {
-		out = append(out, r.ring[(r.next+len(r.ring)-1-i)%len(r.ring)])
-	}
-	return out
-}
-
-// observe is emit's hook for what Status and the acknowledgements follow:
-// an action joins the recent ones, a rule resolving ends its
-// acknowledgements.
-func (e *Engine) observe(ctx context.Context, ev *event) {
-	var at time.Time
-	if ev.audit != nil {
-		at = ev.audit.Time
-	}
-	if a := ev.action; a != nil {
-		ra := RecentAction{Time: at, Symbol: a.Symbol, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome,
-			From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual}
-		if a.Err != nil {
-			ra.Error = a.Err.Error()
-		}
-		e.recent.add(ra)
-	}
-	if t := ev.transition; t != nil && t.To == Inactive {
-		e.resolvedAck(ctx, at, t.Rule, t.Symbol)
-	}
 }
 
 // published is what the last tick left for Status; under mu.
@@ -271,7 +198,7 @@ func (e *Engine) Status(now time.Time) *Status {
 	for i := range st.Positions {
 		st.Positions[i].complete(set, active)
 	}
-	st.Actions = e.recent.list()
+	st.Actions = e.jr.Recent()
 	st.Silences, st.Pauses = e.Silences(now), e.Pauses(now)
 	st.InFlight = e.InFlight(now)
 	if st.Positions == nil {

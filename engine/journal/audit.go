@@ -1,4 +1,4 @@
-package engine
+package journal
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // Record is one line of the audit log: a state transition, an action phase,
@@ -46,6 +48,21 @@ type Record struct {
 	Prediction *Prediction     `json:"prediction,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	Response   json.RawMessage `json:"response,omitempty"`
+}
+
+// Prediction is a settings call's predicted effect in the audit log.
+type Prediction struct {
+	LiquidationBefore decimal.Decimal `json:"liquidationBefore"`
+	LiquidationAfter  decimal.Decimal `json:"liquidationAfter"`
+	// Distances are fractions of the index.
+	DistanceBefore decimal.Decimal `json:"distanceBefore"`
+	DistanceAfter  decimal.Decimal `json:"distanceAfter"`
+	MarginMoved    decimal.Decimal `json:"marginMoved"`
+	// FreeAfter is absent when the free balance could not be inferred.
+	FreeAfter *decimal.Decimal `json:"freeAfter,omitempty"`
+	// Actual is the liquidation price the exchange read back, on the
+	// result.
+	Actual *decimal.Decimal `json:"actual,omitempty"`
 }
 
 // Audit appends records as JSON lines and syncs each one to disk, so a crash
@@ -294,11 +311,11 @@ func (a *Audit) Close() error {
 // find actions a crash left without a result.
 const maxAuditScan = 4 << 20
 
-// unfinished returns the action records of the audit log at path that were
+// Unfinished returns the action records of the audit log at path that were
 // sent and have no outcome after them (result, error, skipped, dry_run or
 // interrupted): the process stopped with the call in flight. Only the last
 // maxAuditScan bytes are read; a missing file has none.
-func unfinished(path string) ([]Record, error) {
+func Unfinished(path string) ([]Record, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -1,13 +1,14 @@
-package engine
+package journal
 
 import (
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskguard/riskguard/engine/alert"
 )
 
-// Metrics are the engine's Prometheus collectors. A nil *Metrics records
+// Metrics are the guard's Prometheus collectors. A nil *Metrics records
 // nothing, so tests and backtests need none.
 type Metrics struct {
 	ticks        *prometheus.CounterVec
@@ -98,7 +99,8 @@ func (m *Metrics) ObserveRequest(route string, status int) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 }
 
-func (m *Metrics) tickDone(err error, d, age time.Duration, states map[string]*[4]int, breakerOpen bool) {
+// TickDone records a tick: its result and duration, the snapshot age, the rule states and the breaker.
+func (m *Metrics) TickDone(err error, d, age time.Duration, states map[string]*[4]int, breakerOpen bool) {
 	if m == nil {
 		return
 	}
@@ -112,7 +114,7 @@ func (m *Metrics) tickDone(err error, d, age time.Duration, states map[string]*[
 	m.ruleStates.Reset()
 	for rule, c := range states {
 		for s, n := range c {
-			m.ruleStates.WithLabelValues(rule, State(s).String()).Set(float64(n))
+			m.ruleStates.WithLabelValues(rule, alert.State(s).String()).Set(float64(n))
 		}
 	}
 	if breakerOpen {
@@ -122,35 +124,40 @@ func (m *Metrics) tickDone(err error, d, age time.Duration, states map[string]*[
 	}
 }
 
-func (m *Metrics) action(kind, result string) {
+// Action counts an action of kind by its result.
+func (m *Metrics) Action(kind, result string) {
 	if m == nil {
 		return
 	}
 	m.actions.WithLabelValues(kind, result).Inc()
 }
 
-func (m *Metrics) ruleError(rule string) {
+// RuleError counts a rule failing at run time.
+func (m *Metrics) RuleError(rule string) {
 	if m == nil {
 		return
 	}
 	m.ruleErrors.WithLabelValues(rule).Inc()
 }
 
-func (m *Metrics) auditError() {
+// AuditError counts a failed audit write.
+func (m *Metrics) AuditError() {
 	if m == nil {
 		return
 	}
 	m.auditErrors.Inc()
 }
 
-func (m *Metrics) modelMismatch(symbol string) {
+// ModelMismatch counts the exchange disagreeing with the margin model on symbol.
+func (m *Metrics) ModelMismatch(symbol string) {
 	if m == nil {
 		return
 	}
 	m.mismatches.WithLabelValues(symbol).Inc()
 }
 
-func (m *Metrics) unreadable(counts map[string]int) {
+// Unreadable sets the unreadable items of the last answers, by what was read.
+func (m *Metrics) Unreadable(counts map[string]int) {
 	if m == nil {
 		return
 	}
@@ -159,21 +166,24 @@ func (m *Metrics) unreadable(counts map[string]int) {
 	}
 }
 
-func (m *Metrics) symbolFailures(symbol string, n int) {
+// SymbolFailures sets the failed calls in a row on symbol.
+func (m *Metrics) SymbolFailures(symbol string, n int) {
 	if m == nil {
 		return
 	}
 	m.symFailures.WithLabelValues(symbol).Set(float64(n))
 }
 
-func (m *Metrics) auditBacklog(n int) {
+// AuditBacklog sets the audit records waiting to be written.
+func (m *Metrics) AuditBacklog(n int) {
 	if m == nil {
 		return
 	}
 	m.auditPending.Set(float64(n))
 }
 
-func (m *Metrics) fastLaneOn(on bool) {
+// FastLaneOn sets whether the guard is in the fast lane.
+func (m *Metrics) FastLaneOn(on bool) {
 	if m == nil {
 		return
 	}
@@ -184,7 +194,8 @@ func (m *Metrics) fastLaneOn(on bool) {
 	}
 }
 
-func (m *Metrics) control(silences, pauses int) {
+// Control sets the silences muting and the pauses in force.
+func (m *Metrics) Control(silences, pauses int) {
 	if m == nil {
 		return
 	}

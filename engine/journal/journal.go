@@ -1,0 +1,271 @@
+// Package journal is where everything the guard saw or did is said: each
+// Event is built once, where it happens, and Emit fans it out in one fixed
+// order — the tick's report, the audit log, the recent actions, the log,
+// the metrics, the notifications — so that an action is on disk before
+// anyone is told of it, and no output misses an event another one has.
+// Emit is safe for concurrent use: the tick, the executor's calls and the
+// control API all emit, one at a time.
+package journal
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/notify"
+)
+
+// Report is the part of a tick's report the events fill.
+type Report struct {
+	Transitions []TransitionEvent
+	Actions     []ActionEvent
+}
+
+// TransitionEvent is one rule changing state on one position.
+type TransitionEvent struct {
+	Rule, Symbol string
+	From, To     alert.State
+	Reason       string
+}
+
+// ActionEvent is one action decided by the tick, sent or not.
+type ActionEvent struct {
+	Symbol string
+	Action string // lower_leverage, set_isolated, settings, cancel_orders, notify
+	Rules  []string
+	// Outcome is sent, dry_run, paused, noop, skipped (the breaker), error,
+	// skipped_harmful (it would move a liquidation price closer) or
+	// skipped_bounded (no cut within the free balance or the margin budget).
+	Outcome  string
+	From, To int // leverage before and after, for settings
+	Cross    bool
+	Err      error
+	// Effect is the margin model's prediction of a settings call, as the
+	// log says it; "" when there is none. Actual is what the exchange read
+	// back after it.
+	Effect, Actual string
+}
+
+// Event is one thing the guard saw or did. An output it does not belong to
+// is left empty.
+type Event struct {
+	Audit *Record // the audit log
+	// The log: nothing when Msg is "".
+	Level slog.Level
+	Msg   string
+	Attrs []any
+	Note  *notify.Message // the notifications
+	// The tick's report (and, for an action, the recent actions).
+	Transition *TransitionEvent
+	Action     *ActionEvent
+	Count      func(*Metrics) // the metrics (a nil *Metrics records nothing)
+}
+
+// Notifier delivers messages. It must not block for long: queueing and
+// retrying are its business.
+type Notifier interface {
+	Send(ctx context.Context, m notify.Message) error
+}
+
+// Options are a Journal's outputs; every one may be nil.
+type Options struct {
+	Audit    *Audit
+	Logger   *slog.Logger
+	Metrics  *Metrics
+	Notifier Notifier
+	// Muted reports the silence (by id) that mutes a notification at t.
+	Muted func(m *notify.Message, t time.Time) (string, bool)
+	// Now dates a notification without a time; default time.Now.
+	Now func() time.Time
+}
+
+// Journal fans events out.
+type Journal struct {
+	mu       sync.Mutex
+	audit    *Audit
+	log      *slog.Logger
+	metrics  *Metrics
+	notifier Notifier
+	muted    func(m *notify.Message, t time.Time) (string, bool)
+	now      func() time.Time
+	// failing: the last audit write failed (notified once).
+	failing bool
+	recent  recentActions
+}
+
+// New returns a journal writing to o's outputs.
+func New(o Options) *Journal {
+	j := &Journal{audit: o.Audit, log: o.Logger, metrics: o.Metrics, notifier: o.Notifier, muted: o.Muted, now: o.Now}
+	if j.log == nil {
+		j.log = slog.New(slog.DiscardHandler)
+	}
+	if j.now == nil {
+		j.now = time.Now
+	}
+	return j
+}
+
+// Emit fans ev out: the tick's report (when there is one), the audit log,
+// the recent actions, the log, the metrics and the notifications, in that
+// order.
+func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if rep != nil && ev.Transition != nil {
+		rep.Transitions = append(rep.Transitions, *ev.Transition)
+	}
+	if rep != nil && ev.Action != nil {
+		rep.Actions = append(rep.Actions, *ev.Action)
+	}
+	if ev.Audit != nil {
+		j.audited(ctx, ev.Audit.Time, j.audit.Write(*ev.Audit))
+	}
+	if a := ev.Action; a != nil {
+		var at time.Time
+		if ev.Audit != nil {
+			at = ev.Audit.Time
+		}
+		ra := RecentAction{Time: at, Symbol: a.Symbol, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome,
+			From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual}
+		if a.Err != nil {
+			ra.Error = a.Err.Error()
+		}
+		j.recent.add(ra)
+	}
+	if ev.Msg != "" {
+		j.log.Log(ctx, ev.Level, ev.Msg, ev.Attrs...)
+	}
+	if ev.Count != nil {
+		ev.Count(j.metrics)
+	}
+	if ev.Note != nil {
+		j.send(ctx, *ev.Note)
+	}
+}
+
+// Flush writes the audit records kept from failed writes, saying how it
+// went.
+func (j *Journal) Flush(ctx context.Context, now time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.audit.Backlog() > 0 {
+		j.audited(ctx, now, j.audit.Flush())
+	}
+}
+
+// Reopen closes and reopens the audit log at its path (SIGHUP, after
+// logrotate moved it) and writes the records kept meanwhile.
+func (j *Journal) Reopen(ctx context.Context, now time.Time) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	err := j.audit.Reopen()
+	j.audited(ctx, now, err)
+	return err
+}
+
+// Close closes the audit log.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.audit.Close()
+}
+
+// Recent lists the last actions, newest first.
+func (j *Journal) Recent() []RecentAction { return j.recent.list() }
+
+// send delivers a notification unless a silence mutes it. The caller
+// holds mu.
+func (j *Journal) send(ctx context.Context, m notify.Message) {
+	if j.notifier == nil {
+		return
+	}
+	if j.muted != nil {
+		t := m.Time
+		if t.IsZero() {
+			t = j.now()
+		}
+		if id, ok := j.muted(&m, t); ok {
+			j.log.Debug("notification silenced", "kind", m.Kind, "rule", m.Rule, "symbol", m.Symbol, "silence", id)
+			return
+		}
+	}
+	if err := j.notifier.Send(ctx, m); err != nil {
+		j.log.Warn("notification not delivered", "kind", m.Kind, "err", err)
+	}
+}
+
+// audited reports the outcome of an audit write or flush: a failure is
+// logged and counted every time and notified once; the first success after
+// it is said too. The metric shows the records waiting. A guard that
+// cannot keep its audit trail must say so. The caller holds mu.
+func (j *Journal) audited(ctx context.Context, now time.Time, err error) {
+	j.metrics.AuditBacklog(j.audit.Backlog())
+	switch {
+	case err != nil:
+		j.log.Error("audit write failed", "err", err)
+		j.metrics.AuditError()
+		if !j.failing {
+			j.failing = true
+			j.send(ctx, notify.Message{Time: now, Kind: notify.KindAudit, Severity: "critical",
+				Text: fmt.Sprintf("the audit log cannot be written (%v); the records are kept in memory (up to %d) and written when it can; actions continue", err, MaxAuditBacklog)})
+		}
+	case j.failing:
+		j.failing = false
+		j.log.Info("audit log writes again; the records kept were written")
+		j.send(ctx, notify.Message{Time: now, Kind: notify.KindAudit, Severity: "warning", Text: "audit log writes again; the records kept meanwhile were written"})
+	}
+}
+
+// RecentActionsKept is how many of the last actions Recent keeps.
+const RecentActionsKept = 50
+
+// RecentAction is one action decided by a tick, with its outcome: sent,
+// dry_run, paused, skipped, error, noop, skipped_harmful, skipped_bounded,
+// backoff.
+type RecentAction struct {
+	Time    time.Time `json:"time"`
+	Symbol  string    `json:"symbol"`
+	Action  string    `json:"action"`
+	Rules   []string  `json:"rules,omitempty"`
+	Outcome string    `json:"outcome"`
+	From    int       `json:"from,omitempty"`
+	To      int       `json:"to,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	// Effect is the margin model's prediction; Actual what the exchange
+	// read back after the call.
+	Effect string `json:"effect,omitempty"`
+	Actual string `json:"actual,omitempty"`
+}
+
+// recentActions is a bounded ring of the last actions.
+type recentActions struct {
+	mu   sync.Mutex
+	ring []RecentAction
+	next int
+}
+
+func (r *recentActions) add(a RecentAction) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.ring) < RecentActionsKept {
+		r.ring = append(r.ring, a)
+		return
+	}
+	r.ring[r.next] = a
+	r.next = (r.next + 1) % RecentActionsKept
+}
+
+// list returns the actions newest first.
+func (r *recentActions) list() []RecentAction {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]RecentAction, 0, len(r.ring))
+	for i := range r.ring {
+		out = append(out, r.ring[(r.next+len(r.ring)-1-i)%len(r.ring)])
+	}
+	return out
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
@@ -13,7 +14,7 @@ import (
 
 // accountKey is the state key of the account rules: their state is the
 // rule's own, not a position's.
-func accountKey() positionKey { return positionKey{dir: "ACCOUNT"} }
+func accountKey() market.Key { return market.Key{Dir: "ACCOUNT"} }
 
 // accountSymbol names the account in events where a symbol goes.
 const accountSymbol = "account"
@@ -111,7 +112,7 @@ type accountDue struct {
 	ri      int
 	rule    *rules.Rule
 	st      *RuleState
-	targets map[positionKey]bool
+	targets map[market.Key]bool
 	acted   bool // a plan of the tick carried its actions
 	failed  bool // a part of them failed: no cooldown, retried next tick
 	// pending counts the plans carrying its actions whose calls have not
@@ -154,10 +155,10 @@ func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snaps
 // targets are the open positions an account rule's actions go to. The
 // riskiest are those nearest their liquidation price; a position whose
 // distance is unknown is none of them (no data acts on nothing).
-func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[positionKey]bool {
-	out := map[positionKey]bool{}
+func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[market.Key]bool {
+	out := map[market.Key]bool{}
 	type ranked struct {
-		key positionKey
+		key market.Key
 		d   float64
 	}
 	var risky []ranked
@@ -172,18 +173,18 @@ func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[positionKey]bool {
 		}
 		switch t.Kind {
 		case rules.TargetAll:
-			out[posKey(p)] = true
+			out[market.KeyOf(p)] = true
 		case rules.TargetCross, rules.TargetIsolated:
 			if p.Cross == (t.Kind == rules.TargetCross) {
-				out[posKey(p)] = true
+				out[market.KeyOf(p)] = true
 			}
 		case rules.TargetSymbols:
 			if slices.Contains(t.Symbols, sym.Name) {
-				out[posKey(p)] = true
+				out[market.KeyOf(p)] = true
 			}
 		case rules.TargetRiskiest:
 			if d, ok := distance(p.Direction, snap.IndexPrices[e.indexName(sym)].InexactFloat64(), p.LiquidationPrice.InexactFloat64()); ok {
-				risky = append(risky, ranked{posKey(p), d})
+				risky = append(risky, ranked{market.KeyOf(p), d})
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -389,7 +390,7 @@ func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl 
 			continue
 		}
 		if d.acct == nil {
-			if st := e.stateNow(posKey(pl.pos), d.idx, d.rule, d.st, setAt); st != nil {
+			if st := e.stateNow(market.KeyOf(pl.pos), d.idx, d.rule, d.st, setAt); st != nil {
 				st.LastActionAt = now
 				e.dirty = true
 			}
@@ -400,7 +401,7 @@ func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl 
 // stateNow is the state a plan's rule points at, found again when the rule
 // set was reloaded since the plan was decided (the states moved with their
 // rules); nil when the rule or the position is gone.
-func (e *Engine) stateNow(key positionKey, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) *RuleState {
+func (e *Engine) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) *RuleState {
 	if setAt == e.set {
 		return st
 	}

@@ -195,10 +195,14 @@ func (e *Engine) expireControl(ctx context.Context, now time.Time) {
 	e.controlGauges(now)
 }
 
-// resolvedAck ends the acknowledgements of rule on symbol: the alert
-// resolved (the tick calls it on a transition to inactive).
-func (e *Engine) resolvedAck(ctx context.Context, now time.Time, rule, symbol string) {
-	for _, s := range e.ctl.EndAcks(rule, symbol) {
+// resolveAcks ends the acknowledgements of rule on symbol when a
+// transition takes the rule to inactive (its alert resolved), then says
+// the transition and the acknowledgements ended: the transition's own
+// notification is no longer muted by them.
+func (e *Engine) resolveAcks(ctx context.Context, rep *TickReport, now time.Time, rule, symbol string, transition event) {
+	ended := e.ctl.EndAcks(rule, symbol)
+	e.emit(ctx, rep, transition)
+	for _, s := range ended {
 		e.emit(ctx, nil, controlEvent(now, "silence", "expired", rule, symbol, s.CreatedBy,
 			fmt.Sprintf("acknowledgement %s of %s on %s ended: the alert resolved", s.ID, rule, symbol), false))
 	}

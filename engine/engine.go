@@ -21,6 +21,7 @@ import (
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
@@ -28,22 +29,12 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// Reader is what a tick reads from the exchange.
-type Reader interface {
-	Positions(ctx context.Context) ([]exchange.Position, error)
-	IndexPrices(ctx context.Context) (map[string]decimal.Decimal, error)
-	Trades(ctx context.Context) (*exchange.Trades, error)
-}
+// Reader is what a tick reads from the exchange; see engine/market.
+type Reader = market.Reader
 
-// InProcessReader is implemented by a Reader whose reads are calls in the
-// same process that neither block nor wait on a network, such as a
-// backtest's simulated exchange. When InProcess reports true, Tick reads
-// the index prices and then the positions one after the other instead of
-// concurrently: that saves a goroutine per tick and changes nothing else,
-// since a concurrent read has no order to rely on either.
-type InProcessReader interface {
-	InProcess() bool
-}
+// InProcessReader is a Reader whose reads are calls in the same process;
+// see engine/market.
+type InProcessReader = market.InProcessReader
 
 // Actuator is what the engine changes on the exchange. Both calls are
 // idempotent.
@@ -96,7 +87,7 @@ type Engine struct {
 	// Active, Rules and Update take mu alone.
 	tick      sync.Mutex
 	set       *rules.Set
-	positions map[positionKey]*posState
+	positions map[market.Key]*posState
 	snaps     *SnapshotReader
 	indexSeen map[string]indexSeen
 	breaker   breakerState
@@ -208,7 +199,7 @@ type indexSeen struct {
 
 // ErrIncomplete is wrapped by Tick's error when a read failed: the tick took
 // no action.
-var ErrIncomplete = errors.New("snapshot incomplete")
+var ErrIncomplete = market.ErrIncomplete
 
 // New builds an engine for the rule set, restoring persisted state from
 // cfg.StateFile and opening cfg.AuditLog.
@@ -231,7 +222,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		set:       set,
 		current:   set,
 		snaps:     NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
-		positions: make(map[positionKey]*posState),
+		positions: make(map[market.Key]*posState),
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
 		backoff:   make(map[string]*symbolBackoff),
@@ -393,7 +384,7 @@ func (e *Engine) applyPending() {
 		c := *cfg
 		c.Interval, c.DryRun, c.AuditLog, c.StateFile = e.cfg.Interval, e.cfg.DryRun, e.cfg.AuditLog, e.cfg.StateFile
 		e.cfg = c.withDefaults()
-		e.snaps.refresh = e.cfg.SymbolsRefresh
+		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
 		e.exec.SetLimits(e.cfg.ActionConcurrency, e.cfg.ActionTimeout)
 	}
 	if set == nil {
@@ -487,7 +478,7 @@ func (e *Engine) restore(s *savedState) []event {
 			for _, t := range []*time.Time{&st.ActiveAt, &st.FiredAt, &st.LastTrueAt, &st.LastActionAt, &st.HarmNotedAt, &st.BudgetFrom, &st.MissingSince} {
 				clamp(t)
 			}
-			key := parsePositionKey(saved)
+			key := market.ParseKey(saved)
 			ps := e.positions[key]
 			if ps == nil {
 				ps = &posState{symbol: s.Symbols[saved], rules: make([]RuleState, len(e.set.Rules))}

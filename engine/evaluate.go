@@ -12,15 +12,15 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/alert"
-	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/rules"
 )
 
 // evaluate runs every rule on every non-empty position of the snapshot.
 func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
 	var plans []*plan // the positions with actions due, run once every position is evaluated
-	closed := make(map[positionKey]bool)
-	seen := make(map[positionKey]bool, len(snap.Positions))
+	closed := make(map[market.Key]bool)
+	seen := make(map[market.Key]bool, len(snap.Positions))
 	e.unreadable(ctx, now, snap)
 	e.posVals.reset(len(e.win.specs))
 	e.acctVals.reset(len(e.win.specs))
@@ -35,7 +35,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 	due := e.evaluateAccount(ctx, now, snap, rep)
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
-		key := posKey(p)
+		key := market.KeyOf(p)
 		if p.Empty {
 			closed[key] = true
 			continue
@@ -122,9 +122,11 @@ func (e *Engine) stepRule(ctx context.Context, now time.Time, rep *TickReport, r
 		// A rule whose notify action runs now tells of its firing
 		// itself: one message per event and channel.
 		quiet := tr == ToFiring && due && r.HasAction(rules.Notify)
-		e.emit(ctx, rep, transitionEvent(now, r, symbol, position, prev.State, next.State, tr, reason, quiet, env))
+		ev := transitionEvent(now, r, symbol, position, prev.State, next.State, tr, reason, quiet, env)
 		if next.State == Inactive {
-			e.resolvedAck(ctx, now, r.Name, symbol) // an acknowledgement lasts until its alert resolves
+			e.resolveAcks(ctx, rep, now, r.Name, symbol, ev) // an acknowledgement lasts until its alert resolves
+		} else {
+			e.emit(ctx, rep, ev)
 		}
 	}
 	return due
@@ -169,13 +171,13 @@ func (e *Engine) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy strin
 }
 
 // posState returns the state of the rules on a position, creating it.
-func (e *Engine) posState(key positionKey, symbol string) *posState {
+func (e *Engine) posState(key market.Key, symbol string) *posState {
 	ps, ok := e.positions[key]
 	if !ok {
-		if legacy, had := e.positions[positionKey{id: key.id}]; had {
+		if legacy, had := e.positions[market.Key{ID: key.ID}]; had {
 			// State saved under the position id alone, before positions
 			// were told apart by direction: it is this position's.
-			delete(e.positions, positionKey{id: key.id})
+			delete(e.positions, market.Key{ID: key.ID})
 			e.positions[key], ps, ok = legacy, legacy, true
 		}
 	}
@@ -192,38 +194,14 @@ func (e *Engine) posState(key positionKey, symbol string) *posState {
 	return ps
 }
 
-// positionKey identifies a position in the engine's state: the exchange's
-// id and the direction, so that a hedge-mode long and short on one symbol
-// (one id in the spec) keep apart states. A key without a direction is
-// state saved before positions were told apart by it.
-type positionKey struct{ id, dir string }
-
-func posKey(p *exchange.Position) positionKey { return positionKey{p.ID, p.Direction} }
-
-// String is the key as the state file writes it: ID/DIRECTION.
-func (k positionKey) String() string {
-	if k.dir == "" {
-		return k.id
-	}
-	return k.id + "/" + k.dir
-}
-
-// parsePositionKey reads a key written by String.
-func parsePositionKey(s string) positionKey {
-	if i := strings.LastIndexByte(s, '/'); i >= 0 {
-		return positionKey{s[:i], s[i+1:]}
-	}
-	return positionKey{id: s}
-}
-
 // forgetGone drops the state of positions that were closed: listed empty
 // (closed), at once; missing from the answer, after a grace period — at
 // least the longest cooldown, for or keep_firing_for of the rules active or
 // having acted on it, and two intervals — so that an answer that is empty
 // now and then does not wipe cooldowns (a returning position keeps them).
 // A rule that was firing on a forgotten position resolves.
-func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport, closed map[positionKey]bool) {
-	var gone []positionKey
+func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport, closed map[market.Key]bool) {
+	var gone []market.Key
 	for key, ps := range e.positions {
 		if ps.seen.Equal(now) {
 			continue
@@ -239,7 +217,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport,
 		gone = append(gone, key)
 	}
 	// A deterministic order for the audit log and replays.
-	slices.SortFunc(gone, func(a, b positionKey) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.dir, b.dir)) })
+	slices.SortFunc(gone, func(a, b market.Key) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Dir, b.Dir)) })
 	for _, key := range gone {
 		ps := e.positions[key]
 		reason := "position closed"
@@ -255,8 +233,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport,
 			if s.State == Firing {
 				tr = ToResolved
 			}
-			e.emit(ctx, rep, transitionEvent(now, r, ps.symbol, key.id, s.State, to, tr, reason, false, nil))
-			e.resolvedAck(ctx, now, r.Name, ps.symbol)
+			e.resolveAcks(ctx, rep, now, r.Name, ps.symbol, transitionEvent(now, r, ps.symbol, key.ID, s.State, to, tr, reason, false, nil))
 		}
 		delete(e.positions, key)
 		e.dirty = true
@@ -294,7 +271,7 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 				continue
 			}
 			for key, ps := range e.positions {
-				if key.id == it.ID {
+				if key.ID == it.ID {
 					ps.seen = now
 				}
 			}

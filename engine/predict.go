@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
@@ -79,7 +80,7 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 // per position version (it changes with the quantity, the entry price and
 // the risk limit only), with its float64 for the account's figures.
 func (e *Engine) maintenance(p *exchange.Position, mp *margin.Position) (decimal.Decimal, float64) {
-	ps := e.positions[posKey(p)]
+	ps := e.positions[market.KeyOf(p)]
 	if ps == nil {
 		mm := mp.Maintenance()
 		return mm, toFloat(mm)

@@ -2,182 +2,15 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/shopspring/decimal"
 )
-
-// Snapshot is one read of the account: what a tick evaluates, and what
-// `riskguard record` writes for backtests.
-type Snapshot struct {
-	Time      time.Time
-	Positions []exchange.Position
-	// IndexPrices is nil when the index read failed: every evaluation of
-	// the tick then has no data.
-	IndexPrices map[string]decimal.Decimal
-	// Symbols is the symbol list in force: the last one read, kept
-	// between reads.
-	Symbols *exchange.Trades
-	// Partial lists the items of this read's answers that could not be
-	// decoded: the rest of each answer is in the snapshot.
-	Partial []*exchange.PartialError
-}
-
-// SnapshotReader is the one read of the exchange: the daemon's ticks, the
-// recorder and the demo all read through it, so they fail alike. It reads
-// positions and index prices at every Read (concurrently, unless the
-// Reader is in process), and the symbols with their risk limits at the
-// first Read, every refresh interval, and when a position names a symbol
-// id the list lacks. Its failure rules:
-//   - positions not read: no snapshot, and the error;
-//   - index prices not read: a snapshot without them (IndexPrices nil),
-//     and the error wrapping ErrIncomplete;
-//   - symbols not read: the cached list is kept (with a warning); without
-//     any, no snapshot;
-//   - an item of an answer that cannot be decoded (one position, one
-//     index price, one symbol): that item is left out, named in
-//     Snapshot.Partial, and the rest of the answer is used.
-//
-// A SnapshotReader is not safe for concurrent use: each loop has its own.
-type SnapshotReader struct {
-	reader  Reader
-	refresh time.Duration
-	log     *slog.Logger
-
-	trades *exchange.Trades
-	byID   map[int64]*exchange.ContractSymbol
-	at     time.Time
-	// partialSymbols names the symbols the last symbols read could not
-	// decode.
-	partialSymbols *exchange.PartialError
-}
-
-// NewSnapshotReader reads through r, re-reading the symbols every
-// symbolsRefresh (DefaultConfig's when 0). A nil logger discards.
-func NewSnapshotReader(r Reader, symbolsRefresh time.Duration, logger *slog.Logger) *SnapshotReader {
-	if symbolsRefresh <= 0 {
-		symbolsRefresh = DefaultConfig().SymbolsRefresh
-	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &SnapshotReader{reader: r, refresh: symbolsRefresh, log: logger}
-}
-
-// Read reads one snapshot at now; see SnapshotReader for what a failed
-// read leaves out.
-func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, error) {
-	var (
-		wg      sync.WaitGroup
-		idx     map[string]decimal.Decimal
-		idxErr  error
-		symErr  error
-		refresh = s.due(now)
-	)
-	if ip, ok := s.reader.(InProcessReader); ok && ip.InProcess() {
-		idx, idxErr = s.reader.IndexPrices(ctx)
-	} else {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			idx, idxErr = s.reader.IndexPrices(ctx)
-		}()
-	}
-	if refresh {
-		symErr = s.refreshSymbols(ctx, now)
-	}
-	pos, posErr := s.reader.Positions(ctx)
-	wg.Wait()
-	var partial []*exchange.PartialError
-	for _, err := range []*error{&posErr, &idxErr, &symErr} {
-		var pe *exchange.PartialError
-		if errors.As(*err, &pe) {
-			partial, *err = append(partial, pe), nil
-		}
-	}
-	if posErr != nil {
-		return nil, fmt.Errorf("%w: positions: %w", ErrIncomplete, posErr)
-	}
-	if !refresh && s.unknownSymbol(pos) {
-		symErr = s.refreshSymbols(ctx, now)
-	}
-	if symErr != nil {
-		if s.byID == nil {
-			return nil, fmt.Errorf("%w: symbols: %w", ErrIncomplete, symErr)
-		}
-		// The cached symbols still name every known position; risk limits
-		// come with the positions themselves.
-		s.log.Warn("symbols refresh failed; using the cached list", "err", symErr)
-	}
-	if s.partialSymbols != nil {
-		partial = append(partial, s.partialSymbols)
-	}
-	snap := &Snapshot{Time: now, Positions: pos, Symbols: s.trades, Partial: partial}
-	if idxErr != nil {
-		return snap, fmt.Errorf("%w: index prices: %w", ErrIncomplete, idxErr)
-	}
-	if idx == nil {
-		idx = map[string]decimal.Decimal{}
-	}
-	snap.IndexPrices = idx
-	return snap, nil
-}
-
-// ReadSymbols returns the symbol list, read first when it is due.
-func (s *SnapshotReader) ReadSymbols(ctx context.Context, now time.Time) (*exchange.Trades, error) {
-	if s.due(now) {
-		if err := s.refreshSymbols(ctx, now); err != nil {
-			return nil, err
-		}
-	}
-	return s.trades, nil
-}
-
-// Symbol returns the contract symbol with the id, from the list in force.
-func (s *SnapshotReader) Symbol(id int64) (*exchange.ContractSymbol, bool) {
-	c, ok := s.byID[id]
-	return c, ok
-}
-
-func (s *SnapshotReader) due(now time.Time) bool {
-	return s.byID == nil || now.Sub(s.at) >= s.refresh
-}
-
-func (s *SnapshotReader) refreshSymbols(ctx context.Context, now time.Time) error {
-	tr, err := s.reader.Trades(ctx)
-	var pe *exchange.PartialError
-	if errors.As(err, &pe) && tr != nil {
-		err = nil // the symbols that could be read are used
-	}
-	if err != nil {
-		return fmt.Errorf("read symbols: %w", err)
-	}
-	s.partialSymbols = pe
-	m := make(map[int64]*exchange.ContractSymbol, len(tr.ContractsSymbols))
-	for i := range tr.ContractsSymbols {
-		m[tr.ContractsSymbols[i].ID] = &tr.ContractsSymbols[i]
-	}
-	s.trades, s.byID, s.at = tr, m, now
-	return nil
-}
-
-func (s *SnapshotReader) unknownSymbol(pos []exchange.Position) bool {
-	for i := range pos {
-		if pos[i].Empty {
-			continue
-		}
-		if _, ok := s.byID[pos[i].SymbolID]; !ok {
-			return true
-		}
-	}
-	return false
-}
 
 // Symbols returns the names of the contract symbols the exchange lists,
 // from the symbols the ticks keep, read first when they are due or were
@@ -243,4 +76,19 @@ func (e *Engine) indexPrice(snap *Snapshot, sym *exchange.ContractSymbol, now ti
 		}
 	}
 	return p, "", true
+}
+
+// Snapshot is one read of the account; see engine/market.
+type Snapshot = market.Snapshot
+
+// SnapshotReader is the one read of the exchange; see engine/market.
+type SnapshotReader = market.SnapshotReader
+
+// NewSnapshotReader reads through r, re-reading the symbols every
+// symbolsRefresh (DefaultConfig's when 0). A nil logger discards.
+func NewSnapshotReader(r Reader, symbolsRefresh time.Duration, logger *slog.Logger) *SnapshotReader {
+	if symbolsRefresh <= 0 {
+		symbolsRefresh = DefaultConfig().SymbolsRefresh
+	}
+	return market.NewSnapshotReader(r, symbolsRefresh, logger)
 }

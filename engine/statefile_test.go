@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -74,7 +75,7 @@ func TestStateFromTheFutureClamped(t *testing.T) {
 	if got := e.breaker.OpenUntil; !got.Equal(t0.Add(5 * time.Minute)) {
 		t.Errorf("breaker open until %s, want %s", got, t0.Add(5*time.Minute))
 	}
-	if got := e.positions[positionKey{id: "1_1"}].rules[0].LastActionAt; !got.Equal(t0) {
+	if got := e.positions[market.Key{ID: "1_1"}].rules[0].LastActionAt; !got.Equal(t0) {
 		t.Errorf("last action at %s, want clamped to %s", got, t0)
 	}
 	msgs := strings.Join(notes.all(), "\n")

@@ -136,7 +136,9 @@ func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snaps
 		if !r.Account() {
 			continue
 		}
-		e.setWindows(ri, &e.acctEnv, &e.acctVals, &e.acctVals)
+		if e.win.Windowed(ri) {
+			e.win.FillAccount(ri, &e.acctEnv)
+		}
 		if !e.stepRule(ctx, now, rep, ri, r, &ps.rules[ri], &e.acctEnv, accountSymbol, accountSymbol, "") {
 			continue
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
@@ -125,12 +126,9 @@ type Engine struct {
 	// lane is the fast lane's state (tick-owned).
 	lane laneState
 
-	// win is the rule set's functions over the recent past; acctRings
-	// hold the account's series (the positions' are in their posState).
-	win       windowSet
-	acctRings []*ring
-	// history caches the tick's index history reads that warm new rings.
-	history map[string]indexHistory
+	// win is the rule set's functions over the recent past (the
+	// positions' series are in their posState).
+	win *window.Store
 	// free is the last inferred free balance.
 	free   freeCache
 	sigBuf []byte
@@ -144,12 +142,10 @@ type Engine struct {
 	acct rules.Account
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
-	in       rules.Input
-	env      rules.Env
-	acctEnv  rules.Env // the account rules' environment
-	ev       rules.Evaluator
-	posVals  windowValues
-	acctVals windowValues
+	in      rules.Input
+	env     rules.Env
+	acctEnv rules.Env // the account rules' environment
+	ev      rules.Evaluator
 
 	// mu guards what callers read while a tick may be running: it is
 	// held for a few assignments only, never across I/O. lastOK is
@@ -182,9 +178,8 @@ type posState struct {
 	mm        decimal.Decimal
 	mmFloat   float64
 	mmVersion int64
-	// rings are the position's series for the windowed terms, aligned
-	// with Engine.win's specs (nil for an account's or a term not seen).
-	rings []*ring
+	// series is the position's samples for the windowed terms.
+	series window.Series
 	// refused is the last settings call the exchange refused for good,
 	// from the leverage the position had: never sent again unchanged.
 	refused     exchange.Settings
@@ -226,11 +221,12 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
 		backoff:   make(map[string]*symbolBackoff),
-		history:   make(map[string]indexHistory),
 		reasons:   make(map[[2]string]string),
 		wait:      cfg.Interval,
 	}
-	e.bindWindows(set)
+	hist, _ := d.Reader.(window.HistoryReader)
+	e.win = window.NewStore(set, cfg.Interval, hist, d.Logger)
+	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
 	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {
 		e.sequential = true
 	}
@@ -416,7 +412,8 @@ func (e *Engine) applyPending() {
 		ps.rules = next
 	}
 	e.set = set
-	e.bindWindows(set)
+	e.win.Bind(set)
+	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
 	e.failing = make([]bool, len(set.Rules))
 	e.dirty = true
 	e.mu.Lock()

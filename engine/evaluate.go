@@ -22,15 +22,12 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 	closed := make(map[market.Key]bool)
 	seen := make(map[market.Key]bool, len(snap.Positions))
 	e.unreadable(ctx, now, snap)
-	e.posVals.reset(len(e.win.specs))
-	e.acctVals.reset(len(e.win.specs))
-	if e.win.needAccount {
+	e.win.Begin()
+	if e.win.NeedAccount() {
 		e.acct = e.accountOf(snap)
 		e.env.Account = e.acct
-		if len(e.win.account) > 0 {
-			e.acctEnv.FillAccount(&e.acct, now)
-			e.acctRings = e.sample(ctx, now, &e.acctEnv, e.win.account, e.acctRings, "", &e.acctVals)
-		}
+		e.acctEnv.FillAccount(&e.acct, now)
+		e.win.SampleAccount(ctx, now, &e.acctEnv)
 	}
 	due := e.evaluateAccount(ctx, now, snap, rep)
 	for i := range snap.Positions {
@@ -68,16 +65,16 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		e.lane.observe(sym.Name, &e.env)
 		ps := e.posState(key, sym.Name)
 		ps.seen, ps.missingSince = now, time.Time{}
-		if len(e.win.position) > 0 {
-			ps.rings = e.sample(ctx, now, &e.env, e.win.position, ps.rings, e.indexName(sym), &e.posVals)
+		if e.win.Positional() {
+			e.win.SamplePosition(ctx, now, &ps.series, &e.env, e.indexName(sym))
 		}
 		pl := plan{pos: p, sym: sym}
 		for ri, r := range e.set.Rules {
 			if r.Account() || !r.AppliesTo(sym.Name) {
 				continue
 			}
-			if len(e.win.byRule[ri]) > 0 {
-				e.setWindows(ri, &e.env, &e.posVals, &e.acctVals)
+			if e.win.Windowed(ri) {
+				e.win.Fill(ri, &e.env)
 			}
 			if e.stepRule(ctx, now, rep, ri, r, &ps.rules[ri], &e.env, sym.Name, p.ID, why) {
 				pl.add(ri, r, &ps.rules[ri], nil, &e.ev, &e.env)

@@ -1,12 +1,15 @@
-package engine
+package window
 
 import (
 	"math"
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 )
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 // series feeds a ring one sample per second from t0: values[i] at
 // t0+i s; NaN is a tick without data (nothing pushed).
@@ -104,3 +107,5 @@ func TestRingClockJumps(t *testing.T) {
 		t.Errorf("after a jump ahead: %q, want no data", why)
 	}
 }
+
+var _ HistoryReader = (*exchange.Client)(nil)

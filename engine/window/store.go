@@ -1,0 +1,251 @@
+package window
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// HistoryReader can read an index's past prices (GET
+// /v1/market/indexes/{name}); the store warms the windows over indexPrice
+// from it, so that a restart does not blind a velocity rule.
+type HistoryReader interface {
+	IndexHistory(ctx context.Context, name string, q url.Values) ([][]decimal.Decimal, error)
+}
+
+// layout is the rule set's windowed terms, deduplicated: one ring per term
+// and position (or one for the account).
+type layout struct {
+	specs []rules.Window
+	// byRule maps each rule's j-th window (Env.SetWindow) to a spec.
+	byRule [][]int
+	// position and account list the specs of each kind.
+	position, account []int
+	// needAccount: some rule reads the account (or is an account rule).
+	needAccount bool
+}
+
+func newLayout(set *rules.Set) *layout {
+	ws := &layout{}
+	at := map[string]int{}
+	ws.byRule = make([][]int, len(set.Rules))
+	for ri, r := range set.Rules {
+		if r.ReadsAccount() || r.Account() {
+			ws.needAccount = true
+		}
+		for _, a := range r.Actions {
+			if a.ReadsAccount() {
+				ws.needAccount = true
+			}
+		}
+		for _, w := range r.Windows() {
+			g, ok := at[w.Key()]
+			if !ok {
+				g = len(ws.specs)
+				at[w.Key()] = g
+				ws.specs = append(ws.specs, w)
+				if w.Account() {
+					ws.account = append(ws.account, g)
+					ws.needAccount = true
+				} else {
+					ws.position = append(ws.position, g)
+				}
+			}
+			ws.byRule[ri] = append(ws.byRule[ri], g)
+		}
+	}
+	return ws
+}
+
+// Series is the rings of one position, or of the account. Its zero value
+// is empty; it follows the layout in force the next time it is sampled (a
+// term kept by a reload keeps its samples).
+type Series struct {
+	of    *layout
+	rings []*ring
+}
+
+// follow aligns the rings with ws.
+func (s *Series) follow(ws *layout) {
+	if s.of == ws {
+		return
+	}
+	if len(s.rings) > 0 && s.of != nil {
+		byKey := make(map[string]*ring, len(s.rings))
+		for g, r := range s.rings {
+			if g < len(s.of.specs) && r != nil {
+				byKey[s.of.specs[g].Key()] = r
+			}
+		}
+		out := make([]*ring, len(ws.specs))
+		for g, w := range ws.specs {
+			out[g] = byKey[w.Key()]
+		}
+		s.rings = out
+	}
+	if len(s.rings) < len(ws.specs) {
+		s.rings = append(s.rings, make([]*ring, len(ws.specs)-len(s.rings))...)
+	}
+	s.of = ws
+}
+
+// values are the values of the specs for one position (or the account) at
+// one tick.
+type values struct {
+	v   []float64
+	why []string
+}
+
+func (wv *values) reset(n int) {
+	if cap(wv.v) < n {
+		wv.v, wv.why = make([]float64, n), make([]string, n)
+	}
+	wv.v, wv.why = wv.v[:n], wv.why[:n]
+}
+
+// Store is the windows of the rule set in force: its layout, the account's
+// series, the values of the tick's position and account, and the index
+// history read to warm new rings. It is owned by the tick.
+type Store struct {
+	ws       *layout
+	interval time.Duration
+	hist     HistoryReader
+	log      *slog.Logger
+	account  Series
+	pos      values
+	acct     values
+	// history caches the tick's index history reads that warm new rings.
+	history map[string]indexHistory
+}
+
+// indexHistory is one read of an index's history.
+type indexHistory struct {
+	at   time.Time
+	rows [][]decimal.Decimal
+}
+
+// NewStore lays out set's windows for ticks every interval; hist (nil for
+// none) warms the indexPrice windows. A nil logger discards.
+func NewStore(set *rules.Set, interval time.Duration, hist HistoryReader, logger *slog.Logger) *Store {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{ws: newLayout(set), interval: interval, hist: hist, log: logger, history: make(map[string]indexHistory)}
+}
+
+// Bind lays out a new rule set's windows: each series follows it when next
+// sampled.
+func (s *Store) Bind(set *rules.Set) { s.ws = newLayout(set) }
+
+// NeedAccount reports whether some rule reads the account.
+func (s *Store) NeedAccount() bool { return s.ws.needAccount }
+
+// Positional reports whether some rule has a window over a position's
+// series.
+func (s *Store) Positional() bool { return len(s.ws.position) > 0 }
+
+// Windowed reports whether rule ri has windowed terms.
+func (s *Store) Windowed(ri int) bool { return ri < len(s.ws.byRule) && len(s.ws.byRule[ri]) > 0 }
+
+// Begin starts a tick: no value is known yet.
+func (s *Store) Begin() {
+	s.pos.reset(len(s.ws.specs))
+	s.acct.reset(len(s.ws.specs))
+}
+
+// SampleAccount pushes the account's current values (env) into its series
+// and computes its terms.
+func (s *Store) SampleAccount(ctx context.Context, now time.Time, env *rules.Env) {
+	if len(s.ws.account) > 0 {
+		s.sample(ctx, now, env, s.ws.account, &s.account, "", &s.acct)
+	}
+}
+
+// SamplePosition pushes a position's current values (env) into its series
+// and computes its terms; index names the index that prices it, whose
+// history warms a new indexPrice ring.
+func (s *Store) SamplePosition(ctx context.Context, now time.Time, ser *Series, env *rules.Env, index string) {
+	s.sample(ctx, now, env, s.ws.position, ser, index, &s.pos)
+}
+
+// sample pushes env's current value of each spec in gs into the series
+// (creating rings as needed) and computes every spec's value. A series
+// without a value now is not pushed, and its terms have none.
+func (s *Store) sample(ctx context.Context, now time.Time, env *rules.Env, gs []int, ser *Series, index string, out *values) {
+	ser.follow(s.ws)
+	for _, g := range gs {
+		w := s.ws.specs[g]
+		cur, ok := w.Read(env)
+		if !ok {
+			out.v[g], out.why[g] = 0, whyNoValue
+			continue
+		}
+		r := ser.rings[g]
+		if r == nil {
+			r = newRing(w.Span, s.interval)
+			if w.Series == "indexPrice" && index != "" {
+				s.warm(ctx, now, r, index)
+			}
+			ser.rings[g] = r
+		}
+		r.push(now, cur)
+		out.v[g], out.why[g] = r.value(w.Fn, now, cur)
+	}
+}
+
+// Fill sets rule ri's windowed terms in env from the tick's values: the
+// position's last sampled and the account's.
+func (s *Store) Fill(ri int, env *rules.Env) { s.fill(ri, env, &s.pos) }
+
+// FillAccount sets an account rule's windowed terms in env.
+func (s *Store) FillAccount(ri int, env *rules.Env) { s.fill(ri, env, &s.acct) }
+
+func (s *Store) fill(ri int, env *rules.Env, pos *values) {
+	for j, g := range s.ws.byRule[ri] {
+		src := pos
+		if s.ws.specs[g].Account() {
+			src = &s.acct
+		}
+		env.SetWindow(j, src.v[g], src.why[g])
+	}
+}
+
+// warm fills a new indexPrice ring with the index's history over its span,
+// read once per index name, span and tick.
+func (s *Store) warm(ctx context.Context, now time.Time, r *ring, index string) {
+	if s.hist == nil {
+		return
+	}
+	key := index + " " + r.span.String()
+	hist, ok := s.history[key]
+	if !ok || !hist.at.Equal(now) {
+		q := url.Values{}
+		q.Set("from", strconv.FormatInt(now.Add(-r.span).UnixMilli(), 10))
+		q.Set("to", strconv.FormatInt(now.UnixMilli(), 10))
+		q.Set("limit", "5000")
+		rows, err := s.hist.IndexHistory(ctx, index, q)
+		if err != nil {
+			s.log.Warn("index history not read: its windows start empty", "index", index, "err", err)
+		}
+		hist = indexHistory{at: now, rows: rows}
+		if len(s.history) > 256 {
+			clear(s.history) // one tick's reads are all it is for
+		}
+		s.history[key] = hist
+	}
+	for _, row := range hist.rows {
+		if len(row) < 2 {
+			continue
+		}
+		t := time.UnixMilli(row[0].IntPart())
+		if t.Before(now.Add(-r.span)) || !t.Before(now) {
+			continue
+		}
+		r.push(t, row[1].InexactFloat64())
+	}
+}

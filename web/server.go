@@ -57,6 +57,7 @@ type Controls interface {
 // page. The daemon follows its client's requests to fill them; the engine
 // does not know them.
 type ExchangeStats interface {
+	// Snapshot is the figures at the time of the call.
 	Snapshot() ExchangeStatus
 }
 
@@ -73,7 +74,10 @@ type ExchangeStatus struct {
 
 // Options configure a Server. Guard, Controls and Metrics are required.
 type Options struct {
-	Guard    Guard
+	// Guard is read by the page, /api/v1/status and /healthz.
+	Guard Guard
+	// Controls are read and changed by /api/v1/silences, /pause,
+	// /resume and /ack.
 	Controls Controls
 	// Exchange gives the exchange figures of the status API; nil shows
 	// zeros.

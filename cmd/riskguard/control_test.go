@@ -293,8 +293,10 @@ func TestControlAckEndsWhenResolved(t *testing.T) {
 	}
 }
 
-// The mutating endpoints need the token: a wrong or missing one is 401,
-// none configured is 403; the reads are open on loopback.
+// The daemon serves its control API with the token of
+// engine.control_token_file: a wrong or missing one is 401, the right one
+// goes through; the reads are open on loopback; without a token configured
+// the CLI gets 403. (Every endpoint's token rules are web's tests.)
 func TestControlTokenRequired(t *testing.T) {
 	t.Parallel()
 	g := newControlEnv(t, overMaxRule, "")
@@ -307,10 +309,6 @@ func TestControlTokenRequired(t *testing.T) {
 	}{
 		{"wrong token", "POST", "/api/v1/pause", "guess", 401},
 		{"no token", "POST", "/api/v1/pause", "", 401},
-		{"wrong token on silences", "POST", "/api/v1/silences", "guess", 401},
-		{"wrong token on expire", "DELETE", "/api/v1/silences/x?createdBy=m", "guess", 401},
-		{"wrong token on resume", "POST", "/api/v1/resume", "guess", 401},
-		{"wrong token on ack", "POST", "/api/v1/ack", "guess", 401},
 		{"status is open on loopback", "GET", "/api/v1/status", "", 200},
 		{"the page is open on loopback", "GET", "/", "", 200},
 		{"no author", "POST", "/api/v1/pause", testToken, 400},

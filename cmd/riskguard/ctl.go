@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/web"
 )
 
 // ctlClient talks to a running daemon's control API.
@@ -99,7 +100,7 @@ func (c *ctlClient) do(ctx context.Context, method, path string, body, out any) 
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var ae apiError
+		var ae web.ErrorBody
 		if json.Unmarshal(data, &ae) == nil && ae.Error != "" {
 			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, ae.Error)
 		}
@@ -160,7 +161,7 @@ func (m *Main) silenceAdd(ctx context.Context, args []string) error {
 		return m.ctlFail("silence add", err)
 	}
 	var s engine.Silence
-	err = c.do(ctx, http.MethodPost, "/api/v1/silences", controlRequest{Rule: *rule, Symbol: *symbol, Severity: *severity,
+	err = c.do(ctx, http.MethodPost, "/api/v1/silences", web.ControlRequest{Rule: *rule, Symbol: *symbol, Severity: *severity,
 		Duration: dur.String(), Comment: *comment, CreatedBy: c.by}, &s)
 	if err != nil {
 		return m.ctlFail("silence add", err)
@@ -264,7 +265,7 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 	if err != nil {
 		return m.ctlFail("pause", err)
 	}
-	req := controlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by}
+	req := web.ControlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by}
 	if *dur > 0 {
 		req.Duration = dur.String()
 	}
@@ -293,7 +294,7 @@ func (m *Main) runResume(ctx context.Context, args []string) error {
 		return m.ctlFail("resume", err)
 	}
 	var out struct{ Resumed []engine.Pause }
-	if err := c.do(ctx, http.MethodPost, "/api/v1/resume", controlRequest{Rule: *rule, Symbol: *symbol, CreatedBy: c.by}, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/api/v1/resume", web.ControlRequest{Rule: *rule, Symbol: *symbol, CreatedBy: c.by}, &out); err != nil {
 		return m.ctlFail("resume", err)
 	}
 	for _, p := range out.Resumed {
@@ -316,7 +317,7 @@ func (m *Main) runAck(ctx context.Context, args []string) error {
 	if err != nil {
 		return m.ctlFail("ack", err)
 	}
-	req := controlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by}
+	req := web.ControlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by}
 	if *dur > 0 {
 		req.Duration = dur.String()
 	}

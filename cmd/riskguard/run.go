@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
+	"github.com/riskguard/riskguard/web"
 )
 
 // guard is the daemon's wiring: client, engine, metrics.
@@ -135,55 +134,24 @@ func (g *guard) close(ctx context.Context, logger *slog.Logger) {
 	}
 }
 
-// healthy reports whether the last complete snapshot is recent: within
-// three intervals, and never less than ten seconds.
-func (g *guard) healthy(now time.Time) (bool, time.Duration) {
-	last := g.engine.LastSuccess()
-	if last.IsZero() {
-		return false, 0
-	}
-	age := now.Sub(last)
-	return age <= max(3*g.interval, 10*time.Second), age
+// healthMaxAge is how old the last complete snapshot may be for the
+// daemon to be healthy: three intervals, and never less than ten seconds.
+func healthMaxAge(interval time.Duration) time.Duration {
+	return max(3*interval, 10*time.Second)
 }
 
 // serve starts the listener of /metrics, /healthz, the status page and the
 // control API; it stops with ctx.
 func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		now := time.Now()
-		ok, age := g.healthy(now)
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "unhealthy: last complete snapshot %s ago\n", age.Round(time.Millisecond))
-		} else {
-			fmt.Fprintf(w, "ok: last complete snapshot %s ago\n", age.Round(time.Millisecond))
-		}
-		for _, c := range g.engine.InFlight(now) {
-			fmt.Fprintf(w, "in flight for %s: %s\n", time.Duration(c.Running*float64(time.Second)).Round(time.Millisecond), c.Call)
-		}
+	srv, err := web.New(web.Options{
+		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
+		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
+		Token:   g.controlToken, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
 	})
-	g.statusRoutes(mux)
-	g.controlRoutes(mux)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(shut)
-	}()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics listener stopped", "err", err)
-		}
-	}()
-	logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String(), "status_page", "/", "control_api", g.controlToken != "")
-	return nil
+	if err != nil {
+		return err
+	}
+	return srv.Start(ctx, addr)
 }
 
 func (m *Main) runRun(ctx context.Context, args []string) error {

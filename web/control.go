@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"crypto/sha256"
@@ -20,23 +20,23 @@ const errNoToken = "the control API is disabled: no control token is configured 
 
 // tokenOK compares the request's bearer token with the configured one in
 // constant time (both hashed first, so their lengths do not show either).
-func (g *guard) tokenOK(r *http.Request) bool {
+func (s *Server) tokenOK(r *http.Request) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || got == "" {
 		return false
 	}
-	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(g.controlToken))
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(s.token))
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 // authorized answers 403 when no token is configured and 401 for a missing
 // or wrong one; it reports whether the call may go on.
-func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if g.controlToken == "" {
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.token == "" {
 		writeError(w, http.StatusForbidden, errNoToken)
 		return false
 	}
-	if !g.tokenOK(r) {
+	if !s.tokenOK(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="riskguard"`)
 		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer …)")
 		return false
@@ -46,27 +46,28 @@ func (g *guard) authorized(w http.ResponseWriter, r *http.Request) bool {
 
 // open serves a read endpoint: open to loopback clients, and to others
 // with the token only (a listener beyond loopback is warned about).
-func (g *guard) open(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) open(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
-		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || g.authorized(w, r) {
+		if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || s.authorized(w, r) {
 			h(w, r)
 		}
 	}
 }
 
 // mutating serves a control endpoint: the token always.
-func (g *guard) mutating(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if g.authorized(w, r) {
+		if s.authorized(w, r) {
 			h(w, r)
 		}
 	}
 }
 
-// controlRequest is the body of the mutating endpoints; each uses the
-// fields it needs. CreatedBy names the author, audited with the change.
-type controlRequest struct {
+// ControlRequest is the body of the mutating endpoints (POST
+// /api/v1/silences, /pause, /resume, /ack); each uses the fields it needs.
+// CreatedBy names the author, audited with the change.
+type ControlRequest struct {
 	Rule     string `json:"rule,omitempty"`
 	Symbol   string `json:"symbol,omitempty"`
 	Severity string `json:"severity,omitempty"`
@@ -81,8 +82,8 @@ type controlRequest struct {
 
 // decode reads a control request: JSON, at most 64 KiB, no unknown field,
 // an author; with a duration turned into EndsAt.
-func decode(w http.ResponseWriter, r *http.Request, now time.Time) (*controlRequest, bool) {
-	var req controlRequest
+func decode(w http.ResponseWriter, r *http.Request, now time.Time) (*ControlRequest, bool) {
+	var req ControlRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -109,28 +110,28 @@ func decode(w http.ResponseWriter, r *http.Request, now time.Time) (*controlRequ
 }
 
 // controlRoutes registers the mutating endpoints.
-func (g *guard) controlRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /api/v1/silences", g.mutating(func(w http.ResponseWriter, r *http.Request) {
-		now := time.Now()
+func (s *Server) controlRoutes() {
+	s.mux.HandleFunc("POST /api/v1/silences", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		now := s.now()
 		req, ok := decode(w, r, now)
 		if !ok {
 			return
 		}
-		s, err := g.engine.AddSilence(r.Context(), now, engine.Silence{Rule: req.Rule, Symbol: req.Symbol, Severity: req.Severity,
+		sil, err := s.controls.AddSilence(r.Context(), now, engine.Silence{Rule: req.Rule, Symbol: req.Symbol, Severity: req.Severity,
 			StartsAt: req.StartsAt, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusCreated, s)
+		writeJSON(w, http.StatusCreated, sil)
 	}))
-	mux.HandleFunc("DELETE /api/v1/silences/{id}", g.mutating(func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc("DELETE /api/v1/silences/{id}", s.mutating(func(w http.ResponseWriter, r *http.Request) {
 		by := r.URL.Query().Get("createdBy")
 		if strings.TrimSpace(by) == "" {
 			writeError(w, http.StatusBadRequest, "createdBy is required (a query parameter): who expires the silence")
 			return
 		}
-		err := g.engine.ExpireSilence(r.Context(), time.Now(), r.PathValue("id"), by)
+		err := s.controls.ExpireSilence(r.Context(), s.now(), r.PathValue("id"), by)
 		switch {
 		case errors.Is(err, engine.ErrNotFound):
 			writeError(w, http.StatusNotFound, err.Error())
@@ -140,45 +141,45 @@ func (g *guard) controlRoutes(mux *http.ServeMux) {
 			writeJSON(w, http.StatusOK, map[string]string{"expired": r.PathValue("id")})
 		}
 	}))
-	mux.HandleFunc("POST /api/v1/pause", g.mutating(func(w http.ResponseWriter, r *http.Request) {
-		now := time.Now()
+	s.mux.HandleFunc("POST /api/v1/pause", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		now := s.now()
 		req, ok := decode(w, r, now)
 		if !ok {
 			return
 		}
-		p, err := g.engine.Pause(r.Context(), now, engine.Pause{Rule: req.Rule, Symbol: req.Symbol, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy})
+		p, err := s.controls.Pause(r.Context(), now, engine.Pause{Rule: req.Rule, Symbol: req.Symbol, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		writeJSON(w, http.StatusCreated, p)
 	}))
-	mux.HandleFunc("POST /api/v1/resume", g.mutating(func(w http.ResponseWriter, r *http.Request) {
-		req, ok := decode(w, r, time.Now())
+	s.mux.HandleFunc("POST /api/v1/resume", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		req, ok := decode(w, r, s.now())
 		if !ok {
 			return
 		}
-		ended, err := g.engine.Resume(r.Context(), time.Now(), req.Rule, req.Symbol, req.CreatedBy)
+		ended, err := s.controls.Resume(r.Context(), s.now(), req.Rule, req.Symbol, req.CreatedBy)
 		if errors.Is(err, engine.ErrNotFound) {
 			writeError(w, http.StatusNotFound, err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string][]engine.Pause{"resumed": ended})
 	}))
-	mux.HandleFunc("POST /api/v1/ack", g.mutating(func(w http.ResponseWriter, r *http.Request) {
-		now := time.Now()
+	s.mux.HandleFunc("POST /api/v1/ack", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		now := s.now()
 		req, ok := decode(w, r, now)
 		if !ok {
 			return
 		}
-		s, err := g.engine.Ack(r.Context(), now, req.Rule, req.Symbol, req.CreatedBy, req.Comment, req.EndsAt)
+		sil, err := s.controls.Ack(r.Context(), now, req.Rule, req.Symbol, req.CreatedBy, req.Comment, req.EndsAt)
 		switch {
 		case errors.Is(err, engine.ErrNotActive):
 			writeError(w, http.StatusConflict, err.Error())
 		case err != nil:
 			writeError(w, http.StatusBadRequest, err.Error())
 		default:
-			writeJSON(w, http.StatusCreated, s)
+			writeJSON(w, http.StatusCreated, sil)
 		}
 	}))
 }

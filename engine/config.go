@@ -2,7 +2,9 @@ package engine
 
 import "time"
 
-// Config is the engine's part of the configuration file.
+// Config is the engine's part of the configuration file. Each field is one
+// row of Settings (settings.go): its key, its default, whether a reload
+// applies it, its check.
 type Config struct {
 	// Interval between two ticks of Run.
 	Interval time.Duration
@@ -71,66 +73,3 @@ const TickRequests = 3
 // minSnapshotAge is the least default MaxSnapshotAge: a short interval
 // does not make an ordinary read (a few round trips) too old to act on.
 const minSnapshotAge = 3 * time.Second
-
-// DefaultConfig is the one owner of the engine's defaults: the configuration
-// loader starts from it, and New fills every zero field from it.
-func DefaultConfig() Config {
-	return Config{
-		Interval:            2 * time.Second,
-		MaxActionsPerMinute: 10,
-		BreakerReset:        5 * time.Minute,
-		SymbolsRefresh:      10 * time.Minute,
-		ActionTimeout:       30 * time.Second,
-		ActionConcurrency:   4,
-		SymbolBackoffMax:    time.Minute,
-		MaxWindow:           24 * time.Hour,
-		UnreachableAfter:    time.Minute,
-		FastDistance:        0.05,
-		AuditLog:            "riskguard-audit.jsonl",
-		StateFile:           "riskguard-state.json",
-	}
-}
-
-// withDefaults returns c with every unset duration and budget taken from
-// DefaultConfig. Paths are not filled: an empty AuditLog or StateFile means
-// none, which tests and backtests rely on.
-func (c Config) withDefaults() Config {
-	d := DefaultConfig()
-	if c.Interval <= 0 {
-		c.Interval = d.Interval
-	}
-	if c.MaxActionsPerMinute <= 0 {
-		c.MaxActionsPerMinute = d.MaxActionsPerMinute
-	}
-	if c.BreakerReset <= 0 {
-		c.BreakerReset = d.BreakerReset
-	}
-	if c.SymbolsRefresh <= 0 {
-		c.SymbolsRefresh = d.SymbolsRefresh
-	}
-	if c.ActionTimeout <= 0 {
-		c.ActionTimeout = d.ActionTimeout
-	}
-	if c.ActionConcurrency <= 0 {
-		c.ActionConcurrency = d.ActionConcurrency
-	}
-	if c.MaxSnapshotAge <= 0 {
-		c.MaxSnapshotAge = max(2*c.Interval, minSnapshotAge)
-	}
-	if c.MaxWindow <= 0 {
-		c.MaxWindow = d.MaxWindow
-	}
-	if c.SymbolBackoffMax <= 0 {
-		c.SymbolBackoffMax = d.SymbolBackoffMax
-	}
-	if c.UnreachableAfter <= 0 {
-		c.UnreachableAfter = d.UnreachableAfter
-	}
-	if c.FastInterval < 0 {
-		c.FastInterval = 0
-	}
-	if c.FastDistance <= 0 {
-		c.FastDistance = d.FastDistance
-	}
-	return c
-}

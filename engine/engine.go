@@ -353,9 +353,9 @@ func (e *Engine) Update(now time.Time, set *rules.Set) {
 }
 
 // Reconfigure is Update with new engine settings, applied between two
-// ticks together with the rules: every setting but Interval, DryRun,
-// AuditLog and StateFile, which keep their values (a restart applies
-// them; the daemon refuses a reload that changes them).
+// ticks together with the rules: every setting but those whose row in
+// Settings needs a restart, which keep their values (the daemon refuses a
+// reload that changes them).
 func (e *Engine) Reconfigure(now time.Time, set *rules.Set, cfg Config) {
 	e.update(now, set, &cfg)
 }
@@ -377,9 +377,7 @@ func (e *Engine) applyPending() {
 	e.pending, e.pendingCfg = nil, nil
 	e.mu.Unlock()
 	if cfg != nil {
-		c := *cfg
-		c.Interval, c.DryRun, c.AuditLog, c.StateFile = e.cfg.Interval, e.cfg.DryRun, e.cfg.AuditLog, e.cfg.StateFile
-		e.cfg = c.withDefaults()
+		e.cfg = cfg.KeepRestartOnly(e.cfg).withDefaults()
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
 		e.exec.SetLimits(e.cfg.ActionConcurrency, e.cfg.ActionTimeout)
 	}

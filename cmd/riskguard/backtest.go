@@ -296,7 +296,7 @@ func (m *Main) backtestSource(ctx context.Context, f *backtestFlags, cfg *config
 			return nil, nil, err
 		}
 	}
-	symbols := historySymbols(opt.Scenario, cfg.Exchange.IndexNames)
+	symbols := historySymbols(opt.Scenario, cfg.Engine.IndexNames)
 	names := historyIndexes(symbols)
 	if len(names) == 0 {
 		return nil, nil, errors.New("--history: no open position to replay")

@@ -29,8 +29,8 @@ type config struct {
 	// Path is the file the configuration was read from.
 	Path     string
 	Exchange exchangeConfig
-	// Engine is the engine section over engine.DefaultConfig(); its
-	// IndexNames are exchange.index_names.
+	// Engine is the engine section over engine.DefaultConfig(): every row
+	// of engine.Settings, exchange.index_names included.
 	Engine engine.Config
 	// Listen is engine.listen, the daemon's /metrics and /healthz
 	// address; "" is off.
@@ -80,9 +80,7 @@ type exchangeConfig struct {
 	RateBurst int
 	// ClockSync is how often the clock offset is measured again.
 	ClockSync time.Duration
-	// IndexNames maps a symbol name to the name of its index price, for
-	// symbols whose index is not keyed by their baseName.
-	IndexNames map[string]string
+	// exchange.index_names is an engine setting: config.Engine.IndexNames.
 }
 
 // Defaults of the exchange section's optional keys; the engine's are
@@ -125,9 +123,13 @@ func (k configKey) envName() string {
 	return "RISKGUARD_" + strings.ToUpper(k.section) + "_" + strings.ToUpper(k.name)
 }
 
-// configKeys lists every key of the exchange and engine sections.
+// configKeys lists every key of the exchange and engine sections, in the
+// order the loader reads them and an unknown key's error lists them: the
+// exchange client's, then each row of engine.Settings in its section, the
+// daemon's own engine.listen and engine.control_token_file after
+// engine.state_file.
 func configKeys() []configKey {
-	return []configKey{
+	keys := []configKey{
 		{"exchange", "base_url", kindString, false},
 		{"exchange", "api_key", kindString, true},
 		{"exchange", "api_secret", kindString, true},
@@ -139,26 +141,43 @@ func configKeys() []configKey {
 		{"exchange", "rate_limit", kindFloat, false},
 		{"exchange", "rate_burst", kindInt, false},
 		{"exchange", "clock_sync", kindDuration, false},
-		{"exchange", "index_names", kindStringMap, false},
-		{"engine", "interval", kindDuration, false},
-		{"engine", "dry_run", kindBool, false},
-		{"engine", "audit_log", kindString, false},
-		{"engine", "state_file", kindString, false},
+	}
+	own := []configKey{
 		{"engine", "listen", kindString, false},
 		{"engine", "control_token_file", kindString, false},
-		{"engine", "max_actions_per_minute", kindInt, false},
-		{"engine", "breaker_reset", kindDuration, false},
-		{"engine", "symbols_refresh", kindDuration, false},
-		{"engine", "stale_after", kindDuration, false},
-		{"engine", "unreachable_after", kindDuration, false},
-		{"engine", "action_timeout", kindDuration, false},
-		{"engine", "action_concurrency", kindInt, false},
-		{"engine", "max_snapshot_age", kindDuration, false},
-		{"engine", "symbol_backoff_max", kindDuration, false},
-		{"engine", "max_window", kindDuration, false},
-		{"engine", "fast_interval", kindDuration, false},
-		{"engine", "fast_distance", kindFloat, false},
 	}
+	for _, section := range []string{"exchange", "engine"} {
+		for _, s := range engine.Settings() {
+			k := settingKey(s)
+			if k.section != section {
+				continue
+			}
+			keys = append(keys, k)
+			if k.path() == "engine.state_file" {
+				keys, own = append(keys, own...), nil
+			}
+		}
+	}
+	return append(keys, own...)
+}
+
+// settingKey is the configuration key of an engine setting.
+func settingKey(s engine.Setting) configKey {
+	section, name, _ := strings.Cut(s.Key, ".")
+	k := configKey{section: section, name: name}
+	switch s.Addr(&engine.Config{}).(type) {
+	case *time.Duration:
+		k.kind = kindDuration
+	case *bool:
+		k.kind = kindBool
+	case *int:
+		k.kind = kindInt
+	case *float64:
+		k.kind = kindFloat
+	case *map[string]string:
+		k.kind = kindStringMap
+	}
+	return k
 }
 
 // topKeys lists the top-level sections.
@@ -217,7 +236,7 @@ func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (
 	// would only repeat that.
 	usable := func(s string) bool { return sections[s] || yamlnode.Value(doc.Root, s) == nil }
 	if !cfg.RulesOnly && usable("exchange") {
-		l.exchange(&cfg.Exchange)
+		l.exchange(&cfg.Exchange, &cfg.Engine)
 	}
 	if !cfg.RulesOnly && usable("engine") {
 		l.engine(&cfg.Engine, &cfg.Listen)
@@ -225,7 +244,6 @@ func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (
 		// The token has no YAML key: a file or the environment only.
 		cfg.ControlToken = l.secret("RISKGUARD_CONTROL_TOKEN", key("engine", "control_token_file"), configKey{})
 	}
-	cfg.Engine.IndexNames = cfg.Exchange.IndexNames
 	cfg.Notify = l.notify(raw["notify"], opts)
 	l.ruleReferences(cfg.Notify, raw["notify"])
 	l.windowLimits(set, cfg.Engine.MaxWindow)
@@ -535,7 +553,9 @@ func key(section, name string) configKey {
 	panic("config: unknown key " + section + "." + name) // a typo in this file
 }
 
-func (l *loader) exchange(x *exchangeConfig) {
+// exchange reads the exchange section: the client's settings into x, the
+// engine settings among its keys (index_names) over e.
+func (l *loader) exchange(x *exchangeConfig, e *engine.Config) {
 	get := func(name string) configKey { return key("exchange", name) }
 	x.BaseURL = l.str(get("base_url"), "")
 	switch u, err := url.Parse(x.BaseURL); {
@@ -567,54 +587,86 @@ func (l *loader) exchange(x *exchangeConfig) {
 		l.bad(get("rate_burst"), l.envOf(get("rate_burst")), "must be at least 1, got %d", x.RateBurst)
 	}
 	x.ClockSync = l.positive(get("clock_sync"), defaultClockSync)
-	x.IndexNames = l.stringMap(get("index_names"))
+	l.settings("exchange", e, nil)
 	x.APIKey = l.secret("RISKGUARD_API_KEY", get("api_key_file"), get("api_key"))
 	x.APISecret = l.secret("RISKGUARD_API_SECRET", get("api_secret_file"), get("api_secret"))
 }
 
-// engine reads the engine section over e, which holds the defaults.
+// engine reads the engine section: the engine settings over e, which
+// holds the defaults, and engine.listen. engine.control_token_file is read
+// with the token.
 func (l *loader) engine(e *engine.Config, listen *string) {
-	get := func(name string) configKey { return key("engine", name) }
-	e.Interval = l.positive(get("interval"), e.Interval)
-	e.DryRun = l.boolean(get("dry_run"), e.DryRun)
-	e.AuditLog = l.str(get("audit_log"), e.AuditLog)
-	e.StateFile = l.str(get("state_file"), e.StateFile)
-	*listen = l.str(get("listen"), "")
-	if *listen != "" {
+	l.settings("engine", e, func(k configKey) {
+		if k.name != "listen" {
+			return
+		}
+		*listen = l.str(k, "")
+		if *listen == "" {
+			return
+		}
 		host, port, err := net.SplitHostPort(*listen)
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
-			l.bad(get("listen"), l.envOf(get("listen")), "expected host:port like 127.0.0.1:9464, got %q", *listen)
+			l.bad(k, l.envOf(k), "expected host:port like 127.0.0.1:9464, got %q", *listen)
 		} else if !isLoopback(host) {
 			l.warnf("engine.listen %s serves metrics beyond this machine, and the status page and control API with them (their GET endpoints then need the control token too): keep it on loopback and tunnel", *listen)
 		}
+	})
+}
+
+// settings reads the rows of engine.Settings whose keys are in section
+// into e, in the order of configKeys; own, when not nil, reads the
+// section's other keys in their turn.
+func (l *loader) settings(section string, e *engine.Config, own func(configKey)) {
+	rows := map[string]engine.Setting{}
+	for _, s := range engine.Settings() {
+		rows[s.Key] = s
 	}
-	e.MaxActionsPerMinute = l.integer(get("max_actions_per_minute"), e.MaxActionsPerMinute)
-	if e.MaxActionsPerMinute < 1 {
-		l.bad(get("max_actions_per_minute"), l.envOf(get("max_actions_per_minute")), "must be at least 1, got %d", e.MaxActionsPerMinute)
+	for _, k := range configKeys() {
+		if k.section != section {
+			continue
+		}
+		if s, ok := rows[k.path()]; ok {
+			l.setting(k, s, e)
+		} else if own != nil {
+			own(k)
+		}
 	}
-	e.BreakerReset = l.positive(get("breaker_reset"), e.BreakerReset)
-	e.SymbolsRefresh = l.positive(get("symbols_refresh"), e.SymbolsRefresh)
-	e.StaleAfter = l.duration(get("stale_after"), e.StaleAfter)
-	e.UnreachableAfter = l.positive(get("unreachable_after"), e.UnreachableAfter)
-	e.ActionTimeout = l.positive(get("action_timeout"), e.ActionTimeout)
-	e.ActionConcurrency = l.integer(get("action_concurrency"), e.ActionConcurrency)
-	if e.ActionConcurrency < 1 {
-		l.bad(get("action_concurrency"), l.envOf(get("action_concurrency")), "must be at least 1, got %d", e.ActionConcurrency)
+}
+
+// setting reads the engine setting s at key k over e, which holds its
+// default, and checks it with the row's check. A value that does not read
+// is reported and leaves the default; one the check refuses is reported,
+// and leaves the default when the check says so.
+func (l *loader) setting(k configKey, s engine.Setting, e *engine.Config) {
+	next := *e
+	n := len(l.errs)
+	switch p := s.Addr(&next).(type) {
+	case *time.Duration:
+		*p = l.duration(k, *p)
+	case *bool:
+		*p = l.boolean(k, *p)
+	case *int:
+		*p = l.integer(k, *p)
+	case *float64:
+		*p = l.float(k, *p)
+	case *string:
+		*p = l.str(k, *p)
+	case *map[string]string:
+		if m := l.stringMap(k); m != nil {
+			*p = m
+		}
+	default:
+		panic(fmt.Sprintf("config: %s: no reader for %T", s.Key, p)) // a row of a new type
 	}
-	e.MaxSnapshotAge = l.duration(get("max_snapshot_age"), e.MaxSnapshotAge) // 0: two intervals
-	e.SymbolBackoffMax = l.positive(get("symbol_backoff_max"), e.SymbolBackoffMax)
-	e.MaxWindow = l.positive(get("max_window"), e.MaxWindow)
-	if e.MaxWindow > rules.MaxWindowSpan {
-		l.bad(get("max_window"), l.envOf(get("max_window")), "must be at most %s, got %s", rules.MaxWindowSpan, e.MaxWindow)
+	if len(l.errs) == n {
+		if problem, keepDefault := s.Check(next); problem != "" {
+			l.bad(k, l.envOf(k), "%s", problem)
+			if keepDefault {
+				return
+			}
+		}
 	}
-	e.FastInterval = l.duration(get("fast_interval"), e.FastInterval) // 0: off
-	if e.FastInterval > 0 && e.FastInterval >= e.Interval {
-		l.bad(get("fast_interval"), l.envOf(get("fast_interval")), "must be shorter than engine.interval (%s), got %s; 0 turns the fast lane off", e.Interval, e.FastInterval)
-	}
-	e.FastDistance = l.float(get("fast_distance"), e.FastDistance)
-	if !(e.FastDistance > 0 && e.FastDistance < 1) {
-		l.bad(get("fast_distance"), l.envOf(get("fast_distance")), "must be a fraction within (0, 1), e.g. 0.05 for 5%% from liquidation, got %v", e.FastDistance)
-	}
+	*e = next
 }
 
 // fastLaneBudget refuses a fast lane whose ticks would spend more than the

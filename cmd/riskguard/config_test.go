@@ -74,7 +74,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	}
 	x := cfg.Exchange
 	if x.PositionsPath != "/v1/contracts/positions" || x.MaxRetries != 3 || x.RateLimit != 10 || x.RateBurst != 5 ||
-		x.ClockSync != 10*time.Minute || x.Timeout != 10*time.Second || x.IndexNames != nil {
+		x.ClockSync != 10*time.Minute || x.Timeout != 10*time.Second || cfg.Engine.IndexNames != nil {
 		t.Errorf("exchange = %+v", x)
 	}
 	if cfg.Path != path || cfg.Notify != nil {
@@ -118,7 +118,7 @@ notify:
 		e.FastInterval != 1500*time.Millisecond || e.FastDistance != 0.08 {
 		t.Errorf("engine = %+v", e)
 	}
-	if x.RateLimit != 2.5 || x.RateBurst != 7 || x.IndexNames["XBTC"] != "BTC_X" || x.IndexNames["XETH"] != "ETH_X" {
+	if x.RateLimit != 2.5 || x.RateBurst != 7 || e.IndexNames["XBTC"] != "BTC_X" || e.IndexNames["XETH"] != "ETH_X" {
 		t.Errorf("exchange = %+v", x)
 	}
 	if x.APIKey != "k-123" || x.APISecret != "s3cret" {

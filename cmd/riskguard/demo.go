@@ -102,7 +102,7 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	onTick := func(rep *engine.TickReport, _ error) {
 		sum.add(rep)
 		if rep != nil && (sum.ticks == 1 || len(rep.Transitions)+len(rep.Actions) > 0 || sum.ticks%10 == 0) {
-			printTick(m.Stdout, sum.ticks, rep.Time.Sub(start), rep, cfg.Exchange.IndexNames, ex, sum.active)
+			printTick(m.Stdout, sum.ticks, rep.Time.Sub(start), rep, cfg.Engine.IndexNames, ex, sum.active)
 		}
 	}
 	g, err := newGuard(cfg, logger, *dryRun, onTick)
@@ -115,7 +115,7 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(m.Stdout, "\n── at the end, t+%s %s\n", time.Since(start).Round(time.Second), strings.Repeat("─", 40))
-	printPositions(m.Stdout, ex.Positions(), ex.IndexPrices(), symbolNames(ex), cfg.Exchange.IndexNames, ex.OpenOrders)
+	printPositions(m.Stdout, ex.Positions(), ex.IndexPrices(), symbolNames(ex), cfg.Engine.IndexNames, ex.OpenOrders)
 	printRules(m.Stdout, g.engine.Active())
 	sum.print(m.Stdout, ex.Liquidations())
 	if ownDir {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -317,53 +318,59 @@ func (m *Main) reloads(ctx context.Context, path string, running *config, g *gua
 
 // restartOnly names the settings that differ between the running
 // configuration and a new one and that only a restart applies: the
-// exchange client's (all of the exchange section but index_names),
-// engine.interval, dry_run, audit_log, state_file and listen. Every other
-// setting, the notify section and the rules are applied by a reload.
+// exchange client's (the exchange section's keys but index_names, an
+// engine setting), the engine settings whose row in engine.Settings is
+// Restart (interval, dry_run, audit_log, state_file) and engine.listen.
+// Every other setting, the notify section and the rules are applied by a
+// reload.
 func restartOnly(running, next *config) []string {
 	var out []string
-	fields := func(section string, a, b any, only map[string]bool, skip map[string]bool) {
-		va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-		for i := range va.NumField() {
-			name := snake(va.Type().Field(i).Name)
-			if skip[name] || (only != nil && !only[name]) {
-				continue
-			}
-			if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
-				out = append(out, section+"."+name)
-			}
+	va, vb := reflect.ValueOf(running.Exchange), reflect.ValueOf(next.Exchange)
+	for i := range va.NumField() {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			out = append(out, "exchange."+snake(va.Type().Field(i).Name))
 		}
 	}
-	fields("exchange", running.Exchange, next.Exchange, nil, map[string]bool{"index_names": true})
-	fields("engine", running.Engine, next.Engine, map[string]bool{"interval": true, "dry_run": true, "audit_log": true, "state_file": true}, nil)
+	for _, s := range engineSettings() {
+		if s.Restart && !s.Equal(running.Engine, next.Engine) {
+			out = append(out, s.Key)
+		}
+	}
 	if running.Listen != next.Listen {
 		out = append(out, "engine.listen")
 	}
 	return out
 }
 
-// hotChanges names the settings a reload changes without a restart.
+// hotChanges names the settings a reload changes without a restart: the
+// engine settings whose row is not Restart, and the notify section.
 func hotChanges(running, next *config) []string {
 	var out []string
-	va, vb := reflect.ValueOf(running.Engine), reflect.ValueOf(next.Engine)
-	for i := range va.NumField() {
-		name := snake(va.Type().Field(i).Name)
-		switch name {
-		case "interval", "dry_run", "audit_log", "state_file":
-			continue
-		case "index_names":
-			name = "exchange.index_names"
-		default:
-			name = "engine." + name
-		}
-		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
-			out = append(out, name)
+	for _, s := range engineSettings() {
+		if !s.Restart && !s.Equal(running.Engine, next.Engine) {
+			out = append(out, s.Key)
 		}
 	}
 	if !reflect.DeepEqual(running.Notify, next.Notify) {
 		out = append(out, "notify")
 	}
 	return out
+}
+
+// engineSettings returns the rows of engine.Settings in the order of
+// engine.Config's fields, the order a reload's messages name them in.
+func engineSettings() []engine.Setting {
+	t := reflect.TypeFor[engine.Config]()
+	index := func(s engine.Setting) int {
+		f, ok := t.FieldByName(s.Field)
+		if !ok {
+			panic("engine.Settings: no field " + s.Field) // TestSettingsCoverConfig in package engine
+		}
+		return f.Index[0]
+	}
+	rows := engine.Settings()
+	slices.SortStableFunc(rows, func(a, b engine.Setting) int { return cmp.Compare(index(a), index(b)) })
+	return rows
 }
 
 // snake writes a Go field name as its configuration key: IndexNames is

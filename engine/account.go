@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
@@ -106,32 +107,17 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 	return a
 }
 
-// accountDue is an account rule whose actions are due this tick, with the
-// positions they go to.
-type accountDue struct {
-	ri      int
-	rule    *rules.Rule
-	st      *RuleState
-	targets map[market.Key]bool
-	acted   bool // a plan of the tick carried its actions
-	failed  bool // a part of them failed: no cooldown, retried next tick
-	// pending counts the plans carrying its actions whose calls have not
-	// ended; closed: the tick that decided them has handed out every plan.
-	pending int
-	closed  bool
-}
-
 // evaluateAccount evaluates the account rules on the tick's account and
 // returns the ones whose actions are due. A notify action runs here, once;
 // the others go to the targets' plans.
-func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) []*accountDue {
+func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) []*act.AccountDue {
 	if !e.hasAccountRules {
 		return nil
 	}
 	ps := e.posState(accountKey(), accountSymbol)
 	ps.seen, ps.missingSince = now, time.Time{}
 	e.acctEnv.FillAccount(&e.acct, now)
-	var due []*accountDue
+	var due []*act.AccountDue
 	for ri, r := range e.set.Rules {
 		if !r.Account() {
 			continue
@@ -142,11 +128,11 @@ func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snaps
 		if !e.stepRule(ctx, now, rep, ri, r, &ps.rules[ri], &e.acctEnv, accountSymbol, accountSymbol, "") {
 			continue
 		}
-		d := &accountDue{ri: ri, rule: r, st: &ps.rules[ri], targets: e.targets(r.Targets, snap)}
+		d := &act.AccountDue{Idx: ri, Rule: r, St: &ps.rules[ri], Targets: e.targets(r.Targets, snap)}
 		for _, a := range r.Actions {
 			if a.Kind == rules.Notify {
 				e.emit(ctx, rep, ruleNotifyEvent(now, r, accountSymbol, a.Channels, &e.acctEnv))
-				d.acted = true
+				d.Acted = true
 			}
 		}
 		due = append(due, d)
@@ -200,10 +186,10 @@ func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[market.Key]bool {
 // accountDone closes the tick's account rules: the cooldown of each whose
 // actions all ended, and succeeded on every target, starts; the others
 // start theirs when their last call ends (settle).
-func (e *Engine) accountDone(now time.Time, due []*accountDue) {
+func (e *Engine) accountDone(now time.Time, due []*act.AccountDue) {
 	for _, d := range due {
-		d.closed = true
-		if d.pending == 0 {
+		d.Closed = true
+		if d.Pending == 0 {
 			e.accountSettled(now, d, e.set)
 		}
 	}
@@ -212,9 +198,9 @@ func (e *Engine) accountDone(now time.Time, due []*accountDue) {
 // accountSettled starts the cooldown of an account rule whose actions all
 // succeeded on every target; setAt is the rule set they were decided
 // under.
-func (e *Engine) accountSettled(now time.Time, d *accountDue, setAt *rules.Set) {
-	if d.acted && !d.failed {
-		if st := e.stateNow(accountKey(), d.ri, d.rule, d.st, setAt); st != nil {
+func (e *Engine) accountSettled(now time.Time, d *act.AccountDue, setAt *rules.Set) {
+	if d.Acted && !d.Failed {
+		if st := e.stateNow(accountKey(), d.Idx, d.Rule, d.St, setAt); st != nil {
 			st.LastActionAt = now
 			e.dirty = true
 		}

@@ -27,99 +27,6 @@ var ErrStaleSnapshot = errors.New("snapshot too old to act on")
 // values other than those asked for.
 var ErrNotApplied = errors.New("settings not applied")
 
-// plan merges the due actions of every rule firing on one position in one
-// tick: one settings call with the lowest leverage asked and isolation if
-// any rule asked for it, and at most one cancel.
-type plan struct {
-	pos *exchange.Position
-	sym *exchange.ContractSymbol
-	ps  *posState
-	// env is what the rules saw on the position, for their notify actions
-	// (the engine's own env moves on to the next position).
-	env *rules.Env
-
-	due []dueRule
-
-	lower        int // lowest target leverage asked for; 0 when none
-	lowerRules   []string
-	isolate      bool
-	isolateRules []string
-	cancel       bool
-	cancelRules  []string
-}
-
-// dueRule is a rule whose actions are due, with what became of them.
-type dueRule struct {
-	idx      int
-	rule     *rules.Rule
-	st       *RuleState  // the rule's state: the position's, or the account rule's own
-	acct     *accountDue // an account rule's, nil for a position rule
-	settings bool        // asked for lower_leverage or set_isolated
-	cancel   bool
-	notify   []rules.Action
-	err      error // a part of its actions failed; retried next tick
-}
-
-func (pl *plan) empty() bool { return len(pl.due) == 0 }
-
-// add merges rule r's actions, evaluating its leverage targets on env; st
-// is the rule's state. An account rule's notify actions ran once already.
-func (pl *plan) add(ri int, r *rules.Rule, st *RuleState, acct *accountDue, ev *rules.Evaluator, env *rules.Env) {
-	d := dueRule{idx: ri, rule: r, st: st, acct: acct}
-	for i := range r.Actions {
-		a := &r.Actions[i]
-		if acct != nil && a.Kind == rules.Notify {
-			continue
-		}
-		switch a.Kind {
-		case rules.LowerLeverage:
-			lev, err := ev.TargetLeverage(a, env)
-			if err != nil {
-				d.err = fmt.Errorf("leverage target: %w", err)
-				continue
-			}
-			lev = max(lev, 1)
-			if pl.lower == 0 || lev < pl.lower {
-				pl.lower = lev
-			}
-			pl.lowerRules = append(pl.lowerRules, r.Name)
-			d.settings = true
-		case rules.SetIsolated:
-			pl.isolate = true
-			pl.isolateRules = append(pl.isolateRules, r.Name)
-			d.settings = true
-		case rules.CancelOrders:
-			pl.cancel = true
-			pl.cancelRules = append(pl.cancelRules, r.Name)
-			d.cancel = true
-		case rules.Notify:
-			d.notify = append(d.notify, *a)
-		}
-	}
-	pl.due = append(pl.due, d)
-}
-
-// target is the settings the merged plan asks for. Leverage only goes down:
-// it is clamped to 1..current, and to the risk limit's maxLeverage when a
-// call is made anyway, since the exchange refuses a leverage above it.
-func (pl *plan) target() (exchange.Settings, bool) {
-	cur := exchange.Settings{Cross: pl.pos.Cross, Leverage: pl.pos.Leverage}
-	want := cur
-	if pl.lower > 0 && pl.lower < cur.Leverage {
-		want.Leverage = pl.lower
-	}
-	if pl.isolate {
-		want.Cross = false
-	}
-	if want == cur {
-		return want, false
-	}
-	if ml := pl.pos.RiskLimit.MaxLeverage; ml > 0 && want.Leverage > ml {
-		want.Leverage = ml
-	}
-	return want, true
-}
-
 // execute decides a position's plan and returns its exchange calls and
 // what to do once they have ended: cancel first (fewer open orders is never
 // riskier), then the settings call, then the rules' notify actions. A rule
@@ -128,8 +35,8 @@ func (pl *plan) target() (exchange.Settings, bool) {
 // goroutine that collects them (the tick's, this one or a later one).
 // held is why the symbol's calls wait (its backoff, or a call in flight),
 // nil when they do not.
-func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *plan, cancelled map[string]bool, rep *TickReport, held error) ([]*pendingCall, func(ctx context.Context, rep *TickReport)) {
-	sym, pos, ps := pl.sym.Name, pl.pos, pl.ps
+func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *act.Plan, cancelled map[string]bool, rep *TickReport, held error) ([]*pendingCall, func(ctx context.Context, rep *TickReport)) {
+	sym, pos := pl.Sym.Name, pl.Pos
 	setAt := e.set
 
 	var cancelErr, settingsErr error
@@ -138,14 +45,14 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		cancelErr, settingsErr = held, held
 	}
 	cancelTried := false
-	if pl.cancel && !cancelled[sym] && held == nil {
+	if pl.Cancel && !cancelled[sym] && held == nil {
 		cancelled[sym], cancelTried = true, true
-		base := Record{Time: now, Type: "action", Action: "cancel_orders", Symbol: sym, Position: pos.ID, Rules: pl.cancelRules}
-		cancelPC, cancelErr = e.prepare(ctx, rep, base, "cancel_orders "+sym, "", &ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.cancelRules},
+		base := Record{Time: now, Type: "action", Action: "cancel_orders", Symbol: sym, Position: pos.ID, Rules: pl.CancelRules}
+		cancelPC, cancelErr = e.prepare(ctx, rep, base, "cancel_orders "+sym, "", &ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.CancelRules},
 			func(ctx context.Context) (json.RawMessage, error) { return e.act.CancelOrders(ctx, sym) })
 	}
 
-	want, change := pl.target()
+	want, change := pl.Target()
 	change = change && held == nil
 	var pred *prediction
 	if change {
@@ -175,13 +82,13 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		}
 		prevCross := pos.Cross
 		iso := exchange.Settings{Leverage: want.Leverage, Cross: false}
-		base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.isolateRules),
+		base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: act.Dedupe(pl.IsolateRules),
 			Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
-		ev := harmEvent(base, pred, why, e.firstHarmInFiring(pl, ps, now))
+		ev := harmEvent(base, pred, why, e.firstHarmInFiring(pl, now))
 		ev.Action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
 			From: pos.Leverage, To: want.Leverage, Effect: pred.String() + "; " + why}
 		e.emit(ctx, rep, ev)
-		pl.isolate = false
+		pl.Isolate = false
 		want.Cross = pos.Cross
 		change = want != exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
 		pred = nil
@@ -204,7 +111,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			}
 			return false, fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", p.leverage, p.MarginMoved.Round(2), p.FreeAfter.Add(p.MarginMoved).Round(2))
 		},
-		func(p *prediction) (bool, string) { return e.withinBudget(pl, ps, now, p) },
+		func(p *prediction) (bool, string) { return e.withinBudget(pl, now, p) },
 		othersBound(pl),
 	} {
 		if !change || pred == nil || want.Leverage >= pos.Leverage {
@@ -228,7 +135,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			pred = e.predict(snap, pl, want)
 			continue
 		}
-		base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: dedupe(pl.lowerRules),
+		base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: act.Dedupe(pl.LowerRules),
 			Leverage: asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: why}
 		e.emit(ctx, rep, event{Audit: &base, Level: slog.LevelWarn, Msg: "skipped lower_leverage " + sym + ": " + why,
 			Attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
@@ -237,7 +144,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 
 	harm()
 
-	if change && want == ps.refused && pos.Leverage == ps.refusedFrom && want.Leverage < pos.Leverage {
+	if change && want == pl.Refused.Settings && pos.Leverage == pl.Refused.From && want.Leverage < pos.Leverage {
 		// The exchange refused this very call from this very leverage: a
 		// smaller cut, halfway, is tried instead of the same one again.
 		half := (want.Leverage + pos.Leverage + 1) / 2
@@ -253,7 +160,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 	var base Record
 	var actEv ActionEvent
 	if change {
-		name, names := settingsAction(pl, want)
+		name, names := pl.SettingsAction(want)
 		prevCross := pos.Cross
 		base = Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
 			Cross: &want.Cross, Leverage: want.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
@@ -293,7 +200,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			}
 			return raw, nil
 		})
-	} else if held == nil && (pl.lower > 0 || pl.isolate) {
+	} else if held == nil && (pl.Lower > 0 || pl.Isolate) {
 		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
 	}
 
@@ -303,9 +210,9 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			calls = append(calls, pc)
 		}
 	}
-	for i := range pl.due {
-		if d := pl.due[i].acct; d != nil {
-			d.pending++
+	for i := range pl.Due {
+		if d := pl.Due[i].Acct; d != nil {
+			d.Pending++
 		}
 	}
 	done := func(ctx context.Context, rep *TickReport) {
@@ -331,10 +238,10 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 				}
 			}
 			if refusedForGood(settingsErr) {
-				ps.refused, ps.refusedFrom = want, pos.Leverage
+				*pl.Refused = act.Refusal{Settings: want, From: pos.Leverage}
 			}
 			if settingsErr == nil && pred != nil && pred.MarginMoved.IsPositive() && !e.cfg.DryRun {
-				e.spendBudget(pl, ps, pred.MarginMoved)
+				e.spendBudget(pl, pred.MarginMoved)
 			}
 		}
 		e.settle(ctx, now, rep, pl, setAt, cancelErr, settingsErr)
@@ -346,51 +253,51 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 // notify actions run, a rule whose parts all succeeded starts its cooldown,
 // an account rule counts its target done. setAt is the rule set the plan
 // was decided under: a reload in between moves the states it names.
-func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl *plan, setAt *rules.Set, cancelErr, settingsErr error) {
-	sym := pl.sym.Name
-	for i := range pl.due {
-		d := &pl.due[i]
+func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl *act.Plan, setAt *rules.Set, cancelErr, settingsErr error) {
+	sym := pl.Sym.Name
+	for i := range pl.Due {
+		d := &pl.Due[i]
 		var refused []error
 		for _, part := range []struct {
 			asked bool
 			err   error
-		}{{d.settings, settingsErr}, {d.cancel, cancelErr}} {
+		}{{d.Settings, settingsErr}, {d.Cancel, cancelErr}} {
 			switch {
 			case !part.asked || part.err == nil:
 			case refusedForGood(part.err):
 				refused = append(refused, part.err)
 			default:
-				d.err = errors.Join(d.err, part.err)
+				d.Err = errors.Join(d.Err, part.err)
 			}
 		}
-		if len(refused) > 0 && d.err == nil {
+		if len(refused) > 0 && d.Err == nil {
 			// Sending the same call every tick would only spend the action
 			// budget and starve the other rules: wait for the cooldown.
-			e.log.Error("the exchange refused the action; retried after the cooldown", "rule", d.rule.Name, "symbol", sym,
-				"cooldown", d.rule.Cooldown, "err", errors.Join(refused...))
+			e.log.Error("the exchange refused the action; retried after the cooldown", "rule", d.Rule.Name, "symbol", sym,
+				"cooldown", d.Rule.Cooldown, "err", errors.Join(refused...))
 		}
-		for _, a := range d.notify {
-			e.emit(ctx, rep, ruleNotifyEvent(now, d.rule, sym, a.Channels, pl.env))
+		for _, a := range d.Notify {
+			e.emit(ctx, rep, ruleNotifyEvent(now, d.Rule, sym, a.Channels, pl.Env))
 		}
-		if d.acct != nil {
+		if d.Acct != nil {
 			// An account rule's cooldown starts once every target's part
 			// succeeded (accountDone).
-			d.acct.acted = true
-			d.acct.failed = d.acct.failed || d.err != nil
-			d.acct.pending--
-			if d.acct.pending == 0 && d.acct.closed {
-				e.accountSettled(now, d.acct, setAt)
+			d.Acct.Acted = true
+			d.Acct.Failed = d.Acct.Failed || d.Err != nil
+			d.Acct.Pending--
+			if d.Acct.Pending == 0 && d.Acct.Closed {
+				e.accountSettled(now, d.Acct, setAt)
 			}
 		}
-		if errors.Is(d.err, errBackingOff) || errors.Is(d.err, ErrPaused) || errors.Is(d.err, errInFlight) {
+		if errors.Is(d.Err, errBackingOff) || errors.Is(d.Err, ErrPaused) || errors.Is(d.Err, errInFlight) {
 			continue // said by heldBack and symbolOutcome
 		}
-		if d.err != nil {
-			e.log.Warn("actions failed; retried next tick", "rule", d.rule.Name, "symbol", sym, "err", d.err)
+		if d.Err != nil {
+			e.log.Warn("actions failed; retried next tick", "rule", d.Rule.Name, "symbol", sym, "err", d.Err)
 			continue
 		}
-		if d.acct == nil {
-			if st := e.stateNow(market.KeyOf(pl.pos), d.idx, d.rule, d.st, setAt); st != nil {
+		if d.Acct == nil {
+			if st := e.stateNow(market.KeyOf(pl.Pos), d.Idx, d.Rule, d.St, setAt); st != nil {
 				st.LastActionAt = now
 				e.dirty = true
 			}
@@ -424,32 +331,6 @@ func (e *Engine) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState,
 func refusedForGood(err error) bool {
 	var ae *exchange.APIError
 	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != 429
-}
-
-// settingsAction names a merged settings call and the rules behind it.
-func settingsAction(pl *plan, want exchange.Settings) (string, []string) {
-	var parts, names []string
-	if want.Leverage < pl.pos.Leverage {
-		parts = append(parts, string(rules.LowerLeverage))
-		names = append(names, pl.lowerRules...)
-	}
-	if want.Cross != pl.pos.Cross {
-		parts = append(parts, string(rules.SetIsolated))
-		names = append(names, pl.isolateRules...)
-	}
-	return strings.Join(parts, "+"), dedupe(names)
-}
-
-func dedupe(s []string) []string {
-	out := s[:0:0]
-	seen := make(map[string]bool, len(s))
-	for _, v := range s {
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // pendingCall is a mutating call the tick decided to send, with what its
@@ -493,16 +374,16 @@ func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc
 		phase("skipped", err)
 		return nil, err
 	}
-	v := e.breaker.take(now, e.cfg.MaxActionsPerMinute, e.cfg.BreakerReset)
+	v := e.breaker.Take(now, e.cfg.MaxActionsPerMinute, e.cfg.BreakerReset)
 	e.dirty = true
-	if v.closed {
+	if v.Closed {
 		e.emit(ctx, rep, breakerEvent(now, false, "circuit breaker closed: actions resume"))
 	}
-	if v.opened {
+	if v.Opened {
 		e.emit(ctx, rep, breakerEvent(now, true, fmt.Sprintf("circuit breaker OPEN: more than %d actions in a minute; no actions until %s",
 			e.cfg.MaxActionsPerMinute, e.breaker.OpenUntil.UTC().Format(time.RFC3339))))
 	}
-	if !v.allow {
+	if !v.Allow {
 		phase("intended", nil)
 		phase("skipped", ErrBreakerOpen)
 		return nil, ErrBreakerOpen
@@ -574,7 +455,7 @@ func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.
 // of opening the breaker on every other symbol.
 func (e *Engine) finish(rep *TickReport, pc *pendingCall) error {
 	if res := pc.result; !res.Sent || res.Err != nil {
-		e.breaker.refund(pc.base.Time)
+		e.breaker.Refund(pc.base.Time)
 	}
 	if rep != nil && pc.act.Outcome != "" {
 		rep.Actions = append(rep.Actions, *pc.act)
@@ -594,10 +475,10 @@ func (e *Engine) checkPrediction(ctx context.Context, now time.Time, symbol stri
 
 // firstHarmInFiring reports whether no harmful action of the plan's rules
 // was notified yet in their current firing, and marks it so.
-func (e *Engine) firstHarmInFiring(pl *plan, ps *posState, now time.Time) bool {
+func (e *Engine) firstHarmInFiring(pl *act.Plan, now time.Time) bool {
 	first := false
-	for _, d := range pl.due {
-		st := d.st
+	for _, d := range pl.Due {
+		st := d.St
 		if st.HarmNotedAt.Before(st.FiredAt) || st.HarmNotedAt.IsZero() {
 			first = true
 			st.HarmNotedAt = now
@@ -612,9 +493,9 @@ func joinRules(names []string) string { return strings.Join(names, ",") }
 // lowestWithin is the lowest leverage between want's and the position's
 // (at most maxLeverage, the highest the exchange accepts as a new one)
 // whose prediction passes bound; the position's own when none does.
-func (e *Engine) lowestWithin(snap *Snapshot, pl *plan, want exchange.Settings, bound func(*prediction) (bool, string)) int {
-	top := pl.pos.Leverage
-	if ml := pl.pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
+func (e *Engine) lowestWithin(snap *Snapshot, pl *act.Plan, want exchange.Settings, bound func(*prediction) (bool, string)) int {
+	top := pl.Pos.Leverage
+	if ml := pl.Pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
 		top = ml + 1
 	}
 	for lev := want.Leverage + 1; lev < top; lev++ {
@@ -624,23 +505,23 @@ func (e *Engine) lowestWithin(snap *Snapshot, pl *plan, want exchange.Settings, 
 			}
 		}
 	}
-	return pl.pos.Leverage
+	return pl.Pos.Leverage
 }
 
 // withinBudget checks a leverage cut's margin move against the margin
 // budgets of the rules asking for it: the smallest remaining one binds.
 // A budget that is a share of the free balance cannot be checked when the
 // free balance is unknown: nothing is then within it.
-func (e *Engine) withinBudget(pl *plan, ps *posState, now time.Time, p *prediction) (bool, string) {
+func (e *Engine) withinBudget(pl *act.Plan, now time.Time, p *prediction) (bool, string) {
 	if !p.MarginMoved.IsPositive() {
 		return true, ""
 	}
-	for _, d := range pl.due {
-		r := d.rule
+	for _, d := range pl.Due {
+		r := d.Rule
 		if r.MarginBudget == 0 || !r.HasAction(rules.LowerLeverage) {
 			continue
 		}
-		st := d.st
+		st := d.St
 		resetBudget(st, r, now)
 		amount := decimal.NewFromFloat(r.MarginBudget)
 		if r.BudgetFraction {
@@ -660,12 +541,12 @@ func (e *Engine) withinBudget(pl *plan, ps *posState, now time.Time, p *predicti
 
 // spendBudget counts margin moved into the position against the budgets
 // of the rules that asked for the cut.
-func (e *Engine) spendBudget(pl *plan, ps *posState, moved decimal.Decimal) {
-	for _, d := range pl.due {
-		if d.rule.MarginBudget == 0 || !d.rule.HasAction(rules.LowerLeverage) {
+func (e *Engine) spendBudget(pl *act.Plan, moved decimal.Decimal) {
+	for _, d := range pl.Due {
+		if d.Rule.MarginBudget == 0 || !d.Rule.HasAction(rules.LowerLeverage) {
 			continue
 		}
-		d.st.MarginMoved += moved.InexactFloat64()
+		d.St.MarginMoved += moved.InexactFloat64()
 		e.dirty = true
 	}
 }

@@ -14,14 +14,6 @@ import (
 // last calls failed.
 var errBackingOff = errors.New("symbol backing off after failed calls")
 
-// symbolBackoff is what the engine remembers of a symbol whose action calls
-// failed: how many times in a row, and until when its next ones wait.
-type symbolBackoff struct {
-	failures int
-	last     time.Time // the tick of the last failure counted
-	until    time.Time
-}
-
 // errInFlight is the outcome of an action held back because a call on its
 // symbol is still in flight: the symbol is acted on again once that call
 // has ended and its outcome is known.
@@ -36,15 +28,15 @@ var errInFlight = errors.New("a call on the symbol is still in flight")
 // again until it ends, and its outcome is applied by a later tick. A
 // backtest's in-process exchange runs each plan to its end before the next
 // is decided, where nothing can hang.
-func (e *Engine) runPlans(ctx context.Context, now time.Time, snap *Snapshot, plans []*plan, rep *TickReport) {
+func (e *Engine) runPlans(ctx context.Context, now time.Time, snap *Snapshot, plans []*act.Plan, rep *TickReport) {
 	if len(plans) == 0 {
 		return
 	}
 	cancelled := make(map[string]bool)
 	var order []string
-	bySymbol := make(map[string][]*plan, len(plans))
+	bySymbol := make(map[string][]*act.Plan, len(plans))
 	for _, pl := range plans {
-		name := pl.sym.Name
+		name := pl.Sym.Name
 		if _, ok := bySymbol[name]; !ok {
 			order = append(order, name)
 		}
@@ -119,14 +111,14 @@ func (e *Engine) submit(ctx context.Context, symbol string, calls []*pendingCall
 // heldBack reports whether the plan's exchange calls wait for its symbol's
 // backoff, and says so in the tick's report and the log. Its notify actions
 // are not held back.
-func (e *Engine) heldBack(ctx context.Context, now time.Time, pl *plan, rep *TickReport) bool {
-	b := e.backoff[pl.sym.Name]
-	if b == nil || !now.Before(b.until) || (!pl.cancel && pl.lower == 0 && !pl.isolate) {
+func (e *Engine) heldBack(ctx context.Context, now time.Time, pl *act.Plan, rep *TickReport) bool {
+	failures, until, held := e.backoff.Held(pl.Sym.Name, now)
+	if !held || (!pl.Cancel && pl.Lower == 0 && !pl.Isolate) {
 		return false
 	}
-	why := fmt.Sprintf("%d failed calls in a row on %s; next attempt at %s", b.failures, pl.sym.Name, b.until.UTC().Format(time.RFC3339))
-	e.emit(ctx, rep, event{Level: slog.LevelDebug, Msg: "actions held back: " + why, Attrs: []any{"symbol", pl.sym.Name},
-		Action: &ActionEvent{Symbol: pl.sym.Name, Action: "settings", Outcome: "backoff", Effect: why}})
+	why := fmt.Sprintf("%d failed calls in a row on %s; next attempt at %s", failures, pl.Sym.Name, until.UTC().Format(time.RFC3339))
+	e.emit(ctx, rep, event{Level: slog.LevelDebug, Msg: "actions held back: " + why, Attrs: []any{"symbol", pl.Sym.Name},
+		Action: &ActionEvent{Symbol: pl.Sym.Name, Action: "settings", Outcome: "backoff", Effect: why}})
 	return true
 }
 
@@ -137,37 +129,25 @@ func (e *Engine) heldBack(ctx context.Context, now time.Time, pl *plan, rep *Tic
 // an interval (so the first failure is retried at the next tick), at most
 // SymbolBackoffMax; a success ends the backoff.
 func (e *Engine) symbolOutcome(ctx context.Context, now time.Time, symbol string, err error) {
-	b := e.backoff[symbol]
 	switch {
 	case err == nil:
-		if b != nil {
-			delete(e.backoff, symbol)
+		if n := e.backoff.Succeeded(symbol); n > 0 {
 			e.metrics.SymbolFailures(symbol, 0)
 			e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "actions on " + symbol + " succeed again",
-				Attrs: []any{"symbol", symbol, "failures", b.failures},
-				Audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", b.failures)}})
+				Attrs: []any{"symbol", symbol, "failures", n},
+				Audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", n)}})
 		}
 		return
 	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, ErrPaused), errors.Is(err, errBackingOff), errors.Is(err, errInFlight), refusedForGood(err):
 		return
 	}
-	if b == nil {
-		b = &symbolBackoff{}
-		e.backoff[symbol] = b
+	failures, until, counted := e.backoff.Failed(symbol, now)
+	if !counted {
+		return
 	}
-	if b.last.Equal(now) {
-		return // one tick's calls count once
-	}
-	b.failures++
-	b.last = now
-	wait := e.cfg.SymbolBackoffMax
-	if b.failures <= 20 {
-		wait = min(e.cfg.Interval<<(b.failures-1)-e.cfg.Interval/2, wait)
-	}
-	b.until = now.Add(wait)
-	e.metrics.SymbolFailures(symbol, b.failures)
+	e.metrics.SymbolFailures(symbol, failures)
 	text := fmt.Sprintf("%d failed calls in a row on %s (%v): its actions wait until %s; other symbols are not held back",
-		b.failures, symbol, err, b.until.UTC().Format(time.RFC3339))
+		failures, symbol, err, until.UTC().Format(time.RFC3339))
 	e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", symbol},
 		Audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: text}})
 }

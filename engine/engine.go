@@ -91,7 +91,7 @@ type Engine struct {
 	positions map[market.Key]*posState
 	snaps     *SnapshotReader
 	indexSeen map[string]indexSeen
-	breaker   breakerState
+	breaker   act.Breaker
 	dirty     bool // state changed since the last save
 	lastTick  time.Time
 	failSince time.Time // first failed read of the current outage
@@ -111,7 +111,7 @@ type Engine struct {
 	// Deps.Now: the age that MaxSnapshotAge bounds.
 	readStart time.Time
 	// backoff holds the symbols whose actions failed last time they ran.
-	backoff map[string]*symbolBackoff
+	backoff *act.Backoff
 	// sequential runs each plan's calls to their end before the next plan
 	// is decided: the reader is in process (a backtest), where nothing can
 	// hang.
@@ -182,8 +182,7 @@ type posState struct {
 	series window.Series
 	// refused is the last settings call the exchange refused for good,
 	// from the leverage the position had: never sent again unchanged.
-	refused     exchange.Settings
-	refusedFrom int
+	refused act.Refusal
 }
 
 // indexSeen tracks when an index price last changed, for StaleAfter.
@@ -220,7 +219,6 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		positions: make(map[market.Key]*posState),
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
-		backoff:   make(map[string]*symbolBackoff),
 		reasons:   make(map[[2]string]string),
 		wait:      cfg.Interval,
 	}
@@ -231,6 +229,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		e.sequential = true
 	}
 	e.exec = act.New(cfg.ActionConcurrency, cfg.ActionTimeout, e.sequential, d.Now)
+	e.backoff = act.NewBackoff(cfg.Interval, cfg.SymbolBackoffMax)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -380,6 +379,7 @@ func (e *Engine) applyPending() {
 		e.cfg = cfg.KeepRestartOnly(e.cfg).withDefaults()
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
 		e.exec.SetLimits(e.cfg.ActionConcurrency, e.cfg.ActionTimeout)
+		e.backoff.SetLimits(e.cfg.Interval, e.cfg.SymbolBackoffMax)
 	}
 	if set == nil {
 		return
@@ -487,7 +487,7 @@ func (e *Engine) restore(s *savedState) []event {
 			clamped, s.SavedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
 	}
-	if e.breaker.open(now) {
+	if e.breaker.Open(now) {
 		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", e.breaker.OpenUntil.UTC().Format(time.RFC3339))
 		events = append(events, breakerEvent(now, true, text))
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/rules"
@@ -18,7 +19,7 @@ import (
 
 // evaluate runs every rule on every non-empty position of the snapshot.
 func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
-	var plans []*plan // the positions with actions due, run once every position is evaluated
+	var plans []*act.Plan // the positions with actions due, run once every position is evaluated
 	closed := make(map[market.Key]bool)
 	seen := make(map[market.Key]bool, len(snap.Positions))
 	e.unreadable(ctx, now, snap)
@@ -68,7 +69,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		if e.win.Positional() {
 			e.win.SamplePosition(ctx, now, &ps.series, &e.env, e.indexName(sym))
 		}
-		pl := plan{pos: p, sym: sym}
+		pl := act.Plan{Pos: p, Sym: sym}
 		for ri, r := range e.set.Rules {
 			if r.Account() || !r.AppliesTo(sym.Name) {
 				continue
@@ -77,18 +78,18 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				e.win.Fill(ri, &e.env)
 			}
 			if e.stepRule(ctx, now, rep, ri, r, &ps.rules[ri], &e.env, sym.Name, p.ID, why) {
-				pl.add(ri, r, &ps.rules[ri], nil, &e.ev, &e.env)
+				pl.Add(ri, r, &ps.rules[ri], nil, &e.ev, &e.env)
 			}
 		}
 		for _, d := range due {
-			if d.targets[key] {
-				pl.add(d.ri, d.rule, d.st, d, &e.ev, &e.env)
+			if d.Targets[key] {
+				pl.Add(d.Idx, d.Rule, d.St, d, &e.ev, &e.env)
 			}
 		}
-		if !pl.empty() {
+		if !pl.Empty() {
 			run := pl // only a plan with actions leaves the loop
-			run.ps, run.env = ps, new(rules.Env)
-			*run.env = e.env
+			run.Refused, run.Env = &ps.refused, new(rules.Env)
+			*run.Env = e.env
 			plans = append(plans, &run)
 		}
 	}

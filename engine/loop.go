@@ -119,7 +119,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 			err = serr
 		}
 	}
-	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.lastOK), e.stateCounts(), e.breaker.open(now))
+	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.lastOK), e.stateCounts(), e.breaker.Open(now))
 	if err != nil {
 		e.emit(ctx, nil, event{Audit: &Record{Time: now, Type: "tick", Error: err.Error()}})
 	}

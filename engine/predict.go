@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
@@ -150,15 +151,15 @@ type prediction struct {
 
 // predict predicts setting the plan's position to want; nil when the
 // model does not know the position or its index price.
-func (e *Engine) predict(snap *Snapshot, pl *plan, want exchange.Settings) *prediction {
+func (e *Engine) predict(snap *Snapshot, pl *act.Plan, want exchange.Settings) *prediction {
 	v := e.view(snap)
-	i, ok := v.at[pl.sym.Name]
+	i, ok := v.at[pl.Sym.Name]
 	if !ok || !v.acct.Positions[i].Index.IsPositive() {
 		return nil
 	}
 	next, eff := v.acct.Apply(i, want.Leverage, want.Cross)
-	p := &prediction{Effect: eff, leverage: want.Leverage, direction: pl.pos.Direction, index: v.acct.Positions[i].Index, freeKnown: v.freeKnown, next: next}
-	if !eff.MarginMoved.IsZero() || want.Cross != pl.pos.Cross {
+	p := &prediction{Effect: eff, leverage: want.Leverage, direction: pl.Pos.Direction, index: v.acct.Positions[i].Index, freeKnown: v.freeKnown, next: next}
+	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.acct.Positions {
 			if j == i || !o.Cross || !o.Index.IsPositive() {
 				continue
@@ -200,7 +201,7 @@ const OthersFloor = 0.10
 // for the others — one position's safety traded for another's. Only rules
 // that set allow_closer_liquidation may, and then only while every other
 // position stays OthersFloor (or their floor) away.
-func othersBound(pl *plan) func(*prediction) (bool, string) {
+func othersBound(pl *act.Plan) func(*prediction) (bool, string) {
 	allowed, floor := closerAllowed(pl, rules.LowerLeverage)
 	floor = decimal.Max(floor, decimal.NewFromFloat(OthersFloor))
 	return func(p *prediction) (bool, string) {
@@ -269,19 +270,19 @@ func (p *prediction) record() *Prediction {
 // closerAllowed reports whether the plan's actions of kind may move a
 // liquidation price closer: every rule asking for one opts in, and the
 // floor is the highest of theirs.
-func closerAllowed(pl *plan, kind rules.ActionKind) (bool, decimal.Decimal) {
+func closerAllowed(pl *act.Plan, kind rules.ActionKind) (bool, decimal.Decimal) {
 	floor := decimal.Zero
 	asked := false
-	for _, d := range pl.due {
-		for _, a := range d.rule.Actions {
+	for _, d := range pl.Due {
+		for _, a := range d.Rule.Actions {
 			if a.Kind != kind {
 				continue
 			}
 			asked = true
-			if !d.rule.AllowCloserLiquidation {
+			if !d.Rule.AllowCloserLiquidation {
 				return false, floor
 			}
-			floor = decimal.Max(floor, decimal.NewFromFloat(d.rule.MinLiquidationDistance))
+			floor = decimal.Max(floor, decimal.NewFromFloat(d.Rule.MinLiquidationDistance))
 		}
 	}
 	return asked, floor

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -60,7 +61,7 @@ func TestStateFromTheFutureClamped(t *testing.T) {
 	path := filepath.Join(dir, "state.json")
 	day := t0.Add(24 * time.Hour)
 	r := rule(t, overMax)
-	s := &savedState{Version: stateFileVersion, SavedAt: day, Breaker: breakerState{OpenUntil: day, Sent: []time.Time{day}},
+	s := &savedState{Version: stateFileVersion, SavedAt: day, Breaker: act.Breaker{OpenUntil: day, Sent: []time.Time{day}},
 		Rules: map[string]savedRule{r.Name: {Fingerprint: r.Fingerprint(), Positions: map[string]RuleState{
 			"1_1": {State: Firing, ActiveAt: day, FiredAt: day, LastTrueAt: day, LastActionAt: day}}}}}
 	if err := saveState(path, s); err != nil {

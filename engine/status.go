@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -97,7 +98,7 @@ type published struct {
 	positions []PositionStatus
 	lastTick  time.Time
 	lastErr   string
-	breaker   breakerState
+	breaker   act.Breaker
 	dryRun    bool
 	budget    int
 }
@@ -119,7 +120,7 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 			pos = append(pos, e.positionStatus(snap, p))
 		}
 	}
-	b := breakerState{OpenUntil: e.breaker.OpenUntil, Sent: slices.Clone(e.breaker.Sent)}
+	b := e.breaker.Clone()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if snap != nil {
@@ -187,8 +188,8 @@ func (e *Engine) Status(now time.Time) *Status {
 	if !st.LastSuccess.IsZero() {
 		st.SnapshotAge = now.Sub(st.LastSuccess).Seconds()
 	}
-	b.prune(now)
-	st.Breaker = BreakerStatus{Open: b.open(now), Sent: len(b.Sent), Budget: budget}
+	b.Prune(now)
+	st.Breaker = BreakerStatus{Open: b.Open(now), Sent: len(b.Sent), Budget: budget}
 	if st.Breaker.Open {
 		st.Breaker.OpenUntil = b.OpenUntil
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/riskguard/riskguard/engine/act"
 )
 
 // stateFileVersion is bumped when the state file's shape changes.
@@ -20,7 +22,7 @@ type savedState struct {
 	Version int                  `json:"version"`
 	SavedAt time.Time            `json:"savedAt"`
 	Rules   map[string]savedRule `json:"rules"`
-	Breaker breakerState         `json:"breaker"`
+	Breaker act.Breaker          `json:"breaker"`
 	Symbols map[string]string    `json:"symbols,omitempty"` // position id → symbol, for a reader of the file
 	// Silences and Pauses are the control API's, kept across restarts;
 	// a file without them (an older version) has none.

@@ -38,30 +38,32 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 	var a rules.Account
 	free, freeKnown, _, ok := e.cachedFree(snap)
 	if !ok {
-		v := e.view(snap) // infers it, and caches it
+		v := e.marginView(snap) // infers it, and caches it
 		free, freeKnown = v.acct.Free, v.freeKnown
 	}
 	lines := e.lines[:0]
 	a.MinLiquidationDistance = 1
 	distances := true
-	for i := range snap.Positions {
-		p := &snap.Positions[i]
+	rows := e.rowsFor(snap)
+	for i := range rows {
+		r := &rows[i]
+		p := r.P
 		if p.Empty || !p.Quantity.IsPositive() {
 			continue
 		}
-		sym, ok := e.snaps.Symbol(p.SymbolID)
-		if !ok {
+		sym := r.Sym
+		if sym == nil {
 			a.SetUnknown(rules.AccountAll, whyPositionUnread)
 			continue
 		}
-		index := toFloat(snap.IndexPrices[e.indexName(sym)])
+		index := r.IndexF
 		mp := margin.Position{Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice, Leverage: max(p.Leverage, 1),
 			RiskLimit: p.RiskLimit, Held: p.Margin, Value: p.EntryValue}
-		_, mm := e.maintenance(p, &mp)
-		lines = append(lines, margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: toFloat(p.Quantity),
-			Index: max(index, 0), EntryValue: toFloat(p.EntryValue), Margin: toFloat(p.Margin), Maintenance: mm})
+		_, mm := e.maintenance(r.ps, p, &mp)
+		lines = append(lines, margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: market.ToFloat(p.Quantity),
+			Index: max(index, 0), EntryValue: market.ToFloat(p.EntryValue), Margin: market.ToFloat(p.Margin), Maintenance: mm})
 		// The riskiest position, by the liquidation prices the exchange lists.
-		d, ok := distance(p.Direction, index, toFloat(p.LiquidationPrice))
+		d, ok := distance(p.Direction, index, market.ToFloat(p.LiquidationPrice))
 		if !ok {
 			distances = false
 			continue
@@ -71,10 +73,10 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 		}
 	}
 	e.lines = lines
-	f := margin.Totals(toFloat(free), lines)
+	f := margin.Totals(market.ToFloat(free), lines)
 	a.Margin, a.UnrealizedPNL, a.Equity = f.Margin, f.UnrealizedPNL, f.Equity
 	a.GrossNotional, a.NetNotional, a.Positions = f.GrossNotional, f.NetNotional, f.Positions
-	a.FreeBalance = toFloat(free)
+	a.FreeBalance = market.ToFloat(free)
 	if r, ok := f.MarginRatio(); ok {
 		a.MarginRatio = r
 	} else {
@@ -150,29 +152,27 @@ func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[market.Key]bool {
 		d   float64
 	}
 	var risky []ranked
-	for i := range snap.Positions {
-		p := &snap.Positions[i]
-		if p.Empty {
-			continue
-		}
-		sym, ok := e.snaps.Symbol(p.SymbolID)
-		if !ok {
+	rows := e.rowsFor(snap)
+	for i := range rows {
+		r := &rows[i]
+		p := r.P
+		if p.Empty || r.Sym == nil {
 			continue
 		}
 		switch t.Kind {
 		case rules.TargetAll:
-			out[market.KeyOf(p)] = true
+			out[r.Key] = true
 		case rules.TargetCross, rules.TargetIsolated:
 			if p.Cross == (t.Kind == rules.TargetCross) {
-				out[market.KeyOf(p)] = true
+				out[r.Key] = true
 			}
 		case rules.TargetSymbols:
-			if slices.Contains(t.Symbols, sym.Name) {
-				out[market.KeyOf(p)] = true
+			if slices.Contains(t.Symbols, r.Sym.Name) {
+				out[r.Key] = true
 			}
 		case rules.TargetRiskiest:
-			if d, ok := distance(p.Direction, snap.IndexPrices[e.indexName(sym)].InexactFloat64(), p.LiquidationPrice.InexactFloat64()); ok {
-				risky = append(risky, ranked{market.KeyOf(p), d})
+			if d, ok := distance(p.Direction, r.Index.InexactFloat64(), p.LiquidationPrice.InexactFloat64()); ok {
+				risky = append(risky, ranked{r.Key, d})
 			}
 		}
 	}

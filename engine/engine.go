@@ -140,6 +140,15 @@ type Engine struct {
 	hasAccountRules bool
 	// acct is the tick's account, computed once when a rule reads it.
 	acct rules.Account
+	// view is the tick's snapshot joined once (engine/market); rows
+	// join it with the rule states (buildRows), of the snapshot rowsOf;
+	// rowGen counts the builds; rowFresh holds the keys of the build's
+	// rows that have no state yet, for telling duplicates.
+	view     market.View
+	rows     []tickRow
+	rowsOf   *Snapshot
+	rowGen   uint64
+	rowFresh map[market.Key]struct{}
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	in      rules.Input
@@ -169,9 +178,17 @@ type Engine struct {
 // posState is the state of every rule on one position, aligned with the
 // current rule set.
 type posState struct {
-	symbol string
-	rules  []RuleState
-	seen   time.Time
+	// key is the position's key in Engine.positions; dropped is set when
+	// it is forgotten (the tick rows check both before reusing a state).
+	key     market.Key
+	dropped bool
+	// rowGen and closedGen are the row build (Engine.rowGen) that last
+	// listed the position non-empty and empty: a second non-empty row in
+	// one build is a duplicate, an empty one closes the position.
+	rowGen, closedGen uint64
+	symbol            string
+	rules             []RuleState
+	seen              time.Time
 	// missingSince is when the position went missing from the answers.
 	missingSince time.Time
 	// mm is the position's maintenance margin at mmVersion.
@@ -476,7 +493,7 @@ func (e *Engine) restore(s *savedState) []event {
 			key := market.ParseKey(saved)
 			ps := e.positions[key]
 			if ps == nil {
-				ps = &posState{symbol: s.Symbols[saved], rules: make([]RuleState, len(e.set.Rules))}
+				ps = &posState{key: key, symbol: s.Symbols[saved], rules: make([]RuleState, len(e.set.Rules))}
 				e.positions[key] = ps
 			}
 			ps.rules[ri] = st

@@ -20,8 +20,7 @@ import (
 // evaluate runs every rule on every non-empty position of the snapshot.
 func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
 	var plans []*act.Plan // the positions with actions due, run once every position is evaluated
-	closed := make(map[market.Key]bool)
-	seen := make(map[market.Key]bool, len(snap.Positions))
+	rows := e.buildRows(snap)
 	e.unreadable(ctx, now, snap)
 	e.win.Begin()
 	if e.win.NeedAccount() {
@@ -31,43 +30,47 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		e.win.SampleAccount(ctx, now, &e.acctEnv)
 	}
 	due := e.evaluateAccount(ctx, now, snap, rep)
-	for i := range snap.Positions {
-		p := &snap.Positions[i]
-		key := market.KeyOf(p)
+	for i := range rows {
+		row := &rows[i]
+		p, key := row.P, row.Key
 		if p.Empty {
-			closed[key] = true
-			continue
+			continue // closed: buildRows marked its state
 		}
-		if seen[key] {
+		if row.dup {
 			// Two positions with one identity (the spec forms the id from
 			// user and symbol): each is evaluated under its direction; a
 			// true duplicate is reported and the second skipped.
 			e.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
 			continue
 		}
-		seen[key] = true
-		sym, ok := e.snaps.Symbol(p.SymbolID)
-		if !ok {
+		sym := row.Sym
+		if sym == nil {
 			// Keep what the rules remember of it: the symbol may be known
 			// again after the next refresh.
-			if ps := e.positions[key]; ps != nil {
+			if ps := row.ps; ps != nil {
 				ps.seen = now
 			}
 			e.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
 			continue
 		}
 		rep.Positions++
-		price, why, hasIndex := e.indexPrice(snap, sym, now)
+		price, why, hasIndex := e.rowIndex(snap, row, now)
 		if !hasIndex {
 			e.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
 		}
-		fillInput(&e.in, p, sym, price, hasIndex, now)
+		market.FillInput(&e.in, p, sym, price, hasIndex, now)
 		e.env.Fill(&e.in)
 		e.lane.observe(sym.Name, &e.env)
-		ps := e.posState(key, sym.Name)
+		ps := row.ps
+		if ps != nil && len(ps.rules) == len(e.set.Rules) {
+			ps.symbol = sym.Name
+		} else {
+			ps = e.posState(key, sym.Name)
+			row.ps = ps
+		}
 		ps.seen, ps.missingSince = now, time.Time{}
 		if e.win.Positional() {
-			e.win.SamplePosition(ctx, now, &ps.series, &e.env, e.indexName(sym))
+			e.win.SamplePosition(ctx, now, &ps.series, &e.env, row.IndexName)
 		}
 		pl := act.Plan{Pos: p, Sym: sym}
 		for ri, r := range e.set.Rules {
@@ -95,7 +98,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 	}
 	e.runPlans(ctx, now, snap, plans, rep)
 	e.accountDone(now, due)
-	e.forgetGone(ctx, now, rep, closed)
+	e.forgetGone(ctx, now, rep)
 }
 
 // stepRule evaluates rule ri on env, steps its state st and says the
@@ -176,12 +179,13 @@ func (e *Engine) posState(key market.Key, symbol string) *posState {
 			// State saved under the position id alone, before positions
 			// were told apart by direction: it is this position's.
 			delete(e.positions, market.Key{ID: key.ID})
+			legacy.key = key
 			e.positions[key], ps, ok = legacy, legacy, true
 		}
 	}
 	if !ok || len(ps.rules) != len(e.set.Rules) {
 		if !ok {
-			ps = &posState{symbol: symbol}
+			ps = &posState{key: key, symbol: symbol}
 			e.positions[key] = ps
 		}
 		rs := make([]RuleState, len(e.set.Rules))
@@ -198,13 +202,13 @@ func (e *Engine) posState(key market.Key, symbol string) *posState {
 // having acted on it, and two intervals — so that an answer that is empty
 // now and then does not wipe cooldowns (a returning position keeps them).
 // A rule that was firing on a forgotten position resolves.
-func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport, closed map[market.Key]bool) {
+func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport) {
 	var gone []market.Key
 	for key, ps := range e.positions {
 		if ps.seen.Equal(now) {
 			continue
 		}
-		if !closed[key] {
+		if ps.closedGen != e.rowGen {
 			if ps.missingSince.IsZero() {
 				ps.missingSince = now
 			}
@@ -219,7 +223,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport,
 	for _, key := range gone {
 		ps := e.positions[key]
 		reason := "position closed"
-		if !closed[key] {
+		if ps.closedGen != e.rowGen {
 			reason = fmt.Sprintf("position not listed for %s", now.Sub(ps.missingSince).Round(time.Second))
 		}
 		for ri, s := range ps.rules {
@@ -234,6 +238,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport,
 			e.resolveAcks(ctx, rep, now, r.Name, ps.symbol, transitionEvent(now, r, ps.symbol, key.ID, s.State, to, tr, reason, false, nil))
 		}
 		delete(e.positions, key)
+		ps.dropped = true
 		e.dirty = true
 	}
 }

@@ -30,28 +30,26 @@ type accountView struct {
 	freeKnown bool
 }
 
-// view returns the tick's account view, building it from snap.
-func (e *Engine) view(snap *Snapshot) *accountView {
+// marginView returns the tick's account view, building it from snap.
+func (e *Engine) marginView(snap *Snapshot) *accountView {
 	if e.tickView != nil {
 		return e.tickView
 	}
 	v := &accountView{at: map[string]int{}, acct: margin.Account{Positions: make([]margin.Position, 0, len(snap.Positions))}}
 	var liqs []decimal.Decimal
-	for i := range snap.Positions {
-		p := &snap.Positions[i]
-		if p.Empty || !p.Quantity.IsPositive() {
-			continue
-		}
-		sym, ok := e.snaps.Symbol(p.SymbolID)
-		if !ok {
+	rows := e.rowsFor(snap)
+	for i := range rows {
+		r := &rows[i]
+		p, sym := r.P, r.Sym
+		if p.Empty || !p.Quantity.IsPositive() || sym == nil {
 			continue
 		}
 		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
 			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale), Held: p.Margin, Value: p.EntryValue}
-		if price, ok := snap.IndexPrices[e.indexName(sym)]; ok {
-			mp.Index = price
+		if r.HasIndex {
+			mp.Index = r.Index
 		}
-		mp.MM, _ = e.maintenance(p, &mp)
+		mp.MM, _ = e.maintenance(r.ps, p, &mp)
 		v.at[sym.Name] = len(v.acct.Positions)
 		v.acct.Positions = append(v.acct.Positions, mp)
 		liqs = append(liqs, p.LiquidationPrice)
@@ -78,17 +76,16 @@ func (e *Engine) view(snap *Snapshot) *accountView {
 }
 
 // maintenance is the position's maintenance margin, cached in its state
-// per position version (it changes with the quantity, the entry price and
+// ps (nil: not cached) per position version (it changes with the quantity, the entry price and
 // the risk limit only), with its float64 for the account's figures.
-func (e *Engine) maintenance(p *exchange.Position, mp *margin.Position) (decimal.Decimal, float64) {
-	ps := e.positions[market.KeyOf(p)]
+func (e *Engine) maintenance(ps *posState, p *exchange.Position, mp *margin.Position) (decimal.Decimal, float64) {
 	if ps == nil {
 		mm := mp.Maintenance()
-		return mm, toFloat(mm)
+		return mm, market.ToFloat(mm)
 	}
 	if ps.mmVersion != p.Version || ps.mm.IsZero() {
 		ps.mm, ps.mmVersion = mp.Maintenance(), p.Version
-		ps.mmFloat = toFloat(ps.mm)
+		ps.mmFloat = market.ToFloat(ps.mm)
 	}
 	return ps.mm, ps.mmFloat
 }
@@ -152,7 +149,7 @@ type prediction struct {
 // predict predicts setting the plan's position to want; nil when the
 // model does not know the position or its index price.
 func (e *Engine) predict(snap *Snapshot, pl *act.Plan, want exchange.Settings) *prediction {
-	v := e.view(snap)
+	v := e.marginView(snap)
 	i, ok := v.at[pl.Sym.Name]
 	if !ok || !v.acct.Positions[i].Index.IsPositive() {
 		return nil

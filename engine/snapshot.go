@@ -50,32 +50,22 @@ func (e *Engine) ListedSymbols() []string {
 
 // indexName is the index that prices a contract symbol.
 func (e *Engine) indexName(sym *exchange.ContractSymbol) string {
-	if n, ok := e.cfg.IndexNames[sym.Name]; ok {
-		return n
-	}
-	return sym.BaseName
+	return market.IndexName(e.cfg.IndexNames, sym)
 }
 
-// indexPrice looks up the symbol's index price in the snapshot and applies
-// the staleness bound. ok is false when the price is missing or stale.
-func (e *Engine) indexPrice(snap *Snapshot, sym *exchange.ContractSymbol, now time.Time) (decimal.Decimal, string, bool) {
-	if snap.IndexPrices == nil {
-		return decimal.Decimal{}, "index prices not read", false
+// stale applies the staleness bound (StaleAfter) to index name's price p
+// at now: "" when fresh, otherwise why not.
+func (e *Engine) stale(name string, p decimal.Decimal, now time.Time) string {
+	if e.cfg.StaleAfter <= 0 {
+		return ""
 	}
-	name := e.indexName(sym)
-	p, ok := snap.IndexPrices[name]
-	if !ok {
-		return decimal.Decimal{}, "index " + name + " missing", false
+	seen, known := e.indexSeen[name]
+	if !known || !seen.price.Equal(p) {
+		e.indexSeen[name] = indexSeen{price: p, changed: now}
+	} else if now.Sub(seen.changed) > e.cfg.StaleAfter {
+		return fmt.Sprintf("index %s unchanged for %s", name, now.Sub(seen.changed).Round(time.Second))
 	}
-	if e.cfg.StaleAfter > 0 {
-		seen, known := e.indexSeen[name]
-		if !known || !seen.price.Equal(p) {
-			e.indexSeen[name] = indexSeen{price: p, changed: now}
-		} else if now.Sub(seen.changed) > e.cfg.StaleAfter {
-			return p, fmt.Sprintf("index %s unchanged for %s", name, now.Sub(seen.changed).Round(time.Second)), false
-		}
-	}
-	return p, "", true
+	return ""
 }
 
 // Snapshot is one read of the account; see engine/market.

@@ -3,6 +3,8 @@ package engine
 import (
 	"math"
 	"testing"
+
+	"github.com/riskguard/riskguard/engine/market"
 )
 
 func TestToFloat(t *testing.T) {
@@ -16,14 +18,14 @@ func TestToFloat(t *testing.T) {
 		{"1e30", 1e30}, {"-0.0000000000000000000000001", -1e-25},
 	}
 	for _, tt := range tests {
-		got := toFloat(dec(tt.in))
+		got := market.ToFloat(dec(tt.in))
 		if got != tt.want && math.Abs(got-tt.want) > math.Abs(tt.want)*1e-15 {
-			t.Errorf("toFloat(%s) = %v, want %v", tt.in, got, tt.want)
+			t.Errorf("market.ToFloat(%s) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 	// 16 to 18 digits: within one part in 10^15.
 	d := dec("1234.56789012345678")
-	if got := toFloat(d); math.Abs(got-1234.56789012345678) > 1e-12 {
-		t.Errorf("toFloat(%s) = %v", d, got)
+	if got := market.ToFloat(d); math.Abs(got-1234.56789012345678) > 1e-12 {
+		t.Errorf("market.ToFloat(%s) = %v", d, got)
 	}
 }

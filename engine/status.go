@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
-	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
@@ -112,12 +111,13 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 		// Built in the list the previous publication replaced: Status
 		// copies the published one under mu, so no reader holds it.
 		pos = e.statusSpare[:0]
-		for i := range snap.Positions {
-			p := &snap.Positions[i]
-			if p.Empty || p.Quantity.IsZero() {
+		rows := e.rowsFor(snap)
+		for i := range rows {
+			r := &rows[i]
+			if r.P.Empty || r.P.Quantity.IsZero() {
 				continue
 			}
-			pos = append(pos, e.positionStatus(snap, p))
+			pos = append(pos, positionStatus(r))
 		}
 	}
 	b := e.breaker.Clone()
@@ -133,19 +133,21 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 	}
 }
 
-func (e *Engine) positionStatus(snap *Snapshot, p *exchange.Position) PositionStatus {
+// positionStatus is the tick row's position as Status shows it.
+func positionStatus(r *tickRow) PositionStatus {
+	p := r.P
 	ps := PositionStatus{ID: p.ID, Side: p.Direction, Size: p.Quantity, Leverage: p.Leverage, MaxLeverage: p.RiskLimit.MaxLeverage,
 		MarginMode: "isolated", Margin: p.Margin, LiquidationPrice: p.LiquidationPrice}
 	if p.Cross {
 		ps.MarginMode = "cross"
 	}
-	if sym, ok := e.snaps.Symbol(p.SymbolID); ok {
+	if sym := r.Sym; sym != nil {
 		ps.Symbol = sym.Name
 		if ps.MaxLeverage == 0 {
 			ps.MaxLeverage = sym.RiskLimit.MaxLeverage
 		}
-		if idx, ok := snap.IndexPrices[e.indexName(sym)]; ok && idx.IsPositive() {
-			ps.Index = idx
+		if r.HasIndex && r.Index.IsPositive() {
+			ps.Index = r.Index
 		}
 	}
 	return ps

@@ -1,4 +1,4 @@
-package engine
+package market
 
 import (
 	"math"
@@ -9,10 +9,10 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// fillInput converts one position, its symbol and index price into the
+// FillInput converts one position, its symbol and index price into the
 // rules' input: the expression boundary, where decimals become float64.
 // The risk limit is the position's own, read in this tick.
-func fillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol, index decimal.Decimal, hasIndex bool, now time.Time) {
+func FillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol, index decimal.Decimal, hasIndex bool, now time.Time) {
 	in.Position = rules.Position{
 		ID:                           p.ID,
 		UserID:                       p.UserID,
@@ -21,32 +21,32 @@ func fillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol
 		Cross:                        p.Cross,
 		CreatedAt:                    p.CreatedAt,
 		UpdatedAt:                    p.UpdatedAt,
-		EntryValue:                   toFloat(p.EntryValue),
-		EntryPrice:                   toFloat(p.EntryPrice),
-		Margin:                       toFloat(p.Margin),
+		EntryValue:                   ToFloat(p.EntryValue),
+		EntryPrice:                   ToFloat(p.EntryPrice),
+		Margin:                       ToFloat(p.Margin),
 		Leverage:                     p.Leverage,
-		LiquidationPrice:             toFloat(p.LiquidationPrice),
+		LiquidationPrice:             ToFloat(p.LiquidationPrice),
 		Direction:                    p.Direction,
-		Quantity:                     toFloat(p.Quantity),
-		RealizedPNL:                  toFloat(p.RealizedPNL),
+		Quantity:                     ToFloat(p.Quantity),
+		RealizedPNL:                  ToFloat(p.RealizedPNL),
 		RiskLevel:                    p.RiskLevel,
-		MinimumMaintenanceMarginRate: toFloat(p.MinimumMaintenanceMarginRate),
-		MinQuantity:                  toFloat(p.MinQuantity),
-		MaxQuantity:                  toFloat(p.MaxQuantity),
+		MinimumMaintenanceMarginRate: ToFloat(p.MinimumMaintenanceMarginRate),
+		MinQuantity:                  ToFloat(p.MinQuantity),
+		MaxQuantity:                  ToFloat(p.MaxQuantity),
 		Version:                      p.Version,
 		Empty:                        p.Empty,
 	}
 	rl := &p.RiskLimit
 	in.RiskLimit = rules.RiskLimit{
 		ID:                    rl.ID,
-		InitialMarginRate:     toFloat(rl.InitialMarginRate),
-		MaintenanceMarginRate: toFloat(rl.MaintenanceMarginRate),
-		MarginRateStep:        toFloat(rl.MarginRateStep),
+		InitialMarginRate:     ToFloat(rl.InitialMarginRate),
+		MaintenanceMarginRate: ToFloat(rl.MaintenanceMarginRate),
+		MarginRateStep:        ToFloat(rl.MarginRateStep),
 		MaxLeverage:           rl.MaxLeverage,
-		RiskLimitBase:         toFloat(rl.RiskLimitBase),
-		RiskLimitStep:         toFloat(rl.RiskLimitStep),
+		RiskLimitBase:         ToFloat(rl.RiskLimitBase),
+		RiskLimitStep:         ToFloat(rl.RiskLimitStep),
 		MaxRiskLimitSteps:     rl.MaxRiskLimitSteps,
-		MaxQuantity:           toFloat(rl.MaxQuantity),
+		MaxQuantity:           ToFloat(rl.MaxQuantity),
 		CreatedAt:             rl.CreatedAt,
 	}
 	in.Symbol = rules.Symbol{
@@ -57,16 +57,16 @@ func fillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol
 		Type:                  s.Type,
 		StartTime:             s.StartTime,
 		EndTime:               s.EndTime,
-		BaseMinimumIncrement:  toFloat(s.BaseMinimumIncrement),
-		BaseMaximumQuantity:   toFloat(s.BaseMaximumQuantity),
-		QuoteMinimumIncrement: toFloat(s.QuoteMinimumIncrement),
-		SettlementFeeRate:     toFloat(s.SettlementFeeRate),
+		BaseMinimumIncrement:  ToFloat(s.BaseMinimumIncrement),
+		BaseMaximumQuantity:   ToFloat(s.BaseMaximumQuantity),
+		QuoteMinimumIncrement: ToFloat(s.QuoteMinimumIncrement),
+		SettlementFeeRate:     ToFloat(s.SettlementFeeRate),
 		BaseScale:             s.BaseScale,
 		QuoteScale:            s.QuoteScale,
 	}
 	in.IndexPrice = 0
 	if hasIndex {
-		in.IndexPrice = toFloat(index)
+		in.IndexPrice = ToFloat(index)
 	}
 	in.HasIndex = hasIndex
 	in.Now = now
@@ -76,14 +76,14 @@ func fillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol
 var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
-// toFloat converts a decimal to a float64 without allocating in the common
+// ToFloat converts a decimal to a float64 without allocating in the common
 // case. With at most 15 digits the coefficient and a power of ten up to 22
 // are both exact, so one multiplication or division rounds correctly (the
 // fast path strconv.ParseFloat takes); with 16 to 18 digits the coefficient
 // is rounded first, so the result may be one unit in the last place off,
 // far below anything a rule can tell. Other values take the exact, slower
 // route.
-func toFloat(d decimal.Decimal) float64 {
+func ToFloat(d decimal.Decimal) float64 {
 	exp := d.Exponent()
 	if exp < -22 || exp > 22 || d.NumDigits() > 18 {
 		return d.InexactFloat64()

@@ -151,6 +151,7 @@ type Engine struct {
 	rowFresh map[market.Key]struct{}
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
+	plan    act.Plan
 	in      rules.Input
 	env     rules.Env
 	acctEnv rules.Env // the account rules' environment

@@ -72,7 +72,10 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		if e.win.Positional() {
 			e.win.SamplePosition(ctx, now, &ps.series, &e.env, row.IndexName)
 		}
-		pl := act.Plan{Pos: p, Sym: sym}
+		// The plan is built in scratch the engine keeps: one that stays
+		// empty (nearly every position, every tick) costs nothing.
+		e.plan = act.Plan{Pos: p, Sym: sym}
+		pl := &e.plan
 		for ri, r := range e.set.Rules {
 			if r.Account() || !r.AppliesTo(sym.Name) {
 				continue
@@ -90,7 +93,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			}
 		}
 		if !pl.Empty() {
-			run := pl // only a plan with actions leaves the loop
+			run := *pl // only a plan with actions leaves the loop
 			run.Refused, run.Env = &ps.refused, new(rules.Env)
 			*run.Env = e.env
 			plans = append(plans, &run)

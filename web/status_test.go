@@ -13,27 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/internal/golden"
 	"github.com/riskguard/riskguard/web"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
-// checkGolden compares got with testdata/name, or rewrites it with -update.
+// checkGolden compares got with testdata/name, or rewrites it with
+// -update.
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (go test ./web/ -update to accept, then review the diff); got:\n%s", path, got)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got, *update)
 }
 
 // GET /api/v1/status is the engine's Status with healthy, exchange and

@@ -15,6 +15,7 @@ import (
 
 	"github.com/riskguard/riskguard/engine/backtest"
 	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/riskguard/riskguard/internal/golden"
 )
 
 // TestOutputsUnchanged pins what a user sees, byte for byte, against the
@@ -68,7 +69,7 @@ func TestOutputsUnchanged(t *testing.T) {
 		t.Parallel()
 		first := backtestAudit(t, example, thinCross, thinCSV, 2*time.Second)
 		if second := backtestAudit(t, example, thinCross, thinCSV, 2*time.Second); second != first {
-			t.Errorf("two runs wrote different audit logs: %s", firstDiff(first, second))
+			t.Errorf("two runs wrote different audit logs: %s", golden.FirstDiff(first, second))
 		}
 		checkGolden(t, "backtest-thin-cross.audit.jsonl.golden", first)
 	})
@@ -105,7 +106,7 @@ func TestOutputsUnchanged(t *testing.T) {
 			t.Parallel()
 			first := transcript(t, tt.args, tt.code)
 			if second := transcript(t, tt.args, tt.code); second != first {
-				t.Errorf("two runs differ: %s", firstDiff(first, second))
+				t.Errorf("two runs differ: %s", golden.FirstDiff(first, second))
 			}
 			checkGolden(t, tt.golden, first)
 		})
@@ -199,38 +200,8 @@ func testBatteryUnchanged(t *testing.T, name string) {
 }
 
 // checkGolden compares got with testdata/golden/name, or rewrites the file
-// with -update. A difference is reported at its first line.
+// with -update.
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update to accept): %s", path, firstDiff(string(want), got))
-	}
-}
-
-// firstDiff describes the first line where want and got differ.
-func firstDiff(want, got string) string {
-	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := range max(len(wl), len(gl)) {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g || i >= len(wl) || i >= len(gl) {
-			return fmt.Sprintf("line %d (of %d, now %d):\n  want %q\n  got  %q", i+1, len(wl), len(gl), w, g)
-		}
-	}
-	return "same lines"
+	golden.Check(t, filepath.Join("testdata", "golden", name), got, *update)
 }

@@ -11,29 +11,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/riskguard/riskguard/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
+// checkGoldenAt compares got with testdata/name, or rewrites it with
+// -update.
+func checkGoldenAt(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got, *update)
 }
 
 // hookServer stands in for a Slack incoming webhook or a generic JSON
@@ -98,7 +86,7 @@ func TestRunNotifiesEveryChannelOnce(t *testing.T) {
 		}
 	}
 	// What the trader reads on Slack, in order.
-	golden(t, "notify_slack.golden", strings.Join(slack.received(), "\n")+"\n")
+	checkGoldenAt(t, "notify_slack.golden", strings.Join(slack.received(), "\n")+"\n")
 	var msg struct{ Kind, Symbol, Action string }
 	for _, b := range hook.received() {
 		if err := json.Unmarshal([]byte(b), &msg); err != nil {

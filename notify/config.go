@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/mail"
 	"net/url"
 	"regexp"
 	"slices"
@@ -15,16 +14,6 @@ import (
 	"github.com/riskguard/riskguard/internal/yamlnode"
 )
 
-// Channel types.
-const (
-	TypeTelegram = "telegram"
-	TypeSlack    = "slack"
-	TypeDiscord  = "discord"
-	TypeWebhook  = "webhook"
-	TypeEmail    = "email"
-	TypeLog      = "log"
-)
-
 // Defaults of the notify section.
 const (
 	DefaultGroupWait      = 30 * time.Second
@@ -32,7 +21,6 @@ const (
 	DefaultQueueSize      = 100
 	DefaultTimeout        = 10 * time.Second
 	DefaultMaxAttempts    = 4
-	DefaultTelegramAPI    = "https://api.telegram.org"
 )
 
 // Config is the validated notify section of the configuration file.
@@ -60,11 +48,12 @@ type Config struct {
 	Warnings []string
 }
 
-// ChannelConfig is one channel. Only the fields of its Type are set; the
-// secrets are already read from the environment.
+// ChannelConfig is one channel. Only the fields of its Type are set, by
+// its row's decode in channelTypes; the secrets are already read from the
+// environment. A channel whose settings fit no field below adds its own.
 type ChannelConfig struct {
 	Name string
-	Type string
+	Type string // one of the table's (TypeTelegram, …)
 	// URL is the Slack or Discord webhook, the generic webhook's URL, or the
 	// Telegram Bot API's base URL.
 	URL string
@@ -91,7 +80,7 @@ func (c *ChannelConfig) secrets() []string {
 	for _, v := range c.Headers {
 		s = append(s, v)
 	}
-	if c.Type == TypeSlack || c.Type == TypeDiscord || c.Type == TypeWebhook {
+	if t, ok := channelTypeOf(c.Type); ok && t.secretURL {
 		s = append(s, c.URL)
 		if u, err := url.Parse(c.URL); err == nil {
 			if len(u.Path) > 1 {
@@ -247,6 +236,8 @@ func (p *parser) unknown(path string, m map[string]any, known ...string) {
 	}
 }
 
+// channel reads the channel name: its name here, its type and settings by
+// its row of channelTypes.
 func (p *parser) channel(name string, v any) (ChannelConfig, bool) {
 	path := "notify.channels." + name
 	if !channelName.MatchString(name) {
@@ -260,81 +251,7 @@ func (p *parser) channel(name string, v any) (ChannelConfig, bool) {
 	}
 	before := p.hardErrors()
 	cc := ChannelConfig{Name: name}
-	typ, _ := m["type"].(string)
-	cc.Type = typ
-	switch typ {
-	case TypeTelegram:
-		p.unknown(path, m, "type", "token", "token_env", "chat_id", "api_url", "control_chat_ids")
-		cc.Token = p.required(m, path, "token", true)
-		if strings.ContainsAny(cc.Token, "/?#% ") {
-			p.errorf(path+".token", "not a bot token: it contains /, ?, #, %% or a space")
-		}
-		cc.ChatID = p.chatID(m, path+".chat_id")
-		if v, ok := m["control_chat_ids"]; ok {
-			list, isList := v.([]any)
-			if !isList || len(list) == 0 {
-				p.errorf(path+".control_chat_ids", "expected a list of the chat ids whose commands the guard obeys, like [123456789]")
-			}
-			for i, id := range list {
-				if s := p.chatID(map[string]any{"chat_id": id}, fmt.Sprintf("%s.control_chat_ids[%d]", path, i)); s != "" {
-					cc.ControlChats = append(cc.ControlChats, s)
-				}
-			}
-		}
-		cc.URL = DefaultTelegramAPI
-		if s, ok := p.str(m, path, "api_url"); ok && s != "" {
-			if p.httpURL(path+".api_url", s) {
-				cc.URL = strings.TrimRight(s, "/")
-			}
-		}
-	case TypeSlack, TypeDiscord:
-		p.unknown(path, m, "type", "webhook_url", "webhook_url_env")
-		if cc.URL = p.required(m, path, "webhook_url", true); cc.URL != "" {
-			p.httpURL(path+".webhook_url", cc.URL)
-		}
-	case TypeWebhook:
-		p.unknown(path, m, "type", "url", "url_env", "headers")
-		if cc.URL = p.required(m, path, "url", false); cc.URL != "" {
-			p.httpURL(path+".url", cc.URL)
-		}
-		cc.Headers = p.headers(m, path+".headers")
-	case TypeEmail:
-		p.unknown(path, m, "type", "smtp", "from", "to", "username", "username_env", "password", "password_env")
-		if s := p.required(m, path, "smtp", false); s != "" {
-			if _, port, err := splitHostPort(s); err != nil || port == "" {
-				p.errorf(path+".smtp", "expected host:port, like smtp.example.org:587")
-			}
-			cc.SMTP = s
-		}
-		if s := p.required(m, path, "from", false); s != "" {
-			if _, err := mail.ParseAddress(s); err != nil {
-				p.errorf(path+".from", "not an e-mail address")
-			}
-			cc.From = s
-		}
-		if v, ok := m["to"]; ok {
-			cc.To = p.list(path+".to", v)
-			for _, a := range cc.To {
-				if _, err := mail.ParseAddress(a); err != nil {
-					p.errorf(path+".to", "%q is not an e-mail address", a)
-				}
-			}
-		}
-		if len(cc.To) == 0 {
-			p.errorf(path+".to", "required: one or more addresses")
-		}
-		cc.Username, _ = p.secret(m, path, "username", false)
-		cc.Password, _ = p.secret(m, path, "password", true)
-		if (cc.Username == "") != (cc.Password == "") {
-			p.errorf(path+".password", "username and password go together")
-		}
-	case TypeLog:
-		p.unknown(path, m, "type")
-	case "":
-		p.errorf(path+".type", "required: one of telegram, slack, discord, webhook, email, log")
-	default:
-		p.errorf(path+".type", "unknown type %q (known: telegram, slack, discord, webhook, email, log)", typ)
-	}
+	p.decodeChannel(path, m, &cc)
 	// A channel whose only problem is a missing secret is kept, so that
 	// CheckConfig knows its name.
 	return cc, p.hardErrors() == before
@@ -412,110 +329,13 @@ func (p *parser) required(m map[string]any, path, key string, sensitive bool) st
 	return v
 }
 
-func (p *parser) chatID(m map[string]any, path string) string {
-	v, ok := m["chat_id"]
-	if !ok || v == nil {
-		p.errorf(path, "required: a chat id like \"-1001234567890\" or a channel like \"@name\"")
-		return ""
+// requiredURL is required for an absolute http(s) URL.
+func (p *parser) requiredURL(m map[string]any, path, key string, sensitive bool) string {
+	u := p.required(m, path, key, sensitive)
+	if u != "" {
+		p.httpURL(path+"."+key, u)
 	}
-	var s string
-	switch x := v.(type) {
-	case string:
-		s = strings.TrimSpace(x)
-	case int:
-		s = strconv.Itoa(x)
-	case int64:
-		s = strconv.FormatInt(x, 10)
-	case uint64:
-		s = strconv.FormatUint(x, 10)
-	case float64:
-		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-			p.errorf(path, "expected an integer or a string")
-			return ""
-		}
-		s = strconv.FormatInt(int64(x), 10)
-	default:
-		p.errorf(path, "expected an integer or a string")
-		return ""
-	}
-	if s == "" {
-		p.errorf(path, "required: empty")
-	} else if _, err := strconv.ParseInt(s, 10, 64); err != nil && !strings.HasPrefix(s, "@") {
-		p.errorf(path, "expected a numeric chat id or @channelname")
-	}
-	return s
-}
-
-func (p *parser) headers(m map[string]any, path string) map[string]string {
-	v, ok := m["headers"]
-	if !ok || v == nil {
-		return nil
-	}
-	hm, ok := v.(map[string]any)
-	if !ok {
-		p.errorf(path, "expected a mapping of header names to values")
-		return nil
-	}
-	keys := make([]string, 0, len(hm))
-	for k := range hm {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := map[string]string{}
-	for _, k := range keys {
-		name, fromEnv := strings.CutSuffix(k, "_env")
-		if !validHeaderName(name) {
-			p.errorf(path+"."+k, "not a valid header name")
-			continue
-		}
-		s, ok := hm[k].(string)
-		if !ok {
-			p.errorf(path+"."+k, "expected a string")
-			continue
-		}
-		if _, dup := out[name]; dup {
-			p.errorf(path+"."+k, "header %s set twice", name)
-			continue
-		}
-		if fromEnv {
-			val := strings.TrimSpace(p.getenv(s))
-			if val == "" {
-				p.errorf(path+"."+k, "environment variable %s is unset or empty", s)
-				continue
-			}
-			s = val
-		} else if sensitiveHeader(name) {
-			p.warnings = append(p.warnings, fmt.Sprintf("%s.%s: a secret written in the configuration file; prefer %s_env", path, k, k))
-		}
-		if strings.ContainsAny(s, "\r\n") {
-			p.errorf(path+"."+k, "a header value cannot contain a line break")
-			continue
-		}
-		out[name] = s
-	}
-	return out
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return false
-		}
-	}
-	return true
-}
-
-func sensitiveHeader(name string) bool {
-	n := strings.ToLower(name)
-	for _, w := range []string{"auth", "token", "key", "secret", "signature", "cookie", "password"} {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
+	return u
 }
 
 // list reads a string or a list of strings.
@@ -622,18 +442,6 @@ func (p *parser) httpURL(path, s string) bool {
 		return false
 	}
 	return true
-}
-
-func splitHostPort(s string) (string, string, error) {
-	i := strings.LastIndexByte(s, ':')
-	if i <= 0 || i == len(s)-1 {
-		return "", "", errors.New("no port")
-	}
-	port := s[i+1:]
-	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		return "", "", errors.New("bad port")
-	}
-	return strings.Trim(s[:i], "[]"), port, nil
 }
 
 // String names the channel without its secrets, so that printing a

@@ -90,12 +90,7 @@ func NewTelegramControl(cc ChannelConfig, ctrl Controller, opts ...TelegramContr
 	for _, o := range opts {
 		o(t)
 	}
-	api := cc.URL
-	if api == "" {
-		api = DefaultTelegramAPI
-	}
-	t.bot = &telegram{api: strings.TrimRight(api, "/"), token: cc.Token,
-		httpPoster: httpPoster{hc: &http.Client{Timeout: t.poll + 15*time.Second}, redact: newRedactor(cc.secrets()...), now: t.now}}
+	t.bot = newTelegram(cc, httpPoster{hc: &http.Client{Timeout: t.poll + 15*time.Second}, redact: newRedactor(cc.secrets()...), now: t.now})
 	return t, nil
 }
 

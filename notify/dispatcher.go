@@ -274,29 +274,6 @@ func NewDispatcher(cfg *Config, opts ...Option) (*Dispatcher, error) {
 	return d, nil
 }
 
-func (d *Dispatcher) newSender(cc ChannelConfig) (Sender, error) {
-	p := httpPoster{hc: d.opts.hc, redact: newRedactor(cc.secrets()...), now: d.opts.now}
-	switch cc.Type {
-	case TypeSlack:
-		return &slack{httpPoster: p, url: cc.URL}, nil
-	case TypeDiscord:
-		return &discord{httpPoster: p, url: cc.URL}, nil
-	case TypeTelegram:
-		api := cc.URL
-		if api == "" {
-			api = DefaultTelegramAPI
-		}
-		return &telegram{httpPoster: p, api: strings.TrimRight(api, "/"), token: cc.Token, chatID: cc.ChatID}, nil
-	case TypeWebhook:
-		return &webhook{httpPoster: p, url: cc.URL, headers: cc.Headers}, nil
-	case TypeEmail:
-		return newEmail(cc, d.opts.tlsConfig, d.opts.now)
-	case TypeLog:
-		return NewLog(d.opts.logger), nil
-	}
-	return nil, fmt.Errorf("unknown type %q", cc.Type)
-}
-
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -10,12 +10,64 @@ import (
 	"mime"
 	"mime/quotedprintable"
 	"net"
+	"net/mail"
 	"net/smtp"
 	"net/textproto"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
+
+// TypeEmail is e-mail over SMTP.
+const TypeEmail = "email"
+
+// decodeEmail reads smtp (host:port), from, to (one or more addresses)
+// and the optional username and password, which go together.
+func decodeEmail(p *parser, path string, m map[string]any, cc *ChannelConfig) {
+	p.unknown(path, m, "type", "smtp", "from", "to", "username", "username_env", "password", "password_env")
+	if s := p.required(m, path, "smtp", false); s != "" {
+		if _, port, err := splitHostPort(s); err != nil || port == "" {
+			p.errorf(path+".smtp", "expected host:port, like smtp.example.org:587")
+		}
+		cc.SMTP = s
+	}
+	if s := p.required(m, path, "from", false); s != "" {
+		if _, err := mail.ParseAddress(s); err != nil {
+			p.errorf(path+".from", "not an e-mail address")
+		}
+		cc.From = s
+	}
+	if v, ok := m["to"]; ok {
+		cc.To = p.list(path+".to", v)
+		for _, a := range cc.To {
+			if _, err := mail.ParseAddress(a); err != nil {
+				p.errorf(path+".to", "%q is not an e-mail address", a)
+			}
+		}
+	}
+	if len(cc.To) == 0 {
+		p.errorf(path+".to", "required: one or more addresses")
+	}
+	cc.Username, _ = p.secret(m, path, "username", false)
+	cc.Password, _ = p.secret(m, path, "password", true)
+	if (cc.Username == "") != (cc.Password == "") {
+		p.errorf(path+".password", "username and password go together")
+	}
+}
+
+// splitHostPort splits an smtp setting into host and port ([::1]:25 too).
+func splitHostPort(s string) (string, string, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 || i == len(s)-1 {
+		return "", "", errors.New("no port")
+	}
+	port := s[i+1:]
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return "", "", errors.New("bad port")
+	}
+	return strings.Trim(s[:i], "[]"), port, nil
+}
 
 // email sends over SMTP: STARTTLS when the server offers it, implicit TLS
 // on port 465, PLAIN authentication when credentials are configured (Go's
@@ -41,6 +93,10 @@ func newEmail(cc ChannelConfig, tc *tls.Config, now func() time.Time) (*email, e
 		username: cc.Username, password: cc.Password, tlsConfig: tc,
 		redact: newRedactor(cc.secrets()...), now: now,
 	}, nil
+}
+
+func newEmailSender(cc ChannelConfig, o *options) (Sender, error) {
+	return newEmail(cc, o.tlsConfig, o.now)
 }
 
 func (e *email) tls() *tls.Config {

@@ -37,9 +37,13 @@ const (
 func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 	var a rules.Account
 	free, freeKnown, _, ok := e.cachedFree(snap)
-	if !ok {
+	whyFree := whyFreeUnknown
+	if !ok || e.readInFlight != "" {
 		v := e.marginView(snap) // infers it, and caches it
 		free, freeKnown = v.acct.Free, v.freeKnown
+		if v.freeWhy != whyNoCross {
+			whyFree = "the free balance is not known: " + v.freeWhy
+		}
 	}
 	lines := e.lines[:0]
 	a.MinLiquidationDistance = 1
@@ -104,7 +108,7 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 		if f.Cross > 0 {
 			fields |= rules.AccountMarginRatio
 		}
-		a.SetUnknown(fields, whyFreeUnknown)
+		a.SetUnknown(fields, whyFree)
 	}
 	return a
 }

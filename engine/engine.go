@@ -120,6 +120,10 @@ type Engine struct {
 	// became of them is applied on the tick's goroutine (Collect), so the
 	// fields above have one writer.
 	exec *act.Executor
+	// readInFlight says which call was in flight while the tick read
+	// the positions ("" when none): the snapshot may predate its effect
+	// on the cross pool.
+	readInFlight string
 	// curRep is the report of the tick collecting the calls' outcomes; nil
 	// outside a tick (shutdown).
 	curRep *TickReport

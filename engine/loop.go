@@ -96,6 +96,10 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	// Records kept from a failed write go out as soon as the log takes
 	// them, not at the next event.
 	e.jr.Flush(ctx, now)
+	e.readInFlight = ""
+	if fl := e.exec.InFlight(); len(fl) > 0 {
+		e.readInFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", fl[0].Key)
+	}
 	snap, err := e.snaps.Read(ctx, now)
 	if snap != nil {
 		rep.Snapshot = snap

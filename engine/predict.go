@@ -28,7 +28,12 @@ type accountView struct {
 	// isolated predictions do not need it, and affordability is then left
 	// to the exchange.
 	freeKnown bool
+	// freeWhy says why the free balance is unknown.
+	freeWhy string
 }
+
+// Why the free balance is unknown to the margin model.
+const whyNoCross = "no cross position to infer it from"
 
 // marginView returns the tick's account view, building it from snap.
 func (e *Engine) marginView(snap *Snapshot) *accountView {
@@ -57,9 +62,16 @@ func (e *Engine) marginView(snap *Snapshot) *accountView {
 	// The free balance changes with the cross positions (their margins,
 	// a settings call, a trade) and with transfers: it is inferred again
 	// when a cross position changed, and at least every freeRefresh.
-	if free, known, sig, ok := e.cachedFree(snap); ok {
+	switch free, known, sig, ok := e.cachedFree(snap); {
+	case e.readInFlight != "":
+		// A call that may move the pool was in flight while the
+		// positions were read: the snapshot may or may not show its
+		// effect, so the free balance it implies is not relied on (the
+		// exchange decides what is affordable), nor kept.
+		v.freeWhy = e.readInFlight
+	case ok:
 		v.acct.Free, v.freeKnown = free, known
-	} else {
+	default:
 		for i, mp := range v.acct.Positions {
 			if !mp.Cross {
 				continue
@@ -70,6 +82,9 @@ func (e *Engine) marginView(snap *Snapshot) *accountView {
 			}
 		}
 		e.free = freeCache{sig: sig, at: e.lastTick, free: v.acct.Free, known: v.freeKnown}
+	}
+	if !v.freeKnown && v.freeWhy == "" {
+		v.freeWhy = whyNoCross
 	}
 	e.tickView = v
 	return v
@@ -143,6 +158,7 @@ type prediction struct {
 	direction string
 	index     decimal.Decimal
 	freeKnown bool
+	freeWhy   string
 	next      margin.Account
 }
 
@@ -155,7 +171,7 @@ func (e *Engine) predict(snap *Snapshot, pl *act.Plan, want exchange.Settings) *
 		return nil
 	}
 	next, eff := v.acct.Apply(i, want.Leverage, want.Cross)
-	p := &prediction{Effect: eff, leverage: want.Leverage, direction: pl.Pos.Direction, index: v.acct.Positions[i].Index, freeKnown: v.freeKnown, next: next}
+	p := &prediction{Effect: eff, leverage: want.Leverage, direction: pl.Pos.Direction, index: v.acct.Positions[i].Index, freeKnown: v.freeKnown, freeWhy: v.freeWhy, next: next}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.acct.Positions {
 			if j == i || !o.Cross || !o.Index.IsPositive() {
@@ -244,7 +260,7 @@ func (p *prediction) String() string {
 	if p.freeKnown {
 		s += fmt.Sprintf(", free balance %s after", p.FreeAfter.Round(2))
 	} else {
-		s += ", free balance unknown (no cross position to infer it from)"
+		s += ", free balance unknown (" + p.freeWhy + ")"
 	}
 	for _, o := range p.others {
 		s += "; " + o.String()

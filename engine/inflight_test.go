@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/rules"
+)
+
+// gatedActuator holds XBTC's settings calls until released.
+type gatedActuator struct {
+	*fakeExchange
+	release chan struct{}
+	started chan string
+}
+
+func (g *gatedActuator) SetPositionSettings(ctx context.Context, symbol string, s exchange.Settings) (*exchange.Position, error) {
+	if symbol == "XBTC" {
+		g.started <- symbol
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.fakeExchange.SetPositionSettings(ctx, symbol, s)
+}
+
+func (g *gatedActuator) CancelOrders(ctx context.Context, symbol string) (json.RawMessage, error) {
+	return g.fakeExchange.CancelOrders(ctx, symbol)
+}
+
+// While XBTC's settings call hangs, the next ticks read and act on XETH,
+// never send XBTC a second call, show the call in flight, and do not trust
+// the free balance a snapshot read during the call implies; the hung
+// call's outcome is applied by the tick that collects it.
+func TestCallInFlightHoldsOnlyItsSymbol(t *testing.T) {
+	t.Parallel()
+	fx := newFake()
+	g := &gatedActuator{fakeExchange: fx, release: make(chan struct{}), started: make(chan string, 4)}
+	set := &rules.Set{Rules: []*rules.Rule{rule(t, overMax)}}
+	var audit strings.Builder
+	e, err := New(Config{Interval: 100 * time.Millisecond, ActionTimeout: time.Minute}, set, Deps{Reader: fx, Actuator: g, Audit: NewAudit(&auditWriter{b: &audit})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := e.Tick(ctx, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("XBTC's call never started")
+	}
+	if fl := e.InFlight(at(1)); len(fl) != 1 || fl[0].Symbol != "XBTC" || !strings.Contains(fl[0].Call, "lower_leverage XBTC") {
+		t.Fatalf("InFlight = %+v, want XBTC's lower_leverage", fl)
+	}
+	// XETH goes over its maximum while XBTC's call hangs.
+	fx.mu.Lock()
+	fx.positions[1].Leverage = 30
+	fx.mu.Unlock()
+	rep, err := e.Tick(ctx, at(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xeth *ActionEvent
+	for i, a := range rep.Actions {
+		if a.Symbol == "XBTC" {
+			t.Errorf("XBTC acted on again while its call is in flight: %+v", a)
+		}
+		if a.Symbol == "XETH" {
+			xeth = &rep.Actions[i]
+		}
+	}
+	if xeth == nil || xeth.Outcome != "sent" {
+		t.Fatalf("XETH not acted on while XBTC hangs: %+v", rep.Actions)
+	}
+	if !strings.Contains(xeth.Effect, "free balance unknown (a call on XBTC was in flight while the positions were read)") {
+		t.Errorf("XETH's prediction trusts a free balance read during XBTC's call: %s", xeth.Effect)
+	}
+	close(g.release)
+	if !e.exec.Wait(5 * time.Second) {
+		t.Fatal("XBTC's call did not end once released")
+	}
+	rep, err = e.Tick(ctx, at(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, a := range rep.Actions {
+		found = found || a.Symbol == "XBTC" && a.Outcome == "sent"
+	}
+	if !found {
+		t.Errorf("XBTC's outcome not applied by the tick that collected it: %+v", rep.Actions)
+	}
+	settings, _ := fx.calls()
+	n := 0
+	for _, c := range settings {
+		if c.symbol == "XBTC" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("XBTC settings calls = %d, want 1", n)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// auditWriter is a strings.Builder safe for the executor's goroutines.
+type auditWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *auditWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}

@@ -40,9 +40,9 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 	whyFree := whyFreeUnknown
 	if !ok || e.readInFlight != "" {
 		v := e.marginView(snap) // infers it, and caches it
-		free, freeKnown = v.acct.Free, v.freeKnown
-		if v.freeWhy != whyNoCross {
-			whyFree = "the free balance is not known: " + v.freeWhy
+		free, freeKnown = v.Acct.Free, v.FreeKnown
+		if v.FreeWhy != whyNoCross {
+			whyFree = "the free balance is not known: " + v.FreeWhy
 		}
 	}
 	lines := e.lines[:0]

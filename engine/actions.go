@@ -52,109 +52,17 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			func(ctx context.Context) (json.RawMessage, error) { return e.act.CancelOrders(ctx, sym) })
 	}
 
-	want, change := pl.Target()
-	change = change && held == nil
-	var pred *prediction
-	if change {
-		pred = e.predict(snap, pl, want)
+	var dec act.Decision
+	if held == nil {
+		var m *act.Model
+		if _, change := pl.Target(); change {
+			m = e.marginView(snap) // built once a tick, for the first plan that needs it
+		}
+		dec = act.DecideSettings(m, pl, now)
 	}
-	// harm drops isolation from the plan when it would move the
-	// liquidation price closer and its rules do not allow it (or it would
-	// end under their floor). It runs on the plan as asked and again on the
-	// plan after its leverage is bounded: an isolation that was safe at a
-	// lower leverage may not be at the one left.
-	harm := func() {
-		if pred == nil || !pred.closer() || want.Cross == pos.Cross {
-			return
-		}
-		allowed, floor := closerAllowed(pl, rules.SetIsolated)
-		_, after := pred.distances()
-		why := ""
-		switch {
-		case !allowed:
-			why = "isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)"
-		case after.LessThan(floor):
-			why = fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
-				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2))
-		}
-		if why == "" {
-			return
-		}
-		prevCross := pos.Cross
-		iso := exchange.Settings{Leverage: want.Leverage, Cross: false}
-		base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: act.Dedupe(pl.IsolateRules),
-			Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
-		ev := harmEvent(base, pred, why, e.firstHarmInFiring(pl, now))
-		ev.Action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
-			From: pos.Leverage, To: want.Leverage, Effect: pred.String() + "; " + why}
-		e.emit(ctx, rep, ev)
-		pl.Isolate = false
-		want.Cross = pos.Cross
-		change = want != exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
-		pred = nil
-		if change {
-			pred = e.predict(snap, pl, want)
-		}
-	}
-	harm()
-
-	var stepped string
-	// A leverage cut the free balance cannot fund, or that moves more of
-	// it into the position than the rules' margin budget leaves, becomes
-	// the lowest cut within the bound (the exchange would refuse the first
-	// every cooldown; the second would pour the account into a losing
-	// position unasked), or is skipped and said.
-	for _, bound := range []func(*prediction) (bool, string){
-		func(p *prediction) (bool, string) {
-			if !p.freeKnown || p.Affordable {
-				return true, ""
-			}
-			return false, fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", p.leverage, p.MarginMoved.Round(2), p.FreeAfter.Add(p.MarginMoved).Round(2))
-		},
-		func(p *prediction) (bool, string) { return e.withinBudget(pl, now, p) },
-		othersBound(pl),
-	} {
-		if !change || pred == nil || want.Leverage >= pos.Leverage {
-			break
-		}
-		ok, why := bound(pred)
-		if ok {
-			continue
-		}
-		asked := want.Leverage
-		want.Leverage = e.lowestWithin(snap, pl, want, bound)
-		if want.Leverage < pos.Leverage {
-			why += fmt.Sprintf(": lowered to %dx, the lowest within it", want.Leverage)
-		} else {
-			why += ": no leverage cut is within it"
-		}
-		stepped = why
-		change = want != exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
-		pred = nil
-		if change {
-			pred = e.predict(snap, pl, want)
-			continue
-		}
-		base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: act.Dedupe(pl.LowerRules),
-			Leverage: asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: why}
-		e.emit(ctx, rep, event{Audit: &base, Level: slog.LevelWarn, Msg: "skipped lower_leverage " + sym + ": " + why,
-			Attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
-			Action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: asked, Effect: why}})
-	}
-
-	harm()
-
-	if change && want == pl.Refused.Settings && pos.Leverage == pl.Refused.From && want.Leverage < pos.Leverage {
-		// The exchange refused this very call from this very leverage: a
-		// smaller cut, halfway, is tried instead of the same one again.
-		half := (want.Leverage + pos.Leverage + 1) / 2
-		stepped = fmt.Sprintf("the exchange refused %dx from %dx before: trying %dx", want.Leverage, pos.Leverage, half)
-		want.Leverage = half
-		change = want != exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
-		pred = nil
-		if change {
-			pred = e.predict(snap, pl, want)
-		}
+	want, change, pred, stepped := dec.Want, dec.Change, dec.Pred, dec.Stepped
+	for _, sk := range dec.Skips {
+		e.emit(ctx, rep, e.skipEvent(now, pl, sk))
 	}
 
 	var base Record
@@ -174,7 +82,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		effect := ""
 		if pred != nil {
 			effect = pred.String()
-			base.Prediction = pred.record()
+			base.Prediction = pred.Record()
 		}
 		if stepped != "" {
 			effect = stepped + "; " + effect
@@ -234,14 +142,14 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 					e.checkPrediction(ctx, now, sym, pred, *base.Prediction.Actual)
 				}
 				if e.tickView != nil && e.lastTick.Equal(now) {
-					e.tickView.acct = pred.next // later calls of the tick see this one's effect
+					e.tickView.Acct = pred.Next // later calls of the tick see this one's effect
 				}
 			}
-			if refusedForGood(settingsErr) {
+			if refusedForGood(settingsErr) && pl.Refused != nil {
 				*pl.Refused = act.Refusal{Settings: want, From: pos.Leverage}
 			}
-			if settingsErr == nil && pred != nil && pred.MarginMoved.IsPositive() && !e.cfg.DryRun {
-				e.spendBudget(pl, pred.MarginMoved)
+			if settingsErr == nil && pred != nil && pred.MarginMoved.IsPositive() && !e.cfg.DryRun && act.SpendBudget(pl, pred.MarginMoved) {
+				e.dirty = true
 			}
 		}
 		e.settle(ctx, now, rep, pl, setAt, cancelErr, settingsErr)
@@ -466,8 +374,8 @@ func (e *Engine) finish(rep *TickReport, pc *pendingCall) error {
 // checkPrediction compares the liquidation price the exchange read back
 // with the model's: a difference of more than a basis point of the index
 // (beyond the rounding to ticks) is reported.
-func (e *Engine) checkPrediction(ctx context.Context, now time.Time, symbol string, pred *prediction, got decimal.Decimal) {
-	tolerance := pred.index.Mul(decimal.New(1, -4))
+func (e *Engine) checkPrediction(ctx context.Context, now time.Time, symbol string, pred *act.Prediction, got decimal.Decimal) {
+	tolerance := pred.Index().Mul(decimal.New(1, -4))
 	if got.Sub(pred.LiquidationAfter).Abs().GreaterThan(tolerance) {
 		e.emit(ctx, nil, mismatchEvent(now, symbol, pred.LiquidationAfter, got))
 	}
@@ -490,76 +398,24 @@ func (e *Engine) firstHarmInFiring(pl *act.Plan, now time.Time) bool {
 
 func joinRules(names []string) string { return strings.Join(names, ",") }
 
-// lowestWithin is the lowest leverage between want's and the position's
-// (at most maxLeverage, the highest the exchange accepts as a new one)
-// whose prediction passes bound; the position's own when none does.
-func (e *Engine) lowestWithin(snap *Snapshot, pl *act.Plan, want exchange.Settings, bound func(*prediction) (bool, string)) int {
-	top := pl.Pos.Leverage
-	if ml := pl.Pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
-		top = ml + 1
+// skipEvent says a part of a plan's settings call left out (act.Skip): an
+// isolation that would harm, audited and logged each time, notified once
+// per firing; or a leverage cut no bound leaves room for.
+func (e *Engine) skipEvent(now time.Time, pl *act.Plan, sk act.Skip) event {
+	sym, pos := pl.Sym.Name, pl.Pos
+	if sk.Kind == rules.SetIsolated {
+		prevCross := pos.Cross
+		iso := exchange.Settings{Leverage: sk.Want.Leverage, Cross: false}
+		base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: act.Dedupe(pl.IsolateRules),
+			Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
+		ev := harmEvent(base, sk.Pred, sk.Why, e.firstHarmInFiring(pl, now))
+		ev.Action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
+			From: pos.Leverage, To: sk.Want.Leverage, Effect: sk.Pred.String() + "; " + sk.Why}
+		return ev
 	}
-	for lev := want.Leverage + 1; lev < top; lev++ {
-		if p := e.predict(snap, pl, exchange.Settings{Leverage: lev, Cross: want.Cross}); p != nil {
-			if ok, _ := bound(p); ok {
-				return lev
-			}
-		}
-	}
-	return pl.Pos.Leverage
-}
-
-// withinBudget checks a leverage cut's margin move against the margin
-// budgets of the rules asking for it: the smallest remaining one binds.
-// A budget that is a share of the free balance cannot be checked when the
-// free balance is unknown: nothing is then within it.
-func (e *Engine) withinBudget(pl *act.Plan, now time.Time, p *prediction) (bool, string) {
-	if !p.MarginMoved.IsPositive() {
-		return true, ""
-	}
-	for _, d := range pl.Due {
-		r := d.Rule
-		if r.MarginBudget == 0 || !r.HasAction(rules.LowerLeverage) {
-			continue
-		}
-		st := d.St
-		resetBudget(st, r, now)
-		amount := decimal.NewFromFloat(r.MarginBudget)
-		if r.BudgetFraction {
-			if !p.freeKnown {
-				return false, fmt.Sprintf("rule %s's margin budget is %s%% of the free balance, which cannot be inferred", r.Name, amount.Shift(2))
-			}
-			amount = amount.Mul(p.FreeAfter.Add(p.MarginMoved))
-		}
-		left := amount.Sub(decimal.NewFromFloat(st.MarginMoved))
-		if p.MarginMoved.GreaterThan(left) {
-			return false, fmt.Sprintf("rule %s's margin budget leaves %s (%s per %s, %s moved) and %dx needs %s", r.Name,
-				decimal.Max(left, decimal.Zero).Round(2), amount.Round(2), r.BudgetPer, decimal.NewFromFloat(st.MarginMoved).Round(2), p.leverage, p.MarginMoved.Round(2))
-		}
-	}
-	return true, ""
-}
-
-// spendBudget counts margin moved into the position against the budgets
-// of the rules that asked for the cut.
-func (e *Engine) spendBudget(pl *act.Plan, moved decimal.Decimal) {
-	for _, d := range pl.Due {
-		if d.Rule.MarginBudget == 0 || !d.Rule.HasAction(rules.LowerLeverage) {
-			continue
-		}
-		d.St.MarginMoved += moved.InexactFloat64()
-		e.dirty = true
-	}
-}
-
-// resetBudget starts a new budget window when the rule fired again or, for
-// a daily budget, a new UTC day began.
-func resetBudget(st *RuleState, r *rules.Rule, now time.Time) {
-	from := st.FiredAt
-	if r.BudgetPer == "day" {
-		y, m, d := now.UTC().Date()
-		from = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-	}
-	if !st.BudgetFrom.Equal(from) {
-		st.BudgetFrom, st.MarginMoved = from, 0
-	}
+	base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: act.Dedupe(pl.LowerRules),
+		Leverage: sk.Asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: sk.Why}
+	return event{Audit: &base, Level: slog.LevelWarn, Msg: "skipped lower_leverage " + sym + ": " + sk.Why,
+		Attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
+		Action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: sk.Asked, Effect: sk.Why}}
 }

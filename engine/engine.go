@@ -101,7 +101,7 @@ type Engine struct {
 	ctl control.Store
 	// tickView is the tick's account for the margin model, built at its
 	// first settings call.
-	tickView *accountView
+	tickView *act.Model
 	// badItems are the unreadable items last reported, "what id" → why.
 	badItems map[string]string
 	// stateLock holds the state file against a second guard; nil without

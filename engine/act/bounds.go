@@ -1,0 +1,87 @@
+package act
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// lowestWithin is the lowest leverage between want's and the position's
+// (at most maxLeverage, the highest the exchange accepts as a new one)
+// whose prediction passes bound; the position's own when none does.
+func lowestWithin(m *Model, pl *Plan, want exchange.Settings, bound func(*Prediction) (bool, string)) int {
+	top := pl.Pos.Leverage
+	if ml := pl.Pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
+		top = ml + 1
+	}
+	for lev := want.Leverage + 1; lev < top; lev++ {
+		if p := m.Predict(pl, exchange.Settings{Leverage: lev, Cross: want.Cross}); p != nil {
+			if ok, _ := bound(p); ok {
+				return lev
+			}
+		}
+	}
+	return pl.Pos.Leverage
+}
+
+// withinBudget checks a leverage cut's margin move against the margin
+// budgets of the rules asking for it: the smallest remaining one binds.
+// A budget that is a share of the free balance cannot be checked when the
+// free balance is unknown: nothing is then within it.
+func withinBudget(pl *Plan, now time.Time, p *Prediction) (bool, string) {
+	if !p.MarginMoved.IsPositive() {
+		return true, ""
+	}
+	for _, d := range pl.Due {
+		r := d.Rule
+		if r.MarginBudget == 0 || !r.HasAction(rules.LowerLeverage) {
+			continue
+		}
+		st := d.St
+		resetBudget(st, r, now)
+		amount := decimal.NewFromFloat(r.MarginBudget)
+		if r.BudgetFraction {
+			if !p.FreeKnown {
+				return false, fmt.Sprintf("rule %s's margin budget is %s%% of the free balance, which cannot be inferred", r.Name, amount.Shift(2))
+			}
+			amount = amount.Mul(p.FreeAfter.Add(p.MarginMoved))
+		}
+		left := amount.Sub(decimal.NewFromFloat(st.MarginMoved))
+		if p.MarginMoved.GreaterThan(left) {
+			return false, fmt.Sprintf("rule %s's margin budget leaves %s (%s per %s, %s moved) and %dx needs %s", r.Name,
+				decimal.Max(left, decimal.Zero).Round(2), amount.Round(2), r.BudgetPer, decimal.NewFromFloat(st.MarginMoved).Round(2), p.Leverage, p.MarginMoved.Round(2))
+		}
+	}
+	return true, ""
+}
+
+// SpendBudget counts margin moved into the position against the budgets
+// of the rules that asked for the cut, and reports whether any counted it.
+func SpendBudget(pl *Plan, moved decimal.Decimal) bool {
+	spent := false
+	for _, d := range pl.Due {
+		if d.Rule.MarginBudget == 0 || !d.Rule.HasAction(rules.LowerLeverage) {
+			continue
+		}
+		d.St.MarginMoved += moved.InexactFloat64()
+		spent = true
+	}
+	return spent
+}
+
+// resetBudget starts a new budget window when the rule fired again or, for
+// a daily budget, a new UTC day began.
+func resetBudget(st *alert.RuleState, r *rules.Rule, now time.Time) {
+	from := st.FiredAt
+	if r.BudgetPer == "day" {
+		y, m, d := now.UTC().Date()
+		from = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	}
+	if !st.BudgetFrom.Equal(from) {
+		st.BudgetFrom, st.MarginMoved = from, 0
+	}
+}

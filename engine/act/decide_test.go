@@ -1,0 +1,79 @@
+package act
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+// xbtc is a cross long of 1 at 100,000 and 25x with a free balance of
+// free behind it, and the plan of rule r on it.
+func xbtc(t *testing.T, free string, r *rules.Rule, kinds ...rules.ActionKind) (*Model, *Plan) {
+	t.Helper()
+	rl := exchange.RiskLimit{ID: 1, InitialMarginRate: dec("0.01"), MaintenanceMarginRate: dec("0.005"), MaxLeverage: 20, MaxQuantity: dec("100")}
+	pos := &exchange.Position{ID: "1_1", SymbolID: 1, Direction: exchange.Long, Cross: true, Leverage: 25, Quantity: dec("1"),
+		EntryPrice: dec("100000"), EntryValue: dec("100000"), Margin: dec("4000"), RiskLimit: rl}
+	mp := margin.Position{Symbol: "XBTC", Direction: exchange.Long, Quantity: pos.Quantity, Entry: pos.EntryPrice, Leverage: 25, Cross: true,
+		RiskLimit: rl, Scale: 2, Held: pos.Margin, Value: pos.EntryValue, Index: dec("100000")}
+	mp.MM = mp.Maintenance()
+	m := &Model{Acct: margin.Account{Free: dec(free), Positions: []margin.Position{mp}}, At: map[string]int{"XBTC": 0}, FreeKnown: true}
+	pl := &Plan{Pos: pos, Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: 1, Name: "XBTC"}}, Refused: &Refusal{}}
+	for _, k := range kinds {
+		r.Actions = append(r.Actions, rules.Action{Kind: k})
+	}
+	d := Due{Rule: r, St: &alert.RuleState{}}
+	for i := range r.Actions {
+		switch r.Actions[i].Kind {
+		case rules.SetIsolated:
+			setIsolated{}.Merge(pl, &d, &r.Actions[i], nil, nil)
+		case rules.LowerLeverage:
+			pl.Lower = 10
+			pl.LowerRules = append(pl.LowerRules, r.Name)
+			d.Settings = true
+		}
+	}
+	pl.Due = append(pl.Due, d)
+	return m, pl
+}
+
+func TestDecideSettings(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	t.Run("no model: the target as asked", func(t *testing.T) {
+		_, pl := xbtc(t, "1000", &rules.Rule{Name: "r"}, rules.LowerLeverage)
+		d := DecideSettings(nil, pl, now)
+		if !d.Change || d.Want.Leverage != 10 || d.Pred != nil || len(d.Skips) != 0 {
+			t.Fatalf("%+v", d)
+		}
+	})
+	t.Run("an isolation that moves the liquidation closer is left out unless allowed", func(t *testing.T) {
+		m, pl := xbtc(t, "50000", &rules.Rule{Name: "iso"}, rules.SetIsolated)
+		d := DecideSettings(m, pl, now)
+		// The leverage above the maximum is still brought down to it: the
+		// exchange refuses a new leverage above it, and a call is made.
+		if !d.Change || d.Want != (exchange.Settings{Leverage: 20, Cross: true}) || len(d.Skips) != 1 || d.Skips[0].Kind != rules.SetIsolated ||
+			!strings.Contains(d.Skips[0].Why, "allow_closer_liquidation") {
+			t.Fatalf("%+v", d)
+		}
+		m, pl = xbtc(t, "50000", &rules.Rule{Name: "iso", AllowCloserLiquidation: true}, rules.SetIsolated)
+		if d := DecideSettings(m, pl, now); !d.Change || d.Want.Cross || len(d.Skips) != 0 {
+			t.Fatalf("allowed isolation: %+v", d)
+		}
+	})
+	t.Run("a call refused for good from this leverage is tried halfway", func(t *testing.T) {
+		_, pl := xbtc(t, "1000", &rules.Rule{Name: "r"}, rules.LowerLeverage)
+		*pl.Refused = Refusal{Settings: exchange.Settings{Leverage: 10, Cross: true}, From: 25}
+		d := DecideSettings(nil, pl, now)
+		if d.Want.Leverage != 18 || !strings.Contains(d.Stepped, "refused 10x from 25x before: trying 18x") {
+			t.Fatalf("%+v", d)
+		}
+	})
+}

@@ -1,0 +1,184 @@
+package act
+
+import (
+	"fmt"
+
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// Model is the tick's account as the margin model sees it, built at the
+// first settings call of the tick and moved along by the predicted effect
+// of each call sent (Acct = Prediction.Next), so that a later call in the
+// same tick sees the free balance the earlier ones left.
+type Model struct {
+	Acct margin.Account
+	At   map[string]int // symbol → index in Acct.Positions
+	// FreeKnown: the free balance was inferred from a cross position's
+	// liquidation price. Without a cross position it cannot be; the
+	// isolated predictions do not need it, and affordability is then left
+	// to the exchange. FreeWhy says why it is not known.
+	FreeKnown bool
+	FreeWhy   string
+}
+
+// Prediction is what the margin model says a settings call will do to its
+// position.
+type Prediction struct {
+	margin.Effect
+	// others are the cross positions whose liquidation price the call
+	// moves (a leverage cut takes free balance from their pool).
+	others   []otherEffect
+	Leverage int // the leverage predicted
+	// FreeKnown: the free balance was inferred (freeWhy says why not).
+	FreeKnown bool
+	freeWhy   string
+	// Next is the account after the call.
+	Next      margin.Account
+	direction string
+	index     decimal.Decimal
+}
+
+// Predict predicts setting the plan's position to want; nil when the
+// model does not know the position or its index price.
+func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
+	i, ok := v.At[pl.Sym.Name]
+	if !ok || !v.Acct.Positions[i].Index.IsPositive() {
+		return nil
+	}
+	next, eff := v.Acct.Apply(i, want.Leverage, want.Cross)
+	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next}
+	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
+		for j, o := range v.Acct.Positions {
+			if j == i || !o.Cross || !o.Index.IsPositive() {
+				continue
+			}
+			before, after := v.Acct.LiquidationPrice(j), next.LiquidationPrice(j)
+			if before.Equal(after) {
+				continue
+			}
+			db, _ := margin.Distance(o.Direction, o.Index, before)
+			da, _ := margin.Distance(o.Direction, o.Index, after)
+			p.others = append(p.others, otherEffect{symbol: o.Symbol, before: before, after: after, distBefore: db, distAfter: da})
+		}
+	}
+	return p
+}
+
+// otherEffect is a call's predicted effect on another position.
+type otherEffect struct {
+	symbol                string
+	before, after         decimal.Decimal // liquidation prices
+	distBefore, distAfter decimal.Decimal
+}
+
+func (o otherEffect) closer() bool { return o.distAfter.LessThan(o.distBefore) }
+
+func (o otherEffect) String() string {
+	return fmt.Sprintf("%s liquidation %s → %s (%s → %s away)", o.symbol, o.before, o.after,
+		o.distBefore.Shift(2).StringFixed(2)+"%", o.distAfter.Shift(2).StringFixed(2)+"%")
+}
+
+// OthersFloor is how far from liquidation another position must stay when
+// a leverage cut its rule allows takes free balance from that position's
+// cross pool (or the rule's min_liquidation_distance, when higher).
+const OthersFloor = 0.10
+
+// othersBound keeps a leverage cut from taking free balance out of a cross
+// pool that backs other positions: in a move that takes both down, the
+// margin moved into the cut position is lost with it and the pool is short
+// for the others — one position's safety traded for another's. Only rules
+// that set allow_closer_liquidation may, and then only while every other
+// position stays OthersFloor (or their floor) away.
+func othersBound(pl *Plan) func(*Prediction) (bool, string) {
+	allowed, floor := closerAllowed(pl, rules.LowerLeverage)
+	floor = decimal.Max(floor, decimal.NewFromFloat(OthersFloor))
+	return func(p *Prediction) (bool, string) {
+		for _, o := range p.others {
+			switch {
+			case !o.closer():
+			case !allowed:
+				return false, fmt.Sprintf("%dx would take free balance from the cross pool and move %s; the rule does not allow it (allow_closer_liquidation)", p.Leverage, o)
+			case o.distAfter.LessThan(floor):
+				return false, fmt.Sprintf("%dx would move %s, under %s%%", p.Leverage, o, floor.Shift(2).StringFixed(2))
+			}
+		}
+		return true, ""
+	}
+}
+
+// Index is the index price the prediction was made at.
+func (p *Prediction) Index() decimal.Decimal { return p.index }
+
+// Closer reports whether the call moves the liquidation price closer to
+// the index.
+func (p *Prediction) Closer() bool { return p.Effect.Closer(p.direction, p.index) }
+
+// Distances are the position's distances to liquidation before and after,
+// fractions of the index (0 when there is no liquidation price).
+func (p *Prediction) Distances() (before, after decimal.Decimal) {
+	before, _ = margin.Distance(p.direction, p.index, p.LiquidationBefore)
+	after, _ = margin.Distance(p.direction, p.index, p.LiquidationAfter)
+	return before, after
+}
+
+// String is the prediction as the log, the audit log and the
+// notifications say it: "liquidation 55120 → 61120 (13.88% → 4.50% away),
+// +0 margin, free 3000 after".
+func (p *Prediction) String() string {
+	before, after := p.Distances()
+	s := fmt.Sprintf("liquidation %s → %s (%s → %s away)", p.LiquidationBefore, p.LiquidationAfter,
+		before.Shift(2).StringFixed(2)+"%", after.Shift(2).StringFixed(2)+"%")
+	if !p.MarginMoved.IsZero() {
+		sign := "+"
+		if p.MarginMoved.IsNegative() {
+			sign = ""
+		}
+		s += fmt.Sprintf(", %s%s margin", sign, p.MarginMoved.Round(2))
+	}
+	if p.FreeKnown {
+		s += fmt.Sprintf(", free balance %s after", p.FreeAfter.Round(2))
+	} else {
+		s += ", free balance unknown (" + p.freeWhy + ")"
+	}
+	for _, o := range p.others {
+		s += "; " + o.String()
+	}
+	return s
+}
+
+// Record is the prediction as an audit record carries it.
+func (p *Prediction) Record() *journal.Prediction {
+	before, after := p.Distances()
+	r := &journal.Prediction{LiquidationBefore: p.LiquidationBefore, LiquidationAfter: p.LiquidationAfter,
+		DistanceBefore: before, DistanceAfter: after, MarginMoved: p.MarginMoved}
+	if p.FreeKnown {
+		free := p.FreeAfter
+		r.FreeAfter = &free
+	}
+	return r
+}
+
+// closerAllowed reports whether the plan's actions of kind may move a
+// liquidation price closer: every rule asking for one opts in, and the
+// floor is the highest of theirs.
+func closerAllowed(pl *Plan, kind rules.ActionKind) (bool, decimal.Decimal) {
+	floor := decimal.Zero
+	asked := false
+	for _, d := range pl.Due {
+		for _, a := range d.Rule.Actions {
+			if a.Kind != kind {
+				continue
+			}
+			asked = true
+			if !d.Rule.AllowCloserLiquidation {
+				return false, floor
+			}
+			floor = decimal.Max(floor, decimal.NewFromFloat(d.Rule.MinLiquidationDistance))
+		}
+	}
+	return asked, floor
+}

@@ -142,6 +142,8 @@ type Engine struct {
 	reasons map[[2]string]string
 	// hasAccountRules: the set has rules of scope account.
 	hasAccountRules bool
+	// posRules are the set's position rules, in order (bindRules).
+	posRules []posRule
 	// acct is the tick's account, computed once when a rule reads it.
 	acct rules.Account
 	// view is the tick's snapshot joined once (engine/market); rows
@@ -246,6 +248,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	}
 	hist, _ := d.Reader.(window.HistoryReader)
 	e.win = window.NewStore(set, cfg.Interval, hist, d.Logger)
+	e.bindRules(set)
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
 	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {
 		e.sequential = true
@@ -433,6 +436,7 @@ func (e *Engine) applyPending() {
 	}
 	e.set = set
 	e.win.Bind(set)
+	e.bindRules(set)
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
 	e.failing = make([]bool, len(set.Rules))
 	e.dirty = true

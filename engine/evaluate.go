@@ -76,17 +76,60 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		// empty (nearly every position, every tick) costs nothing.
 		e.plan = act.Plan{Pos: p, Sym: sym}
 		pl := &e.plan
-		for ri, r := range e.set.Rules {
-			if r.Account() || !r.AppliesTo(sym.Name) {
-				continue
+		// valid: the position's inputs have data, so a rule that reads
+		// neither windows nor the account is evaluated without the
+		// checks (condition's) it would pass anyway.
+		valid := why == "" && e.env.NoData() == ""
+		// Locals the compiler keeps in registers across the loop.
+		posRules, states, failing, env := e.posRules, ps.rules, e.failing, &e.env
+		evals := 0
+		for k := range posRules {
+			pr := &posRules[k]
+			ri, r := pr.ri, pr.r
+			st := &states[ri]
+			var cond Condition
+			var reason string
+			if pr.plain && valid {
+				// The common case: a rule of every symbol without windows
+				// or account fields on a position with data, through its
+				// fast path. condition would find nothing missing.
+				evals++
+				b, ok := pr.fast(env)
+				switch {
+				case !ok || failing[ri]:
+					var err error
+					b, err = e.ev.EvalPrechecked(r, env)
+					cond, reason = e.outcome(ri, r, env, why, b, err)
+				case b:
+					cond = True
+				case st.State == Inactive:
+					continue // false on an inactive rule: nothing to step
+				default:
+					cond = False
+				}
+			} else {
+				if pr.symbols && !r.AppliesTo(sym.Name) {
+					continue
+				}
+				if pr.windows {
+					e.win.Fill(ri, env)
+				}
+				evals++
+				if valid && !pr.checks {
+					b, err := e.ev.EvalPrechecked(r, env)
+					cond, reason = e.outcome(ri, r, env, why, b, err)
+				} else {
+					cond, reason = e.condition(ri, r, env, why)
+				}
+				if cond == False && st.State == Inactive {
+					continue
+				}
 			}
-			if e.win.Windowed(ri) {
-				e.win.Fill(ri, &e.env)
-			}
-			if e.stepRule(ctx, now, rep, ri, r, &ps.rules[ri], &e.env, sym.Name, p.ID, why) {
-				pl.Add(ri, r, &ps.rules[ri], nil, &e.ev, &e.env)
+			if e.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID) {
+				pl.Add(ri, r, st, nil, &e.ev, env)
 			}
 		}
+		rep.Evaluations += evals
 		for _, d := range due {
 			if d.Targets[key] {
 				pl.Add(d.Idx, d.Rule, d.St, d, &e.ev, &e.env)
@@ -111,6 +154,14 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 func (e *Engine) stepRule(ctx context.Context, now time.Time, rep *TickReport, ri int, r *rules.Rule, st *RuleState, env *rules.Env, symbol, position, indexWhy string) bool {
 	rep.Evaluations++
 	cond, reason := e.condition(ri, r, env, indexWhy)
+	return e.step(ctx, now, rep, r, st, cond, reason, env, symbol, position)
+}
+
+// step steps rule r's state st by the evaluation's outcome cond (reason
+// says why when it is not True or False) and says the transition; it
+// reports whether the rule's actions are due. evaluate calls it directly
+// for the position rules, having evaluated them itself.
+func (e *Engine) step(ctx context.Context, now time.Time, rep *TickReport, r *rules.Rule, st *RuleState, cond Condition, reason string, env *rules.Env, symbol, position string) bool {
 	switch {
 	case cond == Invalid && r.OnNoData == rules.NoDataIgnore, cond == unhealthy:
 		return false
@@ -148,6 +199,12 @@ func (e *Engine) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy strin
 		}
 	}
 	ok, err := e.ev.Eval(r, env)
+	return e.outcome(ri, r, env, indexWhy, ok, err)
+}
+
+// outcome is the Condition of an evaluation of r on env that gave ok and
+// err, with the reason when it has no data or failed.
+func (e *Engine) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string, ok bool, err error) (Condition, string) {
 	switch {
 	case err == nil:
 		if e.failing[ri] {
@@ -313,4 +370,36 @@ func (e *Engine) reasonOf(of, why string) string {
 		e.reasons[k] = r
 	}
 	return r
+}
+
+// posRule is a position rule of the set in force as evaluate's loop reads
+// it, worked out once per set rather than once per position and rule.
+type posRule struct {
+	ri int
+	r  *rules.Rule
+	// symbols: the rule names its symbols (AppliesTo must be asked);
+	// windows: it has windowed terms to set in the environment; checks:
+	// it reads windows or the account, so rules.Rule.Missing may find no
+	// data and the evaluation goes through condition.
+	symbols, windows, checks bool
+	// plain: none of the three, and the rule has a fast path, fast:
+	// evaluate calls it directly on a position with data.
+	plain bool
+	fast  func(*rules.Env) (bool, bool)
+}
+
+// bindRules lays out the set's position rules for evaluate's loop.
+func (e *Engine) bindRules(set *rules.Set) {
+	e.posRules = e.posRules[:0]
+	for ri, r := range set.Rules {
+		if r.Account() {
+			continue
+		}
+		pr := posRule{ri: ri, r: r, symbols: len(r.Symbols) > 0,
+			windows: e.win.Windowed(ri), checks: len(r.Windows()) > 0 || r.ReadsAccount()}
+		if pr.fast = r.FastPath(); pr.fast != nil && !pr.symbols && !pr.windows && !pr.checks {
+			pr.plain = true
+		}
+		e.posRules = append(e.posRules, pr)
+	}
 }

@@ -272,10 +272,19 @@ func (e *Env) Fill(in *Input) {
 	e.Symbol = in.Symbol
 	e.IndexPrice = in.IndexPrice
 	e.Now = in.Now
-	e.NowMillis = in.Now.UnixMilli()
+	e.FillDerived(in.HasIndex)
+}
+
+// FillDerived is the second half of Fill, for a caller that sets
+// Position, RiskLimit, Symbol, IndexPrice (meaningful only with hasIndex)
+// and Now in e itself rather than copying them from an Input: it computes
+// the derived fields and records whether the inputs are valid. Fill is
+// those assignments followed by FillDerived.
+func (e *Env) FillDerived(hasIndex bool) {
+	e.NowMillis = e.Now.UnixMilli()
 	e.noData = ""
 
-	switch in.Position.Direction {
+	switch e.Position.Direction {
 	case "LONG":
 		e.Position.Side = 1
 	case "SHORT":
@@ -284,7 +293,7 @@ func (e *Env) Fill(in *Input) {
 		e.Position.Side = 0
 	}
 
-	idx := in.IndexPrice
+	idx := e.IndexPrice
 	p := &e.Position
 	e.Notional = p.Quantity * idx
 	e.LiquidationDistance = LiquidationDistance(p.Side, idx, p.LiquidationPrice)
@@ -293,7 +302,7 @@ func (e *Env) Fill(in *Input) {
 		e.LeverageRatio = float64(p.Leverage) / float64(e.RiskLimit.MaxLeverage)
 	}
 
-	e.noData = noDataReason(e, in.HasIndex)
+	e.noData = noDataReason(e, hasIndex)
 	e.filled = true
 }
 

@@ -26,18 +26,49 @@ func (ev *Evaluator) Eval(r *Rule, env *Env) (bool, error) {
 	if reason := env.NoData(); reason != "" {
 		return false, &NoDataError{Reason: reason}
 	}
-	if r.program == nil {
-		return false, fmt.Errorf("rule %q: not compiled", r.Name)
+	if r.program != nil {
+		if err := r.reads.known(env); err != nil {
+			return false, err
+		}
 	}
-	if err := r.reads.known(env); err != nil {
-		return false, err
-	}
+	return ev.EvalPrechecked(r, env)
+}
+
+// EvalPrechecked is Eval for a caller that has checked that env has data
+// (env.NoData() is "") and that every windowed term and account field the
+// rule reads is known (r.Missing(env) is ""): it skips those two checks,
+// which cost as much as a typical expression, and is otherwise Eval. A
+// rule without windows that does not read the account (len(r.Windows())
+// is 0 and r.ReadsAccount() false) never misses anything.
+func (ev *Evaluator) EvalPrechecked(r *Rule, env *Env) (bool, error) {
+	// Small enough to be inlined: the closure of a compiled rule's fast
+	// path (a rule with one was compiled), else the VM.
 	if r.fast != nil {
 		if b, ok := r.fast(env); ok {
 			return b, nil
 		}
-		// No data inside the expression: the VM reports it, with the
-		// same error and position as for any other expression.
+	}
+	return ev.run(r, env)
+}
+
+// FastPath returns the rule's compiled fast path (see fast.go), or nil when
+// its expression is outside the fast subset. The function answers (v, true)
+// with the value of When, or (_, false) where it cannot (no data inside the
+// expression): EvalPrechecked (or Eval) must then run, and reports it. It
+// does none of Eval's checks: call it only as EvalPrechecked may be called.
+func (r *Rule) FastPath() func(*Env) (bool, bool) {
+	if r.fast == nil {
+		return nil
+	}
+	return r.fast
+}
+
+// run evaluates r with the VM: a rule outside the fast subset, or one whose
+// fast path met no data inside the expression (the VM reports it, with the
+// same error and position as for any other expression).
+func (ev *Evaluator) run(r *Rule, env *Env) (bool, error) {
+	if r.program == nil {
+		return false, fmt.Errorf("rule %q: not compiled", r.Name)
 	}
 	out, err := ev.vm.Run(r.program, env)
 	if err != nil {

@@ -158,7 +158,6 @@ type Engine struct {
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	plan    act.Plan
-	in      rules.Input
 	env     rules.Env
 	acctEnv rules.Env // the account rules' environment
 	ev      rules.Evaluator
@@ -404,6 +403,7 @@ func (e *Engine) applyPending() {
 		e.cfg = cfg.KeepRestartOnly(e.cfg).withDefaults()
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
 		e.exec.SetLimits(e.cfg.ActionConcurrency, e.cfg.ActionTimeout)
+		e.view.Forget() // the index names may have changed
 		e.backoff.SetLimits(e.cfg.Interval, e.cfg.SymbolBackoffMax)
 	}
 	if set == nil {

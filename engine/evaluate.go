@@ -58,8 +58,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		if !hasIndex {
 			e.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
 		}
-		market.FillInput(&e.in, p, sym, price, hasIndex, now)
-		e.env.Fill(&e.in)
+		market.FillEnv(&e.env, p, row.SymEnv, price, hasIndex, now)
 		e.lane.observe(sym.Name, &e.env)
 		ps := row.ps
 		if ps != nil && len(ps.rules) == len(e.set.Rules) {

@@ -9,15 +9,16 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// FillInput converts one position, its symbol and index price into the
-// rules' input: the expression boundary, where decimals become float64.
-// The risk limit is the position's own, read in this tick.
-func FillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol, index decimal.Decimal, hasIndex bool, now time.Time) {
-	in.Position = rules.Position{
+// FillEnv fills env with one position, its symbol and index price: the
+// expression boundary, where decimals become float64. The risk limit is
+// the position's own, read in this tick; the symbol's numbers were
+// converted once per symbols read (Row.SymEnv). env is filled in place.
+func FillEnv(env *rules.Env, p *exchange.Position, sym *rules.Symbol, index decimal.Decimal, hasIndex bool, now time.Time) {
+	env.Position = rules.Position{
 		ID:                           p.ID,
 		UserID:                       p.UserID,
 		SymbolID:                     p.SymbolID,
-		Symbol:                       s.Name,
+		Symbol:                       sym.Name,
 		Cross:                        p.Cross,
 		CreatedAt:                    p.CreatedAt,
 		UpdatedAt:                    p.UpdatedAt,
@@ -37,7 +38,7 @@ func FillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol
 		Empty:                        p.Empty,
 	}
 	rl := &p.RiskLimit
-	in.RiskLimit = rules.RiskLimit{
+	env.RiskLimit = rules.RiskLimit{
 		ID:                    rl.ID,
 		InitialMarginRate:     ToFloat(rl.InitialMarginRate),
 		MaintenanceMarginRate: ToFloat(rl.MaintenanceMarginRate),
@@ -49,7 +50,18 @@ func FillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol
 		MaxQuantity:           ToFloat(rl.MaxQuantity),
 		CreatedAt:             rl.CreatedAt,
 	}
-	in.Symbol = rules.Symbol{
+	env.Symbol = *sym
+	env.IndexPrice = 0
+	if hasIndex {
+		env.IndexPrice = ToFloat(index)
+	}
+	env.Now = now
+	env.FillDerived(hasIndex)
+}
+
+// RulesSymbol is a contract symbol as the rules see it.
+func RulesSymbol(s *exchange.ContractSymbol) rules.Symbol {
+	return rules.Symbol{
 		ID:                    s.ID,
 		Name:                  s.Name,
 		BaseName:              s.BaseName,
@@ -64,12 +76,6 @@ func FillInput(in *rules.Input, p *exchange.Position, s *exchange.ContractSymbol
 		BaseScale:             s.BaseScale,
 		QuoteScale:            s.QuoteScale,
 	}
-	in.IndexPrice = 0
-	if hasIndex {
-		in.IndexPrice = ToFloat(index)
-	}
-	in.HasIndex = hasIndex
-	in.Now = now
 }
 
 // pow10 holds the exactly representable powers of ten.

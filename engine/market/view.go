@@ -2,6 +2,7 @@ package market
 
 import (
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
 
@@ -22,13 +23,30 @@ type Row struct {
 	Index     decimal.Decimal
 	HasIndex  bool
 	IndexF    float64
+	// SymEnv is Sym as the rules see it, converted once per symbols read.
+	SymEnv *rules.Symbol
 }
 
 // View is a snapshot joined once: its rows, in the snapshot's order.
 type View struct {
 	Snap *Snapshot
 	Rows []Row
+	// syms is the symbol list in force joined with the index names, of
+	// the symbols read symsOf: built once per read.
+	syms   map[int64]*symInfo
+	symsOf *exchange.Trades
 }
+
+// symInfo is a contract symbol of the list in force as the rows use it.
+type symInfo struct {
+	c         *exchange.ContractSymbol
+	indexName string
+	env       rules.Symbol
+}
+
+// Forget drops what the view keeps between ticks: the index names changed
+// (a reload).
+func (v *View) Forget() { v.syms, v.symsOf = nil, nil }
 
 // Join makes v the view of snap, reusing v's rows: symbols from r (the
 // list in force), index names from names (by contract symbol; the symbol's
@@ -39,6 +57,13 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 		v.Rows = make([]Row, n)
 	}
 	v.Rows, v.Snap = v.Rows[:n], snap
+	if tr := r.trades; tr != v.symsOf || v.syms == nil {
+		v.syms = make(map[int64]*symInfo, len(r.byID))
+		for id, c := range r.byID {
+			v.syms[id] = &symInfo{c: c, indexName: IndexName(names, c), env: RulesSymbol(c)}
+		}
+		v.symsOf = tr
+	}
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
 		row := &v.Rows[i]
@@ -46,12 +71,11 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 		if p.Empty {
 			continue
 		}
-		sym, ok := r.Symbol(p.SymbolID)
-		if !ok {
+		info := v.syms[p.SymbolID]
+		if info == nil {
 			continue
 		}
-		row.Sym = sym
-		row.IndexName = IndexName(names, sym)
+		row.Sym, row.IndexName, row.SymEnv = info.c, info.indexName, &info.env
 		if snap.IndexPrices != nil {
 			row.Index, row.HasIndex = snap.IndexPrices[row.IndexName]
 			if row.HasIndex {

@@ -87,7 +87,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			ri, r := pr.ri, pr.r
 			st := &states[ri]
 			var cond Condition
-			var reason string
+			var reason, of string
 			if pr.plain && valid {
 				// The common case: a rule of every symbol without windows
 				// or account fields on a position with data, through its
@@ -118,11 +118,17 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 					b, err := e.ev.EvalPrechecked(r, env)
 					cond, reason = e.outcome(ri, r, env, why, b, err)
 				} else {
-					cond, reason = e.condition(ri, r, env, why)
+					cond, reason, of = e.conditionOf(ri, r, env, why)
 				}
 				if cond == False && st.State == Inactive {
 					continue
 				}
+			}
+			if stepNoop(r, st, cond) {
+				continue // no data again, ignored or failed: nothing to step
+			}
+			if of != "" {
+				reason = e.reasonOf(of, reason) // made only when it may be said
 			}
 			if e.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID) {
 				pl.Add(ri, r, st, nil, &e.ev, env)
@@ -192,13 +198,39 @@ const unhealthy Condition = 255
 
 // condition evaluates r on env.
 func (e *Engine) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (Condition, string) {
+	cond, reason, of := e.conditionOf(ri, r, env, indexWhy)
+	if of != "" {
+		reason = e.reasonOf(of, reason)
+	}
+	return cond, reason
+}
+
+// conditionOf is condition without making the text of a windowed term's or
+// an account field's no data: when of is not "", cond is Invalid, and the
+// reason is reasonOf(of, reason).
+func (e *Engine) conditionOf(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (cond Condition, reason, of string) {
 	if indexWhy == "" && env.NoData() == "" {
 		if of, why := r.Missing(env); of != "" {
-			return Invalid, e.reasonOf(of, why)
+			return Invalid, why, of
 		}
 	}
 	ok, err := e.ev.Eval(r, env)
-	return e.outcome(ri, r, env, indexWhy, ok, err)
+	cond, reason = e.outcome(ri, r, env, indexWhy, ok, err)
+	return cond, reason, ""
+}
+
+// stepNoop reports whether step would change nothing and act on nothing:
+// a rule that ignores no data, or failed, or has no data again.
+func stepNoop(r *rules.Rule, st *RuleState, cond Condition) bool {
+	switch cond {
+	case unhealthy:
+		return true
+	case Invalid:
+		// Step leaves a nodata rule as it is (and a nodata rule never
+		// acts).
+		return r.OnNoData == rules.NoDataIgnore || st.State == NoData
+	}
+	return false
 }
 
 // outcome is the Condition of an evaluation of r on env that gave ok and

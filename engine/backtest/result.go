@@ -551,18 +551,7 @@ type EquityPoint struct {
 
 // equityOf is ex's account equity now.
 func equityOf(ex *sim.Exchange) float64 {
-	pnl := unrealizedPNL(ex)
-	eq := ex.Balance()
-	for _, p := range ex.Positions() {
-		if p.Empty {
-			continue
-		}
-		eq = eq.Add(p.Margin)
-		if u, ok := pnl(p); ok {
-			eq = eq.Add(u)
-		}
-	}
-	return eq.InexactFloat64()
+	return ex.Equity().InexactFloat64()
 }
 
 // unrealizedPNL returns a position's unrealised PNL at ex's current index

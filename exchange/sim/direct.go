@@ -167,3 +167,30 @@ func (l Local) CancelOrders(_ context.Context, symbol string) (json.RawMessage, 
 	}
 	return json.RawMessage(fmt.Sprintf(`{"symbol":%q,"cancelled":%d}`, symbol, n)), nil
 }
+
+// Equity is the account's equity at the current index prices: the balance,
+// and each open position's margin and unrealised PNL (a position whose
+// index has no price counts its margin only). It is what a backtest
+// charts every step, computed without building the positions list.
+func (e *Exchange) Equity() decimal.Decimal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	eq := e.balance
+	for _, c := range e.contracts {
+		p, ok := e.positions[c.Name]
+		if !ok || p.Empty {
+			continue
+		}
+		eq = eq.Add(p.Margin)
+		ix, ok := e.indexes[c.BaseName]
+		if !ok {
+			continue
+		}
+		u := ix.price.Sub(p.EntryPrice).Mul(p.Quantity)
+		if p.Direction == exchange.Short {
+			u = u.Neg()
+		}
+		eq = eq.Add(u)
+	}
+	return eq
+}

@@ -188,3 +188,50 @@ func TestLiquidationPrices(t *testing.T) {
 		t.Errorf("got %v, want the %d open positions without XSOL", got, want)
 	}
 }
+
+// Equity is the balance and each open position's margin and unrealised
+// PNL at the index prices: the same sum as from the positions list, at a
+// few prices and after a settings change.
+func TestEquityMatchesPositions(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, sim.Config{})
+	fromList := func() decimal.Decimal {
+		prices := v.sim.IndexPrices()
+		base := map[int64]string{}
+		for _, c := range v.sim.Trades().ContractsSymbols {
+			base[c.ID] = c.BaseName
+		}
+		eq := v.sim.Balance()
+		for _, p := range v.sim.Positions() {
+			if p.Empty {
+				continue
+			}
+			eq = eq.Add(p.Margin)
+			if ix, ok := prices[base[p.SymbolID]]; ok {
+				u := ix.Sub(p.EntryPrice).Mul(p.Quantity)
+				if p.Direction == exchange.Short {
+					u = u.Neg()
+				}
+				eq = eq.Add(u)
+			}
+		}
+		return eq
+	}
+	check := func(when string) {
+		t.Helper()
+		if got, want := v.sim.Equity(), fromList(); !got.Equal(want) {
+			t.Errorf("%s: Equity = %s, from the positions %s", when, got, want)
+		}
+	}
+	check("at start")
+	prices := v.sim.IndexPrices()
+	for name, p := range prices {
+		prices[name] = p.Mul(decimal.RequireFromString("0.97"))
+	}
+	v.sim.SetIndexPrices(prices)
+	check("after a 3% fall")
+	if _, err := v.sim.SetSettings("XSOL", exchange.Settings{Leverage: 10}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a leverage cut")
+}

@@ -121,7 +121,7 @@ func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snaps
 		return nil
 	}
 	ps := e.posState(accountKey(), accountSymbol)
-	ps.seen, ps.missingSince = now, time.Time{}
+	ps.Seen, ps.MissingSince = now, time.Time{}
 	e.acctEnv.FillAccount(&e.acct, now)
 	var due []*act.AccountDue
 	for ri, r := range e.set.Rules {
@@ -131,10 +131,10 @@ func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snaps
 		if e.win.Windowed(ri) {
 			e.win.FillAccount(ri, &e.acctEnv)
 		}
-		if !e.stepRule(ctx, now, rep, ri, r, &ps.rules[ri], &e.acctEnv, accountSymbol, accountSymbol, "") {
+		if !e.stepRule(ctx, now, rep, ri, r, &ps.Rules[ri], &e.acctEnv, accountSymbol, accountSymbol, "") {
 			continue
 		}
-		d := &act.AccountDue{Idx: ri, Rule: r, St: &ps.rules[ri], Targets: e.targets(r.Targets, snap)}
+		d := &act.AccountDue{Idx: ri, Rule: r, St: &ps.Rules[ri], Targets: e.targets(r.Targets, snap)}
 		for _, a := range r.Actions {
 			if a.Kind == rules.Notify {
 				e.emit(ctx, rep, ruleNotifyEvent(now, r, accountSymbol, a.Channels, &e.acctEnv))

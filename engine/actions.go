@@ -220,13 +220,13 @@ func (e *Engine) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState,
 	if setAt == e.set {
 		return st
 	}
-	ps := e.positions[key]
+	ps := e.book.Get(key)
 	if ps == nil {
 		return nil
 	}
 	for ri, nr := range e.set.Rules {
-		if nr.Name == r.Name && nr.Fingerprint() == r.Fingerprint() && ri < len(ps.rules) {
-			return &ps.rules[ri]
+		if nr.Name == r.Name && nr.Fingerprint() == r.Fingerprint() && ri < len(ps.Rules) {
+			return &ps.Rules[ri]
 		}
 	}
 	return nil

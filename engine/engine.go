@@ -6,7 +6,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
@@ -86,9 +86,12 @@ type Engine struct {
 	// writes those fields. A tick holds it across its network reads and
 	// actions, so nothing that answers a caller takes it: LastSuccess,
 	// Active, Rules and Update take mu alone.
-	tick      sync.Mutex
-	set       *rules.Set
-	positions map[market.Key]*posState
+	tick sync.Mutex
+	set  *rules.Set
+	// book is the rule states by position (engine/alert), names the rule
+	// set's names by index.
+	book      *alert.Book[posExtra]
+	names     []string
 	snaps     *SnapshotReader
 	indexSeen map[string]indexSeen
 	breaker   act.Breaker
@@ -182,21 +185,16 @@ type Engine struct {
 }
 
 // posState is the state of every rule on one position, aligned with the
-// current rule set.
-type posState struct {
-	// key is the position's key in Engine.positions; dropped is set when
-	// it is forgotten (the tick rows check both before reusing a state).
-	key     market.Key
-	dropped bool
+// current rule set (engine/alert's book entry), with what the engine keeps
+// beside it.
+type posState = alert.Entry[posExtra]
+
+// posExtra is what the engine keeps of a position beside its rule states.
+type posExtra struct {
 	// rowGen and closedGen are the row build (Engine.rowGen) that last
 	// listed the position non-empty and empty: a second non-empty row in
 	// one build is a duplicate, an empty one closes the position.
 	rowGen, closedGen uint64
-	symbol            string
-	rules             []RuleState
-	seen              time.Time
-	// missingSince is when the position went missing from the answers.
-	missingSince time.Time
 	// mm is the position's maintenance margin at mmVersion.
 	mm        decimal.Decimal
 	mmFloat   float64
@@ -239,13 +237,14 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		set:       set,
 		current:   set,
 		snaps:     NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
-		positions: make(map[market.Key]*posState),
+		book:      alert.NewBook[posExtra](),
 		indexSeen: make(map[string]indexSeen),
 		failing:   make([]bool, len(set.Rules)),
 		reasons:   make(map[[2]string]string),
 		wait:      cfg.Interval,
 	}
 	hist, _ := d.Reader.(window.HistoryReader)
+	e.names = ruleNames(set)
 	e.win = window.NewStore(set, cfg.Interval, hist, d.Logger)
 	e.bindRules(set)
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
@@ -425,16 +424,8 @@ func (e *Engine) applyPending() {
 		}
 		mapping[i] = j
 	}
-	for _, ps := range e.positions {
-		next := make([]RuleState, len(set.Rules))
-		for i, j := range mapping {
-			if j >= 0 && j < len(ps.rules) {
-				next[i] = ps.rules[j]
-			}
-		}
-		ps.rules = next
-	}
-	e.set = set
+	e.book.Remap(mapping)
+	e.set, e.names = set, ruleNames(set)
 	e.win.Bind(set)
 	e.bindRules(set)
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
@@ -452,18 +443,7 @@ func (e *Engine) stateCounts() map[string]*[4]int {
 	if e.metrics == nil {
 		return nil
 	}
-	c := make(map[string]*[4]int, len(e.set.Rules))
-	for _, r := range e.set.Rules {
-		c[r.Name] = new([4]int)
-	}
-	for _, ps := range e.positions {
-		for ri, s := range ps.rules {
-			if ri < len(e.set.Rules) && int(s.State) < 4 {
-				c[e.set.Rules[ri].Name][s.State]++
-			}
-		}
-	}
-	return c
+	return e.book.Counts(e.names)
 }
 
 // restore loads persisted states for the rules whose fingerprint is
@@ -500,12 +480,11 @@ func (e *Engine) restore(s *savedState) []event {
 				clamp(t)
 			}
 			key := market.ParseKey(saved)
-			ps := e.positions[key]
+			ps := e.book.Get(key)
 			if ps == nil {
-				ps = &posState{key: key, symbol: s.Symbols[saved], rules: make([]RuleState, len(e.set.Rules))}
-				e.positions[key] = ps
+				ps = e.book.Ensure(key, s.Symbols[saved], len(e.set.Rules))
 			}
-			ps.rules[ri] = st
+			ps.Rules[ri] = st
 		}
 	}
 	if clamped > 0 {
@@ -528,13 +507,13 @@ func (e *Engine) saveLocked() error {
 		return nil
 	}
 	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),
-		Breaker: e.breaker, Symbols: make(map[string]string, len(e.positions))}
+		Breaker: e.breaker, Symbols: make(map[string]string, e.book.Len())}
 	for ri, r := range e.set.Rules {
 		sr := savedRule{Fingerprint: r.Fingerprint(), Positions: make(map[string]RuleState)}
-		for key, ps := range e.positions {
-			if ri < len(ps.rules) && ps.rules[ri] != (RuleState{}) {
-				sr.Positions[key.String()] = ps.rules[ri]
-				s.Symbols[key.String()] = ps.symbol
+		for key, ps := range e.book.All() {
+			if ri < len(ps.Rules) && ps.Rules[ri] != (RuleState{}) {
+				sr.Positions[key.String()] = ps.Rules[ri]
+				s.Symbols[key.String()] = ps.Symbol
 			}
 		}
 		s.Rules[r.Name] = sr
@@ -547,13 +526,9 @@ func (e *Engine) saveLocked() error {
 	return nil
 }
 
-// ActiveRule is a rule that is not inactive on a position.
-type ActiveRule struct {
-	Symbol, Rule string
-	State        State
-	// Since is when it became pending or fired; zero without data.
-	Since time.Time
-}
+// ActiveRule is a rule that is not inactive on a position; see
+// engine/alert.
+type ActiveRule = alert.Alert
 
 // Active lists the rules that are pending, firing or without data, by
 // position, for displays and reports: as the last tick left them.
@@ -565,25 +540,17 @@ func (e *Engine) Active() []ActiveRule {
 
 // publishActive computes what Active reports. The caller holds tick.
 func (e *Engine) publishActive() {
-	var out []ActiveRule
-	for _, ps := range e.positions {
-		for ri, s := range ps.rules {
-			if s.State != Inactive && ri < len(e.set.Rules) {
-				a := ActiveRule{Symbol: ps.symbol, Rule: e.set.Rules[ri].Name, State: s.State}
-				switch s.State {
-				case Pending:
-					a.Since = s.ActiveAt
-				case Firing:
-					a.Since = s.FiredAt
-				}
-				out = append(out, a)
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b ActiveRule) int {
-		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Rule, b.Rule))
-	})
+	out := e.book.Alerts(e.names, func(s State) bool { return s != Inactive })
 	e.mu.Lock()
 	e.active = out
 	e.mu.Unlock()
+}
+
+// ruleNames are set's rule names by index.
+func ruleNames(set *rules.Set) []string {
+	out := make([]string, len(set.Rules))
+	for i, r := range set.Rules {
+		out[i] = r.Name
+	}
+	return out
 }

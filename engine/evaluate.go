@@ -48,7 +48,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			// Keep what the rules remember of it: the symbol may be known
 			// again after the next refresh.
 			if ps := row.ps; ps != nil {
-				ps.seen = now
+				ps.Seen = now
 			}
 			e.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
 			continue
@@ -61,15 +61,15 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		market.FillEnv(&e.env, p, row.SymEnv, price, hasIndex, now)
 		e.lane.observe(sym.Name, &e.env)
 		ps := row.ps
-		if ps != nil && len(ps.rules) == len(e.set.Rules) {
-			ps.symbol = sym.Name
+		if ps != nil && len(ps.Rules) == len(e.set.Rules) {
+			ps.Symbol = sym.Name
 		} else {
 			ps = e.posState(key, sym.Name)
 			row.ps = ps
 		}
-		ps.seen, ps.missingSince = now, time.Time{}
+		ps.Seen, ps.MissingSince = now, time.Time{}
 		if e.win.Positional() {
-			e.win.SamplePosition(ctx, now, &ps.series, &e.env, row.IndexName)
+			e.win.SamplePosition(ctx, now, &ps.X.series, &e.env, row.IndexName)
 		}
 		// The plan is built in scratch the engine keeps: one that stays
 		// empty (nearly every position, every tick) costs nothing.
@@ -80,7 +80,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		// checks (condition's) it would pass anyway.
 		valid := why == "" && e.env.NoData() == ""
 		// Locals the compiler keeps in registers across the loop.
-		posRules, states, failing, env := e.posRules, ps.rules, e.failing, &e.env
+		posRules, states, failing, env := e.posRules, ps.Rules, e.failing, &e.env
 		evals := 0
 		for k := range posRules {
 			pr := &posRules[k]
@@ -142,7 +142,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		}
 		if !pl.Empty() {
 			run := *pl // only a plan with actions leaves the loop
-			run.Refused, run.Env = &ps.refused, new(rules.Env)
+			run.Refused, run.Env = &ps.X.refused, new(rules.Env)
 			*run.Env = e.env
 			plans = append(plans, &run)
 		}
@@ -264,27 +264,7 @@ func (e *Engine) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string,
 
 // posState returns the state of the rules on a position, creating it.
 func (e *Engine) posState(key market.Key, symbol string) *posState {
-	ps, ok := e.positions[key]
-	if !ok {
-		if legacy, had := e.positions[market.Key{ID: key.ID}]; had {
-			// State saved under the position id alone, before positions
-			// were told apart by direction: it is this position's.
-			delete(e.positions, market.Key{ID: key.ID})
-			legacy.key = key
-			e.positions[key], ps, ok = legacy, legacy, true
-		}
-	}
-	if !ok || len(ps.rules) != len(e.set.Rules) {
-		if !ok {
-			ps = &posState{key: key, symbol: symbol}
-			e.positions[key] = ps
-		}
-		rs := make([]RuleState, len(e.set.Rules))
-		copy(rs, ps.rules)
-		ps.rules = rs
-	}
-	ps.symbol = symbol
-	return ps
+	return e.book.Ensure(key, symbol, len(e.set.Rules))
 }
 
 // forgetGone drops the state of positions that were closed: listed empty
@@ -295,15 +275,15 @@ func (e *Engine) posState(key market.Key, symbol string) *posState {
 // A rule that was firing on a forgotten position resolves.
 func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport) {
 	var gone []market.Key
-	for key, ps := range e.positions {
-		if ps.seen.Equal(now) {
+	for key, ps := range e.book.All() {
+		if ps.Seen.Equal(now) {
 			continue
 		}
-		if ps.closedGen != e.rowGen {
-			if ps.missingSince.IsZero() {
-				ps.missingSince = now
+		if ps.X.closedGen != e.rowGen {
+			if ps.MissingSince.IsZero() {
+				ps.MissingSince = now
 			}
-			if now.Sub(ps.missingSince) < e.grace(ps) {
+			if now.Sub(ps.MissingSince) < e.grace(ps) {
 				continue
 			}
 		}
@@ -312,12 +292,12 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 	// A deterministic order for the audit log and replays.
 	slices.SortFunc(gone, func(a, b market.Key) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Dir, b.Dir)) })
 	for _, key := range gone {
-		ps := e.positions[key]
+		ps := e.book.Get(key)
 		reason := "position closed"
-		if ps.closedGen != e.rowGen {
-			reason = fmt.Sprintf("position not listed for %s", now.Sub(ps.missingSince).Round(time.Second))
+		if ps.X.closedGen != e.rowGen {
+			reason = fmt.Sprintf("position not listed for %s", now.Sub(ps.MissingSince).Round(time.Second))
 		}
-		for ri, s := range ps.rules {
+		for ri, s := range ps.Rules {
 			if s.State == Inactive || ri >= len(e.set.Rules) {
 				continue
 			}
@@ -326,10 +306,9 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 			if s.State == Firing {
 				tr = ToResolved
 			}
-			e.resolveAcks(ctx, rep, now, r.Name, ps.symbol, transitionEvent(now, r, ps.symbol, key.ID, s.State, to, tr, reason, false, nil))
+			e.resolveAcks(ctx, rep, now, r.Name, ps.Symbol, transitionEvent(now, r, ps.Symbol, key.ID, s.State, to, tr, reason, false, nil))
 		}
-		delete(e.positions, key)
-		ps.dropped = true
+		e.book.Forget(key)
 		e.dirty = true
 	}
 }
@@ -337,7 +316,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 // grace is how long a position missing from the answers keeps its state.
 func (e *Engine) grace(ps *posState) time.Duration {
 	g := 2 * e.cfg.Interval
-	for ri, s := range ps.rules {
+	for ri, s := range ps.Rules {
 		if ri >= len(e.set.Rules) || (s.State == Inactive && s.LastActionAt.IsZero()) {
 			continue
 		}
@@ -364,9 +343,9 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 			if pe.What != "positions" || it.ID == "" {
 				continue
 			}
-			for key, ps := range e.positions {
+			for key, ps := range e.book.All() {
 				if key.ID == it.ID {
-					ps.seen = now
+					ps.Seen = now
 				}
 			}
 		}

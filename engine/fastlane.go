@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/riskguard/riskguard/rules"
@@ -66,17 +64,10 @@ func fastLaneCause(cfg Config, hot []ActiveRule, near nearest) string {
 // hotRules lists the rules pending or firing on a position, sorted by
 // symbol and rule. The caller holds tick.
 func (e *Engine) hotRules() []ActiveRule {
-	var out []ActiveRule
-	for _, ps := range e.positions {
-		for ri, s := range ps.rules {
-			if (s.State == Pending || s.State == Firing) && ri < len(e.set.Rules) {
-				out = append(out, ActiveRule{Symbol: ps.symbol, Rule: e.set.Rules[ri].Name, State: s.State})
-			}
-		}
+	out := e.book.Alerts(e.names, func(s State) bool { return s == Pending || s == Firing })
+	for i := range out {
+		out[i].Since = time.Time{} // the lane reads the states only
 	}
-	slices.SortFunc(out, func(a, b ActiveRule) int {
-		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Rule, b.Rule))
-	})
 	return out
 }
 

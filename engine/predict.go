@@ -81,11 +81,11 @@ func (e *Engine) maintenance(ps *posState, p *exchange.Position, mp *margin.Posi
 		mm := mp.Maintenance()
 		return mm, market.ToFloat(mm)
 	}
-	if ps.mmVersion != p.Version || ps.mm.IsZero() {
-		ps.mm, ps.mmVersion = mp.Maintenance(), p.Version
-		ps.mmFloat = market.ToFloat(ps.mm)
+	if ps.X.mmVersion != p.Version || ps.X.mm.IsZero() {
+		ps.X.mm, ps.X.mmVersion = mp.Maintenance(), p.Version
+		ps.X.mmFloat = market.ToFloat(ps.X.mm)
 	}
-	return ps.mm, ps.mmFloat
+	return ps.X.mm, ps.X.mmFloat
 }
 
 // crossSig identifies the snapshot's cross positions and their versions.

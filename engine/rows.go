@@ -43,20 +43,20 @@ func (e *Engine) buildRows(snap *Snapshot) []tickRow {
 		mr := &e.view.Rows[i]
 		r := &rows[i]
 		ps := r.ps // the last tick's state at this place
-		if ps == nil || ps.dropped || ps.key != mr.Key {
-			ps = e.positions[mr.Key]
+		if ps == nil || ps.Dropped || ps.Key != mr.Key {
+			ps = e.book.Get(mr.Key)
 		}
 		*r = tickRow{Row: mr, ps: ps}
 		if mr.P.Empty {
 			if ps != nil {
-				ps.closedGen = gen
+				ps.X.closedGen = gen
 			}
 			continue
 		}
 		switch {
 		case ps != nil:
-			r.dup = ps.rowGen == gen
-			ps.rowGen = gen
+			r.dup = ps.X.rowGen == gen
+			ps.X.rowGen = gen
 		default:
 			if e.rowFresh == nil {
 				e.rowFresh = make(map[market.Key]struct{})

@@ -76,7 +76,7 @@ func TestStateFromTheFutureClamped(t *testing.T) {
 	if got := e.breaker.OpenUntil; !got.Equal(t0.Add(5 * time.Minute)) {
 		t.Errorf("breaker open until %s, want %s", got, t0.Add(5*time.Minute))
 	}
-	if got := e.positions[market.Key{ID: "1_1"}].rules[0].LastActionAt; !got.Equal(t0) {
+	if got := e.book.Get(market.Key{ID: "1_1"}).Rules[0].LastActionAt; !got.Equal(t0) {
 		t.Errorf("last action at %s, want clamped to %s", got, t0)
 	}
 	msgs := strings.Join(notes.all(), "\n")

@@ -109,7 +109,12 @@ func (a Account) liquidationPrice(i int, collateral decimal.Decimal) decimal.Dec
 // CrossLiquidationPrices returns every cross position's liquidation price
 // (zero for the others), computing the cross pool once.
 func (a Account) CrossLiquidationPrices() []decimal.Decimal {
-	cs := a.Collaterals()
+	return a.CrossLiquidationPricesWith(a.Collaterals())
+}
+
+// CrossLiquidationPricesWith is CrossLiquidationPrices with the cross
+// positions' collaterals already computed (cs, as Collaterals returns them).
+func (a Account) CrossLiquidationPricesWith(cs []decimal.Decimal) []decimal.Decimal {
 	out := make([]decimal.Decimal, len(a.Positions))
 	for i, p := range a.Positions {
 		if p.Cross {

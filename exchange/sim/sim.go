@@ -96,6 +96,8 @@ type Exchange struct {
 	answers      map[string]answer
 	calls        []Call
 	liquidations []Liquidation
+	// cross is the last cross pool computed (crossPool).
+	cross *crossMemo
 }
 
 // symbolRef finds a symbol by name among spots or contracts.
@@ -304,35 +306,132 @@ func (e *Exchange) liquidationPrice(p *exchange.Position, balance decimal.Decima
 
 // account is the account as the margin model sees it, with the free
 // balance given and p (when not nil) in place of the position on its
-// symbol; at is p's index in it, bySymbol every position's. Only the cross
-// positions (and p) are in it: an isolated position moves no other's
-// liquidation price. Index prices are the current ones. Call with e.mu
-// held.
-func (e *Exchange) account(balance decimal.Decimal, p *exchange.Position) (acct margin.Account, at int, bySymbol map[string]int) {
+// symbol; at is p's index in it, byContract every position's by contract
+// index (−1 for a contract not in it). Only the cross positions (and p) are
+// in it: an isolated position moves no other's liquidation price. Index
+// prices are the current ones. Call with e.mu held.
+func (e *Exchange) account(balance decimal.Decimal, p *exchange.Position) (acct margin.Account, at int, byContract []int) {
 	acct = margin.Account{Free: balance}
 	at = -1
-	bySymbol = make(map[string]int, 4)
-	for _, c := range e.contracts {
-		q, ok := e.positions[c.Name]
-		if p != nil && c.ID == p.SymbolID {
-			q, ok = p, true
+	byContract = make([]int, len(e.contracts))
+	n := 0
+	for ci := range e.contracts {
+		byContract[ci] = -1
+		if q, ok := e.inAccount(ci, p); ok {
+			byContract[ci] = n
+			if q == p {
+				at = n
+			}
+			n++
 		}
-		if !ok || q.Empty || (!q.Cross && q != p) {
+	}
+	acct.Positions = make([]margin.Position, 0, n)
+	for ci := range e.contracts {
+		if byContract[ci] < 0 {
 			continue
 		}
-		if q == p {
-			at = len(acct.Positions)
-		}
-		bySymbol[c.Name] = len(acct.Positions)
-		mp := margin.Position{Symbol: c.Name, Direction: q.Direction, Quantity: q.Quantity, Entry: q.EntryPrice,
-			Leverage: q.Leverage, Cross: q.Cross, RiskLimit: q.RiskLimit, Scale: int32(c.QuoteScale), Held: q.Margin}
-		if ix, ok := e.indexes[c.BaseName]; ok {
-			mp.Index = ix.price
-		}
-		acct.Positions = append(acct.Positions, mp)
+		q, _ := e.inAccount(ci, p)
+		acct.Positions = append(acct.Positions, e.modelPosition(ci, q))
 	}
-	return acct, at, bySymbol
+	return acct, at, byContract
 }
+
+// modelPosition is position q of contract ci as the margin model sees it,
+// at the current index price. The entry value is the position's own (q·P,
+// as newPosition set it): the model would multiply it out again at every
+// use. Call with e.mu held.
+func (e *Exchange) modelPosition(ci int, q *exchange.Position) margin.Position {
+	c := &e.contracts[ci]
+	mp := margin.Position{Symbol: c.Name, Direction: q.Direction, Quantity: q.Quantity, Entry: q.EntryPrice,
+		Leverage: q.Leverage, Cross: q.Cross, RiskLimit: q.RiskLimit, Scale: int32(c.QuoteScale), Held: q.Margin, Value: q.EntryValue}
+	if ix, ok := e.indexes[c.BaseName]; ok {
+		mp.Index = ix.price
+	}
+	return mp
+}
+
+// inAccount is the position of contract ci that account puts in the
+// model's account, with p in place of the position on its symbol.
+func (e *Exchange) inAccount(ci int, p *exchange.Position) (*exchange.Position, bool) {
+	c := &e.contracts[ci]
+	q, ok := e.positions[c.Name]
+	if p != nil && c.ID == p.SymbolID {
+		q, ok = p, true
+	}
+	if !ok || q.Empty || (!q.Cross && q != p) {
+		return nil, false
+	}
+	return q, true
+}
+
+// crossMemo is the last cross pool computed — the model's account of the
+// cross positions and their collaterals, and their liquidation prices once
+// asked — for the state it was computed from: refreshCross (every Step)
+// and positionList (every Positions read) of one state compute it once.
+// The state is the account itself (balance, and every field the model
+// reads of each cross position and its index price), compared value and
+// exponent alike, so any change of it computes the pool again.
+type crossMemo struct {
+	acct       margin.Account
+	byContract []int
+	colls      []decimal.Decimal
+	liqs       []decimal.Decimal // nil until refreshCross asks
+}
+
+// crossPool returns the account of the cross positions, by contract
+// index, and their collaterals, from the memo when the state is the one
+// it holds. Call with e.mu held.
+func (e *Exchange) crossPool() *crossMemo {
+	if m := e.cross; m != nil && e.crossUnchanged(m) {
+		return m
+	}
+	acct, _, byContract := e.account(e.balance, nil)
+	e.cross = &crossMemo{acct: acct, byContract: byContract, colls: acct.Collaterals()}
+	return e.cross
+}
+
+// crossUnchanged reports whether account(e.balance, nil) would build m's
+// account again — the same positions, each equal field for field — without
+// building it. Call with e.mu held.
+func (e *Exchange) crossUnchanged(m *crossMemo) bool {
+	if !same(m.acct.Free, e.balance) {
+		return false
+	}
+	for ci := range e.contracts {
+		q, in := e.inAccount(ci, nil)
+		switch k := m.byContract[ci]; {
+		case !in && k < 0:
+		case !in || k < 0:
+			return false
+		default:
+			mp := e.modelPosition(ci, q)
+			if !samePosition(&m.acct.Positions[k], &mp) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// samePosition reports whether p and q are the same position for the
+// model: equal numbers with equal exponents (an exponent shows in the
+// results' digits), so that either gives the very same results.
+func samePosition(p, q *margin.Position) bool {
+	return p.Symbol == q.Symbol && p.Direction == q.Direction && p.Leverage == q.Leverage && p.Cross == q.Cross && p.Scale == q.Scale &&
+		same(p.Quantity, q.Quantity) && same(p.Entry, q.Entry) && same(p.Index, q.Index) && same(p.Held, q.Held) &&
+		same(p.Value, q.Value) && same(p.MM, q.MM) && sameRiskLimit(&p.RiskLimit, &q.RiskLimit)
+}
+
+func sameRiskLimit(a, b *exchange.RiskLimit) bool {
+	return a.ID == b.ID && a.MaxLeverage == b.MaxLeverage && a.MaxRiskLimitSteps == b.MaxRiskLimitSteps && a.CreatedAt == b.CreatedAt &&
+		same(a.InitialMarginRate, b.InitialMarginRate) && same(a.MaintenanceMarginRate, b.MaintenanceMarginRate) &&
+		same(a.MarginRateStep, b.MarginRateStep) && same(a.RiskLimitBase, b.RiskLimitBase) &&
+		same(a.RiskLimitStep, b.RiskLimitStep) && same(a.MaxQuantity, b.MaxQuantity)
+}
+
+// same is decimal equality of value and exponent (Cmp compares the
+// coefficients directly when the exponents are equal).
+func same(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Cmp(b) == 0 }
 
 // crossOpen counts the open cross positions. Call with e.mu held.
 func (e *Exchange) crossOpen() int {
@@ -352,13 +451,16 @@ func (e *Exchange) refreshCross(at time.Time) {
 	if e.crossOpen() == 0 {
 		return
 	}
-	acct, _, bySymbol := e.account(e.balance, nil)
-	liqs := acct.CrossLiquidationPrices()
-	for sym, p := range e.positions {
-		if !p.Cross || p.Empty {
+	m := e.crossPool()
+	if m.liqs == nil {
+		m.liqs = m.acct.CrossLiquidationPricesWith(m.colls)
+	}
+	for ci := range e.contracts {
+		p, ok := e.positions[e.contracts[ci].Name]
+		if !ok || !p.Cross || p.Empty {
 			continue
 		}
-		if liq := liqs[bySymbol[sym]]; !liq.Equal(p.LiquidationPrice) {
+		if liq := m.liqs[m.byContract[ci]]; !liq.Equal(p.LiquidationPrice) {
 			p.LiquidationPrice = liq
 			p.Version++
 			p.UpdatedAt = at.UnixMilli()
@@ -547,15 +649,13 @@ func (e *Exchange) Positions() []exchange.Position {
 // positionList copies the positions in contract order. Call with e.mu held.
 func (e *Exchange) positionList() []exchange.Position {
 	out := make([]exchange.Position, 0, len(e.positions))
-	// The cross pool is summed once for every position's risk level.
-	var collaterals []decimal.Decimal
-	var bySymbol map[string]int
+	// The cross pool is summed once for every position's risk level (and
+	// shared with the Step that computed it for the same state).
+	var m *crossMemo
 	if e.crossOpen() > 0 {
-		var acct margin.Account
-		acct, _, bySymbol = e.account(e.balance, nil)
-		collaterals = acct.Collaterals()
+		m = e.crossPool()
 	}
-	for _, c := range e.contracts {
+	for ci, c := range e.contracts {
 		p, ok := e.positions[c.Name]
 		if !ok {
 			continue
@@ -564,7 +664,7 @@ func (e *Exchange) positionList() []exchange.Position {
 		switch {
 		case p.Empty:
 		case p.Cross:
-			s.RiskLevel = e.riskLevelWith(p, collaterals[bySymbol[c.Name]])
+			s.RiskLevel = e.riskLevelWith(p, m.colls[m.byContract[ci]])
 		default:
 			s.RiskLevel = e.riskLevelWith(p, p.Margin)
 		}

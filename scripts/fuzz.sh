@@ -20,6 +20,7 @@ targets=(
 	"./exchange FuzzDecodePosition"
 	"./exchange FuzzCanonicalText"
 	"./exchange/margin FuzzRiskLevel"
+	"./exchange/margin FuzzLiquidationPrice"
 	"./rules FuzzParse"
 	"./rules FuzzCompileExpr"
 	"./rules FuzzFastVsVM"

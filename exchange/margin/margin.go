@@ -69,7 +69,85 @@ func Margin(ev decimal.Decimal, leverage int) decimal.Decimal {
 // positions stood still; a change of the free balance (a settings change
 // moving margin, a liquidation) moves every cross position's liquidation
 // price. Unrealised profit and loss never changes the free balance.
+//
+// The simulated exchange computes it for every cross position at every
+// step, so it first tries float64 arithmetic and keeps the answer only when
+// the error bound of that arithmetic proves the rounding the decimal
+// formula would make; near a tick (the price within the bound of a
+// multiple of the quote scale) the decimal formula decides.
 func LiquidationPrice(direction string, q, entry, collateral, mmr decimal.Decimal, scale int32) decimal.Decimal {
+	if !q.IsPositive() {
+		return decimal.Zero
+	}
+	if liq, ok := liquidationPriceFloat(direction, q, entry, collateral, mmr, scale); ok {
+		return liq
+	}
+	return liquidationPriceExact(direction, q, entry, collateral, mmr, scale)
+}
+
+// pow10f holds the exactly representable powers of ten.
+var pow10f = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// liquidationPriceFloat is LiquidationPrice in float64 for a positive
+// quantity; ok is false when float64 cannot prove the decimal answer.
+func liquidationPriceFloat(direction string, q, entry, collateral, mmr decimal.Decimal, scale int32) (decimal.Decimal, bool) {
+	if scale < 0 || scale > 18 {
+		return decimal.Decimal{}, false
+	}
+	qf, ef, cf, mf := q.InexactFloat64(), entry.InexactFloat64(), collateral.InexactFloat64(), mmr.InexactFloat64()
+	for _, f := range [...]float64{qf, ef, cf, mf} {
+		// NaN fails the comparison too.
+		if !(math.Abs(f) < floatMaxInput) {
+			return decimal.Decimal{}, false
+		}
+	}
+	if qf <= 0 {
+		return decimal.Decimal{}, false
+	}
+	need := mf * qf * ef
+	buffer := (cf - need) / qf
+	liq := ef - buffer
+	if direction == exchange.Short {
+		liq = ef + buffer
+	}
+	// An absolute bound of liq's error, as riskLevelFloat's: the terms'
+	// magnitudes times the tolerance; plus the decimal formula's own
+	// rounding of the buffer to 16 places.
+	tol := (math.Abs(ef)+(math.Abs(cf)+math.Abs(need))/qf)*floatTolerance + 1e-16
+	pow := pow10f[scale]
+	ticks := liq * pow
+	slack := tol*pow + math.Abs(ticks)*floatTolerance
+	// Below zero is 0, whichever tick it would round to: a long's price
+	// rounds up to a negative tick from −1 tick down, a short's down to
+	// one from any negative price.
+	below := 0.0
+	if direction != exchange.Short {
+		below = -1
+	}
+	switch {
+	case ticks+slack < below:
+		return decimal.Zero, true
+	case !(math.Abs(ticks) < 1<<52):
+		return decimal.Decimal{}, false
+	}
+	if near := math.Round(ticks); math.Abs(ticks-near) <= slack {
+		return decimal.Decimal{}, false // too close to a tick to tell the rounding
+	}
+	// Towards the entry price: a long's rounds up, a short's down.
+	n := math.Ceil(ticks)
+	if direction == exchange.Short {
+		n = math.Floor(ticks)
+	}
+	if n < 0 {
+		return decimal.Zero, true
+	}
+	return decimal.New(int64(n), -scale), true
+}
+
+// liquidationPriceExact is LiquidationPrice in decimal arithmetic: its
+// definition.
+func liquidationPriceExact(direction string, q, entry, collateral, mmr decimal.Decimal, scale int32) decimal.Decimal {
 	if !q.IsPositive() {
 		return decimal.Zero
 	}

@@ -116,7 +116,7 @@ func (e *Exchange) settings(q *request) response {
 		}
 	}
 	*p = next
-	e.positions[sym] = p
+	e.putPosition(sym, p)
 	if !balance.Equal(e.balance) {
 		e.balance = balance
 		e.refreshCross(q.now)

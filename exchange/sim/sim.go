@@ -88,6 +88,9 @@ type Exchange struct {
 	balance      decimal.Decimal
 	spotBalances map[string]decimal.Decimal
 	positions    map[string]*exchange.Position // by contract symbol name
+	// slots holds the same positions by contract index (nil: none), for
+	// the loops of every step over the contracts; putPosition sets both.
+	slots []*exchange.Position
 	openOrders   map[string]int
 	closed       []closedOrder // ascending id
 	nextOrderID  int64
@@ -208,6 +211,7 @@ func (e *Exchange) load(n *Scenario, seed int64) {
 		e.contractByID[c.ID] = i
 		e.symbolByName[c.Name] = symbolRef{contract: true, i: i}
 	}
+	e.slots = make([]*exchange.Position, len(e.contracts))
 	for _, ix := range n.Indexes {
 		e.indexes[ix.Name] = newIndex(ix, seed, e.start, e.histLimit)
 	}
@@ -218,7 +222,7 @@ func (e *Exchange) load(n *Scenario, seed int64) {
 		e.openOrders[sym] = k
 	}
 	for _, p := range n.Positions {
-		e.positions[p.Symbol] = e.newPosition(p, e.start)
+		e.putPosition(p.Symbol, e.newPosition(p, e.start))
 	}
 	// The cross positions share one pool: each one's liquidation price
 	// counts the others, which exist only now.
@@ -243,6 +247,15 @@ func spotSymbol(s SymbolSpec) exchange.SpotSymbol {
 		QuoteName:             s.Quote,
 		QuoteMinimumIncrement: s.QuoteIncrement,
 		QuoteScale:            s.QuoteScale,
+	}
+}
+
+// putPosition sets the position held on contract symbol sym, in the map
+// and in its slot. Call with e.mu held.
+func (e *Exchange) putPosition(sym string, p *exchange.Position) {
+	e.positions[sym] = p
+	if ref, ok := e.symbolByName[sym]; ok && ref.contract {
+		e.slots[ref.i] = p
 	}
 }
 
@@ -354,7 +367,8 @@ func (e *Exchange) modelPosition(ci int, q *exchange.Position) margin.Position {
 // model's account, with p in place of the position on its symbol.
 func (e *Exchange) inAccount(ci int, p *exchange.Position) (*exchange.Position, bool) {
 	c := &e.contracts[ci]
-	q, ok := e.positions[c.Name]
+	q := e.slots[ci]
+	ok := q != nil
 	if p != nil && c.ID == p.SymbolID {
 		q, ok = p, true
 	}
@@ -436,8 +450,8 @@ func same(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.
 // crossOpen counts the open cross positions. Call with e.mu held.
 func (e *Exchange) crossOpen() int {
 	n := 0
-	for _, p := range e.positions {
-		if p.Cross && !p.Empty {
+	for _, p := range e.slots {
+		if p != nil && p.Cross && !p.Empty {
 			n++
 		}
 	}
@@ -455,9 +469,8 @@ func (e *Exchange) refreshCross(at time.Time) {
 	if m.liqs == nil {
 		m.liqs = m.acct.CrossLiquidationPricesWith(m.colls)
 	}
-	for ci := range e.contracts {
-		p, ok := e.positions[e.contracts[ci].Name]
-		if !ok || !p.Cross || p.Empty {
+	for ci, p := range e.slots {
+		if p == nil || !p.Cross || p.Empty {
 			continue
 		}
 		if liq := m.liqs[m.byContract[ci]]; !liq.Equal(p.LiquidationPrice) {
@@ -589,11 +602,11 @@ func (e *Exchange) liquidate(at time.Time) {
 		}
 		loss := e.balance
 		e.balance = decimal.Zero
-		for _, c := range e.contracts {
-			q, ok := e.positions[c.Name]
-			if !ok || q.Empty || !q.Cross {
+		for ci, q := range e.slots {
+			if q == nil || q.Empty || !q.Cross {
 				continue
 			}
+			c := &e.contracts[ci]
 			mark := price
 			if ix, ok := e.indexes[c.BaseName]; ok && q != p {
 				mark = ix.price
@@ -625,12 +638,11 @@ func (e *Exchange) liquidateOne(p *exchange.Position, price, loss decimal.Decima
 // nextLiquidation finds a position due for liquidation, in symbol-id order
 // so that the outcome is deterministic. Call with e.mu held.
 func (e *Exchange) nextLiquidation() (*exchange.Position, decimal.Decimal) {
-	for _, c := range e.contracts {
-		p, ok := e.positions[c.Name]
-		if !ok || p.Empty {
+	for ci, p := range e.slots {
+		if p == nil || p.Empty {
 			continue
 		}
-		ix, ok := e.indexes[c.BaseName]
+		ix, ok := e.indexes[e.contracts[ci].BaseName]
 		if ok && crossed(p.Direction, ix.price, p.LiquidationPrice) {
 			return p, ix.price
 		}
@@ -655,9 +667,8 @@ func (e *Exchange) positionList() []exchange.Position {
 	if e.crossOpen() > 0 {
 		m = e.crossPool()
 	}
-	for ci, c := range e.contracts {
-		p, ok := e.positions[c.Name]
-		if !ok {
+	for ci, p := range e.slots {
+		if p == nil {
 			continue
 		}
 		s := *p
@@ -705,7 +716,7 @@ func (e *Exchange) PutPosition(p PositionSpec) error {
 		pos.CreatedAt = old.CreatedAt
 		pos.Version = old.Version + 1
 	}
-	e.positions[p.Symbol] = pos
+	e.putPosition(p.Symbol, pos)
 	if pos.Cross || (had && old.Cross) {
 		e.refreshCross(now) // the pool changed for the other cross positions
 	}

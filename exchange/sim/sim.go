@@ -90,7 +90,7 @@ type Exchange struct {
 	positions    map[string]*exchange.Position // by contract symbol name
 	// slots holds the same positions by contract index (nil: none), for
 	// the loops of every step over the contracts; putPosition sets both.
-	slots []*exchange.Position
+	slots        []*exchange.Position
 	openOrders   map[string]int
 	closed       []closedOrder // ascending id
 	nextOrderID  int64

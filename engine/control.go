@@ -208,15 +208,6 @@ func (e *Engine) resolveAcks(ctx context.Context, rep *TickReport, now time.Time
 	}
 }
 
-// muted returns the silence that mutes m, if any.
-func (e *Engine) muted(m *notify.Message) (Silence, bool) {
-	t := m.Time
-	if t.IsZero() {
-		t = e.now()
-	}
-	return e.ctl.Mutes(m, t)
-}
-
 // holdingPause returns the pause in force at t that holds back an action
 // of rules on symbol.
 func (e *Engine) holdingPause(rules []string, symbol string, t time.Time) (Pause, bool) {

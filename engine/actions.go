@@ -319,7 +319,8 @@ func staleAfter(age, maxAge time.Duration) error {
 // audit log tells each call's story in order and a call is on disk as
 // sent before it goes out. Just before it goes out, a pause made since the
 // tick decided it, or a snapshot grown too old while an earlier call of
-// the symbol ran, holds it back, and that is said instead. It runs on the
+// the symbol ran, holds it back, and that is said instead; a pause made
+// after that look waits until the call has ended. It runs on the
 // executor's goroutine: what it says goes to the tick's report when the
 // call is collected (finish).
 func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.Duration) act.Call {
@@ -330,21 +331,28 @@ func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.
 		}
 		e.emit(ctx, nil, actionPhaseEvent(pc.base, name, pc.desc, pc.effect, resp, err, a))
 	}
+	// release ends the call's passage through the pauses' gate
+	// (control.Store.Check): a pause made meanwhile waits for it.
+	release := func() {}
 	return act.Call{
 		Name: pc.desc,
 		Hold: func() error {
 			phase("intended", nil, nil)
-			if p, ok := e.holdingPause(pc.base.Rules, pc.base.Symbol, e.now()); ok {
+			p, rel, held := e.ctl.Check(pc.base.Rules, pc.base.Symbol, pc.desc, e.now())
+			if held {
 				return e.sayPaused(ctx, nil, pc.base, pc.desc, pc.effect, pc.act, p)
 			}
 			if err := staleAfter(e.now().Sub(pc.readStart), maxAge); err != nil {
+				rel()
 				phase("skipped", nil, err)
 				return err
 			}
+			release = rel
 			phase("sent", nil, nil)
 			return nil
 		},
 		Do: func(ctx context.Context) (json.RawMessage, error) {
+			defer release()
 			resp, err := pc.call(ctx)
 			if err != nil {
 				phase("error", resp, err)

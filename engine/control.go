@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/notify"
+	"github.com/riskguard/riskguard/rules"
 )
 
 // ErrPaused is the error of an action not sent because the guard is paused
@@ -25,6 +27,16 @@ var ErrNotFound = errors.New("not found")
 // ErrNotActive is the error of an acknowledgement of an alert that is not
 // pending, firing or without data.
 var ErrNotActive = errors.New("alert not active")
+
+// ErrUnknownName is the error of a control naming a rule or a symbol the
+// guard does not know (a misspelling would pause or silence nothing);
+// AllowUnknown accepts a symbol or rule on purpose.
+var ErrUnknownName = errors.New("unknown")
+
+// settleWait bounds how long a new pause waits for the calls of its scope
+// already on their way (each is bounded by ActionTimeout): its answer says
+// those still running then.
+const settleWait = 5 * time.Second
 
 // Silence mutes notifications; see engine/control.
 type Silence = control.Silence
@@ -46,6 +58,11 @@ func controlEvent(now time.Time, typ, to, rule, symbol, by, text string, notifyI
 
 // AddSilence adds a silence; a zero StartsAt starts it at now. It needs at
 // least one matcher, an author, and an end after its start.
+//
+// Its rule and symbol must be known to the guard (see resolveNames),
+// unless AllowUnknown; its times lie within the bounds of engine/control
+// (starting within a day of now, lasting at most 90 days), its comment is
+// at most 1,000 characters, and at most 100 silences are kept.
 func (e *Engine) AddSilence(ctx context.Context, now time.Time, s Silence) (Silence, error) {
 	if s.Rule == "" && s.Symbol == "" && s.Severity == "" {
 		return Silence{}, errors.New("a silence needs a matcher: rule, symbol or severity")
@@ -53,20 +70,37 @@ func (e *Engine) AddSilence(ctx context.Context, now time.Time, s Silence) (Sile
 	if strings.TrimSpace(s.CreatedBy) == "" {
 		return Silence{}, errors.New("a silence needs its author (createdBy)")
 	}
+	if err := control.CheckText(s.Comment, s.CreatedBy, s.Rule, s.Symbol, s.Severity); err != nil {
+		return Silence{}, err
+	}
 	if s.StartsAt.IsZero() {
 		s.StartsAt = now
 	}
 	if s.EndsAt.IsZero() && !s.Ack {
 		return Silence{}, errors.New("a silence needs an end (endsAt)")
 	}
-	if !s.EndsAt.IsZero() && !s.EndsAt.After(s.StartsAt) || !s.EndsAt.IsZero() && !s.EndsAt.After(now) {
-		return Silence{}, errors.New("the silence would end before it starts, or has ended already")
-	}
-	s.ID, s.CreatedAt = control.NewID(), now
-	e.ctl.AddSilence(s)
 	what := "silence"
 	if s.Ack {
 		what = "acknowledgement"
+	}
+	if err := control.CheckTimes(what, s.StartsAt, s.EndsAt, now); err != nil {
+		return Silence{}, err
+	}
+	var err error
+	if s.Rule, s.Symbol, err = e.resolveNames(s.Rule, s.Symbol, s.AllowUnknown); err != nil {
+		return Silence{}, err
+	}
+	if s.Severity != "" {
+		sevs := []string{string(rules.Info), string(rules.Warning), string(rules.Critical)}
+		i := slices.IndexFunc(sevs, func(v string) bool { return strings.EqualFold(v, s.Severity) })
+		if i < 0 {
+			return Silence{}, fmt.Errorf("%w severity %q: want one of %s", ErrUnknownName, s.Severity, strings.Join(sevs, ", "))
+		}
+		s.Severity = sevs[i]
+	}
+	s.ID, s.CreatedAt, s.AllowUnknown = control.NewID(), now, false
+	if err := e.ctl.AddSilence(s, now); err != nil {
+		return Silence{}, err
 	}
 	text := fmt.Sprintf("%s %s by %s: notifications of %s muted from %s %s", what, s.ID, s.CreatedBy, s.Scope(),
 		s.StartsAt.UTC().Format(time.RFC3339), control.Until(s.EndsAt, "until the alert resolves"))
@@ -84,6 +118,13 @@ func (e *Engine) AddSilence(ctx context.Context, now time.Time, s Silence) (Sile
 func (e *Engine) Ack(ctx context.Context, now time.Time, rule, symbol, by, comment string, until time.Time) (Silence, error) {
 	if rule == "" || symbol == "" {
 		return Silence{}, errors.New("an acknowledgement names a rule and a symbol")
+	}
+	if err := control.CheckText(comment, by, rule, symbol); err != nil {
+		return Silence{}, err
+	}
+	var err error
+	if rule, symbol, err = e.resolveNames(rule, symbol, false); err != nil {
+		return Silence{}, err
 	}
 	found := false
 	for _, a := range e.Active() {
@@ -114,16 +155,33 @@ func (e *Engine) Silences(now time.Time) []Silence {
 }
 
 // Pause holds back the actions p matches from now; a zero EndsAt lasts
-// until Resume.
+// until Resume. Its rule and symbol must be known (see resolveNames),
+// unless AllowUnknown; its end at most 90 days away; its comment at most
+// 1,000 characters; at most 100 pauses are in force.
+//
+// It holds every call of its scope not yet sent when it is added: the
+// executor looks at the pauses just before each call (control.Store.Check)
+// and after this returns none of its scope passes. It returns once no call
+// of its scope is on its way, or after settleWait with the names of those
+// still running (p.InFlight): sent before the pause, they may still land.
 func (e *Engine) Pause(ctx context.Context, now time.Time, p Pause) (Pause, error) {
 	if strings.TrimSpace(p.CreatedBy) == "" {
 		return Pause{}, errors.New("a pause needs its author (createdBy)")
 	}
-	if !p.EndsAt.IsZero() && !p.EndsAt.After(now) {
-		return Pause{}, errors.New("the pause would end before it starts")
+	if err := control.CheckText(p.Comment, p.CreatedBy, p.Rule, p.Symbol); err != nil {
+		return Pause{}, err
 	}
-	p.ID, p.StartsAt = control.NewID(), now
-	e.ctl.AddPause(p)
+	if err := control.CheckTimes("pause", now, p.EndsAt, now); err != nil {
+		return Pause{}, err
+	}
+	var err error
+	if p.Rule, p.Symbol, err = e.resolveNames(p.Rule, p.Symbol, p.AllowUnknown); err != nil {
+		return Pause{}, err
+	}
+	p.ID, p.StartsAt, p.AllowUnknown, p.InFlight = control.NewID(), now, false, nil
+	if err := e.ctl.AddPause(p, now); err != nil {
+		return Pause{}, err
+	}
 	text := fmt.Sprintf("guard PAUSED by %s for %s %s: no action is sent, the rules are still evaluated and what would be done is said (pause %s)",
 		p.CreatedBy, p.Scope(), control.Until(p.EndsAt, "until resumed"), p.ID)
 	if p.Comment != "" {
@@ -131,7 +189,79 @@ func (e *Engine) Pause(ctx context.Context, now time.Time, p Pause) (Pause, erro
 	}
 	e.emit(ctx, nil, controlEvent(now, "pause", "paused", p.Rule, p.Symbol, p.CreatedBy, text, true))
 	e.controlChanged(now)
+	wctx, cancel := context.WithTimeout(ctx, settleWait)
+	defer cancel()
+	if p.InFlight = e.ctl.Settle(wctx, p); len(p.InFlight) > 0 {
+		e.log.Warn("pause made while calls of its scope were on their way; they may still land",
+			"rule", p.Rule, "symbol", p.Symbol, "calls", strings.Join(p.InFlight, "; "))
+	}
 	return p, nil
+}
+
+// resolveNames checks the rule and symbol a control names (either may be
+// empty) against what the guard knows: the rules of the loaded set, and
+// the symbols the exchange lists, the open positions' and "account" (an
+// account rule's). Names match regardless of case and are returned as the
+// guard spells them (xbtc → XBTC). An unknown name is ErrUnknownName with
+// the closest known one, unless allowUnknown, when it is kept as given.
+func (e *Engine) resolveNames(rule, symbol string, allowUnknown bool) (string, string, error) {
+	var errs []error
+	if rule != "" {
+		var names []string
+		for _, r := range e.Rules().Rules {
+			names = append(names, r.Name)
+		}
+		name, err := resolveName("rule", rule, names, allowUnknown)
+		rule = name
+		errs = append(errs, err)
+	}
+	if symbol != "" {
+		name, err := resolveName("symbol", symbol, e.knownSymbols(), allowUnknown)
+		symbol = name
+		errs = append(errs, err)
+	}
+	return rule, symbol, errors.Join(errs...)
+}
+
+// resolveName is name as spelled in known (matched regardless of case),
+// or ErrUnknownName with a did-you-mean; with allowUnknown an unknown name
+// is returned as given.
+func resolveName(kind, name string, known []string, allowUnknown bool) (string, error) {
+	if slices.Contains(known, name) {
+		return name, nil
+	}
+	if i := slices.IndexFunc(known, func(k string) bool { return strings.EqualFold(k, name) }); i >= 0 {
+		return known[i], nil
+	}
+	if allowUnknown {
+		return name, nil
+	}
+	msg := fmt.Sprintf("%s %q: the guard knows no such %s", kind, name, kind)
+	if hint := rules.DidYouMean(name, known); hint != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", hint)
+	} else if len(known) == 0 && kind == "symbol" {
+		msg += " (it has not read the exchange's symbols yet)"
+	}
+	if kind == "symbol" {
+		msg += "; to name a symbol not open yet on purpose, add --allow-unknown (API: \"allowUnknown\": true)"
+	} else {
+		msg += "; to name a rule not loaded yet on purpose, add --allow-unknown (API: \"allowUnknown\": true)"
+	}
+	return name, fmt.Errorf("%w %s", ErrUnknownName, msg)
+}
+
+// knownSymbols are the symbols a control may name: those the exchange
+// lists, the open positions' of the last snapshot, and "account".
+func (e *Engine) knownSymbols() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := slices.Clone(e.listed)
+	for _, p := range e.status.positions {
+		if !slices.Contains(out, p.Symbol) {
+			out = append(out, p.Symbol)
+		}
+	}
+	return append(out, "account")
 }
 
 // Resume ends the pauses of exactly rule and symbol, or every pause when
@@ -235,8 +365,9 @@ func (e *Engine) sayPaused(ctx context.Context, rep *TickReport, base Record, de
 
 // restoreControl takes the silences and pauses of the state file that
 // have not ended.
-func (e *Engine) restoreControl(s *savedState, now time.Time) {
-	e.ctl.Restore(s.Silences, s.Pauses, now)
+// Their times after now are clamped to now; it returns how many.
+func (e *Engine) restoreControl(s *savedState, now time.Time) int {
+	return e.ctl.Restore(s.Silences, s.Pauses, now)
 }
 
 // saveControl copies the silences and pauses into the state to save.

@@ -469,7 +469,7 @@ func (e *Engine) restore(s *savedState) []event {
 		clamped++
 	}
 	e.breaker = s.Breaker
-	e.restoreControl(s, now)
+	clamped += e.restoreControl(s, now)
 	for ri, r := range e.set.Rules {
 		sr, ok := s.Rules[r.Name]
 		if !ok || sr.Fingerprint != r.Fingerprint() {

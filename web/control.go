@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 )
 
 // errNoToken is what a mutating call gets when no control token is set.
@@ -78,6 +79,10 @@ type ControlRequest struct {
 	Duration  string    `json:"duration,omitempty"`
 	Comment   string    `json:"comment,omitempty"`
 	CreatedBy string    `json:"createdBy"`
+	// AllowUnknown accepts a rule or a symbol the guard does not know (a
+	// symbol not open yet): without it such a name is refused with 400 and
+	// the closest known name.
+	AllowUnknown bool `json:"allowUnknown,omitempty"`
 }
 
 // decode reads a control request: JSON, at most 64 KiB, no unknown field,
@@ -104,6 +109,10 @@ func decode(w http.ResponseWriter, r *http.Request, now time.Time) (*ControlRequ
 		if !req.StartsAt.IsZero() {
 			from = req.StartsAt
 		}
+		if d > control.MaxDuration {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("duration %q: at most %s (90 days)", req.Duration, control.MaxDuration))
+			return nil, false
+		}
 		req.EndsAt = from.Add(d)
 	}
 	return &req, true
@@ -118,7 +127,7 @@ func (s *Server) controlRoutes() {
 			return
 		}
 		sil, err := s.controls.AddSilence(r.Context(), now, engine.Silence{Rule: req.Rule, Symbol: req.Symbol, Severity: req.Severity,
-			StartsAt: req.StartsAt, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy})
+			StartsAt: req.StartsAt, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy, AllowUnknown: req.AllowUnknown})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -147,7 +156,7 @@ func (s *Server) controlRoutes() {
 		if !ok {
 			return
 		}
-		p, err := s.controls.Pause(r.Context(), now, engine.Pause{Rule: req.Rule, Symbol: req.Symbol, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy})
+		p, err := s.controls.Pause(r.Context(), now, engine.Pause{Rule: req.Rule, Symbol: req.Symbol, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy, AllowUnknown: req.AllowUnknown})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/web"
 )
 
@@ -116,7 +117,13 @@ func (c *ctlClient) do(ctx context.Context, method, path string, body, out any) 
 
 // ctlFail reports a failed control command.
 func (m *Main) ctlFail(cmd string, err error) error {
-	fmt.Fprintf(m.Stderr, "riskguard %s: %v\n", cmd, err)
+	// The daemon's message may quote what was asked (a name, a comment):
+	// printed with its control characters escaped, line by line.
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = control.Printable(l)
+	}
+	fmt.Fprintf(m.Stderr, "riskguard %s: %s\n", cmd, strings.Join(lines, "\n"))
 	return exitCode(1)
 }
 
@@ -152,7 +159,8 @@ func (m *Main) silenceAdd(ctx context.Context, args []string) error {
 	symbol := fs.String("symbol", "", "match this symbol")
 	severity := fs.String("severity", "", "match this severity (info, warning, critical)")
 	dur := fs.Duration("for", time.Hour, "how long the silence lasts")
-	comment := fs.String("comment", "", "why, kept with the silence")
+	comment := fs.String("comment", "", "why, kept with the silence (at most 1,000 characters)")
+	allowUnknown := fs.Bool("allow-unknown", false, "accept a rule or symbol the guard does not know (a symbol not open yet)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -162,11 +170,11 @@ func (m *Main) silenceAdd(ctx context.Context, args []string) error {
 	}
 	var s engine.Silence
 	err = c.do(ctx, http.MethodPost, "/api/v1/silences", web.ControlRequest{Rule: *rule, Symbol: *symbol, Severity: *severity,
-		Duration: dur.String(), Comment: *comment, CreatedBy: c.by}, &s)
+		Duration: dur.String(), Comment: *comment, CreatedBy: c.by, AllowUnknown: *allowUnknown}, &s)
 	if err != nil {
 		return m.ctlFail("silence add", err)
 	}
-	fmt.Fprintf(m.Stdout, "silence %s until %s\n", s.ID, s.EndsAt.Local().Format(time.RFC3339))
+	fmt.Fprintf(m.Stdout, "silence %s of %s until %s\n", control.Printable(s.ID), control.Printable(matchers(s.Rule, s.Symbol, s.Severity)), s.EndsAt.Local().Format(time.RFC3339))
 	return nil
 }
 
@@ -181,14 +189,28 @@ func (m *Main) silenceList(ctx context.Context, args []string) error {
 		return m.ctlFail("silence list", err)
 	}
 	var sil []engine.Silence
-	var pau []engine.Pause
 	if err := c.do(ctx, http.MethodGet, "/api/v1/silences", nil, &sil); err != nil {
 		return m.ctlFail("silence list", err)
 	}
+	return m.listControls(ctx, c, "silence list", sil)
+}
+
+// listControls prints the silences and the pauses of the daemon as a
+// table. Every text in it came from a control call, anyone's with the
+// token: its control characters are printed as visible escapes
+// (control.Printable), so that a comment cannot drive the terminal.
+func (m *Main) listControls(ctx context.Context, c *ctlClient, cmd string, sil []engine.Silence) error {
+	var pau []engine.Pause
 	if err := c.do(ctx, http.MethodGet, "/api/v1/pauses", nil, &pau); err != nil {
-		return m.ctlFail("silence list", err)
+		return m.ctlFail(cmd, err)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	row := func(cols ...string) {
+		for i, col := range cols {
+			cols[i] = control.Printable(col)
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
 	fmt.Fprintln(tw, "ID\tKIND\tMATCHERS\tSTARTS\tENDS\tBY\tCOMMENT")
 	t := func(x time.Time, zero string) string {
 		if x.IsZero() {
@@ -201,10 +223,10 @@ func (m *Main) silenceList(ctx context.Context, args []string) error {
 		if s.Ack {
 			kind = "ack"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, kind, matchers(s.Rule, s.Symbol, s.Severity), t(s.StartsAt, "-"), t(s.EndsAt, "resolved"), s.CreatedBy, s.Comment)
+		row(s.ID, kind, matchers(s.Rule, s.Symbol, s.Severity), t(s.StartsAt, "-"), t(s.EndsAt, "resolved"), s.CreatedBy, s.Comment)
 	}
 	for _, p := range pau {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, "pause", matchers(p.Rule, p.Symbol, ""), t(p.StartsAt, "-"), t(p.EndsAt, "resumed"), p.CreatedBy, p.Comment)
+		row(p.ID, "pause", matchers(p.Rule, p.Symbol, ""), t(p.StartsAt, "-"), t(p.EndsAt, "resumed"), p.CreatedBy, p.Comment)
 	}
 	return tw.Flush()
 }
@@ -251,13 +273,17 @@ func (m *Main) silenceExpire(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runPause(ctx context.Context, args []string) error {
-	fs := m.newFlags("pause", "pause [--for 1h] [--rule R] [--symbol S] [--comment C] [--by WHO] [--addr HOST:PORT | --config FILE]",
+	if len(args) > 0 && args[0] == "list" {
+		return m.pauseList(ctx, args[1:])
+	}
+	fs := m.newFlags("pause", "pause [--for 1h] [--rule R] [--symbol S] [--allow-unknown] [--comment C] [--by WHO] [--addr HOST:PORT | --config FILE]; pause list",
 		commands()["pause"].summary)
 	f := m.addCtlFlags(fs)
 	rule := fs.String("rule", "", "pause this rule's actions only")
 	symbol := fs.String("symbol", "", "pause the actions on this symbol only")
-	dur := fs.Duration("for", 0, "end the pause after this long (default: until resumed)")
-	comment := fs.String("comment", "", "why, kept with the pause")
+	dur := fs.Duration("for", 0, "end the pause after this long, at most 90 days (default: until resumed)")
+	comment := fs.String("comment", "", "why, kept with the pause (at most 1,000 characters)")
+	allowUnknown := fs.Bool("allow-unknown", false, "accept a rule or symbol the guard does not know (a symbol not open yet)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -265,7 +291,7 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 	if err != nil {
 		return m.ctlFail("pause", err)
 	}
-	req := web.ControlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by}
+	req := web.ControlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by, AllowUnknown: *allowUnknown}
 	if *dur > 0 {
 		req.Duration = dur.String()
 	}
@@ -277,8 +303,27 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 	if !p.EndsAt.IsZero() {
 		end = "until " + p.EndsAt.Local().Format(time.RFC3339)
 	}
-	fmt.Fprintf(m.Stdout, "paused %s (%s), %s: no action is sent; the rules are still evaluated and notified\n", matchers(p.Rule, p.Symbol, ""), p.ID, end)
+	fmt.Fprintf(m.Stdout, "paused %s (%s), %s: no action is sent; the rules are still evaluated and notified\n",
+		control.Printable(matchers(p.Rule, p.Symbol, "")), control.Printable(p.ID), end)
+	if len(p.InFlight) > 0 {
+		fmt.Fprintf(m.Stdout, "warning: sent before the pause and still running, they may still change the position: %s\n",
+			control.Printable(strings.Join(p.InFlight, "; ")))
+	}
 	return nil
+}
+
+// pauseList prints the pauses in force (and the silences: one table).
+func (m *Main) pauseList(ctx context.Context, args []string) error {
+	fs := m.newFlags("pause list", "pause list [--addr HOST:PORT | --config FILE]", "list the pauses in force")
+	f := m.addCtlFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, err := m.client(f)
+	if err != nil {
+		return m.ctlFail("pause list", err)
+	}
+	return m.listControls(ctx, c, "pause list", nil)
 }
 
 func (m *Main) runResume(ctx context.Context, args []string) error {
@@ -298,7 +343,7 @@ func (m *Main) runResume(ctx context.Context, args []string) error {
 		return m.ctlFail("resume", err)
 	}
 	for _, p := range out.Resumed {
-		fmt.Fprintf(m.Stdout, "resumed %s (%s)\n", matchers(p.Rule, p.Symbol, ""), p.ID)
+		fmt.Fprintf(m.Stdout, "resumed %s (%s)\n", control.Printable(matchers(p.Rule, p.Symbol, "")), control.Printable(p.ID))
 	}
 	return nil
 }
@@ -325,6 +370,6 @@ func (m *Main) runAck(ctx context.Context, args []string) error {
 	if err := c.do(ctx, http.MethodPost, "/api/v1/ack", req, &s); err != nil {
 		return m.ctlFail("ack", err)
 	}
-	fmt.Fprintf(m.Stdout, "acknowledged %s on %s (%s): muted until it resolves\n", s.Rule, s.Symbol, s.ID)
+	fmt.Fprintf(m.Stdout, "acknowledged %s on %s (%s): muted until it resolves\n", control.Printable(s.Rule), control.Printable(s.Symbol), control.Printable(s.ID))
 	return nil
 }

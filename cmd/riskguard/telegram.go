@@ -114,10 +114,11 @@ func (c telegramController) Silence(ctx context.Context, by, target string, d ti
 		ruleNames = append(ruleNames, r.Name)
 	}
 	symbols := append(c.e.ListedSymbols(), "account")
+	is := func(k string) bool { return strings.EqualFold(k, target) } // the engine stores the guard's spelling
 	switch {
-	case slices.Contains(ruleNames, target):
+	case slices.ContainsFunc(ruleNames, is):
 		s.Rule = target
-	case slices.Contains(symbols, target):
+	case slices.ContainsFunc(symbols, is):
 		s.Symbol = target
 	default:
 		msg := fmt.Sprintf("%q is neither a rule nor a symbol", target)

@@ -26,6 +26,7 @@ targets=(
 	"./rules FuzzFastVsVM"
 	"./notify FuzzParseConfig"
 	"./cmd/riskguard FuzzLoadConfig"
+	"./engine FuzzControlTimesKeepStateWritable"
 )
 start=$SECONDS
 for t in "${targets[@]}"; do

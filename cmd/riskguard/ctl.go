@@ -164,6 +164,9 @@ func (m *Main) silenceAdd(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := noArgs(fs, ""); err != nil {
+		return err
+	}
 	c, err := m.client(f)
 	if err != nil {
 		return m.ctlFail("silence add", err)
@@ -287,9 +290,15 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := noArgs(fs, "list"); err != nil {
+		return err
+	}
 	c, err := m.client(f)
 	if err != nil {
 		return m.ctlFail("pause", err)
+	}
+	if fs.NArg() == 1 { // pause --addr HOST:PORT list
+		return m.listControls(ctx, c, "pause list", nil)
 	}
 	req := web.ControlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by, AllowUnknown: *allowUnknown}
 	if *dur > 0 {
@@ -326,12 +335,27 @@ func (m *Main) pauseList(ctx context.Context, args []string) error {
 	return m.listControls(ctx, c, "pause list", nil)
 }
 
+// noArgs refuses the positional arguments of a control command (but the
+// one word allowed, if any): a stray word must not turn into a pause of
+// everything.
+func noArgs(fs *flag.FlagSet, allowed string) error {
+	if fs.NArg() == 0 || fs.NArg() == 1 && allowed != "" && fs.Arg(0) == allowed {
+		return nil
+	}
+	fmt.Fprintf(fs.Output(), "riskguard %s: unexpected argument %q\n", fs.Name(), control.Printable(fs.Arg(0)))
+	fs.Usage()
+	return exitCode(2)
+}
+
 func (m *Main) runResume(ctx context.Context, args []string) error {
 	fs := m.newFlags("resume", "resume [--rule R] [--symbol S] [--by WHO] [--addr HOST:PORT | --config FILE]", commands()["resume"].summary)
 	f := m.addCtlFlags(fs)
 	rule := fs.String("rule", "", "end the pause of this rule (as paused)")
 	symbol := fs.String("symbol", "", "end the pause of this symbol (as paused)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs, ""); err != nil {
 		return err
 	}
 	c, err := m.client(f)
@@ -354,8 +378,11 @@ func (m *Main) runAck(ctx context.Context, args []string) error {
 	rule := fs.String("rule", "", "the alert's rule")
 	symbol := fs.String("symbol", "", "the alert's symbol")
 	dur := fs.Duration("for", 0, "end it after this long even if the alert still fires (default: when it resolves)")
-	comment := fs.String("comment", "", "why, kept with the acknowledgement")
+	comment := fs.String("comment", "", "why, kept with the acknowledgement (at most 1,000 characters)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs, ""); err != nil {
 		return err
 	}
 	c, err := m.client(f)

@@ -223,7 +223,9 @@ func TestControlRefusesUnknownNames(t *testing.T) {
 	}
 	g.putNearLiquidation("XBTC", "BTC", 0.03)
 	waitFor(t, "XBTC's actions held", 10*time.Second, func() bool {
-		return len(g.records(func(r engine.Record) bool { return r.Phase == "paused" && r.Symbol == "XBTC" && strings.Contains(r.Reason, "bob@desk") })) > 0
+		return len(g.records(func(r engine.Record) bool {
+			return r.Phase == "paused" && r.Symbol == "XBTC" && strings.Contains(r.Reason, "bob@desk")
+		})) > 0
 	})
 	if calls := g.mutatingOn("XBTC"); len(calls) != 0 {
 		t.Errorf("a pause of xbtc let through %+v", calls)
@@ -283,7 +285,9 @@ func TestControlFuturePauseFromTheStateFileHolds(t *testing.T) {
 	}
 	g.putNearLiquidation("XBTC", "BTC", 0.03)
 	waitFor(t, "XBTC's actions held by the restored pause", 10*time.Second, func() bool {
-		return len(g.records(func(r engine.Record) bool { return r.Phase == "paused" && r.Symbol == "XBTC" && strings.Contains(r.Reason, "feedc0de") })) >= 2
+		return len(g.records(func(r engine.Record) bool {
+			return r.Phase == "paused" && r.Symbol == "XBTC" && strings.Contains(r.Reason, "feedc0de")
+		})) >= 2
 	})
 	if calls := g.mutating(); len(calls) != 0 {
 		t.Errorf("the pause listed as in force let through %+v", calls)

@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/rules"
 )
 
 // Whatever times a control is asked for, the state file stays writable:
@@ -29,10 +31,24 @@ func FuzzControlTimesKeepStateWritable(f *testing.F) {
 	} {
 		f.Add(seed.start, seed.silenceFor, seed.pauseFor)
 	}
+	// One engine for every run (a new one each run is 10 times slower):
+	// each run ends the controls it made.
+	path := filepath.Join(f.TempDir(), "state.json")
+	fx := newFake()
+	e, err := New(Config{StateFile: path}, &rules.Set{Rules: []*rules.Rule{rule(f, overMax)}},
+		Deps{Reader: fx, Actuator: fx, Notifier: new(recorder), Audit: NewAudit(io.Discard)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := &harness{e: e}
 	f.Fuzz(func(t *testing.T, start, silenceFor, pauseFor int64) {
-		path := filepath.Join(t.TempDir(), "state.json")
-		h := newHarness(t, Config{StateFile: path}, overMax)
 		ctx, now := context.Background(), t0
+		defer func() {
+			for _, s := range h.e.Silences(now) {
+				_ = h.e.ExpireSilence(ctx, now, s.ID, "fuzz")
+			}
+			_, _ = h.e.Resume(ctx, now, "", "", "fuzz")
+		}()
 		startsAt := time.Unix(start, 0).UTC()
 		s, err := h.e.AddSilence(ctx, now, Silence{Rule: "over-max-leverage", StartsAt: startsAt,
 			EndsAt: startsAt.Add(time.Duration(silenceFor) * time.Second), CreatedBy: "fuzz"})

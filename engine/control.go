@@ -124,7 +124,9 @@ func (e *Engine) Ack(ctx context.Context, now time.Time, rule, symbol, by, comme
 	}
 	var err error
 	if rule, symbol, err = e.resolveNames(rule, symbol, false); err != nil {
-		return Silence{}, err
+		// The alert of a rule or symbol the guard does not know is not
+		// active either: both errors hold (the API answers 400).
+		return Silence{}, fmt.Errorf("%w (%w)", err, ErrNotActive)
 	}
 	found := false
 	for _, a := range e.Active() {

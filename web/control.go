@@ -183,6 +183,8 @@ func (s *Server) controlRoutes() {
 		}
 		sil, err := s.controls.Ack(r.Context(), now, req.Rule, req.Symbol, req.CreatedBy, req.Comment, req.EndsAt)
 		switch {
+		case errors.Is(err, engine.ErrUnknownName):
+			writeError(w, http.StatusBadRequest, err.Error())
 		case errors.Is(err, engine.ErrNotActive):
 			writeError(w, http.StatusConflict, err.Error())
 		case err != nil:

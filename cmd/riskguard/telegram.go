@@ -82,7 +82,11 @@ func (c telegramController) Pause(ctx context.Context, by string, d time.Duratio
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("Paused: no action is sent%s; the rules are still evaluated and what would be done is said (pause %s).", orUntilResumed(p.EndsAt), p.ID), nil
+	text := fmt.Sprintf("Paused: no action is sent%s; the rules are still evaluated and what would be done is said (pause %s).", orUntilResumed(p.EndsAt), p.ID)
+	if len(p.InFlight) > 0 {
+		text += " Sent before the pause and still running (they may still change the position): " + strings.Join(p.InFlight, "; ") + "."
+	}
+	return text, nil
 }
 
 func orUntilResumed(t time.Time) string {

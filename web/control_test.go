@@ -90,6 +90,7 @@ func TestControlBadRequests(t *testing.T) {
 			{"a negative duration", `{"createdBy":"x","duration":"-1h"}`, `duration "-1h": want a positive Go duration like 90m or 2h`},
 			{"a zero duration", `{"createdBy":"x","duration":"0s"}`, `duration "0s": want a positive Go duration like 90m or 2h`},
 			{"a duration in words", `{"createdBy":"x","duration":"soon"}`, `duration "soon": want a positive Go duration like 90m or 2h`},
+			{"a duration over 90 days", `{"createdBy":"x","duration":"2161h"}`, `duration "2161h": at most 2160h0m0s (90 days)`},
 			{"over 64 KiB", `{"createdBy":"x","comment":"` + strings.Repeat("a", 64<<10) + `"}`, "bad request body: unexpected EOF"},
 		} {
 			e := newEnv(t, testToken)
@@ -157,6 +158,8 @@ func TestControlEndpoints(t *testing.T) {
 			call{"Pause", t0, []any{engine.Pause{Comment: "maintenance", CreatedBy: "alice@desk"}}}},
 		{"pause a rule for a duration", "POST", "/api/v1/pause", `{"rule":"near-liquidation","symbol":"XBTC","duration":"4s","createdBy":"carol@desk"}`, nil, 201, "",
 			call{"Pause", t0, []any{engine.Pause{Rule: "near-liquidation", Symbol: "XBTC", EndsAt: t0.Add(4 * time.Second), CreatedBy: "carol@desk"}}}},
+		{"pause of a symbol not open yet", "POST", "/api/v1/pause", `{"symbol":"XNEW","allowUnknown":true,"createdBy":"carol@desk"}`, nil, 201, "",
+			call{"Pause", t0, []any{engine.Pause{Symbol: "XNEW", AllowUnknown: true, CreatedBy: "carol@desk"}}}},
 		{"pause refused", "POST", "/api/v1/pause", `{"createdBy":"c","endsAt":"2025-03-14T08:00:00Z"}`, errors.New("the pause would end before it starts"), 400,
 			"{\n  \"error\": \"the pause would end before it starts\"\n}\n",
 			call{"Pause", t0, []any{engine.Pause{EndsAt: time.Date(2025, 3, 14, 8, 0, 0, 0, time.UTC), CreatedBy: "c"}}}},
@@ -184,6 +187,9 @@ func TestControlEndpoints(t *testing.T) {
 		{"ack of an inactive alert", "POST", "/api/v1/ack", `{"rule":"r","symbol":"XBTC","createdBy":"x"}`,
 			fmt.Errorf("%w: rule r on XBTC is inactive", engine.ErrNotActive), 409,
 			"{\n  \"error\": \"alert not active: rule r on XBTC is inactive\"\n}\n", call{"Ack", t0, []any{"r", "XBTC", "x", "", time.Time{}}}},
+		{"ack of an unknown rule", "POST", "/api/v1/ack", `{"rule":"r2","symbol":"XBTC","createdBy":"x"}`,
+			fmt.Errorf("%w rule \"r2\" (%w)", engine.ErrUnknownName, engine.ErrNotActive), 400,
+			"{\n  \"error\": \"unknown rule \\\"r2\\\" (alert not active)\"\n}\n", call{"Ack", t0, []any{"r2", "XBTC", "x", "", time.Time{}}}},
 		{"ack refused", "POST", "/api/v1/ack", `{"rule":"r","createdBy":"x"}`, errors.New("an acknowledgement names a rule and a symbol"), 400,
 			"{\n  \"error\": \"an acknowledgement names a rule and a symbol\"\n}\n", call{"Ack", t0, []any{"r", "", "x", "", time.Time{}}}},
 	} {

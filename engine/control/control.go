@@ -209,8 +209,9 @@ func fmtDuration(d time.Duration) string {
 
 // Printable is s with its control characters (terminal escapes, carriage
 // returns, new lines, tabs) and the bidirectional overrides written as
-// visible escapes (\x1b, \u202e; invalid UTF-8 as \ufffd), for a terminal or a table: a comment
-// cannot move the cursor, recolour the screen or hide text.
+// visible escapes (\x1b, \u202e; invalid UTF-8 as \ufffd), for a terminal
+// or a table: a comment cannot move the cursor, recolour the screen or
+// hide text.
 func Printable(s string) string {
 	if !strings.ContainsFunc(s, unprintable) {
 		return s

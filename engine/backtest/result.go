@@ -465,7 +465,7 @@ type Verdict struct {
 	// started with, and EquityDeltaShare EquityDelta as a share of it (0
 	// when it was not positive).
 	EquityWithout, EquityWith, EquityDelta, EquityStart decimal.Decimal
-	EquityDeltaShare                                   float64 `json:"equityDeltaShare"`
+	EquityDeltaShare                                    float64 `json:"equityDeltaShare"`
 	// HarmfulSkipped counts the isolations the guard did not send because
 	// they would have moved a liquidation price closer; Bounded the
 	// leverage cuts a bound left no room for. Skips says why, by reason.

@@ -353,6 +353,12 @@ func Summary(res *Result) string {
 	row("realized PNL", func(r *RunResult) string { return money(r.RealizedPNL) })
 	row("unrealized PNL", func(r *RunResult) string { return money(r.UnrealizedPNL) })
 	row("equity", func(r *RunResult) string { return money(r.Equity) })
+	row("account measure at worst", func(r *RunResult) string {
+		if r.WorstAccountMeasure == nil {
+			return "n/a" // until exchange/margin provides the measure
+		}
+		return fmt.Sprintf("%.2f%%", *r.WorstAccountMeasure*100)
+	})
 	row("evaluations", func(r *RunResult) string { return fmt.Sprint(r.Evaluations) })
 	tw.Flush()
 

@@ -418,12 +418,12 @@ func (e *Engine) skipEvent(now time.Time, pl *act.Plan, sk act.Skip) event {
 			Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
 		ev := harmEvent(base, sk.Pred, sk.Why, e.firstHarmInFiring(pl, now))
 		ev.Action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
-			From: pos.Leverage, To: sk.Want.Leverage, Effect: sk.Pred.String() + "; " + sk.Why}
+			From: pos.Leverage, To: sk.Want.Leverage, Effect: sk.Pred.String() + "; " + sk.Why, Reason: sk.Why}
 		return ev
 	}
 	base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: act.Dedupe(pl.LowerRules),
 		Leverage: sk.Asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: sk.Why}
 	return event{Audit: &base, Level: slog.LevelWarn, Msg: "skipped lower_leverage " + sym + ": " + sk.Why,
 		Attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
-		Action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: sk.Asked, Effect: sk.Why}}
+		Action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: sk.Asked, Effect: sk.Why, Reason: sk.Why}}
 }

@@ -461,11 +461,14 @@ func (e *Engine) restore(s *savedState) []event {
 			clamped++
 		}
 	}
-	for i := range s.Breaker.Sent {
-		clamp(&s.Breaker.Sent[i])
-	}
-	if limit := now.Add(e.cfg.BreakerReset); s.Breaker.OpenUntil.After(limit) {
-		s.Breaker.OpenUntil = limit
+	savedUntil := s.Breaker.OpenUntil
+	future, dropped := s.Breaker.Restore(now, e.cfg.BreakerReset)
+	clamped += dropped
+	if !future.IsZero() {
+		text := fmt.Sprintf("the state file's circuit breaker opened at %s, after now (%s; saved at %s, open until %s): a clock that ran ahead wrote it, so it is not credible; restored closed, and the guard's actions are not held for another breaker_reset",
+			future.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), s.SavedAt.UTC().Format(time.RFC3339), savedUntil.UTC().Format(time.RFC3339))
+		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
+	} else if s.Breaker.OpenUntil.Before(savedUntil) {
 		clamped++
 	}
 	e.breaker = s.Breaker
@@ -488,7 +491,7 @@ func (e *Engine) restore(s *savedState) []event {
 		}
 	}
 	if clamped > 0 {
-		text := fmt.Sprintf("the state file holds %d times after now (saved at %s, now %s): the host clock ran ahead; they were clamped to now",
+		text := fmt.Sprintf("the state file holds %d times after now (saved at %s, now %s): the host clock ran ahead; they were clamped to now (the breaker's calls after now dropped, an open breaker held at most breaker_reset)",
 			clamped, s.SavedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
 	}

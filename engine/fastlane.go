@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/riskguard/riskguard/rules"
@@ -41,11 +42,15 @@ func (l *laneState) observe(symbol string, env *rules.Env) {
 }
 
 // fastLaneCause says why the next tick comes after cfg.FastInterval rather
-// than cfg.Interval, or "" when it does not: a rule pending or firing on a
-// position (hot lists them in a stable order), or a position whose
-// liquidation distance is under cfg.FastDistance. A pending rule is about
-// to act and a firing one may act again once its cooldown ends; a position
-// near liquidation may cross a rule's threshold at any moment.
+// than cfg.Interval, or "" when it does not: a rule that can change
+// something (hot: pending or firing, with an action other than notify, in a
+// stable order) on a position or on the account, or a position whose
+// liquidation distance is under cfg.FastDistance. Such a rule pending is
+// about to act, and firing may act again once its cooldown ends; a
+// position near liquidation may cross a rule's threshold at any moment. A
+// rule that only notifies has nothing to act on sooner: a notify-only
+// alert, with every position far from liquidation, keeps the normal
+// interval for as long as it holds.
 func fastLaneCause(cfg Config, hot []ActiveRule, near nearest) string {
 	if cfg.FastInterval <= 0 || cfg.FastInterval >= cfg.Interval {
 		return ""
@@ -61,10 +66,23 @@ func fastLaneCause(cfg Config, hot []ActiveRule, near nearest) string {
 	return ""
 }
 
-// hotRules lists the rules pending or firing on a position, sorted by
-// symbol and rule. The caller holds tick.
+// acts reports whether a rule can change something on the exchange: it
+// has an action other than notify (on its position, or, for an account
+// rule, on its targets).
+func acts(r *rules.Rule) bool {
+	return slices.ContainsFunc(r.Actions, func(a rules.Action) bool { return a.Kind != rules.Notify })
+}
+
+// hotRules lists the rules that can change something and are pending or
+// firing on a position or the account, sorted by symbol and rule. The
+// caller holds tick.
 func (e *Engine) hotRules() []ActiveRule {
 	out := e.book.Alerts(e.names, func(s State) bool { return s == Pending || s == Firing })
+	acting := make(map[string]bool, len(e.set.Rules))
+	for _, r := range e.set.Rules {
+		acting[r.Name] = acts(r)
+	}
+	out = slices.DeleteFunc(out, func(a ActiveRule) bool { return !acting[a.Rule] })
 	for i := range out {
 		out[i].Since = time.Time{} // the lane reads the states only
 	}
@@ -101,9 +119,9 @@ func (e *Engine) steerLane(ctx context.Context) {
 }
 
 // NextInterval is how long Run waits after the start of the last tick
-// before the next: FastInterval while that tick found a rule pending or
-// firing or a position within FastDistance of its liquidation price,
-// Interval otherwise.
+// before the next: FastInterval while that tick found a rule that can
+// change something pending or firing, or a position within FastDistance of
+// its liquidation price; Interval otherwise.
 func (e *Engine) NextInterval() time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()

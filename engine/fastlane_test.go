@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskguard/riskguard/rules"
 )
 
 func TestFastLaneCause(t *testing.T) {
@@ -186,4 +187,27 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no gauge %s", name)
 	return 0
+}
+
+// Only a rule with an action other than notify can hold the fast lane.
+func TestActs(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		kinds []rules.ActionKind
+		want  bool
+	}{
+		{nil, false},
+		{[]rules.ActionKind{rules.Notify}, false},
+		{[]rules.ActionKind{rules.Notify, rules.CancelOrders}, true},
+		{[]rules.ActionKind{rules.LowerLeverage}, true},
+		{[]rules.ActionKind{rules.SetIsolated}, true},
+	} {
+		r := &rules.Rule{Name: "r"}
+		for _, k := range c.kinds {
+			r.Actions = append(r.Actions, rules.Action{Kind: k})
+		}
+		if got := acts(r); got != c.want {
+			t.Errorf("acts(%v) = %v, want %v", c.kinds, got, c.want)
+		}
+	}
 }

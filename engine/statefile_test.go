@@ -54,7 +54,8 @@ func TestCorruptStateFileMovedAside(t *testing.T) {
 }
 
 // A state file written by a clock a day ahead cannot hold the guard back:
-// its times are clamped to now, the breaker to at most its reset.
+// its times are clamped to now, and its breaker, which claims to have
+// opened after now, is restored closed with the reason audited.
 func TestStateFromTheFutureClamped(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -67,8 +68,46 @@ func TestStateFromTheFutureClamped(t *testing.T) {
 	if err := saveState(path, s); err != nil {
 		t.Fatal(err)
 	}
-	fx, notes := newFake(), new(recorder)
+	fx, notes, audit := newFake(), new(recorder), new(bytes.Buffer)
 	e, err := New(Config{StateFile: path, BreakerReset: 5 * time.Minute}, &rules.Set{Rules: []*rules.Rule{r}},
+		Deps{Reader: fx, Actuator: fx, Notifier: notes, Audit: NewAudit(audit), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.breaker.Open(t0) || len(e.breaker.Sent) != 0 {
+		t.Errorf("breaker %+v, want closed with no calls", e.breaker)
+	}
+	if got := e.book.Get(market.Key{ID: "1_1"}).Rules[0].LastActionAt; !got.Equal(t0) {
+		t.Errorf("last action at %s, want clamped to %s", got, t0)
+	}
+	if msgs := strings.Join(notes.all(), "\n"); strings.Contains(msgs, "circuit breaker OPEN") {
+		t.Errorf("a breaker from the future notified as open: %s", msgs)
+	}
+	want := "the state file's circuit breaker opened at 2026-11-22T11:55:00Z, after now (2026-11-21T12:00:00Z"
+	if !strings.Contains(audit.String(), want) {
+		t.Errorf("audit does not say %q:\n%s", want, audit.String())
+	}
+	// After the cooldown the guard acts again.
+	if _, err := e.Tick(context.Background(), t0.Add(6*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if settings, _ := fx.calls(); len(settings) != 1 {
+		t.Errorf("settings calls after the cooldown = %v, want one", settings)
+	}
+}
+
+// A breaker saved open in the past is kept; one that claims a reset longer
+// than today's is held at most today's breaker_reset.
+func TestStateOpenBreakerKept(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state.json")
+	opened := t0.Add(-time.Minute)
+	s := &savedState{Version: stateFileVersion, SavedAt: opened, Breaker: act.Breaker{OpenedAt: opened, OpenUntil: opened.Add(time.Hour)}}
+	if err := saveState(path, s); err != nil {
+		t.Fatal(err)
+	}
+	fx, notes := newFake(), new(recorder)
+	e, err := New(Config{StateFile: path, BreakerReset: 5 * time.Minute}, &rules.Set{Rules: []*rules.Rule{rule(t, overMax)}},
 		Deps{Reader: fx, Actuator: fx, Notifier: notes, Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -76,19 +115,8 @@ func TestStateFromTheFutureClamped(t *testing.T) {
 	if got := e.breaker.OpenUntil; !got.Equal(t0.Add(5 * time.Minute)) {
 		t.Errorf("breaker open until %s, want %s", got, t0.Add(5*time.Minute))
 	}
-	if got := e.book.Get(market.Key{ID: "1_1"}).Rules[0].LastActionAt; !got.Equal(t0) {
-		t.Errorf("last action at %s, want clamped to %s", got, t0)
-	}
-	msgs := strings.Join(notes.all(), "\n")
-	if !strings.Contains(msgs, "breaker: circuit breaker OPEN from the saved state: no actions until 2026-11-21T12:05:00Z") {
+	if msgs := strings.Join(notes.all(), "\n"); !strings.Contains(msgs, "circuit breaker OPEN from the saved state: no actions until 2026-11-21T12:05:00Z") {
 		t.Errorf("the open breaker is not notified: %s", msgs)
-	}
-	// After the reset and the cooldown the guard acts again.
-	if _, err := e.Tick(context.Background(), t0.Add(6*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if settings, _ := fx.calls(); len(settings) != 1 {
-		t.Errorf("settings calls after the clamped breaker and cooldown = %v, want one", settings)
 	}
 }
 

@@ -1,19 +1,23 @@
 //go:build ignore
 
-// battery runs a rules file through `riskguard backtest` on a battery of
-// price paths × accounts and prints one table: liquidations without and
-// with the guard, the ones the guard caused (self-inflicted), the equity
-// difference, and the harmful actions it skipped. It exits 1 when the
-// guard caused a liquidation or an account ended with negative equity and
-// nothing liquidated (the margin model would be wrong).
+// battery runs rule sets through `riskguard backtest` on a battery of price
+// paths × accounts and prints, per rule set, one table — liquidations
+// without and with the guard, the ones it avoided and the ones it caused
+// (self-inflicted), the equity difference (in money and as a share of the
+// starting equity), the account measure at its worst without and with the
+// guard, the actions it skipped — then the skips by reason, the totals, the
+// goals met or not, and a one-line judgement. It exits 1 when the guard
+// caused a liquidation or an account ended with negative equity and nothing
+// liquidated (the margin model would be wrong).
 //
-//	go run scripts/battery.go                          # rules.example.yaml
-//	go run scripts/battery.go -rules my-rules.yaml
-//	go run scripts/battery.go -short                   # coarser steps, for CI
+//	go run scripts/battery.go                          # every rule set of ruleSets
+//	go run scripts/battery.go -rules my-rules.yaml     # one or more (comma-separated)
+//	go run scripts/battery.go -short                   # the first rule set only, for CI
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -21,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -94,13 +99,37 @@ func accounts() []account {
 	}
 }
 
+// ruleSets are the rule files the battery runs side by side, each on every
+// path and account: adding a rule set is one line.
+func ruleSets() []string {
+	return []string{
+		"rules.example.yaml",
+		// "rules.reduce.yaml", // the reduce-exposure rule set (issue 19 item 4), once reduce_position exists
+	}
+}
+
+// step is the time between two rows of a path's prices, in every run: a
+// wick of two minutes needs more than one row a minute.
+const step = 10 * time.Second
+
+// totals sums a rule set's runs.
+type totals struct {
+	runs, without, avoided, caused int
+	delta, start                   decimal.Decimal
+	skips                          map[[2]string]int // (action, reason) → count
+	problems                       int
+}
+
 func main() {
-	rulesFile := flag.String("rules", "rules.example.yaml", "rules or config file to test")
-	short := flag.Bool("short", false, "one step a minute instead of every 10 s (for CI)")
+	rulesFlag := flag.String("rules", "", "rules or config files to test, comma-separated (default: the battery's rule sets)")
+	short := flag.Bool("short", false, "the first rule set only (for CI): its rows are the full run's, byte for byte")
 	flag.Parse()
-	step := 10 * time.Second
+	sets := ruleSets()
+	if *rulesFlag != "" {
+		sets = strings.Split(*rulesFlag, ",")
+	}
 	if *short {
-		step = time.Minute
+		sets = sets[:1]
 	}
 	dir, err := os.MkdirTemp("", "riskguard-battery-")
 	check(err)
@@ -109,21 +138,38 @@ func main() {
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/riskguard").CombinedOutput(); err != nil {
 		fail("go build: %v\n%s", err, out)
 	}
-
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "path\taccount\tliquidated without\twith guard\tself-inflicted\tequity Δ\tharmful skipped")
 	bad := 0
+	for i, rulesFile := range sets {
+		if i > 0 {
+			fmt.Println()
+		}
+		bad += runSet(bin, dir, rulesFile)
+	}
+	if bad > 0 {
+		fmt.Printf("\n%d problems: a self-inflicted liquidation or an impossible account\n", bad)
+		os.Exit(1)
+	}
+	fmt.Println("\nno self-inflicted liquidation; every account consistent")
+}
+
+// runSet runs one rule set on every path and account, prints its table and
+// totals, and returns the number of problems.
+func runSet(bin, dir, rulesFile string) int {
+	fmt.Printf("%s:\n", rulesFile)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "path\taccount\tliquidated without\twith guard\tavoided\tself-inflicted\tequity Δ\tΔ % of start\tworst measure without → with\tskipped")
+	t := totals{delta: decimal.Zero, start: decimal.Zero, skips: map[[2]string]int{}}
 	for _, p := range paths() {
 		for _, a := range accounts() {
 			csv := filepath.Join(dir, "prices.csv")
 			check(writePath(csv, p, step))
 			sc := filepath.Join(dir, "scenario.json")
 			check(writeScenario(sc, a))
-			cmd := exec.Command(bin, "backtest", "--config", *rulesFile, "--scenario", sc, "--csv", csv, "--interval", "2s", "--json", "--log-level", "error")
+			cmd := exec.Command(bin, "backtest", "--config", rulesFile, "--scenario", sc, "--csv", csv, "--interval", "2s", "--json", "--log-level", "error")
 			cmd.Env = append(os.Environ(), "RISKGUARD_API_KEY=", "RISKGUARD_API_SECRET=")
 			out, err := cmd.Output()
 			if err != nil {
-				fail("%s / %s: %v\n%s", p.name, a.name, err, out)
+				fail("%s / %s / %s: %v\n%s", rulesFile, p.name, a.name, err, out)
 			}
 			var s backtest.JSONSummary
 			check(json.Unmarshal(out, &s))
@@ -131,22 +177,74 @@ func main() {
 			mark := ""
 			for _, r := range []backtest.RunJSON{s.Without, s.With} {
 				if r.Equity.IsNegative() && len(r.Liquidations) == 0 {
-					mark, bad = " NEGATIVE EQUITY, NOTHING LIQUIDATED", bad+1
+					mark, t.problems = " NEGATIVE EQUITY, NOTHING LIQUIDATED", t.problems+1
 				}
 			}
 			if len(v.CausedSymbols) > 0 {
-				bad++
+				t.problems++
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d%s\n", p.name, a.name, list(s.Without.Liquidations), list(s.With.Liquidations),
-				list(v.CausedSymbols), v.EquityDelta.StringFixed(0), v.HarmfulSkipped, mark)
+			skipped := 0
+			for _, sk := range v.Skips {
+				skipped += sk.Count
+				t.skips[[2]string{sk.Action, sk.Reason}] += sk.Count
+			}
+			t.runs++
+			t.without += v.LiquidatedWithout
+			t.avoided += len(v.AvoidedSymbols)
+			t.caused += len(v.CausedSymbols)
+			t.delta = t.delta.Add(v.EquityDelta)
+			t.start = t.start.Add(v.EquityStart)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s → %s\t%d%s\n", p.name, a.name, list(s.Without.Liquidations), list(s.With.Liquidations),
+				list(v.AvoidedSymbols), list(v.CausedSymbols), v.EquityDelta.StringFixed(0), share(v.EquityDelta, v.EquityStart),
+				measure(v.WorstMeasureWithout), measure(v.WorstMeasureWith), skipped, mark)
 		}
 	}
 	tw.Flush()
-	if bad > 0 {
-		fmt.Printf("\n%d problems: a self-inflicted liquidation or an impossible account\n", bad)
-		os.Exit(1)
+	if len(t.skips) > 0 {
+		fmt.Println("\nskipped, by reason:")
+		keys := make([][2]string, 0, len(t.skips))
+		for k := range t.skips {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b [2]string) int {
+			return cmp.Or(cmp.Compare(t.skips[b], t.skips[a]), cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+		})
+		for _, k := range keys {
+			fmt.Printf("  %d %s: %s\n", t.skips[k], k[0], k[1])
+		}
 	}
-	fmt.Println("\nno self-inflicted liquidation; every account consistent")
+	fmt.Printf("\ntotals over %d runs: liquidations avoided %d of %d, self-inflicted %d, equity Δ %s (%s of the starting equities, %s)\n",
+		t.runs, t.avoided, t.without, t.caused, t.delta.StringFixed(0), share(t.delta, t.start), t.start.StringFixed(0))
+	goal := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	fmt.Printf("goals: no self-inflicted liquidation: %s; summed equity Δ not negative: %s\n", goal(t.caused == 0), goal(!t.delta.IsNegative()))
+	fmt.Printf("judgement: %s\n", backtest.Judge(t.avoided, t.caused, t.delta, t.start))
+	return t.problems
+}
+
+// share is d as a signed percentage of start, one decimal.
+func share(d, start decimal.Decimal) string {
+	if !start.IsPositive() {
+		return "n/a"
+	}
+	s := d.Div(start).Shift(2).StringFixed(1) + "%"
+	if d.IsPositive() {
+		s = "+" + s
+	}
+	return s
+}
+
+// measure is the account measure at its worst, or n/a while the margin
+// model does not provide it (issue 19 item 2).
+func measure(m *float64) string {
+	if m == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", *m*100)
 }
 
 func list(s []string) string {

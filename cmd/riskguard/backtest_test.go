@@ -223,7 +223,7 @@ func TestBacktestCSVCrashPath(t *testing.T) {
 				t.Fatalf("exit %d\n%s", code, stderr)
 			}
 			for _, want := range []*regexp.Regexp{
-				regexp.MustCompile(`(?m)^backtest 2026-03-02T09:00:00Z → 2026-03-02T09:02:00Z: 6 steps, 121 ticks\n\nverdict: liquidations avoided 1 \(XSOL\), self-inflicted none; equity \+\d+\.\d\d with the guard`),
+				regexp.MustCompile(`(?m)^backtest 2026-03-02T09:00:00Z → 2026-03-02T09:02:00Z: 6 steps, 121 ticks\n\nverdict: liquidations avoided 1 \(XSOL\) of 1, self-inflicted none; equity \+\d+\.\d\d with the guard`),
 				regexp.MustCompile(`(?m)^liquidations\s+1 \(XSOL\)\s+0$`),
 				regexp.MustCompile(`(?m)^XSOL\s+liquidated\s+10× isolated, liq 139\.84 \(was 15×\)$`),
 				regexp.MustCompile(`(?m)^liquidations the guard avoided:\n  XSOL at 2026-03-02T09:01:10Z: index 144\.5 crossed 144\.907 \(15×\)$`),

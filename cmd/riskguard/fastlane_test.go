@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/shopspring/decimal"
 )
 
@@ -90,5 +91,92 @@ func TestRunFastLaneFollowsDanger(t *testing.T) {
 	}
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, d.logs.String())
+	}
+}
+
+// liquidationDistance is how far sym's position is from its liquidation
+// price, as a fraction of its index.
+func (g *guardEnv) liquidationDistance(sym, index string) float64 {
+	g.t.Helper()
+	p := g.position(sym)
+	ix, ok := g.ex.IndexPrice(index)
+	if !ok {
+		g.t.Fatalf("no index %s", index)
+	}
+	d := ix.Sub(p.LiquidationPrice).Div(ix)
+	if p.Direction == exchange.Short {
+		d = d.Neg()
+	}
+	return d.InexactFloat64()
+}
+
+// The fast lane follows danger, not every alert: an account rule that only
+// notifies, firing with every position 17% or more from liquidation, keeps
+// the normal interval for as long as it holds; the same rule with an action
+// that can change something (cancel_orders on its targets) puts the guard
+// in the fast lane. Reads are counted over a bounded stretch and compared
+// as spacings (interval 500ms, fast_interval 50ms).
+func TestRunFastLaneIgnoresANotifyOnlyAlert(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, action string
+		fast         bool
+	}{
+		{"notify only", "notify", false},
+		{"can change something", "cancel_orders", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rule := `
+  - name: account-watch
+    scope: account
+    when: account.positions > 0
+    targets: all
+    cooldown: 1h
+    actions:
+      - action: ` + c.action + "\n"
+			g := newGuardEnv(t, "  fast_interval: 50ms\n", rule) // fast_distance: the default 5%
+			// Every position far from liquidation: set each index so its
+			// position is 25% away, twice, as the cross pool moves them all.
+			for range 2 {
+				for _, p := range [][2]string{{"XBTC", "BTC"}, {"XETH", "ETH"}, {"XSOL", "SOL"}, {"XDOGE", "DOGE"}} {
+					if _, ok := g.ex.Position(p[0]); ok {
+						g.putNearLiquidation(p[0], p[1], 0.25)
+					}
+				}
+			}
+			for _, p := range [][2]string{{"XBTC", "BTC"}, {"XETH", "ETH"}, {"XSOL", "SOL"}, {"XDOGE", "DOGE"}} {
+				if pos, ok := g.ex.Position(p[0]); ok && !pos.Quantity.IsZero() {
+					if d := g.liquidationDistance(p[0], p[1]); d < 0.17 {
+						t.Fatalf("%s is %.1f%% from liquidation, want at least 17%%", p[0], d*100)
+					}
+				}
+			}
+			d := g.start(map[string]string{
+				"RISKGUARD_ENGINE_INTERVAL":     "500ms",
+				"RISKGUARD_EXCHANGE_RATE_LIMIT": "100", // 3 requests per 50 ms tick is 60/s
+			})
+			gap := g.readGap(2, 6) // the rule fires at the first tick
+			fired := false
+			for _, r := range g.auditLines() {
+				if r.Type == "transition" && r.Rule == "account-watch" && r.To == "firing" {
+					fired = true
+				}
+			}
+			if !fired {
+				t.Fatal("the account rule did not fire")
+			}
+			logs := d.logs.String()
+			if c.fast {
+				if gap > 200*time.Millisecond || !strings.Contains(logs, "fast lane on: rule account-watch firing on account") {
+					t.Errorf("reads every %s while a rule that can act fires, want the fast lane (50ms)", gap)
+				}
+			} else if gap < 300*time.Millisecond || strings.Contains(logs, "fast lane on") {
+				t.Errorf("reads every %s while a notify-only alert fires far from liquidation, want the normal interval (500ms)", gap)
+			}
+			if code := d.stop(t); code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+		})
 	}
 }

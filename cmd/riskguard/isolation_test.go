@@ -5,6 +5,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -487,27 +488,48 @@ func TestFaultHedgeModeSharedIdentity(t *testing.T) {
 	}
 }
 
-// A state file written by a host clock a day ahead: its times are clamped
-// at start with a warning, the saved open breaker stays open at most
-// engine.breaker_reset and its opening is notified, then the guard acts
-// (issue 12, item 7). The old guard kept the breaker open for a day.
+// A state file whose breaker opened after now (written by a host clock
+// that ran ahead, here 20 minutes) is not credible: the guard restores the
+// breaker closed, says why in the audit log, and lowers XSOL at its first
+// tick instead of holding its actions for another breaker_reset. A file of
+// an older version, without openedAt, is judged by openUntil − reset.
 func TestRunStateFromTheFuture(t *testing.T) {
 	t.Parallel()
-	g := newGuardEnv(t, "  breaker_reset: 1s\n", overMaxRule)
-	day := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339Nano)
-	state := `{"version":1,"savedAt":"` + day + `","rules":{},"breaker":{"openUntil":"` + day + `","sent":["` + day + `"]}}`
-	if err := os.WriteFile(filepath.Join(g.dir, "state.json"), []byte(state), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := g.start(campaignEnv(g.url))
-	waitFor(t, "XSOL lowered once the clamped breaker closes", 15*time.Second, func() bool { return g.position("XSOL").Leverage == 10 })
-	if code := d.stop(t); code != 0 {
-		t.Errorf("exit %d, want 0", code)
-	}
-	logs := d.logs.String()
-	for _, want := range []string{"circuit breaker OPEN from the saved state", "after now"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("the log does not say %q", want)
-		}
+	for _, withOpenedAt := range []bool{true, false} {
+		t.Run(fmt.Sprintf("openedAt=%v", withOpenedAt), func(t *testing.T) {
+			t.Parallel()
+			g := newGuardEnv(t, "", overMaxRule) // breaker_reset: the default 5m
+			at := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(time.RFC3339Nano) }
+			opened := ""
+			if withOpenedAt {
+				opened = `"openedAt":"` + at(20*time.Minute) + `",`
+			}
+			state := `{"version":1,"savedAt":"` + at(20*time.Minute) + `","rules":{},"breaker":{` + opened +
+				`"openUntil":"` + at(25*time.Minute) + `","sent":["` + at(19*time.Minute) + `"]}}`
+			if err := os.WriteFile(filepath.Join(g.dir, "state.json"), []byte(state), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, stderr := g.once()
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			if got := g.position("XSOL").Leverage; got != 10 {
+				t.Errorf("XSOL at %dx after the first tick, want lowered to 10x", got)
+			}
+			if strings.Contains(stderr, "circuit breaker OPEN") {
+				t.Errorf("the breaker from the future held the guard:\n%s", stderr)
+			}
+			var why string
+			for _, r := range g.audit() {
+				if r.Type == "state" && strings.Contains(r.Reason, "circuit breaker opened at") {
+					why = r.Reason
+				}
+			}
+			for _, want := range []string{"after now", "not credible; restored closed", "not held for another breaker_reset"} {
+				if !strings.Contains(why, want) {
+					t.Errorf("the audit log's state record %q does not say %q", why, want)
+				}
+			}
+		})
 	}
 }

@@ -12,6 +12,9 @@ const budgetWindow = time.Minute
 // of the last minute and, when the budget was exceeded, until when the
 // circuit breaker stays open.
 type Breaker struct {
+	// OpenedAt is when the breaker opened: a restart judges by it whether
+	// the saved breaker is credible (it cannot have opened after now).
+	OpenedAt  time.Time   `json:"openedAt,omitzero"`
 	OpenUntil time.Time   `json:"openUntil,omitzero"`
 	Sent      []time.Time `json:"sent,omitempty"`
 }
@@ -31,13 +34,13 @@ func (b *Breaker) Take(now time.Time, max int, reset time.Duration) Verdict {
 		if now.Before(b.OpenUntil) {
 			return v
 		}
-		b.OpenUntil = time.Time{}
+		b.OpenedAt, b.OpenUntil = time.Time{}, time.Time{}
 		b.Sent = nil
 		v.Closed = true
 	}
 	b.Prune(now)
 	if len(b.Sent) >= max {
-		b.OpenUntil = now.Add(reset)
+		b.OpenedAt, b.OpenUntil = now, now.Add(reset)
 		v.Opened = true
 		return v
 	}
@@ -72,4 +75,45 @@ func (b *Breaker) Refund(t time.Time) {
 }
 
 // Clone is a copy that shares nothing with b.
-func (b *Breaker) Clone() Breaker { return Breaker{OpenUntil: b.OpenUntil, Sent: slices.Clone(b.Sent)} }
+func (b *Breaker) Clone() Breaker {
+	return Breaker{OpenedAt: b.OpenedAt, OpenUntil: b.OpenUntil, Sent: slices.Clone(b.Sent)}
+}
+
+// Restore makes a breaker read from a state file credible at now: a
+// breaker that opened after now (a host clock that ran ahead wrote it, or
+// the file was edited) is closed, since holding the guard's actions for
+// another reset on a time that has not happened protects nothing; the
+// calls after now are dropped for the same reason. An older file has no
+// OpenedAt: it is taken as OpenUntil − reset. A credible open breaker is
+// held at most reset from now (the reset may have been shortened since).
+// It returns what it did, for the audit log: the time the dropped breaker
+// claimed to have opened (zero when it was kept) and the number of calls
+// dropped.
+func (b *Breaker) Restore(now time.Time, reset time.Duration) (droppedOpenedAt time.Time, droppedSent int) {
+	kept := b.Sent[:0]
+	for _, t := range b.Sent {
+		if t.After(now) {
+			droppedSent++
+			continue
+		}
+		kept = append(kept, t)
+	}
+	b.Sent = kept
+	if b.OpenUntil.IsZero() {
+		b.OpenedAt = time.Time{}
+		return time.Time{}, droppedSent
+	}
+	opened := b.OpenedAt
+	if opened.IsZero() {
+		opened = b.OpenUntil.Add(-reset)
+	}
+	if opened.After(now) {
+		b.OpenedAt, b.OpenUntil = time.Time{}, time.Time{}
+		return opened, droppedSent
+	}
+	b.OpenedAt = opened
+	if limit := now.Add(reset); b.OpenUntil.After(limit) {
+		b.OpenUntil = limit
+	}
+	return time.Time{}, droppedSent
+}

@@ -38,3 +38,42 @@ func TestBreaker(t *testing.T) {
 		t.Fatalf("call after the first left the window denied: %+v", v)
 	}
 }
+
+func TestBreakerRestore(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return now.Add(time.Duration(m) * time.Minute) }
+	const reset = 5 * time.Minute
+	cases := []struct {
+		name        string
+		in          Breaker
+		wantOpen    time.Time // OpenUntil after
+		wantFuture  time.Time
+		wantSent    int
+		wantDropped int
+	}{
+		{name: "closed", in: Breaker{Sent: []time.Time{at(-1)}}, wantSent: 1},
+		{name: "open in the past", in: Breaker{OpenedAt: at(-2), OpenUntil: at(3)}, wantOpen: at(3)},
+		{name: "opened after now", in: Breaker{OpenedAt: at(20), OpenUntil: at(25), Sent: []time.Time{at(-1), at(19)}},
+			wantFuture: at(20), wantSent: 1, wantDropped: 1},
+		{name: "older file, opened after now", in: Breaker{OpenUntil: at(25)}, wantFuture: at(20)},
+		{name: "older file, credible", in: Breaker{OpenUntil: at(4)}, wantOpen: at(4)},
+		{name: "longer reset than today's", in: Breaker{OpenedAt: at(-1), OpenUntil: at(59)}, wantOpen: at(5)},
+		{name: "opened exactly now", in: Breaker{OpenedAt: now, OpenUntil: at(5)}, wantOpen: at(5)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := c.in
+			future, dropped := b.Restore(now, reset)
+			if !future.Equal(c.wantFuture) || dropped != c.wantDropped {
+				t.Errorf("Restore = %s, %d; want %s, %d", future, dropped, c.wantFuture, c.wantDropped)
+			}
+			if !b.OpenUntil.Equal(c.wantOpen) || len(b.Sent) != c.wantSent {
+				t.Errorf("after: open until %s, %d sent; want %s, %d", b.OpenUntil, len(b.Sent), c.wantOpen, c.wantSent)
+			}
+			if b.Open(now) != !c.wantOpen.IsZero() {
+				t.Errorf("Open(now) = %v", b.Open(now))
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package backtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -471,6 +472,8 @@ type lane struct {
 
 	evaluations int64
 	rules       map[string]*RuleStats
+	skips       map[SkipCount]int // by action and reason, Count 0
+	startEquity decimal.Decimal
 	active      map[[2]string]activeSpan // (rule, symbol) → state since
 	decisions   []string                 // this tick's, for the baseline diff
 	report      *engine.TickReport
@@ -499,7 +502,7 @@ func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun b
 		return nil, fmt.Errorf("backtest: %w", err)
 	}
 	l := &lane{name: name, ex: ex, eng: eng, set: set, rules: map[string]*RuleStats{}, active: map[[2]string]activeSpan{},
-		start: map[string]exchange.Position{}}
+		start: map[string]exchange.Position{}, skips: map[SkipCount]int{}, startEquity: ex.Equity()}
 	for _, rl := range set.Rules {
 		l.rules[rl.Name] = &RuleStats{Rule: rl.Name}
 	}
@@ -561,6 +564,9 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 				st.Bounded++
 			}
 		}
+		if a.Outcome == "skipped_harmful" || a.Outcome == "skipped_bounded" {
+			l.skips[SkipCount{Action: a.Action, Reason: skipReason(a.Reason)}]++
+		}
 		l.decisions = append(l.decisions, describeAction(a))
 	}
 }
@@ -596,7 +602,14 @@ func (l *lane) finish(end time.Time) RunResult {
 		}
 	}
 	clear(l.active)
-	out := RunResult{Name: l.name, Evaluations: l.evaluations, Balance: l.ex.Balance()}
+	out := RunResult{Name: l.name, Evaluations: l.evaluations, Balance: l.ex.Balance(), StartEquity: l.startEquity}
+	for k, n := range l.skips {
+		k.Count = n
+		out.Skips = append(out.Skips, k)
+	}
+	slices.SortFunc(out.Skips, func(a, b SkipCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Action, b.Action), cmp.Compare(a.Reason, b.Reason))
+	})
 	for _, rl := range l.set.Rules {
 		out.Rules = append(out.Rules, *l.rules[rl.Name])
 	}

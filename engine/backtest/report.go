@@ -744,7 +744,7 @@ table.actions td:last-child { font-size: 90%; }
 {{- range .RuleTables}}
 <h3>{{.Run}}{{if .Note}} <span class="note">— {{.Note}}</span>{{end}}</h3>
 <table class="rules">
-<thead><tr><th>rule</th><th>firings</th><th>actions</th><th>failed</th><th>harmful skipped</th><th>unfunded</th><th>notifications</th><th>pending (Σ positions)</th><th>firing (Σ positions)</th></tr></thead>
+<thead><tr><th>rule</th><th>firings</th><th>actions</th><th>failed</th><th>harmful skipped</th><th>bounded skipped</th><th>notifications</th><th>pending (Σ positions)</th><th>firing (Σ positions)</th></tr></thead>
 <tbody>
 {{- range .Rows}}
 <tr><td>{{.Rule}}</td><td>{{.Firings}}</td><td>{{.Actions}}</td><td>{{.Failed}}</td><td>{{.Harmful}}</td><td>{{.Bounded}}</td><td>{{.Notifications}}</td><td>{{secs .Pending}}</td><td>{{secs .Firing}}</td></tr>

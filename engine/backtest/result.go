@@ -11,6 +11,7 @@ import (
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
 
@@ -53,6 +54,29 @@ type RunResult struct {
 	// Positions are the end states of the positions held at the start or
 	// opened since, in symbol order of the exchange.
 	Positions []PositionEnd
+	// StartEquity is the account's equity at the start (the same in
+	// every run).
+	StartEquity decimal.Decimal
+	// Skips count the actions the run left out, by action and reason, most
+	// frequent first.
+	Skips []SkipCount
+	// WorstAccountMeasure is the account measure of issue 19 (the smallest
+	// adverse move of the indexes at which a position is liquidated, from
+	// exchange/margin) at its worst over the run. It is the place for that
+	// figure: nil until the margin model provides the measure and the
+	// replay samples it, and said as "n/a" until then.
+	WorstAccountMeasure *float64
+}
+
+// SkipCount is how many times a run left out one kind of action for one
+// reason.
+type SkipCount struct {
+	// Action is the action kind (lower_leverage, set_isolated, …).
+	Action string `json:"action"`
+	// Reason is the reason in a few words, the same for every instance
+	// (the per-action figures are in the audit log and the report).
+	Reason string `json:"reason"`
+	Count  int    `json:"count"`
 }
 
 // Liquidation is a position the simulated exchange liquidated.
@@ -86,9 +110,10 @@ type RuleStats struct {
 	// Actions counts the settings and cancel calls the rule asked for that
 	// were sent (or, in dry run, logged); Failed those refused, failed or
 	// held back by the breaker; Notifications its notify actions;
-	// Harmful the actions not sent because they would have moved a
-	// liquidation price closer, Bounded the leverage cuts the free balance
-	// or the margin budget could not fund at all.
+	// Harmful the isolations not sent because they would have moved a
+	// liquidation price closer, Bounded the leverage cuts a bound left no
+	// room for (the free balance, a margin budget, another position's
+	// floor: the run's Skips say which).
 	Actions, Failed, Notifications, Harmful, Bounded int
 	// Pending and Firing are the time spent in each state, summed over the
 	// positions.
@@ -328,18 +353,30 @@ func Summary(res *Result) string {
 	row("realized PNL", func(r *RunResult) string { return money(r.RealizedPNL) })
 	row("unrealized PNL", func(r *RunResult) string { return money(r.UnrealizedPNL) })
 	row("equity", func(r *RunResult) string { return money(r.Equity) })
+	row("account measure at worst", func(r *RunResult) string {
+		if r.WorstAccountMeasure == nil {
+			return "n/a" // until exchange/margin provides the measure
+		}
+		return fmt.Sprintf("%.2f%%", *r.WorstAccountMeasure*100)
+	})
 	row("evaluations", func(r *RunResult) string { return fmt.Sprint(r.Evaluations) })
 	tw.Flush()
 
 	for _, r := range runs[1:] {
 		fmt.Fprintf(&b, "\nrules (%s run):\n", r.Name)
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "rule\tfirings\tactions\tfailed\tharmful skipped\tunfunded\tnotifications\tpending (Σ positions)\tfiring (Σ positions)")
+		fmt.Fprintln(tw, "rule\tfirings\tactions\tfailed\tharmful skipped\tbounded skipped\tnotifications\tpending (Σ positions)\tfiring (Σ positions)")
 		for _, s := range r.Rules {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Rule, s.Firings, s.Actions, s.Failed, s.Harmful, s.Bounded, s.Notifications,
 				s.Pending.Round(time.Second), s.Firing.Round(time.Second))
 		}
 		tw.Flush()
+	}
+	if len(v.Skips) > 0 {
+		fmt.Fprintln(&b, "\nactions skipped, by reason (with guard):")
+		for _, sk := range v.Skips {
+			fmt.Fprintf(&b, "  %d %s: %s\n", sk.Count, skipNoun(sk.Action, sk.Count), sk.Reason)
+		}
 	}
 
 	fmt.Fprintln(&b, "\npositions at the end:")
@@ -418,7 +455,7 @@ func avoidedLiquidations(res *Result) []Liquidation {
 }
 
 // Verdict is what a backtest says first: did the guard leave the account
-// safer than no guard?
+// safer than no guard, and at what cost?
 type Verdict struct {
 	// Avoided are the liquidations of the run without the guard whose
 	// symbol the guarded run kept; Caused (self-inflicted) the guarded
@@ -426,20 +463,42 @@ type Verdict struct {
 	Avoided, Caused []Liquidation `json:"-"`
 	AvoidedSymbols  []string      `json:"avoided"`
 	CausedSymbols   []string      `json:"selfInflicted"`
+	// LiquidatedWithout counts the run without the guard's liquidations,
+	// of which the guard avoided len(Avoided).
+	LiquidatedWithout int `json:"liquidatedWithout"`
 	// EquityWithout and EquityWith are the runs' equities at the end;
-	// EquityDelta = EquityWith − EquityWithout.
-	EquityWithout, EquityWith, EquityDelta decimal.Decimal
-	// HarmfulSkipped counts the actions the guard did not send because
+	// EquityDelta = EquityWith − EquityWithout; EquityStart the equity both
+	// started with, and EquityDeltaShare EquityDelta as a share of it (0
+	// when it was not positive).
+	EquityWithout, EquityWith, EquityDelta, EquityStart decimal.Decimal
+	EquityDeltaShare                                    float64 `json:"equityDeltaShare"`
+	// HarmfulSkipped counts the isolations the guard did not send because
 	// they would have moved a liquidation price closer; Bounded the
-	// leverage cuts no free balance or margin budget could fund.
+	// leverage cuts a bound left no room for. Skips says why, by reason.
 	HarmfulSkipped, Bounded int
+	Skips                   []SkipCount `json:"skips"`
+	// WorstMeasureWithout and WorstMeasureWith are the account measure at
+	// its worst in each run (RunResult.WorstAccountMeasure): nil until the
+	// margin model provides it.
+	WorstMeasureWithout *float64 `json:"worstAccountMeasureWithout"`
+	WorstMeasureWith    *float64 `json:"worstAccountMeasureWith"`
+	// Judgement is the verdict in one line a trader can read.
+	Judgement string `json:"judgement"`
 }
 
 // VerdictOf compares the guarded run with the run without the guard.
 func VerdictOf(res *Result) Verdict {
 	v := Verdict{Avoided: avoidedLiquidations(res), EquityWithout: res.Unguarded.Equity, EquityWith: res.Guarded.Equity,
-		AvoidedSymbols: []string{}, CausedSymbols: []string{}}
+		AvoidedSymbols: []string{}, CausedSymbols: []string{}, LiquidatedWithout: len(res.Unguarded.Liquidations),
+		EquityStart: res.Guarded.StartEquity, Skips: res.Guarded.Skips,
+		WorstMeasureWithout: res.Unguarded.WorstAccountMeasure, WorstMeasureWith: res.Guarded.WorstAccountMeasure}
 	v.EquityDelta = v.EquityWith.Sub(v.EquityWithout)
+	if v.EquityStart.IsPositive() {
+		v.EquityDeltaShare = v.EquityDelta.Div(v.EquityStart).InexactFloat64()
+	}
+	if v.Skips == nil {
+		v.Skips = []SkipCount{}
+	}
 	kept := map[string]bool{}
 	for _, l := range res.Unguarded.Liquidations {
 		kept[l.Symbol] = true
@@ -459,10 +518,46 @@ func VerdictOf(res *Result) Verdict {
 		v.HarmfulSkipped += s.Harmful
 		v.Bounded += s.Bounded
 	}
+	v.Judgement = Judge(len(v.Avoided), len(v.Caused), v.EquityDelta, v.EquityStart)
 	return v
 }
 
-// String is the verdict in a sentence.
+// Judge says in one line what a guard did to an account: the positions it
+// saved (liquidated without it, not with it), the liquidations it caused,
+// and what it cost or gained, as a share of the starting equity (or in
+// money when that was not positive). The battery judges its totals with it.
+func Judge(saved, caused int, delta, start decimal.Decimal) string {
+	count := func(n int, one, many string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %s", n, many)
+	}
+	s := "the guard saved " + count(saved, "position", "positions")
+	if saved == 0 {
+		s = "the guard saved no position"
+	}
+	if caused > 0 {
+		s += ", CAUSED " + count(caused, "liquidation", "liquidations") + ","
+	}
+	money := delta.Abs().StringFixed(2) + " of equity"
+	if start.IsPositive() {
+		share := delta.Div(start).Abs().Shift(2)
+		money = share.StringFixed(1) + "% of equity"
+		if share.LessThan(decimal.New(5, -2)) {
+			money = "less than 0.1% of equity"
+		}
+	}
+	switch {
+	case delta.IsZero():
+		return s + " and left equity unchanged"
+	case delta.IsNegative():
+		return s + " and cost " + money
+	}
+	return s + " and gained " + money
+}
+
+// String is the verdict in a sentence that ends with its judgement.
 func (v Verdict) String() string {
 	names := func(ls []string) string {
 		if len(ls) == 0 {
@@ -474,18 +569,70 @@ func (v Verdict) String() string {
 	if v.EquityDelta.IsNegative() {
 		sign = ""
 	}
-	s := fmt.Sprintf("liquidations avoided %s, self-inflicted %s; equity %s%s with the guard (%s without, %s with)",
-		names(v.AvoidedSymbols), names(v.CausedSymbols), sign, v.EquityDelta.StringFixed(2), v.EquityWithout.StringFixed(2), v.EquityWith.StringFixed(2))
-	if v.HarmfulSkipped > 0 {
-		s += fmt.Sprintf("; %d harmful actions skipped", v.HarmfulSkipped)
-	}
-	if v.Bounded > 0 {
-		s += fmt.Sprintf("; %d leverage cuts nothing could fund", v.Bounded)
+	s := fmt.Sprintf("liquidations avoided %s of %d, self-inflicted %s; equity %s%s with the guard (%s without, %s with)",
+		names(v.AvoidedSymbols), v.LiquidatedWithout, names(v.CausedSymbols), sign, v.EquityDelta.StringFixed(2),
+		v.EquityWithout.StringFixed(2), v.EquityWith.StringFixed(2))
+	if len(v.Skips) > 0 {
+		var parts []string
+		for _, sk := range v.Skips {
+			parts = append(parts, fmt.Sprintf("skipped %d %s: %s", sk.Count, skipNoun(sk.Action, sk.Count), sk.Reason))
+		}
+		s += "; " + strings.Join(parts, "; ")
 	}
 	if len(v.CausedSymbols) > 0 {
 		s += " — THE GUARD CAUSED A LIQUIDATION"
 	}
-	return s
+	j := v.Judgement
+	if j == "" {
+		j = Judge(len(v.AvoidedSymbols), len(v.CausedSymbols), v.EquityDelta, v.EquityStart)
+	}
+	return s + ". " + strings.ToUpper(j[:1]) + j[1:] + "."
+}
+
+// skipNoun names n actions of a kind.
+func skipNoun(action string, n int) string {
+	one, many := action, action
+	switch action {
+	case string(rules.LowerLeverage):
+		one, many = "leverage cut", "leverage cuts"
+	case string(rules.SetIsolated):
+		one, many = "isolation", "isolations"
+	}
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// skipReason is the reason, in a few words, of an action left out whose
+// per-action reason (engine/act's) is why, so that the verdict counts
+// skips by the reason each one had: a known phrase's (the first that
+// matches), else the reason itself up to its first figure, so that a
+// reason this does not know is still counted as itself, never under
+// another's name.
+func skipReason(why string) string {
+	has := func(phrase string) bool { return strings.Contains(why, phrase) }
+	switch {
+	case has("cannot fund"):
+		return "the free balance could not fund it"
+	case has("margin budget"):
+		return "a rule's margin budget"
+	case has("would take free balance from the cross pool"):
+		return "it would move another position's liquidation price closer (allow_closer_liquidation)"
+	case has("isolating would move the liquidation price closer"):
+		return "it would move its own liquidation price closer (allow_closer_liquidation)"
+	case has("under the floor"):
+		return "it would end under its floor (min_liquidation_distance)"
+	case has("would move"):
+		return "it would put another position under its floor (min_liquidation_distance)"
+	}
+	if i := strings.IndexAny(why, "0123456789(:;"); i > 0 {
+		why = why[:i]
+	}
+	if why = strings.TrimSpace(why); why == "" {
+		return "unknown"
+	}
+	return why
 }
 
 // JSONSummary is the summary for scripts (`backtest --json`).

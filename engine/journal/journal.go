@@ -48,6 +48,9 @@ type ActionEvent struct {
 	// log says it; "" when there is none. Actual is what the exchange read
 	// back after it.
 	Effect, Actual string
+	// Reason is why a skipped_harmful or skipped_bounded action was left
+	// out, without the prediction (engine/act's Skip.Why).
+	Reason string
 }
 
 // Event is one thing the guard saw or did. An output it does not belong to

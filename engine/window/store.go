@@ -2,6 +2,7 @@ package window
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -13,10 +14,25 @@ import (
 
 // HistoryReader can read an index's past prices (GET
 // /v1/market/indexes/{name}); the store warms the windows over indexPrice
-// from it, so that a restart does not blind a velocity rule.
+// from it, so that a restart does not blind a velocity rule. The history
+// is stamped with the exchange's clock: ClockOffset is that clock's
+// measured offset from ours (exchange minus local, as signing uses it), so
+// the window asks for the span that ends at the exchange's now and places
+// each row at our time.
 type HistoryReader interface {
 	IndexHistory(ctx context.Context, name string, q url.Values) ([][]decimal.Decimal, error)
+	ClockOffset() time.Duration
 }
+
+// Bounds of one warm-up read: pages of warmPageSize rows (the most the
+// exchange serves), at most maxWarmPages of them per index and window:
+// 100,000 rows, a 24h window (the longest allowed) at one sample a second.
+// Denser history is read from where those pages reach the window's end,
+// since the recent past is what a rule reads first.
+const (
+	warmPageSize = 5000
+	maxWarmPages = 20
+)
 
 // layout is the rule set's windowed terms, deduplicated: one ring per term
 // and position (or one for the account).
@@ -123,10 +139,16 @@ type Store struct {
 	history map[string]indexHistory
 }
 
-// indexHistory is one read of an index's history.
+// indexHistory is one read of an index's history, its rows at our time.
 type indexHistory struct {
 	at   time.Time
-	rows [][]decimal.Decimal
+	rows []point
+}
+
+// point is one row of an index's history.
+type point struct {
+	t time.Time
+	v float64
 }
 
 // NewStore lays out set's windows for ticks every interval; hist (nil for
@@ -224,13 +246,10 @@ func (s *Store) warm(ctx context.Context, now time.Time, r *ring, index string) 
 	key := index + " " + r.span.String()
 	hist, ok := s.history[key]
 	if !ok || !hist.at.Equal(now) {
-		q := url.Values{}
-		q.Set("from", strconv.FormatInt(now.Add(-r.span).UnixMilli(), 10))
-		q.Set("to", strconv.FormatInt(now.UnixMilli(), 10))
-		q.Set("limit", "5000")
-		rows, err := s.hist.IndexHistory(ctx, index, q)
+		rows, pages, err := s.readHistory(ctx, index, now, r.span)
 		if err != nil {
-			s.log.Warn("index history not read: its windows start empty", "index", index, "err", err)
+			s.log.Warn("index history not read in full: its windows start with the rows read", "index", index,
+				"window", r.span.String(), "rows", len(rows), "pages", pages, "err", err)
 		}
 		hist = indexHistory{at: now, rows: rows}
 		if len(s.history) > 256 {
@@ -238,14 +257,65 @@ func (s *Store) warm(ctx context.Context, now time.Time, r *ring, index string) 
 		}
 		s.history[key] = hist
 	}
-	for _, row := range hist.rows {
-		if len(row) < 2 {
+	for _, p := range hist.rows {
+		if p.t.Before(now.Add(-r.span)) || !p.t.Before(now) {
 			continue
 		}
-		t := time.UnixMilli(row[0].IntPart())
-		if t.Before(now.Add(-r.span)) || !t.Before(now) {
-			continue
-		}
-		r.push(t, row[1].InexactFloat64())
+		r.push(p.t, p.v)
 	}
+}
+
+// readHistory reads the index's history over the span that ends at now,
+// by the exchange's clock, paging forward; the rows come back at our time,
+// oldest first. It reads at most maxWarmPages pages: when the first shows
+// the history too dense for them to reach the end, it skips ahead so that
+// they cover the window's most recent part.
+func (s *Store) readHistory(ctx context.Context, index string, now time.Time, span time.Duration) ([]point, int, error) {
+	off := s.hist.ClockOffset()
+	next, end := now.Add(off-span).UnixMilli(), now.Add(off).UnixMilli()
+	var out []point
+	var skipped error
+	last := int64(-1) << 62
+	for page := range maxWarmPages {
+		q := url.Values{}
+		q.Set("from", strconv.FormatInt(next, 10))
+		q.Set("to", strconv.FormatInt(end, 10))
+		q.Set("limit", strconv.Itoa(warmPageSize))
+		rows, err := s.hist.IndexHistory(ctx, index, q)
+		if err != nil {
+			return out, page, err
+		}
+		first, seen := int64(0), false
+		for _, row := range rows {
+			if len(row) < 2 {
+				continue
+			}
+			ms := row[0].IntPart()
+			if ms <= last || ms < next || ms > end {
+				continue // out of order or outside what was asked: not trusted
+			}
+			if !seen {
+				first, seen = ms, true
+			}
+			last = ms
+			out = append(out, point{t: time.UnixMilli(ms).Add(-off), v: row[1].InexactFloat64()})
+		}
+		if len(rows) < warmPageSize || last >= end {
+			return out, page + 1, skipped
+		}
+		if !seen {
+			return out, page + 1, fmt.Errorf("index history %s: a full page without a row in order inside the window", index)
+		}
+		next = last + 1
+		if page == 0 && last > first {
+			// A page covers last−first; the pages left must reach end.
+			perPage := last - first
+			if skip := end - int64(maxWarmPages-1)*perPage; skip > next {
+				next = skip
+				skipped = fmt.Errorf("index history %s: %d pages of %d rows reach back %s, less than the %s window: its start was skipped",
+					index, maxWarmPages, warmPageSize, time.Duration(int64(maxWarmPages)*perPage)*time.Millisecond, span)
+			}
+		}
+	}
+	return out, maxWarmPages, fmt.Errorf("index history %s: more than %d pages of %d rows for a %s window", index, maxWarmPages, warmPageSize, span)
 }

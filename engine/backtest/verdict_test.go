@@ -1,0 +1,51 @@
+package backtest
+
+import (
+	"testing"
+
+	"github.com/shopspring/decimal"
+)
+
+func TestJudge(t *testing.T) {
+	t.Parallel()
+	d := decimal.RequireFromString
+	tests := []struct {
+		saved, caused int
+		delta, start  string
+		want          string
+	}{
+		{2, 0, "-310", "10000", "the guard saved 2 positions and cost 3.1% of equity"},
+		{1, 0, "200", "10000", "the guard saved 1 position and gained 2.0% of equity"},
+		{0, 0, "0", "10000", "the guard saved no position and left equity unchanged"},
+		{0, 0, "-1", "10000", "the guard saved no position and cost less than 0.1% of equity"},
+		{0, 1, "-500", "1000", "the guard saved no position, CAUSED 1 liquidation, and cost 50.0% of equity"},
+		{3, 2, "10", "0", "the guard saved 3 positions, CAUSED 2 liquidations, and gained 10.00 of equity"},
+	}
+	for _, tt := range tests {
+		if got := Judge(tt.saved, tt.caused, d(tt.delta), d(tt.start)); got != tt.want {
+			t.Errorf("Judge(%d, %d, %s, %s) = %q, want %q", tt.saved, tt.caused, tt.delta, tt.start, got, tt.want)
+		}
+	}
+}
+
+// Skips are counted by the reason each one had, as engine/act words it;
+// a reason not known here is counted as itself.
+func TestSkipReason(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ why, want string }{
+		{"the free balance cannot fund 10x (11899.5 more margin, 3389 free): no leverage cut is within it", "the free balance could not fund it"},
+		{"rule r's margin budget leaves 0 (500 per firing, 500 moved) and 5x needs 120: no leverage cut is within it", "a rule's margin budget"},
+		{"5x would take free balance from the cross pool and move XBTC 49.08% → 45.56% away; the rule does not allow it (allow_closer_liquidation): no leverage cut is within it",
+			"it would move another position's liquidation price closer (allow_closer_liquidation)"},
+		{"5x would move XBTC 12.00% → 9.00% away, under 10.00%: no leverage cut is within it", "it would put another position under its floor (min_liquidation_distance)"},
+		{"isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)", "it would move its own liquidation price closer (allow_closer_liquidation)"},
+		{"the liquidation price would end 2.00% away, under the floor of 5.00% (min_liquidation_distance)", "it would end under its floor (min_liquidation_distance)"},
+		{"the account measure would fall from 12% to 9%", "the account measure would fall from"},
+		{"", "unknown"},
+	}
+	for _, tt := range tests {
+		if got := skipReason(tt.why); got != tt.want {
+			t.Errorf("skipReason(%q) = %q, want %q", tt.why, got, tt.want)
+		}
+	}
+}

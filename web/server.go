@@ -6,6 +6,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -200,14 +201,24 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// writeJSON answers code with v, indented, never cached.
-func writeJSON(w http.ResponseWriter, code int, v any) {
+// writeJSON answers code with v, indented, never cached. v is encoded
+// before the header is written, so that a value JSON cannot carry is a 500
+// saying so, never a 200 with an empty body; the error is returned for the
+// caller to log.
+func writeJSON(w http.ResponseWriter, code int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		w.Header().Set("Cache-Control", "no-store")
+		http.Error(w, "the answer could not be encoded; the daemon's log says why", http.StatusInternalServerError)
+		return fmt.Errorf("encode the answer: %w", err)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // ErrorBody is the body of every refused API call.

@@ -53,7 +53,7 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := httptest.NewRequest("GET", "/api/v1/status", nil)
-	req.RemoteAddr = loopback
+	req.RemoteAddr, req.Host = loopback, "127.0.0.1:9464"
 	rec = httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
 	for _, want := range []string{`"healthy": false`, `"controlEnabled": false`,
@@ -244,7 +244,7 @@ func TestStatusEncodingFailureIs500(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := httptest.NewRequest("GET", "/api/v1/status", nil)
-	req.RemoteAddr = loopback
+	req.RemoteAddr, req.Host = loopback, "127.0.0.1:9464"
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
 	if rec.Code != 500 || !strings.Contains(rec.Body.String(), "could not be encoded") || rec.Header().Get("Content-Type") == "application/json" {

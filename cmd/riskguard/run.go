@@ -33,6 +33,9 @@ type guard struct {
 	// controlToken guards the control API ("" disables it).
 	stats        *exchangeStats
 	controlToken string
+	// allowedHosts are engine.allowed_hosts: the listener's host names
+	// besides loopback.
+	allowedHosts []string
 }
 
 // newClient builds the exchange client the configuration describes.
@@ -119,7 +122,7 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 		notifier.close(context.Background())
 		return nil, err
 	}
-	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval, stats: stats, controlToken: cfg.ControlToken}, nil
+	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval, stats: stats, controlToken: cfg.ControlToken, allowedHosts: cfg.Engine.AllowedHosts}, nil
 }
 
 // close flushes the engine's state and delivers the notifications still
@@ -147,7 +150,7 @@ func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) err
 	srv, err := web.New(web.Options{
 		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
 		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
-		Token:   g.controlToken, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
+		Token:   g.controlToken, AllowedHosts: g.allowedHosts, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
 	})
 	if err != nil {
 		return err

@@ -9,7 +9,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
 	"strings"
 	"testing"
@@ -178,5 +182,74 @@ func TestStatusWithNoRuleOnAPosition(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// DNS rebinding: a page whose own name (rebind.test) resolves to 127.0.0.1
+// cannot read the guard. The daemon refuses that Host with 421 on every
+// route, /metrics and /healthz included (they answer IP addresses, which
+// cannot be rebound); Chromium loading the status page under that name
+// renders no data; and an attacker's page, served first from its own
+// server and then, same origin, "rebound" to the guard (a proxy forwarding
+// with the browser's Host, as the browser does once the name points at
+// 127.0.0.1), reads a 421, not the positions. A name in
+// engine.allowed_hosts is served, which shows the same set-up reads the
+// status when the host is allowed.
+func TestStatusRefusesForeignHosts(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "  listen: 127.0.0.1:0\n  allowed_hosts: [guard.test]\n", overMaxRule)
+	addr, _, stop := g.serve()
+	_, port, _ := net.SplitHostPort(addr)
+	waitFor(t, "positions in the status", 10*time.Second, func() bool { return positionOf(statusOf(t, addr), "XSOL") != nil })
+	for _, path := range []string{"/", "/api/v1/status", "/api/v1/silences", "/api/v1/pauses", "/metrics", "/healthz"} {
+		code, body := get(t, "http://"+addr+path, "rebind.test:"+port)
+		if code != http.StatusMisdirectedRequest || strings.Contains(body, "XSOL") || len(body) > 200 {
+			t.Errorf("GET %s with Host rebind.test = %d %q, want 421", path, code, body)
+		}
+		if code, _ := get(t, "http://"+addr+path, "guard.test:"+port); code != 200 {
+			t.Errorf("GET %s with Host guard.test (allowed) = %d", path, code)
+		}
+	}
+	for _, path := range []string{"/metrics", "/healthz"} {
+		if code, _ := get(t, "http://"+addr+path, "192.0.2.7:"+port); code != 200 {
+			t.Errorf("GET %s with an IP address as Host = %d, want 200 (probes)", path, code)
+		}
+	}
+	if code, _ := get(t, "http://"+addr+"/api/v1/status", "192.0.2.7:"+port); code != http.StatusMisdirectedRequest {
+		t.Errorf("GET /api/v1/status with a non-loopback IP address as Host = %d, want 421", code)
+	}
+
+	// The attacker's server: its page at /, everything else forwarded to
+	// the guard with the browser's Host, as after the rebinding.
+	target, _ := url.Parse("http://" + addr)
+	rebound := httputil.NewSingleHostReverseProxy(target)
+	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" {
+			io.WriteString(w, `<!doctype html><div id="out">nothing</div><script>
+fetch("/api/v1/status").then(r=>r.text().then(t=>{document.getElementById("out").textContent="read "+r.status+": "+t}))
+</script>`)
+			return
+		}
+		rebound.ServeHTTP(w, r)
+	}))
+	defer attacker.Close()
+	_, aport, _ := net.SplitHostPort(attacker.Listener.Addr().String())
+	rules := "--host-resolver-rules=MAP rebind.test 127.0.0.1, MAP guard.test 127.0.0.1"
+
+	dom := chromiumDOM(t, "http://rebind.test:"+aport+"/", rules)
+	if !strings.Contains(dom, "read 421: misdirected request") || strings.Contains(dom, "XSOL") {
+		t.Errorf("the rebound page read the status, or nothing:\n%s", dom)
+	}
+	dom = chromiumDOM(t, "http://guard.test:"+aport+"/", rules)
+	if !strings.Contains(dom, "read 200: ") || !strings.Contains(dom, "XSOL") {
+		t.Errorf("the same page under an allowed name did not read the status (the set-up proves nothing):\n%s", dom)
+	}
+	dom = chromiumDOM(t, "http://rebind.test:"+port+"/", rules)
+	if strings.Contains(dom, "data-symbol") || strings.Contains(dom, "XSOL") || !strings.Contains(dom, "misdirected request") {
+		t.Errorf("the status page rendered under a foreign name:\n%s", dom)
+	}
+	renderedPositions(t, chromiumDOM(t, "http://guard.test:"+port+"/", rules), "XBTC", "XETH", "XSOL")
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

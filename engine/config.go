@@ -63,6 +63,11 @@ type Config struct {
 	// page cannot read them through DNS rebinding. The engine does not
 	// read it; the daemon's listener does.
 	AllowedHosts []string
+	// ControlFailAfter is how long the Telegram control's getUpdates may
+	// keep failing before a critical notification and
+	// riskguard_telegram_control_failing say so. The engine does not read
+	// it; the daemon's control does.
+	ControlFailAfter time.Duration
 	// FastDistance is the liquidation distance (a fraction of the index,
 	// as the rules' liquidationDistance) under which a position puts the
 	// guard in the fast lane.

@@ -97,6 +97,7 @@ func Settings() []Setting {
 				}
 				return ""
 			}),
+		positive("engine.control_fail_after", "ControlFailAfter", func(c *Config) *time.Duration { return &c.ControlFailAfter }, 5*time.Minute).restart(),
 		// Symbol name → index name; nil: the symbol's baseName.
 		stringMap("exchange.index_names", "IndexNames", func(c *Config) *map[string]string { return &c.IndexNames }),
 	}

@@ -67,6 +67,7 @@ func TestDefaultConfig(t *testing.T) {
 		MaxWindow:           24 * time.Hour,
 		UnreachableAfter:    time.Minute,
 		FastDistance:        0.05,
+		ControlFailAfter:    5 * time.Minute,
 		AuditLog:            "riskguard-audit.jsonl",
 		StateFile:           "riskguard-state.json",
 	}

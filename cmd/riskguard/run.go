@@ -204,10 +204,10 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "fast_interval", cfg.Engine.FastInterval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
 	g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "info",
 		Text: fmt.Sprintf("riskguard started: %d rules, dry run %t", len(cfg.Rules.Rules), dry)})
-	var ctls controls // Telegram control, when a channel has control_chat_ids
+	ctls := newControls(cfg.Engine.ControlFailAfter, g.notifier, g.registry) // Telegram control, when a channel has control_chat_ids
 	ctls.start(ctx, cfg.Notify, g.engine, logger)
 	defer ctls.stop()
-	go m.reloads(ctx, *configPath, cfg, g, &ctls, *allowUnknown, logger)
+	go m.reloads(ctx, *configPath, cfg, g, ctls, *allowUnknown, logger)
 	err = g.engine.Run(ctx)
 	sd.stopping(ctx)
 	logger.Info("riskguard stopping")

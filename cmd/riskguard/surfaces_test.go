@@ -15,7 +15,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -251,5 +253,142 @@ fetch("/api/v1/status").then(r=>r.text().then(t=>{document.getElementById("out")
 	renderedPositions(t, chromiumDOM(t, "http://guard.test:"+port+"/", rules), "XBTC", "XETH", "XSOL")
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// hostileBot is a Bot API server that anyone can write to: botAPI's
+// updates and methods, getUpdates failing with 502 while down, and the
+// limit each getUpdates asked for.
+type hostileBot struct {
+	*botAPI
+	mu     sync.Mutex
+	down   bool
+	limits []float64
+}
+
+func (h *hostileBot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/getUpdates") {
+		b, _ := io.ReadAll(r.Body)
+		var body map[string]any
+		json.Unmarshal(b, &body)
+		h.mu.Lock()
+		down := h.down
+		limit, _ := body["limit"].(float64)
+		h.limits = append(h.limits, limit)
+		h.mu.Unlock()
+		if down {
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, `{"ok":false,"error_code":502,"description":"Bad Gateway"}`)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	h.botAPI.ServeHTTP(w, r)
+}
+
+func (h *hostileBot) setDown(down bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.down = down
+}
+
+// withTelegram adds a telegram channel at api with control chat 100 to
+// the guard's configuration; extra goes into the engine section.
+func withTelegram(t *testing.T, g *guardEnv, api, token, extra string) {
+	t.Helper()
+	body := strings.Replace(readFile(t, g.config), "rules:\n", "notify:\n  channels:\n    ops: {type: telegram, token"+token+", chat_id: 100, api_url: "+api+", control_chat_ids: [100]}\n  group_wait: 0s\nrules:\n", 1)
+	body = strings.Replace(body, "engine:\n", "engine:\n"+extra, 1)
+	writeFile(t, g.config, body)
+}
+
+// Anyone who can message the bot cannot silence the control: twenty
+// 4,000-character messages from an unlisted chat (one getUpdates answer
+// over the 64 KiB it was read with) and an update that cannot be decoded
+// are read, ignored or skipped and logged, and the command from the
+// allowed chat behind them is answered. getUpdates asks for a limit.
+func TestTelegramControlSurvivesAFlood(t *testing.T) {
+	t.Parallel()
+	bot := &hostileBot{botAPI: &botAPI{}}
+	srv := httptest.NewServer(bot)
+	defer srv.Close()
+	long := strings.Repeat("é", 3999) + "!"
+	for range 20 {
+		bot.say(999, long)
+	}
+	bot.push(map[string]any{"message": map[string]any{"message_id": 1, "chat": map[string]any{"id": "not a number"}, "text": 42}})
+	bot.say(100, "/status")
+	g := newGuardEnv(t, "", overMaxRule)
+	withTelegram(t, g, srv.URL, "_env: TG_TOKEN", "")
+	env := campaignEnv(g.url)
+	env["TG_TOKEN"] = "1:tok"
+	d := g.start(env)
+	waitFor(t, "/status answered", 20*time.Second, func() bool { return len(bot.sent("100", "riskguard: ")) > 0 })
+	bot.say(100, "/status")
+	waitFor(t, "the next /status answered", 10*time.Second, func() bool { return len(bot.sent("100", "riskguard: ")) > 1 })
+	if len(bot.sent("999", "")) != 0 {
+		t.Error("the unlisted chat got an answer")
+	}
+	logs := d.logs.String()
+	if n := strings.Count(logs, "a command from a chat not in control_chat_ids; ignored"); n != 20 {
+		t.Errorf("%d flood messages logged as ignored, want 20", n)
+	}
+	if !strings.Contains(logs, "an update that cannot be decoded; skipped") || !strings.Contains(logs, `"update_id":21`) {
+		t.Errorf("the undecodable update is not logged with its id:\n%s", logs)
+	}
+	if strings.Contains(logs, "getUpdates failed") {
+		t.Errorf("getUpdates failed on the flood:\n%s", logs)
+	}
+	bot.mu.Lock()
+	limits := slices.Clone(bot.limits)
+	bot.mu.Unlock()
+	if len(limits) == 0 || limits[0] != 100 {
+		t.Errorf("getUpdates limits %v, want 100", limits)
+	}
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+// A control that cannot read its commands for engine.control_fail_after
+// says so: a critical notification and riskguard_telegram_control_failing
+// 1; once it reads again, a notification and 0.
+func TestTelegramControlFailingIsNotified(t *testing.T) {
+	t.Parallel()
+	bot := &hostileBot{botAPI: &botAPI{}, down: true}
+	srv := httptest.NewServer(bot)
+	defer srv.Close()
+	g := newGuardEnv(t, "  listen: 127.0.0.1:0\n", overMaxRule)
+	withTelegram(t, g, srv.URL, `: "1:tok"`, "  control_fail_after: 2s\n")
+	addr, logs, stop := g.serve()
+	metric := func() string {
+		_, body := get(t, "http://"+addr+"/metrics", "")
+		for line := range strings.Lines(body) {
+			if strings.HasPrefix(line, `riskguard_telegram_control_failing{channel="ops"}`) {
+				return strings.TrimSpace(line)
+			}
+		}
+		return ""
+	}
+	if got := metric(); got != `riskguard_telegram_control_failing{channel="ops"} 0` {
+		t.Errorf("before failing: %q", got)
+	}
+	waitFor(t, "the failure notified", 20*time.Second, func() bool {
+		return len(bot.sent("100", "The Telegram control cannot read commands: getUpdates has been failing for")) > 0
+	})
+	if got := metric(); got != `riskguard_telegram_control_failing{channel="ops"} 1` {
+		t.Errorf("while failing: %q", got)
+	}
+	bot.setDown(false)
+	waitFor(t, "the recovery notified", 40*time.Second, func() bool {
+		return len(bot.sent("100", "The Telegram control reads commands again")) > 0
+	})
+	if got := metric(); got != `riskguard_telegram_control_failing{channel="ops"} 0` {
+		t.Errorf("after recovering: %q", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "telegram control: commands cannot be read") {
+		t.Errorf("the failure is not logged:\n%s", logs)
 	}
 }

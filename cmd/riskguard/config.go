@@ -643,7 +643,7 @@ func (l *loader) engine(e *engine.Config, listen *string) {
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 			l.bad(k, l.envOf(k), "expected host:port like 127.0.0.1:9464, got %q", *listen)
 		} else if !isLoopback(host) {
-			l.warnf("engine.listen %s serves metrics beyond this machine, and the status page and control API with them (their GET endpoints then need the control token too): keep it on loopback and tunnel", *listen)
+			l.warnf("engine.listen %s serves metrics beyond this machine, and the status page and control API with them (their GET endpoints then need the control token too, and a host name or address other than loopback must be in engine.allowed_hosts): keep it on loopback and tunnel", *listen)
 		}
 	})
 }

@@ -251,12 +251,12 @@ func (t *TelegramControl) updates(ctx context.Context) ([]tgUpdate, error) {
 			var id struct {
 				UpdateID *int64 `json:"update_id"`
 			}
+			skipped := next // no id: update ids are consecutive
 			if json.Unmarshal(raw, &id) == nil && id.UpdateID != nil {
-				next = max(next, *id.UpdateID+1)
-			} else {
-				next++ // no id: update ids are consecutive
+				skipped = *id.UpdateID
 			}
-			t.log.Warn("telegram control: an update that cannot be decoded; skipped", "update_id", next-1, "err", err)
+			next = max(next, skipped+1)
+			t.log.Warn("telegram control: an update that cannot be decoded; skipped", "update_id", skipped, "err", err)
 			continue
 		}
 		next = max(next, u.UpdateID+1)

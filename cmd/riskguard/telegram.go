@@ -153,7 +153,8 @@ func (c telegramController) Ack(ctx context.Context, by string) (string, error) 
 }
 
 // controls runs the Telegram control of every telegram channel with
-// control_chat_ids; a reload starts them again with the new section.
+// control_chat_ids; a reload starts them again with the new section. A
+// zero controls runs them without the alarm (newControls adds it).
 type controls struct {
 	// failAfter is engine.control_fail_after: a control whose getUpdates
 	// fails that long is notified through notifier (critically, and again
@@ -183,10 +184,12 @@ func newControls(failAfter time.Duration, notifier engine.Notifier, reg promethe
 func (cs *controls) alarm(name string) func(ctx context.Context, failing bool, text string) {
 	return func(ctx context.Context, failing bool, text string) {
 		m := notify.Message{Time: time.Now(), Kind: notify.KindControl, Severity: "info", Text: text}
-		cs.failing.WithLabelValues(name).Set(0)
+		v := 0.0
 		if failing {
-			m.Severity = "critical"
-			cs.failing.WithLabelValues(name).Set(1)
+			m.Severity, v = "critical", 1
+		}
+		if cs.failing != nil {
+			cs.failing.WithLabelValues(name).Set(v)
 		}
 		if cs.notifier != nil {
 			_ = cs.notifier.Send(context.WithoutCancel(ctx), m)
@@ -197,7 +200,9 @@ func (cs *controls) alarm(name string) func(ctx context.Context, failing bool, t
 // start stops the running controls and starts those of ncfg.
 func (cs *controls) start(ctx context.Context, ncfg *notify.Config, e *engine.Engine, logger *slog.Logger) {
 	cs.stop()
-	cs.failing.Reset()
+	if cs.failing != nil {
+		cs.failing.Reset()
+	}
 	if ncfg == nil {
 		return
 	}
@@ -207,7 +212,9 @@ func (cs *controls) start(ctx context.Context, ncfg *notify.Config, e *engine.En
 		if len(cc.ControlChats) == 0 {
 			continue
 		}
-		cs.failing.WithLabelValues(name).Set(0)
+		if cs.failing != nil {
+			cs.failing.WithLabelValues(name).Set(0)
+		}
 		tc, err := notify.NewTelegramControl(cc, telegramController{e: e}, notify.WithControlLogger(logger),
 			notify.WithControlAlarm(cs.failAfter, cs.alarm(name)))
 		if err != nil {

@@ -52,6 +52,9 @@ func TestHostsAnswered(t *testing.T) {
 		{"GUARD.example.org.", func(string) bool { return true }},
 		{"192.0.2.7:9464", func(string) bool { return true }},
 		{"[::2]:9464", func(string) bool { return true }},
+		{"0.0.0.0:9464", func(string) bool { return true }},
+		{"[::]:9464", func(string) bool { return true }},
+		{":9464", func(string) bool { return true }},
 		{"10.1.2.3:9464", probe},
 		{"[2001:db8::1]:9464", probe},
 	} {

@@ -153,7 +153,8 @@ func New(opts Options) (*Server, error) {
 // its own name resolve to 127.0.0.1 (DNS rebinding); the browser then sends
 // that name as Host, and the page could read the answers as its own. So
 // only the loopback names and addresses (localhost, 127.0.0.1, [::1], any
-// port) and AllowedHosts are served. /metrics and /healthz also answer any
+// port; the unspecified 0.0.0.0 and [::], which reach this machine only)
+// and AllowedHosts are served. /metrics and /healthz also answer any
 // IP address, which probes use and no page can rebind: a name is needed
 // for that.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -171,12 +172,12 @@ func (s *Server) hostAllowed(r *http.Request) bool {
 		return true // HTTP/1.0 without Host: no browser sends that
 	}
 	host := normalHost(r.Host)
-	if host == "localhost" || s.hosts[host] {
-		return true
+	if host == "" || host == "localhost" || s.hosts[host] {
+		return true // "": ":9464", what the CLI sends for engine.listen ":9464"
 	}
 	ip := net.ParseIP(host)
-	if ip != nil && ip.IsLoopback() {
-		return true
+	if ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
+		return true // 0.0.0.0 and :: are what the CLI sends for such a listen
 	}
 	return ip != nil && (r.URL.Path == "/metrics" || r.URL.Path == "/healthz")
 }

@@ -57,6 +57,17 @@ type Config struct {
 	// than FastDistance: the guard looks more often only when it may have
 	// to act. 0 (the default) turns the fast lane off.
 	FastInterval time.Duration
+	// AllowedHosts are the host names (or addresses) the status page and
+	// API answer to besides the loopback ones (localhost, 127.0.0.1,
+	// [::1]): a request naming another host is refused, so that a web
+	// page cannot read them through DNS rebinding. The engine does not
+	// read it; the daemon's listener does.
+	AllowedHosts []string
+	// ControlFailAfter is how long the Telegram control's getUpdates may
+	// keep failing before a critical notification and
+	// riskguard_telegram_control_failing say so. The engine does not read
+	// it; the daemon's control does.
+	ControlFailAfter time.Duration
 	// FastDistance is the liquidation distance (a fraction of the index,
 	// as the rules' liquidationDistance) under which a position puts the
 	// guard in the fast lane.

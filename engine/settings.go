@@ -3,6 +3,9 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/rules"
@@ -83,13 +86,25 @@ func Settings() []Setting {
 				}
 				return ""
 			}),
+		// Host names the listener answers to besides loopback; nil: none.
+		stringList("engine.allowed_hosts", "AllowedHosts", func(c *Config) *[]string { return &c.AllowedHosts }).restart().
+			checked(func(c Config) string {
+				for _, h := range c.AllowedHosts {
+					_, _, err := net.SplitHostPort(h)
+					if h == "" || err == nil || strings.ContainsAny(h, "/ *@?#[]") {
+						return fmt.Sprintf("expected host names or addresses without a scheme, path or port, like [guard.example.org, 192.0.2.7, \"::1\"], got %q", h)
+					}
+				}
+				return ""
+			}),
+		positive("engine.control_fail_after", "ControlFailAfter", func(c *Config) *time.Duration { return &c.ControlFailAfter }, 5*time.Minute).restart(),
 		// Symbol name → index name; nil: the symbol's baseName.
 		stringMap("exchange.index_names", "IndexNames", func(c *Config) *map[string]string { return &c.IndexNames }),
 	}
 }
 
 // Addr returns the address of the setting's field in c: a *time.Duration,
-// *bool, *int, *float64, *string or *map[string]string, which says how
+// *bool, *int, *float64, *string, *[]string or *map[string]string, which says how
 // its key is read.
 func (s Setting) Addr(c *Config) any { return s.addr(c) }
 
@@ -206,6 +221,12 @@ func stringMap(key, name string, addr func(*Config) *map[string]string) Setting 
 	return field(key, name, addr, nil, func(a, b map[string]string) bool {
 		return (a == nil) == (b == nil) && maps.Equal(a, b)
 	})
+}
+
+// stringList is a list of strings, nil by default; nil and empty are
+// equal (neither names anything).
+func stringList(key, name string, addr func(c *Config) *[]string) Setting {
+	return field(key, name, addr, nil, func(a, b []string) bool { return slices.Equal(a, b) })
 }
 
 // restart marks s as applied by a restart only.

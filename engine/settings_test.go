@@ -67,6 +67,7 @@ func TestDefaultConfig(t *testing.T) {
 		MaxWindow:           24 * time.Hour,
 		UnreachableAfter:    time.Minute,
 		FastDistance:        0.05,
+		ControlFailAfter:    5 * time.Minute,
 		AuditLog:            "riskguard-audit.jsonl",
 		StateFile:           "riskguard-state.json",
 	}
@@ -89,6 +90,7 @@ func TestWithDefaults(t *testing.T) {
 		Interval: 3 * time.Second, DryRun: true, MaxActionsPerMinute: 1, BreakerReset: 1, SymbolsRefresh: 2, StaleAfter: 3,
 		IndexNames: map[string]string{"XBTC": "BTC"}, AuditLog: "a", StateFile: "s", ActionTimeout: 4, ActionConcurrency: 5,
 		MaxSnapshotAge: 6, MaxWindow: 7, SymbolBackoffMax: 8, UnreachableAfter: 9, FastInterval: 10, FastDistance: 0.3,
+		AllowedHosts: []string{"guard.example.org"}, ControlFailAfter: 11,
 	}
 	with := func(c Config, f func(*Config)) Config { f(&c); return c }
 	for _, tc := range []struct {
@@ -101,6 +103,7 @@ func TestWithDefaults(t *testing.T) {
 		{"negative", Config{
 			Interval: -1, MaxActionsPerMinute: -1, BreakerReset: -1, SymbolsRefresh: -1, StaleAfter: -1, ActionTimeout: -1,
 			ActionConcurrency: -1, MaxSnapshotAge: -1, MaxWindow: -1, SymbolBackoffMax: -1, UnreachableAfter: -1, FastInterval: -1, FastDistance: -1,
+			ControlFailAfter: -1,
 		}, with(filled, func(c *Config) { c.StaleAfter = -1 })},
 		// MaxSnapshotAge: two intervals, at least minSnapshotAge.
 		{"short interval", Config{Interval: 100 * time.Millisecond}, with(filled, func(c *Config) { c.Interval, c.MaxSnapshotAge = 100*time.Millisecond, minSnapshotAge })},
@@ -148,6 +151,14 @@ func TestSettingChecks(t *testing.T) {
 		{"engine.audit_log", func(c *Config) { c.AuditLog = "" }, "", false},
 		{"engine.state_file", func(c *Config) { c.StateFile = "" }, "", false},
 		{"exchange.index_names", func(c *Config) { c.IndexNames = map[string]string{} }, "", false},
+		{"engine.control_fail_after", func(c *Config) { c.ControlFailAfter = 0 }, "must be greater than 0", true},
+		{"engine.allowed_hosts", func(c *Config) { c.AllowedHosts = []string{"guard.example.org", "192.0.2.7", "::1", "localhost."} }, "", false},
+		{"engine.allowed_hosts", func(c *Config) { c.AllowedHosts = []string{"guard.example.org:9464"} },
+			`expected host names or addresses without a scheme, path or port, like [guard.example.org, 192.0.2.7, "::1"], got "guard.example.org:9464"`, false},
+		{"engine.allowed_hosts", func(c *Config) { c.AllowedHosts = []string{"https://guard.example.org"} },
+			`expected host names or addresses without a scheme, path or port, like [guard.example.org, 192.0.2.7, "::1"], got "https://guard.example.org"`, false},
+		{"engine.allowed_hosts", func(c *Config) { c.AllowedHosts = []string{""} },
+			`expected host names or addresses without a scheme, path or port, like [guard.example.org, 192.0.2.7, "::1"], got ""`, false},
 	} {
 		c := DefaultConfig()
 		tc.set(&c)
@@ -158,8 +169,9 @@ func TestSettingChecks(t *testing.T) {
 	}
 }
 
-// A reload keeps what only a restart applies: Interval, DryRun, AuditLog
-// and StateFile.
+// A reload keeps what only a restart applies: Interval, DryRun, AuditLog,
+// StateFile, AllowedHosts (the listener's) and ControlFailAfter (the
+// Telegram control's).
 func TestKeepRestartOnly(t *testing.T) {
 	t.Parallel()
 	var restart []string
@@ -168,16 +180,18 @@ func TestKeepRestartOnly(t *testing.T) {
 			restart = append(restart, s.Key)
 		}
 	}
-	if want := []string{"engine.interval", "engine.dry_run", "engine.audit_log", "engine.state_file"}; !reflect.DeepEqual(restart, want) {
+	if want := []string{"engine.interval", "engine.dry_run", "engine.audit_log", "engine.state_file", "engine.allowed_hosts", "engine.control_fail_after"}; !reflect.DeepEqual(restart, want) {
 		t.Errorf("restart-only settings %q, want %q", restart, want)
 	}
 	running := DefaultConfig().withDefaults()
 	next := Config{
 		Interval: 9 * time.Second, DryRun: true, AuditLog: "new.jsonl", StateFile: "new.json", MaxActionsPerMinute: 3,
 		BreakerReset: time.Hour, StaleAfter: time.Second, IndexNames: map[string]string{"XBTC": "BTC"}, FastInterval: time.Second, FastDistance: 0.2,
+		AllowedHosts: []string{"guard.example.org"}, ControlFailAfter: time.Minute,
 	}
 	want := next
 	want.Interval, want.DryRun, want.AuditLog, want.StateFile = running.Interval, running.DryRun, running.AuditLog, running.StateFile
+	want.AllowedHosts, want.ControlFailAfter = running.AllowedHosts, running.ControlFailAfter
 	if got := next.KeepRestartOnly(running); !reflect.DeepEqual(got, want) {
 		t.Errorf("KeepRestartOnly = %+v\nwant %+v", got, want)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -146,7 +147,9 @@ func positionStatus(r *tickRow) PositionStatus {
 		if ps.MaxLeverage == 0 {
 			ps.MaxLeverage = sym.RiskLimit.MaxLeverage
 		}
-		if r.HasIndex && r.Index.IsPositive() {
+		// An index a float cannot hold ("1e400" is +Inf) is no data, as
+		// the rules see it: no index, no distance.
+		if r.HasIndex && r.Index.IsPositive() && finite(r.IndexF) {
 			ps.Index = r.Index
 		}
 	}
@@ -159,10 +162,15 @@ func positionStatus(r *tickRow) PositionStatus {
 // active ones.
 func (ps *PositionStatus) complete(set *rules.Set, active []ActiveRule) {
 	if ps.Index.IsPositive() {
-		d := rules.LiquidationDistance(side(ps.Side), ps.Index.InexactFloat64(), ps.LiquidationPrice.InexactFloat64())
-		ps.Distance = &d
+		// Not finite (a liquidation price past a float's range): no data,
+		// never a NaN the status's JSON cannot carry.
+		if d := rules.LiquidationDistance(side(ps.Side), ps.Index.InexactFloat64(), ps.LiquidationPrice.InexactFloat64()); finite(d) {
+			ps.Distance = &d
+		}
 	}
-	ps.Rules = nil
+	// [] when no rule applies (only account rules, or rules of other
+	// symbols): the page reads a list.
+	ps.Rules = []RuleStatus{}
 	for _, r := range set.Rules {
 		if r.Account() || !r.AppliesTo(ps.Symbol) {
 			continue
@@ -202,6 +210,9 @@ func (e *Engine) Status(now time.Time) *Status {
 		st.Positions[i].complete(set, active)
 	}
 	st.Actions = e.jr.Recent()
+	if st.Actions == nil {
+		st.Actions = []RecentAction{}
+	}
 	st.Silences, st.Pauses = e.Silences(now), e.Pauses(now)
 	st.InFlight = e.InFlight(now)
 	if st.Positions == nil {
@@ -215,3 +226,6 @@ func (e *Engine) Status(now time.Time) *Status {
 	}
 	return st
 }
+
+// finite reports whether f is a number JSON can carry and a reader can use.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,10 +46,33 @@ type TelegramControl struct {
 	// poll is the long-polling timeout asked of getUpdates.
 	poll time.Duration
 
+	// failAfter is how long getUpdates may keep failing before alarm is
+	// called; alarm is told when the control fails that long and when it
+	// reads again (nil: only the log says so).
+	failAfter time.Duration
+	alarm     func(ctx context.Context, failing bool, text string)
+
 	mu      sync.Mutex
 	pending map[string]confirmation // by nonce
 	offset  int64
+	limit   int // updates asked of one getUpdates; halved after an answer past maxUpdatesAnswer
 }
+
+// Telegram's getUpdates answers at most 100 updates. One is at worst a
+// 4096-character message whose text JSON may escape to 6 bytes a
+// character, quoting another as reply_to_message, with entities and
+// names: under 64 KiB. maxUpdatesAnswer reads 100 of them whole, so that
+// a flood of long messages from anyone who can write to the bot cannot
+// make an answer unreadable (it was cut at 64 KiB: the decode failed, the
+// offset never moved, and the control never answered again).
+const (
+	updatesLimit     = 100
+	maxUpdatesAnswer = 8 << 20
+)
+
+// DefaultControlFailAfter is how long getUpdates may keep failing before
+// the control's alarm says so.
+const DefaultControlFailAfter = 5 * time.Minute
 
 // confirmation is a /pause or /resume waiting for its button.
 type confirmation struct {
@@ -74,6 +98,18 @@ func WithPollTimeout(d time.Duration) TelegramControlOption {
 	return func(t *TelegramControl) { t.poll = d }
 }
 
+// WithControlAlarm calls alarm once getUpdates has been failing for after
+// (0: DefaultControlFailAfter), with failing true and a sentence saying
+// so, and again with false when it reads again.
+func WithControlAlarm(after time.Duration, alarm func(ctx context.Context, failing bool, text string)) TelegramControlOption {
+	return func(t *TelegramControl) {
+		if after > 0 {
+			t.failAfter = after
+		}
+		t.alarm = alarm
+	}
+}
+
 // WithControlLogger sets the logger.
 func WithControlLogger(l *slog.Logger) TelegramControlOption {
 	return func(t *TelegramControl) { t.log = l }
@@ -86,11 +122,13 @@ func NewTelegramControl(cc ChannelConfig, ctrl Controller, opts ...TelegramContr
 		return nil, fmt.Errorf("channel %s: control needs a telegram channel with control_chat_ids", cc.Name)
 	}
 	t := &TelegramControl{allowed: cc.ControlChats, ctrl: ctrl,
-		log: slog.New(slog.DiscardHandler), now: time.Now, poll: 25 * time.Second, pending: map[string]confirmation{}}
+		log: slog.New(slog.DiscardHandler), now: time.Now, poll: 25 * time.Second, pending: map[string]confirmation{},
+		failAfter: DefaultControlFailAfter, limit: updatesLimit}
 	for _, o := range opts {
 		o(t)
 	}
-	t.bot = newTelegram(cc, httpPoster{hc: &http.Client{Timeout: t.poll + 15*time.Second}, redact: newRedactor(cc.secrets()...), now: t.now})
+	t.bot = newTelegram(cc, httpPoster{hc: &http.Client{Timeout: t.poll + 15*time.Second}, redact: newRedactor(cc.secrets()...), now: t.now,
+		limit: maxUpdatesAnswer})
 	return t, nil
 }
 
@@ -98,6 +136,8 @@ func NewTelegramControl(cc ChannelConfig, ctrl Controller, opts ...TelegramContr
 // with a backoff from 1 s to 30 s, honouring Telegram's retry_after.
 func (t *TelegramControl) Run(ctx context.Context) error {
 	backoff := time.Second
+	var failingSince time.Time
+	alarmed := false
 	for ctx.Err() == nil {
 		ups, err := t.updates(ctx)
 		if err != nil {
@@ -110,12 +150,29 @@ func (t *TelegramControl) Run(ctx context.Context) error {
 				wait = de.RetryAfter
 			}
 			t.log.Warn("telegram control: getUpdates failed; retrying", "err", err, "in", wait)
+			if failingSince.IsZero() {
+				failingSince = t.now()
+			}
+			if d := t.now().Sub(failingSince); !alarmed && d >= t.failAfter {
+				alarmed = true
+				t.log.Error("telegram control: commands cannot be read", "for", d.Round(time.Second), "err", err)
+				if t.alarm != nil {
+					t.alarm(ctx, true, fmt.Sprintf("The Telegram control cannot read commands: getUpdates has been failing for %s (%v). Use the API or the CLI meanwhile.", d.Round(time.Second), err))
+				}
+			}
 			if sleepCtx(ctx, wait) != nil {
 				break
 			}
 			backoff = min(2*backoff, 30*time.Second)
 			continue
 		}
+		if alarmed {
+			t.log.Info("telegram control: commands are read again", "after", t.now().Sub(failingSince).Round(time.Second))
+			if t.alarm != nil {
+				t.alarm(ctx, false, fmt.Sprintf("The Telegram control reads commands again, after %s.", t.now().Sub(failingSince).Round(time.Second)))
+			}
+		}
+		failingSince, alarmed = time.Time{}, false
 		backoff = time.Second
 		for _, u := range ups {
 			t.handle(ctx, u)
@@ -160,20 +217,54 @@ func (u tgUser) by() string {
 	return "telegram:" + strconv.FormatInt(u.ID, 10)
 }
 
-// updates long-polls for the next updates.
+// updates long-polls for the next updates, at most limit of them. Each is
+// decoded on its own: one that cannot be (a field of an unexpected type)
+// is logged and skipped, and the offset moves past it, so that one odd
+// update cannot stop the control for good. An answer longer than
+// maxUpdatesAnswer halves the limit for the next poll; at one update, the
+// offset moves past it.
 func (t *TelegramControl) updates(ctx context.Context) ([]tgUpdate, error) {
 	t.mu.Lock()
-	offset := t.offset
+	offset, limit := t.offset, t.limit
 	t.mu.Unlock()
-	body := map[string]any{"offset": offset, "timeout": int(t.poll.Seconds()), "allowed_updates": []string{"message", "callback_query"}}
-	var ups []tgUpdate
-	if err := t.bot.call(ctx, "getUpdates", body, &ups); err != nil {
+	body := map[string]any{"offset": offset, "limit": limit, "timeout": int(t.poll.Seconds()), "allowed_updates": []string{"message", "callback_query"}}
+	var raws []json.RawMessage
+	if err := t.bot.call(ctx, "getUpdates", body, &raws); err != nil {
+		if errors.Is(err, ErrAnswerTooLarge) {
+			t.mu.Lock()
+			if t.limit > 1 {
+				t.limit = max(t.limit/2, 1)
+			} else {
+				// Update ids are consecutive: the one unreadable is offset.
+				t.offset = offset + 1
+				t.log.Error("telegram control: an update longer than the answer's bound; skipped", "update_id", offset)
+			}
+			t.mu.Unlock()
+		}
 		return nil, err
 	}
-	t.mu.Lock()
-	for _, u := range ups {
-		t.offset = max(t.offset, u.UpdateID+1)
+	ups := make([]tgUpdate, 0, len(raws))
+	next := offset
+	for _, raw := range raws {
+		var u tgUpdate
+		if err := json.Unmarshal(raw, &u); err != nil {
+			var id struct {
+				UpdateID *int64 `json:"update_id"`
+			}
+			skipped := next // no id: update ids are consecutive
+			if json.Unmarshal(raw, &id) == nil && id.UpdateID != nil {
+				skipped = *id.UpdateID
+			}
+			next = max(next, skipped+1)
+			t.log.Warn("telegram control: an update that cannot be decoded; skipped", "update_id", skipped, "err", err)
+			continue
+		}
+		next = max(next, u.UpdateID+1)
+		ups = append(ups, u)
 	}
+	t.mu.Lock()
+	t.offset = max(t.offset, next)
+	t.limit = updatesLimit
 	t.mu.Unlock()
 	return ups, nil
 }

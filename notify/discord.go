@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"strings"
 )
 
 // TypeDiscord is a Discord webhook.
@@ -18,7 +19,8 @@ func decodeDiscord(p *parser, path string, m map[string]any, cc *ChannelConfig) 
 }
 
 // discord posts to a Discord webhook. Mentions are disabled so that a
-// message quoting "@everyone" pings nobody.
+// message quoting "@everyone" pings nobody, and brackets are escaped so
+// that "[log in](https://evil.example)" is no disguised link.
 type discord struct {
 	httpPoster
 	url string
@@ -30,7 +32,7 @@ func newDiscord(cc ChannelConfig, o *options) (Sender, error) {
 
 func (d *discord) Send(ctx context.Context, m Message) error {
 	body := map[string]any{
-		"content":          truncate(m.Text, discordMaxText),
+		"content":          truncate(discordEscape(m.Text), discordMaxText),
 		"allowed_mentions": map[string]any{"parse": []string{}},
 	}
 	a, err := d.postJSON(ctx, d.url, body, nil)
@@ -46,4 +48,11 @@ func (d *discord) Send(ctx context.Context, m Message) error {
 	}
 	_ = json.Unmarshal(a.body, &rl)
 	return d.statusError(a, secondsDuration(rl.RetryAfter))
+}
+
+// discordEscape escapes what makes a masked link in Discord's markdown
+// ([text](url)): the brackets, and the backslash that could unescape
+// them. Escaped, they show as written.
+func discordEscape(text string) string {
+	return strings.NewReplacer(`\`, `\\`, "[", `\[`, "]", `\]`).Replace(text)
 }

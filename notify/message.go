@@ -25,6 +25,7 @@ const (
 	KindReload       Kind = "reload"        // a configuration reload failed or succeeded
 	KindLifecycle    Kind = "lifecycle"     // the daemon started or stopped
 	KindAudit        Kind = "audit"         // the audit log failed to write, or writes again
+	KindControl      Kind = "control"       // the Telegram control cannot read its commands, or reads them again
 )
 
 // Message is one notification. Text is a one-line summary fit for a phone;

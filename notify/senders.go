@@ -25,6 +25,9 @@ type Sender interface {
 // maxResponse bounds how much of a service's answer is read.
 const maxResponse = 64 << 10
 
+// ErrAnswerTooLarge is a service's answer longer than its reader's bound.
+var ErrAnswerTooLarge = errors.New("answer too large")
+
 // DeliveryError is a failed delivery attempt, as the service answered it.
 // Its text never contains a secret.
 type DeliveryError struct {
@@ -38,7 +41,8 @@ type DeliveryError struct {
 	Permanent bool
 	// Msg says what happened, redacted.
 	Msg string
-	// Err is a context error when the attempt ran out of time, else nil.
+	// Err is a context error when the attempt ran out of time,
+	// ErrAnswerTooLarge for an answer past its bound, else nil.
 	Err error
 }
 
@@ -103,6 +107,10 @@ type httpPoster struct {
 	hc     *http.Client
 	redact redactor
 	now    func() time.Time
+	// limit, when set, bounds an answer: a longer one is an error rather
+	// than cut at maxResponse (the Telegram control's getUpdates, whose
+	// answers are large and must be read whole).
+	limit int64
 }
 
 type httpAnswer struct {
@@ -130,9 +138,16 @@ func (p *httpPoster) postJSON(ctx context.Context, u string, v any, headers map[
 		return nil, p.redact.transportError(err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	limit := int64(maxResponse)
+	if p.limit > 0 {
+		limit = p.limit + 1
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		return nil, p.redact.transportError(err)
+	}
+	if p.limit > 0 && int64(len(data)) > p.limit {
+		return nil, &DeliveryError{Status: resp.StatusCode, Msg: fmt.Sprintf("answer longer than %d bytes; not read", p.limit), Err: ErrAnswerTooLarge}
 	}
 	return &httpAnswer{status: resp.StatusCode, header: resp.Header, body: data}, nil
 }

@@ -1,6 +1,9 @@
 package notify
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // TypeSlack is a Slack incoming webhook.
 const TypeSlack = "slack"
@@ -25,7 +28,7 @@ func newSlack(cc ChannelConfig, o *options) (Sender, error) {
 }
 
 func (s *slack) Send(ctx context.Context, m Message) error {
-	a, err := s.postJSON(ctx, s.url, map[string]string{"text": truncate(m.Text, slackMaxText)}, nil)
+	a, err := s.postJSON(ctx, s.url, map[string]string{"text": truncate(slackEscape(m.Text), slackMaxText)}, nil)
 	if err != nil {
 		return err
 	}
@@ -33,4 +36,13 @@ func (s *slack) Send(ctx context.Context, m Message) error {
 		return s.statusError(a, 0)
 	}
 	return nil
+}
+
+// slackEscape escapes the three characters Slack's mrkdwn gives a meaning
+// to, as Slack asks of every text that is not markup. It makes text that may come from outside (an exchange's error,
+// a comment, a name, a rule's text) show as written: "<!channel>" pings
+// nobody and "<https://evil.example|log in>" is no disguised link. The
+// guard's own texts use no Slack markup, so the whole text is escaped.
+func slackEscape(text string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(text)
 }

@@ -6,6 +6,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
@@ -87,6 +89,10 @@ type Options struct {
 	// Token is the bearer token of the control API and of reads from
 	// beyond loopback; "" disables the mutating endpoints (403).
 	Token string
+	// AllowedHosts are the host names (or addresses) requests may name in
+	// their Host header besides the loopback ones (engine.allowed_hosts);
+	// see Server.ServeHTTP.
+	AllowedHosts []string
 	// HealthMaxAge is how old the last complete snapshot may be for
 	// /healthz to answer ok; it must be positive.
 	HealthMaxAge time.Duration
@@ -103,6 +109,7 @@ type Server struct {
 	controls Controls
 	exchange ExchangeStats
 	token    string
+	hosts    map[string]bool // AllowedHosts, normalized
 	maxAge   time.Duration
 	logger   *slog.Logger
 	now      func() time.Time
@@ -126,6 +133,10 @@ func New(opts Options) (*Server, error) {
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
+	s.hosts = map[string]bool{}
+	for _, h := range opts.AllowedHosts {
+		s.hosts[normalHost(h)] = true
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -136,9 +147,49 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP serves every route of the server.
+// ServeHTTP serves every route of the server to the requests that name
+// a host it answers to, and refuses the others with 421 Misdirected
+// Request. A web page can make a browser send its requests here by having
+// its own name resolve to 127.0.0.1 (DNS rebinding); the browser then sends
+// that name as Host, and the page could read the answers as its own. So
+// only the loopback names and addresses (localhost, 127.0.0.1, [::1], any
+// port; the unspecified 0.0.0.0 and [::], which reach this machine only)
+// and AllowedHosts are served. /metrics and /healthz also answer any
+// IP address, which probes use and no page can rebind: a name is needed
+// for that.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.hostAllowed(r) {
+		w.Header().Set("Cache-Control", "no-store")
+		http.Error(w, "misdirected request: this host name is not served here (engine.allowed_hosts lists the names besides localhost)", http.StatusMisdirectedRequest)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// hostAllowed reports whether r's Host is one the server answers to.
+func (s *Server) hostAllowed(r *http.Request) bool {
+	if r.Host == "" {
+		return true // HTTP/1.0 without Host: no browser sends that
+	}
+	host := normalHost(r.Host)
+	if host == "" || host == "localhost" || s.hosts[host] {
+		return true // "": ":9464", what the CLI sends for engine.listen ":9464"
+	}
+	ip := net.ParseIP(host)
+	if ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
+		return true // 0.0.0.0 and :: are what the CLI sends for such a listen
+	}
+	return ip != nil && (r.URL.Path == "/metrics" || r.URL.Path == "/healthz")
+}
+
+// normalHost is a Host header's or an allowed host's name: without its
+// port and IPv6 brackets, in lower case, without a final dot.
+func normalHost(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+	return h
 }
 
 // Start listens on addr and serves in the background until ctx is done,
@@ -200,14 +251,24 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// writeJSON answers code with v, indented, never cached.
-func writeJSON(w http.ResponseWriter, code int, v any) {
+// writeJSON answers code with v, indented, never cached. v is encoded
+// before the header is written, so that a value JSON cannot carry is a 500
+// saying so, never a 200 with an empty body; the error is returned for the
+// caller to log.
+func writeJSON(w http.ResponseWriter, code int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		w.Header().Set("Cache-Control", "no-store")
+		http.Error(w, "the answer could not be encoded; the daemon's log says why", http.StatusInternalServerError)
+		return fmt.Errorf("encode the answer: %w", err)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // ErrorBody is the body of every refused API call.

@@ -41,7 +41,9 @@ func (s *Server) statusRoutes() {
 		if s.exchange != nil {
 			ex = s.exchange.Snapshot()
 		}
-		writeJSON(w, http.StatusOK, statusResponse{Status: s.guard.Status(now), Healthy: healthy, Exchange: ex, Control: s.token != ""})
+		if err := writeJSON(w, http.StatusOK, statusResponse{Status: s.guard.Status(now), Healthy: healthy, Exchange: ex, Control: s.token != ""}); err != nil {
+			s.logger.Error("GET /api/v1/status failed", "err", err)
+		}
 	}))
 	s.mux.HandleFunc("GET /api/v1/silences", s.open(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, nonNil(s.controls.Silences(s.now())))

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -51,7 +53,7 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := httptest.NewRequest("GET", "/api/v1/status", nil)
-	req.RemoteAddr = loopback
+	req.RemoteAddr, req.Host = loopback, "127.0.0.1:9464"
 	rec = httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
 	for _, want := range []string{`"healthy": false`, `"controlEnabled": false`,
@@ -226,5 +228,29 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	if dir := os.Getenv("RISKGUARD_SCREENSHOT_DIR"); dir != "" {
 		os.WriteFile(filepath.Join(dir, "status.png"), png, 0o644)
+	}
+}
+
+// A status JSON cannot carry (a NaN figure) is a 500 saying so, with the
+// error logged, never a 200 with an empty or cut body.
+func TestStatusEncodingFailureIs500(t *testing.T) {
+	t.Parallel()
+	st := demoStatus(t0)
+	st.SnapshotAge = math.NaN()
+	var logs bytes.Buffer
+	srv, err := web.New(web.Options{Guard: &fakeGuard{status: st}, Controls: &fakeControls{}, Metrics: http.NotFoundHandler(),
+		HealthMaxAge: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/api/v1/status", nil)
+	req.RemoteAddr, req.Host = loopback, "127.0.0.1:9464"
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, req)
+	if rec.Code != 500 || !strings.Contains(rec.Body.String(), "could not be encoded") || rec.Header().Get("Content-Type") == "application/json" {
+		t.Errorf("GET /api/v1/status with a NaN = %d %q %v, want a plain 500", rec.Code, rec.Body, rec.Header())
+	}
+	if !strings.Contains(logs.String(), "GET /api/v1/status failed") || !strings.Contains(logs.String(), "unsupported value: NaN") {
+		t.Errorf("the failure is not logged: %q", logs.String())
 	}
 }

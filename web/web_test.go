@@ -190,6 +190,7 @@ func (e *env) request(t *testing.T, method, target, from, auth, body string) *ht
 	t.Helper()
 	req := httptest.NewRequest(method, target, strings.NewReader(body))
 	req.RemoteAddr = from
+	req.Host = "localhost:9464" // httptest's example.com is a foreign name
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}

@@ -104,6 +104,7 @@ const (
 	kindInt
 	kindFloat
 	kindStringMap
+	kindStringList
 )
 
 // configKey is one known key of a section.
@@ -176,6 +177,8 @@ func settingKey(s engine.Setting) configKey {
 		k.kind = kindFloat
 	case *map[string]string:
 		k.kind = kindStringMap
+	case *[]string:
+		k.kind = kindStringList
 	}
 	return k
 }
@@ -543,6 +546,38 @@ func (l *loader) stringMap(k configKey) map[string]string {
 	return nil
 }
 
+// stringList reads a list of strings; from the environment it is "A,B".
+func (l *loader) stringList(k configKey) []string {
+	v, env, ok := l.source(k)
+	if !ok {
+		return nil
+	}
+	switch x := v.(type) {
+	case string:
+		if env == "" {
+			break
+		}
+		var out []string
+		for s := range strings.SplitSeq(x, ",") {
+			out = append(out, strings.TrimSpace(s))
+		}
+		return out
+	case []any:
+		out := []string{}
+		for _, item := range x {
+			s, isStr := item.(string)
+			if !isStr {
+				l.bad(k, env, "expected a list of strings, got %s in it", kindOf(item))
+				return nil
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	l.bad(k, env, "expected a list like [guard.example.org], got %s", kindOf(v))
+	return nil
+}
+
 // key returns the known key section.name.
 func key(section, name string) configKey {
 	for _, k := range configKeys() {
@@ -608,7 +643,7 @@ func (l *loader) engine(e *engine.Config, listen *string) {
 		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 			l.bad(k, l.envOf(k), "expected host:port like 127.0.0.1:9464, got %q", *listen)
 		} else if !isLoopback(host) {
-			l.warnf("engine.listen %s serves metrics beyond this machine, and the status page and control API with them (their GET endpoints then need the control token too): keep it on loopback and tunnel", *listen)
+			l.warnf("engine.listen %s serves metrics beyond this machine, and the status page and control API with them (their GET endpoints then need the control token too, and a host name or address other than loopback must be in engine.allowed_hosts): keep it on loopback and tunnel", *listen)
 		}
 	})
 }
@@ -654,6 +689,10 @@ func (l *loader) setting(k configKey, s engine.Setting, e *engine.Config) {
 	case *map[string]string:
 		if m := l.stringMap(k); m != nil {
 			*p = m
+		}
+	case *[]string:
+		if list := l.stringList(k); list != nil {
+			*p = list
 		}
 	default:
 		panic(fmt.Sprintf("config: %s: no reader for %T", s.Key, p)) // a row of a new type

@@ -33,6 +33,9 @@ type guard struct {
 	// controlToken guards the control API ("" disables it).
 	stats        *exchangeStats
 	controlToken string
+	// allowedHosts are engine.allowed_hosts: the listener's host names
+	// besides loopback.
+	allowedHosts []string
 }
 
 // newClient builds the exchange client the configuration describes.
@@ -119,7 +122,7 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 		notifier.close(context.Background())
 		return nil, err
 	}
-	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval, stats: stats, controlToken: cfg.ControlToken}, nil
+	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval, stats: stats, controlToken: cfg.ControlToken, allowedHosts: cfg.Engine.AllowedHosts}, nil
 }
 
 // close flushes the engine's state and delivers the notifications still
@@ -147,7 +150,7 @@ func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) err
 	srv, err := web.New(web.Options{
 		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
 		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
-		Token:   g.controlToken, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
+		Token:   g.controlToken, AllowedHosts: g.allowedHosts, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
 	})
 	if err != nil {
 		return err
@@ -201,10 +204,10 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "fast_interval", cfg.Engine.FastInterval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
 	g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "info",
 		Text: fmt.Sprintf("riskguard started: %d rules, dry run %t", len(cfg.Rules.Rules), dry)})
-	var ctls controls // Telegram control, when a channel has control_chat_ids
+	ctls := newControls(cfg.Engine.ControlFailAfter, g.notifier, g.registry) // Telegram control, when a channel has control_chat_ids
 	ctls.start(ctx, cfg.Notify, g.engine, logger)
 	defer ctls.stop()
-	go m.reloads(ctx, *configPath, cfg, g, &ctls, *allowUnknown, logger)
+	go m.reloads(ctx, *configPath, cfg, g, ctls, *allowUnknown, logger)
 	err = g.engine.Run(ctx)
 	sd.stopping(ctx)
 	logger.Info("riskguard stopping")

@@ -48,6 +48,9 @@ func TestEverySettingIsReadAndReloaded(t *testing.T) {
 		case *map[string]string:
 			*p = map[string]string{"XBTC": "BTC_X"}
 			yamlValue, envValue = "{XBTC: BTC_X}", "XBTC=BTC_X"
+		case *[]string:
+			*p = []string{"guard.example.org", "192.0.2.7"}
+			yamlValue, envValue = "[guard.example.org, 192.0.2.7]", "guard.example.org, 192.0.2.7"
 		default:
 			t.Fatalf("%s: no test value for %T", s.Key, p)
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
@@ -157,16 +158,56 @@ func (c telegramController) Ack(ctx context.Context, by string) (string, error) 
 }
 
 // controls runs the Telegram control of every telegram channel with
-// control_chat_ids; a reload starts them again with the new section.
+// control_chat_ids; a reload starts them again with the new section. A
+// zero controls runs them without the alarm (newControls adds it).
 type controls struct {
+	// failAfter is engine.control_fail_after: a control whose getUpdates
+	// fails that long is notified through notifier (critically, and again
+	// when it reads) and shows in failing{channel}.
+	failAfter time.Duration
+	notifier  engine.Notifier
+	failing   *prometheus.GaugeVec
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
+// newControls builds the controls' set-up; its gauge
+// riskguard_telegram_control_failing is registered in reg.
+func newControls(failAfter time.Duration, notifier engine.Notifier, reg prometheus.Registerer) *controls {
+	cs := &controls{failAfter: failAfter, notifier: notifier, failing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "riskguard_telegram_control_failing",
+		Help: "1 while a Telegram control's getUpdates has been failing for engine.control_fail_after or longer.",
+	}, []string{"channel"})}
+	reg.MustRegister(cs.failing)
+	return cs
+}
+
+// alarm is the control alarm of channel name: the gauge and a critical
+// notification (info when it reads again).
+func (cs *controls) alarm(name string) func(ctx context.Context, failing bool, text string) {
+	return func(ctx context.Context, failing bool, text string) {
+		m := notify.Message{Time: time.Now(), Kind: notify.KindControl, Severity: "info", Text: text}
+		v := 0.0
+		if failing {
+			m.Severity, v = "critical", 1
+		}
+		if cs.failing != nil {
+			cs.failing.WithLabelValues(name).Set(v)
+		}
+		if cs.notifier != nil {
+			_ = cs.notifier.Send(context.WithoutCancel(ctx), m)
+		}
+	}
+}
+
 // start stops the running controls and starts those of ncfg.
 func (cs *controls) start(ctx context.Context, ncfg *notify.Config, e *engine.Engine, logger *slog.Logger) {
 	cs.stop()
+	if cs.failing != nil {
+		cs.failing.Reset()
+	}
 	if ncfg == nil {
 		return
 	}
@@ -176,7 +217,11 @@ func (cs *controls) start(ctx context.Context, ncfg *notify.Config, e *engine.En
 		if len(cc.ControlChats) == 0 {
 			continue
 		}
-		tc, err := notify.NewTelegramControl(cc, telegramController{e: e}, notify.WithControlLogger(logger))
+		if cs.failing != nil {
+			cs.failing.WithLabelValues(name).Set(0)
+		}
+		tc, err := notify.NewTelegramControl(cc, telegramController{e: e}, notify.WithControlLogger(logger),
+			notify.WithControlAlarm(cs.failAfter, cs.alarm(name)))
 		if err != nil {
 			logger.Error("telegram control not started", "channel", name, "err", err)
 			continue

@@ -90,7 +90,7 @@ func (e *Engine) prepareReduce(ctx context.Context, now time.Time, m *act.Model,
 		effect = joinNonEmpty(d.Note, d.Pred.String())
 		base.Prediction = d.Pred.Record()
 	}
-	actEv := &ActionEvent{Symbol: sym, Action: string(rules.ReducePosition), Rules: names, Effect: effect}
+	actEv := &ActionEvent{Symbol: sym, Action: string(rules.ReducePosition), Rules: names, Quantity: qty, Effect: effect}
 	placer, reader, key := e.orders, e.reader, market.KeyOf(pos)
 	posCopy := *pos
 	rc.pc, rc.err = e.prepare(ctx, rep, base, desc, effect, actEv, func(ctx context.Context) (json.RawMessage, error) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/notify"
+	"github.com/shopspring/decimal"
 )
 
 // Report is the part of a tick's report the events fill.
@@ -43,6 +44,8 @@ type ActionEvent struct {
 	Outcome  string
 	From, To int // leverage before and after, for settings
 	Cross    bool
+	// Quantity is a reduce_position's order quantity.
+	Quantity decimal.Decimal
 	Err      error
 	// Effect is the margin model's prediction of a settings call, as the
 	// log says it; "" when there is none. Actual is what the exchange read

@@ -109,7 +109,7 @@ func TestRuleTestCommandErrors(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr)
 				}
 			}
-			if tt.name == "two files" && !strings.HasSuffix(stdout, "FAIL 1 of 6 tests failed\n") {
+			if tt.name == "two files" && !strings.HasSuffix(stdout, "FAIL 1 of 7 tests failed\n") {
 				t.Errorf("stdout does not end with the total:\n%s", stdout)
 			}
 		})

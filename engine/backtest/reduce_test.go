@@ -73,3 +73,31 @@ func TestBacktestReducePosition(t *testing.T) {
 		}
 	}
 }
+
+// An account rule cuts every cross position when the pool is running out:
+// each target gets its own order, through the same decision.
+func TestBacktestAccountRuleReduces(t *testing.T) {
+	t.Parallel()
+	const cut = `
+rules:
+  - name: cut-cross
+    scope: account
+    when: account.marginRatio > 0.5
+    targets: cross
+    cooldown: 10s
+    severity: critical
+    actions:
+      - action: reduce_position
+        fraction: 0.5
+`
+	res := run(t, backtest.Options{Rules: parseRules(t, cut), Baseline: parseRules(t, strings.Replace(cut, "reduce_position\n        fraction: 0.5", "notify", 1))}, btcCrash())
+	if len(res.Unguarded.Liquidations) != 1 || len(res.Guarded.Liquidations) != 0 {
+		t.Fatalf("liquidations without %+v, with %+v: want XBTC saved", res.Unguarded.Liquidations, res.Guarded.Liquidations)
+	}
+	if rs := res.Guarded.Rules[0]; rs.Actions < 1 || rs.Failed != 0 {
+		t.Errorf("guarded rule stats = %+v", rs)
+	}
+	if sum := backtest.Summary(res); !strings.Contains(sum, "only guarded   reduce_position XBTC (cut-cross)") {
+		t.Errorf("summary lacks the account rule's order:\n%s", sum)
+	}
+}

@@ -36,9 +36,10 @@ type TransitionEvent struct {
 // ActionEvent is one action decided by the tick, sent or not.
 type ActionEvent struct {
 	Symbol string
-	Action string // lower_leverage, set_isolated, settings, cancel_orders, notify
+	Action string // lower_leverage, set_isolated, settings, cancel_orders, reduce_position, notify
 	Rules  []string
 	// Outcome is sent, dry_run, paused, noop, skipped (the breaker), error,
+	// skipped_stopped (reduce_position stopped until restart),
 	// skipped_harmful (it would move a liquidation price closer) or
 	// skipped_bounded (no cut within the free balance or the margin budget).
 	Outcome  string

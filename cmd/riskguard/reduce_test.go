@@ -15,6 +15,31 @@ import (
 	"github.com/shopspring/decimal"
 )
 
+// The adapters the daemon and backtests run with can place orders.
+var (
+	_ engine.OrderPlacer = (*exchange.Client)(nil)
+	_ engine.OrderPlacer = sim.Local{}
+)
+
+// exchange.order_path: the default, an override from the environment, and
+// a path the signing cannot carry refused at load with its key.
+func TestLoadConfigOrderPath(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n"+minimalRules)
+	cfg, err := loadConfig(path, envMap(nil))
+	if err != nil || cfg.Exchange.OrderPath != exchange.DefaultOrderPath {
+		t.Fatalf("order path %q, %v; want the default", cfg.Exchange.OrderPath, err)
+	}
+	cfg, err = loadConfig(path, envMap(map[string]string{"RISKGUARD_EXCHANGE_ORDER_PATH": "/v1/orders/{symbol}"}))
+	if err != nil || cfg.Exchange.OrderPath != "/v1/orders/{symbol}" {
+		t.Fatalf("order path %q, %v; want the override", cfg.Exchange.OrderPath, err)
+	}
+	bad := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n  order_path: /v1/orders\n"+minimalRules)
+	if _, err := loadConfig(bad, envMap(nil)); err == nil || !strings.Contains(err.Error(), "order_path") || !strings.Contains(err.Error(), "hold {symbol} once") {
+		t.Errorf("err = %v, want order_path refused", err)
+	}
+}
+
 // reduceXBTCRule halves XBTC (the default scenario's one cross position,
 // long 0.8) when it comes within 5% of its liquidation price.
 const reduceXBTCRule = `

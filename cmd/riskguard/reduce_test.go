@@ -187,11 +187,18 @@ func TestRunReduceGrowsStopsTheKind(t *testing.T) {
 		return false
 	})
 	d.running(t)
-	orders := 0
+	orders, cancelsAfter := 0, 0
 	for _, c := range g.mutating() {
-		if strings.HasSuffix(c.Path, "/create") {
+		switch {
+		case strings.HasSuffix(c.Path, "/create"):
 			orders++
+		case strings.HasSuffix(c.Path, "/cancel") && orders > 0:
+			cancelsAfter++
 		}
+	}
+	// The other kinds go on: the rule's cancel_orders is sent again.
+	if cancelsAfter == 0 {
+		t.Errorf("no cancel after the stop: %+v", g.mutating())
 	}
 	if orders != 1 {
 		t.Errorf("%d orders sent, want 1: none after the position grew", orders)

@@ -29,7 +29,9 @@ var ErrNotApplied = errors.New("settings not applied")
 
 // execute decides a position's plan and returns its exchange calls and
 // what to do once they have ended: cancel first (fewer open orders is never
-// riskier), then the settings call, then the rules' notify actions. A rule
+// riskier), then the reduce order (reduce.go), then the settings call
+// (decided on the position the reduce leaves), then the rules' notify
+// actions. A rule
 // whose parts all succeeded starts its cooldown. It runs on the tick's
 // goroutine; the calls are sent by the executor, and done runs on the
 // goroutine that collects them (the tick's, this one or a later one).
@@ -52,13 +54,21 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			func(ctx context.Context) (json.RawMessage, error) { return e.act.CancelOrders(ctx, sym) })
 	}
 
+	var rc *reduceCall
+	switch {
+	case pl.ReduceAsked && held != nil:
+		rc = &reduceCall{err: held}
+	case pl.ReduceAsked:
+		rc = e.prepareReduce(ctx, now, e.marginView(snap), pl, rep)
+	}
+
 	var dec act.Decision
 	if held == nil {
 		var m *act.Model
 		if _, change := pl.Target(); change {
 			m = e.marginView(snap) // built once a tick, for the first plan that needs it
 		}
-		dec = act.DecideSettings(m, pl, now)
+		dec = act.DecideSettings(afterReduce(m, rc), pl, now)
 	}
 	want, change, pred, stepped := dec.Want, dec.Change, dec.Pred, dec.Stepped
 	for _, sk := range dec.Skips {
@@ -112,8 +122,12 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
 	}
 
+	var reducePC *pendingCall
+	if rc != nil {
+		reducePC = rc.pc
+	}
 	var calls []*pendingCall
-	for _, pc := range []*pendingCall{cancelPC, settingsPC} {
+	for _, pc := range []*pendingCall{cancelPC, reducePC, settingsPC} {
 		if pc != nil {
 			calls = append(calls, pc)
 		}
@@ -131,6 +145,15 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		// its tick is collected by a later one.
 		if cancelTried {
 			e.symbolOutcome(ctx, e.lastTick, sym, cancelErr)
+		}
+		var reduceErr error
+		if rc != nil {
+			if rc.pc != nil {
+				rc.err = e.finish(rep, rc.pc)
+				e.symbolOutcome(ctx, e.lastTick, sym, rc.err)
+				e.reduceDone(ctx, now, pl, rc)
+			}
+			reduceErr = rc.err
 		}
 		if settingsPC != nil {
 			settingsErr = e.finish(rep, settingsPC)
@@ -152,7 +175,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 				e.dirty = true
 			}
 		}
-		e.settle(ctx, now, rep, pl, setAt, cancelErr, settingsErr)
+		e.settle(ctx, now, rep, pl, setAt, cancelErr, reduceErr, settingsErr)
 	}
 	return calls, done
 }
@@ -161,7 +184,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 // notify actions run, a rule whose parts all succeeded starts its cooldown,
 // an account rule counts its target done. setAt is the rule set the plan
 // was decided under: a reload in between moves the states it names.
-func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl *act.Plan, setAt *rules.Set, cancelErr, settingsErr error) {
+func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl *act.Plan, setAt *rules.Set, cancelErr, reduceErr, settingsErr error) {
 	sym := pl.Sym.Name
 	for i := range pl.Due {
 		d := &pl.Due[i]
@@ -169,10 +192,10 @@ func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl 
 		for _, part := range []struct {
 			asked bool
 			err   error
-		}{{d.Settings, settingsErr}, {d.Cancel, cancelErr}} {
+		}{{d.Settings, settingsErr}, {d.Cancel, cancelErr}, {d.Reduce, reduceErr}} {
 			switch {
 			case !part.asked || part.err == nil:
-			case refusedForGood(part.err):
+			case refusedForGood(part.err), errors.Is(part.err, ErrReduceStopped), errors.Is(part.err, errNoOrders):
 				refused = append(refused, part.err)
 			default:
 				d.Err = errors.Join(d.Err, part.err)

@@ -113,7 +113,7 @@ func (e *Engine) submit(ctx context.Context, symbol string, calls []*pendingCall
 // are not held back.
 func (e *Engine) heldBack(ctx context.Context, now time.Time, pl *act.Plan, rep *TickReport) bool {
 	failures, until, held := e.backoff.Held(pl.Sym.Name, now)
-	if !held || (!pl.Cancel && pl.Lower == 0 && !pl.Isolate) {
+	if !held || (!pl.Cancel && pl.Lower == 0 && !pl.Isolate && !pl.ReduceAsked) {
 		return false
 	}
 	why := fmt.Sprintf("%d failed calls in a row on %s; next attempt at %s", failures, pl.Sym.Name, until.UTC().Format(time.RFC3339))

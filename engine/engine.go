@@ -132,6 +132,13 @@ type Engine struct {
 	curRep *TickReport
 	// lane is the fast lane's state (tick-owned).
 	lane laneState
+	// orders places reduce_position's orders: the Actuator, when it can
+	// (OrderPlacer); nil refuses them.
+	orders OrderPlacer
+	// reduceStopped is why reduce_position sends no more orders (a
+	// position that grew after one), until a restart; nil while it may
+	// (tick-owned).
+	reduceStopped error
 
 	// win is the rule set's functions over the recent past (the
 	// positions' series are in their posState).
@@ -244,6 +251,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		wait:      cfg.Interval,
 	}
 	hist, _ := d.Reader.(window.HistoryReader)
+	e.orders, _ = d.Actuator.(OrderPlacer)
 	e.names = ruleNames(set)
 	e.win = window.NewStore(set, cfg.Interval, hist, d.Logger)
 	e.bindRules(set)

@@ -40,6 +40,7 @@ type Client struct {
 	rateBurst     int
 	limiter       *rate.Limiter // nil: unlimited
 	positionsPath string
+	orderPath     string // with {symbol}
 	syncEvery     time.Duration
 	log           *slog.Logger
 	hook          func(RequestInfo)
@@ -110,6 +111,7 @@ func New(baseURL, key, secret string, opts ...Option) (*Client, error) {
 		ratePerSec:    10,
 		rateBurst:     20,
 		positionsPath: "/v1/contracts/positions",
+		orderPath:     DefaultOrderPath,
 		syncEvery:     5 * time.Minute,
 		log:           slog.New(slog.DiscardHandler),
 		hook:          func(RequestInfo) {},
@@ -265,6 +267,9 @@ type call struct {
 	path   string // escaped path
 	query  url.Values
 	body   []byte
+	// once: the call is not idempotent (an order), so it is sent again
+	// only after an answer that says it was not processed (429).
+	once bool
 	// timing, when set, receives the local send and receive times of the
 	// successful attempt (clock sync).
 	timing *timing
@@ -369,7 +374,7 @@ func (c *Client) do(ctx context.Context, cl call, v any) error {
 				continue
 			}
 		}
-		if !o.retry {
+		if !o.retry || (cl.once && o.status != http.StatusTooManyRequests) {
 			return o.err
 		}
 		if attempt >= c.retry.MaxAttempts {

@@ -118,6 +118,41 @@ func (ev *Evaluator) TargetLeverage(a *Action, env *Env) (int, error) {
 	return int(math.Floor(f)), nil
 }
 
+// ReduceQuantity evaluates a reduce_position's quantity expression: a
+// finite number (NaN or ±Inf is ErrNoData). The caller rounds it to the
+// symbol's increment and bounds it by the position.
+func (ev *Evaluator) ReduceQuantity(a *Action, env *Env) (float64, error) {
+	if a.Kind != ReducePosition || a.Quantity == "" {
+		return 0, fmt.Errorf("%s has no quantity expression", a.Kind)
+	}
+	if reason := env.NoData(); reason != "" {
+		return 0, &NoDataError{Reason: reason}
+	}
+	if a.program == nil {
+		return 0, errors.New("quantity: not compiled")
+	}
+	if err := a.reads.known(env); err != nil {
+		return 0, fmt.Errorf("quantity: %w", err)
+	}
+	f, ok := 0.0, false
+	if a.fast != nil {
+		f, ok = a.fast(env)
+	}
+	if !ok {
+		out, err := ev.vm.Run(a.program, env)
+		if err != nil {
+			return 0, fmt.Errorf("quantity: %w", err)
+		}
+		if f, ok = toFloat(out); !ok {
+			return 0, fmt.Errorf("quantity gave %T, not a number", out)
+		}
+	}
+	if !finite(f) {
+		return 0, fmt.Errorf("quantity: %w", &NoDataError{Reason: "quantity is not finite"})
+	}
+	return f, nil
+}
+
 // exprKind is the type an expression must have.
 type exprKind int
 

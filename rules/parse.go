@@ -78,7 +78,7 @@ func ruleKeys() []string {
 }
 
 // actionKeys lists the keys of an action.
-func actionKeys() []string { return []string{"action", "leverage", "channels"} }
+func actionKeys() []string { return []string{"action", "leverage", "channels", "fraction", "quantity"} }
 
 var (
 	nameRE     = regexp.MustCompile(`^[a-z0-9-]+$`)
@@ -415,7 +415,7 @@ func (p *parser) actions(n *yaml.Node) []Action {
 		p.errorf(n, "actions: expected a list of actions, got %s", yamlnode.Describe(n))
 		return nil
 	}
-	kinds := []string{string(LowerLeverage), string(SetIsolated), string(CancelOrders), string(Notify)}
+	kinds := []string{string(LowerLeverage), string(SetIsolated), string(CancelOrders), string(ReducePosition), string(Notify)}
 	var out []Action
 	seenKind := map[ActionKind]int{}
 	for _, an := range n.Content {
@@ -425,7 +425,7 @@ func (p *parser) actions(n *yaml.Node) []Action {
 			continue
 		}
 		var a Action
-		var kindNode, levNode, chanNode *yaml.Node
+		var kindNode, levNode, chanNode, fracNode, qtyNode *yaml.Node
 		seen := map[string]bool{}
 		for i := 0; i+1 < len(an.Content); i += 2 {
 			k, v := an.Content[i], yamlnode.Deref(an.Content[i+1])
@@ -442,6 +442,10 @@ func (p *parser) actions(n *yaml.Node) []Action {
 			case "channels":
 				chanNode = v
 				a.Channels = p.strings(v, k.Value)
+			case "fraction":
+				fracNode = v
+			case "quantity":
+				qtyNode = v
 			default:
 				p.unknownKey(k, actionKeys())
 			}
@@ -476,7 +480,7 @@ func (p *parser) actions(n *yaml.Node) []Action {
 			}
 			prog, an, err := compileExpr(src, exprNumber)
 			if err == nil {
-				err = a.setProgram(prog, an)
+				err = a.setProgram(prog, an, "leverage")
 			}
 			if err != nil {
 				p.exprError(levNode, "leverage", err)
@@ -486,6 +490,7 @@ func (p *parser) actions(n *yaml.Node) []Action {
 		case levNode != nil:
 			p.errorf(levNode, "leverage: only the lower_leverage action takes a leverage")
 		}
+		p.reduceParams(&a, kindNode, fracNode, qtyNode)
 		out = append(out, a)
 	}
 	return out
@@ -744,4 +749,53 @@ func budget(n *yaml.Node) (amount float64, fraction, ok bool) {
 		return 0, false, false
 	}
 	return f, false, true
+}
+
+// reduceParams reads reduce_position's fraction or quantity, exactly one of
+// them, and refuses them on any other action.
+func (p *parser) reduceParams(a *Action, kindNode, fracNode, qtyNode *yaml.Node) {
+	if a.Kind != ReducePosition {
+		for _, n := range []struct {
+			node *yaml.Node
+			key  string
+		}{{fracNode, "fraction"}, {qtyNode, "quantity"}} {
+			if n.node != nil {
+				p.errorf(n.node, "%s: only the reduce_position action takes a %s", n.key, n.key)
+			}
+		}
+		return
+	}
+	switch {
+	case fracNode == nil && qtyNode == nil:
+		p.errorf(kindNode, "reduce_position: missing parameter: fraction (of the position's quantity, in (0, 1], e.g. 0.5) or quantity (an expression in the base currency)")
+		return
+	case fracNode != nil && qtyNode != nil:
+		p.errorf(qtyNode, "reduce_position: fraction and quantity are both set; give one")
+		return
+	case fracNode != nil:
+		f, err := strconv.ParseFloat(fracNode.Value, 64)
+		if fracNode.Kind != yaml.ScalarNode || (fracNode.Tag != "!!float" && fracNode.Tag != "!!int") || err != nil || !(f > 0 && f <= 1) {
+			p.errorf(fracNode, "fraction: expected a share of the position's quantity in (0, 1], like 0.5 for half, got %s", yamlnode.Describe(fracNode))
+			return
+		}
+		a.Fraction = f
+		return
+	}
+	src, ok := p.exprSource(qtyNode, "quantity")
+	if !ok {
+		return
+	}
+	if strings.TrimSpace(src) == "" {
+		p.errorf(qtyNode, "quantity is empty")
+		return
+	}
+	prog, an, err := compileExpr(src, exprNumber)
+	if err == nil {
+		err = a.setProgram(prog, an, "quantity")
+	}
+	if err != nil {
+		p.exprError(qtyNode, "quantity", err)
+		return
+	}
+	a.Quantity = src
 }

@@ -230,3 +230,56 @@ func TestDidYouMean(t *testing.T) {
 		}
 	}
 }
+
+func TestParseReducePosition(t *testing.T) {
+	t.Parallel()
+	src := `rules:
+  - name: halve
+    when: liquidationDistance < 0.03
+    actions:
+      - {action: cancel_orders}
+      - {action: reduce_position, fraction: 0.5}
+  - name: trim
+    when: liquidationDistance < 0.05
+    actions:
+      - {action: reduce_position, quantity: position.quantity * 0.25}
+  - name: whole
+    when: liquidationDistance < 0.01
+    actions:
+      - {action: reduce_position, fraction: 1}
+`
+	set, err := Parse("r.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	halve, trim, whole := set.Rules[0].Actions[1], set.Rules[1].Actions[0], set.Rules[2].Actions[0]
+	if halve.Kind != ReducePosition || halve.Fraction != 0.5 || halve.Quantity != "" {
+		t.Errorf("halve = %+v", halve)
+	}
+	if trim.Kind != ReducePosition || trim.Fraction != 0 || trim.Quantity != "position.quantity * 0.25" {
+		t.Errorf("trim = %+v", trim)
+	}
+	if whole.Fraction != 1 {
+		t.Errorf("whole = %+v", whole)
+	}
+	env := filled(nil)
+	var ev Evaluator
+	got, err := ev.ReduceQuantity(&trim, env)
+	if want := env.Position.Quantity * 0.25; err != nil || got != want || got <= 0 {
+		t.Errorf("quantity = %v, %v; want %v", got, err, want)
+	}
+	if _, err := ev.ReduceQuantity(&trim, &Env{}); !errors.Is(err, ErrNoData) {
+		t.Errorf("an unfilled env gave %v, want no data", err)
+	}
+	if _, err := ev.ReduceQuantity(&halve, env); err == nil {
+		t.Error("a fraction action gave a quantity")
+	}
+	// The fraction and the quantity are part of what the rule does.
+	again, _ := Parse("r.yaml", []byte(strings.Replace(src, "fraction: 0.5", "fraction: 0.4", 1)))
+	if again.Rules[0].Fingerprint() == set.Rules[0].Fingerprint() {
+		t.Error("a changed fraction keeps the fingerprint")
+	}
+	if again.Rules[1].Fingerprint() != set.Rules[1].Fingerprint() {
+		t.Error("an unchanged rule changed its fingerprint")
+	}
+}

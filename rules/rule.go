@@ -57,6 +57,10 @@ const (
 	CancelOrders ActionKind = "cancel_orders"
 	// Notify sends a notification.
 	Notify ActionKind = "notify"
+	// ReducePosition cuts the position's exposure with a reduce-only,
+	// immediate-or-cancel market order for a fraction of its quantity or
+	// the quantity an expression gives.
+	ReducePosition ActionKind = "reduce_position"
 )
 
 // Defaults of the optional rule fields.
@@ -234,6 +238,13 @@ type Action struct {
 	// Channels names the notification channels (notify only); empty means
 	// the default ones.
 	Channels []string
+	// Fraction is the share of the position's quantity to reduce, in
+	// (0, 1] (reduce_position only; 0 when Quantity is set instead).
+	Fraction float64
+	// Quantity is the source of the expression giving the quantity to
+	// reduce, in the base currency (reduce_position only; "" when
+	// Fraction is set instead).
+	Quantity string
 
 	program *vm.Program
 	fast    floatFn // nil when Leverage is outside the fast subset
@@ -265,15 +276,20 @@ func (r *Rule) Compile() error {
 	}
 	for i := range r.Actions {
 		a := &r.Actions[i]
-		if a.Kind != LowerLeverage {
+		src, what := a.Leverage, "leverage"
+		switch {
+		case a.Kind == LowerLeverage:
+		case a.Kind == ReducePosition && a.Quantity != "":
+			src, what = a.Quantity, "quantity"
+		default:
 			continue
 		}
-		ap, aan, err := compileExpr(a.Leverage, exprNumber)
+		ap, aan, err := compileExpr(src, exprNumber)
 		if err == nil {
-			err = a.setProgram(ap, aan)
+			err = a.setProgram(ap, aan, what)
 		}
 		if err != nil {
-			return fmt.Errorf("rule %q: %s leverage: %w", r.Name, a.Kind, err)
+			return fmt.Errorf("rule %q: %s %s: %w", r.Name, a.Kind, what, err)
 		}
 	}
 	r.setProgram(p, an)
@@ -294,10 +310,11 @@ func (r *Rule) setProgram(p *vm.Program, an *analysis) {
 }
 
 // setProgram installs the compiled leverage expression with its fast path.
-// A leverage has no functions over time: they belong in when.
-func (a *Action) setProgram(p *vm.Program, an *analysis) error {
+// A leverage (or a quantity) has no functions over time: they belong in
+// when.
+func (a *Action) setProgram(p *vm.Program, an *analysis, what string) error {
 	if len(an.windows) > 0 {
-		return fmt.Errorf("%s is not allowed in a leverage: functions over time belong in when", an.windows[0])
+		return fmt.Errorf("%s is not allowed in a %s: functions over time belong in when", an.windows[0], what)
 	}
 	a.program = p
 	a.fast = compileFastNumber(p.Node())
@@ -396,6 +413,10 @@ func (r *Rule) Fingerprint() string {
 	for _, a := range r.Actions {
 		field(string(a.Kind))
 		field(a.Leverage)
+		if a.Kind == ReducePosition {
+			field(strconv.FormatFloat(a.Fraction, 'g', -1, 64))
+			field(a.Quantity)
+		}
 		field(strconv.Itoa(len(a.Channels)))
 		for _, c := range a.Channels {
 			field(c)

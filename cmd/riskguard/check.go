@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,6 +130,10 @@ func describeActions(actions []rules.Action) string {
 		switch {
 		case a.Kind == rules.LowerLeverage:
 			parts[i] = fmt.Sprintf("%s to %s", a.Kind, strings.Join(strings.Fields(a.Leverage), " "))
+		case a.Kind == rules.ReducePosition && a.Quantity != "":
+			parts[i] = fmt.Sprintf("%s by %s (reduce-only, rounded down to the increment)", a.Kind, strings.Join(strings.Fields(a.Quantity), " "))
+		case a.Kind == rules.ReducePosition:
+			parts[i] = fmt.Sprintf("%s by %s of the quantity (reduce-only, rounded down to the increment)", a.Kind, strconv.FormatFloat(a.Fraction, 'g', -1, 64))
 		case a.Kind == rules.Notify && len(a.Channels) > 0:
 			parts[i] = fmt.Sprintf("%s %s", a.Kind, strings.Join(a.Channels, ", "))
 		default:

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/internal/yamlnode"
 
 	"github.com/knadh/koanf/v2"
@@ -73,8 +74,11 @@ type exchangeConfig struct {
 	APIKey, APISecret string
 	// PositionsPath is the positions listing, which the spec does not show.
 	PositionsPath string
-	Timeout       time.Duration
-	MaxRetries    int
+	// OrderPath is the order placement (reduce_position), which the spec
+	// does not show either; {symbol} is the contract symbol.
+	OrderPath  string
+	Timeout    time.Duration
+	MaxRetries int
 	// RateLimit is in requests per second; RateBurst is the bucket size.
 	RateLimit float64
 	RateBurst int
@@ -137,6 +141,7 @@ func configKeys() []configKey {
 		{"exchange", "api_key_file", kindString, false},
 		{"exchange", "api_secret_file", kindString, false},
 		{"exchange", "positions_path", kindString, false},
+		{"exchange", "order_path", kindString, false},
 		{"exchange", "timeout", kindDuration, false},
 		{"exchange", "max_retries", kindInt, false},
 		{"exchange", "rate_limit", kindFloat, false},
@@ -607,6 +612,10 @@ func (l *loader) exchange(x *exchangeConfig, e *engine.Config) {
 	x.PositionsPath = l.str(get("positions_path"), defaultPositionsPath)
 	if !strings.HasPrefix(x.PositionsPath, "/") {
 		l.bad(get("positions_path"), l.envOf(get("positions_path")), "must start with /, got %q", x.PositionsPath)
+	}
+	x.OrderPath = l.str(get("order_path"), exchange.DefaultOrderPath)
+	if err := exchange.CheckOrderPath(x.OrderPath); err != nil {
+		l.bad(get("order_path"), l.envOf(get("order_path")), "%v", err)
 	}
 	x.Timeout = l.positive(get("timeout"), defaultTimeout)
 	x.MaxRetries = l.integer(get("max_retries"), defaultMaxRetries)

@@ -50,8 +50,8 @@ var brokenDiff = []string{
 func TestRuleTestExamplePasses(t *testing.T) {
 	t.Parallel()
 	code, stdout, stderr := runTestCmd(t, exampleTests)
-	if code != 0 || stdout != "PASS 4 tests\n" {
-		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s\nwant exit 0 and PASS 4 tests", code, stdout, stderr)
+	if code != 0 || stdout != "PASS 5 tests\n" {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s\nwant exit 0 and PASS 5 tests", code, stdout, stderr)
 	}
 }
 
@@ -109,7 +109,7 @@ func TestRuleTestCommandErrors(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr)
 				}
 			}
-			if tt.name == "two files" && !strings.HasSuffix(stdout, "FAIL 1 of 6 tests failed\n") {
+			if tt.name == "two files" && !strings.HasSuffix(stdout, "FAIL 1 of 7 tests failed\n") {
 				t.Errorf("stdout does not end with the total:\n%s", stdout)
 			}
 		})
@@ -120,7 +120,7 @@ func TestRuleTestBinary(t *testing.T) {
 	t.Parallel()
 	bin := testBinary(t)
 	out, err := exec.Command(bin, "test", exampleTests).CombinedOutput()
-	if err != nil || string(out) != "PASS 4 tests\n" {
+	if err != nil || string(out) != "PASS 5 tests\n" {
 		t.Errorf("riskguard test %s: %v\n%s", exampleTests, err, out)
 	}
 	cmd := exec.Command(bin, "test", brokenTests)

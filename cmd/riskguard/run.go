@@ -56,6 +56,9 @@ func newClient(cfg *config, logger *slog.Logger, extra ...exchange.Option) (*exc
 	if x.PositionsPath != "" {
 		opts = append(opts, exchange.WithPositionsPath(x.PositionsPath))
 	}
+	if x.OrderPath != "" {
+		opts = append(opts, exchange.WithOrderPath(x.OrderPath))
+	}
 	if x.ClockSync > 0 {
 		opts = append(opts, exchange.WithClockSync(x.ClockSync))
 	}

@@ -20,6 +20,8 @@ func KindOf(k rules.ActionKind) Kind {
 		return setIsolated{}
 	case rules.CancelOrders:
 		return cancelOrders{}
+	case rules.ReducePosition:
+		return reducePosition{}
 	case rules.Notify:
 		return notifyKind{}
 	}

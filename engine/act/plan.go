@@ -7,11 +7,13 @@ import (
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
 )
 
 // Plan merges the due actions of every rule firing on one position in one
-// tick: one settings call with the lowest leverage asked and isolation if
-// any rule asked for it, and at most one cancel. Each action kind merges
+// tick: at most one cancel, then at most one reduce-only order for the
+// largest quantity asked, then one settings call with the lowest leverage
+// asked and isolation if any rule asked for it. Each action kind merges
 // itself (Kind).
 type Plan struct {
 	Pos *exchange.Position
@@ -30,6 +32,12 @@ type Plan struct {
 	IsolateRules []string
 	Cancel       bool
 	CancelRules  []string
+	// Reduce is the largest quantity a reduce_position asked to take off
+	// the position, before rounding (DecideReduce); ReduceRules the rules
+	// that asked, ReduceAsked whether any did.
+	Reduce      decimal.Decimal
+	ReduceRules []string
+	ReduceAsked bool
 }
 
 // Refusal is a settings call the exchange refused for good, from the
@@ -49,6 +57,7 @@ type Due struct {
 	Acct     *AccountDue
 	Settings bool // asked for lower_leverage or set_isolated
 	Cancel   bool
+	Reduce   bool // asked for reduce_position
 	Notify   []rules.Action
 	Err      error // a part of its actions failed; retried next tick
 }

@@ -37,9 +37,11 @@ type Record struct {
 	Cross    *bool    `json:"cross,omitempty"`
 	Leverage int      `json:"leverage,omitempty"`
 	// PrevLeverage and PrevCross are the position's values before the action.
-	PrevLeverage int    `json:"prevLeverage,omitempty"`
-	PrevCross    *bool  `json:"prevCross,omitempty"`
-	Reason       string `json:"reason,omitempty"`
+	PrevLeverage int   `json:"prevLeverage,omitempty"`
+	PrevCross    *bool `json:"prevCross,omitempty"`
+	// Quantity is a reduce_position's order quantity.
+	Quantity *decimal.Decimal `json:"quantity,omitempty"`
+	Reason   string           `json:"reason,omitempty"`
 	// By is who made a silence, pause or acknowledgement (the control
 	// API's author).
 	By string `json:"by,omitempty"`
@@ -63,6 +65,11 @@ type Prediction struct {
 	// Actual is the liquidation price the exchange read back, on the
 	// result.
 	Actual *decimal.Decimal `json:"actual,omitempty"`
+	// A reduce_position's: the PNL realised, the quantity left, and the
+	// quantity the exchange read back (on the result).
+	RealisedPNL    *decimal.Decimal `json:"realisedPnl,omitempty"`
+	QuantityAfter  *decimal.Decimal `json:"quantityAfter,omitempty"`
+	ActualQuantity *decimal.Decimal `json:"actualQuantity,omitempty"`
 }
 
 // Audit appends records as JSON lines and syncs each one to disk, so a crash

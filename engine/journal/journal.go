@@ -17,6 +17,7 @@ import (
 
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/notify"
+	"github.com/shopspring/decimal"
 )
 
 // Report is the part of a tick's report the events fill.
@@ -35,14 +36,17 @@ type TransitionEvent struct {
 // ActionEvent is one action decided by the tick, sent or not.
 type ActionEvent struct {
 	Symbol string
-	Action string // lower_leverage, set_isolated, settings, cancel_orders, notify
+	Action string // lower_leverage, set_isolated, settings, cancel_orders, reduce_position, notify
 	Rules  []string
 	// Outcome is sent, dry_run, paused, noop, skipped (the breaker), error,
+	// skipped_stopped (reduce_position stopped until restart),
 	// skipped_harmful (it would move a liquidation price closer) or
 	// skipped_bounded (no cut within the free balance or the margin budget).
 	Outcome  string
 	From, To int // leverage before and after, for settings
 	Cross    bool
+	// Quantity is a reduce_position's order quantity.
+	Quantity decimal.Decimal
 	Err      error
 	// Effect is the margin model's prediction of a settings call, as the
 	// log says it; "" when there is none. Actual is what the exchange read

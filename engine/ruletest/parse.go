@@ -163,7 +163,7 @@ var listFields = map[string][]field{
 	"firing":        {{"rule", kString}, {"symbol", kString}},
 	"pending":       {{"rule", kString}, {"symbol", kString}},
 	"nodata":        {{"rule", kString}, {"symbol", kString}},
-	"actions":       {{"action", kString}, {"symbol", kString}, {"leverage", kInt}, {"from", kInt}, {"cross", kBool}, {"rules", kList}, {"outcome", kString}},
+	"actions":       {{"action", kString}, {"symbol", kString}, {"leverage", kInt}, {"from", kInt}, {"cross", kBool}, {"quantity", kDecimal}, {"rules", kList}, {"outcome", kString}},
 	"notifications": {{"rule", kString}, {"symbol", kString}},
 	"liquidations":  {{"symbol", kString}, {"at", kDuration}, {"price", kDecimal}},
 }

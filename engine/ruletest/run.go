@@ -207,6 +207,9 @@ func observe(eng *engine.Engine, rep *engine.TickReport, ex *sim.Exchange) obser
 			m["from"] = strconv.Itoa(a.From)
 			m["cross"] = strconv.FormatBool(a.Cross)
 		}
+		if !a.Quantity.IsZero() {
+			m["quantity"] = a.Quantity.String()
+		}
 		o["actions"] = append(o["actions"], m)
 	}
 	for _, l := range ex.Liquidations() {

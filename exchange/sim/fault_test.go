@@ -224,6 +224,9 @@ func TestFaultOnEveryRoute(t *testing.T) {
 					body = "{}"
 				}
 			}
+			if strings.HasSuffix(route, "/create") {
+				method, body = http.MethodPost, `{"side":"SELL","type":"MARKET","quantity":"0.001","flags":24}`
+			}
 			query := ""
 			if route == "/v1/contracts/orders/closed" {
 				query = q("range", "202611")

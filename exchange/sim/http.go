@@ -50,6 +50,7 @@ func errorCodes() map[string]string {
 		CodeRateLimited:         "Too many requests; retry after the delay in Retry-After.",
 		CodeInternalError:       "Internal error; retry later.",
 		CodeServiceUnavailable:  "Service unavailable; retry later.",
+		CodeReduceOnlyRejected:  "A reduce-only order would not reduce the position: no position, the side that grows it, or more than it holds.",
 	}
 }
 
@@ -133,6 +134,7 @@ func (e *Exchange) table() []route {
 		{method: http.MethodPost, template: settingsRoute, private: true, handle: e.settings},
 		{method: http.MethodGet, template: "/v1/spots/balances", private: true, handle: e.spotBalancesList},
 		{method: http.MethodPost, template: "/v1/contracts/orders/{symbol}/cancel", private: true, handle: e.cancel},
+		{method: http.MethodPost, template: orderRoute, private: true, handle: e.order},
 	}
 	for i := range rs {
 		rs[i].segs = strings.Split(rs[i].template, "/")
@@ -312,6 +314,9 @@ func (e *Exchange) answer(r *http.Request, rt *route, params map[string]string, 
 	if f != nil && f.NotApplied && rt.template == settingsRoute {
 		return e.positionAnswer(params["symbol"])
 	}
+	if f != nil && f.Grows && rt.template == orderRoute {
+		return e.grownOrder(&request{params: params, query: r.URL.Query(), body: body, now: now})
+	}
 	res := rt.handle(&request{params: params, query: r.URL.Query(), body: body, now: now})
 	if r.Method == http.MethodGet && res.status == http.StatusOK {
 		if len(e.answers) >= maxAnswers {
@@ -426,6 +431,10 @@ type Fault struct {
 	// NotApplied answers a settings call with success and the position as
 	// it is, without applying the change (the read-back shows it).
 	NotApplied bool
+	// Grows answers an order as filled but adds its quantity to the
+	// position instead of taking it off: an exchange that ignored
+	// REDUCE_ONLY (the guard's read-back must catch it).
+	Grows bool
 	// Every applies the fault to one call in Every (the Every-th, the
 	// 2×Every-th, …) and lets the others pass: an answer that is empty or
 	// truncated now and then. 0 or 1: every call.

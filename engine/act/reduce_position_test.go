@@ -1,0 +1,171 @@
+package act
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// reducePlan is a cross long of qty at 64,200 and 10x (min quantity
+// minQ, increment inc) with the index at 62,000 and 20,000 free, and a
+// plan asking to reduce it by asked.
+func reducePlan(t *testing.T, dir, qty, minQ, inc, asked string) (*Model, *Plan) {
+	t.Helper()
+	rl := exchange.RiskLimit{ID: 1, MaintenanceMarginRate: dec("0.005"), MaxLeverage: 20}
+	q := dec(qty)
+	ev := q.Mul(dec("64200"))
+	pos := &exchange.Position{ID: "1_1", SymbolID: 1, Direction: dir, Cross: true, Leverage: 10, Quantity: q, EntryPrice: dec("64200"),
+		EntryValue: ev, Margin: margin.Margin(ev, 10), RiskLimit: rl, MinQuantity: dec(minQ)}
+	mp := margin.Position{Symbol: "XBTC", Direction: exchange.Long, Quantity: q, Entry: pos.EntryPrice, Leverage: 10, Cross: true,
+		RiskLimit: rl, Scale: 1, Held: pos.Margin, Value: ev, Index: dec("62000")}
+	m := &Model{Acct: margin.Account{Free: dec("20000"), Positions: []margin.Position{mp}}, At: map[string]int{"XBTC": 0}, FreeKnown: true}
+	sym := &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: 1, Name: "XBTC", BaseMinimumIncrement: dec(inc)}}
+	pl := &Plan{Pos: pos, Sym: sym, Reduce: dec(asked), ReduceAsked: true, ReduceRules: []string{"r"}}
+	return m, pl
+}
+
+func TestDecideReduce(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                       string
+		dir, qty, minQ, inc, asked string
+		want                       string // the order's quantity; "" when skipped
+		note, skip                 string // substrings
+	}{
+		{"half", exchange.Long, "0.8", "0.001", "0.001", "0.4", "0.4", "", ""},
+		{"rounded down to the increment", exchange.Long, "0.8", "0.001", "0.001", "0.4567", "0.456", "rounded down to 0.456 (increment 0.001)", ""},
+		{"capped at the position", exchange.Long, "0.8", "0.001", "0.001", "1.5", "0.8", "capped at the position's 0.8", ""},
+		{"raised to the minimum", exchange.Long, "0.8", "0.01", "0.001", "0.004", "0.01", "raised to the minimum order quantity 0.01", ""},
+		{"position under the minimum", exchange.Long, "0.005", "0.01", "0.001", "0.004", "", "", "under the minimum order quantity 0.01"},
+		{"rounds to nothing", exchange.Long, "0.8", "0", "0.1", "0.05", "", "", "rounds down to 0 at the increment 0.1"},
+		{"nothing asked", exchange.Long, "0.8", "0.001", "0.001", "0", "", "", "nothing to send"},
+		{"a negative quantity", exchange.Long, "0.8", "0.001", "0.001", "-1", "", "", "nothing to send"},
+		{"unknown direction", "SIDEWAYS", "0.8", "0.001", "0.001", "0.4", "", "", "would grow the position: direction \"SIDEWAYS\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, pl := reducePlan(t, tt.dir, tt.qty, tt.minQ, tt.inc, tt.asked)
+			d := DecideReduce(m, pl)
+			if tt.want == "" {
+				if d.Order != nil || !strings.Contains(d.Skip, tt.skip) {
+					t.Fatalf("decision %+v, want skipped with %q", d, tt.skip)
+				}
+				return
+			}
+			if d.Order == nil {
+				t.Fatalf("skipped: %s", d.Skip)
+			}
+			o := d.Order
+			if !o.Quantity.Equal(dec(tt.want)) || o.Side != exchange.Sell || o.Type != exchange.OrderMarket || o.Flags != exchange.ReduceOnly|exchange.ImmediateOrCancel {
+				t.Errorf("order %+v, want SELL %s reduce-only IOC", o, tt.want)
+			}
+			if !strings.Contains(d.Note, tt.note) || (tt.note == "" && d.Note != "") {
+				t.Errorf("note %q, want %q", d.Note, tt.note)
+			}
+			// The prediction: the fill at the index, the quantity left.
+			if d.Pred == nil || !d.Pred.QuantityAfter.Equal(dec(tt.qty).Sub(dec(tt.want))) || !d.Pred.Price.Equal(dec("62000")) {
+				t.Fatalf("prediction %+v", d.Pred)
+			}
+			realised := dec("62000").Sub(dec("64200")).Mul(dec(tt.want))
+			if !d.Pred.RealisedPNL.Equal(realised) || !d.Pred.FreeAfter.Equal(dec("20000").Add(d.Pred.MarginReleased).Add(realised)) {
+				t.Errorf("realised %s, free after %s", d.Pred.RealisedPNL, d.Pred.FreeAfter)
+			}
+			rd := d.Pred.Reduced()
+			if !rd.Reduced || !rd.After.LessThan(rd.Before) {
+				t.Errorf("liquidation %s → %s: a reduced cross long moves away", rd.Before, rd.After)
+			}
+			for _, want := range []string{"quantity " + tt.qty + " → ", "realised PNL", "free balance 20000 → ", "cross pool", "XBTC liquidation"} {
+				if !strings.Contains(d.Pred.String(), want) {
+					t.Errorf("prediction %q lacks %q", d.Pred.String(), want)
+				}
+			}
+			if r := d.Pred.Record(); r.RealisedPNL == nil || r.QuantityAfter == nil || !r.MarginMoved.IsNegative() || r.FreeAfter == nil {
+				t.Errorf("record %+v", r)
+			}
+		})
+	}
+}
+
+// Without a model nothing is predicted, and the order still goes out.
+func TestDecideReduceNoModel(t *testing.T) {
+	t.Parallel()
+	_, pl := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0.4")
+	if d := DecideReduce(nil, pl); d.Order == nil || d.Pred != nil {
+		t.Errorf("decision %+v", d)
+	}
+}
+
+func TestCheckReduces(t *testing.T) {
+	t.Parallel()
+	long := &exchange.Position{Direction: exchange.Long, Quantity: dec("0.8")}
+	short := &exchange.Position{Direction: exchange.Short, Quantity: dec("12")}
+	tests := []struct {
+		name string
+		pos  *exchange.Position
+		o    exchange.OrderRequest
+		ok   bool
+	}{
+		{"sell reduces a long", long, exchange.ReduceOnlyIOC(exchange.Sell, dec("0.4")), true},
+		{"buy reduces a short", short, exchange.ReduceOnlyIOC(exchange.Buy, dec("12")), true},
+		{"buy grows a long", long, exchange.ReduceOnlyIOC(exchange.Buy, dec("0.4")), false},
+		{"sell grows a short", short, exchange.ReduceOnlyIOC(exchange.Sell, dec("1")), false},
+		{"more than held reverses it", long, exchange.ReduceOnlyIOC(exchange.Sell, dec("0.9")), false},
+		{"not reduce-only", long, exchange.OrderRequest{Side: exchange.Sell, Type: exchange.OrderMarket, Quantity: dec("0.4"), Flags: exchange.ImmediateOrCancel}, false},
+		{"empty position", &exchange.Position{Direction: exchange.Long, Empty: true}, exchange.ReduceOnlyIOC(exchange.Sell, dec("0.4")), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := CheckReduces(tt.pos, tt.o)
+			if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrWouldGrow)) {
+				t.Errorf("err = %v, want ok %t (else ErrWouldGrow)", err, tt.ok)
+			}
+		})
+	}
+}
+
+// Rules asking for reduce_position on one position merge to the largest
+// quantity; a fraction is of the position's quantity.
+func TestReduceMerge(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("r.yaml", []byte(`rules:
+  - name: quarter
+    when: liquidationDistance < 0.05
+    actions: [{action: reduce_position, fraction: 0.25}]
+  - name: fixed
+    when: liquidationDistance < 0.03
+    actions: [{action: reduce_position, quantity: "0.3"}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pl := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0")
+	pl.Reduce, pl.ReduceAsked, pl.ReduceRules = decimal.Zero, false, nil
+	var ev rules.Evaluator
+	env := &rules.Env{}
+	pl.Pos.LiquidationPrice = dec("33101")
+	market.FillEnv(env, pl.Pos, &rules.Symbol{Name: "XBTC"}, dec("62000"), true, time.Time{})
+	if reason := env.NoData(); reason != "" {
+		t.Fatalf("env has no data: %s", reason)
+	}
+	for i, r := range set.Rules {
+		pl.Add(i, r, &alert.RuleState{}, nil, &ev, env)
+	}
+	if !pl.ReduceAsked || !pl.Reduce.Equal(dec("0.3")) || strings.Join(pl.ReduceRules, ",") != "quarter,fixed" {
+		t.Errorf("plan reduce %s asked %t by %v, want 0.3 by quarter,fixed", pl.Reduce, pl.ReduceAsked, pl.ReduceRules)
+	}
+	for _, d := range pl.Due {
+		if !d.Reduce || d.Err != nil {
+			t.Errorf("due %s: reduce %t err %v", d.Rule.Name, d.Reduce, d.Err)
+		}
+	}
+}

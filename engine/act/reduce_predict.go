@@ -1,0 +1,108 @@
+package act
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/shopspring/decimal"
+)
+
+// ReducePrediction is what the margin model says a reduce order will do:
+// the fill at the index (margin.Reduction) and the account after.
+type ReducePrediction struct {
+	margin.Reduction
+	// QuantityBefore is the position's quantity when it was decided.
+	QuantityBefore decimal.Decimal
+	// FreeKnown: the free balance was inferred (freeWhy says why not);
+	// without it the free balance and pool are said as changes only.
+	FreeKnown bool
+	freeWhy   string
+	// Next is the account after the fill.
+	Next margin.Account
+}
+
+// PredictReduce predicts filling a reduce order of qty on the plan's
+// position at its index price; nil when the model does not know the
+// position or its index price, or refuses the reduction.
+func (v *Model) PredictReduce(pl *Plan, qty decimal.Decimal) *ReducePrediction {
+	i, ok := v.At[pl.Sym.Name]
+	if !ok {
+		return nil
+	}
+	ix := v.Acct.Positions[i].Index
+	if !ix.IsPositive() {
+		return nil
+	}
+	next, r, err := v.Acct.Reduce(i, qty, ix)
+	if err != nil {
+		return nil
+	}
+	return &ReducePrediction{Reduction: r, QuantityBefore: v.Acct.Positions[i].Quantity, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next}
+}
+
+// Reduced is the reduced position's liquidation move.
+func (p *ReducePrediction) Reduced() margin.LiquidationMove {
+	for _, m := range p.Liquidations {
+		if m.Reduced {
+			return m
+		}
+	}
+	return margin.LiquidationMove{}
+}
+
+// String is the prediction as the log, the audit log and the
+// notifications say it: "quantity 0.8 → 0.4 at 62000, realised PNL -880,
+// margin released 2568, free balance 20000 → 21688, cross pool 23000 →
+// 23000; XBTC liquidation 36000 → 12345 (41.94% → 80.09% away); XETH …".
+func (p *ReducePrediction) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "quantity %s → %s at %s, realised PNL %s, margin released %s", p.QuantityBefore, p.QuantityAfter, p.Price,
+		p.RealisedPNL.Round(2), p.MarginReleased.Round(2))
+	if p.FreeKnown {
+		fmt.Fprintf(&b, ", free balance %s → %s", p.FreeBefore.Round(2), p.FreeAfter.Round(2))
+		if p.PoolBefore.IsPositive() || p.PoolAfter.IsPositive() {
+			fmt.Fprintf(&b, ", cross pool %s → %s", p.PoolBefore.Round(2), p.PoolAfter.Round(2))
+		}
+	} else {
+		fmt.Fprintf(&b, ", free balance %s (before unknown: %s)", signed(p.FreeAfter.Sub(p.FreeBefore).Round(2)), p.freeWhy)
+	}
+	for _, m := range p.Liquidations {
+		db, okb := margin.Distance(m.Direction, m.Index, m.Before)
+		da, oka := margin.Distance(m.Direction, m.Index, m.After)
+		fmt.Fprintf(&b, "; %s liquidation %s → %s", m.Symbol, m.Before, m.After)
+		switch {
+		case okb && oka:
+			fmt.Fprintf(&b, " (%s%% → %s%% away)", db.Shift(2).StringFixed(2), da.Shift(2).StringFixed(2))
+		case okb:
+			fmt.Fprintf(&b, " (%s%% away → none)", db.Shift(2).StringFixed(2))
+		}
+	}
+	return b.String()
+}
+
+func signed(d decimal.Decimal) string {
+	if d.IsNegative() {
+		return d.String()
+	}
+	return "+" + d.String()
+}
+
+// Record is the prediction as an audit record carries it: the reduced
+// position's liquidation prices, the margin moved (negative: released),
+// the free balance after when known, the PNL realised and the quantity
+// left.
+func (p *ReducePrediction) Record() *journal.Prediction {
+	m := p.Reduced()
+	before, _ := margin.Distance(m.Direction, m.Index, m.Before)
+	after, _ := margin.Distance(m.Direction, m.Index, m.After)
+	pnl, left := p.RealisedPNL, p.QuantityAfter
+	r := &journal.Prediction{LiquidationBefore: m.Before, LiquidationAfter: m.After, DistanceBefore: before, DistanceAfter: after,
+		MarginMoved: p.MarginReleased.Neg(), RealisedPNL: &pnl, QuantityAfter: &left}
+	if p.FreeKnown {
+		free := p.FreeAfter
+		r.FreeAfter = &free
+	}
+	return r
+}

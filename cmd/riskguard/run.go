@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -221,6 +222,10 @@ func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config, *slo
 		return nil, nil, exitCode(2)
 	}
 	cfg, err := loadConfig(configPath, m.Getenv)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintln(m.Stderr, noConfig(cmd, configPath))
+		return nil, nil, exitCode(1)
+	}
 	if err != nil {
 		fmt.Fprintln(m.Stderr, err)
 		return nil, nil, exitCode(1)
@@ -229,6 +234,12 @@ func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config, *slo
 		logger.Warn(w)
 	}
 	return cfg, logger, nil
+}
+
+// noConfig is the one line a command says when its configuration file
+// does not exist: where it looked, and the next step.
+func noConfig(cmd, path string) string {
+	return fmt.Sprintf("riskguard %s: no config at %s: copy rules.example.yaml to it and set exchange.base_url (README: Start here), or pass --config FILE", cmd, path)
 }
 
 // checkSymbols reports every rule's symbols: entry the exchange does not

@@ -171,7 +171,7 @@ func nextStep(err string) string {
 		return "the exchange refused the credentials: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET (README: Credentials)"
 	case strings.Contains(err, "certificate"):
 		return "the exchange's TLS certificate is not trusted: check exchange.base_url"
-	case strings.Contains(err, "no complete answer within"), strings.Contains(err, "deadline exceeded"), strings.Contains(err, "i/o timeout"):
+	case strings.Contains(err, "no complete answer within"), strings.Contains(err, "i/o timeout"):
 		return "the exchange is slow or unreachable: check the network, or raise exchange.timeout"
 	}
 	return ""

@@ -145,15 +145,21 @@ func healthMaxAge(interval time.Duration) time.Duration {
 // serve starts the listener of /metrics, /healthz, the status page and the
 // control API; it stops with ctx.
 func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) error {
-	srv, err := web.New(web.Options{
-		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
-		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
-		Token:   g.controlToken, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
-	})
+	srv, err := g.web(logger)
 	if err != nil {
 		return err
 	}
 	return srv.Start(ctx, addr)
+}
+
+// web is the guard's HTTP surface, not yet listening: serve starts it, the
+// demo serves it on a listener of its own whose address it prints.
+func (g *guard) web(logger *slog.Logger) (*web.Server, error) {
+	return web.New(web.Options{
+		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
+		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
+		Token:   g.controlToken, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
+	})
 }
 
 func (m *Main) runRun(ctx context.Context, args []string) error {

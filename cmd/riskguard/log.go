@@ -61,8 +61,9 @@ const collapseWindow = time.Minute
 // are collapsed whatever the route, the attempt or the error.
 const retryMsg = "exchange request failed, retrying"
 
-// collapser is a log handler that writes a warning or an error once per
-// window: the same message with the same err, rule, symbol and action
+// collapser is a log handler that writes a failure (a warning or an error
+// with an err) once per window: the same message with the same err, rule,
+// symbol and action
 // (the client's retries by message alone) is counted instead, and the
 // next one written after the window says how many were left out
 // ("repeated"). Metrics and the audit log are not behind it: they count
@@ -102,9 +103,11 @@ func (c *collapser) Handle(ctx context.Context, r slog.Record) error {
 	}
 	key := c.attrs + "\x00" + r.Message
 	var errText string
+	hasErr := false
 	r.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
 		case "err":
+			hasErr = true
 			errText = a.Value.String()
 			if r.Message != retryMsg {
 				key += "\x00" + errText
@@ -116,6 +119,10 @@ func (c *collapser) Handle(ctx context.Context, r slog.Record) error {
 		}
 		return true
 	})
+	if !hasErr {
+		// Not a failure: a transition or an action is said every time.
+		return c.h.Handle(ctx, r)
+	}
 	c.seen.mu.Lock()
 	line := c.seen.lines[key]
 	if line != nil && r.Time.Sub(line.written) < c.window {

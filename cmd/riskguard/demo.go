@@ -24,10 +24,10 @@ import (
 )
 
 func (m *Main) runDemo(ctx context.Context, args []string) error {
-	fs := m.newFlags("demo", "demo [--duration 2m] [--interval 1s] [--config FILE] [--scenario FILE] [--seed N] [--dry-run] [--dir DIR] [--listen 127.0.0.1:0]", commands()["demo"].summary+
+	fs := m.newFlags("demo", "demo [--duration 90s] [--interval 1s] [--config FILE] [--scenario FILE] [--seed N] [--dry-run] [--dir DIR] [--listen 127.0.0.1:0]", commands()["demo"].summary+
 		"\n\nIt runs the rules twice on the same prices: with the guard acting, and without anybody acting;\nat the end it shows both side by side. The status page is served on --listen while it runs.")
 	configPath := fs.String("config", "rules.example.yaml", "rules file to run against the simulated exchange")
-	duration := fs.Duration("duration", 2*time.Minute, "how long the demo runs")
+	duration := fs.Duration("duration", 90*time.Second, "how long the demo runs (with the built-in scenario, XSOL is liquidated at about 65 s without the guard)")
 	interval := fs.Duration("interval", time.Second, "time between two ticks")
 	seed := fs.Int64("seed", sim.DefaultSeed, "seed of the simulated price paths")
 	scenario := fs.String("scenario", "", "scenario file for the simulated exchange (default: the built-in one)")

@@ -64,9 +64,11 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	newExchange := func(start time.Time) (*sim.Exchange, error) {
 		var sc *sim.Scenario
 		if *scenario != "" {
-			if sc, err = sim.LoadScenario(*scenario); err != nil {
+			loaded, err := sim.LoadScenario(*scenario)
+			if err != nil {
 				return nil, err
 			}
+			sc = loaded
 		}
 		building := true // sim.New reads its start from the clock
 		clock := func() time.Time {

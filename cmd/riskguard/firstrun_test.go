@@ -147,7 +147,14 @@ func TestCollapserRepeats(t *testing.T) {
 	write(62*time.Second, slog.LevelError, "tick failed", "err", "status 503")
 	write(63*time.Second, slog.LevelWarn, "actions failed", "symbol", "XBTC", "err", "status 503")
 	write(63*time.Second, slog.LevelWarn, "actions failed", "symbol", "XSOL", "err", "status 503")
+	for range 2 { // said every time: a transition, an operator's reload
+		write(64*time.Second, slog.LevelWarn, "rule firing", "rule", "r", "symbol", "XBTC")
+		write(64*time.Second, slog.LevelError, "config reload rejected; the old rules keep running", "err", "bad file")
+	}
 	out := buf.String()
+	if strings.Count(out, `"msg":"rule firing"`) != 2 || strings.Count(out, `"msg":"config reload rejected`) != 2 {
+		t.Errorf("a transition or a reload was collapsed:\n%s", out)
+	}
 	if n := strings.Count(out, `"msg":"tick"`); n != 30 {
 		t.Errorf("%d info lines, want 30", n)
 	}

@@ -119,8 +119,9 @@ func (c *collapser) Handle(ctx context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	if !hasErr {
-		// Not a failure: a transition or an action is said every time.
+	if !hasErr || strings.Contains(r.Message, "reload") {
+		// Not a failure that repeats by itself: a transition, an action
+		// or an operator's reload is said every time.
 		return c.h.Handle(ctx, r)
 	}
 	c.seen.mu.Lock()

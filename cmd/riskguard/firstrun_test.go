@@ -170,3 +170,20 @@ func TestCollapserRepeats(t *testing.T) {
 		}
 	}
 }
+
+// run on a listen address already taken says so in one line, with the
+// next step.
+func TestRunListenAddressTaken(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	g := newGuardEnv(t, "  listen: "+taken.Addr().String()+"\n", overMaxRule)
+	code, stderr := g.run(context.Background(), "run", "--config", g.config, "--log-format", "json")
+	want := "riskguard run: listen " + taken.Addr().String() + ": "
+	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "address already in use: another riskguard (or another program) listens there: stop it, or change engine.listen") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -201,6 +202,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	}
 	if cfg.Listen != "" {
 		if err := g.serve(ctx, cfg.Listen, logger); err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				err = fmt.Errorf("%w: another riskguard (or another program) listens there: stop it, or change engine.listen (RISKGUARD_ENGINE_LISTEN=127.0.0.1:0 picks a free port)", err)
+			}
 			fmt.Fprintln(m.Stderr, "riskguard run:", err)
 			return exitCode(1)
 		}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
@@ -156,6 +157,9 @@ type Engine struct {
 	posRules []posRule
 	// acct is the tick's account, computed once when a rule reads it.
 	acct rules.Account
+	// statusRead is set once Status is called: from then on each tick
+	// also makes the account for it when no rule does.
+	statusRead atomic.Bool
 	// view is the tick's snapshot joined once (engine/market); rows
 	// join it with the rule states (buildRows), of the snapshot rowsOf;
 	// rowGen counts the builds; rowFresh holds the keys of the build's
@@ -301,9 +305,15 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	}
 	audit := d.Audit
 	var lost []Record
+	var restored []journal.RecentAction
 	if audit == nil && cfg.AuditLog != "" {
 		if lost, err = journal.Unfinished(cfg.AuditLog); err != nil {
 			return nil, err
+		}
+		// The status page's last actions survive a restart; a log that
+		// cannot be read for them costs the page only.
+		if restored, err = journal.RecentFromAudit(cfg.AuditLog); err != nil {
+			e.log.Warn("the last actions could not be read back from the audit log", "err", err)
 		}
 		if audit, err = journal.OpenAudit(cfg.AuditLog); err != nil {
 			return nil, err
@@ -314,6 +324,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			s, ok := e.ctl.Mutes(m, t)
 			return s.ID, ok
 		}})
+	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {
 		e.emit(context.Background(), nil, ev)

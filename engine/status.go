@@ -26,6 +26,9 @@ type Status struct {
 	LastError string        `json:"lastError,omitempty"`
 	DryRun    bool          `json:"dryRun"`
 	Breaker   BreakerStatus `json:"breaker"`
+	// Account is the account as the margin model makes it of the last
+	// snapshot read; nil before the first.
+	Account *AccountStatus `json:"account"`
 	// Positions are the non-empty positions of the last snapshot read.
 	Positions []PositionStatus `json:"positions"`
 	// Actions are the last actions decided, newest first.
@@ -84,6 +87,36 @@ type PositionStatus struct {
 	Rules    []RuleStatus `json:"rules"`
 }
 
+// AccountStatus is the account line of the status page, as the rules'
+// account sees it: a figure the model cannot know (the free balance
+// without a cross position to infer it from, every total while a position
+// is unreadable) is null, no data, never 0.
+type AccountStatus struct {
+	Equity        *float64 `json:"equity"`
+	FreeBalance   *float64 `json:"freeBalance"`
+	Margin        *float64 `json:"margin"`
+	UnrealizedPNL *float64 `json:"unrealizedPNL"`
+	// MarginRatio is the cross positions' maintenance margin over their
+	// pool: 1 is liquidation.
+	MarginRatio *float64 `json:"marginRatio"`
+	Leverage    *float64 `json:"leverage"`
+}
+
+// accountStatus is a's known figures.
+func accountStatus(a *rules.Account) *AccountStatus {
+	known := func(f rules.AccountField, v float64) *float64 {
+		if a.Unknown()&f != 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	return &AccountStatus{
+		Equity: known(rules.AccountEquity, a.Equity), FreeBalance: known(rules.AccountFreeBalance, a.FreeBalance),
+		Margin: known(rules.AccountMargin, a.Margin), UnrealizedPNL: known(rules.AccountUnrealizedPNL, a.UnrealizedPNL),
+		MarginRatio: known(rules.AccountMarginRatio, a.MarginRatio), Leverage: known(rules.AccountLeverage, a.Leverage),
+	}
+}
+
 // RuleStatus is one rule's state on a position.
 type RuleStatus struct {
 	Rule  string `json:"rule"`
@@ -101,6 +134,7 @@ type published struct {
 	breaker   act.Breaker
 	dryRun    bool
 	budget    int
+	account   *AccountStatus
 }
 
 // publishStatus records what Status shows of the tick that read snap
@@ -108,7 +142,18 @@ type published struct {
 // caller holds tick.
 func (e *Engine) publishStatus(snap *Snapshot, err error) {
 	var pos []PositionStatus
+	var acct *AccountStatus
 	if snap != nil {
+		// The tick made the account when a rule reads it; else it is made
+		// for the status once someone has asked for it (a backtest never
+		// does, and does not pay for it).
+		switch {
+		case e.win.NeedAccount():
+			acct = accountStatus(&e.acct)
+		case e.statusRead.Load():
+			a := e.accountOf(snap)
+			acct = accountStatus(&a)
+		}
 		// Built in the list the previous publication replaced: Status
 		// copies the published one under mu, so no reader holds it.
 		pos = e.statusSpare[:0]
@@ -126,6 +171,7 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 	defer e.mu.Unlock()
 	if snap != nil {
 		e.statusSpare, e.status.positions = e.status.positions, pos
+		e.status.account = acct
 	}
 	e.status.lastTick, e.status.lastErr, e.status.breaker = e.lastTick, "", b
 	e.status.dryRun, e.status.budget = e.cfg.DryRun, e.cfg.MaxActionsPerMinute
@@ -187,9 +233,10 @@ func (ps *PositionStatus) complete(set *rules.Set, active []ActiveRule) {
 
 // Status returns what the guard knows at now. It never waits for a tick.
 func (e *Engine) Status(now time.Time) *Status {
+	e.statusRead.Store(true)
 	e.mu.Lock()
 	st := &Status{Time: now, LastSuccess: e.lastOK, LastTick: e.status.lastTick, LastError: e.status.lastErr,
-		Positions: slices.Clone(e.status.positions), DryRun: e.status.dryRun}
+		Positions: slices.Clone(e.status.positions), DryRun: e.status.dryRun, Account: e.status.account}
 	set, active := e.current, e.active
 	b := e.status.breaker
 	b.Sent = slices.Clone(b.Sent)

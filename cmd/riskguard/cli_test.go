@@ -16,7 +16,9 @@ import (
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
-// Every command's -h and --help exit 0 and print the one usage form.
+// Every command's -h and --help exit 0 and print the one usage form on
+// stdout (so that `riskguard backtest --help | less` shows it); a usage
+// error prints it on stderr.
 func TestEveryHelpExitsZero(t *testing.T) {
 	t.Parallel()
 	var names []string
@@ -36,16 +38,25 @@ func TestEveryHelpExitsZero(t *testing.T) {
 			if name == "notify" {
 				usage = "usage: riskguard notify test"
 			}
-			if !strings.HasPrefix(stderr, usage) || !strings.Contains(stderr, "\nflags:\n") {
-				t.Errorf("riskguard %s %s: stderr does not start with %q and list the flags:\n%s", name, flag, usage, stderr)
+			if !strings.HasPrefix(stdout, usage) || !strings.Contains(stdout, "\nflags:\n") {
+				t.Errorf("riskguard %s %s: stdout does not start with %q and list the flags:\n%s", name, flag, usage, stdout)
 			}
-			if stdout != "" {
-				t.Errorf("riskguard %s %s: stdout %q", name, flag, stdout)
+			if stderr != "" {
+				t.Errorf("riskguard %s %s: stderr %q", name, flag, stderr)
 			}
 		}
 	}
-	if code, _, stderr := runOut(t, context.Background(), envMap(nil), "check", "--no-such-flag"); code != 2 || !strings.Contains(stderr, "flag provided but not defined: -no-such-flag") {
-		t.Errorf("a bad flag: exit %d, want 2\n%s", code, stderr)
+	if code, stdout, stderr := runOut(t, context.Background(), envMap(nil), "check", "--no-such-flag"); code != 2 || !strings.Contains(stderr, "flag provided but not defined: -no-such-flag") ||
+		!strings.Contains(stderr, "usage: riskguard check") || stdout != "" {
+		t.Errorf("a bad flag: exit %d, want 2 and the usage on stderr\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, args := range [][]string{{"--help"}, {"help"}} {
+		if code, stdout, stderr := runOut(t, context.Background(), envMap(nil), args...); code != 0 || !strings.HasPrefix(stdout, "usage: riskguard <command>") || stderr != "" {
+			t.Errorf("riskguard %v: exit %d\nstdout: %s\nstderr: %s", args, code, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := runOut(t, context.Background(), envMap(nil)); code != 2 || !strings.HasPrefix(stderr, "usage: riskguard <command>") || stdout != "" {
+		t.Errorf("riskguard without a command: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 }
 

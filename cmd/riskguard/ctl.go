@@ -129,7 +129,11 @@ func (m *Main) ctlFail(cmd string, err error) error {
 
 func (m *Main) runSilence(ctx context.Context, args []string) error {
 	usage := func() {
-		fmt.Fprintf(m.Stderr, "usage: riskguard silence add|list|expire [flags]\n\n%s\n\nflags:\n  each subcommand lists its own: riskguard silence add -h\n", commands()["silence"].summary)
+		w := m.Stderr
+		if m.help || (len(args) > 0 && args[0] == "help") {
+			w = m.Stdout // asked for: stdout, as every command's --help
+		}
+		fmt.Fprintf(w, "usage: riskguard silence add|list|expire [flags]\n\n%s\n\nflags:\n  each subcommand lists its own: riskguard silence add -h\n", commands()["silence"].summary)
 	}
 	if len(args) == 0 {
 		usage()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -23,14 +24,16 @@ import (
 )
 
 func (m *Main) runDemo(ctx context.Context, args []string) error {
-	fs := m.newFlags("demo", "demo [--duration 2m] [--interval 1s] [--config FILE] [--scenario FILE] [--seed N] [--dry-run] [--dir DIR]", commands()["demo"].summary)
+	fs := m.newFlags("demo", "demo [--duration 90s] [--interval 1s] [--config FILE] [--scenario FILE] [--seed N] [--dry-run] [--dir DIR] [--listen 127.0.0.1:0]", commands()["demo"].summary+
+		"\n\nIt runs the rules twice on the same prices: with the guard acting, and without anybody acting;\nat the end it shows both side by side. The status page is served on --listen while it runs.")
 	configPath := fs.String("config", "rules.example.yaml", "rules file to run against the simulated exchange")
-	duration := fs.Duration("duration", 2*time.Minute, "how long the demo runs")
+	duration := fs.Duration("duration", 90*time.Second, "how long the demo runs (with the built-in scenario, XSOL is liquidated at about 65 s without the guard)")
 	interval := fs.Duration("interval", time.Second, "time between two ticks")
 	seed := fs.Int64("seed", sim.DefaultSeed, "seed of the simulated price paths")
 	scenario := fs.String("scenario", "", "scenario file for the simulated exchange (default: the built-in one)")
 	dryRun := fs.Bool("dry-run", false, "log the actions instead of sending them")
 	dir := fs.String("dir", "", "where the audit log and state file go (default: a new temporary directory)")
+	listen := fs.String("listen", "127.0.0.1:0", "`address` of the status page and control API (port 0 picks a free one; \"off\" serves none)")
 	logFormat := fs.String("log-format", "auto", "log format: text, json, or auto")
 	logLevel := fs.String("log-level", "info", "log level")
 	if err := parseFlags(fs, args); err != nil {
@@ -54,14 +57,37 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		return exitCode(1)
 	}
 
-	var sc *sim.Scenario
-	if *scenario != "" {
-		if sc, err = sim.LoadScenario(*scenario); err != nil {
-			fmt.Fprintln(m.Stderr, "riskguard demo:", err)
-			return exitCode(1)
+	// Two exchanges on the same prices: the guard acts on the first; the
+	// second is the same account with nobody acting, what would have
+	// happened without the guard. They start at the same instant (their
+	// price paths are laid on a grid from it) and are stepped together.
+	newExchange := func(start time.Time) (*sim.Exchange, error) {
+		var sc *sim.Scenario
+		if *scenario != "" {
+			loaded, err := sim.LoadScenario(*scenario)
+			if err != nil {
+				return nil, err
+			}
+			sc = loaded
 		}
+		building := true // sim.New reads its start from the clock
+		clock := func() time.Time {
+			if building {
+				return start
+			}
+			return time.Now()
+		}
+		ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: *seed, Scenario: sc, Now: clock})
+		building = false
+		return ex, err
 	}
-	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: *seed, Scenario: sc})
+	start := time.Now()
+	ex, err := newExchange(start)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "riskguard demo:", err)
+		return exitCode(1)
+	}
+	without, err := newExchange(start)
 	if err != nil {
 		return fmt.Errorf("simulated exchange: %w", err)
 	}
@@ -75,7 +101,22 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 
 	ctx, cancel := context.WithTimeout(ctx, *duration)
 	defer cancel()
-	go ex.Run(ctx, 250*time.Millisecond)
+	stepped := make(chan struct{})
+	go func() {
+		defer close(stepped)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				now := time.Now()
+				ex.Step(now)
+				without.Step(now)
+			}
+		}
+	}()
 
 	ownDir := *dir == ""
 	if ownDir {
@@ -91,6 +132,11 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	cfg.Listen = ""
 	cfg.Engine.AuditLog = filepath.Join(*dir, "audit.jsonl")
 	cfg.Engine.StateFile = filepath.Join(*dir, "state.json")
+	// The demo's control token is made for the run and printed: the
+	// commands it shows work as they are, and nothing outlives the demo.
+	if cfg.ControlToken = strings.TrimSpace(m.Getenv("RISKGUARD_CONTROL_TOKEN")); cfg.ControlToken == "" {
+		cfg.ControlToken = rand.Text()
+	}
 
 	fmt.Fprintf(m.Stdout, "riskguard demo: %d rules from %s, for %s (dry run %t)\n",
 		len(cfg.Rules.Rules), *configPath, *duration, *dryRun || cfg.Engine.DryRun)
@@ -98,7 +144,6 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	fmt.Fprintf(m.Stdout, "audit log: %s\n", cfg.Engine.AuditLog)
 
 	var sum demoSummary
-	start := time.Now()
 	onTick := func(rep *engine.TickReport, _ error) {
 		sum.add(rep)
 		if rep != nil && (sum.ticks == 1 || len(rep.Transitions)+len(rep.Actions) > 0 || sum.ticks%10 == 0) {
@@ -111,17 +156,97 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	}
 	defer g.close(ctx, logger)
 	sum.active = g.engine.Active
+	if *listen != "off" && *listen != "" {
+		page, err := g.web(logger)
+		if err != nil {
+			return err
+		}
+		pln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fmt.Fprintf(m.Stderr, "riskguard demo: --listen %s: %v\n", *listen, err)
+			return exitCode(1)
+		}
+		psrv := &http.Server{Handler: page, ReadHeaderTimeout: 5 * time.Second}
+		go psrv.Serve(pln)
+		defer psrv.Close()
+		addr := pln.Addr().String()
+		fmt.Fprintf(m.Stdout, "status page: http://%s/ (while the demo runs)\n", addr)
+		fmt.Fprintf(m.Stdout, "control, from another shell (pause, resume, silence, ack):\n  RISKGUARD_CONTROL_TOKEN=%s riskguard pause --addr %s\n", cfg.ControlToken, addr)
+	}
 	if err := g.engine.Run(ctx); err != nil {
 		return err
 	}
+	<-stepped
 	fmt.Fprintf(m.Stdout, "\n── at the end, t+%s %s\n", time.Since(start).Round(time.Second), strings.Repeat("─", 40))
 	printPositions(m.Stdout, ex.Positions(), ex.IndexPrices(), symbolNames(ex), cfg.Engine.IndexNames, ex.OpenOrders)
 	printRules(m.Stdout, g.engine.Active())
-	sum.print(m.Stdout, ex.Liquidations())
+	sum.print(m.Stdout)
+	printVerdict(m.Stdout, start, ex, without, *dryRun || cfg.Engine.DryRun)
 	if ownDir {
 		fmt.Fprintln(m.Stdout, "(the demo's audit log and state file were removed; --dir DIR keeps them)")
 	}
 	return nil
+}
+
+// printVerdict compares the run with the guard to the same run without it:
+// the liquidations of each, the account's equity, and what the guard
+// changed.
+func printVerdict(w io.Writer, start time.Time, with, without *sim.Exchange, dryRun bool) {
+	title := "── with and without the guard, on the same prices "
+	fmt.Fprintf(w, "\n%s%s\n", title, strings.Repeat("─", max(0, 72-len([]rune(title)))))
+	liqs := func(ex *sim.Exchange) (string, map[string]bool) {
+		set := map[string]bool{}
+		var parts []string
+		for _, l := range ex.Liquidations() {
+			set[l.Symbol] = true
+			parts = append(parts, fmt.Sprintf("%s at %s (t+%s)", l.Symbol, roundPrice(l.Price), l.Time.Sub(start).Round(time.Second)))
+		}
+		if len(parts) == 0 {
+			return "none", set
+		}
+		return strings.Join(parts, ", "), set
+	}
+	withText, withSet := liqs(with)
+	withoutText, withoutSet := liqs(without)
+	eqWith, eqWithout := with.Equity(), without.Equity()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tWITH THE GUARD\tWITHOUT (nobody acting)")
+	fmt.Fprintf(tw, "liquidated\t%s\t%s\n", withText, withoutText)
+	fmt.Fprintf(tw, "equity\t%s\t%s\n", eqWith.StringFixed(2), eqWithout.StringFixed(2))
+	tw.Flush()
+
+	var avoided, caused []string
+	for _, s := range slices.Sorted(maps.Keys(withoutSet)) {
+		if !withSet[s] {
+			avoided = append(avoided, s)
+		}
+	}
+	for _, s := range slices.Sorted(maps.Keys(withSet)) {
+		if !withoutSet[s] {
+			caused = append(caused, s)
+		}
+	}
+	diff := eqWith.Sub(eqWithout)
+	sign := "+"
+	if diff.IsNegative() {
+		sign = ""
+	}
+	var verdict string
+	switch {
+	case dryRun:
+		verdict = "dry run: the guard sent nothing, so both runs are the same; run without --dry-run to see it act"
+	case len(avoided) > 0 && len(caused) == 0:
+		verdict = fmt.Sprintf("the guard avoided the liquidation of %s (equity %s%s)", strings.Join(avoided, ", "), sign, diff.StringFixed(2))
+	case len(caused) > 0:
+		verdict = fmt.Sprintf("%s liquidated with the guard and not without it: read the actions above (equity %s%s)", strings.Join(caused, ", "), sign, diff.StringFixed(2))
+	case len(withSet) > 0:
+		verdict = fmt.Sprintf("liquidated with and without the guard (equity %s%s)", sign, diff.StringFixed(2))
+	case diff.IsZero():
+		verdict = "no liquidation either way, and the guard changed nothing of the equity"
+	default:
+		verdict = fmt.Sprintf("no liquidation either way (equity %s%s with the guard)", sign, diff.StringFixed(2))
+	}
+	fmt.Fprintln(w, fit("verdict: "+verdict, demoWidth))
 }
 
 // demoSummary counts what the demo's ticks did.
@@ -145,19 +270,13 @@ func (s *demoSummary) add(rep *engine.TickReport) {
 	}
 }
 
-func (s *demoSummary) print(w io.Writer, liq []sim.Liquidation) {
+func (s *demoSummary) print(w io.Writer) {
 	fmt.Fprintf(w, "\n%d ticks, %d rule transitions\n", s.ticks, s.transitions)
 	if len(s.actions) == 0 {
 		fmt.Fprintln(w, "no actions")
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.actions)) {
 		fmt.Fprintf(w, "  %-40s %d\n", k, s.actions[k])
-	}
-	if len(liq) == 0 {
-		fmt.Fprintln(w, "no position was liquidated")
-	}
-	for _, l := range liq {
-		fmt.Fprintf(w, "LIQUIDATED %s at %s\n", l.Symbol, l.Price)
 	}
 }
 

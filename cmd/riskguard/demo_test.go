@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The demo, README's first command, runs the example rules against the
@@ -31,7 +36,9 @@ func TestDemo(t *testing.T) {
 		"XSOL    LONG   400  15x  isolated  150.00   144.91       3.40%",
 		"lower_leverage XSOL 15x→10x: sent [over-max-leverage]\n      liquidation 144.907 → 139.84 (3.40% → 6.77% away), +2026.67 margin, free balance 17973.33\n      after; XBTC liquidation 33101 → 35634.4 (49.08% → 45.18% away)\n",
 		"after the actions:\nSYMBOL  SIDE  QTY  LEV  MODE      INDEX   LIQUIDATION  DISTANCE  ORDERS\nXSOL    LONG  400  10x  isolated  150.00  139.84       6.77%     0\n",
-		"lower_leverage (sent)", "no position was liquidated",
+		"lower_leverage (sent)",
+		"── with and without the guard, on the same prices",
+		"verdict: no liquidation either way",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
@@ -62,5 +69,149 @@ func TestDemo(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "audit.jsonl")); err != nil {
 		t.Errorf("--dir lost the audit log: %v", err)
+	}
+}
+
+// fastScenario is the default scenario's XSOL in seconds: the SOL index
+// falls from 150 to 144.5 in 3 s, past the 15x position's liquidation price
+// (144.907) but not the 10x one's (139.84).
+const fastScenario = `currencies: [USDT, SOL]
+contracts:
+  - name: XSOL
+    base: SOL
+    quote: USDT
+    baseScale: 1
+    quoteScale: 3
+    settlementFeeRate: "0.0006"
+    riskLimit: {maxLeverage: 10, initialMarginRate: "0.1", maintenanceMarginRate: "0.02", maxQuantity: "20000"}
+balance: "20000"
+positions:
+  - {symbol: XSOL, direction: LONG, quantity: "400", entryPrice: "152", leverage: 15}
+openOrders: {XSOL: 5}
+indexes:
+  - name: SOL
+    interval: 100ms
+    points:
+      - {at: 0s, price: "150"}
+      - {at: 3s, price: "144.5"}
+      - {at: 6s, price: "147"}
+`
+
+// The demo ends with the verdict of the same run with and without the
+// guard: without it XSOL is liquidated, with it (its leverage lowered at
+// the first tick) it is not. While it runs, the status page is served at
+// the address it prints, and the control command it prints, token
+// included, pauses the guard.
+func TestDemoVerdictStatusPageAndControl(t *testing.T) {
+	t.Parallel()
+	scenario := filepath.Join(t.TempDir(), "fast.yaml")
+	if err := os.WriteFile(scenario, []byte(fastScenario), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outR, outW := io.Pipe()
+	var stderr lockedBuffer
+	m := &Main{Stdout: outW, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	done := make(chan error, 1)
+	go func() {
+		done <- m.Run(context.Background(), []string{"demo", "--config", "../../rules.example.yaml", "--scenario", scenario,
+			"--duration", "5s", "--interval", "200ms", "--log-format", "text"})
+		outW.Close()
+	}()
+	var out lockedBuffer
+	control := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		next := false
+		for sc.Scan() {
+			out.Write(append(sc.Bytes(), '\n'))
+			if next {
+				control <- strings.TrimSpace(sc.Text())
+			}
+			next = strings.HasPrefix(sc.Text(), "control, from another shell")
+		}
+	}()
+	var line string
+	select {
+	case line = <-control:
+	case err := <-done:
+		t.Fatalf("demo ended before printing its control command: %v\n%s\n%s", err, out.String(), stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no control command printed:\n%s", out.String())
+	}
+	page := regexp.MustCompile(`status page: (http://127\.0\.0\.1:\d+/) \(while the demo runs\)`).FindStringSubmatch(out.String())
+	if page == nil {
+		t.Fatalf("no status page address printed:\n%s", out.String())
+	}
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(page[1]); code != 200 || !strings.Contains(body, "<title>riskguard status</title>") {
+		t.Errorf("GET %s: %d\n%.200s", page[1], code, body)
+	}
+	// The status API shows the position and the first tick's action; the
+	// pause below comes after it, so that it holds nothing that matters.
+	waitFor(t, "the status API to show XSOL lowered", 10*time.Second, func() bool {
+		code, body := get(page[1] + "api/v1/status")
+		var st struct {
+			Positions []struct{ Symbol string }
+			Actions   []struct{ Symbol, Action, Outcome string }
+		}
+		if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Positions) == 0 || st.Positions[0].Symbol != "XSOL" {
+			return false
+		}
+		for _, a := range st.Actions {
+			if a.Symbol == "XSOL" && a.Action == "lower_leverage" && a.Outcome == "sent" {
+				return true
+			}
+		}
+		return false
+	})
+
+	// The printed command, as a user pastes it: RISKGUARD_CONTROL_TOKEN=T
+	// riskguard pause --addr A --for 5m.
+	f := strings.Fields(line)
+	if len(f) < 3 || !strings.HasPrefix(f[0], "RISKGUARD_CONTROL_TOKEN=") || f[1] != "riskguard" {
+		t.Fatalf("control line %q", line)
+	}
+	token := strings.TrimPrefix(f[0], "RISKGUARD_CONTROL_TOKEN=")
+	code, _, cerr := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": token}), append(f[2:], "--by", "test")...)
+	if code != 0 {
+		t.Errorf("%s: exit %d\n%s", line, code, cerr)
+	}
+	if _, body := get(page[1] + "api/v1/status"); !strings.Contains(body, `"createdBy": "test"`) {
+		t.Errorf("the pause is not in the status:\n%s", body)
+	}
+	// A wrong token is refused.
+	if code, _, _ := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": "wrong"}), append(f[2:], "--by", "test")...); code == 0 {
+		t.Error("pause with a wrong token succeeded")
+	}
+
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("demo: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the demo did not end")
+	}
+	waitFor(t, "the demo's output to be read", 5*time.Second, func() bool { return strings.Contains(out.String(), "(the demo's audit log") })
+	got := out.String()
+	for _, re := range []string{
+		`\n\s+WITH THE GUARD\s+WITHOUT \(nobody acting\)\n`,
+		`\nliquidated\s+none\s+XSOL at 144\.\d+ \(t\+\ds\)\n`,
+		`\nverdict: the guard avoided the liquidation of XSOL \(equity \+\d+\.\d\d\)\n`,
+	} {
+		if !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("demo output does not match %s:\n%s", re, got)
+		}
+	}
+	if _, err := http.Get(page[1]); err == nil {
+		t.Errorf("the status page is still served after the demo")
 	}
 }

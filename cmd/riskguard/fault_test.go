@@ -311,7 +311,7 @@ func TestFaultReadsRecover(t *testing.T) {
 		{name: "connection reset", route: positions, reset: true,
 			want: []string{"positions", "GET /v1/contracts/positions"}},
 		{name: "429 with Retry-After", route: positions, fault: sim.Fault{Status: 429, RetryAfter: time.Second},
-			want: []string{"positions", "rate limited, retry after 1s", "RATE_LIMITED"}, logged: `"delay":1000000000`},
+			want: []string{"positions", "rate limited, retry after 1s", "RATE_LIMITED"}, logged: `"delay":"1s"`},
 		{name: "429 without Retry-After", route: positions, fault: sim.Fault{Status: 429},
 			want: []string{"positions", "rate limited", "RATE_LIMITED"}},
 		{name: "malformed JSON", route: positions, fault: sim.Fault{Malformed: true},

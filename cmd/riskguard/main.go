@@ -42,6 +42,10 @@ type Main struct {
 	// Reload delivers reload requests (SIGHUP) to a running daemon; nil
 	// means none arrive.
 	Reload <-chan os.Signal
+
+	// help is set when the command's arguments ask for its usage, which
+	// then goes to stdout.
+	help bool
 }
 
 // exitCode is an error that carries the process exit status and has already
@@ -86,18 +90,20 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		args = append([]string{"version"}, args[1:]...)
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		m.usage(cmds)
 		if len(args) == 0 {
+			m.usage(m.Stderr, cmds)
 			return exitCode(2)
 		}
+		m.usage(m.Stdout, cmds)
 		return nil
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
 		fmt.Fprintf(m.Stderr, "riskguard: unknown command %q\n", args[0])
-		m.usage(cmds)
+		m.usage(m.Stderr, cmds)
 		return exitCode(2)
 	}
+	m.help = askedForHelp(args[1:])
 	err := c.run(m, ctx, args[1:])
 	if errors.Is(err, errHelp) {
 		return nil
@@ -105,15 +111,18 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	return err
 }
 
-func (m *Main) usage(cmds map[string]command) {
-	fmt.Fprintln(m.Stderr, "usage: riskguard <command> [flags]")
-	fmt.Fprintln(m.Stderr, "\ncommands:")
+// usage lists the commands on w: stdout when asked for, stderr after a
+// usage error.
+func (m *Main) usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: riskguard <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
 	names := make([]string, 0, len(cmds))
 	for n := range cmds {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		fmt.Fprintf(m.Stderr, "  %-10s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
+	fmt.Fprintln(w, "\nStart with `riskguard demo`; README's \"Start here\" goes from there to your own account.")
 }

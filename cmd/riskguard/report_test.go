@@ -61,6 +61,9 @@ func TestBacktestReport(t *testing.T) {
 		"<title>2026-03-02T09:01:10Z XSOL liquidated without guard: index 144.5 crossed 144.907 (15×)",
 		"XSOL: lower_leverage 15× → 10× by over-max-leverage (sent)</title>",
 		`<td class="saved">10× isolated, liq 139.84 (was 15×)</td>`,
+		// The equity and distance curves: a time axis and the liquidation.
+		`<g class="curve-liq"><title>2026-03-02T09:01:10Z XSOL liquidated without guard</title>`,
+		`text-anchor="end">time (UTC), Mon 2 Mar 2026</text>`,
 	} {
 		if !strings.Contains(pages[0], want) {
 			t.Errorf("report lacks %q", want)

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -150,15 +152,21 @@ func healthMaxAge(interval time.Duration) time.Duration {
 // serve starts the listener of /metrics, /healthz, the status page and the
 // control API; it stops with ctx.
 func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) error {
-	srv, err := web.New(web.Options{
-		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
-		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
-		Token:   g.controlToken, AllowedHosts: g.allowedHosts, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
-	})
+	srv, err := g.web(logger)
 	if err != nil {
 		return err
 	}
 	return srv.Start(ctx, addr)
+}
+
+// web is the guard's HTTP surface, not yet listening: serve starts it, the
+// demo serves it on a listener of its own whose address it prints.
+func (g *guard) web(logger *slog.Logger) (*web.Server, error) {
+	return web.New(web.Options{
+		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
+		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
+		Token:   g.controlToken, AllowedHosts: g.allowedHosts, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
+	})
 }
 
 func (m *Main) runRun(ctx context.Context, args []string) error {
@@ -200,6 +208,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	}
 	if cfg.Listen != "" {
 		if err := g.serve(ctx, cfg.Listen, logger); err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				err = fmt.Errorf("%w: another riskguard (or another program) listens there: stop it, or change engine.listen (RISKGUARD_ENGINE_LISTEN=127.0.0.1:0 picks a free port)", err)
+			}
 			fmt.Fprintln(m.Stderr, "riskguard run:", err)
 			return exitCode(1)
 		}
@@ -227,6 +238,10 @@ func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config, *slo
 		return nil, nil, exitCode(2)
 	}
 	cfg, err := loadConfig(configPath, m.Getenv)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintln(m.Stderr, noConfig(cmd, configPath))
+		return nil, nil, exitCode(1)
+	}
 	if err != nil {
 		fmt.Fprintln(m.Stderr, err)
 		return nil, nil, exitCode(1)
@@ -235,6 +250,12 @@ func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config, *slo
 		logger.Warn(w)
 	}
 	return cfg, logger, nil
+}
+
+// noConfig is the one line a command says when its configuration file
+// does not exist: where it looked, and the next step.
+func noConfig(cmd, path string) string {
+	return fmt.Sprintf("riskguard %s: no config at %s: copy rules.example.yaml to it and set exchange.base_url (README: Start here), or pass --config FILE", cmd, path)
 }
 
 // checkSymbols reports every rule's symbols: entry the exchange does not

@@ -87,8 +87,15 @@ type summaryRow struct {
 // maxActionRows bounds the report's action table.
 const maxActionRows = 300
 
+// actionRow is one action of the guarded run, or a run of the same action
+// repeated (Count > 1): the same symbol, rules, call and outcome, and the
+// same error when it failed.
 type actionRow struct {
 	Time, Symbol, Rules, Action, Outcome, Effect, Actual string
+	// Count is how many times it was decided, Last the last time.
+	Count  int
+	Last   string
+	Failed bool
 }
 
 type ruleTable struct {
@@ -149,18 +156,8 @@ func newReportView(r *Result) *reportView {
 	}
 	verdict := VerdictOf(r)
 	v.Verdict, v.Harmful = verdict.String(), len(verdict.CausedSymbols) > 0
-	for _, s := range r.Symbols {
-		for _, m := range s.Markers {
-			action := m.Action
-			if m.To != 0 && m.To != m.From {
-				action += fmt.Sprintf(" %d×→%d×", m.From, m.To)
-			}
-			v.Actions = append(v.Actions, actionRow{Time: fmtTime(m.Time), Symbol: s.Symbol, Rules: strings.Join(m.Rules, ", "),
-				Action: action, Outcome: m.Outcome, Effect: m.Effect, Actual: m.Actual})
-		}
-	}
+	v.Actions = actionRows(r)
 	v.Curves = curves(r)
-	slices.SortStableFunc(v.Actions, func(a, b actionRow) int { return strings.Compare(a.Time, b.Time) })
 	if len(v.Actions) > maxActionRows { // the charts have them all
 		v.ActionsMore = len(v.Actions) - maxActionRows
 		v.Actions = v.Actions[:maxActionRows]
@@ -232,8 +229,9 @@ func newReportView(r *Result) *reportView {
 	v.DiffsMore = r.DiffCount - len(r.Diffs)
 	v.Warnings = r.Warnings
 
+	colours := ruleColours(r)
 	for i := range r.Symbols {
-		v.Charts = append(v.Charts, newChart(r, &r.Symbols[i], i))
+		v.Charts = append(v.Charts, newChart(r, &r.Symbols[i], i, colours))
 	}
 	// The charts where something happened come first: they are what the
 	// reader opened the report for.
@@ -241,6 +239,75 @@ func newReportView(r *Result) *reportView {
 		return cmpBool(b.eventful(), a.eventful())
 	})
 	return v
+}
+
+// actionRows are the guarded run's actions in time order, an action
+// repeated (the same symbol, rules, call, outcome and error) grouped in
+// one row at its first time, with its count and last time: a rule that
+// retried a refused call 46 times is one row, not 46.
+func actionRows(r *Result) []actionRow {
+	type keyed struct {
+		row  actionRow
+		at   time.Time
+		last time.Time
+	}
+	var rows []*keyed
+	byKey := map[string]*keyed{}
+	for _, s := range r.Symbols {
+		for _, m := range s.Markers {
+			action := m.Action
+			if m.To != 0 && m.To != m.From {
+				action += fmt.Sprintf(" %d×→%d×", m.From, m.To)
+			}
+			outcome := m.Outcome
+			if m.Error != "" {
+				outcome += ": " + m.Error // the exchange's answer: why it failed
+			}
+			key := strings.Join([]string{s.Symbol, action, strings.Join(m.Rules, ","), outcome}, "\x00")
+			if k := byKey[key]; k != nil {
+				k.row.Count++
+				if m.Time.After(k.last) {
+					k.last = m.Time
+				}
+				continue
+			}
+			k := &keyed{at: m.Time, last: m.Time, row: actionRow{Symbol: s.Symbol, Rules: strings.Join(m.Rules, ", "), Action: action,
+				Outcome: outcome, Effect: m.Effect, Actual: m.Actual, Count: 1, Failed: m.Outcome == "error"}}
+			byKey[key] = k
+			rows = append(rows, k)
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b *keyed) int { return a.at.Compare(b.at) })
+	out := make([]actionRow, 0, len(rows))
+	for _, k := range rows {
+		k.row.Time = fmtTime(k.at)
+		if k.row.Count > 1 {
+			k.row.Last = fmtTime(k.last)
+		}
+		out = append(out, k.row)
+	}
+	return out
+}
+
+// ruleColours gives every rule of the report one colour (a band class),
+// the same in every chart: the rules in the order of the guarded run's
+// table, then any other that fired.
+func ruleColours(r *Result) map[string]int {
+	out := map[string]int{}
+	add := func(rule string) {
+		if _, ok := out[rule]; !ok {
+			out[rule] = len(out) % bandClasses
+		}
+	}
+	for _, rs := range r.Guarded.Rules {
+		add(rs.Rule)
+	}
+	for _, s := range r.Symbols {
+		for _, sp := range s.Spans {
+			add(sp.Rule)
+		}
+	}
+	return out
 }
 
 func (c *chartView) eventful() bool {
@@ -266,7 +333,7 @@ func coord(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 // position or no price).
 func usable(f float64) bool { return f > 0 && !math.IsInf(f, 0) && !math.IsNaN(f) }
 
-func newChart(r *Result, s *SymbolSeries, n int) chartView {
+func newChart(r *Result, s *SymbolSeries, n int, colours map[string]int) chartView {
 	c := chartView{
 		Symbol: s.Symbol, Index: s.Index, ID: "chart-" + strconv.Itoa(n),
 		W: chartW, H: chartH, PlotL: plotL, PlotR: plotR, PlotT: plotT, PlotB: plotB,
@@ -353,8 +420,8 @@ func newChart(r *Result, s *SymbolSeries, n int) chartView {
 		c.LiqUnguardedPath = stepPath(s.Points, func(p Point) float64 { return p.LiquidationUnguarded }, xOf, yOf)
 	}
 
-	// Firing spans: one colour and lane per rule, in order of first
-	// appearance.
+	// Firing spans: one lane per rule, in order of first appearance, and
+	// the rule's colour of the whole report.
 	for _, sp := range s.Spans {
 		k := slices.Index(ruleOrder, sp.Rule)
 		x0, x1 := xOf(sp.Start), xOf(sp.End)
@@ -362,7 +429,7 @@ func newChart(r *Result, s *SymbolSeries, n int) chartView {
 		c.Bands = append(c.Bands, bandView{
 			X: coord(x0), Y: coord(plotT), W: coord(math.Max(x1-x0, 1.5)), H: coord(plotB - plotT),
 			LaneY: coord(lane), LaneH: coord(laneH - 1),
-			Class: "band band" + strconv.Itoa(k%bandClasses),
+			Class: "band band" + strconv.Itoa(colours[sp.Rule]),
 			Title: fmt.Sprintf("%s firing %s → %s (%s)", sp.Rule, fmtTime(sp.Start), fmtTime(sp.End), sp.End.Sub(sp.Start)),
 		})
 	}
@@ -392,8 +459,8 @@ func newChart(r *Result, s *SymbolSeries, n int) chartView {
 		{Class: "sw-unguarded", Label: "liquidation price without guard"},
 	}
 	c.Legend = append(c.Legend, markerLegend(s.Markers, liqs)...)
-	for k, rule := range ruleOrder {
-		c.Legend = append(c.Legend, legendItem{Class: "sw-band band" + strconv.Itoa(k%bandClasses), Label: rule + " firing"})
+	for _, rule := range ruleOrder {
+		c.Legend = append(c.Legend, legendItem{Class: "sw-band band" + strconv.Itoa(colours[rule]), Label: rule + " firing"})
 	}
 	return c
 }
@@ -587,6 +654,9 @@ func markerTitle(symbol string, m Marker) string {
 	if m.Outcome != "" {
 		b.WriteString(" (" + m.Outcome + ")")
 	}
+	if m.Error != "" {
+		b.WriteString(": " + m.Error)
+	}
 	return b.String()
 }
 
@@ -713,6 +783,7 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 .verdict { padding: .5em .8em; border-left: 4px solid #2a7; background: #f3faf5; }
 .verdict.harmful { border-color: #c33; background: #fdf2f2; }
 table.actions td:last-child { font-size: 90%; }
+table.actions tr.failed td { background: #fdf2f2; }
 .sw-line { display: inline-block; width: 18px; height: 3px; vertical-align: middle; }
 .sw-line.guarded { background: #2a7; } .sw-line.without { background: #999; }
 </style>
@@ -775,16 +846,24 @@ table.actions td:last-child { font-size: 90%; }
 {{- if .Curves}}
 
 <h2>Equity and distance to liquidation</h2>
-<p class="facts"><span class="sw-line guarded"></span> with the guard · <span class="sw-line without"></span> without</p>
-{{- range .Curves}}
-<h3>{{.Title}}</h3>
+<p class="facts"><span class="sw-line guarded"></span> with the guard · <span class="sw-line without"></span> without · a vertical line is a liquidation: orange without the guard, green with it</p>
+{{- range $c := .Curves}}
+<h3>{{.Title}}{{if .Same}} <span class="note">— the same with and without the guard: the two lines are one (the guarded one dashed over it)</span>{{end}}</h3>
 <svg class="curve" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {{.W}} {{.H}}" width="{{.W}}" height="{{.H}}" role="img" aria-label="{{.Title}}">
 <rect x="0" y="0" width="{{.W}}" height="{{.H}}" fill="#fafafa"/>
+{{- range .XTicks}}
+<line x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$c.PlotT}}" y2="{{$c.PlotB}}" stroke="#eef0f3"/>
+<text x="{{.Pos}}" y="{{$c.PlotB | plus 13}}" font-size="10" text-anchor="middle">{{.Label}}</text>
+{{- end}}
+<text x="{{$c.W | minus 4}}" y="{{$c.H | minus 2}}" font-size="10" text-anchor="end">{{.XCaption}}</text>
 {{- if .HasZero}}
 <line x1="0" x2="{{.W}}" y1="{{.ZeroY}}" y2="{{.ZeroY}}" stroke="#c33" stroke-dasharray="4 3"/>
 {{- end}}
 <polyline fill="none" stroke="#999" stroke-width="1.5" points="{{.Without}}"/>
-<polyline fill="none" stroke="#2a7" stroke-width="1.5" points="{{.Guarded}}"/>
+<polyline fill="none" stroke="#2a7" stroke-width="1.5"{{if .Same}} stroke-dasharray="6 4"{{end}} points="{{.Guarded}}"/>
+{{- range .Liquidations}}
+<g class="curve-liq"><title>{{.Title}}</title><line x1="{{.X}}" x2="{{.X}}" y1="{{$c.PlotT}}" y2="{{$c.PlotB}}" stroke="{{.Colour}}" stroke-width="2"{{if .Dashed}} stroke-dasharray="3 2"{{end}}/><text x="{{.X}}" y="{{$c.PlotT | plus 9}}" font-size="10" fill="{{.Colour}}" dx="3">{{.Label}}</text></g>
+{{- end}}
 <text x="4" y="{{.HiY}}" font-size="10">{{.Hi}}</text>
 <text x="4" y="{{.LoY}}" font-size="10">{{.Lo}}</text>
 </svg>
@@ -797,12 +876,12 @@ table.actions td:last-child { font-size: 90%; }
 {{- end}}
 {{- if .Actions}}
 
-<h2>Actions of the guarded run</h2>
+<h2>Actions of the guarded run <span class="note">— the same action repeated is one row (×N, first and last time)</span></h2>
 <table class="actions">
 <thead><tr><th>time</th><th>symbol</th><th>rule</th><th>action</th><th>outcome</th><th>predicted effect, or why not sent</th><th>actual</th></tr></thead>
 <tbody>
 {{- range .Actions}}
-<tr><td>{{.Time}}</td><td>{{.Symbol}}</td><td>{{.Rules}}</td><td>{{.Action}}</td><td>{{.Outcome}}</td><td>{{.Effect}}</td><td>{{.Actual}}</td></tr>
+<tr{{if .Failed}} class="failed"{{end}}><td>{{.Time}}{{if .Last}}<br><span class="note">last {{.Last}}</span>{{end}}</td><td>{{.Symbol}}</td><td>{{.Rules}}</td><td>{{.Action}}{{if gt .Count 1}} <strong>×{{.Count}}</strong>{{end}}</td><td>{{.Outcome}}</td><td>{{.Effect}}</td><td>{{.Actual}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -879,10 +958,24 @@ table.actions td:last-child { font-size: 90%; }
 type curveView struct {
 	Title, Unit      string
 	W, H             int
+	PlotT, PlotB     int
 	Guarded, Without string // SVG polyline points
 	Lo, Hi           string // the y axis' bounds, formatted
 	HiY, LoY, ZeroY  string
 	HasZero          bool
+	// Same: both runs drew the same line, so the guarded one is dashed
+	// over the other and the title says so.
+	Same     bool
+	XTicks   []axisTick
+	XCaption string
+	// Liquidations are vertical lines at each run's liquidations.
+	Liquidations []curveLiquidation
+}
+
+// curveLiquidation marks a liquidation on a curve.
+type curveLiquidation struct {
+	X, Colour, Label, Title string
+	Dashed                  bool
 }
 
 // curves are the account equity and every symbol's distance to
@@ -896,7 +989,7 @@ func curves(r *Result) []curveView {
 		for i, p := range r.Equity {
 			ts[i], g[i], u[i] = p.Time, p.Guarded, p.Unguarded
 		}
-		out = append(out, newCurve(r, "Account equity", "", ts, g, u, func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) }))
+		out = append(out, newCurve(r, "Account equity", "", "", ts, g, u, func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) }))
 	}
 	for _, s := range r.Symbols {
 		if len(s.Points) < 2 {
@@ -923,13 +1016,15 @@ func curves(r *Result) []curveView {
 		for i, p := range s.Points {
 			ts[i], g[i], u[i] = p.Time, dist(p.Index, p.LiquidationGuarded), dist(p.Index, p.LiquidationUnguarded)
 		}
-		out = append(out, newCurve(r, s.Symbol+": distance to liquidation", "%", ts, g, u, func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }))
+		out = append(out, newCurve(r, s.Symbol+": distance to liquidation", s.Symbol, "%", ts, g, u, func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }))
 	}
 	return out
 }
 
-func newCurve(r *Result, title, unit string, ts []time.Time, g, u []float64, format func(float64) string) curveView {
-	const w, h, pad = 720, 120, 8
+// newCurve draws g (with the guard) and u (without) over the backtest's
+// time, with the liquidations of symbol ("" for every symbol's).
+func newCurve(r *Result, title, symbol, unit string, ts []time.Time, g, u []float64, format func(float64) string) curveView {
+	const w, h, pad, axis = 720, 140, 8, 26 // axis: room for the time labels
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, vs := range [][]float64{g, u} {
 		for _, v := range vs {
@@ -949,7 +1044,7 @@ func newCurve(r *Result, title, unit string, ts []time.Time, g, u []float64, for
 		t1 = t0.Add(time.Second)
 	}
 	x := func(t time.Time) float64 { return pad + float64(t.Sub(t0))/float64(t1.Sub(t0))*(w-2*pad) }
-	y := func(v float64) float64 { return pad + (hi-v)/(hi-lo)*(h-2*pad) }
+	y := func(v float64) float64 { return pad + (hi-v)/(hi-lo)*(h-axis-2*pad) }
 	line := func(vs []float64) string {
 		var b strings.Builder
 		for i, v := range vs {
@@ -960,8 +1055,23 @@ func newCurve(r *Result, title, unit string, ts []time.Time, g, u []float64, for
 		}
 		return strings.TrimSpace(b.String())
 	}
-	c := curveView{Title: title, Unit: unit, W: w, H: h, Guarded: line(g), Without: line(u), Lo: format(lo) + unit, Hi: format(hi) + unit,
-		HiY: coord(y(hi) + 10), LoY: coord(y(lo) - 2)}
+	c := curveView{Title: title, Unit: unit, W: w, H: h, PlotT: pad, PlotB: h - axis, Guarded: line(g), Without: line(u),
+		Lo: format(lo) + unit, Hi: format(hi) + unit, HiY: coord(y(hi) + 10), LoY: coord(y(lo) - 2)}
+	c.Same = c.Guarded == c.Without
+	c.XTicks, c.XCaption = timeTicks(t0, t1, x)
+	for _, run := range []struct {
+		res           *RunResult
+		colour, label string
+		dashed        bool
+	}{{&r.Unguarded, "#d55e00", "without guard", true}, {&r.Guarded, "#009e73", "with guard", false}} {
+		for _, l := range run.res.Liquidations {
+			if symbol != "" && l.Symbol != symbol {
+				continue
+			}
+			c.Liquidations = append(c.Liquidations, curveLiquidation{X: coord(x(l.Time)), Colour: run.colour, Dashed: run.dashed,
+				Label: "✕ " + l.Symbol, Title: fmt.Sprintf("%s %s liquidated %s", fmtTime(l.Time), l.Symbol, run.label)})
+		}
+	}
 	if lo < 0 && hi > 0 {
 		c.HasZero, c.ZeroY = true, coord(y(0))
 	}

@@ -75,7 +75,7 @@ func reportFixture() *Result {
 				Markers: []Marker{
 					{Time: at(120), Action: "lower_leverage", Rules: []string{"over-max-leverage"}, Outcome: "sent", From: 15, To: 10},
 					{Time: at(305), Action: "notify", Rules: []string{hostileRule}, Outcome: "sent"},
-					{Time: at(330), Action: "cancel_orders", Rules: []string{"over-max-leverage"}, Outcome: "error"},
+					{Time: at(330), Action: "cancel_orders", Rules: []string{"over-max-leverage"}, Outcome: "error", Error: "status 500: INTERNAL_ERROR: ledger busy"},
 				},
 				Spans: []Span{
 					{Rule: "over-max-leverage", Start: at(90), End: at(120)},
@@ -275,7 +275,7 @@ func TestWriteReportCharts(t *testing.T) {
 	want := []string{
 		"act: 2026-03-02T09:02:00Z XSOL: lower_leverage 15× → 10× by over-max-leverage (sent)",
 		"act: 2026-03-02T09:05:05Z XSOL: notify by " + hostileRule + " (sent)",
-		"act: 2026-03-02T09:05:30Z XSOL: cancel_orders by over-max-leverage (error)",
+		"act: 2026-03-02T09:05:30Z XSOL: cancel_orders by over-max-leverage (error): status 500: INTERNAL_ERROR: ledger busy",
 		"band: over-max-leverage firing 2026-03-02T09:01:30Z → 2026-03-02T09:02:00Z (30s)",
 		"band: " + hostileRule + " firing 2026-03-02T09:05:00Z → 2026-03-02T09:10:00Z (5m0s)",
 		"liq: 2026-03-02T09:06:00Z XSOL liquidated without guard: index 144.5 crossed 144.907 (15×), margin lost 2026.67",

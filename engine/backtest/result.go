@@ -173,6 +173,8 @@ type Marker struct {
 	// Effect is the margin model's predicted effect, or why the action
 	// was not sent; Actual what the exchange read back.
 	Effect, Actual string
+	// Error is the exchange's answer to a failed action.
+	Error string
 }
 
 // Span is a time a rule was firing on the symbol in the guarded run; an End
@@ -211,7 +213,11 @@ func (r *replay) observe(t time.Time) {
 				s.Dropped++
 				continue
 			}
-			s.Markers = append(s.Markers, Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual})
+			m := Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual}
+			if a.Err != nil {
+				m.Error = a.Err.Error()
+			}
+			s.Markers = append(s.Markers, m)
 		}
 	}
 	if r.sample > 0 {

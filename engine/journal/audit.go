@@ -323,27 +323,9 @@ const maxAuditScan = 4 << 20
 // interrupted): the process stopped with the call in flight. Only the last
 // maxAuditScan bytes are read; a missing file has none.
 func Unfinished(path string) ([]Record, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	data, err := auditTail(path, maxAuditScan)
 	if err != nil {
-		return nil, fmt.Errorf("read audit log: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read audit log: %w", err)
-	}
-	start := max(fi.Size()-maxAuditScan, 0)
-	data, err := io.ReadAll(io.NewSectionReader(f, start, fi.Size()-start))
-	if err != nil {
-		return nil, fmt.Errorf("read audit log: %w", err)
-	}
-	if start > 0 { // the first line is cut
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			data = data[i+1:]
-		}
+		return nil, err
 	}
 	type key struct {
 		t              int64
@@ -375,4 +357,70 @@ func Unfinished(path string) ([]Record, error) {
 		}
 	}
 	return out, nil
+}
+
+// auditTail returns the whole lines of the last n bytes of the audit log at
+// path; nothing for a missing file.
+func auditTail(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	start := max(fi.Size()-n, 0)
+	data, err := io.ReadAll(io.NewSectionReader(f, start, fi.Size()-start))
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	if start > 0 { // the first line is cut
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			data = data[i+1:]
+		}
+	}
+	return data, nil
+}
+
+// maxRecentScan bounds how much of the audit log's end is read at start
+// for the last actions: the status page's "Last actions" after a restart.
+const maxRecentScan = 512 << 10
+
+// RecentFromAudit returns the last actions of the audit log at path, as
+// Recent shows them, oldest first, at most RecentActionsKept, each marked
+// Restored: the status page's "Last actions" survive a restart. An action
+// is its outcome record (dry_run, paused, skipped, error, or result:
+// sent); the intended and sent phases before it are not shown twice. Only
+// the last maxRecentScan bytes are read; a missing file has none.
+func RecentFromAudit(path string) ([]RecentAction, error) {
+	data, err := auditTail(path, maxRecentScan)
+	if err != nil {
+		return nil, err
+	}
+	var out []RecentAction
+	for line := range bytes.SplitSeq(data, []byte{'\n'}) {
+		var r Record
+		if len(line) == 0 || json.Unmarshal(line, &r) != nil || r.Type != "action" {
+			continue
+		}
+		a := RecentAction{Time: r.Time, Symbol: r.Symbol, Action: r.Action, Rules: r.Rules, Outcome: r.Phase, Error: r.Error, Restored: true}
+		switch r.Phase {
+		case "result":
+			a.Outcome = "sent"
+		case "dry_run", "paused", "skipped", "error", "interrupted":
+			a.Effect = r.Reason
+		default:
+			continue
+		}
+		if r.Action != "notify" && r.Leverage != 0 && r.PrevLeverage != 0 {
+			a.From, a.To = r.PrevLeverage, r.Leverage
+		}
+		out = append(out, a)
+	}
+	return out[max(len(out)-RecentActionsKept, 0):], nil
 }

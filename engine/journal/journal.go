@@ -246,6 +246,17 @@ type RecentAction struct {
 	// read back after the call.
 	Effect string `json:"effect,omitempty"`
 	Actual string `json:"actual,omitempty"`
+	// Restored marks an action read back from the audit log at start,
+	// taken before the restart.
+	Restored bool `json:"restored,omitempty"`
+}
+
+// Restore puts actions read back from the audit log (RecentFromAudit,
+// oldest first) among the recent ones, as if they had just been emitted.
+func (j *Journal) Restore(actions []RecentAction) {
+	for _, a := range actions {
+		j.recent.add(a)
+	}
 }
 
 // recentActions is a bounded ring of the last actions.

@@ -1,0 +1,81 @@
+package web_test
+
+import (
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+)
+
+// hostile is text from the exchange or the config that tries to be HTML.
+const hostile = `<img src=x onerror="document.title='pwned'">`
+
+// The page as a trader reads it first, rendered by Chromium: the account
+// line; the positions closest to liquidation first (one without an index
+// price, no data, before them); each position's active rules, the inactive
+// ones folded; the last actions without the notify rows unless asked
+// (#notify=1), those from before a restart marked; and every string from
+// outside escaped.
+func TestStatusPageLayoutInChromium(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "")
+	st := demoStatus(t0)
+	equity, free, ratio := 23253.0, 17973.33, 0.4125
+	st.Account = &engine.AccountStatus{Equity: &equity, FreeBalance: &free, MarginRatio: &ratio}
+	st.Positions = append(st.Positions, engine.PositionStatus{Symbol: hostile, ID: "1_104", Side: "LONG", MarginMode: "isolated",
+		Rules: []engine.RuleStatus{{Rule: hostile, State: "nodata"}}})
+	st.Actions = append(st.Actions,
+		engine.RecentAction{Time: t0.Add(-2 * time.Hour), Symbol: "XSOL", Action: "cancel_orders", Rules: []string{"near-liquidation"},
+			Outcome: "error", Error: "status 500: " + hostile, Restored: true},
+		engine.RecentAction{Time: t0.Add(-3 * time.Hour), Symbol: "XSOL", Action: "notify", Rules: []string{"near-liquidation"}, Outcome: "sent", Restored: true})
+	e.guard.status = st
+	hs := httptest.NewServer(e.srv)
+	defer hs.Close()
+
+	dom := chromium(t, hs.URL+"/", "--virtual-time-budget=5000", "--dump-dom")
+	if strings.Contains(dom, `<div id="err">cannot`) {
+		t.Fatalf("the page could not read the API:\n%s", dom)
+	}
+	// Closest to liquidation first: the unknown, XETH 5.52%, XSOL 8.97%, XBTC 49%.
+	var order []string
+	for _, m := range regexp.MustCompile(`<tr data-symbol="([^"]*)"`).FindAllStringSubmatch(dom, -1) {
+		if !strings.Contains(m[1], "esc(") { // not the script's own text
+			order = append(order, m[1])
+		}
+	}
+	if got, want := strings.Join(order, " | "), `&lt;img src=x onerror=&quot;document.title='pwned'&quot;&gt; | XETH | XSOL | XBTC`; got != want {
+		t.Errorf("positions in the order %s, want %s", got, want)
+	}
+	for _, want := range []string{
+		`id="equity">23253.00</b>`, `id="free">17973.33</b>`, `id="marginratio" class="">41.3%</b>`, `model fit: <span id="modelfit">n/a</span>`,
+		// XETH's firing rule is shown; its inactive one and XBTC's two are folded.
+		`<div class="rule" data-rule="watch-xeth" data-state="firing">`,
+		`<details class="inactive-rules"><summary>1 inactive</summary><div class="rule" data-rule="over-max-leverage" data-state="inactive">`,
+		`<details class="inactive-rules"><summary>2 inactive</summary>`,
+		`data-action="lower_leverage"`, `<tr class="action restored" data-action="cancel_orders">`, "before the restart",
+		`id="notifycount">(2)</span>`,
+		`status 500: &lt;img src=x onerror="document.title='pwned'"&gt;`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the rendered page lacks %s", want)
+		}
+	}
+	if strings.Contains(dom, `data-action="notify"`) {
+		t.Error("notify rows are shown by default")
+	}
+	if strings.Contains(dom, "<img") || strings.Contains(dom, "pwned</title>") {
+		t.Error("a string from outside became HTML")
+	}
+	if regexp.MustCompile(`<div class="rule" data-rule="(watch-xeth|over-max-leverage)" data-state="inactive">[^<]*<span[^>]*>inactive</span></div></td>`).MatchString(dom) {
+		t.Error("an inactive rule is shown outside the fold")
+	}
+
+	// #notify=1: the notify rows too.
+	dom = chromium(t, hs.URL+"/#notify=1", "--virtual-time-budget=5000", "--dump-dom")
+	if n := strings.Count(dom, `data-action="notify"`); n != 2 {
+		t.Errorf("#notify=1 shows %d notify rows, want 2", n)
+	}
+}

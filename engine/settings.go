@@ -5,6 +5,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -80,6 +81,13 @@ func Settings() []Setting {
 			checked(func(c Config) string {
 				if !(c.FastDistance > 0 && c.FastDistance < 1) {
 					return fmt.Sprintf("must be a fraction within (0, 1), e.g. 0.05 for 5%% from liquidation, got %v", c.FastDistance)
+				}
+				return ""
+			}),
+		number("engine.model_tolerance", "ModelTolerance", func(c *Config) *float64 { return &c.ModelTolerance }, margin.DefaultFitTolerance).
+			checked(func(c Config) string {
+				if !(c.ModelTolerance > 0 && c.ModelTolerance < 1) {
+					return fmt.Sprintf("must be a fraction within (0, 1), e.g. 0.001 for 0.1%%, got %v", c.ModelTolerance)
 				}
 				return ""
 			}),

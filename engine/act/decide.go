@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -97,6 +98,7 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 			return
 		}
 		if d.Pred.ringFences(rulesFloor(pl, rules.SetIsolated)) {
+			d.Stepped = fmt.Sprintf("ring-fences %s: the rest of the account %s", pl.Sym.Name, margin.Change(d.Pred.RestBefore, d.Pred.RestAfter))
 			return
 		}
 		allowed, floor := closerAllowed(pl, rules.SetIsolated)

@@ -168,3 +168,18 @@ func (e *Engine) publishFit(f margin.Fit) {
 	e.status.model = mf
 	e.mu.Unlock()
 }
+
+// CheckModel reads one snapshot and checks the margin model against the
+// exchange's own figures, as a tick would, without evaluating a rule or
+// acting: `riskguard check --exchange`.
+func (e *Engine) CheckModel(ctx context.Context, now time.Time) (margin.Fit, error) {
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	snap, err := e.snaps.Read(ctx, now)
+	if err != nil {
+		return margin.Fit{}, err
+	}
+	e.buildRows(snap)
+	ps, rep := e.modelPositions(snap)
+	return margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance), nil
+}

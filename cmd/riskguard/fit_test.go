@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +198,30 @@ func TestIsolationRingFencingAFailingCrossPosition(t *testing.T) {
 	}
 	if want := "set_isolated XETH cross→isolated: ring-fences XETH: the rest of the account survives 7.72% → 11.58% together"; !strings.Contains(stderr, want) {
 		t.Errorf("log lacks %q:\n%s", want, stderr)
+	}
+}
+
+// check --exchange with credentials reads the live account and prints the
+// model's fit without acting; without them it says it did not.
+func TestCheckPrintsTheModelFit(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	code, out, stderr := runOut(t, context.Background(), g.env, "check", "--config", g.config, "--exchange", g.url)
+	if code != 0 || !strings.Contains(out, "margin model: fits (") || !strings.Contains(out, "free balance 20000, inferred from the first cross position") ||
+		!regexp.MustCompile(`XSOL\s+isolated\s+4053\.33333333\s+4053\.33333333\s+144\.907\s+144\.907\s+0\.0000%\s+yes`).MatchString(out) {
+		t.Errorf("check: exit %d\n%s%s", code, out, stderr)
+	}
+	g.ex.SkewModel(sim.ModelSkew{MaintenanceRate: mustDec("0.01")})
+	code, out, stderr = runOut(t, context.Background(), g.env, "check", "--config", g.config, "--exchange", g.url)
+	if code != 0 || !strings.Contains(out, "margin model: does not fit: ") ||
+		!regexp.MustCompile(`XSOL\s+isolated\s+4053\.33333333\s+4053\.33333333\s+146\.427\s+144\.907\s+1\.0133%\s+NO \(liquidation\)`).MatchString(out) {
+		t.Errorf("check on a skewed exchange: exit %d\n%s%s", code, out, stderr)
+	}
+	if n := len(g.mutating()); n != 0 {
+		t.Errorf("check sent %d mutating calls", n)
+	}
+	code, out, _ = runOut(t, context.Background(), envMap(nil), "check", "--config", g.config, "--exchange", g.url)
+	if code != 0 || !strings.Contains(out, "margin model: not checked against the account (no credentials") {
+		t.Errorf("check without credentials: exit %d\n%s", code, out)
 	}
 }

@@ -62,6 +62,9 @@ func withinBudget(pl *Plan, now time.Time, p *Prediction) (bool, string) {
 		resetBudget(st, r, now)
 		amount := decimal.NewFromFloat(r.MarginBudget)
 		if r.BudgetFraction {
+			if !p.FreeKnown && !r.BudgetSet {
+				continue // the default share binds only where the free balance is known
+			}
 			if !p.FreeKnown {
 				return false, fmt.Sprintf("rule %s's margin budget is %s%% of the free balance, which cannot be inferred", r.Name, amount.Shift(2))
 			}

@@ -77,7 +77,7 @@ const (
 	// leverage cuts may move into one position per firing, chosen on the
 	// scenario battery (README, "How the engine acts"). margin_budget: none
 	// (or 0) lifts it.
-	DefaultMarginBudget   = 0.25
+	DefaultMarginBudget   = 0.15
 	DefaultBudgetFraction = true
 )
 

@@ -225,3 +225,49 @@ func TestCheckPrintsTheModelFit(t *testing.T) {
 		t.Errorf("check without credentials: exit %d\n%s", code, out)
 	}
 }
+
+// A cut that leaves the account worse off needs allow_closer_liquidation:
+// XETH short at 3× is far from liquidation (34%) while XBTC's cross pool,
+// backed by 10,000 free, is what goes first (29.84%); cutting XETH to 2×
+// takes 6,100 from that pool (29.84% → 18.11%).
+func TestCutThatWorsensTheAccountNeedsOptIn(t *testing.T) {
+	t.Parallel()
+	for _, allow := range []bool{false, true} {
+		extra := ""
+		if allow {
+			extra = "    allow_closer_liquidation: true\n"
+		}
+		g := newGuardEnv(t, "", `
+  - name: xeth-to-2x
+    when: position.symbol == "XETH" && position.leverage > 2
+    cooldown: 5m
+    margin_budget: none
+`+extra+`    actions:
+      - action: lower_leverage
+        leverage: 2
+`)
+		for _, p := range []sim.PositionSpec{
+			{Symbol: "XETH", Direction: exchange.Short, Quantity: mustDec("12"), EntryPrice: mustDec("3050"), Leverage: 3},
+			{Symbol: "XSOL", Empty: true},
+		} {
+			if err := g.ex.PutPosition(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.ex.SetBalance(mustDec("10000"))
+		code, stderr := g.once()
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+		want, line := 3, "skipped lower_leverage XETH: 2x would leave the account worse off (survives 29.84% → 18.11% together (cross pool first, "
+		if allow {
+			want, line = 2, "lower_leverage XETH 3→2: liquidation "
+		}
+		if got := g.position("XETH").Leverage; got != want {
+			t.Errorf("allow %t: XETH at %dx, want %dx\n%s", allow, got, want, stderr)
+		}
+		if !strings.Contains(stderr, line) {
+			t.Errorf("allow %t: log lacks %q:\n%s", allow, line, stderr)
+		}
+	}
+}

@@ -271,3 +271,41 @@ func TestCutThatWorsensTheAccountNeedsOptIn(t *testing.T) {
 		}
 	}
 }
+
+// Among the cuts within bounds, the one the account measure prefers: XETH
+// short ×20 isolated, 5.38% from liquidation, beside XBTC at 20× cross
+// with 6,000 free. A quarter, 5×, would take XBTC's pool under the others'
+// floor of 10% (from 6×); of 7×…19×, 8× lets the account survive the
+// largest move of every index together (11.94%, the pool first; 7× leaves
+// 10.68%, 9× 11.57% with XETH first), so it is sent, not 7×.
+func TestCutStepTheAccountPrefers(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", `
+  - name: quarter-xeth
+    when: position.symbol == "XETH" && position.leverage > 15
+    cooldown: 5m
+    margin_budget: none
+    actions:
+      - action: lower_leverage
+        leverage: position.leverage / 4
+`)
+	for _, p := range []sim.PositionSpec{
+		{Symbol: "XBTC", Direction: exchange.Long, Quantity: mustDec("0.8"), EntryPrice: mustDec("64200"), Leverage: 20, Cross: true},
+		{Symbol: "XSOL", Empty: true},
+	} {
+		if err := g.ex.PutPosition(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.ex.SetBalance(mustDec("6000"))
+	code, stderr := g.once()
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if got := g.position("XETH").Leverage; got != 8 {
+		t.Errorf("XETH at %dx, want 8x\n%s", got, stderr)
+	}
+	if want := "under 10.00%: lowered to 8x, which the account measure prefers to 7x (survives 10.68% → 11.94% together (cross pool first"; !strings.Contains(stderr, want) {
+		t.Errorf("log lacks %q:\n%s", want, stderr)
+	}
+}

@@ -58,6 +58,11 @@ func withinBudget(pl *Plan, now time.Time, p *Prediction) (bool, string) {
 		if r.MarginBudget == 0 || !r.HasAction(rules.LowerLeverage) {
 			continue
 		}
+		if !r.BudgetSet {
+			if ml := pl.Pos.RiskLimit.MaxLeverage; ml > 0 && p.Leverage >= ml {
+				continue // the default never shrinks a cut to the exchange's own maximum
+			}
+		}
 		st := d.St
 		resetBudget(st, r, now)
 		amount := decimal.NewFromFloat(r.MarginBudget)

@@ -144,6 +144,7 @@ func TestAccountRuleLowersEachTarget(t *testing.T) {
     when: account.leverage > 1
     targets: isolated
     allow_closer_liquidation: `+strconv.FormatBool(allow)+`
+    margin_budget: none
     actions:
       - action: lower_leverage
         leverage: position.leverage / 2

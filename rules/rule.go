@@ -75,9 +75,9 @@ const (
 	// DefaultMarginBudget is the margin budget of a rule that does not set
 	// one: a share (DefaultBudgetFraction) of the free balance its
 	// leverage cuts may move into one position per firing, chosen on the
-	// scenario battery (README, "How the engine acts"). margin_budget: none
+	// scenario battery (README, "The margin_budget default"). margin_budget: none
 	// (or 0) lifts it.
-	DefaultMarginBudget   = 0.15
+	DefaultMarginBudget   = 0.05
 	DefaultBudgetFraction = true
 )
 

@@ -134,6 +134,7 @@ func TestCutNearLiquidationGoesOutWhenTheAccountGains(t *testing.T) {
   - name: xeth-near
     when: position.symbol == "XETH" && liquidationDistance < 0.02
     cooldown: 5m
+    margin_budget: none # the whole cut, as README's worked example shows it
     actions:
       - action: lower_leverage
         leverage: position.leverage / 2

@@ -87,7 +87,7 @@ func Settings() []Setting {
 		number("engine.model_tolerance", "ModelTolerance", func(c *Config) *float64 { return &c.ModelTolerance }, margin.DefaultFitTolerance).
 			checked(func(c Config) string {
 				if !(c.ModelTolerance > 0 && c.ModelTolerance < 1) {
-					return fmt.Sprintf("must be a fraction within (0, 1), e.g. 0.001 for 0.1%%, got %v", c.ModelTolerance)
+					return fmt.Sprintf("must be a fraction within (0, 1), e.g. 0.005 for 0.5%%, got %v", c.ModelTolerance)
 				}
 				return ""
 			}),

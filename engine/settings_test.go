@@ -67,7 +67,7 @@ func TestDefaultConfig(t *testing.T) {
 		MaxWindow:           24 * time.Hour,
 		UnreachableAfter:    time.Minute,
 		FastDistance:        0.05,
-		ModelTolerance:      0.001,
+		ModelTolerance:      0.005,
 		AuditLog:            "riskguard-audit.jsonl",
 		StateFile:           "riskguard-state.json",
 	}

@@ -11,11 +11,15 @@ import (
 )
 
 // DefaultFitTolerance is the worst relative error under which the model
-// is said to fit the exchange's figures: 0.1% of a margin, of the index
+// is said to fit the exchange's figures: 0.5% of a margin, of the index
 // for a liquidation price, of the cross pool for the free balance. The
 // model's own rounding (margins to 8 places, liquidation prices to a tick)
-// stays far under it.
-const DefaultFitTolerance = 0.001
+// stays far under it, and so does a move of the indexes between the
+// exchange's figures and the guard's read of the index prices (a cross
+// position's liquidation price follows the others' PNL); a fee netted from
+// the margins at 20× (1% of the margin for 0.05% of the entry value) or a
+// maintenance rate 1% off is caught.
+const DefaultFitTolerance = 0.005
 
 // Reported is what the exchange lists for a position: the figures the
 // model is checked against.

@@ -36,9 +36,9 @@ func TestCheckFit(t *testing.T) {
 		// the exchange: 100.5 reported on XBTC's 1,600
 		{"margin net of something", func(r []Reported) { r[0].Margin = dec("100.5") }, false, "XBTC",
 			"XBTC (margin 100.5 reported, 1600 modelled)", "3000", true},
-		// XSOL's maintenance rate differs: the exchange liquidates at 141
-		{"isolated liquidation", func(r []Reported) { r[2].Liquidation = dec("141") }, false, "XSOL",
-			"XSOL (liquidation 141 reported, 140.75 modelled)", "3000", true},
+		// XSOL's maintenance rate differs: the exchange liquidates at 142
+		{"isolated liquidation", func(r []Reported) { r[2].Liquidation = dec("142") }, false, "XSOL",
+			"XSOL (liquidation 142 reported, 140.75 modelled)", "3000", true},
 		// XETH's reported price implies 1,000 more free than XBTC's
 		{"cross positions disagree", func(r []Reported) { r[1].Liquidation = r[1].Liquidation.Add(dec("100")) }, false, "",
 			"the cross positions imply free balances (3000 … 4000) apart", "3000", false},

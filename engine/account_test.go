@@ -130,8 +130,11 @@ func TestAccountRuleTargets(t *testing.T) {
 
 // An account rule's lower_leverage is evaluated on each target ("halve
 // every isolated position") and goes through the predictions and bounds
-// of every settings call: taking free balance from the cross pool backing
-// XBTC needs allow_closer_liquidation, as for a position rule.
+// of every settings call. Both cuts take free balance from the cross pool
+// backing XBTC (49.08% → 40.17% away), but neither leaves the account
+// worse off by the account measure — XSOL's lets it survive 3.40% →
+// 5.38% together, XETH's leaves that as it is and moves XETH itself
+// further — so they go out with or without allow_closer_liquidation.
 func TestAccountRuleLowersEachTarget(t *testing.T) {
 	t.Parallel()
 	for _, allow := range []bool{false, true} {
@@ -141,6 +144,7 @@ func TestAccountRuleLowersEachTarget(t *testing.T) {
     when: account.leverage > 1
     targets: isolated
     allow_closer_liquidation: `+strconv.FormatBool(allow)+`
+    margin_budget: none
     actions:
       - action: lower_leverage
         leverage: position.leverage / 2
@@ -156,10 +160,7 @@ func TestAccountRuleLowersEachTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 		for s, lev := range before {
-			want := lev
-			if allow {
-				want = lev / 2
-			}
+			want := lev / 2
 			if p, _ := ex.Position(s); p.Leverage != want {
 				t.Errorf("allow %t: %s leverage %d, want %d (actions %+v)", allow, s, p.Leverage, want, rep.Actions)
 			}

@@ -409,7 +409,10 @@ func (e *Engine) checkPrediction(ctx context.Context, now time.Time, symbol stri
 	tolerance := pred.Index().Mul(decimal.New(1, -4))
 	if got.Sub(pred.LiquidationAfter).Abs().GreaterThan(tolerance) {
 		e.emit(ctx, nil, mismatchEvent(now, symbol, pred.LiquidationAfter, got))
+		e.noteReadBack(symbol, fmt.Sprintf("read back liquidation %s, %s predicted", got, pred.LiquidationAfter))
+		return
 	}
+	e.noteReadBack(symbol, "")
 }
 
 // firstHarmInFiring reports whether no harmful action of the plan's rules

@@ -72,6 +72,11 @@ type Config struct {
 	// as the rules' liquidationDistance) under which a position puts the
 	// guard in the fast lane.
 	FastDistance float64
+	// ModelTolerance is the worst relative error of the margin model
+	// against the exchange's own figures (margins, liquidation prices,
+	// the free balance the cross positions imply) under which the model
+	// fits: only then do its predictions decide.
+	ModelTolerance float64
 }
 
 // TickRequests is the number of exchange requests a tick is budgeted for

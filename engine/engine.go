@@ -145,7 +145,9 @@ type Engine struct {
 	// positions' series are in their posState).
 	win *window.Store
 	// free is the last inferred free balance.
-	free   freeCache
+	free freeCache
+	// fitW is the margin model checked against the exchange (fit.go).
+	fitW   fitWatch
 	sigBuf []byte
 	lines  []margin.Line // the account's, reused
 	// reasons caches the texts of the no-data errors of functions over

@@ -21,6 +21,7 @@ import (
 func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
 	var plans []*act.Plan // the positions with actions due, run once every position is evaluated
 	rows := e.buildRows(snap)
+	e.watchFit(ctx, now, snap)
 	e.unreadable(ctx, now, snap)
 	e.win.Begin()
 	if e.win.NeedAccount() {

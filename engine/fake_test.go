@@ -167,7 +167,7 @@ func newFake() *fakeExchange {
 		symbols: []exchange.ContractSymbol{symbol(1, "XBTC", "BTC", 20), symbol(2, "XETH", "ETH", 20), symbol(3, "XSOL", "SOL", 10)},
 		positions: []exchange.Position{
 			position(1, exchange.Long, 25, true, "1", "100000", "95500"), // 4.5% away: a free balance of 1,000 behind it
-			position(2, exchange.Short, 5, false, "10", "3000", "3550"),
+			position(2, exchange.Short, 5, false, "10", "3000", "3585"),  // the margin model's: 3,000 + (6,000 − 150)/10
 			{ID: "1_3", UserID: 1, SymbolID: 3, RiskLimit: riskLimit(10), Direction: exchange.Long, Leverage: 3, Empty: true},
 		},
 		index: map[string]decimal.Decimal{"BTC": dec("100000"), "ETH": dec("3000"), "SOL": dec("150")},

@@ -23,24 +23,17 @@ func (e *Engine) marginView(snap *Snapshot) *act.Model {
 	if e.tickView != nil {
 		return e.tickView
 	}
-	v := &act.Model{At: map[string]int{}, Acct: margin.Account{Positions: make([]margin.Position, 0, len(snap.Positions))}}
-	var liqs []decimal.Decimal
-	rows := e.rowsFor(snap)
-	for i := range rows {
-		r := &rows[i]
-		p, sym := r.P, r.Sym
-		if p.Empty || !p.Quantity.IsPositive() || sym == nil {
-			continue
-		}
-		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
-			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale), Held: p.Margin, Value: p.EntryValue}
-		if r.HasIndex {
-			mp.Index = r.Index
-		}
-		mp.MM, _ = e.maintenance(r.ps, p, &mp)
-		v.At[sym.Name] = len(v.Acct.Positions)
-		v.Acct.Positions = append(v.Acct.Positions, mp)
-		liqs = append(liqs, p.LiquidationPrice)
+	ps, rep := e.modelPositions(snap)
+	v := &act.Model{At: make(map[string]int, len(ps)), Acct: margin.Account{Positions: ps}}
+	liqs := make([]decimal.Decimal, len(rep))
+	for i, mp := range ps {
+		v.At[mp.Symbol] = i
+		liqs[i] = rep[i].Liquidation
+	}
+	// Where the model does not reproduce the exchange's own figures, its
+	// predictions are said but decide nothing.
+	if w := &e.fitW; w.known && !w.fit.Fits() {
+		v.Unfit = w.fit.Why()
 	}
 	// The free balance changes with the cross positions (their margins,
 	// a settings call, a trade) and with transfers: it is inferred again

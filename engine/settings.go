@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -98,6 +99,13 @@ func Settings() []Setting {
 				return ""
 			}),
 		positive("engine.control_fail_after", "ControlFailAfter", func(c *Config) *time.Duration { return &c.ControlFailAfter }, 5*time.Minute).restart(),
+		number("engine.model_tolerance", "ModelTolerance", func(c *Config) *float64 { return &c.ModelTolerance }, margin.DefaultFitTolerance).
+			checked(func(c Config) string {
+				if !(c.ModelTolerance > 0 && c.ModelTolerance < 1) {
+					return fmt.Sprintf("must be a fraction within (0, 1), e.g. 0.005 for 0.5%%, got %v", c.ModelTolerance)
+				}
+				return ""
+			}),
 		// Symbol name → index name; nil: the symbol's baseName.
 		stringMap("exchange.index_names", "IndexNames", func(c *Config) *map[string]string { return &c.IndexNames }),
 	}

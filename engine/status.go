@@ -38,6 +38,9 @@ type Status struct {
 	// InFlight are the mutating calls still running, oldest first: a
 	// symbol with one is not acted on again until it ends.
 	InFlight []CallInFlight `json:"inFlight"`
+	// Model is the margin model's fit to the exchange's own figures at
+	// the last check; absent before the first.
+	Model *ModelFit `json:"model,omitempty"`
 }
 
 // CallInFlight is a mutating call still running.
@@ -135,6 +138,7 @@ type published struct {
 	dryRun    bool
 	budget    int
 	account   *AccountStatus
+	model     *ModelFit
 }
 
 // publishStatus records what Status shows of the tick that read snap
@@ -241,6 +245,7 @@ func (e *Engine) Status(now time.Time) *Status {
 	b := e.status.breaker
 	b.Sent = slices.Clone(b.Sent)
 	budget := e.status.budget
+	st.Model = e.status.model
 	e.mu.Unlock()
 	if !st.LastSuccess.IsZero() {
 		st.SnapshotAge = now.Sub(st.LastSuccess).Seconds()

@@ -244,6 +244,7 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 		File: p.file, Line: n.Line, Scope: ScopePosition,
 		Cooldown: DefaultCooldown, Severity: DefaultSeverity, OnNoData: DefaultOnNoData,
 		MinLiquidationDistance: DefaultMinLiquidationDistance, BudgetPer: "firing",
+		MarginBudget: DefaultMarginBudget, BudgetFraction: DefaultBudgetFraction,
 	}
 	// The name first, so that every other error can carry it.
 	var nameNode, whenNode *yaml.Node
@@ -319,9 +320,9 @@ func (p *parser) parseRule(index int, n *yaml.Node) (*Rule, string, *yaml.Node) 
 		case "margin_budget":
 			amount, fraction, ok := budget(v)
 			if !ok {
-				p.errorf(v, "%s: expected an amount of the quote currency like 500, or a share of the free balance like \"25%%\", got %s", k.Value, yamlnode.Describe(v))
+				p.errorf(v, "%s: expected an amount of the quote currency like 500, a share of the free balance like \"25%%\", or none (no bound), got %s", k.Value, yamlnode.Describe(v))
 			} else {
-				r.MarginBudget, r.BudgetFraction = amount, fraction
+				r.MarginBudget, r.BudgetFraction, r.BudgetSet = amount, fraction, true
 			}
 		case "scope":
 			if s, ok := p.enum(v, k.Value, []string{string(ScopePosition), string(ScopeAccount)}); ok {
@@ -728,11 +729,14 @@ func exprNames(t reflect.Type) []string {
 	return out
 }
 
-// budget reads a margin budget: a positive number, or a percentage string
-// "25%" (a fraction in (0, 1]).
+// budget reads a margin budget: a number (0: no bound), a percentage
+// string "25%" (a fraction in (0, 1]), or none (no bound).
 func budget(n *yaml.Node) (amount float64, fraction, ok bool) {
 	if n.Kind != yaml.ScalarNode {
 		return 0, false, false
+	}
+	if n.Tag == "!!str" && strings.TrimSpace(n.Value) == "none" {
+		return 0, false, true // no bound
 	}
 	if s, isPct := strings.CutSuffix(strings.TrimSpace(n.Value), "%"); isPct && n.Tag == "!!str" {
 		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
@@ -745,10 +749,10 @@ func budget(n *yaml.Node) (amount float64, fraction, ok bool) {
 		return 0, false, false
 	}
 	f, err := strconv.ParseFloat(n.Value, 64)
-	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+	if err != nil || !(f >= 0) || math.IsInf(f, 0) {
 		return 0, false, false
 	}
-	return f, false, true
+	return f, false, true // 0: no bound
 }
 
 // reduceParams reads reduce_position's fraction or quantity, exactly one of

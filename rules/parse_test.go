@@ -283,3 +283,37 @@ func TestParseReducePosition(t *testing.T) {
 		t.Error("an unchanged rule changed its fingerprint")
 	}
 }
+
+// A rule without margin_budget gets the default share of the free
+// balance; none or 0 lifts it; the fingerprint carries only a budget the
+// file sets, so a rule's saved state survives the default.
+func TestMarginBudgetDefault(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		line     string
+		amount   float64
+		fraction bool
+	}{
+		{"", DefaultMarginBudget, DefaultBudgetFraction},
+		{"    margin_budget: none\n", 0, false},
+		{"    margin_budget: 0\n", 0, false},
+		{"    margin_budget: 500\n", 500, false},
+		{"    margin_budget: \"10%\"\n", 0.1, true},
+	}
+	var fingerprints []string
+	for _, tt := range tests {
+		set, err := Parse("f.yaml", []byte("rules:\n  - name: a\n    when: position.leverage > 10\n"+tt.line+
+			"    actions: [{action: lower_leverage, leverage: 5}]\n"))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.line, err)
+		}
+		r := set.Rules[0]
+		if r.MarginBudget != tt.amount || r.BudgetFraction != tt.fraction || r.BudgetSet != (tt.line != "") {
+			t.Errorf("%q: budget %v fraction %t set %t", tt.line, r.MarginBudget, r.BudgetFraction, r.BudgetSet)
+		}
+		fingerprints = append(fingerprints, r.Fingerprint())
+	}
+	if fingerprints[0] == fingerprints[1] || fingerprints[1] == fingerprints[3] {
+		t.Error("a budget set in the file does not change the fingerprint")
+	}
+}

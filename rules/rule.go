@@ -76,6 +76,13 @@ const (
 	// DefaultMinLiquidationDistance is the floor below which no action
 	// that moves a liquidation price closer is sent, even when allowed.
 	DefaultMinLiquidationDistance = 0.02
+	// DefaultMarginBudget is the margin budget of a rule that does not set
+	// one: a share (DefaultBudgetFraction) of the free balance its
+	// leverage cuts may move into one position per firing, chosen on the
+	// scenario battery (README, "The margin_budget default"). margin_budget: none
+	// (or 0) lifts it.
+	DefaultMarginBudget   = 0.05
+	DefaultBudgetFraction = true
 )
 
 // Scope says what a rule is evaluated on.
@@ -159,9 +166,13 @@ type Rule struct {
 	// MarginBudget bounds the free balance the rule's lower_leverage may
 	// move into one position's margin per BudgetPer: an amount in the
 	// quote currency, or (BudgetFraction) a fraction of the free balance.
-	// Zero is no bound.
+	// Zero is no bound (margin_budget: none or 0); a rule without the key
+	// gets DefaultMarginBudget.
 	MarginBudget   float64
 	BudgetFraction bool
+	// BudgetSet: the file sets margin_budget (the fingerprint then
+	// carries it, so that a rule's saved state survives the default).
+	BudgetSet bool
 	// BudgetPer is "firing" (each time the rule fires; the default) or
 	// "day" (a UTC day).
 	BudgetPer string
@@ -396,7 +407,7 @@ func (r *Rule) Fingerprint() string {
 		field(strconv.FormatBool(r.AllowCloserLiquidation))
 		field(strconv.FormatFloat(r.MinLiquidationDistance, 'g', -1, 64))
 	}
-	if r.MarginBudget != 0 {
+	if r.BudgetSet {
 		field(strconv.FormatFloat(r.MarginBudget, 'g', -1, 64))
 		field(strconv.FormatBool(r.BudgetFraction))
 		field(r.BudgetPer)

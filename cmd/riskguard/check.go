@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
 )
 
 // runCheck is `riskguard check --config FILE`: it loads the configuration
@@ -19,7 +24,10 @@ import (
 // the expression and a caret where there is one), and exit status 1.
 //
 // With --exchange URL it also reads the exchange's public market data (no
-// credentials) and reports every rule's symbols: entry it does not list.
+// credentials) and reports every rule's symbols: entry it does not list;
+// with credentials (as run takes them) it reads the live account and
+// prints how well the margin model fits the exchange's own figures,
+// acting on nothing.
 func (m *Main) runCheck(ctx context.Context, args []string) error {
 	fs := m.newFlags("check", "check --config FILE [--exchange URL]", commands()["check"].summary)
 	configPath := fs.String("config", "riskguard.yaml", "configuration file")
@@ -58,7 +66,72 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 		}
 	}
 	printSummary(m.Stdout, cfg)
+	if *exchangeURL != "" {
+		return m.checkModel(ctx, cfg, *exchangeURL)
+	}
 	return nil
+}
+
+// checkModel reads the live account at url with the configuration's
+// credentials and prints the margin model's fit to it; without
+// credentials it says it did not.
+func (m *Main) checkModel(ctx context.Context, cfg *config, url string) error {
+	if cfg.Exchange.APIKey == "" || cfg.Exchange.APISecret == "" {
+		fmt.Fprintln(m.Stdout, "\nmargin model: not checked against the account (no credentials: RISKGUARD_API_KEY and RISKGUARD_API_SECRET)")
+		return nil
+	}
+	live := *cfg
+	live.Exchange.BaseURL = url
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	client, err := newClient(&live, logger)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "riskguard check: %v\n", err)
+		return exitCode(1)
+	}
+	ec := cfg.Engine
+	ec.AuditLog, ec.StateFile, ec.DryRun = "", "", true
+	eng, err := engine.New(ec, cfg.Rules, engine.Deps{Reader: client, Actuator: client, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "riskguard check: %v\n", err)
+		return exitCode(1)
+	}
+	defer eng.Close()
+	f, err := eng.CheckModel(ctx, time.Now())
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: read the account: %v\n", url, err)
+		return exitCode(1)
+	}
+	printFit(m.Stdout, f)
+	return nil
+}
+
+// printFit prints the margin model's fit, one line per position.
+func printFit(w io.Writer, f margin.Fit) {
+	fmt.Fprintf(w, "\nmargin model: %s\n", f.Summary())
+	if f.FreeKnown {
+		fmt.Fprintf(w, "  free balance %s, inferred from the first cross position", f.Free.Round(2))
+		if f.FreeSpread > 0 {
+			fmt.Fprintf(w, "; the cross positions disagree by %s of the pool", decimal.NewFromFloat(f.FreeSpread).Shift(2).StringFixed(4)+"%")
+		}
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SYMBOL\tMODE\tMARGIN\tMODELLED\tLIQUIDATION\tMODELLED\tERROR\tFIT")
+	for _, p := range f.Positions {
+		mode, fit, liq := "isolated", "yes", p.LiquidationModelled.String()
+		if p.Cross {
+			mode = "cross"
+		}
+		if !p.Fits(f.Tolerance) {
+			fit = "NO (" + p.What + ")"
+		}
+		if p.Cross && !f.FreeKnown {
+			liq = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Symbol, mode, p.MarginReported, p.MarginModelled.Round(8), p.LiquidationReported, liq,
+			decimal.NewFromFloat(p.Error).Shift(2).StringFixed(4)+"%", fit)
+	}
+	tw.Flush()
 }
 
 // printErrors prints a file's errors, one per line, and their count.

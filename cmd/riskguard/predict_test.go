@@ -169,6 +169,7 @@ func TestUnaffordableCutSentAtTheAffordableLevel(t *testing.T) {
     when: position.symbol == "XETH"
     cooldown: 5m
     allow_closer_liquidation: true
+    margin_budget: none # the free balance alone bounds it here
     actions:
       - action: lower_leverage
         leverage: position.leverage / 4

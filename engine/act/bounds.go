@@ -6,26 +6,43 @@ import (
 
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
 
-// lowestWithin is the lowest leverage between want's and the position's
-// (at most maxLeverage, the highest the exchange accepts as a new one)
-// whose prediction passes bound; the position's own when none does.
-func lowestWithin(m *Model, pl *Plan, want exchange.Settings, bound func(*Prediction) (bool, string)) int {
+// preferredWithin is the leverage between want's and the position's (at
+// most maxLeverage, the highest the exchange accepts as a new one) whose
+// prediction passes bound and that the account measure prefers, the
+// lowest of equals; the position's own when none passes. It says what was
+// chosen: "the lowest within it", or "which the account measure prefers
+// to 5x (survives …)".
+func preferredWithin(m *Model, pl *Plan, want exchange.Settings, bound func(*Prediction) (bool, string)) (int, string) {
 	top := pl.Pos.Leverage
 	if ml := pl.Pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
 		top = ml + 1
 	}
-	for lev := want.Leverage + 1; lev < top; lev++ {
-		if p := m.Predict(pl, exchange.Settings{Leverage: lev, Cross: want.Cross}); p != nil {
-			if ok, _ := bound(p); ok {
-				return lev
-			}
+	best := pl.Pos.Leverage
+	var bestPred, firstPred *Prediction
+	for lev := want.Leverage; lev < top; lev++ {
+		p := m.Predict(pl, exchange.Settings{Leverage: lev, Cross: want.Cross})
+		if p == nil {
+			continue
+		}
+		if ok, _ := bound(p); !ok {
+			continue
+		}
+		if firstPred == nil {
+			firstPred = p
+		}
+		if bestPred == nil || p.After.Compare(bestPred.After) > 0 {
+			best, bestPred = lev, p
 		}
 	}
-	return pl.Pos.Leverage
+	if bestPred == nil || bestPred == firstPred {
+		return best, "the lowest within it"
+	}
+	return best, fmt.Sprintf("which the account measure prefers to %dx (%s)", firstPred.Leverage, margin.Change(firstPred.After, bestPred.After))
 }
 
 // withinBudget checks a leverage cut's margin move against the margin
@@ -41,10 +58,18 @@ func withinBudget(pl *Plan, now time.Time, p *Prediction) (bool, string) {
 		if r.MarginBudget == 0 || !r.HasAction(rules.LowerLeverage) {
 			continue
 		}
+		if !r.BudgetSet {
+			if ml := pl.Pos.RiskLimit.MaxLeverage; ml > 0 && p.Leverage >= ml {
+				continue // the default never shrinks a cut to the exchange's own maximum
+			}
+		}
 		st := d.St
 		resetBudget(st, r, now)
 		amount := decimal.NewFromFloat(r.MarginBudget)
 		if r.BudgetFraction {
+			if !p.FreeKnown && !r.BudgetSet {
+				continue // the default share binds only where the free balance is known
+			}
 			if !p.FreeKnown {
 				return false, fmt.Sprintf("rule %s's margin budget is %s%% of the free balance, which cannot be inferred", r.Name, amount.Shift(2))
 			}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -35,14 +36,27 @@ type Decision struct {
 }
 
 // DecideSettings decides a plan's settings call on the margin model m (nil
-// predicts nothing): the target the rules ask, without an isolation that
-// would move the liquidation price closer unless its rules allow it (and
-// never under their floor); a leverage cut the free balance cannot fund, or
-// that moves more into the position than the rules' margin budgets leave,
-// or that takes the cross pool from under other positions, lowered to the
-// lowest cut within the bound, or left out; and a call the exchange refused
-// for good from this very leverage tried halfway instead. It writes the
-// margin budgets' windows of the plan's rule states.
+// predicts nothing).
+//
+// Where the model does not fit the exchange's own figures (m.Unfit), its
+// prediction is said as unverified and decides nothing: the call goes out
+// as the rules ask (leverage within 1..current and maxLeverage, Target)
+// and the exchange decides; only an isolation still needs its rules'
+// allow_closer_liquidation.
+//
+// Where it fits, every call is judged by the account measure
+// (margin.Survival): an isolation that moves the position's liquidation
+// price closer goes out when it ring-fences it — the rest of the account
+// survives larger moves, and the position stays above its rules' floor —
+// or when its rules allow it, above their floor; a leverage cut the free
+// balance cannot fund, or that moves more into the position than the
+// rules' margin budgets leave, or that would leave the account worse off
+// (unless allowed) or move another position under its floor, becomes the
+// cut within those bounds the measure prefers, or is left out. Among the
+// cuts within bounds, the one the measure prefers is sent (the lowest of
+// equals). A call the exchange refused for good from this very leverage is
+// tried halfway instead. It writes the margin budgets' windows of the
+// plan's rule states.
 func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 	pos := pl.Pos
 	var d Decision
@@ -55,42 +69,53 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 	}
 	predict()
 	unchanged := func() bool { return d.Want == exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross} }
-	// harm drops isolation from the plan when it would move the
-	// liquidation price closer and its rules do not allow it (or it would
-	// end under their floor). It runs on the plan as asked and again on the
-	// plan after its leverage is bounded: an isolation that was safe at a
-	// lower leverage may not be at the one left.
-	harm := func() {
-		if d.Pred == nil || !d.Pred.Closer() || d.Want.Cross == pos.Cross {
-			return
-		}
-		allowed, floor := closerAllowed(pl, rules.SetIsolated)
-		_, after := d.Pred.Distances()
-		why := ""
-		switch {
-		case !allowed:
-			why = "isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)"
-		case after.LessThan(floor):
-			why = fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
-				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2))
-		}
-		if why == "" {
-			return
-		}
+	dropIsolation := func(why string) {
 		d.Skips = append(d.Skips, Skip{Kind: rules.SetIsolated, Want: d.Want, Pred: d.Pred, Why: why})
 		pl.Isolate = false
 		d.Want.Cross = pos.Cross
 		d.Change = !unchanged()
 		predict()
 	}
+
+	if m != nil && m.Unfit != "" {
+		if d.Pred != nil && d.Change && d.Want.Cross != pos.Cross && pos.Cross {
+			if allowed, _ := closerAllowed(pl, rules.SetIsolated); !allowed {
+				dropIsolation("the model does not fit the exchange (" + m.Unfit + "), so isolating a cross position needs the rule's opt-in (allow_closer_liquidation)")
+			}
+		}
+		refusedHalf(&d, pl, predict, unchanged)
+		return d
+	}
+
+	// harm drops isolation from the plan when it would move the
+	// liquidation price closer without ring-fencing the position, and its
+	// rules do not allow it (or it would end under their floor). It runs
+	// on the plan as asked and again on the plan after its leverage is
+	// bounded: an isolation that was safe at a lower leverage may not be
+	// at the one left.
+	harm := func() {
+		if d.Pred == nil || !d.Pred.Closer() || d.Want.Cross == pos.Cross {
+			return
+		}
+		if d.Pred.ringFences(rulesFloor(pl, rules.SetIsolated)) {
+			d.Stepped = fmt.Sprintf("ring-fences %s: the rest of the account %s", pl.Sym.Name, margin.Change(d.Pred.RestBefore, d.Pred.RestAfter))
+			return
+		}
+		allowed, floor := closerAllowed(pl, rules.SetIsolated)
+		_, after := d.Pred.Distances()
+		switch {
+		case !allowed:
+			dropIsolation("isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)")
+		case after.LessThan(floor):
+			dropIsolation(fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
+				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2)))
+		}
+	}
 	harm()
 
-	// A leverage cut the free balance cannot fund, or that moves more of
-	// it into the position than the rules' margin budget leaves, becomes
-	// the lowest cut within the bound (the exchange would refuse the first
-	// every cooldown; the second would pour the account into a losing
-	// position unasked), or is skipped and said.
-	for _, bound := range []func(*Prediction) (bool, string){
+	// A leverage cut outside a bound becomes the cut within every bound
+	// the account measure prefers, or is skipped and said.
+	bounds := []func(*Prediction) (bool, string){
 		func(p *Prediction) (bool, string) {
 			if !p.FreeKnown || p.Affordable {
 				return true, ""
@@ -98,41 +123,52 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 			return false, fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", p.Leverage, p.MarginMoved.Round(2), p.FreeAfter.Add(p.MarginMoved).Round(2))
 		},
 		func(p *Prediction) (bool, string) { return withinBudget(pl, now, p) },
-		othersBound(pl),
-	} {
-		if !d.Change || d.Pred == nil || d.Want.Leverage >= pos.Leverage {
-			break
+		accountBound(pl),
+	}
+	within := func(p *Prediction) (bool, string) {
+		for _, b := range bounds {
+			if ok, why := b(p); !ok {
+				return false, why
+			}
 		}
-		ok, why := bound(d.Pred)
-		if ok {
-			continue
-		}
+		return true, ""
+	}
+	if d.Change && d.Pred != nil && d.Want.Leverage < pos.Leverage {
+		ok, why := within(d.Pred)
 		asked := d.Want.Leverage
-		d.Want.Leverage = lowestWithin(m, pl, d.Want, bound)
-		if d.Want.Leverage < pos.Leverage {
-			why += fmt.Sprintf(": lowered to %dx, the lowest within it", d.Want.Leverage)
-		} else {
-			why += ": no leverage cut is within it"
+		lev, best := preferredWithin(m, pl, d.Want, within)
+		switch {
+		case !ok && lev < pos.Leverage:
+			d.Want.Leverage = lev
+			d.Stepped = why + fmt.Sprintf(": lowered to %dx, %s", lev, best)
+		case !ok:
+			d.Want.Leverage = pos.Leverage
+			d.Stepped = why + ": no leverage cut is within it"
+		case lev != asked:
+			d.Want.Leverage = lev
+			d.Stepped = fmt.Sprintf("%dx, %s", lev, best)
 		}
-		d.Stepped = why
 		d.Change = !unchanged()
 		predict()
-		if d.Change {
-			continue
+		if !d.Change {
+			d.Skips = append(d.Skips, Skip{Kind: rules.LowerLeverage, Want: d.Want, Asked: asked, Why: d.Stepped})
 		}
-		d.Skips = append(d.Skips, Skip{Kind: rules.LowerLeverage, Want: d.Want, Asked: asked, Why: why})
 	}
 
 	harm()
+	refusedHalf(&d, pl, predict, unchanged)
+	return d
+}
 
+// refusedHalf tries a call the exchange refused for good from this very
+// leverage halfway instead of the same one again.
+func refusedHalf(d *Decision, pl *Plan, predict func(), unchanged func() bool) {
+	pos := pl.Pos
 	if r := pl.Refused; r != nil && d.Change && d.Want == r.Settings && pos.Leverage == r.From && d.Want.Leverage < pos.Leverage {
-		// The exchange refused this very call from this very leverage: a
-		// smaller cut, halfway, is tried instead of the same one again.
 		half := (d.Want.Leverage + pos.Leverage + 1) / 2
 		d.Stepped = fmt.Sprintf("the exchange refused %dx from %dx before: trying %dx", d.Want.Leverage, pos.Leverage, half)
 		d.Want.Leverage = half
 		d.Change = !unchanged()
 		predict()
 	}
-	return d
 }

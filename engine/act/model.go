@@ -23,6 +23,10 @@ type Model struct {
 	// to the exchange. FreeWhy says why it is not known.
 	FreeKnown bool
 	FreeWhy   string
+	// Unfit says where the model does not reproduce the exchange's own
+	// figures ("" when it does): its predictions are then said as
+	// unverified and decide nothing.
+	Unfit string
 }
 
 // Prediction is what the margin model says a settings call will do to its
@@ -37,9 +41,16 @@ type Prediction struct {
 	FreeKnown bool
 	freeWhy   string
 	// Next is the account after the call.
-	Next      margin.Account
-	direction string
-	index     decimal.Decimal
+	Next margin.Account
+	// Before and After are the account measure (margin.Survival) before
+	// and after the call; RestBefore and RestAfter the same over every
+	// position but this one, which an isolation ring-fences.
+	Before, After, RestBefore, RestAfter margin.Survival
+	// Unverified says why the prediction decides nothing: the model does
+	// not fit the exchange ("" when it does).
+	Unverified string
+	direction  string
+	index      decimal.Decimal
 }
 
 // Predict predicts setting the plan's position to want; nil when the
@@ -50,7 +61,14 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 		return nil
 	}
 	next, eff := v.Acct.Apply(i, want.Leverage, want.Cross)
-	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next}
+	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
+		Unverified: v.Unfit}
+	if v.FreeKnown || !hasCross(v.Acct) {
+		// Without the free balance a cross pool cannot be measured: the
+		// measures stay unknown, neither better nor worse.
+		p.Before, p.After = v.Acct.Survival(-1), next.Survival(-1)
+		p.RestBefore, p.RestAfter = v.Acct.Survival(i), next.Survival(i)
+	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {
 			if j == i || !o.Cross || !o.Index.IsPositive() {
@@ -83,31 +101,49 @@ func (o otherEffect) String() string {
 }
 
 // OthersFloor is how far from liquidation another position must stay when
-// a leverage cut its rule allows takes free balance from that position's
-// cross pool (or the rule's min_liquidation_distance, when higher).
+// a leverage cut takes free balance from that position's cross pool (or
+// the rule's min_liquidation_distance, when higher).
 const OthersFloor = 0.10
 
-// othersBound keeps a leverage cut from taking free balance out of a cross
-// pool that backs other positions: in a move that takes both down, the
-// margin moved into the cut position is lost with it and the pool is short
-// for the others — one position's safety traded for another's. Only rules
-// that set allow_closer_liquidation may, and then only while every other
-// position stays OthersFloor (or their floor) away.
-func othersBound(pl *Plan) func(*Prediction) (bool, string) {
-	allowed, floor := closerAllowed(pl, rules.LowerLeverage)
-	floor = decimal.Max(floor, decimal.NewFromFloat(OthersFloor))
+// accountBound judges a leverage cut by the account measure
+// (margin.Survival): a cut that lets the account survive smaller moves
+// than it does now worsens it and needs every asking rule's
+// allow_closer_liquidation; any cut, allowed or not, keeps every other
+// position it moves closer at least OthersFloor (or the rules' floor)
+// away. A cut that improves the measure, or leaves it as it is, goes out.
+func accountBound(pl *Plan) func(*Prediction) (bool, string) {
+	allowed, _ := closerAllowed(pl, rules.LowerLeverage)
+	floor := decimal.Max(rulesFloor(pl, rules.LowerLeverage), decimal.NewFromFloat(OthersFloor))
 	return func(p *Prediction) (bool, string) {
 		for _, o := range p.others {
-			switch {
-			case !o.closer():
-			case !allowed:
-				return false, fmt.Sprintf("%dx would take free balance from the cross pool and move %s; the rule does not allow it (allow_closer_liquidation)", p.Leverage, o)
-			case o.distAfter.LessThan(floor):
+			if o.closer() && o.distAfter.LessThan(floor) {
 				return false, fmt.Sprintf("%dx would move %s, under %s%%", p.Leverage, o, floor.Shift(2).StringFixed(2))
 			}
 		}
+		if p.After.Compare(p.Before) < 0 && !allowed {
+			return false, fmt.Sprintf("%dx would leave the account worse off (%s); the rule does not allow it (allow_closer_liquidation)",
+				p.Leverage, margin.Change(p.Before, p.After))
+		}
 		return true, ""
 	}
+}
+
+// ringFences reports whether isolating the plan's cross position
+// protects the rest of the account: every other position survives larger
+// moves once it is ring-fenced, and it stays at least floor away itself.
+func (p *Prediction) ringFences(floor decimal.Decimal) bool {
+	_, after := p.Distances()
+	return p.RestAfter.Compare(p.RestBefore) > 0 && !after.LessThan(floor)
+}
+
+// hasCross reports whether the account holds an open cross position.
+func hasCross(a margin.Account) bool {
+	for _, p := range a.Positions {
+		if p.Cross && p.Open() {
+			return true
+		}
+	}
+	return false
 }
 
 // Index is the index price the prediction was made at.
@@ -127,10 +163,15 @@ func (p *Prediction) Distances() (before, after decimal.Decimal) {
 
 // String is the prediction as the log, the audit log and the
 // notifications say it: "liquidation 55120 → 61120 (13.88% → 4.50% away),
-// +0 margin, free 3000 after".
+// +0 margin, free 3000 after; account survives …", prefixed with
+// "unverified: model does not fit …" where the model does not fit.
 func (p *Prediction) String() string {
 	before, after := p.Distances()
-	s := fmt.Sprintf("liquidation %s → %s (%s → %s away)", p.LiquidationBefore, p.LiquidationAfter,
+	s := ""
+	if p.Unverified != "" {
+		s = "unverified: model does not fit " + p.Unverified + "; "
+	}
+	s += fmt.Sprintf("liquidation %s → %s (%s → %s away)", p.LiquidationBefore, p.LiquidationAfter,
 		before.Shift(2).StringFixed(2)+"%", after.Shift(2).StringFixed(2)+"%")
 	if !p.MarginMoved.IsZero() {
 		sign := "+"
@@ -147,6 +188,9 @@ func (p *Prediction) String() string {
 	for _, o := range p.others {
 		s += "; " + o.String()
 	}
+	if p.Before.Known && p.After.Known {
+		s += "; account " + margin.Change(p.Before, p.After)
+	}
 	return s
 }
 
@@ -159,7 +203,25 @@ func (p *Prediction) Record() *journal.Prediction {
 		free := p.FreeAfter
 		r.FreeAfter = &free
 	}
+	if p.Before.Known && p.After.Known {
+		tb, ta := p.Before.Together, p.After.Together
+		r.SurvivalBefore, r.SurvivalAfter = &tb, &ta
+		r.Account = margin.Change(p.Before, p.After)
+	}
+	r.Unverified = p.Unverified
 	return r
+}
+
+// rulesFloor is the highest min_liquidation_distance of the rules asking
+// the plan for an action of kind.
+func rulesFloor(pl *Plan, kind rules.ActionKind) decimal.Decimal {
+	floor := decimal.Zero
+	for _, d := range pl.Due {
+		if d.Rule.HasAction(kind) {
+			floor = decimal.Max(floor, decimal.NewFromFloat(d.Rule.MinLiquidationDistance))
+		}
+	}
+	return floor
 }
 
 // closerAllowed reports whether the plan's actions of kind may move a

@@ -70,6 +70,16 @@ type Prediction struct {
 	RealisedPNL    *decimal.Decimal `json:"realisedPnl,omitempty"`
 	QuantityAfter  *decimal.Decimal `json:"quantityAfter,omitempty"`
 	ActualQuantity *decimal.Decimal `json:"actualQuantity,omitempty"`
+	// SurvivalBefore and SurvivalAfter are the account measure's smallest
+	// adverse move of every index together (a fraction), and Account the
+	// whole measure before and after as the log says it; absent when it
+	// cannot be measured.
+	SurvivalBefore *decimal.Decimal `json:"survivalBefore,omitempty"`
+	SurvivalAfter  *decimal.Decimal `json:"survivalAfter,omitempty"`
+	Account        string           `json:"account,omitempty"`
+	// Unverified says why the prediction decided nothing: the margin model
+	// did not fit the exchange's figures.
+	Unverified string `json:"unverified,omitempty"`
 }
 
 // Audit appends records as JSON lines and syncs each one to disk, so a crash

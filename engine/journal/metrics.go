@@ -1,11 +1,13 @@
 package journal
 
 import (
+	"math"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/exchange/margin"
 )
 
 // Metrics are the guard's Prometheus collectors. A nil *Metrics records
@@ -27,6 +29,8 @@ type Metrics struct {
 	fastLane     prometheus.Gauge
 	silences     prometheus.Gauge
 	paused       prometheus.Gauge
+	modelFit     *prometheus.GaugeVec
+	modelError   prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them on reg.
@@ -81,8 +85,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		paused: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "riskguard_paused", Help: "Pauses in force (0: not paused); while one is, the actions it matches are not sent.",
 		}),
+		modelFit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "riskguard_model_fit", Help: "1 while the margin model reproduces the exchange's own figures within engine.model_tolerance, per symbol and for the account (symbol=\"account\"); 0 when it does not.",
+		}, []string{"symbol"}),
+		modelError: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "riskguard_model_worst_error", Help: "The margin model's worst relative error against the exchange's figures at the last check.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending, m.fastLane, m.silences, m.paused} {
+	for _, c := range []prometheus.Collector{m.modelFit, m.modelError, m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending, m.fastLane, m.silences, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -154,6 +164,29 @@ func (m *Metrics) ModelMismatch(symbol string) {
 		return
 	}
 	m.mismatches.WithLabelValues(symbol).Inc()
+}
+
+// ModelFit sets the margin model's fit, per symbol and for the account.
+func (m *Metrics) ModelFit(f margin.Fit) {
+	if m == nil {
+		return
+	}
+	m.modelFit.Reset()
+	b := func(ok bool) float64 {
+		if ok {
+			return 1
+		}
+		return 0
+	}
+	for _, p := range f.Positions {
+		m.modelFit.WithLabelValues(p.Symbol).Set(b(p.Fits(f.Tolerance)))
+	}
+	m.modelFit.WithLabelValues("account").Set(b(f.Fits()))
+	if math.IsInf(f.Worst, 0) {
+		m.modelError.Set(math.MaxFloat64)
+	} else {
+		m.modelError.Set(f.Worst)
+	}
 }
 
 // Unreadable sets the unreadable items of the last answers, by what was read.

@@ -193,25 +193,13 @@ func (a Account) crossPool(i int) (pool, othersMaintenance decimal.Decimal) {
 // liq is not positive. The answer is exact up to the rounding of liq to
 // the quote scale (a tick times the quantity), and never negative.
 func (a Account) InferFree(i int, liq decimal.Decimal) (free decimal.Decimal, ok bool) {
-	p := a.Positions[i]
-	if !p.Cross || !p.Open() || !liq.IsPositive() {
-		return decimal.Zero, false
-	}
 	// long:  liq = P − (C − MM)/q  →  C = (P − liq)·q + MM, C the pool
 	// short: liq = P + (C − MM)/q  →  C = (liq − P)·q + MM
-	move := p.Entry.Sub(liq)
-	if p.Direction == exchange.Short {
-		move = move.Neg()
-	}
-	withoutFree := a
-	withoutFree.Free = decimal.Zero
-	poolWithoutFree, others := withoutFree.crossPool(i)
-	c := move.Mul(p.Quantity).Add(p.Maintenance()).Add(others)
-	free = c.Sub(poolWithoutFree)
-	if free.IsNegative() {
+	free, ok = a.inferFree(i, liq)
+	if ok && free.IsNegative() {
 		return decimal.Zero, true
 	}
-	return free.Round(8), true
+	return free, ok
 }
 
 // Distance is how far the index is from a liquidation price, as a fraction

@@ -101,6 +101,7 @@ type Exchange struct {
 	liquidations []Liquidation
 	// cross is the last cross pool computed (crossPool).
 	cross *crossMemo
+	skew  ModelSkew // how its arithmetic differs from the model's (skew.go)
 }
 
 // symbolRef finds a symbol by name among spots or contracts.
@@ -360,7 +361,7 @@ func (e *Exchange) modelPosition(ci int, q *exchange.Position) margin.Position {
 	if ix, ok := e.indexes[c.BaseName]; ok {
 		mp.Index = ix.price
 	}
-	return mp
+	return e.skewed(mp)
 }
 
 // inAccount is the position of contract ci that account puts in the
@@ -513,7 +514,7 @@ func (e *Exchange) riskLevelWith(p *exchange.Position, collateral decimal.Decima
 // snapshot copies a position with its current risk level. Call with e.mu
 // held.
 func (e *Exchange) snapshot(p *exchange.Position) exchange.Position {
-	out := *p
+	out := e.reported(*p)
 	out.RiskLevel = e.riskLevel(p)
 	return out
 }
@@ -679,7 +680,7 @@ func (e *Exchange) positionList() []exchange.Position {
 		default:
 			s.RiskLevel = e.riskLevelWith(p, p.Margin)
 		}
-		out = append(out, s)
+		out = append(out, e.reported(s))
 	}
 	return out
 }

@@ -1,0 +1,185 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange/margin"
+)
+
+// fitWatch is the margin model checked against the exchange's own
+// figures, every tick (tick-owned): the last fit, what it was computed
+// from, and the read-backs the model did not predict.
+type fitWatch struct {
+	fit margin.Fit
+	// known: a fit has been computed; unfit: the last one said (the
+	// guard starts assuming the model fits, so the first misfit is said).
+	known, unfit bool
+	sig          uint64
+	at           time.Time
+	// mismatched are the symbols whose last read-back the model did not
+	// predict, with what it said; cleared by a read-back that matches.
+	mismatched map[string]string
+	dirty      bool // mismatched changed since the fit was computed
+}
+
+// ModelFit is the margin model's fit as Status shows it.
+type ModelFit struct {
+	Fits bool `json:"fits"`
+	// Worst is the worst relative error, of WorstSymbol's WorstFigure
+	// (margin, liquidation, read-back, free balance).
+	Worst       float64 `json:"worstError"`
+	WorstSymbol string  `json:"worstSymbol,omitempty"`
+	WorstFigure string  `json:"worstFigure,omitempty"`
+	Tolerance   float64 `json:"tolerance"`
+	// Summary says it in one line: "fits (…)" or "does not fit: XBTC
+	// (margin 100.5 reported, 6000 modelled)".
+	Summary   string             `json:"summary"`
+	Positions []ModelFitPosition `json:"positions"`
+}
+
+// ModelFitPosition is one position's fit.
+type ModelFitPosition struct {
+	Symbol string  `json:"symbol"`
+	Fits   bool    `json:"fits"`
+	Error  float64 `json:"error"`
+	Figure string  `json:"figure,omitempty"`
+}
+
+// modelPositions are the snapshot's open positions as the margin model
+// sees them, with the figures the exchange lists for each: the one place
+// both the tick's account view and the fit read them.
+func (e *Engine) modelPositions(snap *Snapshot) ([]margin.Position, []margin.Reported) {
+	rows := e.rowsFor(snap)
+	out := make([]margin.Position, 0, len(rows))
+	rep := make([]margin.Reported, 0, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		p, sym := r.P, r.Sym
+		if p.Empty || !p.Quantity.IsPositive() || sym == nil {
+			continue
+		}
+		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
+			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale), Held: p.Margin, Value: p.EntryValue}
+		if r.HasIndex {
+			mp.Index = r.Index
+		}
+		mp.MM, _ = e.maintenance(r.ps, p, &mp)
+		out = append(out, mp)
+		rep = append(rep, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice})
+	}
+	return out, rep
+}
+
+// fitSig identifies what the fit is computed from: every open position's
+// version, leverage and mode (the exchange changes the version when its
+// figures change).
+func (e *Engine) fitSig(snap *Snapshot) uint64 {
+	sig := fnv.New64a()
+	for i := range snap.Positions {
+		p := &snap.Positions[i]
+		if p.Empty || !p.Quantity.IsPositive() {
+			continue
+		}
+		b := append(e.sigBuf[:0], p.ID...)
+		b = append(b, p.Direction...)
+		b = strconv.AppendInt(append(b, '/'), p.Version, 10)
+		b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
+		b = strconv.AppendBool(append(b, '/'), p.Cross)
+		e.sigBuf = append(b, ';')
+		sig.Write(e.sigBuf)
+	}
+	return sig.Sum64()
+}
+
+// watchFit checks the model against the snapshot's figures when they
+// changed (or a read-back did, or at least every freeRefresh), says a
+// change between fitting and not fitting (audit, log, metrics), and
+// returns the fit. A snapshot read while a call was in flight is not
+// checked: its figures may straddle the call.
+func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) margin.Fit {
+	w := &e.fitW
+	if e.readInFlight != "" && w.known {
+		return w.fit
+	}
+	sig := e.fitSig(snap)
+	if w.known && !w.dirty && sig == w.sig && !now.Before(w.at) && now.Sub(w.at) < freeRefresh {
+		return w.fit
+	}
+	ps, rep := e.modelPositions(snap)
+	f := margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+	for sym, text := range w.mismatched {
+		f.MarkMismatch(sym, text)
+	}
+	w.fit, w.known, w.sig, w.at, w.dirty = f, true, sig, now, false
+	if unfit := !f.Fits(); unfit != w.unfit {
+		w.unfit = unfit
+		e.emit(ctx, nil, fitEvent(now, f))
+	}
+	e.metrics.ModelFit(f)
+	e.publishFit(f)
+	return f
+}
+
+// noteReadBack records whether the last settings call on symbol read back
+// what the model predicted: a mismatch keeps the symbol unfit until one
+// matches again.
+func (e *Engine) noteReadBack(symbol string, mismatch string) {
+	w := &e.fitW
+	_, had := w.mismatched[symbol]
+	switch {
+	case mismatch != "":
+		if w.mismatched == nil {
+			w.mismatched = map[string]string{}
+		}
+		w.mismatched[symbol] = mismatch
+		w.dirty = true
+	case had:
+		delete(w.mismatched, symbol)
+		w.dirty = true
+	}
+}
+
+// fitEvent says the model starting or ceasing to fit the exchange.
+func fitEvent(now time.Time, f margin.Fit) event {
+	text := "the margin model fits the exchange again: " + f.Summary()
+	level := slog.LevelInfo
+	if !f.Fits() {
+		text = "the margin model does not fit the exchange: " + f.Why() +
+			"; its predictions are unverified and decide nothing (a leverage cut goes out as the rule asks)"
+		level = slog.LevelWarn
+	}
+	return event{Level: level, Msg: text, Attrs: []any{"worst", fmt.Sprintf("%.6g", f.Worst)},
+		Audit: &Record{Time: now, Type: "model", Symbol: f.WorstSymbol, Reason: text}}
+}
+
+// publishFit keeps the fit for Status.
+func (e *Engine) publishFit(f margin.Fit) {
+	mf := &ModelFit{Fits: f.Fits(), Worst: f.Worst, WorstSymbol: f.WorstSymbol, WorstFigure: f.WorstWhat, Tolerance: f.Tolerance,
+		Summary: f.Summary(), Positions: make([]ModelFitPosition, 0, len(f.Positions))}
+	for _, p := range f.Positions {
+		mf.Positions = append(mf.Positions, ModelFitPosition{Symbol: p.Symbol, Fits: p.Fits(f.Tolerance), Error: p.Error, Figure: p.What})
+	}
+	e.mu.Lock()
+	e.status.model = mf
+	e.mu.Unlock()
+}
+
+// CheckModel reads one snapshot and checks the margin model against the
+// exchange's own figures, as a tick would, without evaluating a rule or
+// acting: `riskguard check --exchange`.
+func (e *Engine) CheckModel(ctx context.Context, now time.Time) (margin.Fit, error) {
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	snap, err := e.snaps.Read(ctx, now)
+	if err != nil {
+		return margin.Fit{}, err
+	}
+	e.buildRows(snap)
+	ps, rep := e.modelPositions(snap)
+	return margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance), nil
+}

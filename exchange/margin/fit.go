@@ -1,0 +1,308 @@
+package margin
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// DefaultFitTolerance is the worst relative error under which the model
+// is said to fit the exchange's figures: 0.5% of a margin, of the index
+// for a liquidation price, of the cross pool for the free balance. The
+// model's own rounding (margins to 8 places, liquidation prices to a tick)
+// stays far under it, and so does a move of the indexes between the
+// exchange's figures and the guard's read of the index prices (a cross
+// position's liquidation price follows the others' PNL); a fee netted from
+// the margins at 20× (1% of the margin for 0.05% of the entry value) or a
+// maintenance rate 1% off is caught.
+const DefaultFitTolerance = 0.005
+
+// Reported is what the exchange lists for a position: the figures the
+// model is checked against.
+type Reported struct {
+	Margin, Liquidation decimal.Decimal
+}
+
+// PositionFit is how well the model reproduces one position's figures.
+type PositionFit struct {
+	Symbol string
+	Cross  bool
+	// MarginReported is the exchange's; MarginModelled entry value /
+	// leverage.
+	MarginReported, MarginModelled decimal.Decimal
+	// LiquidationReported is the exchange's; LiquidationModelled the
+	// model's from its own margins and, for a cross position, the free
+	// balance inferred from the account's first cross position.
+	LiquidationReported, LiquidationModelled decimal.Decimal
+	// FreeInferred is the free balance this cross position's reported
+	// liquidation price implies (HasFree), unclamped: a negative one says
+	// the model leaves the pool short.
+	FreeInferred decimal.Decimal
+	HasFree      bool
+	// Error is the worst relative error of the position's figures, What
+	// the figure it is ("margin", "liquidation", or "read-back" when
+	// Mismatch is set).
+	Error float64
+	What  string
+	// Mismatch is the last settings call's read-back that the model did
+	// not predict; "" when none is outstanding. A position with one does
+	// not fit until a read-back matches again.
+	Mismatch string
+}
+
+// Fit is how well the model reproduces the exchange's own figures: per
+// position, and across the cross positions whether the free balance each
+// one's liquidation price implies agrees.
+type Fit struct {
+	Positions []PositionFit
+	// Free is the free balance inferred from the first cross position
+	// (FreeKnown), as the engine infers it.
+	Free      decimal.Decimal
+	FreeKnown bool
+	// FreeSpread is the largest disagreement between the free balances
+	// the cross positions imply, relative to the cross pool (the free
+	// balance and the cross margins).
+	FreeSpread float64
+	// Worst is the worst relative error of all, of WorstSymbol's figure
+	// WorstWhat ("free balance" for FreeSpread).
+	Worst                  float64
+	WorstSymbol, WorstWhat string
+	Tolerance              float64
+}
+
+// CheckFit compares the model with the exchange's figures rep (one per
+// position of a, in order) under tolerance (DefaultFitTolerance when not
+// positive). The model recomputes every margin from the entry value and
+// leverage, and every liquidation price from its own margins: a's Held
+// and MM are ignored.
+func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
+	if !(tolerance > 0) {
+		tolerance = DefaultFitTolerance
+	}
+	f := Fit{Tolerance: tolerance}
+	m := Account{Free: decimal.Zero, Positions: slices.Clone(a.Positions)}
+	for i := range m.Positions {
+		m.Positions[i].Held, m.Positions[i].MM = decimal.Zero, decimal.Zero
+	}
+	f.Positions = make([]PositionFit, len(m.Positions))
+	pool := decimal.Zero
+	for i, p := range m.Positions {
+		pf := &f.Positions[i]
+		pf.Symbol, pf.Cross = p.Symbol, p.Cross
+		pf.MarginReported, pf.LiquidationReported = rep[i].Margin, rep[i].Liquidation
+		pf.MarginModelled = p.Margin()
+		if p.Cross && p.Open() {
+			pool = pool.Add(pf.MarginModelled)
+			if free, ok := m.inferFree(i, rep[i].Liquidation); ok {
+				pf.FreeInferred, pf.HasFree = free, true
+				if !f.FreeKnown {
+					f.Free, f.FreeKnown = free, true
+				}
+			}
+		}
+	}
+	m.Free = decimal.Max(f.Free, decimal.Zero)
+	pool = pool.Add(m.Free)
+	for i, p := range m.Positions {
+		pf := &f.Positions[i]
+		if !p.Open() {
+			continue
+		}
+		pf.Error, pf.What = relErr(pf.MarginReported, pf.MarginModelled, pf.MarginModelled), "margin"
+		if !p.Cross || f.FreeKnown {
+			pf.LiquidationModelled = m.LiquidationPrice(i)
+			scale := p.Index
+			if !scale.IsPositive() {
+				scale = decimal.Max(pf.LiquidationModelled, p.Entry)
+			}
+			if e := relErr(pf.LiquidationReported, pf.LiquidationModelled, scale); e > pf.Error {
+				pf.Error, pf.What = e, "liquidation"
+			}
+		}
+		if pf.HasFree && f.FreeKnown {
+			if s := relErr(pf.FreeInferred, f.Free, decimal.Max(pool, decimal.New(1, 0))); s > f.FreeSpread {
+				f.FreeSpread = s
+			}
+		}
+	}
+	f.rank()
+	return f
+}
+
+// relErr is |got − want| / scale; +Inf for a difference over a zero scale.
+func relErr(got, want, scale decimal.Decimal) float64 {
+	d := got.Sub(want).Abs()
+	if d.IsZero() {
+		return 0
+	}
+	if !scale.IsPositive() {
+		return math.Inf(1)
+	}
+	return d.DivRound(scale, 16).InexactFloat64()
+}
+
+// rank sets Worst from the positions and the free balance's spread.
+func (f *Fit) rank() {
+	f.Worst, f.WorstSymbol, f.WorstWhat = 0, "", ""
+	for _, p := range f.Positions {
+		if p.Error > f.Worst || (p.Mismatch != "" && f.WorstWhat != "read-back") {
+			f.Worst, f.WorstSymbol, f.WorstWhat = p.Error, p.Symbol, p.What
+			if p.Mismatch != "" {
+				f.WorstWhat = "read-back"
+			}
+		}
+	}
+	if f.FreeSpread > f.Worst && f.WorstWhat != "read-back" {
+		f.Worst, f.WorstSymbol, f.WorstWhat = f.FreeSpread, "", "free balance"
+	}
+}
+
+// MarkMismatch says that the last settings call on symbol read back a
+// liquidation price the model did not predict (text): the position does
+// not fit until a read-back matches again.
+func (f *Fit) MarkMismatch(symbol, text string) {
+	for i := range f.Positions {
+		if f.Positions[i].Symbol == symbol {
+			f.Positions[i].Mismatch, f.Positions[i].What = text, "read-back"
+		}
+	}
+	f.rank()
+}
+
+// Fits reports whether the model reproduces every figure within the
+// tolerance, and no read-back mismatch is outstanding.
+func (f Fit) Fits() bool {
+	for _, p := range f.Positions {
+		if !p.Fits(f.Tolerance) {
+			return false
+		}
+	}
+	return f.FreeSpread <= f.Tolerance
+}
+
+// Fits reports whether the position's figures are within tolerance.
+func (p PositionFit) Fits(tolerance float64) bool {
+	return p.Mismatch == "" && p.Error <= tolerance
+}
+
+// Symbol returns the fit of the position on symbol.
+func (f Fit) Symbol(symbol string) (PositionFit, bool) {
+	for _, p := range f.Positions {
+		if p.Symbol == symbol {
+			return p, true
+		}
+	}
+	return PositionFit{}, false
+}
+
+// Why says what does not fit, worst first: "XBTC (margin 100.5 reported,
+// 6000 modelled)"; "" when the model fits.
+func (f Fit) Why() string {
+	if f.Fits() {
+		return ""
+	}
+	var parts []string
+	if f.FreeSpread > f.Tolerance {
+		parts = append(parts, fmt.Sprintf("the cross positions imply free balances %s apart", f.freeRange()))
+	}
+	bad := slices.Clone(f.Positions)
+	slices.SortStableFunc(bad, func(a, b PositionFit) int {
+		switch {
+		case (a.Mismatch != "") != (b.Mismatch != ""):
+			if a.Mismatch != "" {
+				return -1
+			}
+			return 1
+		case a.Error > b.Error:
+			return -1
+		case a.Error < b.Error:
+			return 1
+		}
+		return 0
+	})
+	for _, p := range bad {
+		if !p.Fits(f.Tolerance) {
+			parts = append(parts, p.String())
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// freeRange is the lowest and highest free balance the cross positions
+// imply, "3389 … 20000".
+func (f Fit) freeRange() string {
+	var lo, hi decimal.Decimal
+	first := true
+	for _, p := range f.Positions {
+		if !p.HasFree {
+			continue
+		}
+		if first || p.FreeInferred.LessThan(lo) {
+			lo = p.FreeInferred
+		}
+		if first || p.FreeInferred.GreaterThan(hi) {
+			hi = p.FreeInferred
+		}
+		first = false
+	}
+	return fmt.Sprintf("(%s … %s)", lo.Round(2), hi.Round(2))
+}
+
+// String says the position's worst figure: "XBTC (margin 100.5 reported,
+// 6000 modelled)".
+func (p PositionFit) String() string {
+	switch p.What {
+	case "read-back":
+		return fmt.Sprintf("%s (%s)", p.Symbol, p.Mismatch)
+	case "liquidation":
+		return fmt.Sprintf("%s (liquidation %s reported, %s modelled)", p.Symbol, p.LiquidationReported, p.LiquidationModelled)
+	}
+	return fmt.Sprintf("%s (margin %s reported, %s modelled)", p.Symbol, p.MarginReported, p.MarginModelled.Round(8))
+}
+
+// Summary is the fit in one line: "fits (worst 0.0012% on XBTC
+// liquidation)" or "does not fit: XBTC (margin 100.5 reported, 6000
+// modelled)".
+func (f Fit) Summary() string {
+	if f.Fits() {
+		if f.WorstWhat == "" {
+			return "fits (every figure exact)"
+		}
+		on := f.WorstWhat
+		if f.WorstSymbol != "" {
+			on = f.WorstSymbol + " " + on
+		}
+		return fmt.Sprintf("fits (worst %s on %s, tolerance %s)", pct(f.Worst), on, pct(f.Tolerance))
+	}
+	return "does not fit: " + f.Why()
+}
+
+// pct formats a fraction as a percentage with 4 places.
+func pct(x float64) string {
+	if math.IsInf(x, 1) {
+		return "∞"
+	}
+	return decimal.NewFromFloat(x).Shift(2).StringFixed(4) + "%"
+}
+
+// inferFree is InferFree unclamped: the free balance, negative when the
+// model needs less than nothing behind the reported liquidation price.
+func (a Account) inferFree(i int, liq decimal.Decimal) (decimal.Decimal, bool) {
+	p := a.Positions[i]
+	if !p.Cross || !p.Open() || !liq.IsPositive() {
+		return decimal.Zero, false
+	}
+	move := p.Entry.Sub(liq)
+	if p.Direction == exchange.Short {
+		move = move.Neg()
+	}
+	withoutFree := a
+	withoutFree.Free = decimal.Zero
+	poolWithoutFree, others := withoutFree.crossPool(i)
+	c := move.Mul(p.Quantity).Add(p.Maintenance()).Add(others)
+	return c.Sub(poolWithoutFree).Round(8), true
+}

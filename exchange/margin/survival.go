@@ -1,0 +1,196 @@
+package margin
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/shopspring/decimal"
+)
+
+// Survival is the account measure every decision is judged by: how far
+// the indexes must move against the account before a position is
+// liquidated.
+//
+//   - Together is the smallest adverse move of every index at once (each
+//     against its position: down for a long, up for a short), as a
+//     fraction of the index, at which a position is liquidated; First
+//     names it ("cross pool" when the cross positions go together). The
+//     cross pool's is (pool − Σ maintenance) / Σ q·index over the cross
+//     positions, the pool being the free balance, the cross margins and
+//     their PNL; an isolated position's is its own distance.
+//   - Lost is the equity lost in that move: Together × Σ q·index over
+//     every open position.
+//   - Alone is, for each position, the smallest adverse move of its index
+//     alone at which a position is liquidated (its own distance; a cross
+//     position's takes the whole pool with it), weakest first.
+//
+// Moves are capped at 1 (a long cannot lose more than its index). Known
+// is false when a position has no index price: "no data" is never judged
+// better or worse.
+type Survival struct {
+	Known    bool
+	Together decimal.Decimal
+	First    string
+	Lost     decimal.Decimal
+	Alone    []Move
+}
+
+// Move is the smallest adverse move of one symbol's index alone at which
+// a position is liquidated.
+type Move struct {
+	Symbol string
+	Move   decimal.Decimal
+}
+
+// CrossPool names the cross positions liquidated together.
+const CrossPool = "cross pool"
+
+// survivalPlaces is the precision moves are compared at: a millionth of
+// the index, far under a tick, so that rounding never reads as a change.
+const survivalPlaces = 6
+
+var one = decimal.NewFromInt(1)
+
+// Survival is the account's measure over every position but skip (−1:
+// every position): a skipped position still backs or draws on the cross
+// pool, but its own liquidation does not count. Skipping the position an
+// isolation ring-fences measures the rest of the account.
+func (a Account) Survival(skip int) Survival {
+	s := Survival{Known: true, Together: one}
+	pool, mm, notional, all := a.Free, decimal.Zero, decimal.Zero, decimal.Zero
+	cross, crossCounted := 0, false
+	for i, p := range a.Positions {
+		if !p.Open() {
+			continue
+		}
+		if !p.Index.IsPositive() {
+			return Survival{}
+		}
+		n := p.Quantity.Mul(p.Index)
+		all = all.Add(n)
+		if !p.Cross {
+			continue
+		}
+		cross++
+		crossCounted = crossCounted || i != skip
+		pool = pool.Add(p.Margin()).Add(p.PNL(p.Index))
+		mm = mm.Add(p.Maintenance())
+		notional = notional.Add(n)
+	}
+	if crossCounted && notional.IsPositive() {
+		m := decimal.Max(pool.Sub(mm), decimal.Zero).DivRound(notional, 16)
+		if m.LessThan(s.Together) {
+			s.Together, s.First = m, CrossPool
+		}
+	}
+	var liqs []decimal.Decimal
+	if cross > 0 {
+		liqs = a.CrossLiquidationPrices()
+	}
+	for i, p := range a.Positions {
+		if !p.Open() {
+			continue
+		}
+		if p.Cross && !crossCounted {
+			continue // the only cross position, skipped: its pool backs nothing counted
+		}
+		if !p.Cross && i == skip {
+			continue
+		}
+		liq := decimal.Zero
+		if p.Cross {
+			liq = liqs[i]
+		} else {
+			liq = a.LiquidationPrice(i)
+		}
+		d, ok := Distance(p.Direction, p.Index, liq)
+		if !ok || d.GreaterThan(one) {
+			d = one
+		}
+		s.Alone = append(s.Alone, Move{Symbol: p.Symbol, Move: d})
+		if !p.Cross && d.LessThan(s.Together) {
+			s.Together, s.First = d, p.Symbol
+		}
+	}
+	slices.SortStableFunc(s.Alone, func(x, y Move) int { return x.Move.Cmp(y.Move) })
+	s.Lost = s.Together.Mul(all).Round(2)
+	return s
+}
+
+// Compare orders two measures: +1 when s lets the account survive larger
+// moves than t (Together first, then each position's Alone, weakest
+// first), −1 when smaller, 0 when the same or either is unknown.
+func (s Survival) Compare(t Survival) int {
+	if !s.Known || !t.Known {
+		return 0
+	}
+	r := func(d decimal.Decimal) decimal.Decimal { return d.Round(survivalPlaces) }
+	if c := r(s.Together).Cmp(r(t.Together)); c != 0 {
+		return c
+	}
+	for i := range min(len(s.Alone), len(t.Alone)) {
+		if c := r(s.Alone[i].Move).Cmp(r(t.Alone[i].Move)); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(t.Alone), len(s.Alone))
+}
+
+// Weakest is the position a move of its index alone liquidates soonest.
+func (s Survival) Weakest() (Move, bool) {
+	if len(s.Alone) == 0 {
+		return Move{}, false
+	}
+	return s.Alone[0], true
+}
+
+// String is the measure as predictions say it: "survives 3.40% together
+// (XSOL first, 2311.2 lost), weakest alone XSOL 3.40%".
+func (s Survival) String() string {
+	if !s.Known {
+		return "survival unknown (an index price is missing)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "survives %s together", fraction(s.Together))
+	if s.First != "" {
+		fmt.Fprintf(&b, " (%s first, %s lost)", s.First, s.Lost)
+	} else {
+		b.WriteString(" (no liquidation within 100%)")
+	}
+	if w, ok := s.Weakest(); ok {
+		fmt.Fprintf(&b, ", weakest alone %s %s", w.Symbol, fraction(w.Move))
+	}
+	return b.String()
+}
+
+// Change says a measure before and after: "survives 1.00% → 4.12%
+// together (XETH → cross pool first, 1234.5 → 5080.2 lost), weakest alone
+// XETH 1.00% → XSOL 3.40%".
+func Change(before, after Survival) string {
+	if !before.Known || !after.Known {
+		return after.String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "survives %s → %s together", fraction(before.Together), fraction(after.Together))
+	first := func(s Survival) string { return cmp.Or(s.First, "none") }
+	if before.First == after.First {
+		fmt.Fprintf(&b, " (%s first, %s → %s lost)", first(after), before.Lost, after.Lost)
+	} else {
+		fmt.Fprintf(&b, " (%s → %s first, %s → %s lost)", first(before), first(after), before.Lost, after.Lost)
+	}
+	wb, okb := before.Weakest()
+	wa, oka := after.Weakest()
+	if okb && oka {
+		if wb.Symbol == wa.Symbol {
+			fmt.Fprintf(&b, ", weakest alone %s %s → %s", wa.Symbol, fraction(wb.Move), fraction(wa.Move))
+		} else {
+			fmt.Fprintf(&b, ", weakest alone %s %s → %s %s", wb.Symbol, fraction(wb.Move), wa.Symbol, fraction(wa.Move))
+		}
+	}
+	return b.String()
+}
+
+// fraction formats a fraction as a percentage with 2 places.
+func fraction(d decimal.Decimal) string { return d.Shift(2).StringFixed(2) + "%" }

@@ -1,0 +1,135 @@
+package margin
+
+import (
+	"testing"
+
+	"github.com/shopspring/decimal"
+)
+
+// The hand-worked measures (account_test.go's positions, free 3,000):
+//
+//	XBTC cross long 0.5 @ 64,000: pool 3,000 + 1,600 − 160 = 4,440 over a
+//	  notional of 32,000: 13.875% together, and alone (liquidation 55,120)
+//	XETH isolated short at 3,000: liquidation 3,285, 9.5%
+//	XSOL isolated long at 150: liquidation 140.75, 6.1667%
+func TestSurvival(t *testing.T) {
+	t.Parallel()
+	ethAt := func(cross bool, index string) Position { return xeth(cross, index) }
+	tests := []struct {
+		name      string
+		acct      Account
+		skip      int
+		together  string
+		first     string
+		lost      string
+		weakest   string
+		weakMove  string
+		aloneSeen int
+	}{
+		{"cross alone", Account{Free: dec("3000"), Positions: []Position{xbtc(true)}}, -1, "0.13875", CrossPool, "4440", "XBTC", "0.13875", 1},
+		// every index against the account: XSOL's 6.1667% comes first;
+		// the move loses 6.1667% of 122,000
+		{"isolated first", Account{Free: dec("3000"), Positions: []Position{xbtc(true), xeth(false, "3000"), xsol(false)}}, -1,
+			"0.0616666666666667", "XSOL", "7523.33", "XSOL", "0.0616666666666667", 3},
+		{"skip the weakest", Account{Free: dec("3000"), Positions: []Position{xbtc(true), xeth(false, "3000"), xsol(false)}}, 2,
+			"0.095", "XETH", "11590", "XETH", "0.095", 2},
+		// XETH cross short losing 2,500 at 3,250, free 1,000: pool 1,000 +
+		// 1,600 + 3,000 − 2,500 − 310 = 2,790 over 64,500
+		{"two cross", Account{Free: dec("1000"), Positions: []Position{xbtc(true), ethAt(true, "3250")}}, -1,
+			"0.0432558139534884", CrossPool, "2790", "XETH", "0.0858461538461538", 2},
+		// (XETH alone: its collateral 5,440 → liquidation 3,529, 8.58% away)
+		// the rest of that account once XETH is isolated: XBTC's pool
+		// 1,000 + 1,600 − 160 = 2,440 over 32,000
+		{"ring-fenced", Account{Free: dec("1000"), Positions: []Position{xbtc(true), ethAt(false, "3250")}}, 1,
+			"0.07625", CrossPool, "4918.13", "XBTC", "0.07625", 1},
+		{"nothing open", Account{Free: dec("1000")}, -1, "1", "", "0", "", "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := tt.acct.Survival(tt.skip)
+			if !s.Known {
+				t.Fatal("unknown")
+			}
+			if !s.Together.Equal(dec(tt.together)) || s.First != tt.first || !s.Lost.Equal(dec(tt.lost)) {
+				t.Errorf("together %s (%s first, %s lost), want %s (%s, %s)", s.Together, s.First, s.Lost, tt.together, tt.first, tt.lost)
+			}
+			if len(s.Alone) != tt.aloneSeen {
+				t.Fatalf("alone %v, want %d moves", s.Alone, tt.aloneSeen)
+			}
+			if w, ok := s.Weakest(); ok && (w.Symbol != tt.weakest || !w.Move.Equal(dec(tt.weakMove))) {
+				t.Errorf("weakest %v, want %s %s", w, tt.weakest, tt.weakMove)
+			}
+			for _, m := range s.Alone {
+				if m.Move.Round(6).LessThan(s.Together.Round(6)) {
+					t.Errorf("%s alone %s is less than together %s", m.Symbol, m.Move, s.Together)
+				}
+			}
+		})
+	}
+}
+
+// A measure is unknown without every index price, and an unknown measure
+// is neither better nor worse.
+func TestSurvivalUnknown(t *testing.T) {
+	t.Parallel()
+	p := xbtc(true)
+	p.Index = decimal.Zero
+	s := Account{Free: dec("3000"), Positions: []Position{p, xsol(false)}}.Survival(-1)
+	if s.Known {
+		t.Fatalf("known without an index: %+v", s)
+	}
+	k := Account{Free: dec("3000"), Positions: []Position{xsol(false)}}.Survival(-1)
+	if s.Compare(k) != 0 || k.Compare(s) != 0 {
+		t.Error("an unknown measure compared")
+	}
+}
+
+func TestSurvivalCompareAndChange(t *testing.T) {
+	t.Parallel()
+	before := Account{Free: dec("3000"), Positions: []Position{xbtc(true), xeth(false, "3000"), xsol(false)}}
+	// XSOL cut 15x → 10x moves 2,000 of the free balance into its margin:
+	// XSOL 6.17% → 9.5% away, XBTC's pool 13.875% → 7.625%.
+	after, _ := before.Apply(2, 10, false)
+	b, a := before.Survival(-1), after.Survival(-1)
+	if a.Compare(b) != 1 || b.Compare(a) != -1 || b.Compare(b) != 0 {
+		t.Errorf("compare: after %v, before %v", a, b)
+	}
+	want := "survives 6.17% → 7.63% together (XSOL → cross pool first, 7523.33 → 9302.5 lost), weakest alone XSOL 6.17% → XBTC 7.63%"
+	if got := Change(b, a); got != want {
+		t.Errorf("change %q\nwant   %q", got, want)
+	}
+	if got := b.String(); got != "survives 6.17% together (XSOL first, 7523.33 lost), weakest alone XSOL 6.17%" {
+		t.Errorf("string %q", got)
+	}
+}
+
+// The move of every index together never exceeds any one index's alone
+// (the pool falls faster when every cross position loses), up to a
+// liquidation price's rounding to its tick.
+func FuzzSurvival(f *testing.F) {
+	f.Add(int64(3000), int64(64000), int64(3100), int64(150), uint8(20), uint8(10), uint8(15), uint8(5))
+	f.Fuzz(func(t *testing.T, free, btc, eth, sol int64, l1, l2, l3, mask uint8) {
+		if free < 0 || free > 1e9 || btc <= 0 || btc > 1e7 || eth <= 0 || eth > 1e6 || sol <= 0 || sol > 1e5 {
+			return
+		}
+		ps := []Position{xbtc(mask&1 != 0), xeth(mask&2 != 0, "3000"), xsol(mask&4 != 0)}
+		ps[0].Index, ps[1].Index, ps[2].Index = decimal.NewFromInt(btc), decimal.NewFromInt(eth), decimal.NewFromInt(sol)
+		for i, l := range []uint8{l1, l2, l3} {
+			ps[i].Leverage = int(l%50) + 1
+		}
+		s := Account{Free: decimal.NewFromInt(free), Positions: ps}.Survival(-1)
+		if !s.Known || len(s.Alone) != 3 {
+			t.Fatalf("%+v", s)
+		}
+		tick := dec("0.0001") // a tick of 0.01 over an index of at least 100
+		for _, m := range s.Alone {
+			if m.Move.Add(tick).LessThan(s.Together) {
+				t.Errorf("%s alone %s < together %s", m.Symbol, m.Move, s.Together)
+			}
+		}
+		if s.Together.IsNegative() || s.Together.GreaterThan(one) {
+			t.Errorf("together %s", s.Together)
+		}
+	})
+}

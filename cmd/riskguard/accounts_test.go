@@ -341,3 +341,69 @@ accounts:
 		t.Errorf("main without its variables: %v", err)
 	}
 }
+
+// SIGHUP reloads every account, all or nothing: a bad rule in one
+// account's file leaves both running as they were; a good file applies
+// to both, and a renamed account takes a restart.
+func TestAccountsReloadAllOrNothing(t *testing.T) {
+	t.Parallel()
+	a := newGuardEnv(t, "", nearLiqXBTC)
+	b := newGuardEnv(t, "", nearLiqXBTC)
+	ka, sa := credFiles(t, a.dir, "a")
+	kb, sb := credFiles(t, a.dir, "b")
+	bRules := filepath.Join(a.dir, "b.rules.yaml")
+	write := func(path, body string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both accounts start with a rule that never fires.
+	calm := "rules:\n  - name: never\n    when: position.leverage > 1000\n"
+	config := func(nameB string) string {
+		return fmt.Sprintf("exchange:\n  timeout: 2s\nengine:\n  interval: 100ms\n  audit_log: %s\n  state_file: %s\naccounts:\n"+
+			"  - name: a\n    exchange: {base_url: %s, api_key_file: %s, api_secret_file: %s}\n"+
+			"  - name: %s\n    exchange: {base_url: %s, api_key_file: %s, api_secret_file: %s}\n    rules_file: %s\n%s",
+			filepath.Join(a.dir, "audit.jsonl"), filepath.Join(a.dir, "state.json"), a.url, ka, sa, nameB, b.url, kb, sb, bRules, calm)
+	}
+	write(bRules, calm)
+	write(a.config, config("b"))
+	d := a.start(nil)
+	defer d.stop(t)
+	waitFor(t, "the start", 10*time.Second, func() bool { return strings.Contains(d.logs.String(), "riskguard started") })
+	a.putNearLiquidation("XBTC", "BTC", 0.03)
+	b.putNearLiquidation("XBTC", "BTC", 0.03)
+
+	// b's file is broken, a's top-level rules act: rejected whole.
+	write(a.config, strings.Replace(config("b"), calm, "rules:\n"+nearLiqXBTC, 1))
+	write(bRules, "rules:\n  - name: broken\n    when: position.levrage > 1\n")
+	d.reload <- nil
+	waitFor(t, "the reload to be rejected", 10*time.Second, func() bool { return strings.Contains(d.logs.String(), "config reload rejected") })
+	if !strings.Contains(d.logs.String(), "b.rules.yaml") {
+		t.Errorf("the rejection does not name b's rules file:\n%s", d.logs.String())
+	}
+	if n := len(a.mutating()) + len(b.mutating()); n != 0 {
+		t.Fatalf("a rejected reload applied some rules: %d mutating calls", n)
+	}
+
+	// A renamed account takes a restart: rejected, nothing applied.
+	write(bRules, "rules:\n"+nearLiqXBTC)
+	write(a.config, strings.Replace(config("b2"), calm, "rules:\n"+nearLiqXBTC, 1))
+	d.reload <- nil
+	waitFor(t, "the rename to be rejected", 10*time.Second, func() bool {
+		return strings.Contains(d.logs.String(), "the accounts changed (a, b2, was a, b)")
+	})
+	if n := len(a.mutating()) + len(b.mutating()); n != 0 {
+		t.Fatalf("a rejected reload applied some rules: %d mutating calls", n)
+	}
+
+	// Both files good: both accounts act.
+	write(a.config, strings.Replace(config("b"), calm, "rules:\n"+nearLiqXBTC, 1))
+	d.reload <- nil
+	waitFor(t, "both accounts to act on the reloaded rules", 10*time.Second, func() bool {
+		return len(a.mutatingOn("XBTC")) > 0 && len(b.mutatingOn("XBTC")) > 0
+	})
+	if !strings.Contains(d.logs.String(), `"msg":"config reloaded","accounts":2`) {
+		t.Errorf("no 'config reloaded' line for two accounts:\n%s", d.logs.String())
+	}
+}

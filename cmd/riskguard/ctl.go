@@ -39,8 +39,8 @@ type ctlFlags struct {
 
 func (m *Main) addCtlFlags(fs *flag.FlagSet) ctlFlags {
 	return ctlFlags{
-		addr:   fs.String("addr", "", "the daemon's listen address (host:port); default engine.listen of --config"),
-		config: fs.String("config", "riskguard.yaml", "configuration file, for engine.listen and the control token"),
+		addr:    fs.String("addr", "", "the daemon's listen address (host:port); default engine.listen of --config"),
+		config:  fs.String("config", "riskguard.yaml", "configuration file, for engine.listen and the control token"),
 		by:      fs.String("by", "", "who makes the change, audited with it (default $USER@hostname)"),
 		account: fs.String("account", "", "the account, when the config lists several (accounts:); optional with one"),
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
+	"github.com/riskguard/riskguard/web"
 )
 
 // hangProxy serves a simulated exchange until hang is set; then every
@@ -109,6 +110,12 @@ func TestAccountsOneProcessGuardsSeveral(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &got); err != nil || len(got) != want {
 			t.Errorf("pauses of %s = %s, want %d", name, body, want)
 		}
+	}
+	if code, out, errOut := a.ctl(addr, "status"); code != 0 || !strings.Contains(out, "ACCOUNT") || !strings.Contains(out, "slow") || !strings.Contains(out, "--account NAME") {
+		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := a.ctl(addr, "status", "--account", "b"); code != 0 || !strings.Contains(out, "riskguard account b: healthy") || !strings.Contains(out, "XBTC") {
+		t.Errorf("status --account b: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, body := api(t, addr, "GET", "/api/v1/status", "", nil); code != http.StatusBadRequest || !strings.Contains(body, "?account=NAME") {
 		t.Errorf("GET /api/v1/status with several accounts = %d %s, want 400 naming ?account=NAME", code, body)
@@ -405,5 +412,25 @@ func TestAccountsReloadAllOrNothing(t *testing.T) {
 	})
 	if !strings.Contains(d.logs.String(), `"msg":"config reloaded","accounts":2`) {
 		t.Errorf("no 'config reloaded' line for two accounts:\n%s", d.logs.String())
+	}
+}
+
+// Without accounts: status needs no --account and names none; an
+// --account is refused with what to do.
+func TestAccountsFlagWithoutAccounts(t *testing.T) {
+	t.Parallel()
+	g := newControlEnv(t, nearLiqXBTC, "")
+	addr, _, stop := g.serve()
+	defer stop()
+	waitHealthy(t, addr)
+	if code, out, errOut := g.ctl(addr, "status"); code != 0 || !strings.HasPrefix(out, "riskguard: healthy") || !strings.Contains(out, "XBTC") {
+		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := g.ctl(addr, "pause", "--account", "main"); code == 0 || !strings.Contains(errOut, "has no accounts: section (it guards one account): leave --account out") {
+		t.Errorf("pause --account main: exit %d, stderr %q", code, errOut)
+	}
+	var list []web.AccountSummary
+	if _, body := api(t, addr, "GET", "/api/v1/accounts", "", nil); json.Unmarshal([]byte(body), &list) != nil || len(list) != 0 {
+		t.Errorf("GET /api/v1/accounts without accounts: = %s, want []", body)
 	}
 }

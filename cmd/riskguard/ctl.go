@@ -49,6 +49,15 @@ func (m *Main) addCtlFlags(fs *flag.FlagSet) ctlFlags {
 // client resolves the address, the token (RISKGUARD_CONTROL_TOKEN, else
 // the config's engine.control_token_file) and the author.
 func (m *Main) client(f ctlFlags) (*ctlClient, error) {
+	return m.newCtlClient(f, true)
+}
+
+// clientNoAccountCheck is client for a command that needs no account.
+func (m *Main) clientNoAccountCheck(f ctlFlags) (*ctlClient, error) {
+	return m.newCtlClient(f, false)
+}
+
+func (m *Main) newCtlClient(f ctlFlags, checkAccount bool) (*ctlClient, error) {
 	addr, token := *f.addr, strings.TrimSpace(m.Getenv("RISKGUARD_CONTROL_TOKEN"))
 	if addr == "" || token == "" {
 		cfg, err := loadConfigWith(*f.config, m.Getenv, loadOptions{secretsOptional: true})
@@ -58,7 +67,7 @@ func (m *Main) client(f ctlFlags) (*ctlClient, error) {
 				addr = cfg.Listen
 			}
 			token = cfg.ControlToken
-			if err := checkAccountFlag(cfg, *f.account); err != nil {
+			if err := checkAccountFlag(cfg, *f.account); err != nil && checkAccount {
 				return nil, err
 			}
 		case addr == "":

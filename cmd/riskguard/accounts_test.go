@@ -434,3 +434,36 @@ func TestAccountsFlagWithoutAccounts(t *testing.T) {
 		t.Errorf("GET /api/v1/accounts without accounts: = %s, want []", body)
 	}
 }
+
+// The status page of a guard of two accounts: a row per account, and the
+// account the address names (#account=b) with its positions below.
+func TestAccountsStatusPage(t *testing.T) {
+	t.Parallel()
+	a := newGuardEnv(t, "", overMaxRule)
+	b := newGuardEnv(t, "", overMaxRule)
+	var accts strings.Builder
+	for _, x := range []struct{ name, url string }{{"a", a.url}, {"b", b.url}} {
+		k, s := credFiles(t, a.dir, x.name)
+		fmt.Fprintf(&accts, "  - name: %s\n    exchange: {base_url: %s, api_key_file: %s, api_secret_file: %s}\n", x.name, x.url, k, s)
+	}
+	body := fmt.Sprintf("engine:\n  interval: 100ms\n  audit_log: %s\n  state_file: %s\n  listen: 127.0.0.1:0\naccounts:\n%srules:\n%s",
+		filepath.Join(a.dir, "audit.jsonl"), filepath.Join(a.dir, "state.json"), accts.String(), overMaxRule)
+	if err := os.WriteFile(a.config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, stop := a.serve()
+	defer stop()
+	for _, name := range []string{"a", "b"} {
+		waitFor(t, "a complete snapshot of "+name, 10*time.Second, func() bool {
+			_, body := api(t, addr, "GET", "/api/v1/status?account="+name, "", nil)
+			return strings.Contains(body, `"healthy": true`)
+		})
+	}
+	dom := chromiumDOM(t, "http://"+addr+"/#account=b")
+	renderedPositions(t, dom, "XBTC", "XETH", "XSOL")
+	for _, want := range []string{`id="accountlist"`, `href="#account=a"`, `href="#account=b"`, "<h2>Account b</h2>"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page lacks %s:\n%s", want, dom)
+		}
+	}
+}

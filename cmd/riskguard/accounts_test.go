@@ -467,3 +467,55 @@ func TestAccountsStatusPage(t *testing.T) {
 		}
 	}
 }
+
+// Telegram with two accounts: /pause NAME pauses that account alone (its
+// question names it), /status without a name says both.
+func TestAccountsTelegram(t *testing.T) {
+	t.Parallel()
+	bot := &botAPI{}
+	srv := httptest.NewServer(bot)
+	defer srv.Close()
+	a := newGuardEnv(t, "", nearLiqXBTC)
+	b := newGuardEnv(t, "", nearLiqXBTC)
+	var accts strings.Builder
+	for _, x := range []struct{ name, url string }{{"a", a.url}, {"b", b.url}} {
+		k, s := credFiles(t, a.dir, x.name)
+		fmt.Fprintf(&accts, "  - name: %s\n    exchange: {base_url: %s, api_key_file: %s, api_secret_file: %s}\n", x.name, x.url, k, s)
+	}
+	body := fmt.Sprintf("engine:\n  interval: 100ms\n  audit_log: %s\n  state_file: %s\n"+
+		"notify:\n  channels:\n    ops: {type: telegram, token_env: TG_TOKEN, chat_id: 100, api_url: %s, control_chat_ids: [100]}\n  group_wait: 0s\naccounts:\n%srules:\n%s",
+		filepath.Join(a.dir, "audit.jsonl"), filepath.Join(a.dir, "state.json"), srv.URL, accts.String(), nearLiqXBTC)
+	writeFile(t, a.config, body)
+	d := a.start(map[string]string{"TG_TOKEN": "1:tok"})
+	waitFor(t, "the control listening", 10*time.Second, func() bool { return strings.Contains(d.logs.String(), "telegram control listening") })
+
+	bot.say(100, "/pause b")
+	bot.confirm(t, "Account b: Pause every action until resumed?")
+	waitFor(t, "b paused", 10*time.Second, func() bool {
+		return strings.Contains(d.logs.String(), `"msg":"guard PAUSED by telegram:@alice for every rule and symbol until resumed`)
+	})
+	if strings.Count(d.logs.String(), `"msg":"guard PAUSED`) != 1 || !strings.Contains(d.logs.String(), `"account":"b","rule":"","symbol":"","by":"telegram:@alice"`) {
+		t.Errorf("want one pause, of b:\n%s", d.logs.String())
+	}
+	a.putNearLiquidation("XBTC", "BTC", 0.03)
+	b.putNearLiquidation("XBTC", "BTC", 0.03)
+	waitFor(t, "a acting", 10*time.Second, func() bool { return len(a.mutatingOn("XBTC")) > 0 })
+	waitFor(t, "b's held action said", 10*time.Second, func() bool {
+		return strings.Contains(d.logs.String(), `"msg":"would cancel_orders XBTC, paused`) && strings.Contains(d.logs.String(), `"account":"b"`)
+	})
+	if calls := b.mutating(); len(calls) != 0 {
+		t.Fatalf("paused account b sent %+v", calls)
+	}
+	bot.say(100, "/status")
+	waitFor(t, "the status of both", 10*time.Second, func() bool {
+		for _, m := range bot.sent("100", "[a] riskguard") {
+			if strings.Contains(m["text"].(string), "[b] riskguard") && strings.Contains(m["text"].(string), "PAUSED") {
+				return true
+			}
+		}
+		return false
+	})
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}

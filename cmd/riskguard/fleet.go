@@ -115,17 +115,69 @@ func (f *fleet) controller() notify.Controller {
 	return c
 }
 
-// accountsController is the Telegram control of several accounts:
-// /status says every account, /pause, /resume and /ack act on every
-// account (the safe reading of a command that names none), and /silence
-// takes NAME:target for one account, or a bare target for every account
-// that knows it.
+// accountsController is the Telegram control of several accounts. A
+// command may name one first (/pause bot-2 30m, /status main: ForAccount);
+// one that names none says every account (/status) or acts on every
+// account (/pause, /resume, /ack: the safe reading), and /silence takes a
+// target on every account that knows it (or NAME:target).
 type accountsController struct {
 	names []string
 	ctls  []telegramController
 }
 
-var _ notify.Controller = accountsController{}
+var (
+	_ notify.Controller      = accountsController{}
+	_ notify.AccountSelector = accountsController{}
+)
+
+// ForAccount is the control of the account name alone.
+func (c accountsController) ForAccount(name string) (notify.Controller, bool) {
+	for i, n := range c.names {
+		if n == name {
+			return prefixed{name: n, ctl: c.ctls[i]}, true
+		}
+	}
+	return nil, false
+}
+
+// prefixed is one account's control whose answers start with its name.
+type prefixed struct {
+	name string
+	ctl  telegramController
+}
+
+func (p prefixed) say(s string, err error) (string, error) {
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", p.name, err)
+	}
+	return "[" + p.name + "] " + s, nil
+}
+
+// Status says the account's state.
+func (p prefixed) Status(ctx context.Context) string {
+	s, _ := p.say(p.ctl.Status(ctx), nil)
+	return s
+}
+
+// Pause pauses the account.
+func (p prefixed) Pause(ctx context.Context, by string, d time.Duration) (string, error) {
+	return p.say(p.ctl.Pause(ctx, by, d))
+}
+
+// Resume resumes the account.
+func (p prefixed) Resume(ctx context.Context, by string) (string, error) {
+	return p.say(p.ctl.Resume(ctx, by))
+}
+
+// Silence silences target on the account.
+func (p prefixed) Silence(ctx context.Context, by, target string, d time.Duration) (string, error) {
+	return p.say(p.ctl.Silence(ctx, by, target, d))
+}
+
+// Ack acknowledges the account's firing alerts.
+func (p prefixed) Ack(ctx context.Context, by string) (string, error) {
+	return p.say(p.ctl.Ack(ctx, by))
+}
 
 // each runs do on every account and joins the answers, one line each.
 func (c accountsController) each(do func(telegramController) (string, error)) (string, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -340,6 +341,18 @@ accounts:
 		if r.got != r.want {
 			t.Errorf("%s: got %v, want %v", name, r.got, r.want)
 		}
+	}
+	// The commands that read one account pick it by --account.
+	if got, err := pickAccount(cfg, "c"); err != nil || got != c {
+		t.Errorf("pickAccount c = %v, %v", got, err)
+	}
+	code, _, stderr := runOut(t, context.Background(), env, "backtest", "--config", path, "--csv", filepath.Join(dir, "none.csv"))
+	if code != 2 || !strings.Contains(stderr, "guards several accounts: pass --account with one of: main, bot-2, c") {
+		t.Errorf("backtest without --account: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runOut(t, context.Background(), env, "record", "--config", path, "--account", "d", "--out", filepath.Join(dir, "rec.jsonl"))
+	if code != 2 || !strings.Contains(stderr, `no account "d" in `+path+": pass --account with one of: main, bot-2, c") {
+		t.Errorf("record --account d: exit %d\n%s", code, stderr)
 	}
 	// Without RISKGUARD_MAIN_*, main has no key pair: the top level's is
 	// never inherited.

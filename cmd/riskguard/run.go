@@ -202,18 +202,9 @@ func healthMaxAge(interval time.Duration) time.Duration {
 	return max(3*interval, 10*time.Second)
 }
 
-// serve starts the listener of /metrics, /healthz, the status page and the
-// control API; it stops with ctx.
-func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) error {
-	srv, err := g.web(logger)
-	if err != nil {
-		return err
-	}
-	return srv.Start(ctx, addr)
-}
-
-// web is the guard's HTTP surface, not yet listening: serve starts it, the
-// demo serves it on a listener of its own whose address it prints.
+// web is the guard's HTTP surface, not yet listening: run starts it (through
+// fleet.web), the demo serves it on a listener of its own whose address it
+// prints.
 func (g *guard) web(logger *slog.Logger) (*web.Server, error) {
 	return web.New(web.Options{
 		Guard: g.engine, Controls: g.engine, Exchange: g.stats,

@@ -250,6 +250,8 @@ func TestAccountsConfigErrors(t *testing.T) {
 			[]string{`account "b": its state_file /tmp/same.json is account "a"'s too: give each account its own (accounts[1].state_file)`}},
 		{"unknown key", "  - {name: a, rule: [], exchange: {" + cred + "}}\n", []string{`unknown key "accounts[0].rule" (did you mean "accounts[0].rules"?)`}},
 		{"empty", "  []\n", []string{"accounts: expected a list of accounts"}},
+		{"same variables", "  - {name: bot-2, exchange: {" + cred + "}}\n  - {name: bot_2, exchange: {" + cred + "}}\n",
+			[]string{`accounts[1].name "bot_2": its variables (RISKGUARD_BOT_2_…) are those of account "bot-2" too: rename one`}},
 		{"bad exchange key", "  - {name: a, exchange: {" + cred + ", timout: 3s}}\n", []string{`unknown key "exchange.timout"`}},
 	}
 	for _, c := range cases {

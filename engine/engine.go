@@ -66,6 +66,10 @@ type Deps struct {
 	// OnTick, when set, is called by Run after every tick with its error;
 	// the daemon pings its heartbeat from it. It must not block.
 	OnTick func(rep *TickReport, err error)
+	// Account names the account this engine guards when one process
+	// guards several; it is stamped on every audit record and
+	// notification. "" (one account) leaves them as they were.
+	Account string
 }
 
 // Engine evaluates rules and acts. Its methods are safe for concurrent use;
@@ -321,7 +325,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			return nil, err
 		}
 	}
-	e.jr = journal.New(journal.Options{Audit: audit, Logger: e.log, Metrics: e.metrics, Notifier: d.Notifier, Now: e.now,
+	e.jr = journal.New(journal.Options{Audit: audit, Logger: e.log, Metrics: e.metrics, Notifier: d.Notifier, Now: e.now, Account: d.Account,
 		Muted: func(m *notify.Message, t time.Time) (string, bool) {
 			s, ok := e.ctl.Mutes(m, t)
 			return s.ID, ok

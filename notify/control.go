@@ -32,6 +32,14 @@ type Controller interface {
 	Ack(ctx context.Context, by string) (string, error)
 }
 
+// AccountSelector is implemented by a Controller of several accounts: a
+// command whose first argument names one of them (/pause bot-2 30m,
+// /status main) is run on that account's Controller alone.
+type AccountSelector interface {
+	// ForAccount returns the Controller of the account name, if any.
+	ForAccount(name string) (Controller, bool)
+}
+
 // TelegramControl answers the commands of a Telegram chat through the Bot
 // API's long polling (getUpdates): /status, /pause [duration], /resume,
 // /silence <rule|symbol> <duration>, /ack and /help. Only the allowed chat
@@ -76,7 +84,10 @@ const DefaultControlFailAfter = 5 * time.Minute
 
 // confirmation is a /pause or /resume waiting for its button.
 type confirmation struct {
-	verb    string // pause or resume
+	verb string // pause or resume
+	// ctrl is the account's Controller when the command named one; nil
+	// is TelegramControl.ctrl.
+	ctrl    Controller
 	d       time.Duration
 	chat    string
 	expires time.Time
@@ -302,9 +313,15 @@ func (t *TelegramControl) command(ctx context.Context, chat, by, text string) {
 	verb, _, _ := strings.Cut(strings.TrimPrefix(fields[0], "/"), "@") // /pause@riskguard_bot
 	args := fields[1:]
 	reply := func(s string) { t.send(ctx, chat, s, nil) }
+	ctrl, account := t.ctrl, ""
+	if sel, ok := t.ctrl.(AccountSelector); ok && len(args) > 0 {
+		if c, ok := sel.ForAccount(args[0]); ok {
+			ctrl, account, args = c, args[0], args[1:]
+		}
+	}
 	switch verb {
 	case "status":
-		reply(t.ctrl.Status(ctx))
+		reply(ctrl.Status(ctx))
 	case "pause", "resume":
 		var d time.Duration
 		if verb == "pause" && len(args) > 0 {
@@ -321,7 +338,11 @@ func (t *TelegramControl) command(ctx context.Context, chat, by, text string) {
 				delete(t.pending, k)
 			}
 		}
-		t.pending[nonce] = confirmation{verb: verb, d: d, chat: chat, expires: t.now().Add(confirmWindow)}
+		c := confirmation{verb: verb, d: d, chat: chat, expires: t.now().Add(confirmWindow)}
+		if account != "" {
+			c.ctrl = ctrl
+		}
+		t.pending[nonce] = c
 		t.mu.Unlock()
 		question := "Resume the guard's actions?"
 		button := "Resume"
@@ -331,6 +352,9 @@ func (t *TelegramControl) command(ctx context.Context, chat, by, text string) {
 				question = fmt.Sprintf("Pause every action for %s? The guard keeps evaluating and notifying \"would act, paused\".", d)
 				button = "Pause " + d.String()
 			}
+		}
+		if account != "" {
+			question = "Account " + account + ": " + question
 		}
 		t.send(ctx, chat, question, [][]map[string]string{{
 			{"text": button, "callback_data": "yes:" + nonce},
@@ -346,11 +370,15 @@ func (t *TelegramControl) command(ctx context.Context, chat, by, text string) {
 			reply(fmt.Sprintf("/silence: %q is not a duration like 30m or 2h", args[1]))
 			return
 		}
-		reply(outcome(t.ctrl.Silence(ctx, by, args[0], d)))
+		reply(outcome(ctrl.Silence(ctx, by, args[0], d)))
 	case "ack":
-		reply(outcome(t.ctrl.Ack(ctx, by)))
+		reply(outcome(ctrl.Ack(ctx, by)))
 	default:
-		reply(controlHelp)
+		help := controlHelp
+		if _, ok := t.ctrl.(AccountSelector); ok {
+			help += "\nSeveral accounts: name one first (/pause main 30m, /status bot-2); without a name, every account"
+		}
+		reply(help)
 	}
 }
 
@@ -362,15 +390,19 @@ func (t *TelegramControl) button(ctx context.Context, chat, queryID string, mess
 	delete(t.pending, nonce)
 	t.mu.Unlock()
 	var text string
+	ctrl := c.ctrl
+	if ctrl == nil {
+		ctrl = t.ctrl
+	}
 	switch {
 	case !ok || c.chat != chat || t.now().After(c.expires):
 		text = "This button has expired: send the command again."
 	case answer != "yes":
 		text = "Cancelled."
 	case c.verb == "pause":
-		text = outcome(t.ctrl.Pause(ctx, by, c.d))
+		text = outcome(ctrl.Pause(ctx, by, c.d))
 	default:
-		text = outcome(t.ctrl.Resume(ctx, by))
+		text = outcome(ctrl.Resume(ctx, by))
 	}
 	_ = t.bot.call(ctx, "answerCallbackQuery", map[string]any{"callback_query_id": queryID, "text": truncate(text, 190)}, nil)
 	_ = t.bot.call(ctx, "editMessageText", map[string]any{"chat_id": chat, "message_id": messageID, "text": text}, nil)

@@ -502,6 +502,9 @@ func groupKey(m Message) string {
 		class = "state"
 	}
 	key := class + "\x00" + m.Rule + "\x00" + m.Symbol + "\x00" + m.Action
+	if m.Account != "" {
+		key = m.Account + "\x00" + key // one account's alert never groups with another's
+	}
 	if m.Rule == "" && m.Symbol == "" {
 		key += "\x00" + maskFigures(m.Text)
 	}

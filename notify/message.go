@@ -38,7 +38,10 @@ type Message struct {
 	Symbol   string    `json:"symbol,omitempty"`
 	Action   string    `json:"action,omitempty"`
 	Text     string    `json:"text"`
-	Values   *Figures  `json:"values,omitempty"`
+	// Account names the guarded account when one guard watches several;
+	// the rendered text then starts with it in brackets.
+	Account string   `json:"account,omitempty"`
+	Values  *Figures `json:"values,omitempty"`
 	// Channels names where to send; empty means the configured defaults.
 	Channels []string `json:"channels,omitempty"`
 	// Template, when set, renders Text instead of the default (a rule's

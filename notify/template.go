@@ -3,7 +3,6 @@ package notify
 import (
 	"bytes"
 	"fmt"
-	"github.com/riskguard/riskguard/internal/didyoumean"
 	"maps"
 	"math"
 	"reflect"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+
+	"github.com/riskguard/riskguard/internal/didyoumean"
 )
 
 // defaultTemplate renders every kind unless WithTemplates says otherwise: an
@@ -260,6 +261,9 @@ func (r *renderer) render(m Message) (string, error) {
 		}
 	}
 	out = strings.TrimSpace(out)
+	if m.Account != "" && !strings.HasPrefix(out, "["+m.Account+"] ") {
+		out = "[" + m.Account + "] " + out
+	}
 	if m.Count > 1 {
 		out += fmt.Sprintf(" (×%d)", m.Count)
 	}

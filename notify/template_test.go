@@ -111,7 +111,7 @@ func TestCheckTemplate(t *testing.T) {
 		{"{{.Rule}} {{pct .Distance}} {{num .Index}} {{summary .Values}} {{.Values.leverage}}", ""},
 		{"plain text", ""},
 		{"{{.Rule", "unclosed action"},
-		{"{{.Nope}}", "line 1, column 2: unknown field .Nope (fields: .Action, .Count, .Distance,"},
+		{"{{.Nope}}", "line 1, column 2: unknown field .Nope (fields: .Account, .Action, .Count, .Distance,"},
 		{"{{pct .Distnce}}", "unknown field .Distnce (did you mean .Distance?)"},
 		{"{{nope .Rule}}", `unknown function "nope" (functions: lower, num, pct, summary, upper)`},
 		{"{{pcts .Distance}}", `line 1: unknown function "pcts" (did you mean "pct"?)`},

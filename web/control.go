@@ -121,12 +121,16 @@ func decode(w http.ResponseWriter, r *http.Request, now time.Time) (*ControlRequ
 // controlRoutes registers the mutating endpoints.
 func (s *Server) controlRoutes() {
 	s.mux.HandleFunc("POST /api/v1/silences", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := s.account(w, r)
+		if !ok {
+			return
+		}
 		now := s.now()
 		req, ok := decode(w, r, now)
 		if !ok {
 			return
 		}
-		sil, err := s.controls.AddSilence(r.Context(), now, engine.Silence{Rule: req.Rule, Symbol: req.Symbol, Severity: req.Severity,
+		sil, err := a.Controls.AddSilence(r.Context(), now, engine.Silence{Rule: req.Rule, Symbol: req.Symbol, Severity: req.Severity,
 			StartsAt: req.StartsAt, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy, AllowUnknown: req.AllowUnknown})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
@@ -135,12 +139,16 @@ func (s *Server) controlRoutes() {
 		writeJSON(w, http.StatusCreated, sil)
 	}))
 	s.mux.HandleFunc("DELETE /api/v1/silences/{id}", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := s.account(w, r)
+		if !ok {
+			return
+		}
 		by := r.URL.Query().Get("createdBy")
 		if strings.TrimSpace(by) == "" {
 			writeError(w, http.StatusBadRequest, "createdBy is required (a query parameter): who expires the silence")
 			return
 		}
-		err := s.controls.ExpireSilence(r.Context(), s.now(), r.PathValue("id"), by)
+		err := a.Controls.ExpireSilence(r.Context(), s.now(), r.PathValue("id"), by)
 		switch {
 		case errors.Is(err, engine.ErrNotFound):
 			writeError(w, http.StatusNotFound, err.Error())
@@ -151,12 +159,16 @@ func (s *Server) controlRoutes() {
 		}
 	}))
 	s.mux.HandleFunc("POST /api/v1/pause", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := s.account(w, r)
+		if !ok {
+			return
+		}
 		now := s.now()
 		req, ok := decode(w, r, now)
 		if !ok {
 			return
 		}
-		p, err := s.controls.Pause(r.Context(), now, engine.Pause{Rule: req.Rule, Symbol: req.Symbol, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy, AllowUnknown: req.AllowUnknown})
+		p, err := a.Controls.Pause(r.Context(), now, engine.Pause{Rule: req.Rule, Symbol: req.Symbol, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy, AllowUnknown: req.AllowUnknown})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -164,11 +176,15 @@ func (s *Server) controlRoutes() {
 		writeJSON(w, http.StatusCreated, p)
 	}))
 	s.mux.HandleFunc("POST /api/v1/resume", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := s.account(w, r)
+		if !ok {
+			return
+		}
 		req, ok := decode(w, r, s.now())
 		if !ok {
 			return
 		}
-		ended, err := s.controls.Resume(r.Context(), s.now(), req.Rule, req.Symbol, req.CreatedBy)
+		ended, err := a.Controls.Resume(r.Context(), s.now(), req.Rule, req.Symbol, req.CreatedBy)
 		if errors.Is(err, engine.ErrNotFound) {
 			writeError(w, http.StatusNotFound, err.Error())
 			return
@@ -176,12 +192,16 @@ func (s *Server) controlRoutes() {
 		writeJSON(w, http.StatusOK, map[string][]engine.Pause{"resumed": ended})
 	}))
 	s.mux.HandleFunc("POST /api/v1/ack", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := s.account(w, r)
+		if !ok {
+			return
+		}
 		now := s.now()
 		req, ok := decode(w, r, now)
 		if !ok {
 			return
 		}
-		sil, err := s.controls.Ack(r.Context(), now, req.Rule, req.Symbol, req.CreatedBy, req.Comment, req.EndsAt)
+		sil, err := a.Controls.Ack(r.Context(), now, req.Rule, req.Symbol, req.CreatedBy, req.Comment, req.EndsAt)
 		switch {
 		case errors.Is(err, engine.ErrUnknownName):
 			writeError(w, http.StatusBadRequest, err.Error())

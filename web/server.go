@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -74,8 +75,25 @@ type ExchangeStatus struct {
 	LastErrorAt   time.Time `json:"lastErrorAt,omitzero"`
 }
 
-// Options configure a Server. Guard, Controls and Metrics are required.
+// Account is one of the accounts a Server serves when the guard watches
+// several (the configuration's accounts:).
+type Account struct {
+	// Name is the account's name, what ?account=NAME selects.
+	Name     string
+	Guard    Guard
+	Controls Controls
+	// Exchange may be nil (zeros).
+	Exchange ExchangeStats
+}
+
+// Options configure a Server. Guard (or Accounts), Controls and Metrics
+// are required.
 type Options struct {
+	// Accounts, when not empty, are the accounts of a guard that watches
+	// several: every read and control endpoint then takes ?account=NAME
+	// (optional when there is one), /api/v1/accounts lists them, and
+	// /healthz answers for all. Guard, Controls and Exchange are unused.
+	Accounts []Account
 	// Guard is read by the page, /api/v1/status and /healthz.
 	Guard Guard
 	// Controls are read and changed by /api/v1/silences, /pause,
@@ -105,9 +123,9 @@ type Options struct {
 // Server serves the HTTP surface over the guard. It is an http.Handler;
 // Start also listens.
 type Server struct {
-	guard    Guard
-	controls Controls
-	exchange ExchangeStats
+	// accounts are the accounts served, in order; one without a name
+	// when Options.Accounts is empty.
+	accounts []Account
 	token    string
 	hosts    map[string]bool // AllowedHosts, normalized
 	maxAge   time.Duration
@@ -118,17 +136,27 @@ type Server struct {
 
 // New checks opts and builds the server with its routes.
 func New(opts Options) (*Server, error) {
+	accounts := opts.Accounts
+	if len(accounts) == 0 {
+		accounts = []Account{{Guard: opts.Guard, Controls: opts.Controls, Exchange: opts.Exchange}}
+	}
+	for _, a := range accounts {
+		switch {
+		case a.Guard == nil:
+			return nil, errors.New("web: no guard")
+		case a.Controls == nil:
+			return nil, errors.New("web: no controls")
+		case len(opts.Accounts) > 0 && a.Name == "":
+			return nil, errors.New("web: an account without a name")
+		}
+	}
 	switch {
-	case opts.Guard == nil:
-		return nil, errors.New("web: no guard")
-	case opts.Controls == nil:
-		return nil, errors.New("web: no controls")
 	case opts.Metrics == nil:
 		return nil, errors.New("web: no metrics handler")
 	case opts.HealthMaxAge <= 0:
 		return nil, fmt.Errorf("web: health max age must be positive, got %s", opts.HealthMaxAge)
 	}
-	s := &Server{guard: opts.Guard, controls: opts.Controls, exchange: opts.Exchange, token: opts.Token,
+	s := &Server{accounts: accounts, token: opts.Token,
 		maxAge: opts.HealthMaxAge, logger: opts.Logger, now: opts.Now, mux: http.NewServeMux()}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -216,10 +244,10 @@ func (s *Server) Start(ctx context.Context, addr string) error {
 	return nil
 }
 
-// healthy reports whether the last complete snapshot is at most
+// healthy reports whether the last complete snapshot of g is at most
 // HealthMaxAge old at now, and its age.
-func (s *Server) healthy(now time.Time) (bool, time.Duration) {
-	last := s.guard.LastSuccess()
+func (s *Server) healthy(g Guard, now time.Time) (bool, time.Duration) {
+	last := g.LastSuccess()
 	if last.IsZero() {
 		return false, 0
 	}
@@ -229,18 +257,63 @@ func (s *Server) healthy(now time.Time) (bool, time.Duration) {
 
 // healthz is GET /healthz: 200 or 503 with the snapshot's age, then the
 // calls in flight. It is open to all, for load balancers and systemd.
+//
+// With several accounts it is healthy when every account is, and says
+// each account's line prefixed with its name: an account whose exchange
+// does not answer is an account unguarded.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	now := s.now()
-	ok, age := s.healthy(now)
-	if !ok {
+	var b strings.Builder
+	all := true
+	for _, a := range s.accounts {
+		prefix := ""
+		if a.Name != "" {
+			prefix = "account " + a.Name + ": "
+		}
+		ok, age := s.healthy(a.Guard, now)
+		all = all && ok
+		if !ok {
+			fmt.Fprintf(&b, "%sunhealthy: last complete snapshot %s ago\n", prefix, age.Round(time.Millisecond))
+		} else {
+			fmt.Fprintf(&b, "%sok: last complete snapshot %s ago\n", prefix, age.Round(time.Millisecond))
+		}
+		for _, c := range a.Guard.InFlight(now) {
+			fmt.Fprintf(&b, "%sin flight for %s: %s\n", prefix, time.Duration(c.Running*float64(time.Second)).Round(time.Millisecond), c.Call)
+		}
+	}
+	if !all {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "unhealthy: last complete snapshot %s ago\n", age.Round(time.Millisecond))
-	} else {
-		fmt.Fprintf(w, "ok: last complete snapshot %s ago\n", age.Round(time.Millisecond))
 	}
-	for _, c := range s.guard.InFlight(now) {
-		fmt.Fprintf(w, "in flight for %s: %s\n", time.Duration(c.Running*float64(time.Second)).Round(time.Millisecond), c.Call)
+	io.WriteString(w, b.String())
+}
+
+// account is the account a request names with ?account=NAME: optional
+// when the server has one, required with several. It answers the refusal
+// itself (400 or 404, naming the accounts) and reports whether to go on.
+func (s *Server) account(w http.ResponseWriter, r *http.Request) (*Account, bool) {
+	name := r.URL.Query().Get("account")
+	if name == "" && len(s.accounts) == 1 {
+		return &s.accounts[0], true
 	}
+	for i := range s.accounts {
+		if s.accounts[i].Name != "" && s.accounts[i].Name == name {
+			return &s.accounts[i], true
+		}
+	}
+	if s.accounts[0].Name == "" {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no account %q: this guard has no accounts: section (one account, no name): leave the account out", name))
+		return nil, false
+	}
+	names := make([]string, len(s.accounts))
+	for i, a := range s.accounts {
+		names[i] = a.Name
+	}
+	if name == "" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("this guard watches several accounts: name one with ?account=NAME (the CLI's --account): %s", strings.Join(names, ", ")))
+		return nil, false
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no account %q: the accounts are %s (GET /api/v1/accounts lists them)", name, strings.Join(names, ", ")))
+	return nil, false
 }
 
 // nonNil makes an empty list encode as [], not null.

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/riskguard/riskguard/engine"
 )
@@ -26,6 +27,20 @@ type statusResponse struct {
 	Control bool `json:"controlEnabled"`
 }
 
+// AccountSummary is one row of GET /api/v1/accounts: an account of a
+// guard that watches several, as the status page lists them. The list is
+// empty for a configuration without accounts:.
+type AccountSummary struct {
+	Name        string    `json:"name"`
+	Healthy     bool      `json:"healthy"`
+	LastSuccess time.Time `json:"lastSuccess,omitzero"`
+	Positions   int       `json:"positions"`
+	// Firing counts the rule states firing on its positions.
+	Firing int  `json:"firing"`
+	Paused bool `json:"paused"`
+	DryRun bool `json:"dryRun"`
+}
+
 // statusRoutes registers the status page and the read endpoints.
 func (s *Server) statusRoutes() {
 	s.mux.HandleFunc("GET /{$}", s.open(func(w http.ResponseWriter, r *http.Request) {
@@ -35,20 +50,50 @@ func (s *Server) statusRoutes() {
 		io.WriteString(w, statusPage)
 	}))
 	s.mux.HandleFunc("GET /api/v1/status", s.open(func(w http.ResponseWriter, r *http.Request) {
-		now := s.now()
-		healthy, _ := s.healthy(now)
-		var ex ExchangeStatus
-		if s.exchange != nil {
-			ex = s.exchange.Snapshot()
+		a, ok := s.account(w, r)
+		if !ok {
+			return
 		}
-		if err := writeJSON(w, http.StatusOK, statusResponse{Status: s.guard.Status(now), Healthy: healthy, Exchange: ex, Control: s.token != ""}); err != nil {
+		now := s.now()
+		healthy, _ := s.healthy(a.Guard, now)
+		var ex ExchangeStatus
+		if a.Exchange != nil {
+			ex = a.Exchange.Snapshot()
+		}
+		if err := writeJSON(w, http.StatusOK, statusResponse{Status: a.Guard.Status(now), Healthy: healthy, Exchange: ex, Control: s.token != ""}); err != nil {
 			s.logger.Error("GET /api/v1/status failed", "err", err)
 		}
 	}))
+	s.mux.HandleFunc("GET /api/v1/accounts", s.open(func(w http.ResponseWriter, r *http.Request) {
+		now := s.now()
+		out := []AccountSummary{}
+		for _, a := range s.accounts {
+			if a.Name == "" {
+				break // no accounts: section: an empty list
+			}
+			healthy, _ := s.healthy(a.Guard, now)
+			st := a.Guard.Status(now)
+			sum := AccountSummary{Name: a.Name, Healthy: healthy, LastSuccess: a.Guard.LastSuccess(), Paused: len(st.Pauses) > 0, DryRun: st.DryRun}
+			for _, p := range st.Positions {
+				for _, rs := range p.Rules {
+					if rs.State == engine.Firing.String() {
+						sum.Firing++
+					}
+				}
+			}
+			sum.Positions = len(st.Positions)
+			out = append(out, sum)
+		}
+		writeJSON(w, http.StatusOK, out)
+	}))
 	s.mux.HandleFunc("GET /api/v1/silences", s.open(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, nonNil(s.controls.Silences(s.now())))
+		if a, ok := s.account(w, r); ok {
+			writeJSON(w, http.StatusOK, nonNil(a.Controls.Silences(s.now())))
+		}
 	}))
 	s.mux.HandleFunc("GET /api/v1/pauses", s.open(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, nonNil(s.controls.Pauses(s.now())))
+		if a, ok := s.account(w, r); ok {
+			writeJSON(w, http.StatusOK, nonNil(a.Controls.Pauses(s.now())))
+		}
 	}))
 }

@@ -28,6 +28,7 @@ import (
 // backtestFlags are the parsed flags of the backtest command.
 type backtestFlags struct {
 	config, data, csv, history, baseline, scenario, cache string
+	account                                               string
 	report                                                string
 	historySource, barType                                string
 	barPrices                                             backtest.BarPrices
@@ -55,6 +56,10 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 	if err != nil {
 		fmt.Fprintln(m.Stderr, err)
 		return exitCode(1)
+	}
+	if cfg, err = pickAccount(cfg, f.account); err != nil {
+		fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
+		return exitCode(2)
 	}
 	for _, w := range cfg.Warnings {
 		logger.Warn(w)
@@ -128,6 +133,7 @@ func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	f := &backtestFlags{}
 	fs := m.newFlags("backtest", "backtest --config FILE (--data DATA | --csv FILE | --history 30d [--history-source bars --bar-type 1m]) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--report FILE.html]", commands()["backtest"].summary)
 	fs.StringVar(&f.config, "config", "riskguard.yaml", "configuration file: the rules under test and the engine settings")
+	fs.StringVar(&f.account, "account", "", "the account whose rules and exchange are tested, when the config lists several (accounts:)")
 	fs.StringVar(&f.data, "data", "", "recorded data (riskguard record), .gz gunzipped")
 	fs.StringVar(&f.csv, "csv", "", "CSV of prices: time,symbol-or-index,price")
 	fs.StringVar(&f.history, "history", "", "replay today's positions through the exchange's history (see --history-source) of this long, e.g. 30d or 12h")

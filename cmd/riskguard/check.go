@@ -65,6 +65,10 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 			return exitCode(1)
 		}
 	}
+	if len(cfg.Accounts) > 0 {
+		printAccounts(m.Stdout, cfg)
+		return nil
+	}
 	printSummary(m.Stdout, cfg)
 	if *exchangeURL != "" {
 		return m.checkModel(ctx, cfg, *exchangeURL)
@@ -140,6 +144,35 @@ func (m *Main) printErrors(path string, errs []*rules.Error) {
 		fmt.Fprintln(m.Stderr, e)
 	}
 	fmt.Fprintf(m.Stderr, "%s: %d %s\n", path, len(errs), plural(len(errs), "error", "errors"))
+}
+
+// printAccounts is check's summary of a file with accounts:: a line per
+// account, then each account's rules as printSummary says them.
+func printAccounts(w io.Writer, cfg *config) {
+	fmt.Fprintf(w, "%s: OK, %d accounts\n", cfg.Path, len(cfg.Accounts))
+	for _, a := range cfg.Accounts {
+		n := len(a.Rules.Rules)
+		fmt.Fprintf(w, "  %s: %d %s; exchange %s; state %s, audit %s\n", a.Name, n, plural(n, "rule", "rules"), a.Exchange.BaseURL, orNoFile(a.Engine.StateFile), orNoFile(a.Engine.AuditLog))
+	}
+	for _, a := range cfg.Accounts {
+		fmt.Fprintf(w, "\n== account %s ==\n", a.Name)
+		one := *a
+		one.Warnings = nil
+		printSummary(w, &one)
+	}
+	for _, warning := range cfg.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s", warning)
+	}
+	if len(cfg.Warnings) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+func orNoFile(p string) string {
+	if p == "" {
+		return "none"
+	}
+	return p
 }
 
 // printSummary shows what the guard will do with this configuration.

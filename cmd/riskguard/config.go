@@ -28,7 +28,14 @@ import (
 // it from loadConfig, with the same checks.
 type config struct {
 	// Path is the file the configuration was read from.
-	Path     string
+	Path string
+	// Name is the account's name in an account's configuration, "" in a
+	// file without accounts (accounts.go).
+	Name string
+	// Accounts are the configurations of the accounts: section, each the
+	// whole file as that account sees it; nil without the section. The
+	// top-level config then holds the first account's values.
+	Accounts []*config
 	Exchange exchangeConfig
 	// Engine is the engine section over engine.DefaultConfig(): every row
 	// of engine.Settings, exchange.index_names included.
@@ -189,7 +196,7 @@ func settingKey(s engine.Setting) configKey {
 }
 
 // topKeys lists the top-level sections.
-func topKeys() []string { return []string{"exchange", "engine", "notify", "rules"} }
+func topKeys() []string { return []string{"exchange", "engine", "notify", "rules", "accounts"} }
 
 // loadConfig reads, merges and validates the configuration at path, with
 // environment overrides read through getenv, as the daemon needs it.
@@ -212,8 +219,21 @@ func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (
 	if err != nil {
 		return nil, err // not one YAML mapping: nothing else can be read
 	}
-	l := &loader{path: path, getenv: getenv, nodes: map[string]*yaml.Node{}, keys: map[string]*yaml.Node{}, root: doc.Root}
-	set, rerr := rules.ParseDocument(doc)
+	if yamlnode.Value(doc.Root, "accounts") != nil {
+		return loadAccounts(path, doc, getenv, opts)
+	}
+	return loadDocument(path, doc, getenv, opts, nil)
+}
+
+// loadDocument loads the decoded configuration doc: the whole file, or
+// one account's view of it (acct, built by loadAccounts).
+func loadDocument(path string, doc *rules.Document, getenv func(string) string, opts loadOptions, acct *accountDoc) (*config, error) {
+	l := &loader{path: path, getenv: getenv, nodes: map[string]*yaml.Node{}, keys: map[string]*yaml.Node{}, root: doc.Root, rulesPath: path, rulesRoot: doc.Root, acct: acct}
+	rulesDoc := doc
+	if acct != nil && acct.rules != nil {
+		rulesDoc, l.rulesPath, l.rulesRoot = acct.rules, acct.rules.File, acct.rules.Root
+	}
+	set, rerr := rules.ParseDocument(rulesDoc)
 	var rlist *rules.ErrorList
 	switch {
 	case rerr == nil:
@@ -233,12 +253,19 @@ func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (
 	if err := k.Load(mapProvider(raw), nil); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if err := k.Load(envProvider{getenv: getenv}, nil); err != nil {
+	ep := envProvider{getenv: getenv}
+	if acct != nil {
+		ep.skip = acct.fileOnly
+	}
+	if err := k.Load(ep, nil); err != nil {
 		return nil, fmt.Errorf("environment overrides: %w", err)
 	}
 	l.k = k
 
 	cfg := &config{Path: path, Rules: set, Engine: engine.DefaultConfig()}
+	if acct != nil {
+		cfg.Name = acct.name
+	}
 	cfg.RulesOnly = opts.rulesOnly && yamlnode.Value(doc.Root, "exchange") == nil && yamlnode.Value(doc.Root, "engine") == nil
 	// A section that is there but not a mapping was reported; its keys
 	// would only repeat that.
@@ -265,7 +292,7 @@ func loadConfigWith(path string, getenv func(string) string, opts loadOptions) (
 // windowLimits refuses the functions over time whose window is longer
 // than engine.max_window, at the rule's when.
 func (l *loader) windowLimits(set *rules.Set, limit time.Duration) {
-	rulesNode := yamlnode.Value(l.root, "rules")
+	rulesNode := yamlnode.Value(l.rulesRoot, "rules")
 	if set == nil || limit <= 0 || rulesNode == nil || rulesNode.Kind != yaml.SequenceNode || len(rulesNode.Content) != len(set.Rules) {
 		return
 	}
@@ -276,7 +303,7 @@ func (l *loader) windowLimits(set *rules.Set, limit time.Duration) {
 		}
 		for _, w := range r.Windows() {
 			if w.Span > limit {
-				l.errs = append(l.errs, &rules.Error{File: l.path, Line: at.Line, Col: at.Column, Rule: r.Name, RuleIndex: i + 1,
+				l.errs = append(l.errs, &rules.Error{File: l.rulesPath, Line: at.Line, Col: at.Column, Rule: r.Name, RuleIndex: i + 1,
 					Msg: fmt.Sprintf("when: %s: the window is longer than engine.max_window (%s)", w, short(limit))})
 			}
 		}
@@ -288,7 +315,13 @@ type loader struct {
 	path   string
 	getenv func(string) string
 	root   *yaml.Node
-	k      *koanf.Koanf
+	// rulesRoot holds the rules key and rulesPath is its file: the
+	// configuration's, or an account's rules_file.
+	rulesRoot *yaml.Node
+	rulesPath string
+	// acct is the account being loaded; nil for a file without accounts.
+	acct *accountDoc
+	k    *koanf.Koanf
 	// nodes holds the value node of each "section.key" present in the
 	// file, keys its key node.
 	nodes    map[string]*yaml.Node
@@ -334,8 +367,8 @@ func (l *loader) structure(root *yaml.Node) map[string]bool {
 		}
 		seenTop[kn.Value] = true
 		switch kn.Value {
-		case "rules":
-			continue // rules.ParseDocument checked it
+		case "rules", "accounts":
+			continue // rules.ParseDocument checked it, loadAccounts the accounts
 		case "exchange", "engine", "notify":
 		default:
 			l.unknownKey(kn, "", topKeys())
@@ -632,8 +665,8 @@ func (l *loader) exchange(x *exchangeConfig, e *engine.Config) {
 	}
 	x.ClockSync = l.positive(get("clock_sync"), defaultClockSync)
 	l.settings("exchange", e, nil)
-	x.APIKey = l.secret("RISKGUARD_API_KEY", get("api_key_file"), get("api_key"))
-	x.APISecret = l.secret("RISKGUARD_API_SECRET", get("api_secret_file"), get("api_secret"))
+	x.APIKey = l.secret(l.acct.credentialEnv("API_KEY"), get("api_key_file"), get("api_key"))
+	x.APISecret = l.secret(l.acct.credentialEnv("API_SECRET"), get("api_secret_file"), get("api_secret"))
 }
 
 // engine reads the engine section: the engine settings over e, which
@@ -789,7 +822,7 @@ func (l *loader) ruleReferences(ncfg *notify.Config, rawNotify any) {
 		}
 	}
 	names := slices.Sorted(maps.Keys(defined))
-	rulesNode := yamlnode.Value(l.root, "rules")
+	rulesNode := yamlnode.Value(l.rulesRoot, "rules")
 	if rulesNode == nil || rulesNode.Kind != yaml.SequenceNode {
 		return
 	}
@@ -802,7 +835,7 @@ func (l *loader) ruleReferences(ncfg *notify.Config, rawNotify any) {
 			name = n.Value
 		}
 		at := func(n *yaml.Node, format string, args ...any) {
-			l.errs = append(l.errs, &rules.Error{File: l.path, Line: n.Line, Col: n.Column, Rule: name, RuleIndex: i + 1, Msg: fmt.Sprintf(format, args...)})
+			l.errs = append(l.errs, &rules.Error{File: l.rulesPath, Line: n.Line, Col: n.Column, Rule: name, RuleIndex: i + 1, Msg: fmt.Sprintf(format, args...)})
 		}
 		if msg := yamlnode.Value(rn, "message"); msg != nil && msg.Kind == yaml.ScalarNode && msg.Tag == "!!str" {
 			if err := notify.CheckTemplate(msg.Value); err != nil {
@@ -864,7 +897,7 @@ func (l *loader) positive(k configKey, def time.Duration) time.Duration {
 
 // envOf returns the variable that set k, or "" when the file did.
 func (l *loader) envOf(k configKey) string {
-	if !k.noEnv && l.getenv(k.envName()) != "" {
+	if !k.noEnv && (l.acct == nil || !l.acct.fileOnly[k.path()]) && l.getenv(k.envName()) != "" {
 		return k.envName()
 	}
 	return ""
@@ -946,6 +979,9 @@ func (m mapProvider) Read() (map[string]any, error) { return m, nil }
 // looked up, so underscores inside key names (dry_run) are no problem.
 type envProvider struct {
 	getenv func(string) string
+	// skip are the keys ("exchange.base_url") an account sets itself,
+	// which the top level's variables do not override.
+	skip map[string]bool
 }
 
 func (e envProvider) ReadBytes() ([]byte, error) {
@@ -955,7 +991,7 @@ func (e envProvider) ReadBytes() ([]byte, error) {
 func (e envProvider) Read() (map[string]any, error) {
 	out := map[string]any{}
 	for _, k := range configKeys() {
-		if k.noEnv {
+		if k.noEnv || e.skip[k.path()] {
 			continue
 		}
 		v := e.getenv(k.envName())

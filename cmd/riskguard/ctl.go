@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,25 +26,38 @@ type ctlClient struct {
 	base  string // http://host:port
 	token string
 	by    string
-	http  *http.Client
+	// account is --account: the account the calls are about, "" for the
+	// only one.
+	account string
+	http    *http.Client
 }
 
 // ctlFlags are the flags every control command has.
 type ctlFlags struct {
-	addr, config, by *string
+	addr, config, by, account *string
 }
 
 func (m *Main) addCtlFlags(fs *flag.FlagSet) ctlFlags {
 	return ctlFlags{
-		addr:   fs.String("addr", "", "the daemon's listen address (host:port); default engine.listen of --config"),
-		config: fs.String("config", "riskguard.yaml", "configuration file, for engine.listen and the control token"),
-		by:     fs.String("by", "", "who makes the change, audited with it (default $USER@hostname)"),
+		addr:    fs.String("addr", "", "the daemon's listen address (host:port); default engine.listen of --config"),
+		config:  fs.String("config", "riskguard.yaml", "configuration file, for engine.listen and the control token"),
+		by:      fs.String("by", "", "who makes the change, audited with it (default $USER@hostname)"),
+		account: fs.String("account", "", "the account, when the config lists several (accounts:); optional with one"),
 	}
 }
 
 // client resolves the address, the token (RISKGUARD_CONTROL_TOKEN, else
 // the config's engine.control_token_file) and the author.
 func (m *Main) client(f ctlFlags) (*ctlClient, error) {
+	return m.newCtlClient(f, true)
+}
+
+// clientNoAccountCheck is client for a command that needs no account.
+func (m *Main) clientNoAccountCheck(f ctlFlags) (*ctlClient, error) {
+	return m.newCtlClient(f, false)
+}
+
+func (m *Main) newCtlClient(f ctlFlags, checkAccount bool) (*ctlClient, error) {
 	addr, token := *f.addr, strings.TrimSpace(m.Getenv("RISKGUARD_CONTROL_TOKEN"))
 	if addr == "" || token == "" {
 		cfg, err := loadConfigWith(*f.config, m.Getenv, loadOptions{secretsOptional: true})
@@ -53,6 +67,9 @@ func (m *Main) client(f ctlFlags) (*ctlClient, error) {
 				addr = cfg.Listen
 			}
 			token = cfg.ControlToken
+			if err := checkAccountFlag(cfg, *f.account); err != nil && checkAccount {
+				return nil, err
+			}
 		case addr == "":
 			return nil, fmt.Errorf("no --addr, and the config gives none: %w", err)
 		}
@@ -69,7 +86,22 @@ func (m *Main) client(f ctlFlags) (*ctlClient, error) {
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	return &ctlClient{base: strings.TrimRight(base, "/"), token: token, by: by, http: &http.Client{Timeout: 10 * time.Second}}, nil
+	return &ctlClient{base: strings.TrimRight(base, "/"), token: token, by: by, account: *f.account, http: &http.Client{Timeout: 10 * time.Second}}, nil
+}
+
+// checkAccountFlag refuses an --account that cfg does not list, and a
+// missing one when it lists several, naming the accounts.
+func checkAccountFlag(cfg *config, account string) error {
+	names := cfg.accountNames()
+	switch {
+	case len(names) == 0 && account != "":
+		return fmt.Errorf("--account %s: %s has no accounts: section (it guards one account): leave --account out", account, cfg.Path)
+	case len(names) == 0, account == "" && len(names) == 1, slices.Contains(names, account):
+		return nil
+	case account == "":
+		return fmt.Errorf("%s guards several accounts: pass --account with one of: %s", cfg.Path, strings.Join(names, ", "))
+	}
+	return fmt.Errorf("no account %q in %s: pass --account with one of: %s", account, cfg.Path, strings.Join(names, ", "))
 }
 
 // do sends one API call and decodes the answer into out; an answer other
@@ -82,6 +114,13 @@ func (c *ctlClient) do(ctx context.Context, method, path string, body, out any) 
 			return err
 		}
 		rd = bytes.NewReader(b)
+	}
+	if c.account != "" {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + "account=" + url.QueryEscape(c.account)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
@@ -156,7 +195,7 @@ func (m *Main) runSilence(ctx context.Context, args []string) error {
 }
 
 func (m *Main) silenceAdd(ctx context.Context, args []string) error {
-	fs := m.newFlags("silence add", "silence add (--rule R | --symbol S | --severity V)... [--for 1h] [--comment C] [--by WHO] [--addr HOST:PORT | --config FILE]",
+	fs := m.newFlags("silence add", "silence add (--rule R | --symbol S | --severity V)... [--for 1h] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]",
 		"mute the notifications of the matching rules (the actions still run)")
 	f := m.addCtlFlags(fs)
 	rule := fs.String("rule", "", "match this rule")
@@ -186,7 +225,7 @@ func (m *Main) silenceAdd(ctx context.Context, args []string) error {
 }
 
 func (m *Main) silenceList(ctx context.Context, args []string) error {
-	fs := m.newFlags("silence list", "silence list [--addr HOST:PORT | --config FILE]", "list the silences and acknowledgements that have not ended, and the pauses")
+	fs := m.newFlags("silence list", "silence list [--account NAME] [--addr HOST:PORT | --config FILE]", "list the silences and acknowledgements that have not ended, and the pauses")
 	f := m.addCtlFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -252,7 +291,7 @@ func matchers(rule, symbol, severity string) string {
 }
 
 func (m *Main) silenceExpire(ctx context.Context, args []string) error {
-	fs := m.newFlags("silence expire", "silence expire [--by WHO] [--addr HOST:PORT | --config FILE] ID...", "end silences or acknowledgements now")
+	fs := m.newFlags("silence expire", "silence expire [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE] ID...", "end silences or acknowledgements now")
 	f := m.addCtlFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -283,7 +322,7 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "list" {
 		return m.pauseList(ctx, args[1:])
 	}
-	fs := m.newFlags("pause", "pause [--for 1h] [--rule R] [--symbol S] [--allow-unknown] [--comment C] [--by WHO] [--addr HOST:PORT | --config FILE]; pause list",
+	fs := m.newFlags("pause", "pause [--for 1h] [--rule R] [--symbol S] [--allow-unknown] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]; pause list",
 		commands()["pause"].summary)
 	f := m.addCtlFlags(fs)
 	rule := fs.String("rule", "", "pause this rule's actions only")
@@ -327,7 +366,7 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 
 // pauseList prints the pauses in force (and the silences: one table).
 func (m *Main) pauseList(ctx context.Context, args []string) error {
-	fs := m.newFlags("pause list", "pause list [--addr HOST:PORT | --config FILE]", "list the pauses in force")
+	fs := m.newFlags("pause list", "pause list [--account NAME] [--addr HOST:PORT | --config FILE]", "list the pauses in force")
 	f := m.addCtlFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -352,7 +391,7 @@ func noArgs(fs *flag.FlagSet, allowed string) error {
 }
 
 func (m *Main) runResume(ctx context.Context, args []string) error {
-	fs := m.newFlags("resume", "resume [--rule R] [--symbol S] [--by WHO] [--addr HOST:PORT | --config FILE]", commands()["resume"].summary)
+	fs := m.newFlags("resume", "resume [--rule R] [--symbol S] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["resume"].summary)
 	f := m.addCtlFlags(fs)
 	rule := fs.String("rule", "", "end the pause of this rule (as paused)")
 	symbol := fs.String("symbol", "", "end the pause of this symbol (as paused)")
@@ -377,7 +416,7 @@ func (m *Main) runResume(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runAck(ctx context.Context, args []string) error {
-	fs := m.newFlags("ack", "ack --rule R --symbol S [--for D] [--comment C] [--by WHO] [--addr HOST:PORT | --config FILE]", commands()["ack"].summary)
+	fs := m.newFlags("ack", "ack --rule R --symbol S [--for D] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["ack"].summary)
 	f := m.addCtlFlags(fs)
 	rule := fs.String("rule", "", "the alert's rule")
 	symbol := fs.String("symbol", "", "the alert's symbol")

@@ -75,6 +75,7 @@ func commands() map[string]command {
 		"run":      {"guard the account: evaluate the rules every interval and act", (*Main).runRun},
 		"silence":  {"silence add|list|expire: mute the running daemon's notifications of matching rules for a while", (*Main).runSilence},
 		"sim":      {"serve the simulated exchange over HTTP", (*Main).runSim},
+		"status":   {"print the running daemon's state (with several accounts: a line each, or --account NAME's)", (*Main).runStatus},
 		"test":     {"run rule-test files: expected firing rules and actions over made-up prices", (*Main).runTest},
 		"version":  {"print the version, commit and Go version of this build", (*Main).runVersion},
 	}

@@ -13,8 +13,9 @@ import (
 const recordProgressEvery = 60
 
 func (m *Main) runRecord(ctx context.Context, args []string) error {
-	fs := m.newFlags("record", "record --config FILE --out DATA[.gz] [--duration D] [--interval I]", commands()["record"].summary)
+	fs := m.newFlags("record", "record --config FILE [--account NAME] --out DATA[.gz] [--duration D] [--interval I]", commands()["record"].summary)
 	configPath := fs.String("config", "riskguard.yaml", "configuration file (exchange section and credentials)")
+	account := fs.String("account", "", "the account to record, when the config lists several (accounts:)")
 	out := fs.String("out", "", "recording to write: JSON lines, gzip-compressed when the name ends in .gz")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until interrupted)")
 	interval := fs.Duration("interval", 0, "time between two snapshots (default: engine.interval)")
@@ -37,6 +38,10 @@ func (m *Main) runRecord(ctx context.Context, args []string) error {
 	cfg, logger, err := m.setup("record", *configPath, *logFormat, *logLevel)
 	if err != nil {
 		return err
+	}
+	if cfg, err = pickAccount(cfg, *account); err != nil {
+		fmt.Fprintln(m.Stderr, "riskguard record:", err)
+		return exitCode(2)
 	}
 	if *interval == 0 {
 		*interval = cfg.Engine.Interval

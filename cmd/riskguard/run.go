@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode"
@@ -24,8 +25,10 @@ import (
 	"github.com/riskguard/riskguard/web"
 )
 
-// guard is the daemon's wiring: client, engine, metrics.
+// guard is the daemon's wiring of one account: client, engine, metrics.
 type guard struct {
+	// name is the account's name under accounts:, "" without the section.
+	name     string
 	engine   *engine.Engine
 	client   *exchange.Client
 	registry *prometheus.Registry
@@ -38,6 +41,28 @@ type guard struct {
 	// allowedHosts are engine.allowed_hosts: the listener's host names
 	// besides loopback.
 	allowedHosts []string
+	// ownsShared: close also closes the notifications (newGuard's guard;
+	// a fleet closes them once for all its accounts).
+	ownsShared bool
+}
+
+// shared is what the accounts of one process share: the Prometheus
+// registry (one /metrics) and the notification channels.
+type shared struct {
+	registry *prometheus.Registry
+	notifier *notifiers
+}
+
+// newShared builds the registry, with the Go and process collectors, and
+// the notifications of cfg.
+func newShared(cfg *config, logger *slog.Logger) (*shared, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	notifier, err := newNotifiers(cfg, logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	return &shared{registry: reg, notifier: notifier}, nil
 }
 
 // newClient builds the exchange client the configuration describes.
@@ -89,11 +114,33 @@ func newNotifier(cfg *config, logger *slog.Logger, reg prometheus.Registerer) (e
 }
 
 // newGuard wires a client, the notifications and an engine from the
-// configuration. onTick, when set, is called after every tick of Run (the
-// demo draws its table from it).
+// configuration of one account. onTick, when set, is called after every
+// tick of Run (the demo draws its table from it).
 func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine.TickReport, error), extra ...exchange.Option) (*guard, error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sh, err := newShared(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	g, err := newAccountGuard(cfg, cfg, sh, logger, dryRun, onTick, extra...)
+	if err != nil {
+		sh.notifier.close(context.Background())
+		return nil, err
+	}
+	g.ownsShared = true
+	return g, nil
+}
+
+// newAccountGuard wires the client and the engine of the account acct of
+// cfg (acct is cfg itself in a file without accounts:) over what the
+// process shares. Under accounts: every metric the account registers
+// carries account="NAME", and its audit records and notifications carry
+// the name; without it nothing is added, so nothing changes.
+func newAccountGuard(cfg, acct *config, sh *shared, logger *slog.Logger, dryRun bool, onTick func(*engine.TickReport, error), extra ...exchange.Option) (*guard, error) {
+	var reg prometheus.Registerer = sh.registry
+	if acct.Name != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"account": acct.Name}, reg)
+		logger = logger.With("account", acct.Name)
+	}
 	metrics, err := engine.NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -103,14 +150,14 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 		metrics.ObserveRequest(ri.Route, ri.Status)
 		stats.observe(ri, time.Now())
 	})
-	client, err := newClient(cfg, logger, append([]exchange.Option{hook}, extra...)...)
+	client, err := newClient(acct, logger, append([]exchange.Option{hook}, extra...)...)
 	if err != nil {
+		if acct.Name != "" {
+			err = fmt.Errorf("account %s: %w", acct.Name, err)
+		}
 		return nil, err
 	}
-	notifier, err := newNotifiers(cfg, logger, reg)
-	if err != nil {
-		return nil, err
-	}
+	notifier := sh.notifier
 	user := onTick
 	onTick = func(rep *engine.TickReport, err error) {
 		notifier.heartbeat(err == nil)
@@ -118,16 +165,19 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 			user(rep, err)
 		}
 	}
-	ec := cfg.Engine
+	ec := acct.Engine
 	ec.DryRun = ec.DryRun || dryRun
-	eng, err := engine.New(ec, cfg.Rules, engine.Deps{
-		Reader: client, Actuator: client, Notifier: notifier, Logger: logger, Metrics: metrics, Now: time.Now, OnTick: onTick,
+	eng, err := engine.New(ec, acct.Rules, engine.Deps{
+		Reader: client, Actuator: client, Notifier: notifier, Logger: logger, Metrics: metrics, Now: time.Now, OnTick: onTick, Account: acct.Name,
 	})
 	if err != nil {
-		notifier.close(context.Background())
+		if acct.Name != "" {
+			err = fmt.Errorf("account %s: %w", acct.Name, err)
+		}
 		return nil, err
 	}
-	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval, stats: stats, controlToken: cfg.ControlToken, allowedHosts: cfg.Engine.AllowedHosts}, nil
+	return &guard{name: acct.Name, engine: eng, client: client, registry: sh.registry, notifier: notifier, interval: ec.Interval, stats: stats,
+		controlToken: cfg.ControlToken, allowedHosts: cfg.Engine.AllowedHosts}, nil
 }
 
 // close flushes the engine's state and delivers the notifications still
@@ -135,6 +185,9 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 func (g *guard) close(ctx context.Context, logger *slog.Logger) {
 	if err := g.engine.Close(); err != nil {
 		logger.Error("closing the engine", "err", err)
+	}
+	if !g.ownsShared {
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -149,18 +202,9 @@ func healthMaxAge(interval time.Duration) time.Duration {
 	return max(3*interval, 10*time.Second)
 }
 
-// serve starts the listener of /metrics, /healthz, the status page and the
-// control API; it stops with ctx.
-func (g *guard) serve(ctx context.Context, addr string, logger *slog.Logger) error {
-	srv, err := g.web(logger)
-	if err != nil {
-		return err
-	}
-	return srv.Start(ctx, addr)
-}
-
-// web is the guard's HTTP surface, not yet listening: serve starts it, the
-// demo serves it on a listener of its own whose address it prints.
+// web is the guard's HTTP surface, not yet listening: run starts it (through
+// fleet.web), the demo serves it on a listener of its own whose address it
+// prints.
 func (g *guard) web(logger *slog.Logger) (*web.Server, error) {
 	return web.New(web.Options{
 		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
@@ -185,29 +229,45 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		return err
 	}
 	sd := newSystemd(m.Getenv, cfg.Engine.Interval, logger)
-	g, err := newGuard(cfg, logger, *dryRun, sd.onTick)
+	f, err := newFleet(cfg, logger, *dryRun, sd.onTick)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard run:", err)
 		return exitCode(1)
 	}
-	defer g.close(ctx, logger)
-	if err := checkSymbols(ctx, g, cfg, *allowUnknown, false, logger); err != nil {
+	defer f.close(ctx, logger)
+	accts := accountsOf(cfg)
+	if err := checkFleetSymbols(ctx, f, accts, *allowUnknown, false, logger); err != nil {
 		fmt.Fprintln(m.Stderr, err)
 		fmt.Fprintln(m.Stderr, "riskguard run: refusing to start: a rule would guard nothing (--allow-unknown-symbols starts anyway)")
 		return exitCode(1)
 	}
 	dry := cfg.Engine.DryRun || *dryRun
 	if *once {
-		rep, err := g.engine.Tick(ctx, time.Now())
-		if err != nil {
-			logger.Error("tick failed: no action taken on missing data", "err", err)
+		failed := false
+		for _, g := range f.guards {
+			l := logger
+			if g.name != "" {
+				l = logger.With("account", g.name)
+			}
+			rep, err := g.engine.Tick(ctx, time.Now())
+			if err != nil {
+				l.Error("tick failed: no action taken on missing data", "err", err)
+				failed = true
+				continue
+			}
+			l.Info("tick done", "positions", rep.Positions, "evaluations", rep.Evaluations, "transitions", len(rep.Transitions), "actions", len(rep.Actions))
+		}
+		if failed {
 			return exitCode(1)
 		}
-		logger.Info("tick done", "positions", rep.Positions, "evaluations", rep.Evaluations, "transitions", len(rep.Transitions), "actions", len(rep.Actions))
 		return nil
 	}
 	if cfg.Listen != "" {
-		if err := g.serve(ctx, cfg.Listen, logger); err != nil {
+		srv, err := f.web(logger)
+		if err == nil {
+			err = srv.Start(ctx, cfg.Listen)
+		}
+		if err != nil {
 			if errors.Is(err, syscall.EADDRINUSE) {
 				err = fmt.Errorf("%w: another riskguard (or another program) listens there: stop it, or change engine.listen (RISKGUARD_ENGINE_LISTEN=127.0.0.1:0 picks a free port)", err)
 			}
@@ -215,18 +275,48 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			return exitCode(1)
 		}
 	}
-	logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "fast_interval", cfg.Engine.FastInterval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
-	g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "info",
-		Text: fmt.Sprintf("riskguard started: %d rules, dry run %t", len(cfg.Rules.Rules), dry)})
-	ctls := newControls(cfg.Engine.ControlFailAfter, g.notifier, g.registry) // Telegram control, when a channel has control_chat_ids
-	ctls.start(ctx, cfg.Notify, g.engine, logger)
+	text := fmt.Sprintf("riskguard started: %d rules, dry run %t", len(cfg.Rules.Rules), dry)
+	if f.multi() {
+		rulesN := 0
+		for _, a := range accts {
+			rulesN += len(a.Rules.Rules)
+			logger.Info("account guarded", "account", a.Name, "rules", len(a.Rules.Rules), "dry_run", a.Engine.DryRun || *dryRun, "exchange", a.Exchange.BaseURL)
+		}
+		logger.Info("riskguard started", "accounts", len(accts), "rules", rulesN, "interval", cfg.Engine.Interval, "fast_interval", cfg.Engine.FastInterval, "dry_run", dry)
+		text = fmt.Sprintf("riskguard started: %d accounts (%s), %d rules, dry run %t", len(accts), strings.Join(cfg.accountNames(), ", "), rulesN, dry)
+	} else {
+		logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "fast_interval", cfg.Engine.FastInterval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
+	}
+	f.sh.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "info", Text: text})
+	ctls := newControls(cfg.Engine.ControlFailAfter, f.sh.notifier, f.sh.registry) // Telegram control, when a channel has control_chat_ids
+	ctls.start(ctx, cfg.Notify, f.controller(), logger)
 	defer ctls.stop()
-	go m.reloads(ctx, *configPath, cfg, g, ctls, *allowUnknown, logger)
-	err = g.engine.Run(ctx)
+	go m.reloads(ctx, *configPath, cfg, f, ctls, *allowUnknown, logger)
+	err = f.run(ctx)
 	sd.stopping(ctx)
 	logger.Info("riskguard stopping")
-	g.notifier.Send(context.WithoutCancel(ctx), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "warning", Text: "riskguard stopped"})
+	f.sh.notifier.Send(context.WithoutCancel(ctx), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "warning", Text: "riskguard stopped"})
 	return err
+}
+
+// checkFleetSymbols runs checkSymbols for every account, at once (an
+// account whose exchange is slow to answer does not hold the others'), and
+// joins the refusals, each prefixed with its account under accounts:.
+func checkFleetSymbols(ctx context.Context, f *fleet, accts []*config, allowUnknown, reload bool, logger *slog.Logger) error {
+	if !f.multi() {
+		return checkSymbols(ctx, f.guards[0], accts[0], allowUnknown, reload, logger)
+	}
+	errs := make([]error, len(f.guards))
+	var wg sync.WaitGroup
+	for i, g := range f.guards {
+		wg.Go(func() {
+			if err := checkSymbols(ctx, g, accts[i], allowUnknown, reload, logger.With("account", g.name)); err != nil {
+				errs[i] = fmt.Errorf("account %s: %w", g.name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // setup builds the logger and loads the configuration, reporting problems
@@ -298,49 +388,84 @@ func checkSymbols(ctx context.Context, g *guard, cfg *config, allowUnknown, relo
 // after reopening the audit log (logrotate's convention for SIGHUP). A
 // file that does not load is rejected whole: the old rules keep running
 // with their state.
-func (m *Main) reloads(ctx context.Context, path string, running *config, g *guard, ctls *controls, allowUnknown bool, logger *slog.Logger) {
+func (m *Main) reloads(ctx context.Context, path string, running *config, f *fleet, ctls *controls, allowUnknown bool, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.Reload:
 		}
-		if err := g.engine.ReopenAudit(ctx, time.Now()); err != nil {
-			logger.Error("reopen audit log", "err", err)
-		} else {
-			logger.Info("audit log reopened")
+		for _, g := range f.guards {
+			if err := g.engine.ReopenAudit(ctx, time.Now()); err != nil {
+				logger.Error("reopen audit log", "err", err)
+			} else if g.name == "" {
+				logger.Info("audit log reopened")
+			} else {
+				logger.Info("audit log reopened", "account", g.name)
+			}
 		}
 		cfg, err := loadConfig(path, m.Getenv)
+		if err == nil && !slices.Equal(running.accountNames(), cfg.accountNames()) {
+			err = fmt.Errorf("the accounts changed (%s, was %s), which takes a restart to apply; nothing was reloaded (all or nothing): restart the daemon, or undo the change",
+				orNone(cfg.accountNames()), orNone(running.accountNames()))
+		}
 		if err == nil {
-			err = checkSymbols(ctx, g, cfg, allowUnknown, true, logger)
+			err = checkFleetSymbols(ctx, f, accountsOf(cfg), allowUnknown, true, logger)
 		}
 		if err == nil {
 			// All or nothing: a reload that changes what only a restart
 			// applies is refused by name, rather than half applied.
-			if changed := restartOnly(running, cfg); len(changed) > 0 {
+			var changed []string
+			olds, news := accountsOf(running), accountsOf(cfg)
+			for i := range news {
+				for _, c := range restartOnly(olds[i], news[i]) {
+					if news[i].Name != "" {
+						c = "accounts." + news[i].Name + ": " + c
+					}
+					if !slices.Contains(changed, c) {
+						changed = append(changed, c)
+					}
+				}
+			}
+			if len(changed) > 0 {
 				err = fmt.Errorf("%s changed, which takes a restart to apply; the rules were not reloaded either (all or nothing): restart the daemon, or undo the change to reload the rules", strings.Join(changed, ", "))
 			}
 		}
 		if err != nil {
 			logger.Error("config reload rejected; the old rules keep running", "err", err)
-			g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindReload, Severity: "critical",
+			f.sh.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindReload, Severity: "critical",
 				Text: "config reload rejected; the old rules keep running: " + err.Error()})
 			continue
 		}
 		changed := hotChanges(running, cfg)
 		if slices.Contains(changed, "notify") {
-			if err := g.notifier.replace(ctx, cfg, logger); err != nil {
+			if err := f.sh.notifier.replace(ctx, cfg, logger); err != nil {
 				logger.Error("config reload rejected; the old rules and channels keep running", "err", err)
-				g.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindReload, Severity: "critical",
+				f.sh.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindReload, Severity: "critical",
 					Text: "config reload rejected; the old rules and channels keep running: " + err.Error()})
 				continue
 			}
-			ctls.start(ctx, cfg.Notify, g.engine, logger)
+			ctls.start(ctx, cfg.Notify, f.controller(), logger)
 		}
-		g.engine.Reconfigure(time.Now(), cfg.Rules, cfg.Engine)
+		rulesN := 0
+		for i, a := range accountsOf(cfg) {
+			f.guards[i].engine.Reconfigure(time.Now(), a.Rules, a.Engine)
+			rulesN += len(a.Rules.Rules)
+		}
 		running = cfg
-		logger.Info("config reloaded", "rules", len(cfg.Rules.Rules), "settings", strings.Join(changed, ","))
+		if f.multi() {
+			logger.Info("config reloaded", "accounts", len(f.guards), "rules", rulesN, "settings", strings.Join(changed, ","))
+		} else {
+			logger.Info("config reloaded", "rules", len(cfg.Rules.Rules), "settings", strings.Join(changed, ","))
+		}
 	}
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // restartOnly names the settings that differ between the running

@@ -345,6 +345,8 @@ func FuzzLoadConfig(f *testing.F) {
 		"exchange:\n  base_url: https://a.example\nnotify:\n  channels:\n    t: {type: slack, webhook_url_env: SLACK}\nrules:\n  - name: r\n    when: position.leverage > 1\n",
 		"- just\n- a list\n",
 		"",
+		"exchange: {base_url: https://a.example}\nengine: {state_file: s.json}\naccounts:\n  - name: a\n    exchange: {api_key: k, api_secret: s}\n  - {name: a, state_file: s.a.json, rules: [{name: r, when: x}]}\n  - name: &n B\n  - *n\nrules: []\n",
+		"accounts: [{name: x, rules_file: /nonexistent, exchange: 3}, 7]\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -203,7 +203,7 @@ func (cs *controls) alarm(name string) func(ctx context.Context, failing bool, t
 }
 
 // start stops the running controls and starts those of ncfg.
-func (cs *controls) start(ctx context.Context, ncfg *notify.Config, e *engine.Engine, logger *slog.Logger) {
+func (cs *controls) start(ctx context.Context, ncfg *notify.Config, ctrl notify.Controller, logger *slog.Logger) {
 	cs.stop()
 	if cs.failing != nil {
 		cs.failing.Reset()
@@ -220,7 +220,7 @@ func (cs *controls) start(ctx context.Context, ncfg *notify.Config, e *engine.En
 		if cs.failing != nil {
 			cs.failing.WithLabelValues(name).Set(0)
 		}
-		tc, err := notify.NewTelegramControl(cc, telegramController{e: e}, notify.WithControlLogger(logger),
+		tc, err := notify.NewTelegramControl(cc, ctrl, notify.WithControlLogger(logger),
 			notify.WithControlAlarm(cs.failAfter, cs.alarm(name)))
 		if err != nil {
 			logger.Error("telegram control not started", "channel", name, "err", err)

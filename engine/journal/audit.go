@@ -22,7 +22,10 @@ type Record struct {
 	// Type is transition, action, breaker, exchange (unreachable or
 	// reachable again), model (the exchange disagreed with a prediction),
 	// tick, reload, silence or pause (with By, the author).
-	Type     string `json:"type"`
+	Type string `json:"type"`
+	// Account names the guarded account when the configuration lists
+	// several (accounts:); absent with one, so such logs stay as they were.
+	Account  string `json:"account,omitempty"`
 	Rule     string `json:"rule,omitempty"`
 	Symbol   string `json:"symbol,omitempty"`
 	Position string `json:"position,omitempty"`
@@ -93,8 +96,10 @@ type Audit struct {
 	mu   sync.Mutex
 	path string // "" for an Audit writing to a plain io.Writer
 	open func(path string) (auditFile, error)
-	f    auditFile // nil until opened, or after a failed reopen
-	w    io.Writer // the writer of NewAudit
+	// account is stamped on every record written (journal.Options.Account).
+	account string
+	f       auditFile // nil until opened, or after a failed reopen
+	w       io.Writer // the writer of NewAudit
 	// backlog holds the records not written yet, oldest first; dropped
 	// counts the ones that did not fit, said in a record once it drains.
 	backlog []pendingRecord
@@ -170,6 +175,9 @@ func NewAudit(w io.Writer) *Audit {
 func (a *Audit) Write(r Record) error {
 	if a == nil {
 		return nil
+	}
+	if a.account != "" {
+		r.Account = a.account
 	}
 	b, err := json.Marshal(r)
 	if err != nil {

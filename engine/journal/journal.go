@@ -88,6 +88,9 @@ type Options struct {
 	Muted func(m *notify.Message, t time.Time) (string, bool)
 	// Now dates a notification without a time; default time.Now.
 	Now func() time.Time
+	// Account, when set, is stamped on every audit record and
+	// notification: the guard runs one journal per account.
+	Account string
 }
 
 // Journal fans events out.
@@ -99,6 +102,7 @@ type Journal struct {
 	notifier Notifier
 	muted    func(m *notify.Message, t time.Time) (string, bool)
 	now      func() time.Time
+	account  string
 	// failing: the last audit write failed (notified once).
 	failing bool
 	recent  recentActions
@@ -106,7 +110,10 @@ type Journal struct {
 
 // New returns a journal writing to o's outputs.
 func New(o Options) *Journal {
-	j := &Journal{audit: o.Audit, log: o.Logger, metrics: o.Metrics, notifier: o.Notifier, muted: o.Muted, now: o.Now}
+	j := &Journal{audit: o.Audit, log: o.Logger, metrics: o.Metrics, notifier: o.Notifier, muted: o.Muted, now: o.Now, account: o.Account}
+	if j.audit != nil && o.Account != "" {
+		j.audit.account = o.Account
+	}
 	if j.log == nil {
 		j.log = slog.New(slog.DiscardHandler)
 	}
@@ -199,6 +206,9 @@ func (j *Journal) send(ctx context.Context, m notify.Message) {
 			j.log.Debug("notification silenced", "kind", m.Kind, "rule", m.Rule, "symbol", m.Symbol, "silence", id)
 			return
 		}
+	}
+	if j.account != "" {
+		m.Account = j.account
 	}
 	if err := j.notifier.Send(ctx, m); err != nil {
 		j.log.Warn("notification not delivered", "kind", m.Kind, "err", err)

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/web"
+)
+
+// runStatus is `riskguard status`: the running daemon's state as the
+// status page shows it, in a few lines. With several accounts and no
+// --account it lists the accounts, one line each.
+func (m *Main) runStatus(ctx context.Context, args []string) error {
+	fs := m.newFlags("status", "status [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["status"].summary)
+	f := m.addCtlFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs, ""); err != nil {
+		return err
+	}
+	c, err := m.statusClient(f)
+	if err != nil {
+		return m.ctlFail("status", err)
+	}
+	if c.account == "" {
+		var list []web.AccountSummary
+		if err := c.do(ctx, http.MethodGet, "/api/v1/accounts", nil, &list); err != nil {
+			return m.ctlFail("status", err)
+		}
+		if len(list) > 1 {
+			tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ACCOUNT\tHEALTHY\tLAST SNAPSHOT\tPOSITIONS\tFIRING\tPAUSED")
+			for _, a := range list {
+				last := "never"
+				if !a.LastSuccess.IsZero() {
+					last = time.Since(a.LastSuccess).Round(time.Second).String() + " ago"
+				}
+				fmt.Fprintf(tw, "%s\t%t\t%s\t%d\t%d\t%t\n", control.Printable(a.Name), a.Healthy, last, a.Positions, a.Firing, a.Paused)
+			}
+			tw.Flush()
+			fmt.Fprintln(m.Stdout, "\none account's detail: riskguard status --account NAME")
+			return nil
+		}
+		if len(list) == 1 {
+			c.account = list[0].Name
+		}
+	}
+	var st struct {
+		engine.Status
+		Healthy bool `json:"healthy"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err != nil {
+		return m.ctlFail("status", err)
+	}
+	head := "riskguard"
+	if c.account != "" {
+		head += " account " + c.account
+	}
+	health := "healthy"
+	if !st.Healthy {
+		health = "UNHEALTHY"
+	}
+	last := "no complete snapshot yet"
+	if !st.LastSuccess.IsZero() {
+		last = fmt.Sprintf("last complete snapshot %s ago", time.Duration(st.SnapshotAge*float64(time.Second)).Round(time.Millisecond))
+	}
+	fmt.Fprintf(m.Stdout, "%s: %s, %s", control.Printable(head), health, last)
+	if st.DryRun {
+		fmt.Fprint(m.Stdout, ", dry run")
+	}
+	fmt.Fprintln(m.Stdout)
+	if st.LastError != "" {
+		fmt.Fprintf(m.Stdout, "last tick failed: %s\n", control.Printable(st.LastError))
+	}
+	for _, p := range st.Pauses {
+		fmt.Fprintf(m.Stdout, "PAUSED %s by %s\n", control.Printable(matchers(p.Rule, p.Symbol, "")), control.Printable(p.CreatedBy))
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SYMBOL\tSIDE\tLEVERAGE\tMARGIN\tDISTANCE\tRULES")
+	for _, p := range st.Positions {
+		dist := "no index"
+		if p.Distance != nil {
+			dist = fmt.Sprintf("%.2f%%", *p.Distance*100)
+		}
+		var active []string
+		for _, r := range p.Rules {
+			if r.State != engine.Inactive.String() {
+				active = append(active, r.Rule+" "+r.State)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%dx\t%s\t%s\t%s\n", control.Printable(p.Symbol), p.Side, p.Leverage, p.MarginMode, dist, control.Printable(strings.Join(active, ", ")))
+	}
+	return tw.Flush()
+}
+
+// statusClient is m.client without the refusal of a missing --account:
+// status lists the accounts instead.
+func (m *Main) statusClient(f ctlFlags) (*ctlClient, error) {
+	if *f.account != "" {
+		return m.client(f)
+	}
+	return m.clientNoAccountCheck(f)
+}

@@ -238,8 +238,8 @@ func share(d, start decimal.Decimal) string {
 	return s
 }
 
-// measure is the account measure at its worst, or n/a while the margin
-// model does not provide it (issue 19 item 2).
+// measure is the account measure at its worst (0 in a run that lost a
+// position), or n/a when it was never known.
 func measure(m *float64) string {
 	if m == nil {
 		return "n/a"

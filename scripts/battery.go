@@ -144,9 +144,9 @@ type totals struct {
 	delta, start                   decimal.Decimal
 	skips                          map[[2]string]int // (action, reason) → count
 	problems                       int
-	// savable and savedOfSavable count the liquidations without the guard
-	// a cut or an isolation can avoid (oracle) and those of them avoided;
-	// missed lists the others.
+	// savable sums, over the runs, the liquidations without the guard one
+	// cut or isolation can avoid (oracle); savedOfSavable the guard's
+	// avoided ones up to that many; missed lists the runs short of it.
 	savable, savedOfSavable int
 	missed                  []string
 	// crossSoft and crossSoftSaved count the liquidations on an account
@@ -242,17 +242,16 @@ func runSet(bin, dir, name, rulesFile string, or *oracle) int {
 			t.caused += len(v.CausedSymbols)
 			t.delta = t.delta.Add(v.EquityDelta)
 			t.start = t.start.Add(v.EquityStart)
+			if best := or.canAvoid(p, a, s.Without.Liquidations).best; best > 0 { // memoised per path and account
+				t.savable += best
+				t.savedOfSavable += min(len(v.AvoidedSymbols), best)
+				if len(v.AvoidedSymbols) < best {
+					t.missed = append(t.missed, fmt.Sprintf("%s on %s, %d of %d (%s)", p.name, a.name, len(v.AvoidedSymbols), best, or.canAvoid(p, a, nil).move))
+				}
+			}
 			for _, sym := range s.Without.Liquidations {
 				saved := !slices.Contains(s.With.Liquidations, sym)
 				where := fmt.Sprintf("%s in %s on %s", sym, p.name, a.name)
-				if or.savable(p, a, sym) {
-					t.savable++
-					if saved {
-						t.savedOfSavable++
-					} else {
-						t.missed = append(t.missed, where)
-					}
-				}
 				if p.soft && a.cross() {
 					t.crossSoft++
 					if saved {
@@ -299,7 +298,7 @@ func runSet(bin, dir, name, rulesFile string, or *oracle) int {
 	fmt.Printf("  no self-inflicted liquidation: %s (%d)\n", goal(t.caused == 0), t.caused)
 	fmt.Printf("  summed equity Δ not negative: %s (%s)\n", goal(!t.delta.IsNegative()), t.delta.StringFixed(0))
 	fmt.Printf("  every liquidation a leverage cut or an isolation can avoid, avoided: %s (%d of %d%s)\n",
-		goal(t.savedOfSavable == t.savable), t.savedOfSavable, t.savable, missing(t.missed))
+		goal(t.savedOfSavable == t.savable), t.savedOfSavable, t.savable, strings.Replace(missing(t.missed), "not avoided", "short", 1))
 	if reduces {
 		fmt.Printf("  with reduce_position, every liquidation on a cross account in the wick, grind and chop avoided: %s (%d of %d%s)\n",
 			goal(t.crossSoftSaved == t.crossSoft), t.crossSoftSaved, t.crossSoft, missing(t.crossSoftMissed))
@@ -372,107 +371,139 @@ func writePath(name string, p path, step time.Duration) error {
 	return f.Close()
 }
 
-// oracle knows, per path, account and symbol, whether a leverage cut or an
-// isolation can avoid the liquidation the position has without the guard,
-// and why not when it cannot. It asks the simulated exchange itself, with
-// no engine and no rule: the account as it starts, one move made at the
-// first row (when the account is freshest: the free balance is whole and
-// nothing has lost yet), then the path's rows; the exchange liquidates
-// what they cross. The moves, each tried alone:
+// oracle knows, per path and account, how many of the liquidations
+// without the guard a leverage cut or an isolation can avoid. It asks the
+// simulated exchange itself, with no engine and no rule: the account as it
+// starts, one move made at the first row (when the free balance is whole
+// and nothing has lost yet), then the path's rows; the exchange liquidates
+// what they cross. The moves, for each position liquidated without the
+// guard, each tried alone:
 //   - the position isolated (when cross) at the lowest leverage the
 //     exchange accepts (the free balance funds it): the most margin any
 //     cut can put behind it;
 //   - for a cross position, every other cross position isolated at its
 //     leverage, which takes their losses out of the pool that backs it.
 //
-// A liquidation either keeps is one "a leverage cut or an isolation can
-// avoid"; the others are listed with why. It is an upper bound for rules
-// that act later, when the price has already moved: a cut then buys the
-// same margin, an isolation less.
+// A move counts only when it loses no position that survives without the
+// guard: keeping one position by liquidating another is not avoiding a
+// liquidation. The best move's count is what a cut or an isolation can
+// avoid in the run (moves are not combined: the free balance one takes is
+// the other's). It is an upper bound for rules that act later, when the
+// price has already moved: a cut then buys the same margin, an isolation
+// less.
 type oracle struct {
-	memo      map[string]verdict
+	memo      map[string]oracleRow
 	unsavable []string // in the order found
 }
 
-type verdict struct {
-	ok  bool
-	why string
+// oracleRow is the oracle's answer for one path and account.
+type oracleRow struct {
+	best int    // the most liquidations one move avoids
+	move string // that move
 }
 
-func newOracle() *oracle { return &oracle{memo: map[string]verdict{}} }
+func newOracle() *oracle { return &oracle{memo: map[string]oracleRow{}} }
 
-// savable reports whether a cut or an isolation keeps sym on path p and
-// account a.
-func (o *oracle) savable(p path, a account, sym string) bool {
-	key := p.name + "\x00" + a.name + "\x00" + sym
-	if v, ok := o.memo[key]; ok {
-		return v.ok
+// canAvoid is how many of the liquidations without the guard (without) a
+// single cut or isolation avoids on path p and account a, and the move.
+func (o *oracle) canAvoid(p path, a account, without []string) oracleRow {
+	key := p.name + "\x00" + a.name
+	if r, ok := o.memo[key]; ok {
+		return r
 	}
-	v := o.decide(p, a, sym)
-	o.memo[key] = v
-	if !v.ok {
-		o.unsavable = append(o.unsavable, fmt.Sprintf("%s in %s on %s: %s", sym, p.name, a.name, v.why))
-	}
-	return v.ok
-}
-
-func (o *oracle) decide(p path, a account, sym string) verdict {
-	var spec sim.PositionSpec
-	for _, ps := range a.positions {
-		if ps.Symbol == sym {
-			spec = ps
-		}
-	}
-	// The most margin behind the position: isolated, lowest leverage.
-	lev := spec.Leverage
-	kept, low, liq, err := replayWith(p, a, func(ex *sim.Exchange) error {
-		for l := 1; l <= spec.Leverage; l++ {
-			if _, err := ex.SetSettings(sym, exchange.Settings{Leverage: l, Cross: false}); err == nil {
-				lev = l
-				return nil
+	var row oracleRow
+	for _, sym := range without {
+		var spec sim.PositionSpec
+		for _, ps := range a.positions {
+			if ps.Symbol == sym {
+				spec = ps
 			}
 		}
-		lev = 0 // the exchange accepts no isolation of it
-		return nil
-	}, sym)
-	check(err)
-	if kept && lev > 0 {
-		return verdict{ok: true}
-	}
-	why := fmt.Sprintf("isolated at %d× (the lowest leverage the free balance funds) it liquidates at %s, and the index reaches %s", lev, liq, low)
-	if lev == 0 {
-		why = "the exchange accepts no isolation of it at any leverage"
-	}
-	if spec.Cross {
-		others := false
-		kept, _, _, err := replayWith(p, a, func(ex *sim.Exchange) error {
-			for _, q := range a.positions {
-				if q.Cross && q.Symbol != sym {
-					others = true
-					if _, err := ex.SetSettings(q.Symbol, exchange.Settings{Leverage: q.Leverage, Cross: false}); err != nil {
-						return nil // the exchange refuses it: the move is not possible
-					}
+		type tried struct {
+			desc string
+			move func(*sim.Exchange) bool // false: the exchange refuses it
+		}
+		lev := 0
+		moves := []tried{{"", func(ex *sim.Exchange) bool {
+			for l := 1; l <= spec.Leverage; l++ {
+				if _, err := ex.SetSettings(sym, exchange.Settings{Leverage: l, Cross: false}); err == nil {
+					lev = l
+					return true
 				}
 			}
-			return nil
-		}, sym)
-		check(err)
-		if kept && others {
-			return verdict{ok: true}
+			return false
+		}}}
+		others := slices.ContainsFunc(a.positions, func(q sim.PositionSpec) bool { return q.Cross && q.Symbol != sym })
+		if spec.Cross && others {
+			moves = append(moves, tried{"the other cross positions isolated", func(ex *sim.Exchange) bool {
+				for _, q := range a.positions {
+					if q.Cross && q.Symbol != sym {
+						if _, err := ex.SetSettings(q.Symbol, exchange.Settings{Leverage: q.Leverage, Cross: false}); err != nil {
+							return false
+						}
+					}
+				}
+				return true
+			}})
 		}
-		if others {
-			why += "; with the other cross positions isolated, the pool still runs out"
+		saved := false
+		var notes []string
+		for i, m := range moves {
+			ok, lost, worst, liq, err := replayWith(p, a, m.move, sym)
+			check(err)
+			desc := m.desc
+			if i == 0 {
+				desc = fmt.Sprintf("%s isolated at %d×", sym, lev)
+			}
+			if !ok {
+				notes = append(notes, "the exchange accepts no isolation of it at any leverage")
+				continue
+			}
+			kept, fair := 0, true
+			var sacrificed []string
+			for _, l := range lost {
+				if !slices.Contains(without, l) {
+					fair = false
+					sacrificed = append(sacrificed, l)
+				}
+			}
+			for _, w := range without {
+				if !slices.Contains(lost, w) {
+					kept++
+				}
+			}
+			if fair && kept > row.best {
+				row.best, row.move = kept, desc
+			}
+			keptSym := !slices.Contains(lost, sym)
+			switch {
+			case fair && keptSym:
+				saved = true
+			case keptSym:
+				notes = append(notes, fmt.Sprintf("%s keeps it but loses %s, which survives without the guard", desc, strings.Join(sacrificed, " ")))
+			case i == 0:
+				notes = append(notes, fmt.Sprintf("%s (the lowest leverage the free balance funds) it liquidates at %s, and the index reaches %s", desc, liq, worst))
+			default:
+				notes = append(notes, "with "+desc+", the pool still runs out")
+			}
 		}
-	} else {
-		why += " (an isolated position: no other move gives it margin)"
+		if !saved {
+			w := strings.Join(notes, "; ")
+			if !spec.Cross {
+				w += " (isolated: no other move gives it margin)"
+			}
+			o.unsavable = append(o.unsavable, fmt.Sprintf("%s in %s on %s: %s", sym, p.name, a.name, w))
+		}
 	}
-	return verdict{why: why}
+	o.memo[key] = row
+	return row
 }
 
 // replayWith replays path p on account a's exchange after move, and
-// reports whether sym was kept, the index's worst price for it, and its
-// liquidation price after the move.
-func replayWith(p path, a account, move func(*sim.Exchange) error, sym string) (kept bool, worst, liq decimal.Decimal, err error) {
+// reports the positions liquidated, the index's worst price for sym, and
+// sym's liquidation price after the move; ok is false when the exchange
+// refused the move.
+func replayWith(p path, a account, move func(*sim.Exchange) bool, sym string) (ok bool, lost []string, worst, liq decimal.Decimal, err error) {
 	now := t0
 	sc := scenario(a)
 	first := pricesAt(p, 0)
@@ -481,10 +512,10 @@ func replayWith(p path, a account, move func(*sim.Exchange) error, sym string) (
 	}
 	ex, err := sim.New(sim.Config{Key: "oracle", Secret: "oracle", Now: func() time.Time { return now }, Scenario: sc, HistoryLimit: 16})
 	if err != nil {
-		return false, worst, liq, err
+		return false, nil, worst, liq, err
 	}
-	if err := move(ex); err != nil {
-		return false, worst, liq, err
+	if !move(ex) {
+		return false, nil, worst, liq, nil
 	}
 	pos, _ := ex.Position(sym)
 	liq = pos.LiquidationPrice
@@ -505,11 +536,9 @@ func replayWith(p path, a account, move func(*sim.Exchange) error, sym string) (
 		ex.Step(now)
 	}
 	for _, l := range ex.Liquidations() {
-		if l.Symbol == sym {
-			return false, worst, liq, nil
-		}
+		lost = append(lost, l.Symbol)
 	}
-	return true, worst, liq, nil
+	return true, lost, worst, liq, nil
 }
 
 // printUnsavable lists the liquidations no cut or isolation can avoid.
@@ -517,7 +546,7 @@ func (o *oracle) printUnsavable() {
 	if len(o.unsavable) == 0 {
 		return
 	}
-	fmt.Println("\nliquidations no leverage cut or isolation can avoid (reduce_position can: it realises the loss on what it takes off):")
+	fmt.Println("\nliquidations no leverage cut or isolation can avoid without losing another position (reduce_position can: it realises the loss on what it takes off):")
 	for _, u := range o.unsavable {
 		fmt.Printf("  %s\n", u)
 	}

@@ -634,6 +634,8 @@ func skipReason(why string) string {
 		return "a rule's margin budget"
 	case has("would take free balance from the cross pool"):
 		return "it would move another position's liquidation price closer (allow_closer_liquidation)"
+	case has("isolating would leave the account worse off"):
+		return "it would leave the account worse off (allow_closer_liquidation)"
 	case has("isolating would move the liquidation price closer"):
 		return "it would move its own liquidation price closer (allow_closer_liquidation)"
 	case has("under the floor"):

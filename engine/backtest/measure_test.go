@@ -1,6 +1,7 @@
 package backtest_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -54,5 +55,72 @@ func TestBacktestWorstAccountMeasure(t *testing.T) {
 	}
 	if sum := backtest.Summary(res); !strings.Contains(sum, "account measure at worst") || strings.Contains(sum, "n/a") {
 		t.Errorf("summary's measure row:\n%s", sum)
+	}
+}
+
+// An isolation that moves its own liquidation price away can still leave
+// the rest of the account worse off. ETH falls 8% and XETH's loss drags
+// the cross pool: XBTC, 7% from liquidation, is isolated on its own 12×
+// margin, farther away — but its margin leaves the pool with it, and XETH,
+// alone with the free balance, is past its liquidation price. Judged by the account measure, it needs the rule's
+// allow_closer_liquidation: without it the isolation is skipped (and said)
+// and XETH survives; with it, it goes out and XETH is lost.
+func TestBacktestIsolationThatWeakensTheAccount(t *testing.T) {
+	t.Parallel()
+	d := decimal.RequireFromString
+	sc := sim.DefaultScenario()
+	sc.Balance = d("500")
+	sc.OpenOrders = nil
+	sc.Positions = []sim.PositionSpec{
+		{Symbol: "XBTC", Direction: "LONG", Quantity: d("0.5"), EntryPrice: d("65000"), Leverage: 12, Cross: true},
+		{Symbol: "XETH", Direction: "LONG", Quantity: d("10"), EntryPrice: d("3010"), Leverage: 20, Cross: true},
+	}
+	ethFall := func() *sliceSource {
+		src := &sliceSource{}
+		for s := 0; s <= 60; s++ {
+			src.steps = append(src.steps, backtest.Step{Time: t0.Add(time.Duration(s) * time.Second),
+				Prices: map[string]decimal.Decimal{"BTC": d("65000"), "ETH": decimal.NewFromFloat(3010 - 240*float64(s)/60).Round(2)}})
+		}
+		return src
+	}
+	const isolate = `
+rules:
+  - name: isolate-xbtc
+    symbols: [XBTC]
+    when: position.cross && liquidationDistance < 0.07
+    cooldown: 1h
+    severity: warning%s
+    actions:
+      - action: set_isolated
+`
+	tests := []struct {
+		name, optIn string
+		lost        bool
+	}{
+		{"without the opt-in", "", false},
+		{"with allow_closer_liquidation", "\n    allow_closer_liquidation: true", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := run(t, backtest.Options{Rules: parseRules(t, fmt.Sprintf(isolate, tt.optIn)), Scenario: sc}, ethFall())
+			if len(res.Unguarded.Liquidations) != 0 {
+				t.Fatalf("without the guard: liquidations %+v, want none", res.Unguarded.Liquidations)
+			}
+			lost := slices.ContainsFunc(res.Guarded.Liquidations, func(l backtest.Liquidation) bool { return l.Symbol == "XETH" })
+			if lost != tt.lost {
+				t.Errorf("with the guard XETH liquidated %v, want %v (%+v)", lost, tt.lost, res.Guarded.Liquidations)
+			}
+			v := backtest.VerdictOf(res)
+			skipped := slices.ContainsFunc(v.Skips, func(s backtest.SkipCount) bool {
+				return s.Action == "set_isolated" && s.Reason == "it would leave the account worse off (allow_closer_liquidation)"
+			})
+			if skipped == tt.lost {
+				t.Errorf("isolation skipped as leaving the account worse off: %v, want %v (skips %+v)", skipped, !tt.lost, v.Skips)
+			}
+			if tt.lost && (v.WorstMeasureWith == nil || *v.WorstMeasureWith != 0) {
+				t.Errorf("worst measure with the guard %v, want 0 (XETH lost)", v.WorstMeasureWith)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ targets=(
 	"./exchange FuzzCanonicalText"
 	"./exchange/margin FuzzRiskLevel"
 	"./exchange/margin FuzzLiquidationPrice"
+	"./exchange/margin FuzzSurvival"
 	"./rules FuzzParse"
 	"./rules FuzzCompileExpr"
 	"./rules FuzzFastVsVM"

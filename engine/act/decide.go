@@ -94,7 +94,20 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 	// bounded: an isolation that was safe at a lower leverage may not be
 	// at the one left.
 	harm := func() {
-		if d.Pred == nil || !d.Pred.Closer() || d.Want.Cross == pos.Cross {
+		if d.Pred == nil || d.Want.Cross == pos.Cross {
+			return
+		}
+		if !d.Pred.Closer() {
+			// Its own liquidation price moves away, but leaving the pool
+			// takes the position's margin and PNL out of it: the rest of
+			// the account can end worse off (the others' liquidation
+			// prices closer, even past the index). Judged by the account
+			// measure: only one that worsens it needs the opt-in.
+			if d.Pred.After.Compare(d.Pred.Before) < 0 {
+				if allowed, _ := closerAllowed(pl, rules.SetIsolated); !allowed {
+					dropIsolation("isolating would leave the account worse off (" + margin.Change(d.Pred.Before, d.Pred.After) + "); the rule does not allow it (allow_closer_liquidation)")
+				}
+			}
 			return
 		}
 		if d.Pred.ringFences(rulesFloor(pl, rules.SetIsolated)) {

@@ -431,6 +431,7 @@ func (r *replay) tickAll(ctx context.Context, t time.Time, prices map[string]dec
 			l.ex.SetIndexPrices(prices)
 		}
 		l.ex.Step(t)
+		l.sampleMeasure(prices != nil)
 		rep, err := l.eng.Tick(ctx, t)
 		if err != nil {
 			r.warn("%s: %s run: tick: %v", t.Format(time.RFC3339), l.name, err)
@@ -477,6 +478,7 @@ type lane struct {
 	active      map[[2]string]activeSpan // (rule, symbol) → state since
 	decisions   []string                 // this tick's, for the baseline diff
 	report      *engine.TickReport
+	measure     worstMeasure
 }
 
 type activeSpan struct {
@@ -522,6 +524,7 @@ func (l *lane) nameOf(symbolID int64) string { return l.names[symbolID] }
 func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 	l.report = rep
 	l.decisions = l.decisions[:0]
+	l.measure.acted = rep != nil && slices.ContainsFunc(rep.Actions, func(a engine.ActionEvent) bool { return a.Outcome == "sent" })
 	if rep == nil {
 		return
 	}
@@ -636,6 +639,7 @@ func (l *lane) finish(end time.Time) RunResult {
 		out.Positions = append(out.Positions, pe)
 	}
 	out.Equity = out.Balance.Add(out.Margin).Add(out.UnrealizedPNL)
+	out.WorstAccountMeasure = l.worstAccountMeasure(len(out.Liquidations) > 0)
 	return out
 }
 

@@ -60,11 +60,12 @@ type RunResult struct {
 	// Skips count the actions the run left out, by action and reason, most
 	// frequent first.
 	Skips []SkipCount
-	// WorstAccountMeasure is the account measure of issue 19 (the smallest
-	// adverse move of the indexes at which a position is liquidated, from
-	// exchange/margin) at its worst over the run. It is the place for that
-	// figure: nil until the margin model provides the measure and the
-	// replay samples it, and said as "n/a" until then.
+	// WorstAccountMeasure is the account measure (margin.Survival's
+	// Together: the smallest adverse move of every index at once at which
+	// a position is liquidated, as a fraction) at its worst over the run,
+	// sampled every tick after the prices moved and before the engine
+	// acted (measure.go); 0 when a position was liquidated. Nil when no
+	// sample was known (an index without a price throughout), said "n/a".
 	WorstAccountMeasure *float64
 }
 
@@ -360,10 +361,7 @@ func Summary(res *Result) string {
 	row("unrealized PNL", func(r *RunResult) string { return money(r.UnrealizedPNL) })
 	row("equity", func(r *RunResult) string { return money(r.Equity) })
 	row("account measure at worst", func(r *RunResult) string {
-		if r.WorstAccountMeasure == nil {
-			return "n/a" // until exchange/margin provides the measure
-		}
-		return fmt.Sprintf("%.2f%%", *r.WorstAccountMeasure*100)
+		return measureText(r.WorstAccountMeasure)
 	})
 	row("evaluations", func(r *RunResult) string { return fmt.Sprint(r.Evaluations) })
 	tw.Flush()
@@ -484,8 +482,8 @@ type Verdict struct {
 	HarmfulSkipped, Bounded int
 	Skips                   []SkipCount `json:"skips"`
 	// WorstMeasureWithout and WorstMeasureWith are the account measure at
-	// its worst in each run (RunResult.WorstAccountMeasure): nil until the
-	// margin model provides it.
+	// its worst in each run (RunResult.WorstAccountMeasure): 0 in a run
+	// that lost a position, nil when never known.
 	WorstMeasureWithout *float64 `json:"worstAccountMeasureWithout"`
 	WorstMeasureWith    *float64 `json:"worstAccountMeasureWith"`
 	// Judgement is the verdict in one line a trader can read.
@@ -578,6 +576,9 @@ func (v Verdict) String() string {
 	s := fmt.Sprintf("liquidations avoided %s of %d, self-inflicted %s; equity %s%s with the guard (%s without, %s with)",
 		names(v.AvoidedSymbols), v.LiquidatedWithout, names(v.CausedSymbols), sign, v.EquityDelta.StringFixed(2),
 		v.EquityWithout.StringFixed(2), v.EquityWith.StringFixed(2))
+	if v.WorstMeasureWithout != nil || v.WorstMeasureWith != nil {
+		s += fmt.Sprintf("; account measure at its worst %s without, %s with", measureText(v.WorstMeasureWithout), measureText(v.WorstMeasureWith))
+	}
 	if len(v.Skips) > 0 {
 		var parts []string
 		for _, sk := range v.Skips {
@@ -593,6 +594,14 @@ func (v Verdict) String() string {
 		j = Judge(len(v.AvoidedSymbols), len(v.CausedSymbols), v.EquityDelta, v.EquityStart)
 	}
 	return s + ". " + strings.ToUpper(j[:1]) + j[1:] + "."
+}
+
+// measureText is an account measure at its worst as a percentage, or n/a.
+func measureText(m *float64) string {
+	if m == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f%%", *m*100)
 }
 
 // skipNoun names n actions of a kind.
@@ -625,6 +634,8 @@ func skipReason(why string) string {
 		return "a rule's margin budget"
 	case has("would take free balance from the cross pool"):
 		return "it would move another position's liquidation price closer (allow_closer_liquidation)"
+	case has("isolating would leave the account worse off"):
+		return "it would leave the account worse off (allow_closer_liquidation)"
 	case has("isolating would move the liquidation price closer"):
 		return "it would move its own liquidation price closer (allow_closer_liquidation)"
 	case has("under the floor"):

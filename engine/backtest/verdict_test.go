@@ -39,6 +39,8 @@ func TestSkipReason(t *testing.T) {
 			"it would move another position's liquidation price closer (allow_closer_liquidation)"},
 		{"5x would move XBTC 12.00% → 9.00% away, under 10.00%: no leverage cut is within it", "it would put another position under its floor (min_liquidation_distance)"},
 		{"isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)", "it would move its own liquidation price closer (allow_closer_liquidation)"},
+		{"isolating would leave the account worse off (survives 2.33% → 0.00% together (cross pool first, 3533.11 → 0 lost)); the rule does not allow it (allow_closer_liquidation)",
+			"it would leave the account worse off (allow_closer_liquidation)"},
 		{"the liquidation price would end 2.00% away, under the floor of 5.00% (min_liquidation_distance)", "it would end under its floor (min_liquidation_distance)"},
 		{"the account measure would fall from 12% to 9%", "the account measure would fall from"},
 		{"", "unknown"},

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/riskguard/riskguard/exchange"
+
 	"github.com/shopspring/decimal"
 )
 
@@ -59,41 +61,22 @@ var one = decimal.NewFromInt(1)
 // isolation ring-fences measures the rest of the account.
 func (a Account) Survival(skip int) Survival {
 	s := Survival{Known: true, Together: one}
-	pool, mm, notional, all := a.Free, decimal.Zero, decimal.Zero, decimal.Zero
-	cross, crossCounted := 0, false
-	for i, p := range a.Positions {
-		if !p.Open() {
-			continue
-		}
-		if !p.Index.IsPositive() {
-			return Survival{}
-		}
-		n := p.Quantity.Mul(p.Index)
-		all = all.Add(n)
-		if !p.Cross {
-			continue
-		}
-		cross++
-		crossCounted = crossCounted || i != skip
-		pool = pool.Add(p.Margin()).Add(p.PNL(p.Index))
-		mm = mm.Add(p.Maintenance())
-		notional = notional.Add(n)
+	c, ok := a.crossMove(skip, true)
+	if !ok {
+		return Survival{}
 	}
-	if crossCounted && notional.IsPositive() {
-		m := decimal.Max(pool.Sub(mm), decimal.Zero).DivRound(notional, 16)
-		if m.LessThan(s.Together) {
-			s.Together, s.First = m, CrossPool
-		}
+	if c.pooled && c.move.LessThan(s.Together) {
+		s.Together, s.First = c.move, CrossPool
 	}
 	var liqs []decimal.Decimal
-	if cross > 0 {
+	if c.positions > 0 {
 		liqs = a.CrossLiquidationPrices()
 	}
 	for i, p := range a.Positions {
 		if !p.Open() {
 			continue
 		}
-		if p.Cross && !crossCounted {
+		if p.Cross && !c.counted {
 			continue // the only cross position, skipped: its pool backs nothing counted
 		}
 		if !p.Cross && i == skip {
@@ -105,18 +88,108 @@ func (a Account) Survival(skip int) Survival {
 		} else {
 			liq = a.LiquidationPrice(i)
 		}
-		d, ok := Distance(p.Direction, p.Index, liq)
-		if !ok || d.GreaterThan(one) {
-			d = one
-		}
+		d := cappedMove(p.Direction, p.Index, liq)
 		s.Alone = append(s.Alone, Move{Symbol: p.Symbol, Move: d})
 		if !p.Cross && d.LessThan(s.Together) {
 			s.Together, s.First = d, p.Symbol
 		}
 	}
 	slices.SortStableFunc(s.Alone, func(x, y Move) int { return x.Move.Cmp(y.Move) })
-	s.Lost = s.Together.Mul(all).Round(2)
+	s.Lost = s.Together.Mul(c.notional).Round(2)
 	return s
+}
+
+// Together is Survival(−1)'s Together and First alone, without the moves
+// of each position alone (which price every cross position's liquidation
+// again): what a backtest samples every tick. liqs[i] is isolated position
+// i's liquidation price as LiquidationPrice(i) gives it, which the caller
+// keeps (the simulated exchange holds it on the position); cross entries
+// are not read. ok is false when a position has no index price.
+func (a Account) Together(liqs []decimal.Decimal) (together decimal.Decimal, first string, ok bool) {
+	c, ok := a.crossMove(-1, false)
+	if !ok {
+		return decimal.Zero, "", false
+	}
+	together = one
+	if c.pooled && c.move.LessThan(together) {
+		together, first = c.move, CrossPool
+	}
+	// The smallest isolated move, num/den = (index − liq)/index (negated
+	// for a short), found by cross-multiplying: one division, for the
+	// winner, instead of one a position.
+	num, den, at := together, one, -1
+	for i, p := range a.Positions {
+		if !p.Open() || p.Cross || !liqs[i].IsPositive() {
+			continue // no liquidation price: capped at 1, never below together
+		}
+		n := p.Index.Sub(liqs[i])
+		if p.Direction == exchange.Short {
+			n = n.Neg()
+		}
+		if n.Mul(den).LessThan(num.Mul(p.Index)) {
+			num, den, at = n, p.Index, i
+		}
+	}
+	if at >= 0 {
+		together, first = num.DivRound(den, 16), a.Positions[at].Symbol
+	}
+	return together, first, true
+}
+
+// crossSum is what Survival and Together sum over the open positions.
+type crossSum struct {
+	// move is the cross pool's move together: (pool − Σ maintenance) /
+	// Σ q·index over the cross positions, at least 0, when pooled;
+	// counted is false when no cross position but skip is open.
+	move            decimal.Decimal
+	counted, pooled bool
+	// positions counts the open cross positions, skip included.
+	positions int
+	// notional is Σ q·index over every open position (the cross ones
+	// only when not asked for).
+	notional decimal.Decimal
+}
+
+// crossMove sums the open positions, their notional only when asked; ok
+// is false when one has no index price.
+func (a Account) crossMove(skip int, withNotional bool) (c crossSum, ok bool) {
+	pool, mm, crossNotional := a.Free, decimal.Zero, decimal.Zero
+	c.notional = decimal.Zero
+	for i, p := range a.Positions {
+		if !p.Open() {
+			continue
+		}
+		if !p.Index.IsPositive() {
+			return crossSum{}, false
+		}
+		if !p.Cross {
+			if withNotional {
+				c.notional = c.notional.Add(p.Quantity.Mul(p.Index))
+			}
+			continue
+		}
+		n := p.Quantity.Mul(p.Index)
+		c.notional = c.notional.Add(n)
+		c.positions++
+		c.counted = c.counted || i != skip
+		pool = pool.Add(p.Margin()).Add(p.PNL(p.Index))
+		mm = mm.Add(p.Maintenance())
+		crossNotional = crossNotional.Add(n)
+	}
+	if c.counted && crossNotional.IsPositive() {
+		c.move, c.pooled = decimal.Max(pool.Sub(mm), decimal.Zero).DivRound(crossNotional, 16), true
+	}
+	return c, true
+}
+
+// cappedMove is a position's distance from liq as a move of its index,
+// capped at 1 (also when there is no liquidation price).
+func cappedMove(direction string, index, liq decimal.Decimal) decimal.Decimal {
+	d, ok := Distance(direction, index, liq)
+	if !ok || d.GreaterThan(one) {
+		return one
+	}
+	return d
 }
 
 // Compare orders two measures: +1 when s lets the account survive larger

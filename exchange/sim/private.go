@@ -115,9 +115,13 @@ func (e *Exchange) settings(q *request) response {
 				"the new liquidation price %s would be past the index price %s", next.LiquidationPrice, ix.price)
 		}
 	}
+	modeChanged := p.Cross != next.Cross
 	*p = next
 	e.putPosition(sym, p)
-	if !balance.Equal(e.balance) {
+	// The other cross positions' pool changes with the free balance, and
+	// with a position that leaves or joins it (its margin, PNL and
+	// maintenance margin): their liquidation prices move either way.
+	if !balance.Equal(e.balance) || modeChanged {
 		e.balance = balance
 		e.refreshCross(q.now)
 	}

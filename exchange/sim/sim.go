@@ -91,6 +91,7 @@ type Exchange struct {
 	// slots holds the same positions by contract index (nil: none), for
 	// the loops of every step over the contracts; putPosition sets both.
 	slots        []*exchange.Position
+	measure      measureScratch // Together's buffers, reused under mu
 	openOrders   map[string]int
 	closed       []closedOrder // ascending id
 	nextOrderID  int64

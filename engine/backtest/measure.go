@@ -1,0 +1,55 @@
+package backtest
+
+import "github.com/shopspring/decimal"
+
+// A run's account measure is sampled after the prices moved and the
+// exchange liquidated what they crossed, before the engine's tick: the
+// account as the market left it, before the guard answers, so a guard that
+// repairs the account in the same tick is not credited with a move it did
+// not prevent; an action's effect is in the next tick's sample. Each
+// sample is the measure's move together (margin.Survival's Together, from
+// the liquidation prices the in-process exchange holds:
+// sim.Exchange.Together) of the whole account. It is taken on every tick
+// that can have changed it — a data step (new prices, the trader's own
+// trades) or a tick after the guard sent an action — and skipped on the
+// ticks between two data steps where nothing moved (Options.Interval), so
+// the worst is exact. It costs about 5% of BenchmarkReplay's CPU (one data
+// step a tick there).
+
+// worstMeasure is the lowest account measure a run has seen.
+type worstMeasure struct {
+	sampled bool
+	worst   decimal.Decimal
+	acted   bool // the last tick sent an action
+}
+
+// sampleMeasure samples the lane's account measure when the tick can have
+// changed it (moved: a data step). A measure that is not known (an index
+// without a price) is not a sample: no data is neither good nor bad.
+func (l *lane) sampleMeasure(moved bool) {
+	if !moved && !l.measure.acted && l.measure.sampled {
+		return
+	}
+	m, ok := l.ex.Together()
+	if !ok {
+		return
+	}
+	if !l.measure.sampled || m.LessThan(l.measure.worst) {
+		l.measure.worst, l.measure.sampled = m, true
+	}
+}
+
+// worstAccountMeasure is the run's measure at its worst: 0 when the
+// exchange liquidated a position (the move that liquidates it happened),
+// else the lowest sample; nil without a sample.
+func (l *lane) worstAccountMeasure(liquidated bool) *float64 {
+	if liquidated {
+		z := 0.0
+		return &z
+	}
+	if !l.measure.sampled {
+		return nil
+	}
+	f := l.measure.worst.InexactFloat64()
+	return &f
+}

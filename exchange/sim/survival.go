@@ -1,0 +1,37 @@
+package sim
+
+import (
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/shopspring/decimal"
+)
+
+// Together is the account measure's move together (margin.Survival's
+// Together: the smallest adverse move of every index at once at which a
+// position is liquidated) of the whole account at the current index
+// prices, as this exchange's model sees it (its skew included). It reads
+// the isolated positions' liquidation prices the exchange holds instead of
+// pricing them again, so a backtest can sample it every tick. ok is false
+// when a position's index has no price.
+func (e *Exchange) Together() (move decimal.Decimal, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	acct := margin.Account{Free: e.balance, Positions: e.measure.positions[:0]}
+	liqs := e.measure.liqs[:0]
+	for ci, q := range e.slots {
+		if q == nil || q.Empty {
+			continue
+		}
+		acct.Positions = append(acct.Positions, e.modelPosition(ci, q))
+		liqs = append(liqs, q.LiquidationPrice)
+	}
+	e.measure.positions, e.measure.liqs = acct.Positions, liqs
+	move, _, ok = acct.Together(liqs)
+	return move, ok
+}
+
+// measureScratch holds Together's account between two calls, so that a
+// sample every tick allocates no account.
+type measureScratch struct {
+	positions []margin.Position
+	liqs      []decimal.Decimal
+}

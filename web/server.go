@@ -96,6 +96,10 @@ type Options struct {
 	// HealthMaxAge is how old the last complete snapshot may be for
 	// /healthz to answer ok; it must be positive.
 	HealthMaxAge time.Duration
+	// Cluster, under ha, gives the role for the status, and makes a
+	// standby answer the mutating endpoints with 421 and where the leader
+	// is; nil for a guard alone.
+	Cluster Cluster
 	// Logger gets the listener's lines; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil is time.Now.
@@ -108,6 +112,7 @@ type Server struct {
 	guard    Guard
 	controls Controls
 	exchange ExchangeStats
+	cluster  Cluster
 	token    string
 	hosts    map[string]bool // AllowedHosts, normalized
 	maxAge   time.Duration
@@ -128,7 +133,7 @@ func New(opts Options) (*Server, error) {
 	case opts.HealthMaxAge <= 0:
 		return nil, fmt.Errorf("web: health max age must be positive, got %s", opts.HealthMaxAge)
 	}
-	s := &Server{guard: opts.Guard, controls: opts.Controls, exchange: opts.Exchange, token: opts.Token,
+	s := &Server{guard: opts.Guard, controls: opts.Controls, exchange: opts.Exchange, cluster: opts.Cluster, token: opts.Token,
 		maxAge: opts.HealthMaxAge, logger: opts.Logger, now: opts.Now, mux: http.NewServeMux()}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)

@@ -38,6 +38,8 @@ type guard struct {
 	// allowedHosts are engine.allowed_hosts: the listener's host names
 	// besides loopback.
 	allowedHosts []string
+	// ha is the guard's part in the cluster (ha.go); nil without ha.
+	ha *haGuard
 }
 
 // newClient builds the exchange client the configuration describes.
@@ -120,14 +122,26 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 	}
 	ec := cfg.Engine
 	ec.DryRun = ec.DryRun || dryRun
-	eng, err := engine.New(ec, cfg.Rules, engine.Deps{
+	deps := engine.Deps{
 		Reader: client, Actuator: client, Notifier: notifier, Logger: logger, Metrics: metrics, Now: time.Now, OnTick: onTick,
-	})
+	}
+	var hg *haGuard
+	if !ec.DryRun {
+		account := ""
+		if cfg.HA != nil {
+			account = cfg.HA.Account
+		}
+		if hg, err = newHA(cfg, account, logger, reg, notifier, &deps); err != nil {
+			notifier.close(context.Background())
+			return nil, err
+		}
+	}
+	eng, err := engine.New(ec, cfg.Rules, deps)
 	if err != nil {
 		notifier.close(context.Background())
 		return nil, err
 	}
-	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval, stats: stats, controlToken: cfg.ControlToken, allowedHosts: cfg.Engine.AllowedHosts}, nil
+	return &guard{engine: eng, client: client, registry: reg, notifier: notifier, interval: ec.Interval, stats: stats, controlToken: cfg.ControlToken, allowedHosts: cfg.Engine.AllowedHosts, ha: hg}, nil
 }
 
 // close flushes the engine's state and delivers the notifications still
@@ -166,6 +180,7 @@ func (g *guard) web(logger *slog.Logger) (*web.Server, error) {
 		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
 		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
 		Token:   g.controlToken, AllowedHosts: g.allowedHosts, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
+		Cluster: g.ha.cluster(),
 	})
 }
 
@@ -222,7 +237,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	ctls.start(ctx, cfg.Notify, g.engine, logger)
 	defer ctls.stop()
 	go m.reloads(ctx, *configPath, cfg, g, ctls, *allowUnknown, logger)
+	stopHA := startHA(g.ha)
 	err = g.engine.Run(ctx)
+	stopHA() // after the last call: a standby may act at once
 	sd.stopping(ctx)
 	logger.Info("riskguard stopping")
 	g.notifier.Send(context.WithoutCancel(ctx), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "warning", Text: "riskguard stopped"})

@@ -88,6 +88,9 @@ type Options struct {
 	Muted func(m *notify.Message, t time.Time) (string, bool)
 	// Now dates a notification without a time; default time.Now.
 	Now func() time.Time
+	// Stamp, when set, completes each audit record before it is written
+	// (the host and leadership term under ha).
+	Stamp func(*Record)
 }
 
 // Journal fans events out.
@@ -99,6 +102,7 @@ type Journal struct {
 	notifier Notifier
 	muted    func(m *notify.Message, t time.Time) (string, bool)
 	now      func() time.Time
+	stamp    func(*Record)
 	// failing: the last audit write failed (notified once).
 	failing bool
 	recent  recentActions
@@ -106,7 +110,7 @@ type Journal struct {
 
 // New returns a journal writing to o's outputs.
 func New(o Options) *Journal {
-	j := &Journal{audit: o.Audit, log: o.Logger, metrics: o.Metrics, notifier: o.Notifier, muted: o.Muted, now: o.Now}
+	j := &Journal{audit: o.Audit, log: o.Logger, metrics: o.Metrics, notifier: o.Notifier, muted: o.Muted, now: o.Now, stamp: o.Stamp}
 	if j.log == nil {
 		j.log = slog.New(slog.DiscardHandler)
 	}
@@ -129,7 +133,11 @@ func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
 		rep.Actions = append(rep.Actions, *ev.Action)
 	}
 	if ev.Audit != nil {
-		j.audited(ctx, ev.Audit.Time, j.audit.Write(*ev.Audit))
+		r := *ev.Audit
+		if j.stamp != nil {
+			j.stamp(&r)
+		}
+		j.audited(ctx, ev.Audit.Time, j.audit.Write(r))
 	}
 	if a := ev.Action; a != nil {
 		var at time.Time

@@ -22,6 +22,7 @@ type Cluster struct {
 	Members []*embed.Etcd
 	// Endpoints are the members' client URLs.
 	Endpoints []string
+	once      sync.Once
 }
 
 // Start runs an etcd cluster of n members, stopped at the test's end.
@@ -42,7 +43,7 @@ func Start(t testing.TB, n int) *Cluster {
 		cfg := embed.NewConfig()
 		cfg.Name = fmt.Sprintf("m%d", i)
 		cfg.Dir = t.TempDir()
-		cfg.LogLevel = "error"
+		cfg.LogLevel = "fatal"
 		cfg.ListenClientUrls = []url.URL{mustURL(ps[i].client)}
 		cfg.AdvertiseClientUrls = cfg.ListenClientUrls
 		cfg.ListenPeerUrls = []url.URL{mustURL(ps[i].peer)}
@@ -70,13 +71,7 @@ func Start(t testing.TB, n int) *Cluster {
 		}()
 	}
 	wg.Wait()
-	t.Cleanup(func() {
-		for _, e := range c.Members {
-			if e != nil {
-				e.Close()
-			}
-		}
-	})
+	t.Cleanup(c.Stop)
 	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
@@ -87,9 +82,13 @@ func Start(t testing.TB, n int) *Cluster {
 
 // Stop stops every member: etcd unavailable.
 func (c *Cluster) Stop() {
-	for _, e := range c.Members {
-		e.Close()
-	}
+	c.once.Do(func() {
+		for _, e := range c.Members {
+			if e != nil {
+				e.Close()
+			}
+		}
+	})
 }
 
 func freeURL(t testing.TB) string {
@@ -118,6 +117,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  []net.Conn
 	closed bool
+	cut    bool
 }
 
 // NewProxy starts a proxy to target (host:port, or a URL whose host is
@@ -152,17 +152,36 @@ func (p *Proxy) serve() {
 			continue
 		}
 		p.mu.Lock()
-		if p.closed {
+		if p.closed || p.cut {
 			p.mu.Unlock()
 			in.Close()
 			out.Close()
-			return
+			continue
 		}
 		p.conns = append(p.conns, in, out)
 		p.mu.Unlock()
 		go func() { io.Copy(out, in); out.Close() }()
 		go func() { io.Copy(in, out); in.Close() }()
 	}
+}
+
+// Cut drops every connection and refuses new ones until Heal: the
+// process behind it is cut off from etcd.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// Heal lets connections through again.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
 }
 
 // Close cuts every connection and refuses new ones.

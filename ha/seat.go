@@ -48,9 +48,17 @@ func (s *Seat) Account() string { return s.account }
 func (s *Seat) electionPrefix() string { return s.pfx + "leader" }
 func (s *Seat) statePrefix() string    { return s.pfx + "state/" }
 
-// campaign runs the account's election on one lease until ctx is done: it
-// waits to win, leads, and steps down (resigning when etcd answers).
+// campaign runs the account's election on one lease until ctx is done.
 func (s *Seat) campaign(ctx context.Context, sess *concurrency.Session, value string) {
+	for ctx.Err() == nil {
+		s.campaignOnce(ctx, sess, value)
+	}
+}
+
+// campaignOnce waits to win, leads until ctx is done or the leader key is
+// deleted under it (an operator, or etcd's expiry of a lease this process
+// still thinks held), and steps down, resigning when etcd answers.
+func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, value string) {
 	el := concurrency.NewElection(sess, s.electionPrefix())
 	octx, ocancel := context.WithCancel(ctx)
 	defer ocancel()
@@ -69,7 +77,26 @@ func (s *Seat) campaign(ctx context.Context, sess *concurrency.Session, value st
 		s.n.metrics.failover()
 	}
 	s.n.event(s.account, "warning", fmt.Sprintf("ha: %s leads account %s (term %d)", s.n.cfg.Host, s.account, el.Rev()))
-	<-ctx.Done()
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	gone := s.n.cli.Watch(wctx, el.Key(), clientv3.WithRev(el.Rev()))
+	lead := true
+	for lead {
+		select {
+		case <-ctx.Done():
+			lead = false
+		case wr, ok := <-gone:
+			if !ok {
+				gone = nil // the watch ended with its context
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					lead = false
+				}
+			}
+		}
+	}
 	s.mu.Lock()
 	s.leader, s.key, s.rev = false, "", 0
 	s.mu.Unlock()

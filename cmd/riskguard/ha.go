@@ -33,8 +33,8 @@ var (
 )
 
 // haSection reads the ha section (n is its value node), with the
-// RISKGUARD_HA_HOST, _ENDPOINTS (comma-separated), _ADVERTISE and
-// _LEASE_TTL overrides, so that every host runs one file. listen is
+// RISKGUARD_HA_HOST, _ENDPOINTS (comma-separated), _ADVERTISE,
+// _LEASE_TTL and _CA_FILE, _CERT_FILE, _KEY_FILE overrides, so that every host runs one file. listen is
 // engine.listen, the default advertised address.
 func (l *loader) haSection(n *yaml.Node, listen string) *haConfig {
 	c := &haConfig{Config: ha.DefaultConfig(), Account: "default"}
@@ -107,6 +107,11 @@ func (l *loader) haSection(n *yaml.Node, listen string) *haConfig {
 	}
 	if v := l.getenv("RISKGUARD_HA_ADVERTISE"); v != "" {
 		c.Advertise = v
+	}
+	for env, dst := range map[string]*string{"RISKGUARD_HA_CA_FILE": &c.CAFile, "RISKGUARD_HA_CERT_FILE": &c.CertFile, "RISKGUARD_HA_KEY_FILE": &c.KeyFile} {
+		if v := l.getenv(env); v != "" {
+			*dst = v
+		}
 	}
 	if v := l.getenv("RISKGUARD_HA_LEASE_TTL"); v != "" {
 		d, err := yamlnode.ParseDuration(v)

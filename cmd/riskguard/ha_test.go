@@ -294,6 +294,34 @@ func TestHAKillLeader(t *testing.T) {
 			t.Fatalf("the standby %s sent %s", c.proc, c.path)
 		}
 	}
+	// Who leads, as `riskguard ha status` and the status API say it.
+	st := exec.Command(h.bin, "ha", "status", "--config", h.config)
+	st.Env = append(os.Environ(), "RISKGUARD_HA_ENDPOINTS="+h.etcd.Endpoints[0])
+	out, err := st.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "default  "+l.name) || !strings.Contains(string(out), "members (2): a b") {
+		t.Errorf("ha status: %v\n%s", err, out)
+	}
+	for _, p := range []*haProc{l, s} {
+		resp, err := http.Get("http://" + p.addr + "/api/v1/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			HA struct {
+				Role, Leader string
+				Term         int64
+			}
+		}
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		want := "standby"
+		if p == l {
+			want = "leader"
+		}
+		if body.HA.Role != want || body.HA.Leader != l.name || body.HA.Term == 0 {
+			t.Errorf("%s's /api/v1/status ha = %+v, want role %s, leader %s", p.name, body.HA, want, l.name)
+		}
+	}
 	if got := s.control("/api/v1/pause", map[string]any{"symbol": "XSOL", "createdBy": "test", "duration": "1h"}); got != http.StatusMisdirectedRequest {
 		t.Fatalf("pause on the standby: status %d, want 421", got)
 	}

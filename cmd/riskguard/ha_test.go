@@ -94,6 +94,9 @@ type haProc struct {
 	addr   string // the listener
 	logs   *lockedBuffer
 	exited chan struct{}
+	// started is when the process was last started: role reads the audit
+	// log from then on.
+	started time.Time
 }
 
 func newHAEnv(t *testing.T, members int) *haEnv {
@@ -161,6 +164,7 @@ func (h *haEnv) start(name string, member int) *haProc {
 
 func (p *haProc) launch(exURL string) {
 	h := p.env
+	p.started = time.Now()
 	cmd := exec.Command(h.bin, "run", "--config", h.config, "--log-format", "json")
 	cmd.Env = append(os.Environ(), "RISKGUARD_API_KEY="+sim.DefaultKey, "RISKGUARD_API_SECRET="+sim.DefaultSecret,
 		"RISKGUARD_EXCHANGE_BASE_URL="+exURL, "RISKGUARD_CONTROL_TOKEN="+haToken,
@@ -200,7 +204,7 @@ func (p *haProc) audit() []engine.Record {
 func (p *haProc) role() string {
 	role := "standby"
 	for _, r := range p.audit() {
-		if r.Type == "ha" {
+		if r.Type == "ha" && !r.Time.Before(p.started) {
 			role = r.To
 		}
 	}
@@ -511,4 +515,52 @@ func TestHAEtcdUnavailable(t *testing.T) {
 	if !slices.ContainsFunc(a.audit(), func(r engine.Record) bool { return r.Phase == "standby" && r.Time.After(down) }) {
 		t.Error("the held call is not audited as standby")
 	}
+}
+
+// The failover figure in README (HA): RISKGUARD_FAILOVER_BENCH=N kills the
+// leader N times (kill -9) with two processes up, and reports the time from
+// the kill (and a new danger) to the new leader's first call, p50 and max.
+// Each killed process comes back as the standby of the next round.
+func TestHAFailoverBench(t *testing.T) {
+	n := 0
+	fmt.Sscan(os.Getenv("RISKGUARD_FAILOVER_BENCH"), &n)
+	if n <= 0 {
+		t.Skip("set RISKGUARD_FAILOVER_BENCH=20 to measure failover over 20 kills")
+	}
+	h := newHAEnv(t, 1)
+	procs := []*haProc{h.start("a", 0), h.start("b", 0)}
+	var took []time.Duration
+	for round := range n {
+		l, others := h.leader(procs...)
+		s := others[0]
+		waitFor(t, "the leader's cut", 20*time.Second, func() bool { return h.position("XBTC").Leverage == 5 })
+		// The standby campaigns (its key is in etcd) before the kill.
+		waitFor(t, "both campaigning", 20*time.Second, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			leads, _, err := ha.Inspect(ctx, ha.Config{Endpoints: h.etcd.Endpoints, LeaseTTL: haTTL, Prefix: "/rg-test/", Host: "bench"})
+			return err == nil && len(leads) == 1 && leads[0].Candidates == 2
+		})
+		// Past cut-xbtc's one-second cooldown, so the new leader may act.
+		time.Sleep(time.Second)
+		l.kill()
+		danger := time.Now()
+		h.setLeverage("XBTC", 12)
+		var first haCall
+		waitFor(t, "the standby's action", 20*time.Second, func() bool {
+			cs := h.callsOn("XBTC", s.name, danger)
+			if len(cs) > 0 {
+				first = cs[0]
+			}
+			return len(cs) > 0
+		})
+		took = append(took, first.start.Sub(danger))
+		t.Logf("round %d: %s killed, %s acted after %s", round, l.name, s.name, took[round].Round(time.Millisecond))
+		// The killed process comes back, its audit log and state kept.
+		l.exited = make(chan struct{})
+		l.launch(h.front(l.name))
+	}
+	slices.Sort(took)
+	t.Logf("failover over %d kills (lease_ttl %s, interval %s): p50 %s, max %s", n, haTTL, haInterval,
+		took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
 }

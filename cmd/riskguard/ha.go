@@ -153,8 +153,8 @@ func newHA(cfg *config, account string, logger *slog.Logger, reg prometheus.Regi
 		return nil, err
 	}
 	node, err := ha.New(cfg.HA.Config, ha.Options{Logger: logger, Metrics: m, OnEvent: func(ev ha.Event) {
-		if ev.Severity == "info" && ev.Account == "" {
-			return
+		if ev.Account != "" {
+			return // a role change: the engine says it (audit, log, notification)
 		}
 		n.Send(context.Background(), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: ev.Severity, Text: ev.Text})
 	}})

@@ -108,7 +108,10 @@ func newHAEnv(t *testing.T, members int) *haEnv {
 	}
 	h.ex = ex
 	h.config = filepath.Join(h.dir, "riskguard.yaml")
-	body := fmt.Sprintf("exchange:\n  base_url: http://127.0.0.1:1\nengine:\n  interval: %s\n  listen: 127.0.0.1:0\nha:\n  etcd:\n    endpoints: [%s]\n  lease_ttl: %s\n  prefix: /rg-test/\nrules:\n%s",
+	// max_actions_per_minute 100: the action budget is the account's,
+	// shared through etcd, and the bench's rounds would open the breaker
+	// at the default 10.
+	body := fmt.Sprintf("exchange:\n  base_url: http://127.0.0.1:1\nengine:\n  interval: %s\n  listen: 127.0.0.1:0\n  max_actions_per_minute: 100\nha:\n  etcd:\n    endpoints: [%s]\n  lease_ttl: %s\n  prefix: /rg-test/\nrules:\n%s",
 		haInterval, h.etcd.Endpoints[0], haTTL, haRules)
 	if err := os.WriteFile(h.config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)

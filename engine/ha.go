@@ -63,6 +63,18 @@ func (e *Engine) mayAct(now time.Time) error {
 	return nil
 }
 
+// controlOnStandby refuses a silence, pause, acknowledgement or resume
+// made on a standby (Telegram's; the control API answers 421 before): the
+// leader's would replace it at the next takeover, and the leader never
+// hears of it. The error says where the leader is.
+func (e *Engine) controlOnStandby(now time.Time) error {
+	if e.lead == nil || e.lead.Term() != 0 {
+		return nil
+	}
+	_, why := e.lead.MayAct(now)
+	return fmt.Errorf("%w: %s; make the change there", ErrStandby, why)
+}
+
 // sayStandby says a call held on a standby: once per call and role, so a
 // standby's audit log shows what it would do without repeating it every
 // tick.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -230,5 +231,23 @@ func TestLeadershipLastLook(t *testing.T) {
 	}
 	if strings.Join(phases, ",") != "intended,standby" {
 		t.Errorf("phases %v, want intended,standby", phases)
+	}
+}
+
+// A standby refuses control changes (Telegram reaches the engine
+// directly): they would be lost at the next takeover.
+func TestLeadershipControlOnStandby(t *testing.T) {
+	t.Parallel()
+	e, _, _ := haEngine(t, &fakeLead{}, &fakeShared{})
+	now := time.Now()
+	_, err := e.Pause(context.Background(), now, engine.Pause{Symbol: "XSOL", CreatedBy: "t", AllowUnknown: true})
+	if !errors.Is(err, engine.ErrStandby) || !strings.Contains(err.Error(), "led by x") {
+		t.Fatalf("pause on a standby: %v, want ErrStandby naming the leader", err)
+	}
+	if _, err := e.AddSilence(context.Background(), now, engine.Silence{Symbol: "XSOL", CreatedBy: "t", EndsAt: now.Add(time.Hour), AllowUnknown: true}); !errors.Is(err, engine.ErrStandby) {
+		t.Fatalf("silence on a standby: %v", err)
+	}
+	if len(e.Pauses(now)) != 0 {
+		t.Fatal("a standby kept a pause")
 	}
 }

@@ -51,20 +51,23 @@ func (s *Seat) statePrefix() string    { return s.pfx + "state/" }
 // campaign runs the account's election on one lease until ctx is done.
 func (s *Seat) campaign(ctx context.Context, sess *concurrency.Session, value string) {
 	for ctx.Err() == nil {
-		s.campaignOnce(ctx, sess, value)
+		if !s.campaignOnce(ctx, sess, value) {
+			wait(ctx, 200*time.Millisecond) // etcd refused the campaign: not in a hot loop
+		}
 	}
 }
 
 // campaignOnce waits to win, leads until ctx is done or the leader key is
 // deleted under it (an operator, or etcd's expiry of a lease this process
 // still thinks held), and steps down, resigning when etcd answers.
-func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, value string) {
+// It reports whether it led.
+func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, value string) bool {
 	el := concurrency.NewElection(sess, s.electionPrefix())
 	octx, ocancel := context.WithCancel(ctx)
 	defer ocancel()
 	go s.observe(octx, el)
 	if err := el.Campaign(ctx, value); err != nil {
-		return
+		return false
 	}
 	s.mu.Lock()
 	s.leader, s.key, s.rev, s.since = true, el.Key(), el.Rev(), time.Now()
@@ -105,6 +108,7 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 	defer cancel()
 	el.Resign(rctx) //nolint:errcheck // the lease's end removes the key anyway
 	s.n.event(s.account, "warning", fmt.Sprintf("ha: %s no longer leads account %s", s.n.cfg.Host, s.account))
+	return true
 }
 
 // observe follows who leads, for a standby's answers and the status.

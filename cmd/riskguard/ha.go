@@ -189,13 +189,17 @@ func startHA(h *haGuard) (stop func()) {
 // runHA is `riskguard ha status`: who leads which account, and the live
 // members, as etcd has them.
 func (m *Main) runHA(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "status" {
-		fmt.Fprintln(m.Stderr, "usage: riskguard ha status --config FILE")
+	fs := m.newFlags("ha", "ha status --config FILE", commands()["ha"].summary)
+	configPath := fs.String("config", "riskguard.yaml", "configuration file")
+	switch {
+	case len(args) > 0 && args[0] == "status":
+		args = args[1:]
+	case len(args) > 0 && strings.HasPrefix(args[0], "-"): // -h, --help
+	default:
+		fs.Usage()
 		return exitCode(2)
 	}
-	fs := m.newFlags("ha status", "ha status --config FILE", commands()["ha"].summary)
-	configPath := fs.String("config", "riskguard.yaml", "configuration file")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, _, err := m.setup("ha status", *configPath, "text", "warn")

@@ -338,9 +338,6 @@ func TestHAKillLeader(t *testing.T) {
 	waitFor(t, "the pause and the cooldowns in etcd", 10*time.Second, func() bool {
 		return strings.Contains(h.sharedState("pauses"), "XSOL") && strings.Contains(h.sharedState("rules/cut-xeth"), "lastActionAt")
 	})
-	if !slices.ContainsFunc(s.audit(), func(r engine.Record) bool { return r.Phase == "standby" }) {
-		t.Error("the standby's audit log says no call it held as standby")
-	}
 
 	l.kill()
 	danger := time.Now()

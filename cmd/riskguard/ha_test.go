@@ -335,8 +335,12 @@ func TestHAKillLeader(t *testing.T) {
 	if got := l.control("/api/v1/pause", map[string]any{"symbol": "XSOL", "createdBy": "test", "duration": "1h"}); got != http.StatusCreated {
 		t.Fatalf("pause on the leader: status %d, want 201", got)
 	}
-	waitFor(t, "the pause and the cooldowns in etcd", 10*time.Second, func() bool {
-		return strings.Contains(h.sharedState("pauses"), "XSOL") && strings.Contains(h.sharedState("rules/cut-xeth"), "lastActionAt")
+	if got := l.control("/api/v1/silences", map[string]any{"symbol": "XETH", "createdBy": "test", "duration": "1h", "comment": "ha-silence"}); got != http.StatusCreated {
+		t.Fatalf("silence on the leader: status %d, want 201", got)
+	}
+	waitFor(t, "the pause, the silence and the cooldowns in etcd", 10*time.Second, func() bool {
+		return strings.Contains(h.sharedState("pauses"), "XSOL") && strings.Contains(h.sharedState("silences"), "ha-silence") &&
+			strings.Contains(h.sharedState("rules/cut-xeth"), "lastActionAt")
 	})
 
 	l.kill()
@@ -377,6 +381,17 @@ func TestHAKillLeader(t *testing.T) {
 	}
 	if cs := h.callsOn("XSOL", "", danger); len(cs) > 0 {
 		t.Errorf("XSOL acted on while paused on the old leader: %+v", cs)
+	}
+	// The silence made on the old leader is the new leader's.
+	resp, err := http.Get("http://" + s.addr + "/api/v1/silences")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var silences []struct{ Symbol, Comment string }
+	json.NewDecoder(resp.Body).Decode(&silences)
+	resp.Body.Close()
+	if !slices.ContainsFunc(silences, func(x struct{ Symbol, Comment string }) bool { return x.Comment == "ha-silence" && x.Symbol == "XETH" }) {
+		t.Errorf("the new leader's silences %+v lack the old leader's", silences)
 	}
 	var stamped bool
 	for _, r := range s.audit() {

@@ -141,10 +141,23 @@ type haGuard struct {
 	seat *ha.Seat
 }
 
-// newHA makes the node and the account's seat of a configuration with an
-// ha section (nil without one), and fills the engine's dependencies with
-// them. The node campaigns once startHA runs it.
+// newHA makes this process's node and the account's seat for a
+// configuration with an ha section (nil without one), and fills the
+// engine's dependencies with them. With several accounts, make the node
+// once (newHANode) and a seat per account (attachSeat), and run the node
+// once (startHA).
 func newHA(cfg *config, account string, logger *slog.Logger, reg prometheus.Registerer, n *notifiers, deps *engine.Deps) (*haGuard, error) {
+	node, err := newHANode(cfg, logger, reg, n)
+	if node == nil || err != nil {
+		return nil, err
+	}
+	return attachSeat(node, account, deps), nil
+}
+
+// newHANode is the process's place in the cluster: one etcd client, one
+// lease, the ha metrics; nil without an ha section. Its process-wide
+// events (etcd unreachable, the lease lost) are notified.
+func newHANode(cfg *config, logger *slog.Logger, reg prometheus.Registerer, n *notifiers) (*ha.Node, error) {
 	if cfg.HA == nil {
 		return nil, nil
 	}
@@ -152,18 +165,20 @@ func newHA(cfg *config, account string, logger *slog.Logger, reg prometheus.Regi
 	if err != nil {
 		return nil, err
 	}
-	node, err := ha.New(cfg.HA.Config, ha.Options{Logger: logger, Metrics: m, OnEvent: func(ev ha.Event) {
+	return ha.New(cfg.HA.Config, ha.Options{Logger: logger, Metrics: m, OnEvent: func(ev ha.Event) {
 		if ev.Account != "" {
 			return // a role change: the engine says it (audit, log, notification)
 		}
 		n.Send(context.Background(), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: ev.Severity, Text: ev.Text})
 	}})
-	if err != nil {
-		return nil, err
-	}
+}
+
+// attachSeat makes the account's seat on node the engine's Leadership and
+// SharedState.
+func attachSeat(node *ha.Node, account string, deps *engine.Deps) *haGuard {
 	seat := node.Seat(account)
 	deps.Leadership, deps.Shared, deps.Host = seat, seat, node.Host()
-	return &haGuard{node: node, seat: seat}, nil
+	return &haGuard{node: node, seat: seat}
 }
 
 // startHA campaigns until the returned stop is called. Call stop once the

@@ -288,7 +288,8 @@ func (h *haEnv) position(sym string) exchange.Position {
 // old leader's, read from etcd), and honours the pause made on the old
 // leader. The standby answers the control API with 421 and the leader.
 func TestHAKillLeader(t *testing.T) {
-	t.Parallel()
+	// Not parallel: two binaries and an etcd each; run alone they keep
+	// their timings and leave the parallel tests theirs.
 	h := newHAEnv(t, 1)
 	a, b := h.start("a", 0), h.start("b", 0)
 	l, others := h.leader(a, b)
@@ -408,7 +409,8 @@ func TestHAKillLeader(t *testing.T) {
 // new leader's first call, and the exchange never sees two processes'
 // calls interleaved.
 func TestHACutOffFromEtcd(t *testing.T) {
-	t.Parallel()
+	// Not parallel: two binaries and an etcd each; run alone they keep
+	// their timings and leave the parallel tests theirs.
 	h := newHAEnv(t, 3)
 	procs := []*haProc{h.start("a", 0), h.start("b", 1)}
 	l, _ := h.leader(procs...)
@@ -494,7 +496,8 @@ func TestHACutOffFromEtcd(t *testing.T) {
 // have expired by its own clock (lease_ttl minus a third), then stops,
 // and says so.
 func TestHAEtcdUnavailable(t *testing.T) {
-	t.Parallel()
+	// Not parallel: two binaries and an etcd each; run alone they keep
+	// their timings and leave the parallel tests theirs.
 	h := newHAEnv(t, 1)
 	a := h.start("a", 0)
 	h.leader(a)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/notify"
 	"gopkg.in/yaml.v3"
 )
@@ -157,6 +158,9 @@ func describedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &describeRecorder{names: map[string]bool{}}
 	if _, err := engine.NewMetrics(rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ha.NewMetrics(rec); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"HOOK": "http://127.0.0.1:1/hook"}

@@ -220,7 +220,7 @@ func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl 
 				e.accountSettled(now, d.Acct, setAt)
 			}
 		}
-		if errors.Is(d.Err, errBackingOff) || errors.Is(d.Err, ErrPaused) || errors.Is(d.Err, errInFlight) {
+		if errors.Is(d.Err, errBackingOff) || errors.Is(d.Err, ErrPaused) || errors.Is(d.Err, errInFlight) || errors.Is(d.Err, ErrStandby) {
 			continue // said by heldBack and symbolOutcome
 		}
 		if d.Err != nil {
@@ -296,6 +296,13 @@ func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc
 		phase("dry_run", nil)
 		return nil, nil
 	}
+	if err := e.mayAct(now); err != nil {
+		if e.sayStandby(desc) {
+			phase("intended", nil)
+			e.emit(ctx, rep, actionPhaseEvent(base, "standby", desc, effect, nil, err, act))
+		}
+		return nil, err
+	}
 	if p, ok := e.holdingPause(base.Rules, base.Symbol, now); ok {
 		phase("intended", nil)
 		return nil, e.sayPaused(ctx, rep, base, desc, effect, act, p)
@@ -361,6 +368,12 @@ func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.
 		Name: pc.desc,
 		Hold: func() error {
 			phase("intended", nil, nil)
+			// The last look: a leader whose lease is no longer safely
+			// held (or that was deposed) starts no call.
+			if err := e.mayAct(e.now()); err != nil {
+				phase("standby", nil, err)
+				return err
+			}
 			p, rel, held := e.ctl.Check(pc.base.Rules, pc.base.Symbol, pc.desc, e.now())
 			if held {
 				return e.sayPaused(ctx, nil, pc.base, pc.desc, pc.effect, pc.act, p)

@@ -64,6 +64,9 @@ func controlEvent(now time.Time, typ, to, rule, symbol, by, text string, notifyI
 // (starting within a day of now, lasting at most 90 days), its comment is
 // at most 1,000 characters, and at most 100 silences are kept.
 func (e *Engine) AddSilence(ctx context.Context, now time.Time, s Silence) (Silence, error) {
+	if err := e.controlOnStandby(now); err != nil {
+		return Silence{}, err
+	}
 	if s.Rule == "" && s.Symbol == "" && s.Severity == "" {
 		return Silence{}, errors.New("a silence needs a matcher: rule, symbol or severity")
 	}
@@ -140,6 +143,9 @@ func (e *Engine) Ack(ctx context.Context, now time.Time, rule, symbol, by, comme
 
 // ExpireSilence ends a silence now.
 func (e *Engine) ExpireSilence(ctx context.Context, now time.Time, id, by string) error {
+	if err := e.controlOnStandby(now); err != nil {
+		return err
+	}
 	s, ok := e.ctl.ExpireSilence(id, now)
 	if !ok {
 		return fmt.Errorf("silence %s: %w", id, ErrNotFound)
@@ -167,6 +173,9 @@ func (e *Engine) Silences(now time.Time) []Silence {
 // of its scope is on its way, or after settleWait with the names of those
 // still running (p.InFlight): sent before the pause, they may still land.
 func (e *Engine) Pause(ctx context.Context, now time.Time, p Pause) (Pause, error) {
+	if err := e.controlOnStandby(now); err != nil {
+		return Pause{}, err
+	}
 	if strings.TrimSpace(p.CreatedBy) == "" {
 		return Pause{}, errors.New("a pause needs its author (createdBy)")
 	}
@@ -269,6 +278,9 @@ func (e *Engine) knownSymbols() []string {
 // Resume ends the pauses of exactly rule and symbol, or every pause when
 // both are empty, and returns them; none is ErrNotFound.
 func (e *Engine) Resume(ctx context.Context, now time.Time, rule, symbol, by string) ([]Pause, error) {
+	if err := e.controlOnStandby(now); err != nil {
+		return nil, err
+	}
 	ended := e.ctl.Resume(rule, symbol, now)
 	if len(ended) == 0 {
 		return nil, fmt.Errorf("no pause of %s: %w", control.Scope(rule, symbol, ""), ErrNotFound)

@@ -70,6 +70,14 @@ type Deps struct {
 	// guards several; it is stamped on every audit record and
 	// notification. "" (one account) leaves them as they were.
 	Account string
+	// Leadership, under ha, says whether this process may act for the
+	// account now (package ha's Seat); nil always may.
+	Leadership Leadership
+	// Shared, under ha, keeps the state for the next leader; nil keeps
+	// the state file only.
+	Shared SharedState
+	// Host names this process in the audit records under ha.
+	Host string
 }
 
 // Engine evaluates rules and acts. Its methods are safe for concurrent use;
@@ -199,6 +207,16 @@ type Engine struct {
 	listed      []string         // the contract symbols of the last symbols read, sorted
 	listedOf    *exchange.Trades // the read listed was made of (tick-owned)
 	wait        time.Duration    // Run's wait after the last tick: Interval or FastInterval
+
+	// lead and shared are ha's (nil without it); term is the leadership
+	// whose shared state was loaded (0 on a standby), read by the
+	// executor too; standbySaid holds the calls said held on a standby
+	// (tick-owned); sharedDirty: the last shared save failed.
+	lead        Leadership
+	shared      SharedState
+	term        atomic.Int64
+	standbySaid map[string]bool
+	sharedDirty bool
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -259,6 +277,8 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		failing:   make([]bool, len(set.Rules)),
 		reasons:   make(map[[2]string]string),
 		wait:      cfg.Interval,
+		lead:      d.Leadership,
+		shared:    d.Shared,
 	}
 	hist, _ := d.Reader.(window.HistoryReader)
 	e.orders, _ = d.Actuator.(OrderPlacer)
@@ -325,7 +345,11 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			return nil, err
 		}
 	}
-	e.jr = journal.New(journal.Options{Audit: audit, Logger: e.log, Metrics: e.metrics, Notifier: d.Notifier, Now: e.now, Account: d.Account,
+	var stamp func(*Record)
+	if lead := d.Leadership; lead != nil {
+		stamp = func(r *Record) { r.Host, r.Term = d.Host, lead.Term() }
+	}
+	e.jr = journal.New(journal.Options{Audit: audit, Logger: e.log, Metrics: e.metrics, Notifier: d.Notifier, Now: e.now, Account: d.Account, Stamp: stamp,
 		Muted: func(m *notify.Message, t time.Time) (string, bool) {
 			s, ok := e.ctl.Mutes(m, t)
 			return s.ID, ok
@@ -531,7 +555,8 @@ func (e *Engine) restore(s *savedState) []event {
 func (e *Engine) saveLocked() error {
 	// A dry run keeps its state in memory: cooldowns started by actions it
 	// only logged must not hold back a live guard sharing the file.
-	if e.cfg.StateFile == "" || e.cfg.DryRun || !e.dirty && !e.controlPending() {
+	file := e.cfg.StateFile != "" && !e.cfg.DryRun
+	if !file && (e.shared == nil || e.cfg.DryRun) || !e.dirty && !e.controlPending() && !e.sharedDirty {
 		return nil
 	}
 	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),
@@ -547,6 +572,13 @@ func (e *Engine) saveLocked() error {
 		s.Rules[r.Name] = sr
 	}
 	e.saveControl(s)
+	if !e.cfg.DryRun {
+		e.saveShared(s)
+	}
+	if !file {
+		e.dirty = false
+		return nil
+	}
 	if err := saveState(e.cfg.StateFile, s); err != nil {
 		return err
 	}

@@ -142,6 +142,9 @@ func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMess
 		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, "would "+desc+said+", paused", append(attrs, "paused", true, "err", err), count("paused")
 		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
 			Rule: rulesAttr, Text: "PAUSED: would " + desc + " (rules: " + strings.Join(base.Rules, ", ") + ")" + said + "; " + err.Error()}
+	case "standby":
+		r.Reason = "not sent: " + err.Error()
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelInfo, "would "+desc+said+", standby", append(attrs, "standby", true, "err", err), count("standby")
 	case "skipped":
 		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, desc+" skipped", append(attrs, "err", err), count("skipped")
 	case "error":

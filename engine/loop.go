@@ -112,6 +112,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.mu.Unlock()
 	}
 	e.expireControl(ctx, now)
+	e.syncLeadership(ctx, now)
 	if snap != nil {
 		e.lane.near = nearest{} // this tick's evaluation measures it afresh
 		e.evaluate(ctx, now, snap, rep)

@@ -59,9 +59,22 @@ func (s *Server) open(h http.HandlerFunc) http.HandlerFunc {
 // mutating serves a control endpoint: the token always.
 func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.authorized(w, r) {
-			h(w, r)
+		if !s.authorized(w, r) {
+			return
 		}
+		// A standby's silences and pauses would be lost at the next
+		// takeover and never reach the leader: it says where to go.
+		if a := s.lookup(r); a != nil && a.Cluster != nil {
+			if cs := a.Cluster.ClusterStatus(); cs.Role != "leader" {
+				writeJSON(w, http.StatusMisdirectedRequest, map[string]string{
+					"error":         fmt.Sprintf("this process (%s) is a standby for account %s: send it to the leader, %s", cs.Host, cs.Account, cmpOr(cs.LeaderAddress, cs.Leader, "not known yet")),
+					"leader":        cs.Leader,
+					"leaderAddress": cs.LeaderAddress,
+				})
+				return
+			}
+		}
+		h(w, r)
 	}
 }
 
@@ -213,4 +226,14 @@ func (s *Server) controlRoutes() {
 			writeJSON(w, http.StatusCreated, sil)
 		}
 	}))
+}
+
+// cmpOr is the first non-empty string.
+func cmpOr(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }

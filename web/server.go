@@ -84,6 +84,9 @@ type Account struct {
 	Controls Controls
 	// Exchange may be nil (zeros).
 	Exchange ExchangeStats
+	// Cluster, under ha, is this process's role for the account; nil for
+	// a guard alone.
+	Cluster Cluster
 }
 
 // Options configure a Server. Guard (or Accounts), Controls and Metrics
@@ -114,6 +117,10 @@ type Options struct {
 	// HealthMaxAge is how old the last complete snapshot may be for
 	// /healthz to answer ok; it must be positive.
 	HealthMaxAge time.Duration
+	// Cluster, under ha, gives the role for the status, and makes a
+	// standby answer the mutating endpoints with 421 and where the leader
+	// is; nil for a guard alone.
+	Cluster Cluster
 	// Logger gets the listener's lines; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil is time.Now.
@@ -138,7 +145,7 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	accounts := opts.Accounts
 	if len(accounts) == 0 {
-		accounts = []Account{{Guard: opts.Guard, Controls: opts.Controls, Exchange: opts.Exchange}}
+		accounts = []Account{{Guard: opts.Guard, Controls: opts.Controls, Exchange: opts.Exchange, Cluster: opts.Cluster}}
 	}
 	for _, a := range accounts {
 		switch {
@@ -285,6 +292,21 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	io.WriteString(w, b.String())
+}
+
+// lookup is the account a request names with ?account=NAME, or nil when
+// it names none the server has; it answers nothing.
+func (s *Server) lookup(r *http.Request) *Account {
+	name := r.URL.Query().Get("account")
+	if name == "" && len(s.accounts) == 1 {
+		return &s.accounts[0]
+	}
+	for i := range s.accounts {
+		if s.accounts[i].Name != "" && s.accounts[i].Name == name {
+			return &s.accounts[i]
+		}
+	}
+	return nil
 }
 
 // account is the account a request names with ?account=NAME: optional

@@ -25,6 +25,32 @@ type statusResponse struct {
 	// Control says whether the mutating endpoints are enabled (a token is
 	// configured); never the token.
 	Control bool `json:"controlEnabled"`
+	// HA is this process's role among several (ha:); absent for one.
+	HA *ClusterStatus `json:"ha,omitempty"`
+}
+
+// Cluster is the guard's place among several processes (ha:); nil for a
+// guard alone.
+type Cluster interface {
+	// ClusterStatus is the status API's ha part.
+	ClusterStatus() ClusterStatus
+}
+
+// ClusterStatus is the role of this process for its account.
+type ClusterStatus struct {
+	Account string `json:"account"`
+	// Role is leader or standby.
+	Role string `json:"role"`
+	Host string `json:"host"`
+	// Term is the leadership term (the leader key's etcd revision).
+	Term int64 `json:"term"`
+	// LeaseAgeSeconds is the age of the last renewal etcd acknowledged.
+	LeaseAgeSeconds float64 `json:"leaseAgeSeconds"`
+	// Leader and LeaderAddress are the leader as last observed.
+	Leader        string   `json:"leader"`
+	LeaderAddress string   `json:"leaderAddress,omitempty"`
+	Members       []string `json:"members"`
+	EtcdUp        bool     `json:"etcdUp"`
 }
 
 // AccountSummary is one row of GET /api/v1/accounts: an account of a
@@ -60,7 +86,12 @@ func (s *Server) statusRoutes() {
 		if a.Exchange != nil {
 			ex = a.Exchange.Snapshot()
 		}
-		if err := writeJSON(w, http.StatusOK, statusResponse{Status: a.Guard.Status(now), Healthy: healthy, Exchange: ex, Control: s.token != ""}); err != nil {
+		resp := statusResponse{Status: a.Guard.Status(now), Healthy: healthy, Exchange: ex, Control: s.token != ""}
+		if a.Cluster != nil {
+			cs := a.Cluster.ClusterStatus()
+			resp.HA = &cs
+		}
+		if err := writeJSON(w, http.StatusOK, resp); err != nil {
 			s.logger.Error("GET /api/v1/status failed", "err", err)
 		}
 	}))

@@ -54,6 +54,9 @@ type config struct {
 	// accepted with loadOptions.rulesOnly: only its rules (and notify
 	// section) count, the engine settings are the defaults.
 	RulesOnly bool
+	// HA is the ha section (cmd/riskguard/ha.go); nil without one: one
+	// process, the state file.
+	HA *haConfig
 	// Warnings are problems that do not stop the program, e.g. a secret
 	// kept in the YAML. They never contain a secret.
 	Warnings []string
@@ -196,7 +199,7 @@ func settingKey(s engine.Setting) configKey {
 }
 
 // topKeys lists the top-level sections.
-func topKeys() []string { return []string{"exchange", "engine", "notify", "rules", "accounts"} }
+func topKeys() []string { return []string{"exchange", "engine", "notify", "rules", "accounts", "ha"} }
 
 // loadConfig reads, merges and validates the configuration at path, with
 // environment overrides read through getenv, as the daemon needs it.
@@ -278,6 +281,9 @@ func loadDocument(path string, doc *rules.Document, getenv func(string) string, 
 		l.fastLaneBudget(cfg.Engine, cfg.Exchange)
 		// The token has no YAML key: a file or the environment only.
 		cfg.ControlToken = l.secret("RISKGUARD_CONTROL_TOKEN", key("engine", "control_token_file"), configKey{})
+	}
+	if n := yamlnode.Value(doc.Root, "ha"); n != nil && !cfg.RulesOnly {
+		cfg.HA = l.haSection(n, cfg.Listen)
 	}
 	cfg.Notify = l.notify(raw["notify"], opts)
 	l.ruleReferences(cfg.Notify, raw["notify"])
@@ -367,8 +373,8 @@ func (l *loader) structure(root *yaml.Node) map[string]bool {
 		}
 		seenTop[kn.Value] = true
 		switch kn.Value {
-		case "rules", "accounts":
-			continue // rules.ParseDocument checked it, loadAccounts the accounts
+		case "rules", "accounts", "ha":
+			continue // rules.ParseDocument checked it, loadAccounts the accounts, haSection ha
 		case "exchange", "engine", "notify":
 		default:
 			l.unknownKey(kn, "", topKeys())

@@ -64,6 +64,17 @@ func (f *fleet) close(ctx context.Context, logger *slog.Logger) {
 	}
 }
 
+// haNode is the guard whose node the process campaigns with (every
+// account's seat is on the one node); nil without ha.
+func (f *fleet) haNode() *haGuard {
+	for _, g := range f.guards {
+		if g.ha != nil {
+			return g.ha
+		}
+	}
+	return nil
+}
+
 // multi reports whether the fleet guards named accounts (accounts:).
 func (f *fleet) multi() bool { return f.guards[0].name != "" }
 
@@ -96,7 +107,7 @@ func (f *fleet) web(logger *slog.Logger) (*web.Server, error) {
 		Token:   g.controlToken, AllowedHosts: g.allowedHosts, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
 	}
 	for _, a := range f.guards {
-		opts.Accounts = append(opts.Accounts, web.Account{Name: a.name, Guard: a.engine, Controls: a.engine, Exchange: a.stats})
+		opts.Accounts = append(opts.Accounts, web.Account{Name: a.name, Guard: a.engine, Controls: a.engine, Exchange: a.stats, Cluster: a.ha.cluster()})
 	}
 	return web.New(opts)
 }

@@ -68,6 +68,7 @@ func commands() map[string]command {
 		"backtest": {"replay recorded data, a CSV or index history through the rules, with and without the guard", (*Main).runBacktest},
 		"check":    {"load the config and compile every rule; print a summary or every error", (*Main).runCheck},
 		"demo":     {"run rules.example.yaml against the embedded simulated exchange", (*Main).runDemo},
+		"ha":       {"ha status: print who leads which account, and the live members (ha section)", (*Main).runHA},
 		"notify":   {"notify test: send a test message through the configured channels", (*Main).runNotify},
 		"pause":    {"stop the running daemon's actions (all, or a rule's or symbol's), optionally for a while; it still evaluates and says what it would do", (*Main).runPause},
 		"record":   {"record the account's positions and index prices for backtests", (*Main).runRecord},

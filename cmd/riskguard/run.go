@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/riskguard/riskguard/web"
@@ -41,6 +42,8 @@ type guard struct {
 	// allowedHosts are engine.allowed_hosts: the listener's host names
 	// besides loopback.
 	allowedHosts []string
+	// ha is the guard's part in the cluster (ha.go); nil without ha.
+	ha *haGuard
 	// ownsShared: close also closes the notifications (newGuard's guard;
 	// a fleet closes them once for all its accounts).
 	ownsShared bool
@@ -51,6 +54,9 @@ type guard struct {
 type shared struct {
 	registry *prometheus.Registry
 	notifier *notifiers
+	// node is this process's place in the cluster (ha:), made with the
+	// first account that acts; nil without ha or in a dry run.
+	node *ha.Node
 }
 
 // newShared builds the registry, with the Go and process collectors, and
@@ -167,9 +173,25 @@ func newAccountGuard(cfg, acct *config, sh *shared, logger *slog.Logger, dryRun 
 	}
 	ec := acct.Engine
 	ec.DryRun = ec.DryRun || dryRun
-	eng, err := engine.New(ec, acct.Rules, engine.Deps{
+	deps := engine.Deps{
 		Reader: client, Actuator: client, Notifier: notifier, Logger: logger, Metrics: metrics, Now: time.Now, OnTick: onTick, Account: acct.Name,
-	})
+	}
+	var hg *haGuard
+	if !ec.DryRun && cfg.HA != nil {
+		// One node (one etcd client, one lease) for the process, one seat
+		// (one election) per account.
+		if sh.node == nil {
+			if sh.node, err = newHANode(cfg, logger, sh.registry, notifier); err != nil {
+				return nil, err
+			}
+		}
+		account := acct.Name
+		if account == "" {
+			account = cfg.HA.Account
+		}
+		hg = attachSeat(sh.node, account, &deps)
+	}
+	eng, err := engine.New(ec, acct.Rules, deps)
 	if err != nil {
 		if acct.Name != "" {
 			err = fmt.Errorf("account %s: %w", acct.Name, err)
@@ -177,7 +199,7 @@ func newAccountGuard(cfg, acct *config, sh *shared, logger *slog.Logger, dryRun 
 		return nil, err
 	}
 	return &guard{name: acct.Name, engine: eng, client: client, registry: sh.registry, notifier: notifier, interval: ec.Interval, stats: stats,
-		controlToken: cfg.ControlToken, allowedHosts: cfg.Engine.AllowedHosts}, nil
+		controlToken: cfg.ControlToken, allowedHosts: cfg.Engine.AllowedHosts, ha: hg}, nil
 }
 
 // close flushes the engine's state and delivers the notifications still
@@ -210,6 +232,7 @@ func (g *guard) web(logger *slog.Logger) (*web.Server, error) {
 		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
 		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
 		Token:   g.controlToken, AllowedHosts: g.allowedHosts, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
+		Cluster: g.ha.cluster(),
 	})
 }
 
@@ -292,7 +315,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	ctls.start(ctx, cfg.Notify, f.controller(), logger)
 	defer ctls.stop()
 	go m.reloads(ctx, *configPath, cfg, f, ctls, *allowUnknown, logger)
+	stopHA := startHA(f.haNode())
 	err = f.run(ctx)
+	stopHA() // after the last call: a standby may act at once
 	sd.stopping(ctx)
 	logger.Info("riskguard stopping")
 	f.sh.notifier.Send(context.WithoutCancel(ctx), notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "warning", Text: "riskguard stopped"})

@@ -587,6 +587,16 @@ func (c *Store) Restore(silences []Silence, pauses []Pause, now time.Time) int {
 	return clamped
 }
 
+// Replace puts the silences and pauses of another process's state (a
+// leader's, at takeover) in place of this store's, as Restore takes them.
+func (c *Store) Replace(silences []Silence, pauses []Pause, now time.Time) int {
+	c.mu.Lock()
+	c.silences, c.pauses = nil, nil
+	c.changed = true
+	c.mu.Unlock()
+	return c.Restore(silences, pauses, now)
+}
+
 // Snapshot copies the silences and pauses for the state file and marks
 // them saved.
 func (c *Store) Snapshot() ([]Silence, []Pause) {

@@ -32,7 +32,8 @@ type Record struct {
 	From     string `json:"from,omitempty"`
 	To       string `json:"to,omitempty"`
 	Action   string `json:"action,omitempty"`
-	// Phase of an action: intended, dry_run, paused, sent, result, error, skipped;
+	// Phase of an action: intended, dry_run, paused, standby (held on a
+	// standby: another process leads the account), sent, result, error, skipped;
 	// interrupted is written at start for a sent action with no outcome.
 	Phase string `json:"phase,omitempty"`
 	// Rules names every rule that asked for a merged action.
@@ -53,6 +54,10 @@ type Record struct {
 	Prediction *Prediction     `json:"prediction,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	Response   json.RawMessage `json:"response,omitempty"`
+	// Host and Term say which process wrote the record and under which
+	// leadership term (ha:); both empty without ha, and Term on a standby.
+	Host string `json:"host,omitempty"`
+	Term int64  `json:"term,omitempty"`
 }
 
 // Prediction is a settings call's predicted effect in the audit log.

@@ -91,6 +91,9 @@ type Options struct {
 	// Account, when set, is stamped on every audit record and
 	// notification: the guard runs one journal per account.
 	Account string
+	// Stamp, when set, completes each audit record before it is written
+	// (the host and leadership term under ha).
+	Stamp func(*Record)
 }
 
 // Journal fans events out.
@@ -103,6 +106,7 @@ type Journal struct {
 	muted    func(m *notify.Message, t time.Time) (string, bool)
 	now      func() time.Time
 	account  string
+	stamp    func(*Record)
 	// failing: the last audit write failed (notified once).
 	failing bool
 	recent  recentActions
@@ -110,7 +114,7 @@ type Journal struct {
 
 // New returns a journal writing to o's outputs.
 func New(o Options) *Journal {
-	j := &Journal{audit: o.Audit, log: o.Logger, metrics: o.Metrics, notifier: o.Notifier, muted: o.Muted, now: o.Now, account: o.Account}
+	j := &Journal{audit: o.Audit, log: o.Logger, metrics: o.Metrics, notifier: o.Notifier, muted: o.Muted, now: o.Now, account: o.Account, stamp: o.Stamp}
 	if j.audit != nil && o.Account != "" {
 		j.audit.account = o.Account
 	}
@@ -136,7 +140,11 @@ func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
 		rep.Actions = append(rep.Actions, *ev.Action)
 	}
 	if ev.Audit != nil {
-		j.audited(ctx, ev.Audit.Time, j.audit.Write(*ev.Audit))
+		r := *ev.Audit
+		if j.stamp != nil {
+			j.stamp(&r)
+		}
+		j.audited(ctx, ev.Audit.Time, j.audit.Write(r))
 	}
 	if a := ev.Action; a != nil {
 		var at time.Time

@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/notify"
+)
+
+// Leadership says whether this process may send the account's mutating
+// calls: under ha, only the leader of the account's election does, and
+// only while its lease is safely held (package ha's Seat). Without it the
+// engine always may.
+type Leadership interface {
+	// MayAct reports whether a mutating call may start now, and why not.
+	// It is asked when a tick decides a call and again right before the
+	// call is sent (executorCall).
+	MayAct(now time.Time) (bool, string)
+	// Term identifies the leadership this process holds (it changes with
+	// every election won), 0 on a standby.
+	Term() int64
+}
+
+// SharedState is where the leader keeps the state for the next one: the
+// state file's parts by name (rules/NAME, breaker, silences, pauses).
+// SaveState writes only what differs from what it last wrote, fenced on
+// the leadership: a deposed leader writes nothing.
+type SharedState interface {
+	LoadState(ctx context.Context) (map[string][]byte, error)
+	SaveState(ctx context.Context, parts map[string][]byte) (int, error)
+}
+
+// ErrStandby is the error of a call held back because this process does
+// not lead the account (or no longer safely holds its lease). Like a pause
+// it starts no cooldown and spends no budget: a takeover acts at its
+// first tick.
+var ErrStandby = errors.New("standby")
+
+// mayAct reports whether the calls may go out: always without ha; under
+// ha when this process leads, has taken the shared state of its term, and
+// its lease is safely held. Safe from the executor's goroutine.
+func (e *Engine) mayAct(now time.Time) error {
+	if e.lead == nil {
+		return nil
+	}
+	term := e.lead.Term()
+	if term == 0 {
+		_, why := e.lead.MayAct(now)
+		return fmt.Errorf("%w: %s", ErrStandby, why)
+	}
+	if term != e.term.Load() {
+		return fmt.Errorf("%w: leader since term %d, the shared state is not loaded yet", ErrStandby, term)
+	}
+	if ok, why := e.lead.MayAct(now); !ok {
+		return fmt.Errorf("%w: %s", ErrStandby, why)
+	}
+	return nil
+}
+
+// controlOnStandby refuses a silence, pause, acknowledgement or resume
+// made on a standby (Telegram's; the control API answers 421 before): the
+// leader's would replace it at the next takeover, and the leader never
+// hears of it. The error says where the leader is.
+func (e *Engine) controlOnStandby(now time.Time) error {
+	if e.lead == nil || e.lead.Term() != 0 {
+		return nil
+	}
+	_, why := e.lead.MayAct(now)
+	return fmt.Errorf("%w: %s; make the change there", ErrStandby, why)
+}
+
+// sayStandby says a call held on a standby: once per call and role, so a
+// standby's audit log shows what it would do without repeating it every
+// tick.
+func (e *Engine) sayStandby(key string) bool {
+	if e.standbySaid[key] {
+		return false
+	}
+	if e.standbySaid == nil {
+		e.standbySaid = map[string]bool{}
+	}
+	e.standbySaid[key] = true
+	return true
+}
+
+// syncLeadership follows the role at the start of a tick: on a term won it
+// loads the shared state (cooldowns, margin budgets, the breaker,
+// silences, pauses and acks) over its own, keeping its warm pending and
+// firing states and windows; on a term lost it says so. The caller holds
+// tick.
+func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
+	if e.lead == nil {
+		return
+	}
+	term := e.lead.Term()
+	if term == e.term.Load() {
+		return
+	}
+	clear(e.standbySaid)
+	if term == 0 {
+		e.term.Store(0)
+		e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "standby: another process leads the account; actions are held",
+			Audit: &Record{Time: now, Type: "ha", To: "standby"}})
+		return
+	}
+	if e.shared != nil {
+		parts, err := e.shared.LoadState(ctx)
+		if err != nil {
+			e.log.Error("leader, but the shared state could not be read: not acting until it is", "err", err, "term", term)
+			return
+		}
+		if len(parts) > 0 {
+			s, err := stateFromParts(parts)
+			if err != nil {
+				e.log.Error("the shared state could not be decoded; acting on this host's own state", "err", err)
+			} else {
+				e.takeover(s, now)
+			}
+		}
+	}
+	e.dirty = true // the next save writes what differs from the shared state
+	e.term.Store(term)
+	text := fmt.Sprintf("leader (term %d): this process sends the account's calls from now on", term)
+	e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "ha", To: "leader", Reason: text},
+		Note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "warning", Text: text}})
+}
+
+// takeover merges the last leader's state into this process's: the
+// cooldowns, harm notes and margin budgets are the later of the two, the
+// breaker and the silences and pauses the leader's; the pending and
+// firing states stay this process's own (it evaluated every tick).
+func (e *Engine) takeover(s *savedState, now time.Time) {
+	e.breaker = s.Breaker
+	e.breaker.Restore(now, e.cfg.BreakerReset)
+	e.ctl.Replace(s.Silences, s.Pauses, now)
+	later := func(a, b time.Time) time.Time {
+		if b.After(a) && !b.After(now) {
+			return b
+		}
+		return a
+	}
+	for ri, r := range e.set.Rules {
+		sr, ok := s.Rules[r.Name]
+		if !ok || sr.Fingerprint != r.Fingerprint() {
+			continue
+		}
+		for saved, st := range sr.Positions {
+			key := market.ParseKey(saved)
+			ps := e.book.Get(key)
+			if ps == nil {
+				ps = e.book.Ensure(key, s.Symbols[saved], len(e.set.Rules))
+				ps.Rules[ri] = st
+				continue
+			}
+			mine := &ps.Rules[ri]
+			mine.LastActionAt = later(mine.LastActionAt, st.LastActionAt)
+			mine.HarmNotedAt = later(mine.HarmNotedAt, st.HarmNotedAt)
+			if st.BudgetFrom.After(mine.BudgetFrom) || st.BudgetFrom.Equal(mine.BudgetFrom) && st.MarginMoved > mine.MarginMoved {
+				mine.BudgetFrom, mine.MarginMoved = st.BudgetFrom, st.MarginMoved
+			}
+		}
+	}
+}
+
+// The shared state's part names.
+const (
+	partBreaker  = "breaker"
+	partSilences = "silences"
+	partPauses   = "pauses"
+	partRules    = "rules/"
+)
+
+// parts splits the state into what SharedState keeps, one part per rule
+// (with its positions' symbols), so a tick writes only the rules whose
+// state changed.
+func (s *savedState) parts() (map[string][]byte, error) {
+	out := make(map[string][]byte, len(s.Rules)+3)
+	put := func(name string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode state part %s: %w", name, err)
+		}
+		out[name] = b
+		return nil
+	}
+	if err := errors.Join(put(partBreaker, s.Breaker), put(partSilences, s.Silences), put(partPauses, s.Pauses)); err != nil {
+		return nil, err
+	}
+	for name, r := range s.Rules {
+		if len(r.Positions) == 0 {
+			continue
+		}
+		syms := make(map[string]string, len(r.Positions))
+		for k := range r.Positions {
+			syms[k] = s.Symbols[k]
+		}
+		if err := put(partRules+name, sharedRule{savedRule: r, Symbols: syms}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// sharedRule is one rule's part: its states and the symbols of its
+// positions.
+type sharedRule struct {
+	savedRule
+	Symbols map[string]string `json:"symbols,omitempty"`
+}
+
+// stateFromParts is parts' inverse.
+func stateFromParts(parts map[string][]byte) (*savedState, error) {
+	s := &savedState{Version: stateFileVersion, Rules: map[string]savedRule{}, Symbols: map[string]string{}}
+	var errs []error
+	for name, b := range parts {
+		var err error
+		switch {
+		case name == partBreaker:
+			err = json.Unmarshal(b, &s.Breaker)
+		case name == partSilences:
+			err = json.Unmarshal(b, &s.Silences)
+		case name == partPauses:
+			err = json.Unmarshal(b, &s.Pauses)
+		case strings.HasPrefix(name, partRules):
+			var r sharedRule
+			if err = json.Unmarshal(b, &r); err == nil {
+				s.Rules[strings.TrimPrefix(name, partRules)] = r.savedRule
+				for k, v := range r.Symbols {
+					s.Symbols[k] = v
+				}
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("state part %s: %w", name, err))
+		}
+	}
+	return s, errors.Join(errs...)
+}
+
+// saveShared writes the state's changed parts while this process leads;
+// a failure leaves them for the next save.
+func (e *Engine) saveShared(s *savedState) {
+	if e.shared == nil || e.mayAct(e.now()) != nil {
+		return
+	}
+	parts, err := s.parts()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err = e.shared.SaveState(ctx, parts)
+		cancel()
+	}
+	e.sharedDirty = err != nil
+	if err != nil {
+		e.log.Error("the shared state could not be written; retried at the next save", "err", err)
+	}
+}

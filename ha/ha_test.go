@@ -1,0 +1,215 @@
+package ha_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/riskguard/riskguard/ha"
+	"github.com/riskguard/riskguard/internal/etcdtest"
+	"github.com/riskguard/riskguard/rules"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The engine's consumer-side interfaces are what a Seat is.
+var (
+	_ engine.Leadership  = (*ha.Seat)(nil)
+	_ engine.SharedState = (*ha.Seat)(nil)
+)
+
+const ttl = 2 * time.Second
+
+// node starts a node of host through its own proxy to etcd, campaigning
+// for account "acc" until the test ends.
+func node(t *testing.T, c *etcdtest.Cluster, host string) (*ha.Node, *ha.Seat, *etcdtest.Proxy) {
+	t.Helper()
+	p := etcdtest.NewProxy(t, c.Endpoints[0])
+	n, err := ha.New(ha.Config{Endpoints: []string{p.URL()}, LeaseTTL: ttl, Prefix: "/t/", Host: host, DialTimeout: time.Second}, ha.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seat := n.Seat("acc")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; n.Close() })
+	return n, seat, p
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func leaderOf(t *testing.T, seats ...*ha.Seat) (*ha.Seat, *ha.Seat) {
+	t.Helper()
+	var l, o *ha.Seat
+	waitFor(t, "a leader", 10*time.Second, func() bool {
+		for i, s := range seats {
+			if ok, _ := s.MayAct(time.Now()); ok {
+				l, o = s, seats[1-i]
+				return true
+			}
+		}
+		return false
+	})
+	return l, o
+}
+
+// A leader cut off from etcd stops acting (MayAct false) within the lease
+// minus its margin by its own clock, and before the other process is
+// elected; the state it writes then is refused.
+func TestCutOffLeaderStopsBeforeTakeover(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	_, sa, pa := node(t, c, "a")
+	_, sb, pb := node(t, c, "b")
+	l, o := leaderOf(t, sa, sb)
+	lp := pa
+	if l == sb {
+		lp = pb
+	}
+	if n, err := l.SaveState(context.Background(), map[string][]byte{"breaker": []byte(`{}`)}); err != nil || n != 1 {
+		t.Fatalf("leader's first write: %d parts, %v", n, err)
+	}
+	if n, _ := l.SaveState(context.Background(), map[string][]byte{"breaker": []byte(`{}`)}); n != 0 {
+		t.Fatalf("an unchanged part was written again (%d)", n)
+	}
+	cut := time.Now()
+	lp.Cut()
+	var stopped, elected time.Time
+	waitFor(t, "the other process elected", 10*time.Second, func() bool {
+		now := time.Now()
+		if ok, _ := l.MayAct(now); !ok && stopped.IsZero() {
+			stopped = now
+		}
+		if o.Term() != 0 {
+			elected = now
+			return true
+		}
+		return false
+	})
+	if stopped.IsZero() || !stopped.Before(elected) {
+		t.Fatalf("the cut-off leader stopped at %v, the other was elected at %v: not before", stopped.Sub(cut), elected.Sub(cut))
+	}
+	if d := stopped.Sub(cut); d > ttl-ttl/3+100*time.Millisecond {
+		t.Errorf("the cut-off leader stopped acting %s after the cut, past lease_ttl minus its third", d)
+	}
+	t.Logf("cut at 0; old leader stopped acting at %s; new leader elected at %s", stopped.Sub(cut).Round(time.Millisecond), elected.Sub(cut).Round(time.Millisecond))
+	lp.Heal()
+	if _, err := l.SaveState(context.Background(), map[string][]byte{"breaker": []byte(`{"x":1}`)}); !errors.Is(err, ha.ErrNotLeader) {
+		t.Fatalf("the deposed leader's write: %v, want ErrNotLeader", err)
+	}
+}
+
+// The write is fenced in etcd itself: a leader whose key was deleted under
+// it (it still holds its lease) cannot write once another has won, and it
+// steps down.
+func TestWriteFencedOnLeaderKey(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	_, sa, _ := node(t, c, "a")
+	_, sb, _ := node(t, c, "b")
+	l, o := leaderOf(t, sa, sb)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	resp, err := cli.Get(ctx, "/t/accounts/acc/leader/", clientv3.WithFirstCreate()...)
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatal("no leader key", err)
+	}
+	// A stale write prepared under the old term, raced with the deletion:
+	// etcd refuses it whatever the process believes.
+	if _, err := cli.Delete(ctx, string(resp.Kvs[0].Key)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.SaveState(ctx, map[string][]byte{"pauses": []byte(`[]`)}); err == nil {
+		t.Fatal("a write after the leader key was deleted went through")
+	}
+	waitFor(t, "the other process elected", 5*time.Second, func() bool { return o.Term() != 0 })
+	waitFor(t, "the old leader stepping down", 5*time.Second, func() bool { ok, _ := l.MayAct(time.Now()); return !ok })
+}
+
+// etcd writes per tick: the leader writes the parts whose state changed,
+// and nothing on a quiet tick. The figure is in README (HA).
+func TestWritesPerTick(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	_, seat, _ := node(t, c, "a")
+	waitFor(t, "leadership", 10*time.Second, func() bool { ok, _ := seat.MayAct(time.Now()); return ok })
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ex)
+	t.Cleanup(srv.Close)
+	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Parse("rules.yaml", []byte(`rules:
+  - name: cut-xbtc
+    when: position.symbol == "XBTC" && position.leverage > 5
+    cooldown: 1m
+    allow_closer_liquidation: true
+    actions:
+      - action: lower_leverage
+        leverage: 5
+  - name: far
+    when: liquidationDistance < 0.0001
+    actions:
+      - action: notify
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Leadership: seat, Shared: seat, Host: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	tick := func() int {
+		before := seat.Writes()
+		if _, err := e.Tick(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		e.Close() // waits for the calls in flight and saves
+		return seat.Writes() - before
+	}
+	// The first tick acts on XBTC (10× at start), the second collects the
+	// call and starts its cooldown.
+	first := tick() + tick()
+	if first == 0 {
+		t.Fatal("the first tick as leader wrote nothing")
+	}
+	quiet := 0
+	for range 20 {
+		quiet += tick()
+	}
+	if quiet != 0 {
+		t.Errorf("20 quiet ticks wrote %d parts, want 0", quiet)
+	}
+	if _, err := ex.SetSettings("XBTC", exchange.Settings{Leverage: 12, Cross: true}); err != nil {
+		t.Fatal(err)
+	}
+	acted := tick() + tick()
+	t.Logf("etcd writes: %d parts over the first two ticks (takeover, an action), 0 over 20 quiet ticks, %d over the two ticks of an action", first, acted)
+	if acted < 1 || acted > 3 {
+		t.Errorf("an action's ticks wrote %d parts, want the changed rule and breaker only (1–3)", acted)
+	}
+}

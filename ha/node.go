@@ -1,0 +1,338 @@
+package ha
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+)
+
+// Member is one process as it announces itself: in its member key and in
+// the value of each election it wins.
+type Member struct {
+	Host      string    `json:"host"`
+	Advertise string    `json:"advertise,omitempty"`
+	Started   time.Time `json:"started"`
+}
+
+// Event is something an operator should hear of: etcd unreachable, a
+// leadership won or lost.
+type Event struct {
+	Account  string // "" for the whole process
+	Severity string // info, warning, critical
+	Text     string
+}
+
+// Options are a Node's collaborators.
+type Options struct {
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// OnEvent, when set, hears the events; it must not block.
+	OnEvent func(Event)
+	// Metrics; nil records none.
+	Metrics *Metrics
+}
+
+// Node is this process in the cluster: one etcd client, one lease (a
+// concurrency.Session) and, per account, a Seat that campaigns for it.
+type Node struct {
+	cfg     Config
+	cli     *clientv3.Client
+	log     *slog.Logger
+	onEvent func(Event)
+	metrics *Metrics
+	me      Member
+	ttl     time.Duration
+	margin  time.Duration
+
+	mu    sync.Mutex
+	seats map[string]*Seat
+	// lastAck is when the last renewal of the current lease that etcd
+	// acknowledged was *sent*, on this process's monotonic clock: etcd
+	// keeps the lease at least ttl after it received that renewal, so at
+	// least ttl after lastAck.
+	lastAck time.Time
+	leased  bool // a lease is held (lastAck is of it)
+	etcdUp  bool
+	// downSaid: the etcd-unreachable event was sent for this outage.
+	downSaid bool
+	members  []Member
+}
+
+// New connects to etcd (the connection is made lazily: an unreachable etcd
+// is a standby, not a failure to start).
+func New(cfg Config, o Options) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cc, err := cfg.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(cc)
+	if err != nil {
+		return nil, fmt.Errorf("ha: etcd client: %w", err)
+	}
+	n := &Node{cfg: cfg, cli: cli, log: o.Logger, onEvent: o.OnEvent, metrics: o.Metrics, seats: map[string]*Seat{},
+		ttl: cfg.LeaseTTL, margin: cfg.Margin(), me: Member{Host: cfg.Host, Advertise: cfg.Advertise, Started: time.Now().UTC()}}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	return n, nil
+}
+
+func nopLogger() *zap.Logger { return zap.NewNop() }
+
+// Close closes the etcd client; call it after Run returned.
+func (n *Node) Close() error { return n.cli.Close() }
+
+// Host is this process's name among the members.
+func (n *Node) Host() string { return n.cfg.Host }
+
+// Seat returns the account's seat, made on first use; seats made after Run
+// started campaign from the next lease on.
+func (n *Node) Seat(account string) *Seat {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.seats[account]; ok {
+		return s
+	}
+	s := &Seat{n: n, account: account, pfx: n.accountPrefix(account)}
+	n.seats[account] = s
+	n.metrics.setLeader(account, false)
+	return s
+}
+
+func (n *Node) accountPrefix(account string) string {
+	return strings.TrimSuffix(n.cfg.Prefix, "/") + "/accounts/" + account + "/"
+}
+
+func (n *Node) memberPrefix() string { return strings.TrimSuffix(n.cfg.Prefix, "/") + "/members/" }
+
+func (n *Node) event(account, severity, text string) {
+	lvl := slog.LevelInfo
+	switch severity {
+	case "warning":
+		lvl = slog.LevelWarn
+	case "critical":
+		lvl = slog.LevelError
+	}
+	n.log.Log(context.Background(), lvl, text, "account", account)
+	if n.onEvent != nil {
+		n.onEvent(Event{Account: account, Severity: severity, Text: text})
+	}
+}
+
+// Run holds a lease and campaigns for every seat until ctx is done, then
+// resigns the leaderships it holds. A lease that is lost (not renewed
+// within its TTL by this process's clock, or gone on etcd's side) steps
+// every seat down; a new lease is then asked for, until etcd answers.
+// Cancel ctx only once this process sends no more calls: a resignation
+// lets a standby act at once.
+func (n *Node) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		sess, err := n.newSession(ctx)
+		if err != nil {
+			n.unreachable(err)
+			wait(ctx, time.Second)
+			continue
+		}
+		n.hold(ctx, sess)
+	}
+	return nil
+}
+
+// newSession grants a lease; the time its request was sent is its first
+// acknowledged renewal.
+func (n *Node) newSession(ctx context.Context) (*concurrency.Session, error) {
+	gctx, cancel := context.WithTimeout(ctx, n.margin)
+	defer cancel()
+	sent := time.Now()
+	lease, err := n.cli.Grant(gctx, int64(n.ttl/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("grant lease: %w", err)
+	}
+	sess, err := concurrency.NewSession(n.cli, concurrency.WithLease(lease.ID), concurrency.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	n.mu.Lock()
+	n.lastAck, n.leased = sent, true
+	n.mu.Unlock()
+	n.reachable()
+	return sess, nil
+}
+
+// hold runs one lease: the member key, the seats' campaigns and the
+// measured renewals, until the lease is lost or ctx is done.
+func (n *Node) hold(ctx context.Context, sess *concurrency.Session) {
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		n.mu.Lock()
+		n.leased = false
+		n.mu.Unlock()
+		cancel()
+		wg.Wait() // every seat stepped down (and resigned when it could)
+		sess.Orphan()
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		n.cli.Revoke(rctx, sess.Lease()) //nolint:errcheck // a lease etcd cannot revoke now expires on its own
+		rcancel()
+	}()
+	me, _ := json.Marshal(n.me)
+	pctx, pcancel := context.WithTimeout(lctx, n.margin)
+	_, err := n.cli.Put(pctx, n.memberPrefix()+n.cfg.Host, string(me), clientv3.WithLease(sess.Lease()))
+	pcancel()
+	if err != nil {
+		n.unreachable(err)
+		return
+	}
+	n.mu.Lock()
+	seats := make([]*Seat, 0, len(n.seats))
+	for _, s := range n.seats {
+		seats = append(seats, s)
+	}
+	n.mu.Unlock()
+	for _, s := range seats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.campaign(lctx, sess, string(me))
+		}()
+	}
+	n.renew(lctx, sess)
+}
+
+// renew renews the lease every sixth of its TTL, measuring each renewal
+// from the time it was sent, and returns when the lease is lost: etcd
+// said it is gone, or no renewal was acknowledged for a whole TTL by this
+// process's clock (etcd may have let it expire).
+func (n *Node) renew(ctx context.Context, sess *concurrency.Session) {
+	every := max(n.ttl/6, 100*time.Millisecond)
+	for {
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, n.margin)
+		resp, err := n.cli.KeepAliveOnce(rctx, sess.Lease())
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && resp.TTL > 0:
+			n.mu.Lock()
+			n.lastAck = sent
+			n.mu.Unlock()
+			n.reachable()
+			n.refreshMembers(ctx)
+		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
+			n.event("", "critical", "ha: the lease expired on etcd's side: every leadership of this process ended; campaigning again")
+			return
+		default:
+			n.unreachable(err)
+		}
+		n.mu.Lock()
+		age := time.Since(n.lastAck)
+		n.mu.Unlock()
+		n.metrics.leaseAge(age)
+		if age >= n.ttl {
+			n.event("", "critical", fmt.Sprintf("ha: the lease was not renewed for %s (its TTL): this process stopped acting %s before, and campaigns again once etcd answers", age.Round(time.Millisecond), n.margin))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sess.Done():
+			n.event("", "critical", "ha: the lease's session ended: every leadership of this process ended; campaigning again")
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// refreshMembers reads the live members for the status (best effort).
+func (n *Node) refreshMembers(ctx context.Context) {
+	gctx, cancel := context.WithTimeout(ctx, n.margin)
+	defer cancel()
+	resp, err := n.cli.Get(gctx, n.memberPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return
+	}
+	var ms []Member
+	for _, kv := range resp.Kvs {
+		var m Member
+		if json.Unmarshal(kv.Value, &m) == nil {
+			ms = append(ms, m)
+		}
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Host < ms[j].Host })
+	n.mu.Lock()
+	n.members = ms
+	n.mu.Unlock()
+}
+
+func (n *Node) unreachable(err error) {
+	n.mu.Lock()
+	said := n.downSaid
+	n.etcdUp, n.downSaid = false, true
+	n.mu.Unlock()
+	n.metrics.setEtcdUp(false)
+	if !said {
+		n.event("", "critical", fmt.Sprintf("ha: etcd unreachable (%v): a leader keeps acting until its lease would have expired by its own clock (lease_ttl %s minus %s), then stops; a standby cannot take over until etcd answers", err, n.ttl, n.margin))
+	}
+}
+
+func (n *Node) reachable() {
+	n.mu.Lock()
+	was := n.downSaid
+	n.etcdUp, n.downSaid = true, false
+	n.mu.Unlock()
+	n.metrics.setEtcdUp(true)
+	if was {
+		n.event("", "info", "ha: etcd answers again")
+	}
+}
+
+// leaseLeft is how much of the lease this process may still use, by its
+// own monotonic clock, and the age of the last acknowledged renewal.
+func (n *Node) leaseLeft() (left, age time.Duration, leased bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.leased {
+		return 0, 0, false
+	}
+	age = time.Since(n.lastAck)
+	return n.ttl - n.margin - age, age, true
+}
+
+// Members are the live processes, as last read.
+func (n *Node) Members() []Member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.members)
+}
+
+// EtcdUp reports whether the last request to etcd was answered.
+func (n *Node) EtcdUp() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.etcdUp
+}
+
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

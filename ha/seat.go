@@ -1,0 +1,285 @@
+package ha
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// ErrNotLeader is the error of a state write refused because this process
+// no longer holds the account's leader key: a deposed leader cannot write.
+var ErrNotLeader = errors.New("ha: not the leader (the leader key is gone or another's)")
+
+// Seat is one account's election as this process sees it; it satisfies
+// the engine's Leadership and SharedState.
+type Seat struct {
+	n       *Node
+	account string
+	pfx     string // PREFIX/accounts/NAME/
+
+	mu     sync.Mutex
+	leader bool
+	key    string // the leader key while leader
+	rev    int64  // its create revision: the term
+	since  time.Time
+	// current is the leader as last observed (this process's own value
+	// while it leads); zero when none was seen.
+	current Member
+	curRev  int64
+	// sawOther: another process led since this one started; winning then
+	// is a failover.
+	sawOther bool
+	// written is the state parts as last written or read as leader: the
+	// base of SaveState's difference.
+	written map[string]string
+	writes  int // parts written, for the tests and the figures
+}
+
+// Account is the seat's account name.
+func (s *Seat) Account() string { return s.account }
+
+func (s *Seat) electionPrefix() string { return s.pfx + "leader" }
+func (s *Seat) statePrefix() string    { return s.pfx + "state/" }
+
+// campaign runs the account's election on one lease until ctx is done.
+func (s *Seat) campaign(ctx context.Context, sess *concurrency.Session, value string) {
+	for ctx.Err() == nil {
+		if !s.campaignOnce(ctx, sess, value) {
+			wait(ctx, 200*time.Millisecond) // etcd refused the campaign: not in a hot loop
+		}
+	}
+}
+
+// campaignOnce waits to win, leads until ctx is done or the leader key is
+// deleted under it (an operator, or etcd's expiry of a lease this process
+// still thinks held), and steps down, resigning when etcd answers.
+// It reports whether it led.
+func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, value string) bool {
+	el := concurrency.NewElection(sess, s.electionPrefix())
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	go s.observe(octx, el)
+	if err := el.Campaign(ctx, value); err != nil {
+		return false
+	}
+	s.mu.Lock()
+	s.leader, s.key, s.rev, s.since = true, el.Key(), el.Rev(), time.Now()
+	s.current, s.curRev = s.n.me, el.Rev()
+	failover := s.sawOther
+	s.written = nil
+	s.mu.Unlock()
+	s.n.metrics.setLeader(s.account, true)
+	if failover {
+		s.n.metrics.failover()
+	}
+	s.n.event(s.account, "warning", fmt.Sprintf("ha: %s leads account %s (term %d)", s.n.cfg.Host, s.account, el.Rev()))
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	gone := s.n.cli.Watch(wctx, el.Key(), clientv3.WithRev(el.Rev()))
+	lead := true
+	for lead {
+		select {
+		case <-ctx.Done():
+			lead = false
+		case wr, ok := <-gone:
+			if !ok {
+				gone = nil // the watch ended with its context
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					lead = false
+				}
+			}
+		}
+	}
+	s.mu.Lock()
+	s.leader, s.key, s.rev = false, "", 0
+	s.mu.Unlock()
+	s.n.metrics.setLeader(s.account, false)
+	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	el.Resign(rctx) //nolint:errcheck // the lease's end removes the key anyway
+	s.n.event(s.account, "warning", fmt.Sprintf("ha: %s no longer leads account %s", s.n.cfg.Host, s.account))
+	return true
+}
+
+// observe follows who leads, for a standby's answers and the status.
+func (s *Seat) observe(ctx context.Context, el *concurrency.Election) {
+	for resp := range el.Observe(ctx) {
+		if len(resp.Kvs) == 0 {
+			continue
+		}
+		var m Member
+		if json.Unmarshal(resp.Kvs[0].Value, &m) != nil {
+			continue
+		}
+		s.mu.Lock()
+		s.current, s.curRev = m, resp.Kvs[0].CreateRevision
+		if m.Host != s.n.cfg.Host {
+			s.sawOther = true
+		}
+		s.mu.Unlock()
+	}
+}
+
+// MayAct reports whether this process may start a mutating call for the
+// account now: it leads, and more than the margin of its lease is left by
+// its own monotonic clock, counted from the send time of the last renewal
+// etcd acknowledged. now is the caller's time and is not used for the
+// lease: a replayed or adjusted clock must not stretch it.
+func (s *Seat) MayAct(now time.Time) (bool, string) {
+	s.mu.Lock()
+	leader, cur := s.leader, s.current
+	s.mu.Unlock()
+	if !leader {
+		return false, "standby: " + s.whereLeader(cur)
+	}
+	left, age, leased := s.n.leaseLeft()
+	if !leased || left <= 0 {
+		return false, fmt.Sprintf("the lease was last renewed %s ago (etcd unreachable?): less than %s of lease_ttl %s left, so no call may start", age.Round(time.Millisecond), s.n.margin, s.n.ttl)
+	}
+	return true, ""
+}
+
+func (s *Seat) whereLeader(cur Member) string {
+	switch {
+	case cur.Host == "":
+		return fmt.Sprintf("no leader of account %s seen yet", s.account)
+	case cur.Advertise != "":
+		return fmt.Sprintf("account %s is led by %s (http://%s)", s.account, cur.Host, cur.Advertise)
+	default:
+		return fmt.Sprintf("account %s is led by %s", s.account, cur.Host)
+	}
+}
+
+// Term is the leader key's create revision while this process leads, 0
+// otherwise: it grows with every election won.
+func (s *Seat) Term() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+// Leader is the leader as last observed and whether it is this process.
+func (s *Seat) Leader() (Member, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.current, s.leader
+}
+
+// Status is a seat as the status page shows it.
+type Status struct {
+	Account string `json:"account"`
+	// Role is leader or standby.
+	Role string `json:"role"`
+	Host string `json:"host"`
+	// Term is the leadership's term (the leader key's revision) when
+	// this process leads, else the observed leader's.
+	Term int64 `json:"term"`
+	// LeaseAge is how long ago the last acknowledged renewal was sent.
+	LeaseAge time.Duration `json:"leaseAgeNs"`
+	// LeaseAgeText is LeaseAge for people.
+	LeaseAgeText string   `json:"leaseAge"`
+	Leader       Member   `json:"leader"`
+	Members      []Member `json:"members"`
+	EtcdUp       bool     `json:"etcdUp"`
+}
+
+// Status says the seat's role, term, lease age and the other members.
+func (s *Seat) Status() Status {
+	s.mu.Lock()
+	st := Status{Account: s.account, Role: "standby", Host: s.n.cfg.Host, Term: s.curRev, Leader: s.current}
+	if s.leader {
+		st.Role, st.Term = "leader", s.rev
+	}
+	s.mu.Unlock()
+	_, age, _ := s.n.leaseLeft()
+	st.LeaseAge, st.LeaseAgeText = age, age.Round(time.Millisecond).String()
+	st.Members, st.EtcdUp = s.n.Members(), s.n.EtcdUp()
+	return st
+}
+
+// LoadState reads the account's shared state parts, by name. A leader
+// takes them as the base of its next writes.
+func (s *Seat) LoadState(ctx context.Context) (map[string][]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.n.margin)
+	defer cancel()
+	resp, err := s.n.cli.Get(ctx, s.statePrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("ha: load state of account %s: %w", s.account, err)
+	}
+	out := make(map[string][]byte, len(resp.Kvs))
+	base := make(map[string]string, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		name := strings.TrimPrefix(string(kv.Key), s.statePrefix())
+		out[name] = kv.Value
+		base[name] = string(kv.Value)
+	}
+	s.mu.Lock()
+	if s.leader {
+		s.written = base
+	}
+	s.mu.Unlock()
+	return out, nil
+}
+
+// SaveState writes the parts that differ from those last written (and
+// deletes those no longer given), in one transaction conditioned on the
+// leader key's create revision: a process that lost the leadership
+// writes nothing (ErrNotLeader). It returns how many parts it wrote.
+func (s *Seat) SaveState(ctx context.Context, parts map[string][]byte) (int, error) {
+	s.mu.Lock()
+	leader, key, rev := s.leader, s.key, s.rev
+	base := s.written
+	s.mu.Unlock()
+	if !leader {
+		return 0, ErrNotLeader
+	}
+	var ops []clientv3.Op
+	next := make(map[string]string, len(parts))
+	for name, v := range parts {
+		next[name] = string(v)
+		if old, ok := base[name]; !ok || old != string(v) {
+			ops = append(ops, clientv3.OpPut(s.statePrefix()+name, string(v)))
+		}
+	}
+	for name := range base {
+		if _, ok := parts[name]; !ok {
+			ops = append(ops, clientv3.OpDelete(s.statePrefix()+name))
+		}
+	}
+	if len(ops) == 0 {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.n.margin)
+	defer cancel()
+	resp, err := s.n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(ops...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("ha: save state of account %s: %w", s.account, err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("save state of account %s (term %d): %w", s.account, rev, ErrNotLeader)
+	}
+	s.mu.Lock()
+	if s.rev == rev {
+		s.written = next
+		s.writes += len(ops)
+	}
+	s.mu.Unlock()
+	return len(ops), nil
+}
+
+// Writes counts the state parts this seat wrote.
+func (s *Seat) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}

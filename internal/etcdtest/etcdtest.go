@@ -1,0 +1,199 @@
+// Package etcdtest runs etcd in the test's process (go.etcd.io/etcd's
+// embed) on 127.0.0.1 ports, and a TCP proxy that a test closes to cut one
+// process off from it. Only tests import it: the daemon's binary carries
+// the etcd client, never the server.
+package etcdtest
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Cluster is etcd members running in the test's process.
+type Cluster struct {
+	Members []*embed.Etcd
+	// Endpoints are the members' client URLs.
+	Endpoints []string
+	once      sync.Once
+}
+
+// Start runs an etcd cluster of n members, stopped at the test's end.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	type ports struct{ client, peer string }
+	ps := make([]ports, n)
+	var initial []string
+	for i := range ps {
+		ps[i] = ports{client: freeURL(t), peer: freeURL(t)}
+		initial = append(initial, fmt.Sprintf("m%d=%s", i, ps[i].peer))
+	}
+	c := &Cluster{}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	c.Members = make([]*embed.Etcd, n)
+	for i := range ps {
+		cfg := embed.NewConfig()
+		cfg.Name = fmt.Sprintf("m%d", i)
+		cfg.Dir = t.TempDir()
+		cfg.LogLevel = "fatal"
+		cfg.ListenClientUrls = []url.URL{mustURL(ps[i].client)}
+		cfg.AdvertiseClientUrls = cfg.ListenClientUrls
+		cfg.ListenPeerUrls = []url.URL{mustURL(ps[i].peer)}
+		cfg.AdvertisePeerUrls = cfg.ListenPeerUrls
+		cfg.InitialCluster = strings.Join(initial, ",")
+		cfg.InitialClusterToken = "riskguard-test"
+		// Short raft timings: a test cluster elects its leader in tens of
+		// milliseconds.
+		cfg.TickMs, cfg.ElectionMs = 20, 200
+		c.Endpoints = append(c.Endpoints, ps[i].client)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := embed.StartEtcd(cfg)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			c.Members[i] = e
+			select {
+			case <-e.Server.ReadyNotify():
+			case <-time.After(30 * time.Second):
+				errs[i] = fmt.Errorf("etcd member %d not ready after 30s", i)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(c.Stop)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// Stop stops every member: etcd unavailable.
+func (c *Cluster) Stop() {
+	c.once.Do(func() {
+		for _, e := range c.Members {
+			if e != nil {
+				e.Close()
+			}
+		}
+	})
+}
+
+func freeURL(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "http://" + l.Addr().String()
+}
+
+func mustURL(s string) url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return *u
+}
+
+// Proxy forwards TCP connections from a 127.0.0.1 port to a target until
+// it is closed; closing it drops every connection and refuses new ones.
+type Proxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
+	cut    bool
+}
+
+// NewProxy starts a proxy to target (host:port, or a URL whose host is
+// taken), closed at the test's end.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	if u, err := url.Parse(target); err == nil && u.Host != "" {
+		target = u.Host
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{l: l, target: target}
+	go p.serve()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// URL is the proxy's address as an etcd endpoint.
+func (p *Proxy) URL() string { return "http://" + p.l.Addr().String() }
+
+func (p *Proxy) serve() {
+	for {
+		in, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.DialTimeout("tcp", p.target, time.Second)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.closed || p.cut {
+			p.mu.Unlock()
+			in.Close()
+			out.Close()
+			continue
+		}
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		go func() { io.Copy(out, in); out.Close() }()
+		go func() { io.Copy(in, out); in.Close() }()
+	}
+}
+
+// Cut drops every connection and refuses new ones until Heal: the
+// process behind it is cut off from etcd.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// Heal lets connections through again.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
+// Close cuts every connection and refuses new ones.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	p.l.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}

@@ -166,6 +166,7 @@ func TestWritesPerTick(t *testing.T) {
     when: position.symbol == "XBTC" && position.leverage > 5
     cooldown: 1m
     allow_closer_liquidation: true
+    margin_budget: none # the whole cut at once, so the rule resolves
     actions:
       - action: lower_leverage
         leverage: 5

@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -21,7 +19,7 @@ type fitWatch struct {
 	// known: a fit has been computed; unfit: the last one said (the
 	// guard starts assuming the model fits, so the first misfit is said).
 	known, unfit bool
-	sig          uint64
+	keys         []fitKey // of the positions the fit was computed from
 	at           time.Time
 	// mismatched are the symbols whose last read-back the model did not
 	// predict, with what it said; cleared by a read-back that matches.
@@ -99,25 +97,49 @@ func (e *Engine) modelPositions(snap *Snapshot, withMM bool) ([]margin.Position,
 	return out, rep
 }
 
-// fitSig identifies what the fit is computed from: every open position's
-// version, leverage and mode (the exchange changes the version when its
-// figures change).
-func (e *Engine) fitSig(snap *Snapshot) uint64 {
-	sig := fnv.New64a()
+// fitKey identifies what the fit is computed from, for one open
+// position: its version, leverage and mode (the exchange changes the
+// version when its figures change).
+type fitKey struct {
+	id, direction string
+	version       int64
+	leverage      int
+	cross         bool
+}
+
+// fitKeyOf reports whether p is open (in the fit), and its key.
+func fitKeyOf(p *exchange.Position) (fitKey, bool) {
+	if p.Empty || !p.Quantity.IsPositive() {
+		return fitKey{}, false
+	}
+	return fitKey{id: p.ID, direction: p.Direction, version: p.Version, leverage: p.Leverage, cross: p.Cross}, true
+}
+
+// sameFitKeys reports whether snap's open positions are keys, in order:
+// compared in place, without building anything.
+func sameFitKeys(keys []fitKey, snap *Snapshot) bool {
+	n := 0
 	for i := range snap.Positions {
-		p := &snap.Positions[i]
-		if p.Empty || !p.Quantity.IsPositive() {
+		k, ok := fitKeyOf(&snap.Positions[i])
+		if !ok {
 			continue
 		}
-		b := append(e.sigBuf[:0], p.ID...)
-		b = append(b, p.Direction...)
-		b = strconv.AppendInt(append(b, '/'), p.Version, 10)
-		b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
-		b = strconv.AppendBool(append(b, '/'), p.Cross)
-		e.sigBuf = append(b, ';')
-		sig.Write(e.sigBuf)
+		if n == len(keys) || keys[n] != k {
+			return false
+		}
+		n++
 	}
-	return sig.Sum64()
+	return n == len(keys)
+}
+
+// appendFitKeys appends the keys of snap's open positions to dst.
+func appendFitKeys(dst []fitKey, snap *Snapshot) []fitKey {
+	for i := range snap.Positions {
+		if k, ok := fitKeyOf(&snap.Positions[i]); ok {
+			dst = append(dst, k)
+		}
+	}
+	return dst
 }
 
 // watchFit checks the model against the snapshot's figures when they
@@ -130,22 +152,28 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 	if e.readInFlight != "" && w.known {
 		return w.fit
 	}
-	sig := e.fitSig(snap)
-	if w.known && !w.dirty && sig == w.sig && !now.Before(w.at) && now.Sub(w.at) < freeRefresh {
+	same := w.known && sameFitKeys(w.keys, snap)
+	if same && !w.dirty && !now.Before(w.at) && now.Sub(w.at) < freeRefresh {
 		return w.fit
 	}
 	ps, rep := e.modelPositions(snap, false)
 	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance && sameFitInputs(w.ps, w.rep, ps, rep) {
 		// CheckFit of the very same figures: the same fit, already said,
 		// counted and published.
-		w.sig, w.at = sig, now
+		if !same {
+			w.keys = appendFitKeys(w.keys[:0], snap)
+		}
+		w.at = now
 		return w.fit
 	}
 	f := margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
 	for sym, text := range w.mismatched {
 		f.MarkMismatch(sym, text)
 	}
-	w.fit, w.known, w.sig, w.at, w.dirty = f, true, sig, now, false
+	w.fit, w.known, w.at, w.dirty = f, true, now, false
+	if !same {
+		w.keys = appendFitKeys(w.keys[:0], snap)
+	}
 	w.ps, w.rep, w.tol, w.whyKnown = ps, rep, e.cfg.ModelTolerance, false
 	if unfit := !f.Fits(); unfit != w.unfit {
 		w.unfit = unfit

@@ -3,12 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"strconv"
 	"time"
 
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/shopspring/decimal"
 )
 
 // fitWatch is the margin model checked against the exchange's own
@@ -19,12 +19,30 @@ type fitWatch struct {
 	// known: a fit has been computed; unfit: the last one said (the
 	// guard starts assuming the model fits, so the first misfit is said).
 	known, unfit bool
-	sig          uint64
+	keys         []fitKey // of the positions the fit was computed from
 	at           time.Time
 	// mismatched are the symbols whose last read-back the model did not
 	// predict, with what it said; cleared by a read-back that matches.
 	mismatched map[string]string
 	dirty      bool // mismatched changed since the fit was computed
+	// ps, rep and tol are what the fit was computed from: when a check
+	// falls due and they are all the same (a steady account under a
+	// steady index), the fit is the same and is kept.
+	ps  []margin.Position
+	rep []margin.Reported
+	tol float64
+	// why is fit.Why() once asked (whyKnown), until the fit changes.
+	why      string
+	whyKnown bool
+}
+
+// whyUnfit is the fit's Why, computed once per fit: the account view of a
+// tick with a plan, or whose free balance is inferred again, asks for it.
+func (w *fitWatch) whyUnfit() string {
+	if !w.whyKnown {
+		w.why, w.whyKnown = w.fit.Why(), true
+	}
+	return w.why
 }
 
 // ModelFit is the margin model's fit as Status shows it.
@@ -52,8 +70,10 @@ type ModelFitPosition struct {
 
 // modelPositions are the snapshot's open positions as the margin model
 // sees them, with the figures the exchange lists for each: the one place
-// both the tick's account view and the fit read them.
-func (e *Engine) modelPositions(snap *Snapshot) ([]margin.Position, []margin.Reported) {
+// both the tick's account view and the fit read them. withMM fills in
+// each maintenance margin (the account view's; margin.CheckFit computes
+// its own).
+func (e *Engine) modelPositions(snap *Snapshot, withMM bool) ([]margin.Position, []margin.Reported) {
 	rows := e.rowsFor(snap)
 	out := make([]margin.Position, 0, len(rows))
 	rep := make([]margin.Reported, 0, len(rows))
@@ -68,32 +88,58 @@ func (e *Engine) modelPositions(snap *Snapshot) ([]margin.Position, []margin.Rep
 		if r.HasIndex {
 			mp.Index = r.Index
 		}
-		mp.MM, _ = e.maintenance(r.ps, p, &mp)
+		if withMM {
+			mp.MM, _ = e.maintenance(r.ps, p, &mp)
+		}
 		out = append(out, mp)
 		rep = append(rep, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice})
 	}
 	return out, rep
 }
 
-// fitSig identifies what the fit is computed from: every open position's
-// version, leverage and mode (the exchange changes the version when its
-// figures change).
-func (e *Engine) fitSig(snap *Snapshot) uint64 {
-	sig := fnv.New64a()
+// fitKey identifies what the fit is computed from, for one open
+// position: its version, leverage and mode (the exchange changes the
+// version when its figures change).
+type fitKey struct {
+	id, direction string
+	version       int64
+	leverage      int
+	cross         bool
+}
+
+// fitKeyOf reports whether p is open (in the fit), and its key.
+func fitKeyOf(p *exchange.Position) (fitKey, bool) {
+	if p.Empty || !p.Quantity.IsPositive() {
+		return fitKey{}, false
+	}
+	return fitKey{id: p.ID, direction: p.Direction, version: p.Version, leverage: p.Leverage, cross: p.Cross}, true
+}
+
+// sameFitKeys reports whether snap's open positions are keys, in order:
+// compared in place, without building anything.
+func sameFitKeys(keys []fitKey, snap *Snapshot) bool {
+	n := 0
 	for i := range snap.Positions {
-		p := &snap.Positions[i]
-		if p.Empty || !p.Quantity.IsPositive() {
+		k, ok := fitKeyOf(&snap.Positions[i])
+		if !ok {
 			continue
 		}
-		b := append(e.sigBuf[:0], p.ID...)
-		b = append(b, p.Direction...)
-		b = strconv.AppendInt(append(b, '/'), p.Version, 10)
-		b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
-		b = strconv.AppendBool(append(b, '/'), p.Cross)
-		e.sigBuf = append(b, ';')
-		sig.Write(e.sigBuf)
+		if n == len(keys) || keys[n] != k {
+			return false
+		}
+		n++
 	}
-	return sig.Sum64()
+	return n == len(keys)
+}
+
+// appendFitKeys appends the keys of snap's open positions to dst.
+func appendFitKeys(dst []fitKey, snap *Snapshot) []fitKey {
+	for i := range snap.Positions {
+		if k, ok := fitKeyOf(&snap.Positions[i]); ok {
+			dst = append(dst, k)
+		}
+	}
+	return dst
 }
 
 // watchFit checks the model against the snapshot's figures when they
@@ -106,16 +152,29 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 	if e.readInFlight != "" && w.known {
 		return w.fit
 	}
-	sig := e.fitSig(snap)
-	if w.known && !w.dirty && sig == w.sig && !now.Before(w.at) && now.Sub(w.at) < freeRefresh {
+	same := w.known && sameFitKeys(w.keys, snap)
+	if same && !w.dirty && !now.Before(w.at) && now.Sub(w.at) < freeRefresh {
 		return w.fit
 	}
-	ps, rep := e.modelPositions(snap)
+	ps, rep := e.modelPositions(snap, false)
+	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance && sameFitInputs(w.ps, w.rep, ps, rep) {
+		// CheckFit of the very same figures: the same fit, already said,
+		// counted and published.
+		if !same {
+			w.keys = appendFitKeys(w.keys[:0], snap)
+		}
+		w.at = now
+		return w.fit
+	}
 	f := margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
 	for sym, text := range w.mismatched {
 		f.MarkMismatch(sym, text)
 	}
-	w.fit, w.known, w.sig, w.at, w.dirty = f, true, sig, now, false
+	w.fit, w.known, w.at, w.dirty = f, true, now, false
+	if !same {
+		w.keys = appendFitKeys(w.keys[:0], snap)
+	}
+	w.ps, w.rep, w.tol, w.whyKnown = ps, rep, e.cfg.ModelTolerance, false
 	if unfit := !f.Fits(); unfit != w.unfit {
 		w.unfit = unfit
 		e.emit(ctx, nil, fitEvent(now, f))
@@ -124,6 +183,43 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 	e.publishFit(f)
 	return f
 }
+
+// sameFitInputs reports whether two lists of model positions and
+// reported figures are the same input to margin.CheckFit: every field it
+// reads equal, decimals in value and exponent (Held and MM it ignores).
+func sameFitInputs(ps []margin.Position, rep []margin.Reported, qs []margin.Position, req []margin.Reported) bool {
+	if len(ps) != len(qs) || len(rep) != len(req) {
+		return false
+	}
+	for i := range ps {
+		p, q := &ps[i], &qs[i]
+		if p.Symbol != q.Symbol || p.Direction != q.Direction || p.Leverage != q.Leverage || p.Cross != q.Cross ||
+			p.Scale != q.Scale || !sameDec(p.Quantity, q.Quantity) || !sameDec(p.Entry, q.Entry) ||
+			!sameDec(p.Index, q.Index) || !sameDec(p.Value, q.Value) || !sameRiskLimit(&p.RiskLimit, &q.RiskLimit) {
+			return false
+		}
+	}
+	for i := range rep {
+		if !sameDec(rep[i].Margin, req[i].Margin) || !sameDec(rep[i].Liquidation, req[i].Liquidation) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameRiskLimit reports whether two risk limits are the same, field by
+// field.
+func sameRiskLimit(a, b *exchange.RiskLimit) bool {
+	return a.ID == b.ID && a.MaxLeverage == b.MaxLeverage && a.MaxRiskLimitSteps == b.MaxRiskLimitSteps &&
+		a.CreatedAt == b.CreatedAt && sameDec(a.InitialMarginRate, b.InitialMarginRate) &&
+		sameDec(a.MaintenanceMarginRate, b.MaintenanceMarginRate) && sameDec(a.MarginRateStep, b.MarginRateStep) &&
+		sameDec(a.RiskLimitBase, b.RiskLimitBase) && sameDec(a.RiskLimitStep, b.RiskLimitStep) &&
+		sameDec(a.MaxQuantity, b.MaxQuantity)
+}
+
+// sameDec reports whether a and b are the same decimal: the same value
+// written with the same exponent.
+func sameDec(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Equal(b) }
 
 // noteReadBack records whether the last settings call on symbol read back
 // what the model predicted: a mismatch keeps the symbol unfit until one
@@ -180,6 +276,6 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (margin.Fit, err
 		return margin.Fit{}, err
 	}
 	e.buildRows(snap)
-	ps, rep := e.modelPositions(snap)
+	ps, rep := e.modelPositions(snap, false)
 	return margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance), nil
 }

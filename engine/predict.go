@@ -23,7 +23,7 @@ func (e *Engine) marginView(snap *Snapshot) *act.Model {
 	if e.tickView != nil {
 		return e.tickView
 	}
-	ps, rep := e.modelPositions(snap)
+	ps, rep := e.modelPositions(snap, true)
 	v := &act.Model{At: make(map[string]int, len(ps)), Acct: margin.Account{Positions: ps}}
 	liqs := make([]decimal.Decimal, len(rep))
 	for i, mp := range ps {
@@ -33,7 +33,7 @@ func (e *Engine) marginView(snap *Snapshot) *act.Model {
 	// Where the model does not reproduce the exchange's own figures, its
 	// predictions are said but decide nothing.
 	if w := &e.fitW; w.known && !w.fit.Fits() {
-		v.Unfit = w.fit.Why()
+		v.Unfit = w.whyUnfit()
 	}
 	// The free balance changes with the cross positions (their margins,
 	// a settings call, a trade) and with transfers: it is inferred again

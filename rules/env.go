@@ -337,19 +337,18 @@ func noDataReason(e *Env, hasIndex bool) string {
 	case !p.Empty && p.LiquidationPrice == 0:
 		return ReasonLiquidationZero
 	}
-	for _, f := range [...]float64{
-		p.EntryValue, p.EntryPrice, p.Margin, p.Quantity, p.RealizedPNL,
-		p.MinimumMaintenanceMarginRate, p.MinQuantity, p.MaxQuantity,
-		e.RiskLimit.InitialMarginRate, e.RiskLimit.MaintenanceMarginRate,
-		e.RiskLimit.MarginRateStep, e.RiskLimit.RiskLimitBase,
-		e.RiskLimit.RiskLimitStep, e.RiskLimit.MaxQuantity,
-		e.Symbol.BaseMinimumIncrement, e.Symbol.BaseMaximumQuantity,
-		e.Symbol.QuoteMinimumIncrement, e.Symbol.SettlementFeeRate,
-		e.Notional, e.LiquidationDistance,
-	} {
-		if !finite(f) {
-			return ReasonNonFiniteInput
-		}
+	// Every number finite: x·0 is ±0 for a finite x and NaN for an
+	// infinite or NaN one, so the sum is zero exactly when all are finite
+	// (one pass of multiply-adds, without a branch per number).
+	rl, sy := &e.RiskLimit, &e.Symbol
+	z := p.EntryValue*0 + p.EntryPrice*0 + p.Margin*0 + p.Quantity*0 + p.RealizedPNL*0 +
+		p.MinimumMaintenanceMarginRate*0 + p.MinQuantity*0 + p.MaxQuantity*0 +
+		rl.InitialMarginRate*0 + rl.MaintenanceMarginRate*0 + rl.MarginRateStep*0 + rl.RiskLimitBase*0 +
+		rl.RiskLimitStep*0 + rl.MaxQuantity*0 +
+		sy.BaseMinimumIncrement*0 + sy.BaseMaximumQuantity*0 + sy.QuoteMinimumIncrement*0 + sy.SettlementFeeRate*0 +
+		e.Notional*0 + e.LiquidationDistance*0
+	if z != 0 {
+		return ReasonNonFiniteInput
 	}
 	return ""
 }

@@ -89,6 +89,10 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 		m.Positions[i].Held, m.Positions[i].MM = decimal.Zero, decimal.Zero
 	}
 	f.Positions = make([]PositionFit, len(m.Positions))
+	// The cross pool is summed once (Collaterals, without the free balance
+	// yet): every cross position's figures below are then O(1), the same
+	// values as inferFree's and LiquidationPrice's sums over the others.
+	base := m.Collaterals()
 	pool := decimal.Zero
 	for i, p := range m.Positions {
 		pf := &f.Positions[i]
@@ -97,7 +101,7 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 		pf.MarginModelled = p.Margin()
 		if p.Cross && p.Open() {
 			pool = pool.Add(pf.MarginModelled)
-			if free, ok := m.inferFree(i, rep[i].Liquidation); ok {
+			if free, ok := m.inferFreeWith(i, rep[i].Liquidation, base[i]); ok {
 				pf.FreeInferred, pf.HasFree = free, true
 				if !f.FreeKnown {
 					f.Free, f.FreeKnown = free, true
@@ -114,7 +118,11 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 		}
 		pf.Error, pf.What = relErr(pf.MarginReported, pf.MarginModelled, pf.MarginModelled), "margin"
 		if !p.Cross || f.FreeKnown {
-			pf.LiquidationModelled = m.LiquidationPrice(i)
+			collateral := pf.MarginModelled
+			if p.Cross {
+				collateral = base[i].Add(m.Free)
+			}
+			pf.LiquidationModelled = m.liquidationPrice(i, collateral)
 			scale := p.Index
 			if !scale.IsPositive() {
 				scale = decimal.Max(pf.LiquidationModelled, p.Entry)
@@ -296,13 +304,24 @@ func (a Account) inferFree(i int, liq decimal.Decimal) (decimal.Decimal, bool) {
 	if !p.Cross || !p.Open() || !liq.IsPositive() {
 		return decimal.Zero, false
 	}
+	withoutFree := a
+	withoutFree.Free = decimal.Zero
+	poolWithoutFree, others := withoutFree.crossPool(i)
+	return a.inferFreeWith(i, liq, poolWithoutFree.Sub(others))
+}
+
+// inferFreeWith is inferFree with position i's collateral without the
+// free balance already summed (base: the pool without the free balance
+// less the other cross positions' maintenance margin, as Collaterals
+// gives it with Free zero).
+func (a Account) inferFreeWith(i int, liq, base decimal.Decimal) (decimal.Decimal, bool) {
+	p := a.Positions[i]
+	if !p.Cross || !p.Open() || !liq.IsPositive() {
+		return decimal.Zero, false
+	}
 	move := p.Entry.Sub(liq)
 	if p.Direction == exchange.Short {
 		move = move.Neg()
 	}
-	withoutFree := a
-	withoutFree.Free = decimal.Zero
-	poolWithoutFree, others := withoutFree.crossPool(i)
-	c := move.Mul(p.Quantity).Add(p.Maintenance()).Add(others)
-	return c.Sub(poolWithoutFree).Round(8), true
+	return move.Mul(p.Quantity).Add(p.Maintenance()).Sub(base).Round(8), true
 }

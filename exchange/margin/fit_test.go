@@ -1,8 +1,12 @@
 package margin
 
 import (
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/shopspring/decimal"
 )
 
 // reportedBy is what an exchange running the model itself would list.
@@ -89,5 +93,49 @@ func TestFitMismatch(t *testing.T) {
 	}
 	if p, _ := f.Symbol("XBTC"); !p.Fits(f.Tolerance) {
 		t.Error("XBTC unfit by XSOL's read-back")
+	}
+}
+
+// TestCheckFitMatchesPairwise: CheckFit sums the cross pool once; every
+// figure it gives equals the definition's, position by position
+// (inferFree and LiquidationPrice, each summing over the others), on
+// seeded accounts whose reported figures are off by a little or a lot.
+func TestCheckFitMatchesPairwise(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(18, 5))
+	for n := range 500 {
+		a := randomAccount(r)
+		rep := reportedBy(a)
+		for i := range rep {
+			if r.IntN(3) == 0 {
+				rep[i].Liquidation = rep[i].Liquidation.Add(decimal.NewFromInt(int64(r.IntN(200) - 100)))
+			}
+		}
+		f := CheckFit(a, rep, 0)
+		m := Account{Positions: slices.Clone(a.Positions)}
+		for i := range m.Positions {
+			m.Positions[i].Held, m.Positions[i].MM = decimal.Zero, decimal.Zero
+		}
+		var free decimal.Decimal
+		known := false
+		for i := range m.Positions {
+			got := f.Positions[i]
+			want, ok := m.inferFree(i, rep[i].Liquidation)
+			if ok != got.HasFree || ok && !want.Equal(got.FreeInferred) {
+				t.Fatalf("account %d, position %d: free %s (%t), pairwise %s (%t)", n, i, got.FreeInferred, got.HasFree, want, ok)
+			}
+			if ok && !known {
+				free, known = want, true
+			}
+		}
+		m.Free = decimal.Max(free, decimal.Zero)
+		for i, p := range m.Positions {
+			if !p.Open() || p.Cross && !known {
+				continue
+			}
+			if want, got := m.LiquidationPrice(i), f.Positions[i].LiquidationModelled; !want.Equal(got) {
+				t.Fatalf("account %d, position %d: liquidation %s, pairwise %s", n, i, got, want)
+			}
+		}
 	}
 }

@@ -35,13 +35,15 @@ const (
 
 // haRules: XBTC over 5× is cut to 5× with a one-second cooldown (the
 // danger a test makes again and again); XETH over 8× to 8× and XSOL over
-// 6× to 6× with a five-minute cooldown.
+// 6× to 6× with a five-minute cooldown. No margin budget: each cut goes
+// the whole way, so each danger the test makes is one call.
 const haRules = `
   - name: cut-xbtc
     when: position.symbol == "XBTC" && position.leverage > 5
     cooldown: 1s
     severity: critical
     allow_closer_liquidation: true
+    margin_budget: none
     actions:
       - action: lower_leverage
         leverage: 5
@@ -50,6 +52,7 @@ const haRules = `
     cooldown: 5m
     severity: critical
     allow_closer_liquidation: true
+    margin_budget: none
     actions:
       - action: lower_leverage
         leverage: 8
@@ -58,6 +61,7 @@ const haRules = `
     cooldown: 5m
     severity: critical
     allow_closer_liquidation: true
+    margin_budget: none
     actions:
       - action: lower_leverage
         leverage: 6

@@ -43,7 +43,7 @@ func (e *Engine) runPlans(ctx context.Context, now time.Time, snap *Snapshot, pl
 		bySymbol[name] = append(bySymbol[name], pl)
 	}
 	maxAge := e.cfg.MaxSnapshotAge
-	submitted := false
+	var submitted []string // the symbols whose jobs this tick waits for
 	for _, name := range order {
 		var busy error
 		if f, ok := e.exec.Busy(name); ok {
@@ -65,11 +65,11 @@ func (e *Engine) runPlans(ctx context.Context, now time.Time, snap *Snapshot, pl
 			}
 			calls, dones = append(calls, pcs...), append(dones, done)
 		}
-		if !e.sequential {
-			submitted = e.submit(ctx, name, calls, dones, maxAge) || submitted
+		if !e.sequential && e.submit(ctx, name, calls, dones, maxAge) {
+			submitted = append(submitted, name)
 		}
 	}
-	if submitted && !e.exec.Wait(e.wait/2) {
+	if len(submitted) > 0 && !e.exec.WaitKeys(e.wait/2, submitted) {
 		e.log.Debug("calls still in flight at the end of the tick; their outcome is applied when they end", "calls", len(e.exec.InFlight()))
 	}
 	e.exec.Collect(ctx)

@@ -39,13 +39,20 @@ func (g *gatedActuator) CancelOrders(ctx context.Context, symbol string) (json.R
 // never send XBTC a second call, show the call in flight, and do not trust
 // the free balance a snapshot read during the call implies; the hung
 // call's outcome is applied by the tick that collects it.
+//
+// The interval is long (a tick waits up to half of it for its own calls,
+// so the first waits that long for XBTC's) so that XETH's call, run by a
+// goroutine, is said by the tick that decided it on a loaded machine: with
+// 100ms, one run in twenty under -race beside
+// TestConcurrentControlReloadAndTicks on a loaded CPU missed the 50ms wait.
+// The second tick must still not wait for XBTC's hung call.
 func TestCallInFlightHoldsOnlyItsSymbol(t *testing.T) {
 	t.Parallel()
 	fx := newFake()
 	g := &gatedActuator{fakeExchange: fx, release: make(chan struct{}), started: make(chan string, 4)}
 	set := &rules.Set{Rules: []*rules.Rule{rule(t, overMax)}}
 	var audit strings.Builder
-	e, err := New(Config{Interval: 100 * time.Millisecond, ActionTimeout: time.Minute}, set, Deps{Reader: fx, Actuator: g, Audit: NewAudit(&auditWriter{b: &audit})})
+	e, err := New(Config{Interval: 2 * time.Second, ActionTimeout: time.Minute}, set, Deps{Reader: fx, Actuator: g, Audit: NewAudit(&auditWriter{b: &audit})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +72,15 @@ func TestCallInFlightHoldsOnlyItsSymbol(t *testing.T) {
 	fx.mu.Lock()
 	fx.positions[1].Leverage = 30
 	fx.mu.Unlock()
+	start := time.Now()
 	rep, err := e.Tick(ctx, at(1))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Not a speed target: a tick that waited for XBTC's hung call (not its
+	// own) would take its whole budget, half the interval.
+	if took := time.Since(start); took >= time.Second {
+		t.Errorf("the tick took %s: it waited for XBTC's hung call, not only for its own", took)
 	}
 	var xeth *ActionEvent
 	for i, a := range rep.Actions {

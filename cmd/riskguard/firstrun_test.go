@@ -127,8 +127,9 @@ func TestRunDeadPortSaysItOnce(t *testing.T) {
 }
 
 // The collapser writes a repeated warning once a window and then says how
-// many it left out; another error, or the same one on another symbol, is
-// written at once; info lines are never held back.
+// many it left out; another error, or the same one on another symbol or
+// notification channel, is written at once; info lines are never held
+// back.
 func TestCollapserRepeats(t *testing.T) {
 	t.Parallel()
 	var buf lockedBuffer
@@ -147,6 +148,10 @@ func TestCollapserRepeats(t *testing.T) {
 	write(62*time.Second, slog.LevelError, "tick failed", "err", "status 503")
 	write(63*time.Second, slog.LevelWarn, "actions failed", "symbol", "XBTC", "err", "status 503")
 	write(63*time.Second, slog.LevelWarn, "actions failed", "symbol", "XSOL", "err", "status 503")
+	// Two channels failing alike are two problems: the second was hidden
+	// behind the first (TestBinarySecretsNeverShown waited in vain for it).
+	write(63*time.Second, slog.LevelError, "notification not delivered", "channel", "team", "err", "status 500")
+	write(63*time.Second, slog.LevelError, "notification not delivered", "channel", "pager", "err", "status 500")
 	for range 2 { // said every time: a transition, an operator's reload
 		write(64*time.Second, slog.LevelWarn, "rule firing", "rule", "r", "symbol", "XBTC")
 		write(64*time.Second, slog.LevelError, "config reload rejected; the old rules keep running", "err", "bad file")
@@ -164,7 +169,7 @@ func TestCollapserRepeats(t *testing.T) {
 	if !strings.Contains(out, `"repeated":"29 more times in the last 1m0s, not logged"`) {
 		t.Errorf("no count of the lines left out:\n%s", out)
 	}
-	for _, want := range []string{`"err":"status 503"`, `"symbol":"XBTC"`, `"symbol":"XSOL"`} {
+	for _, want := range []string{`"err":"status 503"`, `"symbol":"XBTC"`, `"symbol":"XSOL"`, `"channel":"team"`, `"channel":"pager"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lacks %s:\n%s", want, out)
 		}

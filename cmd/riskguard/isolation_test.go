@@ -405,9 +405,37 @@ func TestFaultEmptyAnswerNowAndThen(t *testing.T) {
 	if len(calls) == 0 {
 		t.Fatal("XETH's orders were never cancelled")
 	}
-	for i := 1; i < len(calls); i++ {
-		if gap := calls[i].Time.Sub(calls[i-1].Time); gap < 2*time.Second {
-			t.Errorf("XETH cancelled twice %s apart, within the 2s cooldown (%d cancels in all)", gap, len(calls))
+	// The cooldown counts from the tick that decided a cancel (the time
+	// of its audit records), not from when the call reached the exchange:
+	// a call that waited for a loaded CPU arrives later than the next one
+	// does after its own tick, so the exchange may see two cancels a
+	// little less than 2s apart with the cooldown kept.
+	var decided []time.Time
+	for _, r := range g.audit() {
+		if r.Type == "action" && r.Action == "cancel_orders" && r.Symbol == "XETH" && r.Phase == "sent" {
+			decided = append(decided, r.Time)
+		}
+	}
+	if len(decided) == 0 {
+		t.Fatalf("the exchange saw %d cancels on XETH and the audit log none", len(calls))
+	}
+	for i := 1; i < len(decided); i++ {
+		if gap := decided[i].Sub(decided[i-1]); gap < 2*time.Second {
+			t.Errorf("XETH cancelled by ticks %s apart, within the 2s cooldown (%d cancels in all)", gap, len(decided))
+		}
+	}
+	// Every cancel the exchange saw comes from one of those decisions:
+	// it reached the exchange after the last decision before it, and
+	// before the cooldown let another one be made.
+	for _, c := range calls {
+		i := -1 // the last decision at or before the call
+		for j, d := range decided {
+			if !d.After(c.Time) {
+				i = j
+			}
+		}
+		if i < 0 || c.Time.Sub(decided[i]) >= 2*time.Second {
+			t.Errorf("the exchange saw a cancel on XETH at %s that no tick decided in the 2s before (decisions %v)", c.Time, decided)
 		}
 	}
 	if strings.Contains(d.logs.String(), "position closed") {

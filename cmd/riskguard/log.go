@@ -63,8 +63,8 @@ const retryMsg = "exchange request failed, retrying"
 
 // collapser is a log handler that writes a failure (a warning or an error
 // with an err) once per window: the same message with the same err, rule,
-// symbol and action
-// (the client's retries by message alone) is counted instead, and the
+// symbol, action and channel (the client's retries by message alone) is
+// counted instead, and the
 // next one written after the window says how many were left out
 // ("repeated"). Metrics and the audit log are not behind it: they count
 // every failure. A line with an err the next step is known for gets it
@@ -112,7 +112,7 @@ func (c *collapser) Handle(ctx context.Context, r slog.Record) error {
 			if r.Message != retryMsg {
 				key += "\x00" + errText
 			}
-		case "rule", "symbol", "action", "reason":
+		case "rule", "symbol", "action", "reason", "channel":
 			if r.Message != retryMsg {
 				key += "\x00" + a.Key + "=" + a.Value.String()
 			}

@@ -131,6 +131,11 @@ func TestBinarySecretsNeverShown(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
 	addr, logs := listenAddr(t, pr, 20*time.Second)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs.String())
+		}
+	})
 	if !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Errorf("metrics listener on %s, want loopback", addr)
 	}

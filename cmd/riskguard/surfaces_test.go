@@ -376,9 +376,13 @@ func TestTelegramControlFailingIsNotified(t *testing.T) {
 		}
 		return ""
 	}
-	if got := metric(); got != `riskguard_telegram_control_failing{channel="ops"} 0` {
-		t.Errorf("before failing: %q", got)
-	}
+	// /metrics is served (and its address logged) just before the control
+	// starts and sets its gauge: a scrape in between, seen on a loaded
+	// CPU, has no line yet. The gauge must read 0 before the failure
+	// (control_fail_after, 2s) turns it to 1.
+	waitFor(t, "the gauge at 0 before failing", 10*time.Second, func() bool {
+		return metric() == `riskguard_telegram_control_failing{channel="ops"} 0`
+	})
 	waitFor(t, "the failure notified", 20*time.Second, func() bool {
 		return len(bot.sent("100", "The Telegram control cannot read commands: getUpdates has been failing for")) > 0
 	})

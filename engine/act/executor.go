@@ -202,6 +202,34 @@ func (x *Executor) Wait(d time.Duration) bool {
 	}
 }
 
+// WaitKeys waits until none of keys' jobs is running, or for d at most,
+// and reports whether none is. A tick waits for the jobs it submitted, not
+// for an older job that hangs on another key: that one would make every
+// tick wait its whole budget for as long as it hangs.
+func (x *Executor) WaitKeys(d time.Duration, keys []string) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		x.mu.Lock()
+		idle, changed := true, x.changed
+		for _, k := range keys {
+			if f, ok := x.inFlight[k]; ok && !f.ended {
+				idle = false
+				break
+			}
+		}
+		x.mu.Unlock()
+		if idle {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return false
+		}
+	}
+}
+
 // Collect runs the Done of every job that ended since the last Collect, in
 // the order they ended, on the caller's goroutine.
 func (x *Executor) Collect(ctx context.Context) int {

@@ -67,6 +67,13 @@ func TestExecutorHangingKeyHoldsNothingElse(t *testing.T) {
 	if x.Submit(ctx, job("XBTC", quick)) {
 		t.Fatal("a second XBTC job was accepted while the first is in flight")
 	}
+	// A tick waits for its own jobs: XETH's ends while XBTC hangs.
+	if !x.WaitKeys(5*time.Second, []string{"XETH"}) {
+		t.Fatal("WaitKeys(XETH) waited for XBTC's hanging job")
+	}
+	if x.WaitKeys(50*time.Millisecond, []string{"XETH", "XBTC"}) {
+		t.Fatal("WaitKeys(XETH, XBTC) reported idle with XBTC hanging")
+	}
 	if x.Wait(2 * time.Second) {
 		t.Fatal("Wait reported idle with XBTC hanging")
 	}

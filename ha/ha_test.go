@@ -145,7 +145,7 @@ func TestWriteFencedOnLeaderKey(t *testing.T) {
 }
 
 // etcd writes per tick: the leader writes the parts whose state changed,
-// and nothing on a quiet tick. The figure is in README (HA).
+// and nothing on a quiet tick. The figure is in docs/ha.md.
 func TestWritesPerTick(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t, 1)

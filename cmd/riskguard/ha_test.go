@@ -539,7 +539,7 @@ func TestHAEtcdUnavailable(t *testing.T) {
 	}
 }
 
-// The failover figure in README (HA): RISKGUARD_FAILOVER_BENCH=N kills the
+// The failover figure in docs/ha.md: RISKGUARD_FAILOVER_BENCH=N kills the
 // leader N times (kill -9) with two processes up, and reports the time from
 // the kill (and a new danger) to the new leader's first call, p50 and max.
 // Each killed process comes back as the standby of the next round.

@@ -201,9 +201,24 @@ func TestAccountsOneProcessGuardsSeveral(t *testing.T) {
 		t.Errorf("the top level's audit.jsonl was written (%v): each account has its own", err)
 	}
 
-	_, metrics := api(t, addr, "GET", "/metrics", "", nil)
-	for _, want := range []string{`riskguard_ticks_total{account="a",result="ok"}`, `riskguard_ticks_total{account="b",result="ok"}`,
-		`riskguard_paused{account="a"} 1`, `riskguard_paused{account="b"} 0`, `riskguard_actions_total{account="b",action="cancel_orders",result="ok"}`} {
+	// b's action is counted once its outcome is collected, which can be a
+	// tick after its sent record: the scrape waits for it, bounded.
+	wants := []string{`riskguard_ticks_total{account="a",result="ok"}`, `riskguard_ticks_total{account="b",result="ok"}`,
+		`riskguard_paused{account="a"} 1`, `riskguard_paused{account="b"} 0`, `riskguard_actions_total{account="b",action="cancel_orders",result="ok"}`}
+	var metrics string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, metrics = api(t, addr, "GET", "/metrics", "", nil)
+		missing := false
+		for _, want := range wants {
+			missing = missing || !strings.Contains(metrics, want)
+		}
+		if !missing || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range wants {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -162,3 +162,68 @@ func TestSpreadAndRebalance(t *testing.T) {
 	}
 	t.Logf("%d samples of a leader, %d violations", samples, len(violations))
 }
+
+// A hand-over (a member joined) is the fencing order: the seat stops
+// acting, may still write its state (fenced on its key, so the next
+// leader has its last cooldowns), and resigns a third of the lease later;
+// only then does the newcomer win.
+func TestHandOverStopsBeforeResign(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	accounts := []string{"x", "y"}
+	p1 := startSpreadNode(t, c, "p1", accounts)
+	waitFor(t, "p1 leading both accounts alone", 10*time.Second, func() bool { return p1.leads() == 2 })
+	joined := time.Now()
+	p2 := startSpreadNode(t, c, "p2", accounts)
+	var stopped, won time.Time
+	var handing *ha.Seat
+	var saveErr error
+	saved := false
+	waitFor(t, "p2 leading one account", 4*ttl, func() bool {
+		now := time.Now()
+		for _, s := range p1.seats {
+			if s.HandingOver() && handing == nil {
+				handing, stopped = s, now
+				if ok, _ := s.MayAct(now); ok {
+					t.Errorf("account %s: MayAct true while handing over", s.Account())
+				}
+				_, saveErr = s.SaveState(context.Background(), map[string][]byte{"breaker": []byte(`{"handed":true}`)})
+				saved = true
+			}
+		}
+		if p2.leads() == 1 {
+			won = now
+			return true
+		}
+		return false
+	})
+	if handing == nil {
+		t.Fatal("p1 was never seen handing an account over")
+	}
+	if saved && saveErr != nil {
+		t.Errorf("the state write while handing over: %v", saveErr)
+	}
+	if gap := won.Sub(stopped); gap < ttl/3-50*time.Millisecond {
+		t.Errorf("p2 led %s after p1 stopped acting, want at least the margin %s", gap, ttl/3)
+	}
+	if p1.leads() != 1 {
+		t.Errorf("p1 leads %d after the hand-over, want 1", p1.leads())
+	}
+	// The newcomer took the handed-over account and its state.
+	var got *ha.Seat
+	for i, s := range p2.seats {
+		if ok, _ := s.MayAct(time.Now()); ok {
+			got = s
+			if accounts[i] != handing.Account() {
+				t.Errorf("p2 leads %s, p1 handed over %s", accounts[i], handing.Account())
+			}
+		}
+	}
+	if got != nil {
+		parts, err := got.LoadState(context.Background())
+		if err != nil || string(parts["breaker"]) != `{"handed":true}` {
+			t.Errorf("the new leader read breaker %q (%v), want what the old one wrote while handing over", parts["breaker"], err)
+		}
+	}
+	t.Logf("p2 joined at 0; p1 stopped acting for %s at %s; p2 led it at %s", handing.Account(), stopped.Sub(joined).Round(time.Millisecond), won.Sub(joined).Round(time.Millisecond))
+}

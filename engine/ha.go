@@ -243,10 +243,21 @@ func stateFromParts(parts map[string][]byte) (*savedState, error) {
 	return s, errors.Join(errs...)
 }
 
+// handover is a Leadership that may be handing its account over to
+// another process (package ha's Seat, when the accounts are spread anew):
+// it starts no call then, but still writes the state of the calls it
+// made, so the next leader has their cooldowns.
+type handover interface{ HandingOver() bool }
+
+func (e *Engine) handingOver() bool {
+	h, ok := e.lead.(handover)
+	return ok && h.HandingOver() && e.lead.Term() == e.term.Load()
+}
+
 // saveShared writes the state's changed parts while this process leads;
 // a failure leaves them for the next save.
 func (e *Engine) saveShared(s *savedState) {
-	if e.shared == nil || e.mayAct(e.now()) != nil {
+	if e.shared == nil || e.mayAct(e.now()) != nil && !e.handingOver() {
 		return
 	}
 	parts, err := s.parts()

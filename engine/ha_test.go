@@ -75,7 +75,7 @@ func (f *fakeShared) SaveState(_ context.Context, parts map[string][]byte) (int,
 	return n, nil
 }
 
-func haEngine(t *testing.T, lead *fakeLead, shared *fakeShared) (*engine.Engine, *sim.Exchange, *bytes.Buffer) {
+func haEngine(t *testing.T, lead engine.Leadership, shared *fakeShared) (*engine.Engine, *sim.Exchange, *bytes.Buffer) {
 	t.Helper()
 	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
 	if err != nil {

@@ -68,6 +68,16 @@ type Node struct {
 	// downSaid: the etcd-unreachable event was sent for this outage.
 	downSaid bool
 	members  []Member
+	// The spread (spread.go): held is the seats this process leads and
+	// may act for, by when each was won; quota is how many it may lead;
+	// lower/lowerSince is a smaller quota waiting out the settle delay;
+	// changed is closed (and replaced) when quota or held change, waking
+	// the seats that wait for room.
+	held       map[*Seat]time.Time
+	quota      int
+	lower      int
+	lowerSince time.Time
+	changed    chan struct{}
 }
 
 // New connects to etcd (the connection is made lazily: an unreachable etcd
@@ -85,6 +95,7 @@ func New(cfg Config, o Options) (*Node, error) {
 		return nil, fmt.Errorf("ha: etcd client: %w", err)
 	}
 	n := &Node{cfg: cfg, cli: cli, log: o.Logger, onEvent: o.OnEvent, metrics: o.Metrics, seats: map[string]*Seat{},
+		held: map[*Seat]time.Time{}, changed: make(chan struct{}),
 		ttl: cfg.LeaseTTL, margin: cfg.Margin(), me: Member{Host: cfg.Host, Advertise: cfg.Advertise, Started: time.Now().UTC()}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
@@ -108,7 +119,7 @@ func (n *Node) Seat(account string) *Seat {
 	if s, ok := n.seats[account]; ok {
 		return s
 	}
-	s := &Seat{n: n, account: account, pfx: n.accountPrefix(account)}
+	s := &Seat{n: n, account: account, pfx: n.accountPrefix(account), release: make(chan struct{}, 1)}
 	n.seats[account] = s
 	n.metrics.setLeader(account, false)
 	return s
@@ -198,6 +209,10 @@ func (n *Node) hold(ctx context.Context, sess *concurrency.Session) {
 		n.unreachable(err)
 		return
 	}
+	// The live members decide how many accounts this process may lead
+	// before any seat campaigns.
+	n.refreshMembers(lctx)
+	n.rebalance(time.Now(), true)
 	n.mu.Lock()
 	seats := make([]*Seat, 0, len(n.seats))
 	for _, s := range n.seats {
@@ -234,6 +249,7 @@ func (n *Node) renew(ctx context.Context, sess *concurrency.Session) {
 			n.mu.Unlock()
 			n.reachable()
 			n.refreshMembers(ctx)
+			n.rebalance(time.Now(), false)
 		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
 			n.event("", "critical", "ha: the lease expired on etcd's side: every leadership of this process ended; campaigning again")
 			return

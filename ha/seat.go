@@ -24,11 +24,16 @@ type Seat struct {
 	account string
 	pfx     string // PREFIX/accounts/NAME/
 
+	// release asks the leadership to end: the accounts are spread anew.
+	release chan struct{}
+
 	mu     sync.Mutex
 	leader bool
-	key    string // the leader key while leader
-	rev    int64  // its create revision: the term
-	since  time.Time
+	// handing: the leadership is being handed over; MayAct is false.
+	handing bool
+	key     string // the leader key while leader
+	rev     int64  // its create revision: the term
+	since   time.Time
 	// current is the leader as last observed (this process's own value
 	// while it leads); zero when none was seen.
 	current Member
@@ -48,26 +53,52 @@ func (s *Seat) Account() string { return s.account }
 func (s *Seat) electionPrefix() string { return s.pfx + "leader" }
 func (s *Seat) statePrefix() string    { return s.pfx + "state/" }
 
-// campaign runs the account's election on one lease until ctx is done.
+// campaign runs the account's election on one lease until ctx is done:
+// it follows who leads, and campaigns while this process has room for
+// one more account (spread.go).
 func (s *Seat) campaign(ctx context.Context, sess *concurrency.Session, value string) {
+	octx, ocancel := context.WithCancel(ctx)
+	observed := make(chan struct{})
+	go func() { defer close(observed); s.observe(octx, concurrency.NewElection(sess, s.electionPrefix())) }()
+	defer func() { ocancel(); <-observed }()
 	for ctx.Err() == nil {
+		if !s.n.waitRoom(ctx) {
+			return
+		}
 		if !s.campaignOnce(ctx, sess, value) {
 			wait(ctx, 200*time.Millisecond) // etcd refused the campaign: not in a hot loop
 		}
 	}
 }
 
-// campaignOnce waits to win, leads until ctx is done or the leader key is
-// deleted under it (an operator, or etcd's expiry of a lease this process
-// still thinks held), and steps down, resigning when etcd answers.
-// It reports whether it led.
+// campaignOnce waits to win (or withdraws once this process is full),
+// leads until ctx is done, the leader key is deleted under it (an
+// operator, or etcd's expiry of a lease this process still thinks held)
+// or the account is handed over, and steps down, resigning when etcd
+// answers. It reports false when etcd refused the campaign.
 func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, value string) bool {
 	el := concurrency.NewElection(sess, s.electionPrefix())
-	octx, ocancel := context.WithCancel(ctx)
-	defer ocancel()
-	go s.observe(octx, el)
-	if err := el.Campaign(ctx, value); err != nil {
-		return false
+	cctx, ccancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); s.n.whileRoom(cctx, ccancel) }()
+	err := el.Campaign(cctx, value) // a cancelled campaign deletes its key
+	withdrawn := cctx.Err() != nil  // full (or ctx done), not refused
+	ccancel()
+	<-watched
+	if err != nil {
+		return withdrawn
+	}
+	if !s.n.take(s) {
+		// Won while full (another seat of this process won meanwhile):
+		// resign before ever acting, for one that has room.
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		el.Resign(rctx) //nolint:errcheck // the lease's end removes the key anyway
+		cancel()
+		return true
+	}
+	select {
+	case <-s.release: // a hand-over asked for a leadership that has ended
+	default:
 	}
 	s.mu.Lock()
 	s.leader, s.key, s.rev, s.since = true, el.Key(), el.Rev(), time.Now()
@@ -88,6 +119,17 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 		select {
 		case <-ctx.Done():
 			lead = false
+		case <-s.release:
+			// MayAct answers false from now on (the same lock), so no
+			// call starts; one that passed the check before is bounded
+			// by engine.action_timeout, and the margin is the same wait
+			// a lapsing lease gives (docs/ha.md, fencing). The state
+			// writes still go through meanwhile (fenced on the key).
+			s.mu.Lock()
+			s.handing = true
+			s.mu.Unlock()
+			wait(ctx, s.n.margin)
+			lead = false
 		case wr, ok := <-gone:
 			if !ok {
 				gone = nil // the watch ended with its context
@@ -101,14 +143,34 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 		}
 	}
 	s.mu.Lock()
-	s.leader, s.key, s.rev = false, "", 0
+	s.leader, s.handing, s.key, s.rev = false, false, "", 0
 	s.mu.Unlock()
+	s.n.drop(s)
 	s.n.metrics.setLeader(s.account, false)
 	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	el.Resign(rctx) //nolint:errcheck // the lease's end removes the key anyway
 	s.n.event(s.account, "warning", fmt.Sprintf("ha: %s no longer leads account %s", s.n.cfg.Host, s.account))
 	return true
+}
+
+// handOver asks the leadership to end (spread.go): MayAct turns false at
+// once, the key is resigned a margin later.
+func (s *Seat) handOver() {
+	select {
+	case s.release <- struct{}{}:
+	default:
+	}
+}
+
+// HandingOver reports whether this process is handing the account over to
+// another (the accounts are spread anew): it starts no call, but may
+// still write the state of the calls it made, so the next leader has
+// their cooldowns.
+func (s *Seat) HandingOver() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handing
 }
 
 // observe follows who leads, for a standby's answers and the status.
@@ -137,10 +199,13 @@ func (s *Seat) observe(ctx context.Context, el *concurrency.Election) {
 // lease: a replayed or adjusted clock must not stretch it.
 func (s *Seat) MayAct(now time.Time) (bool, string) {
 	s.mu.Lock()
-	leader, cur := s.leader, s.current
+	leader, handing, cur := s.leader, s.handing, s.current
 	s.mu.Unlock()
 	if !leader {
 		return false, "standby: " + s.whereLeader(cur)
+	}
+	if handing {
+		return false, fmt.Sprintf("handing account %s over: the accounts are spread anew over the live processes", s.account)
 	}
 	left, age, leased := s.n.leaseLeft()
 	if !leased || left <= 0 {

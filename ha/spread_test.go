@@ -1,0 +1,231 @@
+package ha_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/ha"
+	"github.com/riskguard/riskguard/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// spreadNode is one process guarding every account, through its own proxy
+// to etcd.
+type spreadNode struct {
+	host  string
+	node  *ha.Node
+	seats []*ha.Seat
+	proxy *etcdtest.Proxy
+}
+
+func startSpreadNode(t *testing.T, c *etcdtest.Cluster, host string, accounts []string) *spreadNode {
+	t.Helper()
+	p := etcdtest.NewProxy(t, c.Endpoints[0])
+	n, err := ha.New(ha.Config{Endpoints: []string{p.URL()}, LeaseTTL: ttl, Prefix: "/s/", Host: host, DialTimeout: time.Second}, ha.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn := &spreadNode{host: host, node: n, proxy: p}
+	for _, a := range accounts {
+		sn.seats = append(sn.seats, n.Seat(a))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; n.Close() })
+	return sn
+}
+
+// leads is how many accounts the node may act for now.
+func (sn *spreadNode) leads() int {
+	k := 0
+	for _, s := range sn.seats {
+		if ok, _ := s.MayAct(time.Now()); ok {
+			k++
+		}
+	}
+	return k
+}
+
+// Six accounts over three processes: two each; one cut off from etcd
+// (dead to the others) → three each for the other two within the lease
+// and a renewal; back → two each again. Meanwhile a checker samples,
+// every few milliseconds, which processes may act for each account and
+// who holds its leader key in etcd: never two at once, and the one that
+// may act always holds the key.
+func TestSpreadAndRebalance(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	accounts := []string{"a1", "a2", "a3", "a4", "a5", "a6"}
+	var nodes []*spreadNode
+	for _, h := range []string{"p1", "p2", "p3"} {
+		nodes = append(nodes, startSpreadNode(t, c, h, accounts))
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var violations []string
+	samples := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			for i, a := range accounts {
+				var acting []string
+				for _, sn := range nodes {
+					if ok, _ := sn.seats[i].MayAct(time.Now()); ok {
+						acting = append(acting, sn.host)
+					}
+				}
+				if len(acting) == 0 {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				resp, err := cli.Get(ctx, "/s/accounts/"+a+"/leader/", clientv3.WithFirstCreate()...)
+				cancel()
+				mu.Lock()
+				samples++
+				if len(acting) > 1 {
+					violations = append(violations, fmt.Sprintf("account %s: %v may act at once", a, acting))
+				} else if err == nil {
+					var m ha.Member
+					if len(resp.Kvs) == 0 || json.Unmarshal(resp.Kvs[0].Value, &m) != nil || m.Host != acting[0] {
+						violations = append(violations, fmt.Sprintf("account %s: %s may act but the leader key is %q", a, acting[0], m.Host))
+					}
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	spread := func(what string, want map[*spreadNode]int, within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		waitFor(t, what, within, func() bool {
+			for sn, w := range want {
+				if sn.leads() != w {
+					return false
+				}
+			}
+			return true
+		})
+		return time.Since(start)
+	}
+	p1, p2, p3 := nodes[0], nodes[1], nodes[2]
+	took := spread("two accounts each over three processes", map[*spreadNode]int{p1: 2, p2: 2, p3: 2}, 20*time.Second)
+	t.Logf("spread 2/2/2 %s after start", took.Round(time.Millisecond))
+	// Stable: no account moves once spread.
+	time.Sleep(ttl)
+	for _, sn := range nodes {
+		if got := sn.leads(); got != 2 {
+			t.Fatalf("%s leads %d after settling, want 2", sn.host, got)
+		}
+	}
+
+	p3.proxy.Cut()
+	took = spread("three accounts each over the two left", map[*spreadNode]int{p1: 3, p2: 3, p3: 0}, 3*ttl)
+	t.Logf("p3 cut off: 3/3 %s later (lease_ttl %s)", took.Round(time.Millisecond), ttl)
+	// The lease, a renewal to see the member gone, and a second for
+	// etcd's lessor (it revokes expired leases every 500 ms) and the load.
+	if limit := ttl + ttl/6 + time.Second; took > limit {
+		t.Errorf("the two left took %s to lead p3's accounts, over lease_ttl + a renewal + 1s (%s)", took, limit)
+	}
+
+	p3.proxy.Heal()
+	took = spread("two accounts each again", map[*spreadNode]int{p1: 2, p2: 2, p3: 2}, 6*ttl)
+	t.Logf("p3 back: 2/2/2 %s later", took.Round(time.Millisecond))
+	if q, live := p1.node.Quota(); q != 2 || live != 3 {
+		t.Errorf("p1's quota %d over %d live, want 2 over 3", q, live)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	if samples == 0 {
+		t.Fatal("the checker sampled no leader")
+	}
+	for _, v := range violations {
+		t.Error(v)
+	}
+	t.Logf("%d samples of a leader, %d violations", samples, len(violations))
+}
+
+// A hand-over (a member joined) is the fencing order: the seat stops
+// acting, may still write its state (fenced on its key, so the next
+// leader has its last cooldowns), and resigns a third of the lease later;
+// only then does the newcomer win.
+func TestHandOverStopsBeforeResign(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	accounts := []string{"x", "y"}
+	p1 := startSpreadNode(t, c, "p1", accounts)
+	waitFor(t, "p1 leading both accounts alone", 10*time.Second, func() bool { return p1.leads() == 2 })
+	joined := time.Now()
+	p2 := startSpreadNode(t, c, "p2", accounts)
+	var stopped, won time.Time
+	var handing *ha.Seat
+	var saveErr error
+	saved := false
+	waitFor(t, "p2 leading one account", 4*ttl, func() bool {
+		now := time.Now()
+		for _, s := range p1.seats {
+			if s.HandingOver() && handing == nil {
+				handing, stopped = s, now
+				if ok, _ := s.MayAct(now); ok {
+					t.Errorf("account %s: MayAct true while handing over", s.Account())
+				}
+				_, saveErr = s.SaveState(context.Background(), map[string][]byte{"breaker": []byte(`{"handed":true}`)})
+				saved = true
+			}
+		}
+		if p2.leads() == 1 {
+			won = now
+			return true
+		}
+		return false
+	})
+	if handing == nil {
+		t.Fatal("p1 was never seen handing an account over")
+	}
+	if saved && saveErr != nil {
+		t.Errorf("the state write while handing over: %v", saveErr)
+	}
+	if gap := won.Sub(stopped); gap < ttl/3-50*time.Millisecond {
+		t.Errorf("p2 led %s after p1 stopped acting, want at least the margin %s", gap, ttl/3)
+	}
+	if p1.leads() != 1 {
+		t.Errorf("p1 leads %d after the hand-over, want 1", p1.leads())
+	}
+	// The newcomer took the handed-over account and its state.
+	var got *ha.Seat
+	for i, s := range p2.seats {
+		if ok, _ := s.MayAct(time.Now()); ok {
+			got = s
+			if accounts[i] != handing.Account() {
+				t.Errorf("p2 leads %s, p1 handed over %s", accounts[i], handing.Account())
+			}
+		}
+	}
+	if got != nil {
+		parts, err := got.LoadState(context.Background())
+		if err != nil || string(parts["breaker"]) != `{"handed":true}` {
+			t.Errorf("the new leader read breaker %q (%v), want what the old one wrote while handing over", parts["breaker"], err)
+		}
+	}
+	t.Logf("p2 joined at 0; p1 stopped acting for %s at %s; p2 led it at %s", handing.Account(), stopped.Sub(joined).Round(time.Millisecond), won.Sub(joined).Round(time.Millisecond))
+}

@@ -166,7 +166,15 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 		w.at = now
 		return w.fit
 	}
-	f := margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+	var f margin.Fit
+	if w.known {
+		// Only what changed is solved again: an isolated position whose
+		// index alone moved keeps its modelled figures (the same fit as
+		// CheckFit's, field for field).
+		f = margin.CheckFitAfter(w.fit, margin.Account{Positions: w.ps}, w.rep, margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+	} else {
+		f = margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+	}
 	for sym, text := range w.mismatched {
 		f.MarkMismatch(sym, text)
 	}

@@ -66,8 +66,8 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 	if v.FreeKnown || !hasCross(v.Acct) {
 		// Without the free balance a cross pool cannot be measured: the
 		// measures stay unknown, neither better nor worse.
-		p.Before, p.After = v.Acct.Survival(-1), next.Survival(-1)
-		p.RestBefore, p.RestAfter = v.Acct.Survival(i), next.Survival(i)
+		p.Before, p.RestBefore = v.Acct.SurvivalBoth(i)
+		p.After, p.RestAfter = next.SurvivalBoth(i)
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {

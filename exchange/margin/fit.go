@@ -80,6 +80,62 @@ type Fit struct {
 // leverage, and every liquidation price from its own margins: a's Held
 // and MM are ignored.
 func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
+	return checkFit(a, rep, tolerance, nil)
+}
+
+// CheckFitAfter is CheckFit(a, rep, tolerance), computed with the help of
+// prev: the fit CheckFit gave for prevA and prevRep (read-back mismatches
+// marked on it or not). An isolated position whose inputs are the same as
+// before but for its index keeps its modelled margin and liquidation price
+// (neither depends on the index, which only scales the liquidation
+// price's error), so a replay whose positions change only their index
+// skips the liquidation price's solution. Cross positions share the pool,
+// which follows every index: they are computed afresh. The result is
+// CheckFit's, field for field (fit_test.go checks it on seeded accounts).
+func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep []Reported, tolerance float64) Fit {
+	if len(prev.Positions) != len(prevA.Positions) || len(prevRep) != len(prevA.Positions) {
+		return checkFit(a, rep, tolerance, nil)
+	}
+	return checkFit(a, rep, tolerance, func(i int) *PositionFit {
+		if i >= len(prevA.Positions) || i >= len(rep) {
+			return nil
+		}
+		p, q := &a.Positions[i], &prevA.Positions[i]
+		if p.Cross || q.Cross || !sameButIndex(p, q) || !sameDec(rep[i].Margin, prevRep[i].Margin) ||
+			!sameDec(rep[i].Liquidation, prevRep[i].Liquidation) {
+			return nil
+		}
+		return &prev.Positions[i]
+	})
+}
+
+// sameButIndex reports whether CheckFit reads the same figures from p and
+// q but for the index: every field equal, decimals in value and exponent
+// (Held and MM it ignores).
+func sameButIndex(p, q *Position) bool {
+	return p.Symbol == q.Symbol && p.Direction == q.Direction && p.Leverage == q.Leverage && p.Cross == q.Cross &&
+		p.Scale == q.Scale && sameDec(p.Quantity, q.Quantity) && sameDec(p.Entry, q.Entry) && sameDec(p.Value, q.Value) &&
+		sameRiskLimit(&p.RiskLimit, &q.RiskLimit)
+}
+
+// sameRiskLimit reports whether two risk limits are the same, field by
+// field.
+func sameRiskLimit(a, b *exchange.RiskLimit) bool {
+	return a.ID == b.ID && a.MaxLeverage == b.MaxLeverage && a.MaxRiskLimitSteps == b.MaxRiskLimitSteps &&
+		a.CreatedAt == b.CreatedAt && sameDec(a.InitialMarginRate, b.InitialMarginRate) &&
+		sameDec(a.MaintenanceMarginRate, b.MaintenanceMarginRate) && sameDec(a.MarginRateStep, b.MarginRateStep) &&
+		sameDec(a.RiskLimitBase, b.RiskLimitBase) && sameDec(a.RiskLimitStep, b.RiskLimitStep) &&
+		sameDec(a.MaxQuantity, b.MaxQuantity)
+}
+
+// sameDec reports whether a and b are the same decimal: the same value
+// written with the same exponent.
+func sameDec(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Equal(b) }
+
+// checkFit is CheckFit; reuse, when not nil, gives for position i the fit
+// of the same isolated position under another index (nil when there is
+// none), whose modelled figures are taken as they are.
+func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *PositionFit) Fit {
 	if !(tolerance > 0) {
 		tolerance = DefaultFitTolerance
 	}
@@ -92,12 +148,27 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 	// The cross pool is summed once (Collaterals, without the free balance
 	// yet): every cross position's figures below are then O(1), the same
 	// values as inferFree's and LiquidationPrice's sums over the others.
-	base := m.Collaterals()
+	// Without a cross position it is not needed.
+	var base []decimal.Decimal
+	if slices.ContainsFunc(m.Positions, func(p Position) bool { return p.Cross && p.Open() }) {
+		base = m.Collaterals()
+	}
 	pool := decimal.Zero
+	var kept []bool // kept[i]: position i's modelled figures are reuse(i)'s
 	for i, p := range m.Positions {
 		pf := &f.Positions[i]
 		pf.Symbol, pf.Cross = p.Symbol, p.Cross
 		pf.MarginReported, pf.LiquidationReported = rep[i].Margin, rep[i].Liquidation
+		if reuse != nil && p.Open() {
+			if old := reuse(i); old != nil {
+				if kept == nil {
+					kept = make([]bool, len(m.Positions))
+				}
+				kept[i] = true
+				pf.MarginModelled, pf.LiquidationModelled = old.MarginModelled, old.LiquidationModelled
+				continue
+			}
+		}
 		pf.MarginModelled = p.Margin()
 		if p.Cross && p.Open() {
 			pool = pool.Add(pf.MarginModelled)
@@ -122,7 +193,9 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 			if p.Cross {
 				collateral = base[i].Add(m.Free)
 			}
-			pf.LiquidationModelled = m.liquidationPrice(i, collateral)
+			if kept == nil || !kept[i] {
+				pf.LiquidationModelled = m.liquidationPrice(i, collateral)
+			}
 			scale := p.Index
 			if !scale.IsPositive() {
 				scale = decimal.Max(pf.LiquidationModelled, p.Entry)

@@ -139,3 +139,78 @@ func TestCheckFitMatchesPairwise(t *testing.T) {
 		}
 	}
 }
+
+// CheckFitAfter gives CheckFit's fit, field for field, on seeded accounts
+// stepped many times with random changes: most steps move only indexes
+// (what a replay does), some change a position's leverage, quantity,
+// mode, reported figures or the set of positions, and some previous fits
+// carry read-back mismatches.
+func TestCheckFitAfterMatchesCheckFit(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(18, 55))
+	for n := range 200 {
+		a := randomAccount(r)
+		rep := reportedBy(a)
+		prev := CheckFit(a, rep, 0)
+		for step := range 40 {
+			b := Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
+			brep := slices.Clone(rep)
+			for i := range b.Positions {
+				p := &b.Positions[i]
+				p.Index = p.Index.Mul(decimal.NewFromFloat(1 + (r.Float64()-0.5)*0.02).Round(4)).Round(2)
+				switch r.IntN(12) {
+				case 0:
+					p.Leverage = 1 + r.IntN(50)
+				case 1:
+					p.Quantity = p.Quantity.Add(decimal.New(1, -1))
+				case 2:
+					p.Cross = !p.Cross
+				case 3:
+					brep[i].Liquidation = brep[i].Liquidation.Add(decimal.NewFromInt(int64(r.IntN(50) + 1)))
+				case 4:
+					brep[i].Margin = brep[i].Margin.Mul(decimal.NewFromFloat(1.01))
+				case 5:
+					p.Entry = p.Entry.Add(decimal.New(5, -1)) // another exponent, the same figures otherwise
+				}
+			}
+			if r.IntN(15) == 0 {
+				o := randomAccount(r)
+				b.Positions = append(b.Positions, o.Positions[0])
+				brep = append(brep, reportedBy(o)[0])
+			}
+			if r.IntN(15) == 0 && len(b.Positions) > 1 {
+				b.Positions, brep = b.Positions[1:], brep[1:]
+			}
+			if r.IntN(6) == 0 {
+				prev.MarkMismatch(prev.Positions[r.IntN(len(prev.Positions))].Symbol, "read back 1, modelled 2")
+			}
+			tol := []float64{0, 0.001, 0.05}[r.IntN(3)]
+			want := CheckFit(b, brep, tol)
+			got := CheckFitAfter(prev, a, rep, b, brep, tol)
+			if !sameFit(got, want) {
+				t.Fatalf("account %d, step %d: CheckFitAfter\n%+v\nCheckFit\n%+v", n, step, got, want)
+			}
+			a, rep, prev = b, brep, got
+		}
+	}
+}
+
+// sameFit reports whether two fits are the same, decimals in value and
+// exponent.
+func sameFit(a, b Fit) bool {
+	if len(a.Positions) != len(b.Positions) || !sameDec(a.Free, b.Free) || a.FreeKnown != b.FreeKnown ||
+		a.FreeSpread != b.FreeSpread || a.Worst != b.Worst || a.WorstSymbol != b.WorstSymbol ||
+		a.WorstWhat != b.WorstWhat || a.Tolerance != b.Tolerance || a.Summary() != b.Summary() {
+		return false
+	}
+	for i := range a.Positions {
+		p, q := a.Positions[i], b.Positions[i]
+		if p.Symbol != q.Symbol || p.Cross != q.Cross || !sameDec(p.MarginReported, q.MarginReported) ||
+			!sameDec(p.MarginModelled, q.MarginModelled) || !sameDec(p.LiquidationReported, q.LiquidationReported) ||
+			!sameDec(p.LiquidationModelled, q.LiquidationModelled) || !sameDec(p.FreeInferred, q.FreeInferred) ||
+			p.HasFree != q.HasFree || p.Error != q.Error || p.What != q.What || p.Mismatch != q.Mismatch {
+			return false
+		}
+	}
+	return true
+}

@@ -59,7 +59,29 @@ var one = decimal.NewFromInt(1)
 // every position): a skipped position still backs or draws on the cross
 // pool, but its own liquidation does not count. Skipping the position an
 // isolation ring-fences measures the rest of the account.
-func (a Account) Survival(skip int) Survival {
+func (a Account) Survival(skip int) Survival { return a.survival(skip, nil) }
+
+// SurvivalBoth is Survival(−1) and Survival(skip) of the same account,
+// every position's liquidation price computed once for both (a
+// prediction measures the whole account and the rest of it, before and
+// after a call).
+func (a Account) SurvivalBoth(skip int) (whole, rest Survival) {
+	liqs := make([]decimal.Decimal, len(a.Positions))
+	if slices.ContainsFunc(a.Positions, func(p Position) bool { return p.Cross && p.Open() }) {
+		liqs = a.CrossLiquidationPrices()
+	}
+	for i, p := range a.Positions {
+		if p.Open() && !p.Cross {
+			liqs[i] = a.LiquidationPrice(i)
+		}
+	}
+	return a.survival(-1, liqs), a.survival(skip, liqs)
+}
+
+// survival is Survival with every position's liquidation price given
+// (liqs, as CrossLiquidationPrices gives a cross one's and
+// LiquidationPrice an isolated one's), or computed as needed (nil).
+func (a Account) survival(skip int, given []decimal.Decimal) Survival {
 	s := Survival{Known: true, Together: one}
 	c, ok := a.crossMove(skip, true)
 	if !ok {
@@ -68,8 +90,8 @@ func (a Account) Survival(skip int) Survival {
 	if c.pooled && c.move.LessThan(s.Together) {
 		s.Together, s.First = c.move, CrossPool
 	}
-	var liqs []decimal.Decimal
-	if c.positions > 0 {
+	liqs := given
+	if liqs == nil && c.positions > 0 {
 		liqs = a.CrossLiquidationPrices()
 	}
 	for i, p := range a.Positions {
@@ -85,6 +107,8 @@ func (a Account) Survival(skip int) Survival {
 		liq := decimal.Zero
 		if p.Cross {
 			liq = liqs[i]
+		} else if given != nil {
+			liq = given[i]
 		} else {
 			liq = a.LiquidationPrice(i)
 		}

@@ -1,6 +1,7 @@
 package margin
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/shopspring/decimal"
@@ -150,4 +151,41 @@ func FuzzSurvival(f *testing.F) {
 			t.Errorf("together %s", s.Together)
 		}
 	})
+}
+
+// SurvivalBoth(i) is Survival(−1) and Survival(i), field for field, on
+// seeded accounts, for every i and for a position left out of a skip.
+func TestSurvivalBothMatchesSurvival(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(18, 34))
+	same := func(a, b Survival) bool {
+		if a.Known != b.Known || a.First != b.First || !sameDec(a.Together, b.Together) || !sameDec(a.Lost, b.Lost) ||
+			len(a.Alone) != len(b.Alone) || a.String() != b.String() {
+			return false
+		}
+		for k := range a.Alone {
+			if a.Alone[k].Symbol != b.Alone[k].Symbol || !sameDec(a.Alone[k].Move, b.Alone[k].Move) {
+				return false
+			}
+		}
+		return true
+	}
+	for n := range 500 {
+		a := randomAccount(r)
+		if r.IntN(5) == 0 {
+			a.Positions[0].Index = decimal.Zero // no price: unknown
+		}
+		if r.IntN(5) == 0 {
+			a.Positions[len(a.Positions)-1].Quantity = decimal.Zero // closed
+		}
+		for i := -1; i < len(a.Positions); i++ {
+			whole, rest := a.SurvivalBoth(i)
+			if w := a.Survival(-1); !same(whole, w) {
+				t.Fatalf("account %d: whole %s, Survival(-1) %s", n, whole, w)
+			}
+			if w := a.Survival(i); !same(rest, w) {
+				t.Fatalf("account %d, skip %d: rest %s, Survival %s", n, i, rest, w)
+			}
+		}
+	}
 }

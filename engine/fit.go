@@ -8,7 +8,6 @@ import (
 
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
-	"github.com/shopspring/decimal"
 )
 
 // fitWatch is the margin model checked against the exchange's own
@@ -202,32 +201,18 @@ func sameFitInputs(ps []margin.Position, rep []margin.Reported, qs []margin.Posi
 	for i := range ps {
 		p, q := &ps[i], &qs[i]
 		if p.Symbol != q.Symbol || p.Direction != q.Direction || p.Leverage != q.Leverage || p.Cross != q.Cross ||
-			p.Scale != q.Scale || !sameDec(p.Quantity, q.Quantity) || !sameDec(p.Entry, q.Entry) ||
-			!sameDec(p.Index, q.Index) || !sameDec(p.Value, q.Value) || !sameRiskLimit(&p.RiskLimit, &q.RiskLimit) {
+			p.Scale != q.Scale || !margin.SameDec(p.Quantity, q.Quantity) || !margin.SameDec(p.Entry, q.Entry) ||
+			!margin.SameDec(p.Index, q.Index) || !margin.SameDec(p.Value, q.Value) || !margin.SameRiskLimit(&p.RiskLimit, &q.RiskLimit) {
 			return false
 		}
 	}
 	for i := range rep {
-		if !sameDec(rep[i].Margin, req[i].Margin) || !sameDec(rep[i].Liquidation, req[i].Liquidation) {
+		if !margin.SameDec(rep[i].Margin, req[i].Margin) || !margin.SameDec(rep[i].Liquidation, req[i].Liquidation) {
 			return false
 		}
 	}
 	return true
 }
-
-// sameRiskLimit reports whether two risk limits are the same, field by
-// field.
-func sameRiskLimit(a, b *exchange.RiskLimit) bool {
-	return a.ID == b.ID && a.MaxLeverage == b.MaxLeverage && a.MaxRiskLimitSteps == b.MaxRiskLimitSteps &&
-		a.CreatedAt == b.CreatedAt && sameDec(a.InitialMarginRate, b.InitialMarginRate) &&
-		sameDec(a.MaintenanceMarginRate, b.MaintenanceMarginRate) && sameDec(a.MarginRateStep, b.MarginRateStep) &&
-		sameDec(a.RiskLimitBase, b.RiskLimitBase) && sameDec(a.RiskLimitStep, b.RiskLimitStep) &&
-		sameDec(a.MaxQuantity, b.MaxQuantity)
-}
-
-// sameDec reports whether a and b are the same decimal: the same value
-// written with the same exponent.
-func sameDec(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Equal(b) }
 
 // noteReadBack records whether the last settings call on symbol read back
 // what the model predicted: a mismatch keeps the symbol unfit until one

@@ -101,8 +101,8 @@ func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep [
 			return nil
 		}
 		p, q := &a.Positions[i], &prevA.Positions[i]
-		if p.Cross || q.Cross || !sameButIndex(p, q) || !sameDec(rep[i].Margin, prevRep[i].Margin) ||
-			!sameDec(rep[i].Liquidation, prevRep[i].Liquidation) {
+		if p.Cross || q.Cross || !sameButIndex(p, q) || !SameDec(rep[i].Margin, prevRep[i].Margin) ||
+			!SameDec(rep[i].Liquidation, prevRep[i].Liquidation) {
 			return nil
 		}
 		return &prev.Positions[i]
@@ -114,23 +114,23 @@ func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep [
 // (Held and MM it ignores).
 func sameButIndex(p, q *Position) bool {
 	return p.Symbol == q.Symbol && p.Direction == q.Direction && p.Leverage == q.Leverage && p.Cross == q.Cross &&
-		p.Scale == q.Scale && sameDec(p.Quantity, q.Quantity) && sameDec(p.Entry, q.Entry) && sameDec(p.Value, q.Value) &&
-		sameRiskLimit(&p.RiskLimit, &q.RiskLimit)
+		p.Scale == q.Scale && SameDec(p.Quantity, q.Quantity) && SameDec(p.Entry, q.Entry) && SameDec(p.Value, q.Value) &&
+		SameRiskLimit(&p.RiskLimit, &q.RiskLimit)
 }
 
-// sameRiskLimit reports whether two risk limits are the same, field by
+// SameRiskLimit reports whether two risk limits are the same, field by
 // field.
-func sameRiskLimit(a, b *exchange.RiskLimit) bool {
+func SameRiskLimit(a, b *exchange.RiskLimit) bool {
 	return a.ID == b.ID && a.MaxLeverage == b.MaxLeverage && a.MaxRiskLimitSteps == b.MaxRiskLimitSteps &&
-		a.CreatedAt == b.CreatedAt && sameDec(a.InitialMarginRate, b.InitialMarginRate) &&
-		sameDec(a.MaintenanceMarginRate, b.MaintenanceMarginRate) && sameDec(a.MarginRateStep, b.MarginRateStep) &&
-		sameDec(a.RiskLimitBase, b.RiskLimitBase) && sameDec(a.RiskLimitStep, b.RiskLimitStep) &&
-		sameDec(a.MaxQuantity, b.MaxQuantity)
+		a.CreatedAt == b.CreatedAt && SameDec(a.InitialMarginRate, b.InitialMarginRate) &&
+		SameDec(a.MaintenanceMarginRate, b.MaintenanceMarginRate) && SameDec(a.MarginRateStep, b.MarginRateStep) &&
+		SameDec(a.RiskLimitBase, b.RiskLimitBase) && SameDec(a.RiskLimitStep, b.RiskLimitStep) &&
+		SameDec(a.MaxQuantity, b.MaxQuantity)
 }
 
-// sameDec reports whether a and b are the same decimal: the same value
+// SameDec reports whether a and b are the same decimal: the same value
 // written with the same exponent.
-func sameDec(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Equal(b) }
+func SameDec(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Equal(b) }
 
 // checkFit is CheckFit; reuse, when not nil, gives for position i the fit
 // of the same isolated position under another index (nil when there is

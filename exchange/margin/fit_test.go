@@ -198,16 +198,16 @@ func TestCheckFitAfterMatchesCheckFit(t *testing.T) {
 // sameFit reports whether two fits are the same, decimals in value and
 // exponent.
 func sameFit(a, b Fit) bool {
-	if len(a.Positions) != len(b.Positions) || !sameDec(a.Free, b.Free) || a.FreeKnown != b.FreeKnown ||
+	if len(a.Positions) != len(b.Positions) || !SameDec(a.Free, b.Free) || a.FreeKnown != b.FreeKnown ||
 		a.FreeSpread != b.FreeSpread || a.Worst != b.Worst || a.WorstSymbol != b.WorstSymbol ||
 		a.WorstWhat != b.WorstWhat || a.Tolerance != b.Tolerance || a.Summary() != b.Summary() {
 		return false
 	}
 	for i := range a.Positions {
 		p, q := a.Positions[i], b.Positions[i]
-		if p.Symbol != q.Symbol || p.Cross != q.Cross || !sameDec(p.MarginReported, q.MarginReported) ||
-			!sameDec(p.MarginModelled, q.MarginModelled) || !sameDec(p.LiquidationReported, q.LiquidationReported) ||
-			!sameDec(p.LiquidationModelled, q.LiquidationModelled) || !sameDec(p.FreeInferred, q.FreeInferred) ||
+		if p.Symbol != q.Symbol || p.Cross != q.Cross || !SameDec(p.MarginReported, q.MarginReported) ||
+			!SameDec(p.MarginModelled, q.MarginModelled) || !SameDec(p.LiquidationReported, q.LiquidationReported) ||
+			!SameDec(p.LiquidationModelled, q.LiquidationModelled) || !SameDec(p.FreeInferred, q.FreeInferred) ||
 			p.HasFree != q.HasFree || p.Error != q.Error || p.What != q.What || p.Mismatch != q.Mismatch {
 			return false
 		}

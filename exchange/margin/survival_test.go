@@ -159,12 +159,12 @@ func TestSurvivalBothMatchesSurvival(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(18, 34))
 	same := func(a, b Survival) bool {
-		if a.Known != b.Known || a.First != b.First || !sameDec(a.Together, b.Together) || !sameDec(a.Lost, b.Lost) ||
+		if a.Known != b.Known || a.First != b.First || !SameDec(a.Together, b.Together) || !SameDec(a.Lost, b.Lost) ||
 			len(a.Alone) != len(b.Alone) || a.String() != b.String() {
 			return false
 		}
 		for k := range a.Alone {
-			if a.Alone[k].Symbol != b.Alone[k].Symbol || !sameDec(a.Alone[k].Move, b.Alone[k].Move) {
+			if a.Alone[k].Symbol != b.Alone[k].Symbol || !SameDec(a.Alone[k].Move, b.Alone[k].Move) {
 				return false
 			}
 		}

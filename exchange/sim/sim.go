@@ -410,7 +410,7 @@ func (e *Exchange) crossPool() *crossMemo {
 // account again — the same positions, each equal field for field — without
 // building it. Call with e.mu held.
 func (e *Exchange) crossUnchanged(m *crossMemo) bool {
-	if !same(m.acct.Free, e.balance) {
+	if !margin.SameDec(m.acct.Free, e.balance) {
 		return false
 	}
 	for ci := range e.contracts {
@@ -434,20 +434,9 @@ func (e *Exchange) crossUnchanged(m *crossMemo) bool {
 // results' digits), so that either gives the very same results.
 func samePosition(p, q *margin.Position) bool {
 	return p.Symbol == q.Symbol && p.Direction == q.Direction && p.Leverage == q.Leverage && p.Cross == q.Cross && p.Scale == q.Scale &&
-		same(p.Quantity, q.Quantity) && same(p.Entry, q.Entry) && same(p.Index, q.Index) && same(p.Held, q.Held) &&
-		same(p.Value, q.Value) && same(p.MM, q.MM) && sameRiskLimit(&p.RiskLimit, &q.RiskLimit)
+		margin.SameDec(p.Quantity, q.Quantity) && margin.SameDec(p.Entry, q.Entry) && margin.SameDec(p.Index, q.Index) && margin.SameDec(p.Held, q.Held) &&
+		margin.SameDec(p.Value, q.Value) && margin.SameDec(p.MM, q.MM) && margin.SameRiskLimit(&p.RiskLimit, &q.RiskLimit)
 }
-
-func sameRiskLimit(a, b *exchange.RiskLimit) bool {
-	return a.ID == b.ID && a.MaxLeverage == b.MaxLeverage && a.MaxRiskLimitSteps == b.MaxRiskLimitSteps && a.CreatedAt == b.CreatedAt &&
-		same(a.InitialMarginRate, b.InitialMarginRate) && same(a.MaintenanceMarginRate, b.MaintenanceMarginRate) &&
-		same(a.MarginRateStep, b.MarginRateStep) && same(a.RiskLimitBase, b.RiskLimitBase) &&
-		same(a.RiskLimitStep, b.RiskLimitStep) && same(a.MaxQuantity, b.MaxQuantity)
-}
-
-// same is decimal equality of value and exponent (Cmp compares the
-// coefficients directly when the exponents are equal).
-func same(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Cmp(b) == 0 }
 
 // crossOpen counts the open cross positions. Call with e.mu held.
 func (e *Exchange) crossOpen() int {

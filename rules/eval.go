@@ -87,30 +87,9 @@ func (ev *Evaluator) TargetLeverage(a *Action, env *Env) (int, error) {
 	if a.Kind != LowerLeverage {
 		return 0, fmt.Errorf("%s has no leverage", a.Kind)
 	}
-	if reason := env.NoData(); reason != "" {
-		return 0, &NoDataError{Reason: reason}
-	}
-	if a.program == nil {
-		return 0, errors.New("leverage: not compiled")
-	}
-	if err := a.reads.known(env); err != nil {
-		return 0, fmt.Errorf("leverage: %w", err)
-	}
-	f, ok := 0.0, false
-	if a.fast != nil {
-		f, ok = a.fast(env)
-	}
-	if !ok {
-		out, err := ev.vm.Run(a.program, env)
-		if err != nil {
-			return 0, fmt.Errorf("leverage: %w", err)
-		}
-		if f, ok = toFloat(out); !ok {
-			return 0, fmt.Errorf("leverage gave %T, not a number", out)
-		}
-	}
-	if !finite(f) {
-		return 0, fmt.Errorf("leverage: %w", &NoDataError{Reason: "target leverage is not finite"})
+	f, err := ev.number(a, env, "leverage", "target leverage")
+	if err != nil {
+		return 0, err
 	}
 	if f >= math.MaxInt32 || f <= math.MinInt32 {
 		return 0, fmt.Errorf("leverage %g out of range", f)
@@ -125,14 +104,22 @@ func (ev *Evaluator) ReduceQuantity(a *Action, env *Env) (float64, error) {
 	if a.Kind != ReducePosition || a.Quantity == "" {
 		return 0, fmt.Errorf("%s has no quantity expression", a.Kind)
 	}
+	return ev.number(a, env, "quantity", "quantity")
+}
+
+// number evaluates a's expression (an action's leverage or quantity, named
+// what in errors and, when it is not finite, said as the no data of
+// noData): on no data in env, ErrNoData; through its fast path when it has
+// one, else on the VM; a finite number.
+func (ev *Evaluator) number(a *Action, env *Env, what, noData string) (float64, error) {
 	if reason := env.NoData(); reason != "" {
 		return 0, &NoDataError{Reason: reason}
 	}
 	if a.program == nil {
-		return 0, errors.New("quantity: not compiled")
+		return 0, fmt.Errorf("%s: not compiled", what)
 	}
 	if err := a.reads.known(env); err != nil {
-		return 0, fmt.Errorf("quantity: %w", err)
+		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	f, ok := 0.0, false
 	if a.fast != nil {
@@ -141,14 +128,14 @@ func (ev *Evaluator) ReduceQuantity(a *Action, env *Env) (float64, error) {
 	if !ok {
 		out, err := ev.vm.Run(a.program, env)
 		if err != nil {
-			return 0, fmt.Errorf("quantity: %w", err)
+			return 0, fmt.Errorf("%s: %w", what, err)
 		}
 		if f, ok = toFloat(out); !ok {
-			return 0, fmt.Errorf("quantity gave %T, not a number", out)
+			return 0, fmt.Errorf("%s gave %T, not a number", what, out)
 		}
 	}
 	if !finite(f) {
-		return 0, fmt.Errorf("quantity: %w", &NoDataError{Reason: "quantity is not finite"})
+		return 0, fmt.Errorf("%s: %w", what, &NoDataError{Reason: noData + " is not finite"})
 	}
 	return f, nil
 }

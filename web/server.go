@@ -313,15 +313,10 @@ func (s *Server) lookup(r *http.Request) *Account {
 // when the server has one, required with several. It answers the refusal
 // itself (400 or 404, naming the accounts) and reports whether to go on.
 func (s *Server) account(w http.ResponseWriter, r *http.Request) (*Account, bool) {
+	if a := s.lookup(r); a != nil {
+		return a, true
+	}
 	name := r.URL.Query().Get("account")
-	if name == "" && len(s.accounts) == 1 {
-		return &s.accounts[0], true
-	}
-	for i := range s.accounts {
-		if s.accounts[i].Name != "" && s.accounts[i].Name == name {
-			return &s.accounts[i], true
-		}
-	}
 	if s.accounts[0].Name == "" {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no account %q: this guard has no accounts: section (one account, no name): leave the account out", name))
 		return nil, false

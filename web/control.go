@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -67,7 +68,7 @@ func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
 		if a := s.lookup(r); a != nil && a.Cluster != nil {
 			if cs := a.Cluster.ClusterStatus(); cs.Role != "leader" {
 				writeJSON(w, http.StatusMisdirectedRequest, map[string]string{
-					"error":         fmt.Sprintf("this process (%s) is a standby for account %s: send it to the leader, %s", cs.Host, cs.Account, cmpOr(cs.LeaderAddress, cs.Leader, "not known yet")),
+					"error":         fmt.Sprintf("this process (%s) is a standby for account %s: send it to the leader, %s", cs.Host, cs.Account, cmp.Or(cs.LeaderAddress, cs.Leader, "not known yet")),
 					"leader":        cs.Leader,
 					"leaderAddress": cs.LeaderAddress,
 				})
@@ -226,14 +227,4 @@ func (s *Server) controlRoutes() {
 			writeJSON(w, http.StatusCreated, sil)
 		}
 	}))
-}
-
-// cmpOr is the first non-empty string.
-func cmpOr(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }

@@ -200,14 +200,12 @@ func sameFitInputs(ps []margin.Position, rep []margin.Reported, qs []margin.Posi
 	}
 	for i := range ps {
 		p, q := &ps[i], &qs[i]
-		if p.Symbol != q.Symbol || p.Direction != q.Direction || p.Leverage != q.Leverage || p.Cross != q.Cross ||
-			p.Scale != q.Scale || !margin.SameDec(p.Quantity, q.Quantity) || !margin.SameDec(p.Entry, q.Entry) ||
-			!margin.SameDec(p.Index, q.Index) || !margin.SameDec(p.Value, q.Value) || !margin.SameRiskLimit(&p.RiskLimit, &q.RiskLimit) {
+		if !margin.SameButIndex(p, q) || !margin.SameDec(p.Index, q.Index) {
 			return false
 		}
 	}
 	for i := range rep {
-		if !margin.SameDec(rep[i].Margin, req[i].Margin) || !margin.SameDec(rep[i].Liquidation, req[i].Liquidation) {
+		if !margin.SameReported(rep[i], req[i]) {
 			return false
 		}
 	}

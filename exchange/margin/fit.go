@@ -101,18 +101,23 @@ func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep [
 			return nil
 		}
 		p, q := &a.Positions[i], &prevA.Positions[i]
-		if p.Cross || q.Cross || !sameButIndex(p, q) || !SameDec(rep[i].Margin, prevRep[i].Margin) ||
-			!SameDec(rep[i].Liquidation, prevRep[i].Liquidation) {
+		if p.Cross || q.Cross || !SameButIndex(p, q) || !SameReported(rep[i], prevRep[i]) {
 			return nil
 		}
 		return &prev.Positions[i]
 	})
 }
 
-// sameButIndex reports whether CheckFit reads the same figures from p and
+// SameReported reports whether CheckFit reads the same reported figures
+// from a and b: decimals in value and exponent.
+func SameReported(a, b Reported) bool {
+	return SameDec(a.Margin, b.Margin) && SameDec(a.Liquidation, b.Liquidation)
+}
+
+// SameButIndex reports whether CheckFit reads the same figures from p and
 // q but for the index: every field equal, decimals in value and exponent
 // (Held and MM it ignores).
-func sameButIndex(p, q *Position) bool {
+func SameButIndex(p, q *Position) bool {
 	return p.Symbol == q.Symbol && p.Direction == q.Direction && p.Leverage == q.Leverage && p.Cross == q.Cross &&
 		p.Scale == q.Scale && SameDec(p.Quantity, q.Quantity) && SameDec(p.Entry, q.Entry) && SameDec(p.Value, q.Value) &&
 		SameRiskLimit(&p.RiskLimit, &q.RiskLimit)

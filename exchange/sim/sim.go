@@ -433,9 +433,7 @@ func (e *Exchange) crossUnchanged(m *crossMemo) bool {
 // model: equal numbers with equal exponents (an exponent shows in the
 // results' digits), so that either gives the very same results.
 func samePosition(p, q *margin.Position) bool {
-	return p.Symbol == q.Symbol && p.Direction == q.Direction && p.Leverage == q.Leverage && p.Cross == q.Cross && p.Scale == q.Scale &&
-		margin.SameDec(p.Quantity, q.Quantity) && margin.SameDec(p.Entry, q.Entry) && margin.SameDec(p.Index, q.Index) && margin.SameDec(p.Held, q.Held) &&
-		margin.SameDec(p.Value, q.Value) && margin.SameDec(p.MM, q.MM) && margin.SameRiskLimit(&p.RiskLimit, &q.RiskLimit)
+	return margin.SameButIndex(p, q) && margin.SameDec(p.Index, q.Index) && margin.SameDec(p.Held, q.Held) && margin.SameDec(p.MM, q.MM)
 }
 
 // crossOpen counts the open cross positions. Call with e.mu held.

@@ -271,3 +271,17 @@ func (e *Engine) saveShared(s *savedState) {
 		e.log.Error("the shared state could not be written; retried at the next save", "err", err)
 	}
 }
+
+// waker is a Leadership that says when this process wins the account's
+// election (package ha's Seat): Run ticks at once then, so a takeover
+// acts on its warm states at once instead of up to an interval later.
+type waker interface{ Won() <-chan struct{} }
+
+// wonElection is the channel that wakes Run on a won election; nil
+// (never) without ha or with a Leadership that does not say it.
+func (e *Engine) wonElection() <-chan struct{} {
+	if w, ok := e.lead.(waker); ok {
+		return w.Won()
+	}
+	return nil
+}

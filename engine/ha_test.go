@@ -77,6 +77,11 @@ func (f *fakeShared) SaveState(_ context.Context, parts map[string][]byte) (int,
 
 func haEngine(t *testing.T, lead engine.Leadership, shared *fakeShared) (*engine.Engine, *sim.Exchange, *bytes.Buffer) {
 	t.Helper()
+	return haEngineWith(t, engine.Config{}, lead, shared)
+}
+
+func haEngineWith(t *testing.T, cfg engine.Config, lead engine.Leadership, shared *fakeShared) (*engine.Engine, *sim.Exchange, *bytes.Buffer) {
+	t.Helper()
 	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +105,7 @@ func haEngine(t *testing.T, lead engine.Leadership, shared *fakeShared) (*engine
 		t.Fatal(err)
 	}
 	audit := new(bytes.Buffer)
-	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Leadership: lead, Shared: shared, Host: "h1", Audit: engine.NewAudit(audit)})
+	e, err := engine.New(cfg, set, engine.Deps{Reader: client, Actuator: client, Leadership: lead, Shared: shared, Host: "h1", Audit: engine.NewAudit(audit)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,4 +255,45 @@ func TestLeadershipControlOnStandby(t *testing.T) {
 	if len(e.Pauses(now)) != 0 {
 		t.Fatal("a standby kept a pause")
 	}
+}
+
+// wakingLead is a fakeLead that says when it wins, as ha's Seat does.
+type wakingLead struct {
+	fakeLead
+	won chan struct{}
+}
+
+func (w *wakingLead) Won() <-chan struct{} { return w.won }
+
+// A won election wakes Run: the takeover's first tick comes at once, not
+// an interval later (an hour here), and acts on the warm state.
+func TestLeadershipWonTicksAtOnce(t *testing.T) {
+	t.Parallel()
+	lead := &wakingLead{won: make(chan struct{}, 1)}
+	cfg := engine.Config{Interval: time.Hour, FastInterval: time.Hour}
+	e, ex, _ := haEngineWith(t, cfg, lead, &fakeShared{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for range 500 { // 10 s at most
+			if ok() {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("never: %s", what)
+	}
+	// The first tick asked whether it may act (a standby: no).
+	waitFor("the first tick, as a standby", func() bool { lead.mu.Lock(); defer lead.mu.Unlock(); return lead.looks > 0 })
+	if n := settingsCalls(ex); n != 0 {
+		t.Fatalf("a standby sent %d settings calls", n)
+	}
+	lead.mu.Lock()
+	lead.term = 4
+	lead.mu.Unlock()
+	lead.won <- struct{}{}
+	waitFor("the takeover's call, an hour before the next interval", func() bool { return settingsCalls(ex) == 1 })
 }

@@ -11,7 +11,7 @@ import (
 // calls in flight when ctx is cancelled finish (each bounded by
 // ActionTimeout), and their outcome is recorded, before Run returns nil.
 func (e *Engine) Run(ctx context.Context) error {
-	EveryDynamic(ctx, e.now, e.NextInterval, func(now time.Time) {
+	everyOrWake(ctx, e.now, e.NextInterval, e.wonElection(), func(now time.Time) {
 		rep, err := e.Tick(ctx, now)
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("tick failed", "err", err)
@@ -52,6 +52,13 @@ func Every(ctx context.Context, interval time.Duration, now func() time.Time, st
 // step took longer). It is the loop of Run, whose interval depends on what
 // the last tick saw.
 func EveryDynamic(ctx context.Context, now func() time.Time, next func() time.Duration, step func(now time.Time)) {
+	everyOrWake(ctx, now, next, nil, step)
+}
+
+// everyOrWake is EveryDynamic that also steps at once when wake delivers
+// (nil: never): a takeover ticks when the election is won, not up to an
+// interval later.
+func everyOrWake(ctx context.Context, now func() time.Time, next func() time.Duration, wake <-chan struct{}, step func(now time.Time)) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
@@ -70,6 +77,8 @@ func EveryDynamic(ctx context.Context, now func() time.Time, next func() time.Du
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
+			t.Stop()
 		}
 	}
 }

@@ -119,7 +119,7 @@ func (n *Node) Seat(account string) *Seat {
 	if s, ok := n.seats[account]; ok {
 		return s
 	}
-	s := &Seat{n: n, account: account, pfx: n.accountPrefix(account), release: make(chan struct{}, 1)}
+	s := &Seat{n: n, account: account, pfx: n.accountPrefix(account), release: make(chan struct{}, 1), won: make(chan struct{}, 1)}
 	n.seats[account] = s
 	n.metrics.setLeader(account, false)
 	return s

@@ -26,6 +26,9 @@ type Seat struct {
 
 	// release asks the leadership to end: the accounts are spread anew.
 	release chan struct{}
+	// won is signalled (never closed) each time this process starts to
+	// lead the account, so its engine ticks at once (Won).
+	won chan struct{}
 
 	mu     sync.Mutex
 	leader bool
@@ -107,6 +110,10 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 	s.written = nil
 	s.mu.Unlock()
 	s.n.metrics.setLeader(s.account, true)
+	select {
+	case s.won <- struct{}{}:
+	default: // a signal not yet taken wakes the engine all the same
+	}
 	if failover {
 		s.n.metrics.failover()
 	}
@@ -153,6 +160,11 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 	s.n.event(s.account, "warning", fmt.Sprintf("ha: %s no longer leads account %s", s.n.cfg.Host, s.account))
 	return true
 }
+
+// Won delivers a value each time this process starts to lead the
+// account: the engine ticks at once then (its states are warm from its
+// dry-run ticks as a standby), rather than up to an interval later.
+func (s *Seat) Won() <-chan struct{} { return s.won }
 
 // handOver asks the leadership to end (spread.go): MayAct turns false at
 // once, the key is resigned a margin later.

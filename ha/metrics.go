@@ -11,6 +11,7 @@ import (
 type Metrics struct {
 	leader    *prometheus.GaugeVec
 	failovers prometheus.Counter
+	handovers *prometheus.CounterVec
 	etcdUp    prometheus.Gauge
 	age       prometheus.Gauge
 }
@@ -22,12 +23,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "1 while this process leads the account (sends its mutating calls), 0 on a standby."}, []string{"account"}),
 		failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "riskguard_failovers_total",
 			Help: "Leaderships this process took over from another process."}),
+		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "riskguard_handovers_total",
+			Help: "Leaderships this process handed over to another because the accounts were spread anew (a member joined)."}, []string{"account"}),
 		etcdUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskguard_ha_etcd_up",
 			Help: "1 when the last request to etcd was answered."}),
 		age: prometheus.NewGauge(prometheus.GaugeOpts{Name: "riskguard_ha_lease_age_seconds",
 			Help: "Seconds since the send time of the last lease renewal etcd acknowledged."}),
 	}
-	for _, c := range []prometheus.Collector{m.leader, m.failovers, m.etcdUp, m.age} {
+	for _, c := range []prometheus.Collector{m.leader, m.failovers, m.handovers, m.etcdUp, m.age} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -49,6 +52,13 @@ func (m *Metrics) setLeader(account string, on bool) {
 func (m *Metrics) failover() {
 	if m != nil {
 		m.failovers.Inc()
+	}
+}
+
+// handedOver adds n to the account's hand-overs (0 makes the series).
+func (m *Metrics) handedOver(account string, n float64) {
+	if m != nil {
+		m.handovers.WithLabelValues(account).Add(n)
 	}
 }
 

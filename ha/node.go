@@ -24,6 +24,9 @@ type Member struct {
 	Host      string    `json:"host"`
 	Advertise string    `json:"advertise,omitempty"`
 	Started   time.Time `json:"started"`
+	// HandingOver: as a leader key's value, the leader is handing the
+	// account over and sends no call (the accounts are spread anew).
+	HandingOver bool `json:"handingOver,omitempty"`
 }
 
 // Event is something an operator should hear of: etcd unreachable, a
@@ -122,6 +125,7 @@ func (n *Node) Seat(account string) *Seat {
 	s := &Seat{n: n, account: account, pfx: n.accountPrefix(account), release: make(chan struct{}, 1), won: make(chan struct{}, 1)}
 	n.seats[account] = s
 	n.metrics.setLeader(account, false)
+	n.metrics.handedOver(account, 0)
 	return s
 }
 

@@ -134,7 +134,11 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 			// writes still go through meanwhile (fenced on the key).
 			s.mu.Lock()
 			s.handing = true
+			s.current.HandingOver = true
 			s.mu.Unlock()
+			s.n.metrics.setLeader(s.account, false)
+			s.n.metrics.handedOver(s.account, 1)
+			s.proclaimHandingOver(ctx, el)
 			wait(ctx, s.n.margin)
 			lead = false
 		case wr, ok := <-gone:
@@ -165,6 +169,21 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 // account: the engine ticks at once then (its states are warm from its
 // dry-run ticks as a standby), rather than up to an interval later.
 func (s *Seat) Won() <-chan struct{} { return s.won }
+
+// proclaimHandingOver rewrites the leader key's value to say the account
+// is being handed over, so `riskguard ha status` and the other processes
+// see it (Proclaim is fenced on the key: a deposed leader changes
+// nothing). Best effort: MayAct is already false.
+func (s *Seat) proclaimHandingOver(ctx context.Context, el *concurrency.Election) {
+	me := s.n.me
+	me.HandingOver = true
+	v, _ := json.Marshal(me)
+	pctx, cancel := context.WithTimeout(ctx, s.n.margin/2)
+	defer cancel()
+	if err := el.Proclaim(pctx, string(v)); err != nil {
+		s.n.log.Warn("ha: could not say the hand-over in etcd", "account", s.account, "err", err)
+	}
+}
 
 // handOver asks the leadership to end (spread.go): MayAct turns false at
 // once, the key is resigned a margin later.
@@ -252,10 +271,21 @@ func (s *Seat) Leader() (Member, bool) {
 	return s.current, s.leader
 }
 
+// The roles of a process for an account.
+const (
+	// RoleLeader sends the account's calls.
+	RoleLeader = "leader"
+	// RoleHandingOver still holds the leader key but sends no call: the
+	// accounts are spread anew and the key is resigned a margin later.
+	RoleHandingOver = "handing-over"
+	// RoleStandby evaluates in dry run and follows the leader.
+	RoleStandby = "standby"
+)
+
 // Status is a seat as the status page shows it.
 type Status struct {
 	Account string `json:"account"`
-	// Role is leader or standby.
+	// Role is RoleLeader, RoleHandingOver or RoleStandby.
 	Role string `json:"role"`
 	Host string `json:"host"`
 	// Term is the leadership's term (the leader key's revision) when
@@ -273,9 +303,12 @@ type Status struct {
 // Status says the seat's role, term, lease age and the other members.
 func (s *Seat) Status() Status {
 	s.mu.Lock()
-	st := Status{Account: s.account, Role: "standby", Host: s.n.cfg.Host, Term: s.curRev, Leader: s.current}
-	if s.leader {
-		st.Role, st.Term = "leader", s.rev
+	st := Status{Account: s.account, Role: RoleStandby, Host: s.n.cfg.Host, Term: s.curRev, Leader: s.current}
+	switch {
+	case s.leader && s.handing:
+		st.Role, st.Term = RoleHandingOver, s.rev
+	case s.leader:
+		st.Role, st.Term = RoleLeader, s.rev
 	}
 	s.mu.Unlock()
 	_, age, _ := s.n.leaseLeft()

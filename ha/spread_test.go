@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -24,8 +25,13 @@ type spreadNode struct {
 
 func startSpreadNode(t *testing.T, c *etcdtest.Cluster, host string, accounts []string) *spreadNode {
 	t.Helper()
+	return startSpreadNodeWith(t, c, host, accounts, ha.Options{})
+}
+
+func startSpreadNodeWith(t *testing.T, c *etcdtest.Cluster, host string, accounts []string, o ha.Options) *spreadNode {
+	t.Helper()
 	p := etcdtest.NewProxy(t, c.Endpoints[0])
-	n, err := ha.New(ha.Config{Endpoints: []string{p.URL()}, LeaseTTL: ttl, Prefix: "/s/", Host: host, DialTimeout: time.Second}, ha.Options{})
+	n, err := ha.New(ha.Config{Endpoints: []string{p.URL()}, LeaseTTL: ttl, Prefix: "/s/", Host: host, DialTimeout: time.Second}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +179,12 @@ func TestHandOverStopsBeforeResign(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.Start(t, 1)
 	accounts := []string{"x", "y"}
-	p1 := startSpreadNode(t, c, "p1", accounts)
+	reg := prometheus.NewRegistry()
+	m, err := ha.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := startSpreadNodeWith(t, c, "p1", accounts, ha.Options{Metrics: m})
 	waitFor(t, "p1 leading both accounts alone", 10*time.Second, func() bool { return p1.leads() == 2 })
 	joined := time.Now()
 	p2 := startSpreadNode(t, c, "p2", accounts)
@@ -181,6 +192,7 @@ func TestHandOverStopsBeforeResign(t *testing.T) {
 	var handing *ha.Seat
 	var saveErr error
 	saved := false
+	var sawRole, sawGauge, sawCount, sawEtcd bool
 	waitFor(t, "p2 leading one account", 4*ttl, func() bool {
 		now := time.Now()
 		for _, s := range p1.seats {
@@ -193,6 +205,23 @@ func TestHandOverStopsBeforeResign(t *testing.T) {
 				saved = true
 			}
 		}
+		// From the moment it stops acting until it resigns, p1 says
+		// handing-over: its status, riskguard_leader 0, the hand-over
+		// counted, and the leader key's value in etcd (ha status).
+		if handing != nil && handing.HandingOver() {
+			st := handing.Status()
+			sawRole = sawRole || st.Role == ha.RoleHandingOver
+			sawGauge = sawGauge || metricValue(t, reg, "riskguard_leader", handing.Account()) == 0
+			sawCount = sawCount || metricValue(t, reg, "riskguard_handovers_total", handing.Account()) == 1
+			if !sawEtcd {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				leads, _, err := ha.Inspect(ctx, ha.Config{Endpoints: c.Endpoints, LeaseTTL: ttl, Prefix: "/s/", Host: "inspect"})
+				cancel()
+				for _, l := range leads {
+					sawEtcd = sawEtcd || err == nil && l.Account == handing.Account() && l.Leader.Host == "p1" && l.Leader.HandingOver
+				}
+			}
+		}
 		if p2.leads() == 1 {
 			won = now
 			return true
@@ -201,6 +230,12 @@ func TestHandOverStopsBeforeResign(t *testing.T) {
 	})
 	if handing == nil {
 		t.Fatal("p1 was never seen handing an account over")
+	}
+	if !sawRole || !sawGauge || !sawCount || !sawEtcd {
+		t.Errorf("while handing over: role handing-over seen %v, riskguard_leader 0 %v, riskguard_handovers_total 1 %v, in etcd %v; want all", sawRole, sawGauge, sawCount, sawEtcd)
+	}
+	if st := handing.Status(); st.Role != ha.RoleStandby {
+		t.Errorf("after the hand-over p1's role for %s is %s", handing.Account(), st.Role)
 	}
 	if saved && saveErr != nil {
 		t.Errorf("the state write while handing over: %v", saveErr)
@@ -228,4 +263,30 @@ func TestHandOverStopsBeforeResign(t *testing.T) {
 		}
 	}
 	t.Logf("p2 joined at 0; p1 stopped acting for %s at %s; p2 led it at %s", handing.Account(), stopped.Sub(joined).Round(time.Millisecond), won.Sub(joined).Round(time.Millisecond))
+}
+
+// metricValue is the value of the metric name for account in reg (-1
+// when absent).
+func metricValue(t *testing.T, reg *prometheus.Registry, name, account string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "account" && l.GetValue() == account {
+					if m.Gauge != nil {
+						return m.GetGauge().GetValue()
+					}
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }

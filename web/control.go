@@ -67,8 +67,12 @@ func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
 		// takeover and never reach the leader: it says where to go.
 		if a := s.lookup(r); a != nil && a.Cluster != nil {
 			if cs := a.Cluster.ClusterStatus(); cs.Role != "leader" {
+				role := "is a standby for"
+				if cs.Role == "handing-over" {
+					role = "is handing over" // the accounts are spread anew
+				}
 				writeJSON(w, http.StatusMisdirectedRequest, map[string]string{
-					"error":         fmt.Sprintf("this process (%s) is a standby for account %s: send it to the leader, %s", cs.Host, cs.Account, cmp.Or(cs.LeaderAddress, cs.Leader, "not known yet")),
+					"error":         fmt.Sprintf("this process (%s) %s account %s: send it to the leader, %s", cs.Host, role, cs.Account, cmp.Or(cs.LeaderAddress, cs.Leader, "not known yet")),
 					"leader":        cs.Leader,
 					"leaderAddress": cs.LeaderAddress,
 				})

@@ -39,7 +39,8 @@ type Cluster interface {
 // ClusterStatus is the role of this process for its account.
 type ClusterStatus struct {
 	Account string `json:"account"`
-	// Role is leader or standby.
+	// Role is leader, handing-over (still holds the leader key, sends no
+	// call: the accounts are spread anew) or standby.
 	Role string `json:"role"`
 	Host string `json:"host"`
 	// Term is the leadership term (the leader key's etcd revision).

@@ -233,18 +233,21 @@ func (m *Main) runHA(ctx context.Context, args []string) error {
 		return exitCode(1)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACCOUNT\tLEADER\tADDRESS\tTERM\tCANDIDATES")
+	fmt.Fprintln(tw, "ACCOUNT\tLEADER\tADDRESS\tTERM\tCANDIDATES\tSTATE")
 	seen := map[string]bool{}
 	for _, l := range leads {
 		seen[l.Account] = true
-		leader := l.Leader.Host
-		if leader == "" {
-			leader = "NONE"
+		leader, state := l.Leader.Host, ha.RoleLeader
+		switch {
+		case leader == "":
+			leader, state = "NONE", "no leader"
+		case l.Leader.HandingOver:
+			state = ha.RoleHandingOver
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", l.Account, leader, l.Leader.Advertise, l.Term, l.Candidates)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", l.Account, leader, l.Leader.Advertise, l.Term, l.Candidates, state)
 	}
 	if !seen[cfg.HA.Account] {
-		fmt.Fprintf(tw, "%s\tNONE\t\t0\t0\n", cfg.HA.Account)
+		fmt.Fprintf(tw, "%s\tNONE\t\t0\t0\tno leader\n", cfg.HA.Account)
 	}
 	tw.Flush()
 	fmt.Fprintf(m.Stdout, "\nmembers (%d):", len(members))

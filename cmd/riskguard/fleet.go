@@ -116,12 +116,12 @@ func (f *fleet) web(logger *slog.Logger) (*web.Server, error) {
 // account's.
 func (f *fleet) controller() notify.Controller {
 	if !f.multi() {
-		return telegramController{e: f.guards[0].engine}
+		return telegramController{e: f.guards[0].engine, fwd: newForwarder(f.guards[0])}
 	}
 	c := accountsController{}
 	for _, g := range f.guards {
 		c.names = append(c.names, g.name)
-		c.ctls = append(c.ctls, telegramController{e: g.engine})
+		c.ctls = append(c.ctls, telegramController{e: g.engine, fwd: newForwarder(g)})
 	}
 	return c
 }

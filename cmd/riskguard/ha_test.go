@@ -101,6 +101,8 @@ type haProc struct {
 	// started is when the process was last started: role reads the audit
 	// log from then on.
 	started time.Time
+	// extra is added to the process's environment.
+	extra []string
 }
 
 func newHAEnv(t *testing.T, members int) *haEnv {
@@ -158,9 +160,9 @@ func (h *haEnv) callsOn(sym, proc string, from time.Time) []haCall {
 
 // start runs a process of the cluster; member picks the etcd member its
 // proxy leads to.
-func (h *haEnv) start(name string, member int) *haProc {
+func (h *haEnv) start(name string, member int, env ...string) *haProc {
 	h.t.Helper()
-	p := &haProc{name: name, env: h, dir: filepath.Join(h.dir, name), exited: make(chan struct{})}
+	p := &haProc{name: name, env: h, extra: env, dir: filepath.Join(h.dir, name), exited: make(chan struct{})}
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		h.t.Fatal(err)
 	}
@@ -177,6 +179,7 @@ func (p *haProc) launch(exURL string) {
 		"RISKGUARD_EXCHANGE_BASE_URL="+exURL, "RISKGUARD_CONTROL_TOKEN="+haToken,
 		"RISKGUARD_ENGINE_AUDIT_LOG="+filepath.Join(p.dir, "audit.jsonl"), "RISKGUARD_ENGINE_STATE_FILE="+filepath.Join(p.dir, "state.json"),
 		"RISKGUARD_HA_HOST="+p.name, "RISKGUARD_HA_ENDPOINTS="+p.proxy.URL())
+	cmd.Env = append(cmd.Env, p.extra...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		h.t.Fatal(err)

@@ -312,6 +312,11 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	}
 	f.sh.notifier.Send(ctx, notify.Message{Time: time.Now(), Kind: notify.KindLifecycle, Severity: "info", Text: text})
 	ctls := newControls(cfg.Engine.ControlFailAfter, f.sh.notifier, f.sh.registry) // Telegram control, when a channel has control_chat_ids
+	if hg := f.haNode(); hg != nil {
+		// One poller per bot over the cluster: the first account's leader.
+		ctls.lead = func() bool { ok, _ := hg.seat.MayAct(time.Now()); return ok }
+		go ctls.follow(ctx, telegramFollowEvery)
+	}
 	ctls.start(ctx, cfg.Notify, f.controller(), logger)
 	defer ctls.stop()
 	go m.reloads(ctx, *configPath, cfg, f, ctls, *allowUnknown, logger)

@@ -21,6 +21,9 @@ import (
 // author.
 type telegramController struct {
 	e *engine.Engine
+	// fwd, under ha, sends a command the engine refused as a standby to
+	// the account's leader (telegram_ha.go); nil without ha.
+	fwd *forwarder
 }
 
 var _ notify.Controller = telegramController{}
@@ -79,11 +82,19 @@ func (c telegramController) Pause(ctx context.Context, by string, d time.Duratio
 	if d > 0 {
 		p.EndsAt = now.Add(d)
 	}
-	p, err := c.e.Pause(ctx, now, p)
+	via := ""
+	asked := p
+	p, err := c.e.Pause(ctx, now, asked)
+	if c.standby(err) {
+		var host string
+		if p, host, err = c.fwd.pause(ctx, asked); err == nil {
+			via = viaLeader(host)
+		}
+	}
 	if err != nil {
 		return "", err
 	}
-	text := fmt.Sprintf("Paused: no action is sent%s; the rules are still evaluated and what would be done is said (pause %s).", orUntilResumed(p.EndsAt), p.ID)
+	text := fmt.Sprintf("Paused: no action is sent%s; the rules are still evaluated and what would be done is said (pause %s)%s.", orUntilResumed(p.EndsAt), p.ID, via)
 	if len(p.InFlight) > 0 {
 		text += " Sent before the pause and still running (they may still change the position): " + strings.Join(p.InFlight, "; ") + "."
 	}
@@ -100,6 +111,16 @@ func orUntilResumed(t time.Time) string {
 // Resume ends every pause.
 func (c telegramController) Resume(ctx context.Context, by string) (string, error) {
 	ended, err := c.e.Resume(ctx, time.Now(), "", "", by)
+	if c.standby(err) {
+		n, found, host, err := c.fwd.resume(ctx, by)
+		switch {
+		case err != nil:
+			return "", err
+		case !found:
+			return "The guard was not paused" + viaLeader(host) + ".", nil
+		}
+		return fmt.Sprintf("Resumed: actions are sent again (%d pause(s) ended)%s.", n, viaLeader(host)), nil
+	}
 	if errors.Is(err, engine.ErrNotFound) {
 		return "The guard was not paused.", nil
 	}
@@ -132,29 +153,48 @@ func (c telegramController) Silence(ctx context.Context, by, target string, d ti
 		}
 		return "", errors.New(msg)
 	}
-	s, err := c.e.AddSilence(ctx, now, s)
+	asked, via := s, ""
+	s, err := c.e.AddSilence(ctx, now, asked)
+	if c.standby(err) {
+		var host string
+		if s, host, err = c.fwd.silence(ctx, asked); err == nil {
+			via = viaLeader(host)
+		}
+	}
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("Silenced %s until %s (silence %s).", s.Scope(), s.EndsAt.UTC().Format(time.RFC3339), s.ID), nil
+	return fmt.Sprintf("Silenced %s until %s (silence %s)%s.", s.Scope(), s.EndsAt.UTC().Format(time.RFC3339), s.ID, via), nil
 }
 
 // Ack acknowledges every firing alert: muted until it resolves.
 func (c telegramController) Ack(ctx context.Context, by string) (string, error) {
 	var done []string
+	via := ""
 	for _, a := range c.e.Active() {
 		if a.State != engine.Firing {
 			continue
 		}
-		if _, err := c.e.Ack(ctx, time.Now(), a.Rule, a.Symbol, by, "from Telegram", time.Time{}); err != nil {
+		_, err := c.e.Ack(ctx, time.Now(), a.Rule, a.Symbol, by, "from Telegram", time.Time{})
+		if c.standby(err) {
+			// This process's warm states say what fires; the leader
+			// acknowledges what fires there too.
+			var active bool
+			var host string
+			if active, host, err = c.fwd.ack(ctx, a.Rule, a.Symbol, by, "from Telegram"); err == nil && !active {
+				continue
+			}
+			via = viaLeader(host)
+		}
+		if err != nil {
 			return "", err
 		}
 		done = append(done, a.Rule+" on "+a.Symbol)
 	}
 	if len(done) == 0 {
-		return "Nothing is firing.", nil
+		return "Nothing is firing" + via + ".", nil
 	}
-	return "Acknowledged until resolved: " + strings.Join(done, ", ") + ".", nil
+	return "Acknowledged until resolved: " + strings.Join(done, ", ") + via + ".", nil
 }
 
 // controls runs the Telegram control of every telegram channel with
@@ -168,9 +208,28 @@ type controls struct {
 	notifier  engine.Notifier
 	failing   *prometheus.GaugeVec
 
+	// lead, under ha, says whether this process polls (it leads the
+	// first account: telegram_ha.go); nil polls always.
+	lead func() bool
+
+	// op serialises start, stop and follow's changes.
+	op sync.Mutex
+	// want is what start was last given: the bots to run while lead
+	// says so (follow starts and stops them); active: they were started.
+	want   *controlsWant
+	active bool
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// controlsWant is the controls' configuration as last started.
+type controlsWant struct {
+	ctx    context.Context
+	ncfg   *notify.Config
+	ctrl   notify.Controller
+	logger *slog.Logger
 }
 
 // newControls builds the controls' set-up; its gauge
@@ -202,9 +261,52 @@ func (cs *controls) alarm(name string) func(ctx context.Context, failing bool, t
 	}
 }
 
-// start stops the running controls and starts those of ncfg.
+// start stops the running controls and starts those of ncfg (under ha,
+// only while lead says this process polls; follow starts them later).
 func (cs *controls) start(ctx context.Context, ncfg *notify.Config, ctrl notify.Controller, logger *slog.Logger) {
-	cs.stop()
+	cs.op.Lock()
+	defer cs.op.Unlock()
+	cs.halt()
+	cs.want = &controlsWant{ctx: ctx, ncfg: ncfg, ctrl: ctrl, logger: logger}
+	if cs.lead != nil && !cs.lead() {
+		return
+	}
+	cs.run(ctx, ncfg, ctrl, logger)
+}
+
+// follow starts the controls while lead says this process polls, and
+// stops them when it no longer does, looking every interval until ctx is
+// done: one poller per bot over the cluster, replaced within a lease when
+// it dies.
+func (cs *controls) follow(ctx context.Context, every time.Duration) {
+	if cs.lead == nil {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cs.op.Lock()
+		lead, want := cs.lead(), cs.want
+		switch {
+		case lead && !cs.active && want != nil:
+			want.logger.Info("telegram control: this process leads the first account, so it polls the bots")
+			cs.run(want.ctx, want.ncfg, want.ctrl, want.logger)
+		case !lead && cs.active:
+			want.logger.Info("telegram control: this process no longer leads the first account; its leader polls the bots")
+			cs.halt()
+		}
+		cs.op.Unlock()
+	}
+}
+
+// run starts the bots of ncfg. The caller holds op.
+func (cs *controls) run(ctx context.Context, ncfg *notify.Config, ctrl notify.Controller, logger *slog.Logger) {
+	cs.active = true
 	if cs.failing != nil {
 		cs.failing.Reset()
 	}
@@ -244,8 +346,19 @@ func (cs *controls) start(ctx context.Context, ncfg *notify.Config, ctrl notify.
 	cs.mu.Unlock()
 }
 
-// stop ends the running controls and waits for them.
+// stop ends the running controls and waits for them; follow starts
+// none until start is called again.
 func (cs *controls) stop() {
+	cs.op.Lock()
+	defer cs.op.Unlock()
+	cs.want = nil
+	cs.halt()
+}
+
+// halt ends the running controls and waits for them. The caller holds
+// op.
+func (cs *controls) halt() {
+	cs.active = false
 	cs.mu.Lock()
 	cancel, done := cs.cancel, cs.done
 	cs.cancel, cs.done = nil, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -43,6 +45,11 @@ func (c telegramController) Status(context.Context) string {
 	}
 	if st.DryRun {
 		b.WriteString(", dry run")
+	}
+	if c.fwd != nil {
+		if hs := c.fwd.seat.Status(); hs.Role != ha.RoleLeader {
+			fmt.Fprintf(&b, "\nread by %s, a %s for this account (it evaluates the same rules); the leader is %s", hs.Host, hs.Role, cmp.Or(hs.Leader.Host, "not known yet"))
+		}
 	}
 	if st.Breaker.Open {
 		fmt.Fprintf(&b, "\ncircuit breaker OPEN until %s", st.Breaker.OpenUntil.UTC().Format(time.RFC3339))

@@ -179,6 +179,12 @@ func TestHATelegramOnePoller(t *testing.T) {
 		resp, err := cli.Get(ctx, "/rg-test/accounts/acc2/state/pauses")
 		return err == nil && len(resp.Kvs) == 1 && strings.Contains(string(resp.Kvs[0].Value), "telegram:@alice")
 	})
+	// /status of acc2 is read on the poller, which says it is a standby
+	// for acc2 and who leads it.
+	bot.say(100, "/status acc2")
+	waitFor(t, "/status acc2", 10*time.Second, func() bool {
+		return len(bot.sent("100", fmt.Sprintf("read by %s, a standby for this account (it evaluates the same rules); the leader is %s", poller.name, other.name))) > 0
+	})
 	if _, c := bot.counts(); c != conflicts0 {
 		t.Errorf("%d getUpdates answered 409 while the roles held: two pollers", c-conflicts0)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -570,8 +571,12 @@ func TestHAFailoverBench(t *testing.T) {
 			leads, _, err := ha.Inspect(ctx, ha.Config{Endpoints: h.etcd.Endpoints, LeaseTTL: haTTL, Prefix: "/rg-test/", Host: "bench"})
 			return err == nil && len(leads) == 1 && leads[0].Candidates == 2
 		})
-		// Past cut-xbtc's one-second cooldown, so the new leader may act.
-		time.Sleep(time.Second)
+		// Past cut-xbtc's one-second cooldown, so the new leader may act;
+		// then a random wait within etcd's 500 ms reaping loop, so the
+		// kills do not fall in step with it (each round starts from the
+		// last one's reaping, and without this every kill landed at the
+		// same phase of the loop and measured the same 2.37 s).
+		time.Sleep(time.Second + rand.N(500*time.Millisecond))
 		l.kill()
 		danger := time.Now()
 		h.setLeverage("XBTC", 12)

@@ -136,10 +136,11 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 			s.handing = true
 			s.current.HandingOver = true
 			s.mu.Unlock()
+			stopped := time.Now()
 			s.n.metrics.setLeader(s.account, false)
 			s.n.metrics.handedOver(s.account, 1)
 			s.proclaimHandingOver(ctx, el)
-			wait(ctx, s.n.margin)
+			wait(ctx, s.n.margin-time.Since(stopped))
 			lead = false
 		case wr, ok := <-gone:
 			if !ok {

@@ -48,3 +48,42 @@ func TestAccountsRouting(t *testing.T) {
 		t.Errorf("calls: main %+v, bot-2 %+v; want one Pause on bot-2", ca.calls, cb.calls)
 	}
 }
+
+// roleCluster is a Cluster in a fixed role.
+type roleCluster struct{ role string }
+
+func (c roleCluster) ClusterStatus() web.ClusterStatus {
+	return web.ClusterStatus{Account: "main", Role: c.role, Host: "b", Leader: "a", LeaderAddress: "node1:9464"}
+}
+
+// Under ha, a standby answers a control call 421 with where the leader is;
+// the leader, and a leader handing the account over (which still writes it
+// to etcd for the next leader), take it.
+func TestControlByRole(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		role  string
+		code  int
+		calls int
+	}{
+		{"standby", http.StatusMisdirectedRequest, 0},
+		{"handing-over", http.StatusCreated, 1},
+		{"leader", http.StatusCreated, 1},
+	} {
+		c := &fakeControls{}
+		srv, err := web.New(web.Options{
+			Accounts: []web.Account{{Name: "main", Guard: &fakeGuard{last: t0}, Controls: c, Cluster: roleCluster{tt.role}}},
+			Metrics:  http.NotFoundHandler(), Token: testToken, HealthMaxAge: 10 * time.Second, Now: func() time.Time { return t0 },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := (&env{srv: srv}).do(t, "POST", "/api/v1/pause?account=main", loopback, testToken, `{"createdBy":"alice"}`)
+		if rec.Code != tt.code || len(c.calls) != tt.calls {
+			t.Errorf("%s: pause = %d %s with %d calls, want %d with %d", tt.role, rec.Code, rec.Body.String(), len(c.calls), tt.code, tt.calls)
+		}
+		if tt.code == http.StatusMisdirectedRequest && !strings.Contains(rec.Body.String(), "node1:9464") {
+			t.Errorf("%s: the 421 does not say where the leader is: %s", tt.role, rec.Body.String())
+		}
+	}
+}

@@ -66,13 +66,11 @@ func (s *Server) mutating(h http.HandlerFunc) http.HandlerFunc {
 		// A standby's silences and pauses would be lost at the next
 		// takeover and never reach the leader: it says where to go.
 		if a := s.lookup(r); a != nil && a.Cluster != nil {
-			if cs := a.Cluster.ClusterStatus(); cs.Role != "leader" {
-				role := "is a standby for"
-				if cs.Role == "handing-over" {
-					role = "is handing over" // the accounts are spread anew
-				}
+			// A leader handing the account over still takes them: it
+			// writes them to etcd, fenced on its key, for the next leader.
+			if cs := a.Cluster.ClusterStatus(); cs.Role != "leader" && cs.Role != "handing-over" {
 				writeJSON(w, http.StatusMisdirectedRequest, map[string]string{
-					"error":         fmt.Sprintf("this process (%s) %s account %s: send it to the leader, %s", cs.Host, role, cs.Account, cmp.Or(cs.LeaderAddress, cs.Leader, "not known yet")),
+					"error":         fmt.Sprintf("this process (%s) is a standby for account %s: send it to the leader, %s", cs.Host, cs.Account, cmp.Or(cs.LeaderAddress, cs.Leader, "not known yet")),
 					"leader":        cs.Leader,
 					"leaderAddress": cs.LeaderAddress,
 				})

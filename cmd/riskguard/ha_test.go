@@ -108,6 +108,12 @@ type haProc struct {
 
 func newHAEnv(t *testing.T, members int) *haEnv {
 	t.Helper()
+	return newHAEnvEvery(t, members, haInterval)
+}
+
+// newHAEnvEvery is newHAEnv with another engine.interval.
+func newHAEnvEvery(t *testing.T, members int, interval time.Duration) *haEnv {
+	t.Helper()
 	h := &haEnv{t: t, bin: testBinary(t), etcd: etcdtest.Start(t, members), dir: t.TempDir()}
 	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7})
 	if err != nil {
@@ -119,7 +125,7 @@ func newHAEnv(t *testing.T, members int) *haEnv {
 	// shared through etcd, and the bench's rounds would open the breaker
 	// at the default 10.
 	body := fmt.Sprintf("exchange:\n  base_url: http://127.0.0.1:1\nengine:\n  interval: %s\n  listen: 127.0.0.1:0\n  max_actions_per_minute: 100\nha:\n  etcd:\n    endpoints: [%s]\n  lease_ttl: %s\n  prefix: /rg-test/\nrules:\n%s",
-		haInterval, h.etcd.Endpoints[0], haTTL, haRules)
+		interval, h.etcd.Endpoints[0], haTTL, haRules)
 	if err := os.WriteFile(h.config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -551,13 +557,22 @@ func TestHAEtcdUnavailable(t *testing.T) {
 // leader N times (kill -9) with two processes up, and reports the time from
 // the kill (and a new danger) to the new leader's first call, p50 and max.
 // Each killed process comes back as the standby of the next round.
+// RISKGUARD_FAILOVER_INTERVAL sets engine.interval (200ms unless set).
 func TestHAFailoverBench(t *testing.T) {
 	n := 0
 	fmt.Sscan(os.Getenv("RISKGUARD_FAILOVER_BENCH"), &n)
 	if n <= 0 {
 		t.Skip("set RISKGUARD_FAILOVER_BENCH=20 to measure failover over 20 kills")
 	}
-	h := newHAEnv(t, 1)
+	interval := haInterval
+	if v := os.Getenv("RISKGUARD_FAILOVER_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("RISKGUARD_FAILOVER_INTERVAL=%q: want a positive duration such as 1s", v)
+		}
+		interval = d
+	}
+	h := newHAEnvEvery(t, 1, interval)
 	procs := []*haProc{h.start("a", 0), h.start("b", 0)}
 	var took []time.Duration
 	for round := range n {
@@ -595,6 +610,6 @@ func TestHAFailoverBench(t *testing.T) {
 		l.launch(h.front(l.name))
 	}
 	slices.Sort(took)
-	t.Logf("failover over %d kills (lease_ttl %s, interval %s): p50 %s, max %s", n, haTTL, haInterval,
-		took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	t.Logf("failover over %d kills (lease_ttl %s, interval %s): p50 %s, max %s; TTL + one interval = %s", n, haTTL, interval,
+		took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), haTTL+interval)
 }

@@ -199,7 +199,19 @@ func newAccountGuard(cfg, acct *config, sh *shared, logger *slog.Logger, dryRun 
 		return nil, err
 	}
 	return &guard{name: acct.Name, engine: eng, client: client, registry: sh.registry, notifier: notifier, interval: ec.Interval, stats: stats,
-		controlToken: cfg.ControlToken, allowedHosts: cfg.Engine.AllowedHosts, ha: hg}, nil
+		controlToken: cfg.ControlToken, allowedHosts: servedHosts(cfg), ha: hg}, nil
+}
+
+// servedHosts are the host names the listener answers to besides
+// loopback: engine.allowed_hosts and, under ha:, the address this process
+// advertises, which the other processes' Telegram forwarding and the CLI
+// sent on by a standby's 421 name in their Host header.
+func servedHosts(cfg *config) []string {
+	hosts := cfg.Engine.AllowedHosts
+	if cfg.HA != nil && cfg.HA.Advertise != "" {
+		hosts = append(slices.Clip(hosts), cfg.HA.Advertise)
+	}
+	return hosts
 }
 
 // close flushes the engine's state and delivers the notifications still

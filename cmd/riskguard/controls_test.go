@@ -208,6 +208,11 @@ func TestControlRefusesUnknownNames(t *testing.T) {
 	if code, out, errOut := g.ctl(addr, "pause", "near-liquidation", "--by", "x"); code == 0 || !strings.Contains(errOut, `unexpected argument "near-liquidation"`) {
 		t.Errorf("CLI pause with a stray word (not a pause of everything): exit %d\n%s%s", code, out, errOut)
 	}
+	for _, list := range [][]string{{"silence", "list", "XETH"}, {"pause", "list", "XETH"}} {
+		if code, out, errOut := g.ctl(addr, list...); code != 2 || !strings.Contains(errOut, `unexpected argument "XETH"`) {
+			t.Errorf("CLI %s with a stray word (it lists everything, not XETH's): exit %d\n%s%s", strings.Join(list[:2], " "), code, out, errOut)
+		}
+	}
 	_, body := api(t, addr, "GET", "/api/v1/pauses", "", nil)
 	var pauses []engine.Pause
 	if err := json.Unmarshal([]byte(body), &pauses); err != nil || len(pauses) != 1 || pauses[0].Symbol != "XNEW" {

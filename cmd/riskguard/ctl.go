@@ -46,6 +46,47 @@ func (m *Main) addCtlFlags(fs *flag.FlagSet) ctlFlags {
 	}
 }
 
+// ctlCommand is one control command: its flags (its own, added to fs
+// before parse, and those every control command has) and its name for
+// what it prints.
+type ctlCommand struct {
+	m    *Main
+	name string
+	fs   *flag.FlagSet
+	f    ctlFlags
+}
+
+// newCtlCommand makes a control command's flag set with the common flags.
+func (m *Main) newCtlCommand(name, usage, summary string) *ctlCommand {
+	fs := m.newFlags(name, usage, summary)
+	return &ctlCommand{m: m, name: name, fs: fs, f: m.addCtlFlags(fs)}
+}
+
+// parse parses args and refuses a positional argument but allowed (see
+// noArgs); the error is the exit code, the message printed.
+func (c *ctlCommand) parse(args []string, allowed string) error {
+	if err := parseFlags(c.fs, args); err != nil {
+		return err
+	}
+	return noArgs(c.fs, allowed)
+}
+
+// connect is parse, then the client (m.client); a client that cannot be
+// made is reported as the command's failure.
+func (c *ctlCommand) connect(args []string, allowed string) (*ctlClient, error) {
+	if err := c.parse(args, allowed); err != nil {
+		return nil, err
+	}
+	cl, err := c.m.client(c.f)
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	return cl, nil
+}
+
+// fail reports a failed call of the command (ctlFail).
+func (c *ctlCommand) fail(err error) error { return c.m.ctlFail(c.name, err) }
+
 // client resolves the address, the token (RISKGUARD_CONTROL_TOKEN, else
 // the config's engine.control_token_file) and the author.
 func (m *Main) client(f ctlFlags) (*ctlClient, error) {
@@ -195,50 +236,40 @@ func (m *Main) runSilence(ctx context.Context, args []string) error {
 }
 
 func (m *Main) silenceAdd(ctx context.Context, args []string) error {
-	fs := m.newFlags("silence add", "silence add (--rule R | --symbol S | --severity V)... [--for 1h] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]",
+	cmd := m.newCtlCommand("silence add", "silence add (--rule R | --symbol S | --severity V)... [--for 1h] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]",
 		"mute the notifications of the matching rules (the actions still run)")
-	f := m.addCtlFlags(fs)
+	fs := cmd.fs
 	rule := fs.String("rule", "", "match this rule")
 	symbol := fs.String("symbol", "", "match this symbol")
 	severity := fs.String("severity", "", "match this severity (info, warning, critical)")
 	dur := fs.Duration("for", time.Hour, "how long the silence lasts")
 	comment := fs.String("comment", "", "why, kept with the silence (at most 1,000 characters)")
 	allowUnknown := fs.Bool("allow-unknown", false, "accept a rule or symbol the guard does not know (a symbol not open yet)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs, ""); err != nil {
-		return err
-	}
-	c, err := m.client(f)
+	c, err := cmd.connect(args, "")
 	if err != nil {
-		return m.ctlFail("silence add", err)
+		return err
 	}
 	var s engine.Silence
 	err = c.do(ctx, http.MethodPost, "/api/v1/silences", web.ControlRequest{Rule: *rule, Symbol: *symbol, Severity: *severity,
 		Duration: dur.String(), Comment: *comment, CreatedBy: c.by, AllowUnknown: *allowUnknown}, &s)
 	if err != nil {
-		return m.ctlFail("silence add", err)
+		return cmd.fail(err)
 	}
 	fmt.Fprintf(m.Stdout, "silence %s of %s until %s\n", control.Printable(s.ID), control.Printable(matchers(s.Rule, s.Symbol, s.Severity)), s.EndsAt.Local().Format(time.RFC3339))
 	return nil
 }
 
 func (m *Main) silenceList(ctx context.Context, args []string) error {
-	fs := m.newFlags("silence list", "silence list [--account NAME] [--addr HOST:PORT | --config FILE]", "list the silences and acknowledgements that have not ended, and the pauses")
-	f := m.addCtlFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	c, err := m.client(f)
+	cmd := m.newCtlCommand("silence list", "silence list [--account NAME] [--addr HOST:PORT | --config FILE]", "list the silences and acknowledgements that have not ended, and the pauses")
+	c, err := cmd.connect(args, "")
 	if err != nil {
-		return m.ctlFail("silence list", err)
+		return err
 	}
 	var sil []engine.Silence
 	if err := c.do(ctx, http.MethodGet, "/api/v1/silences", nil, &sil); err != nil {
-		return m.ctlFail("silence list", err)
+		return cmd.fail(err)
 	}
-	return m.listControls(ctx, c, "silence list", sil)
+	return m.listControls(ctx, c, cmd.name, sil)
 }
 
 // listControls prints the silences and the pauses of the daemon as a
@@ -291,8 +322,8 @@ func matchers(rule, symbol, severity string) string {
 }
 
 func (m *Main) silenceExpire(ctx context.Context, args []string) error {
-	fs := m.newFlags("silence expire", "silence expire [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE] ID...", "end silences or acknowledgements now")
-	f := m.addCtlFlags(fs)
+	cmd := m.newCtlCommand("silence expire", "silence expire [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE] ID...", "end silences or acknowledgements now")
+	fs := cmd.fs
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -300,9 +331,9 @@ func (m *Main) silenceExpire(ctx context.Context, args []string) error {
 		fs.Usage()
 		return exitCode(2)
 	}
-	c, err := m.client(f)
+	c, err := m.client(cmd.f)
 	if err != nil {
-		return m.ctlFail("silence expire", err)
+		return cmd.fail(err)
 	}
 	var errs []error
 	for _, id := range fs.Args() {
@@ -313,7 +344,7 @@ func (m *Main) silenceExpire(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stdout, "silence %s expired\n", id)
 	}
 	if len(errs) > 0 {
-		return m.ctlFail("silence expire", errors.Join(errs...))
+		return cmd.fail(errors.Join(errs...))
 	}
 	return nil
 }
@@ -322,23 +353,17 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 	if len(args) > 0 && args[0] == "list" {
 		return m.pauseList(ctx, args[1:])
 	}
-	fs := m.newFlags("pause", "pause [--for 1h] [--rule R] [--symbol S] [--allow-unknown] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]; pause list",
+	cmd := m.newCtlCommand("pause", "pause [--for 1h] [--rule R] [--symbol S] [--allow-unknown] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]; pause list",
 		commands()["pause"].summary)
-	f := m.addCtlFlags(fs)
+	fs := cmd.fs
 	rule := fs.String("rule", "", "pause this rule's actions only")
 	symbol := fs.String("symbol", "", "pause the actions on this symbol only")
 	dur := fs.Duration("for", 0, "end the pause after this long, at most 90 days (default: until resumed)")
 	comment := fs.String("comment", "", "why, kept with the pause (at most 1,000 characters)")
 	allowUnknown := fs.Bool("allow-unknown", false, "accept a rule or symbol the guard does not know (a symbol not open yet)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs, "list"); err != nil {
-		return err
-	}
-	c, err := m.client(f)
+	c, err := cmd.connect(args, "list")
 	if err != nil {
-		return m.ctlFail("pause", err)
+		return err
 	}
 	if fs.NArg() == 1 { // pause --addr HOST:PORT list
 		return m.listControls(ctx, c, "pause list", nil)
@@ -349,7 +374,7 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 	}
 	var p engine.Pause
 	if err := c.do(ctx, http.MethodPost, "/api/v1/pause", req, &p); err != nil {
-		return m.ctlFail("pause", err)
+		return cmd.fail(err)
 	}
 	end := "until resumed"
 	if !p.EndsAt.IsZero() {
@@ -366,16 +391,12 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 
 // pauseList prints the pauses in force (and the silences: one table).
 func (m *Main) pauseList(ctx context.Context, args []string) error {
-	fs := m.newFlags("pause list", "pause list [--account NAME] [--addr HOST:PORT | --config FILE]", "list the pauses in force")
-	f := m.addCtlFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	cmd := m.newCtlCommand("pause list", "pause list [--account NAME] [--addr HOST:PORT | --config FILE]", "list the pauses in force")
+	c, err := cmd.connect(args, "")
+	if err != nil {
 		return err
 	}
-	c, err := m.client(f)
-	if err != nil {
-		return m.ctlFail("pause list", err)
-	}
-	return m.listControls(ctx, c, "pause list", nil)
+	return m.listControls(ctx, c, cmd.name, nil)
 }
 
 // noArgs refuses the positional arguments of a control command (but the
@@ -391,23 +412,16 @@ func noArgs(fs *flag.FlagSet, allowed string) error {
 }
 
 func (m *Main) runResume(ctx context.Context, args []string) error {
-	fs := m.newFlags("resume", "resume [--rule R] [--symbol S] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["resume"].summary)
-	f := m.addCtlFlags(fs)
-	rule := fs.String("rule", "", "end the pause of this rule (as paused)")
-	symbol := fs.String("symbol", "", "end the pause of this symbol (as paused)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs, ""); err != nil {
-		return err
-	}
-	c, err := m.client(f)
+	cmd := m.newCtlCommand("resume", "resume [--rule R] [--symbol S] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["resume"].summary)
+	rule := cmd.fs.String("rule", "", "end the pause of this rule (as paused)")
+	symbol := cmd.fs.String("symbol", "", "end the pause of this symbol (as paused)")
+	c, err := cmd.connect(args, "")
 	if err != nil {
-		return m.ctlFail("resume", err)
+		return err
 	}
 	var out struct{ Resumed []engine.Pause }
 	if err := c.do(ctx, http.MethodPost, "/api/v1/resume", web.ControlRequest{Rule: *rule, Symbol: *symbol, CreatedBy: c.by}, &out); err != nil {
-		return m.ctlFail("resume", err)
+		return cmd.fail(err)
 	}
 	for _, p := range out.Resumed {
 		fmt.Fprintf(m.Stdout, "resumed %s (%s)\n", control.Printable(matchers(p.Rule, p.Symbol, "")), control.Printable(p.ID))
@@ -416,21 +430,15 @@ func (m *Main) runResume(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runAck(ctx context.Context, args []string) error {
-	fs := m.newFlags("ack", "ack --rule R --symbol S [--for D] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["ack"].summary)
-	f := m.addCtlFlags(fs)
+	cmd := m.newCtlCommand("ack", "ack --rule R --symbol S [--for D] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["ack"].summary)
+	fs := cmd.fs
 	rule := fs.String("rule", "", "the alert's rule")
 	symbol := fs.String("symbol", "", "the alert's symbol")
 	dur := fs.Duration("for", 0, "end it after this long even if the alert still fires (default: when it resolves)")
 	comment := fs.String("comment", "", "why, kept with the acknowledgement (at most 1,000 characters)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs, ""); err != nil {
-		return err
-	}
-	c, err := m.client(f)
+	c, err := cmd.connect(args, "")
 	if err != nil {
-		return m.ctlFail("ack", err)
+		return err
 	}
 	req := web.ControlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by}
 	if *dur > 0 {
@@ -438,7 +446,7 @@ func (m *Main) runAck(ctx context.Context, args []string) error {
 	}
 	var s engine.Silence
 	if err := c.do(ctx, http.MethodPost, "/api/v1/ack", req, &s); err != nil {
-		return m.ctlFail("ack", err)
+		return cmd.fail(err)
 	}
 	fmt.Fprintf(m.Stdout, "acknowledged %s on %s (%s): muted until it resolves\n", control.Printable(s.Rule), control.Printable(s.Symbol), control.Printable(s.ID))
 	return nil

@@ -17,22 +17,18 @@ import (
 // status page shows it, in a few lines. With several accounts and no
 // --account it lists the accounts, one line each.
 func (m *Main) runStatus(ctx context.Context, args []string) error {
-	fs := m.newFlags("status", "status [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["status"].summary)
-	f := m.addCtlFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	cmd := m.newCtlCommand("status", "status [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["status"].summary)
+	if err := cmd.parse(args, ""); err != nil {
 		return err
 	}
-	if err := noArgs(fs, ""); err != nil {
-		return err
-	}
-	c, err := m.statusClient(f)
+	c, err := m.statusClient(cmd.f)
 	if err != nil {
-		return m.ctlFail("status", err)
+		return cmd.fail(err)
 	}
 	if c.account == "" {
 		var list []web.AccountSummary
 		if err := c.do(ctx, http.MethodGet, "/api/v1/accounts", nil, &list); err != nil {
-			return m.ctlFail("status", err)
+			return cmd.fail(err)
 		}
 		if len(list) > 1 {
 			tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
@@ -57,7 +53,7 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 		Healthy bool `json:"healthy"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err != nil {
-		return m.ctlFail("status", err)
+		return cmd.fail(err)
 	}
 	head := "riskguard"
 	if c.account != "" {

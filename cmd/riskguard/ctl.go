@@ -406,7 +406,11 @@ func noArgs(fs *flag.FlagSet, allowed string) error {
 	if fs.NArg() == 0 || fs.NArg() == 1 && allowed != "" && fs.Arg(0) == allowed {
 		return nil
 	}
-	fmt.Fprintf(fs.Output(), "riskguard %s: unexpected argument %q\n", fs.Name(), control.Printable(fs.Arg(0)))
+	stray := fs.Arg(0)
+	if allowed != "" && stray == allowed {
+		stray = fs.Arg(1)
+	}
+	fmt.Fprintf(fs.Output(), "riskguard %s: unexpected argument %q\n", fs.Name(), control.Printable(stray))
 	fs.Usage()
 	return exitCode(2)
 }

@@ -55,11 +55,11 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			continue
 		}
 		rep.Positions++
-		price, why, hasIndex := e.rowIndex(snap, row, now)
+		why, hasIndex := e.rowIndex(snap, row, now)
 		if !hasIndex {
 			e.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
 		}
-		market.FillEnv(&e.env, p, row.SymEnv, price, hasIndex, now)
+		market.FillRow(&e.env, row.Row, hasIndex, now)
 		e.lane.observe(sym.Name, &e.env)
 		ps := row.ps
 		if ps != nil && len(ps.Rules) == len(e.set.Rules) {

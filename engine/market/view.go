@@ -25,6 +25,9 @@ type Row struct {
 	IndexF    float64
 	// SymEnv is Sym as the rules see it, converted once per symbols read.
 	SymEnv *rules.Symbol
+	// N is the position's numbers as float64, converted once per value
+	// (nil when Sym is): valid until the next Join.
+	N *Nums
 }
 
 // View is a snapshot joined once: its rows, in the snapshot's order.
@@ -35,6 +38,8 @@ type View struct {
 	// the symbols read symsOf: built once per read.
 	syms   map[int64]*symInfo
 	symsOf *exchange.Trades
+	// memo is the last conversion of each place's numbers.
+	memo []numsMemo
 }
 
 // symInfo is a contract symbol of the list in force as the rows use it.
@@ -57,6 +62,12 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 		v.Rows = make([]Row, n)
 	}
 	v.Rows, v.Snap = v.Rows[:n], snap
+	if len(v.memo) < n {
+		v.memo = append(v.memo, make([]numsMemo, n-len(v.memo))...)
+	} else if len(v.memo) > n {
+		clear(v.memo[n:]) // let go of the decimals of places gone
+		v.memo = v.memo[:n]
+	}
 	if tr := r.trades; tr != v.symsOf || v.syms == nil {
 		v.syms = make(map[int64]*symInfo, len(r.byID))
 		for id, c := range r.byID {
@@ -75,11 +86,12 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 		if info == nil {
 			continue
 		}
-		row.Sym, row.IndexName, row.SymEnv = info.c, info.indexName, &info.env
+		m := &v.memo[i]
+		row.Sym, row.IndexName, row.SymEnv, row.N = info.c, info.indexName, &info.env, m.of(p)
 		if snap.IndexPrices != nil {
 			row.Index, row.HasIndex = snap.IndexPrices[row.IndexName]
 			if row.HasIndex {
-				row.IndexF = ToFloat(row.Index)
+				row.IndexF = m.indexOf(row.Index)
 			}
 		}
 	}

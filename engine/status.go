@@ -105,19 +105,28 @@ type AccountStatus struct {
 	Leverage    *float64 `json:"leverage"`
 }
 
-// accountStatus is a's known figures.
+// accountStatus is a's known figures. The status and its figures are one
+// allocation: it is made every tick.
 func accountStatus(a *rules.Account) *AccountStatus {
+	all := &struct {
+		s AccountStatus
+		v [6]float64
+	}{}
+	n := 0
 	known := func(f rules.AccountField, v float64) *float64 {
 		if a.Unknown()&f != 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil
 		}
-		return &v
+		all.v[n] = v
+		n++
+		return &all.v[n-1]
 	}
-	return &AccountStatus{
+	all.s = AccountStatus{
 		Equity: known(rules.AccountEquity, a.Equity), FreeBalance: known(rules.AccountFreeBalance, a.FreeBalance),
 		Margin: known(rules.AccountMargin, a.Margin), UnrealizedPNL: known(rules.AccountUnrealizedPNL, a.UnrealizedPNL),
 		MarginRatio: known(rules.AccountMarginRatio, a.MarginRatio), Leverage: known(rules.AccountLeverage, a.Leverage),
 	}
+	return &all.s
 }
 
 // RuleStatus is one rule's state on a position.

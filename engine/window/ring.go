@@ -14,8 +14,8 @@ import (
 )
 
 // maxSlots bounds a window's ring: a window longer than maxSlots intervals
-// keeps buckets of span/maxSlots, each with its first, last, lowest and
-// highest value. A ring is at most maxSlots × 48 bytes (12 KiB), per
+// keeps buckets of span/maxSlots, each with its first, lowest and highest
+// value. A ring is at most maxSlots × 40 bytes (10 KiB), per
 // position and window.
 const maxSlots = 256
 
@@ -31,8 +31,8 @@ const (
 
 // slot is one sample, or one bucket of samples, of a series.
 type slot struct {
-	t                     int64 // unix nanoseconds of the bucket's first sample
-	first, last, min, max float64
+	t               int64 // unix nanoseconds of the bucket's first sample
+	first, min, max float64
 	// gaps is the uncovered time, in nanoseconds, from the ring's first
 	// sample ever to this slot's first sample: a stretch between two
 	// samples longer than the ring's maxGap (missed ticks, a restart)
@@ -98,7 +98,6 @@ func (r *ring) push(t time.Time, v float64) {
 			return
 		}
 		if ns-last.t < int64(r.width) {
-			last.last = v
 			last.min, last.max = min(last.min, v), max(last.max, v)
 			r.extend(v, last.t)
 			*r.at(r.n - 1) = *last
@@ -106,7 +105,7 @@ func (r *ring) push(t time.Time, v float64) {
 		}
 	}
 	r.extend(v, ns)
-	s := slot{t: ns, first: v, last: v, min: v, max: v}
+	s := slot{t: ns, first: v, min: v, max: v}
 	if r.n > 0 {
 		s.gaps = r.cur.gaps
 		if gap := ns - r.cur.t; gap > int64(r.maxGap) {
@@ -170,6 +169,7 @@ func (r *ring) oldest(from int64) (int, *slot) {
 			r.oldFrom = from
 			return i, &r.old
 		}
+		i++ // it has left the window
 	}
 	for i < r.n && r.at(i).t < from {
 		i++

@@ -43,14 +43,13 @@ func (r *refRing) push(t time.Time, v float64) {
 			return
 		}
 		if ns-last.t < int64(r.width) {
-			last.last = v
 			last.min, last.max = min(last.min, v), max(last.max, v)
 			r.extend(v, last.t)
 			return
 		}
 	}
 	r.extend(v, ns)
-	s := slot{t: ns, first: v, last: v, min: v, max: v}
+	s := slot{t: ns, first: v, min: v, max: v}
 	if r.n > 0 {
 		last := r.at(r.n - 1)
 		s.gaps = last.gaps

@@ -122,7 +122,7 @@ func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snaps
 		return nil
 	}
 	ps := e.posState(accountKey(), accountSymbol)
-	ps.Seen, ps.MissingSince = now, time.Time{}
+	e.markListed(ps, now)
 	e.acctEnv.FillAccount(&e.acct, now)
 	var due []*act.AccountDue
 	for ri, r := range e.set.Rules {

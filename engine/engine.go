@@ -183,6 +183,9 @@ type Engine struct {
 	rowsOf   *Snapshot
 	rowGen   uint64
 	rowFresh map[market.Key]struct{}
+	// seen counts the book's entries the tick marked seen (markSeen):
+	// when it is every entry, none is gone.
+	seen int
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	plan    act.Plan

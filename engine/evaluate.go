@@ -20,6 +20,7 @@ import (
 // evaluate runs every rule on every non-empty position of the snapshot.
 func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
 	var plans []*act.Plan // the positions with actions due, run once every position is evaluated
+	e.seen = 0
 	rows := e.buildRows(snap)
 	e.watchFit(ctx, now, snap)
 	e.unreadable(ctx, now, snap)
@@ -49,7 +50,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			// Keep what the rules remember of it: the symbol may be known
 			// again after the next refresh.
 			if ps := row.ps; ps != nil {
-				ps.Seen = now
+				e.markSeen(ps, now)
 			}
 			e.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
 			continue
@@ -63,12 +64,14 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		e.lane.observe(sym.Name, &e.env)
 		ps := row.ps
 		if ps != nil && len(ps.Rules) == len(e.set.Rules) {
-			ps.Symbol = sym.Name
+			if ps.Symbol != sym.Name {
+				ps.Symbol = sym.Name
+			}
 		} else {
 			ps = e.posState(key, sym.Name)
 			row.ps = ps
 		}
-		ps.Seen, ps.MissingSince = now, time.Time{}
+		e.markListed(ps, now)
 		if e.win.Positional() {
 			e.win.SamplePosition(ctx, now, &ps.X.series, &e.env, row.IndexName)
 		}
@@ -275,6 +278,9 @@ func (e *Engine) posState(key market.Key, symbol string) *posState {
 // now and then does not wipe cooldowns (a returning position keeps them).
 // A rule that was firing on a forgotten position resolves.
 func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport) {
+	if e.seen == e.book.Len() {
+		return // every position the guard keeps was seen in this tick
+	}
 	var gone []market.Key
 	for key, ps := range e.book.All() {
 		if ps.Seen.Equal(now) {
@@ -314,6 +320,26 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 	}
 }
 
+// markSeen records that the tick at now saw the position (or the account)
+// of state ps, and counts it in e.seen the first time in the tick: only
+// forgetGone drops an entry, so when e.seen is the book's length every
+// entry was seen.
+func (e *Engine) markSeen(ps *posState, now time.Time) {
+	if !ps.Seen.Equal(now) {
+		ps.Seen = now
+		e.seen++
+	}
+}
+
+// markListed records that the tick at now listed the position (or the
+// account) of state ps: seen, and not missing.
+func (e *Engine) markListed(ps *posState, now time.Time) {
+	e.markSeen(ps, now)
+	if !ps.MissingSince.IsZero() {
+		ps.MissingSince = time.Time{}
+	}
+}
+
 // grace is how long a position missing from the answers keeps its state.
 func (e *Engine) grace(ps *posState) time.Duration {
 	g := 2 * e.cfg.Interval
@@ -346,7 +372,7 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 			}
 			for key, ps := range e.book.All() {
 				if key.ID == it.ID {
-					ps.Seen = now
+					e.markSeen(ps, now)
 				}
 			}
 		}

@@ -73,7 +73,9 @@ func fill(env *rules.Env, p *exchange.Position, n *Nums, sym *rules.Symbol, inde
 	if hasIndex {
 		env.IndexPrice = indexF
 	}
-	env.Now = now
+	if env.Now != now { // the same for every position of a tick
+		env.Now = now
+	}
 	env.FillDerived(hasIndex)
 }
 

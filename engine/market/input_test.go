@@ -155,6 +155,9 @@ func TestViewNumbers(t *testing.T) {
 		for i := range v.Rows {
 			row := &v.Rows[i]
 			p := row.P
+			if row.N == nil {
+				continue // empty, or an unknown symbol
+			}
 			var want numsMemo
 			if *row.N != *want.of(p) {
 				t.Errorf("step %d row %d: numbers %+v, want %+v", step, i, *row.N, *want.of(p))
@@ -167,6 +170,22 @@ func TestViewNumbers(t *testing.T) {
 			FillEnv(&ref, p, row.SymEnv, row.Index, true, now)
 			if got != ref {
 				t.Errorf("step %d row %d: FillRow %+v, FillEnv %+v", step, i, got, ref)
+			}
+		}
+		// The rows reused from the last tick are those a fresh view makes.
+		var fresh View
+		fresh.Join(snap, sr, nil)
+		for i := range fresh.Rows {
+			g, w := v.Rows[i], fresh.Rows[i]
+			if (g.N == nil) != (w.N == nil) || (g.N != nil && *g.N != *w.N) {
+				t.Errorf("step %d row %d: numbers %v, a fresh view's %v", step, i, g.N, w.N)
+			}
+			if (g.SymEnv == nil) != (w.SymEnv == nil) || (g.SymEnv != nil && *g.SymEnv != *w.SymEnv) {
+				t.Errorf("step %d row %d: symbol %v, a fresh view's %v", step, i, g.SymEnv, w.SymEnv)
+			}
+			g.N, w.N, g.SymEnv, w.SymEnv = nil, nil, nil, nil
+			if g != w {
+				t.Errorf("step %d row %d: %+v, a fresh view's %+v", step, i, g, w)
 			}
 		}
 		if len(v.memo) != len(list) {

@@ -77,23 +77,47 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 	}
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
-		row := &v.Rows[i]
-		*row = Row{P: p, Key: KeyOf(p)}
-		if p.Empty {
-			continue
+		var info *symInfo
+		if !p.Empty {
+			info = v.syms[p.SymbolID]
 		}
-		info := v.syms[p.SymbolID]
-		if info == nil {
-			continue
+		v.Rows[i].set(p, info, &v.memo[i], snap.IndexPrices)
+	}
+}
+
+// set makes r the row of p, whose symbol is info (nil: none, or the
+// position is empty), converting its numbers with m. A row's pointers are
+// written only when they change (the symbol's rarely do), as a write
+// while the collector marks costs a barrier.
+func (r *Row) set(p *exchange.Position, info *symInfo, m *numsMemo, prices map[string]decimal.Decimal) {
+	r.P = p
+	if k := KeyOf(p); r.Key != k {
+		r.Key = k
+	}
+	if info == nil {
+		if r.Sym != nil || r.SymEnv != nil || r.N != nil || r.IndexName != "" || r.Index != (decimal.Decimal{}) {
+			r.Sym, r.IndexName, r.SymEnv, r.N, r.Index = nil, "", nil, nil, decimal.Decimal{}
 		}
-		m := &v.memo[i]
-		row.Sym, row.IndexName, row.SymEnv, row.N = info.c, info.indexName, &info.env, m.of(p)
-		if snap.IndexPrices != nil {
-			row.Index, row.HasIndex = snap.IndexPrices[row.IndexName]
-			if row.HasIndex {
-				row.IndexF = m.indexOf(row.Index)
-			}
-		}
+		r.HasIndex, r.IndexF = false, 0
+		return
+	}
+	if r.SymEnv != &info.env {
+		r.Sym, r.IndexName, r.SymEnv = info.c, info.indexName, &info.env
+	}
+	if n := m.of(p); r.N != n {
+		r.N = n
+	}
+	var index decimal.Decimal
+	var has bool
+	if prices != nil {
+		index, has = prices[info.indexName]
+	}
+	if r.Index != index {
+		r.Index = index
+	}
+	r.HasIndex, r.IndexF = has, 0
+	if has {
+		r.IndexF = m.indexOf(index)
 	}
 }
 

@@ -76,9 +76,14 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			e.win.SamplePosition(ctx, now, &ps.X.series, &e.env, row.IndexName)
 		}
 		// The plan is built in scratch the engine keeps: one that stays
-		// empty (nearly every position, every tick) costs nothing.
-		e.plan = act.Plan{Pos: p, Sym: sym}
+		// empty (nearly every position, every tick) costs nothing. Only
+		// Add changes its other fields, and Add leaves it not Empty: an
+		// empty one is as new but for the position.
 		pl := &e.plan
+		if !pl.Empty() {
+			*pl = act.Plan{}
+		}
+		pl.Pos, pl.Sym = p, sym
 		// valid: the position's inputs have data, so a rule that reads
 		// neither windows nor the account is evaluated without the
 		// checks (condition's) it would pass anyway.

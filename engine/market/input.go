@@ -105,6 +105,11 @@ type numsMemo struct {
 	src    [numCount]decimal.Decimal
 	index  decimal.Decimal
 	indexF float64
+	// sym is the view's symbol of id symID in its build symGen of the
+	// symbols (View.gen), nil when it has none.
+	sym    *symInfo
+	symID  int64
+	symGen uint64
 }
 
 // of converts p's numbers, reusing the memo's where the decimal is the

@@ -38,8 +38,11 @@ type View struct {
 	// the symbols read symsOf: built once per read.
 	syms   map[int64]*symInfo
 	symsOf *exchange.Trades
-	// memo is the last conversion of each place's numbers.
+	// memo is the last conversion of each place's numbers, and its
+	// symbol.
 	memo []numsMemo
+	// gen counts the builds of syms.
+	gen uint64
 }
 
 // symInfo is a contract symbol of the list in force as the rows use it.
@@ -74,14 +77,21 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 			v.syms[id] = &symInfo{c: c, indexName: IndexName(names, c), env: RulesSymbol(c)}
 		}
 		v.symsOf = tr
+		v.gen++
 	}
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
+		m := &v.memo[i]
 		var info *symInfo
 		if !p.Empty {
-			info = v.syms[p.SymbolID]
+			// The symbol of the place's last position, while the
+			// symbols are the same: no lookup.
+			if m.symGen != v.gen || m.symID != p.SymbolID {
+				m.sym, m.symID, m.symGen = v.syms[p.SymbolID], p.SymbolID, v.gen
+			}
+			info = m.sym
 		}
-		v.Rows[i].set(p, info, &v.memo[i], snap.IndexPrices)
+		v.Rows[i].set(p, info, m, snap.IndexPrices)
 	}
 }
 

@@ -206,7 +206,7 @@ type Engine struct {
 	status     published // what the last tick left for Status
 	// statusSpare is the list of positions the last publication replaced,
 	// reused by the next (tick-owned between two publications).
-	statusSpare []PositionStatus
+	statusSpare []statusRow
 	listed      []string         // the contract symbols of the last symbols read, sorted
 	listedOf    *exchange.Trades // the read listed was made of (tick-owned)
 	wait        time.Duration    // Run's wait after the last tick: Interval or FastInterval

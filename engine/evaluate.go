@@ -78,12 +78,12 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		// The plan is built in scratch the engine keeps: one that stays
 		// empty (nearly every position, every tick) costs nothing. Only
 		// Add changes its other fields, and Add leaves it not Empty: an
-		// empty one is as new but for the position.
+		// empty one is as new but for its position, which is set before
+		// the first Add (an empty plan's is never read).
 		pl := &e.plan
 		if !pl.Empty() {
 			*pl = act.Plan{}
 		}
-		pl.Pos, pl.Sym = p, sym
 		// valid: the position's inputs have data, so a rule that reads
 		// neither windows nor the account is evaluated without the
 		// checks (condition's) it would pass anyway.
@@ -140,12 +140,14 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				reason = e.reasonOf(of, reason) // made only when it may be said
 			}
 			if e.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID) {
+				pl.Pos, pl.Sym = p, sym
 				pl.Add(ri, r, st, nil, &e.ev, env)
 			}
 		}
 		rep.Evaluations += evals
 		for _, d := range due {
 			if d.Targets[key] {
+				pl.Pos, pl.Sym = p, sym
 				pl.Add(d.Idx, d.Rule, d.St, d, &e.ev, &e.env)
 			}
 		}

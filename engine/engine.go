@@ -113,6 +113,7 @@ type Engine struct {
 	failSince time.Time // first failed read of the current outage
 	down      bool      // the unreachable notification was sent
 	failing   []bool    // by rule index: the last evaluation failed at run time
+	nFailing  int       // how many of failing are true
 	// ctl holds the silences and pauses, with its own lock.
 	ctl control.Store
 	// tickView is the tick's account for the margin model, built at its
@@ -481,7 +482,7 @@ func (e *Engine) applyPending() {
 	e.win.Bind(set)
 	e.bindRules(set)
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
-	e.failing = make([]bool, len(set.Rules))
+	e.failing, e.nFailing = make([]bool, len(set.Rules)), 0
 	e.dirty = true
 	e.mu.Lock()
 	e.current = set

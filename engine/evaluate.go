@@ -89,12 +89,11 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		// checks (condition's) it would pass anyway.
 		valid := why == "" && e.env.NoData() == ""
 		// Locals the compiler keeps in registers across the loop.
-		posRules, states, failing, env := e.posRules, ps.Rules, e.failing, &e.env
+		posRules, states, env := e.posRules, ps.Rules, &e.env
 		evals := 0
 		for k := range posRules {
 			pr := &posRules[k]
-			ri, r := pr.ri, pr.r
-			st := &states[ri]
+			ri := pr.ri
 			var cond Condition
 			var reason, of string
 			if pr.plain && valid {
@@ -104,18 +103,19 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				evals++
 				b, ok := pr.fast(env)
 				switch {
-				case !ok || failing[ri]:
+				case !ok || (e.nFailing != 0 && e.failing[ri]):
 					var err error
-					b, err = e.ev.EvalPrechecked(r, env)
-					cond, reason = e.outcome(ri, r, env, why, b, err)
+					b, err = e.ev.EvalPrechecked(pr.r, env)
+					cond, reason = e.outcome(ri, pr.r, env, why, b, err)
 				case b:
 					cond = True
-				case st.State == Inactive:
+				case states[ri].State == Inactive:
 					continue // false on an inactive rule: nothing to step
 				default:
 					cond = False
 				}
 			} else {
+				r := pr.r
 				if pr.symbols && !r.AppliesTo(sym.Name) {
 					continue
 				}
@@ -129,10 +129,11 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				} else {
 					cond, reason, of = e.conditionOf(ri, r, env, why)
 				}
-				if cond == False && st.State == Inactive {
+				if cond == False && states[ri].State == Inactive {
 					continue
 				}
 			}
+			r, st := pr.r, &states[ri]
 			if stepNoop(r, st, cond) {
 				continue // no data again, ignored or failed: nothing to step
 			}
@@ -251,6 +252,7 @@ func (e *Engine) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string,
 	case err == nil:
 		if e.failing[ri] {
 			e.failing[ri] = false
+			e.nFailing--
 			e.log.Info("rule evaluates again", "rule", r.Name)
 		}
 		if ok {
@@ -268,7 +270,10 @@ func (e *Engine) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string,
 		return Invalid, reason
 	default:
 		e.emit(context.Background(), nil, ruleErrorEvent(r, env.Position.Symbol, err, !e.failing[ri]))
-		e.failing[ri] = true
+		if !e.failing[ri] {
+			e.failing[ri] = true
+			e.nFailing++
+		}
 		return unhealthy, err.Error()
 	}
 }

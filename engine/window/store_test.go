@@ -65,7 +65,7 @@ func TestTermsShareASeriesRing(t *testing.T) {
 		}
 		index := 100 - float64(i%97)/10 + 3*math.Sin(float64(i)/7)
 		env := rules.Env{IndexPrice: index, Now: now,
-			Position: rules.Position{Direction: "LONG", Leverage: 10, LiquidationPrice: 80, Quantity: 1},
+			Position:  rules.Position{Direction: "LONG", Leverage: 10, LiquidationPrice: 80, Quantity: 1},
 			RiskLimit: rules.RiskLimit{MaxLeverage: 50}}
 		env.FillDerived(i%23 != 5) // now and then no index: no data
 		for j, s := range append(append([]*Store{}, alone...), shared, later) {

@@ -64,10 +64,11 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 		mp := margin.Position{Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice, Leverage: max(p.Leverage, 1),
 			RiskLimit: p.RiskLimit, Held: p.Margin, Value: p.EntryValue}
 		_, mm := e.maintenance(r.ps, p, &mp)
-		lines = append(lines, margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: market.ToFloat(p.Quantity),
-			Index: max(index, 0), EntryValue: market.ToFloat(p.EntryValue), Margin: market.ToFloat(p.Margin), Maintenance: mm})
+		n := r.N
+		lines = append(lines, margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: n.Quantity,
+			Index: max(index, 0), EntryValue: n.EntryValue, Margin: n.Margin, Maintenance: mm})
 		// The riskiest position, by the liquidation prices the exchange lists.
-		d, ok := distance(p.Direction, index, market.ToFloat(p.LiquidationPrice))
+		d, ok := distance(p.Direction, index, n.LiquidationPrice)
 		if !ok {
 			distances = false
 			continue
@@ -121,7 +122,7 @@ func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snaps
 		return nil
 	}
 	ps := e.posState(accountKey(), accountSymbol)
-	ps.Seen, ps.MissingSince = now, time.Time{}
+	e.markListed(ps, now)
 	e.acctEnv.FillAccount(&e.acct, now)
 	var due []*act.AccountDue
 	for ri, r := range e.set.Rules {

@@ -283,3 +283,45 @@ func TestAccountWithAnUnreadablePositionIsNoData(t *testing.T) {
 		t.Errorf("XBTC's own rule: %+v, want firing", tr)
 	}
 }
+
+// A minute on the very same figures keeps the free balance (its inference
+// would give the same), and a deposit, which moves the liquidation prices
+// the exchange lists for the cross positions, is seen at the next tick:
+// through the real client against the simulated exchange.
+func TestFreeBalanceRefreshedAfterADeposit(t *testing.T) {
+	t.Parallel()
+	e, ex, _ := yamlEngine(t, `rules:
+  - name: broke
+    scope: account
+    when: account.freeBalance < 0
+    actions:
+      - action: notify
+`)
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	free := func(at time.Duration) float64 {
+		t.Helper()
+		if _, err := e.Tick(context.Background(), t0.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+		st := e.Status(t0.Add(at))
+		if st.Account == nil || st.Account.FreeBalance == nil {
+			t.Fatalf("at %s: no free balance: %+v", at, st.Account)
+		}
+		return *st.Account.FreeBalance
+	}
+	balance := ex.Balance().InexactFloat64()
+	f0 := free(0)
+	if d := f0 - balance; d > 1 || d < -1 {
+		t.Fatalf("free balance %f, the exchange's %f", f0, balance)
+	}
+	if f := free(61 * time.Second); f != f0 {
+		t.Errorf("a minute on, nothing changed: free balance %f, was %f", f, f0)
+	}
+	ex.SetBalance(ex.Balance().Add(decimal.NewFromInt(5000)))
+	if f := free(63 * time.Second); f-(f0+5000) > 1 || f-(f0+5000) < -1 {
+		t.Errorf("after a deposit of 5000: free balance %f, want about %f", f, f0+5000)
+	}
+	if f := free(125 * time.Second); f-(f0+5000) > 1 || f-(f0+5000) < -1 {
+		t.Errorf("a minute on: free balance %f, want about %f", f, f0+5000)
+	}
+}

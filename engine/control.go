@@ -268,8 +268,12 @@ func (e *Engine) knownSymbols() []string {
 	defer e.mu.Unlock()
 	out := slices.Clone(e.listed)
 	for _, p := range e.status.positions {
-		if !slices.Contains(out, p.Symbol) {
-			out = append(out, p.Symbol)
+		name := "" // as Status shows a position of an unknown symbol
+		if p.sym != nil {
+			name = p.sym.Name
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
 	return append(out, "account")

@@ -113,6 +113,7 @@ type Engine struct {
 	failSince time.Time // first failed read of the current outage
 	down      bool      // the unreachable notification was sent
 	failing   []bool    // by rule index: the last evaluation failed at run time
+	nFailing  int       // how many of failing are true
 	// ctl holds the silences and pauses, with its own lock.
 	ctl control.Store
 	// tickView is the tick's account for the margin model, built at its
@@ -183,6 +184,9 @@ type Engine struct {
 	rowsOf   *Snapshot
 	rowGen   uint64
 	rowFresh map[market.Key]struct{}
+	// seen counts the book's entries the tick marked seen (markSeen):
+	// when it is every entry, none is gone.
+	seen int
 
 	// Scratch reused by every evaluation so a tick does not allocate per rule.
 	plan    act.Plan
@@ -203,7 +207,7 @@ type Engine struct {
 	status     published // what the last tick left for Status
 	// statusSpare is the list of positions the last publication replaced,
 	// reused by the next (tick-owned between two publications).
-	statusSpare []PositionStatus
+	statusSpare []statusRow
 	listed      []string         // the contract symbols of the last symbols read, sorted
 	listedOf    *exchange.Trades // the read listed was made of (tick-owned)
 	wait        time.Duration    // Run's wait after the last tick: Interval or FastInterval
@@ -478,7 +482,7 @@ func (e *Engine) applyPending() {
 	e.win.Bind(set)
 	e.bindRules(set)
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
-	e.failing = make([]bool, len(set.Rules))
+	e.failing, e.nFailing = make([]bool, len(set.Rules)), 0
 	e.dirty = true
 	e.mu.Lock()
 	e.current = set

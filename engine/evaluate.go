@@ -20,6 +20,7 @@ import (
 // evaluate runs every rule on every non-empty position of the snapshot.
 func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
 	var plans []*act.Plan // the positions with actions due, run once every position is evaluated
+	e.seen = 0
 	rows := e.buildRows(snap)
 	e.watchFit(ctx, now, snap)
 	e.unreadable(ctx, now, snap)
@@ -49,44 +50,50 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			// Keep what the rules remember of it: the symbol may be known
 			// again after the next refresh.
 			if ps := row.ps; ps != nil {
-				ps.Seen = now
+				e.markSeen(ps, now)
 			}
 			e.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
 			continue
 		}
 		rep.Positions++
-		price, why, hasIndex := e.rowIndex(snap, row, now)
+		why, hasIndex := e.rowIndex(snap, row, now)
 		if !hasIndex {
 			e.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
 		}
-		market.FillEnv(&e.env, p, row.SymEnv, price, hasIndex, now)
+		market.FillRow(&e.env, row.Row, hasIndex, now)
 		e.lane.observe(sym.Name, &e.env)
 		ps := row.ps
 		if ps != nil && len(ps.Rules) == len(e.set.Rules) {
-			ps.Symbol = sym.Name
+			if ps.Symbol != sym.Name {
+				ps.Symbol = sym.Name
+			}
 		} else {
 			ps = e.posState(key, sym.Name)
 			row.ps = ps
 		}
-		ps.Seen, ps.MissingSince = now, time.Time{}
+		e.markListed(ps, now)
 		if e.win.Positional() {
 			e.win.SamplePosition(ctx, now, &ps.X.series, &e.env, row.IndexName)
 		}
 		// The plan is built in scratch the engine keeps: one that stays
-		// empty (nearly every position, every tick) costs nothing.
-		e.plan = act.Plan{Pos: p, Sym: sym}
+		// empty (nearly every position, every tick) costs nothing. Only
+		// Add changes its other fields, and Add leaves it not Empty: an
+		// empty one is as new but for its position, which is set before
+		// the first Add (an empty plan's is never read).
 		pl := &e.plan
+		if !pl.Empty() {
+			*pl = act.Plan{}
+		}
 		// valid: the position's inputs have data, so a rule that reads
 		// neither windows nor the account is evaluated without the
 		// checks (condition's) it would pass anyway.
 		valid := why == "" && e.env.NoData() == ""
 		// Locals the compiler keeps in registers across the loop.
-		posRules, states, failing, env := e.posRules, ps.Rules, e.failing, &e.env
+		posRules, states, env := e.posRules, ps.Rules, &e.env
 		evals := 0
 		for k := range posRules {
 			pr := &posRules[k]
-			ri, r := pr.ri, pr.r
-			st := &states[ri]
+			ri := pr.ri
 			var cond Condition
 			var reason, of string
 			if pr.plain && valid {
@@ -96,18 +103,19 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				evals++
 				b, ok := pr.fast(env)
 				switch {
-				case !ok || failing[ri]:
+				case !ok || (e.nFailing != 0 && e.failing[ri]):
 					var err error
-					b, err = e.ev.EvalPrechecked(r, env)
-					cond, reason = e.outcome(ri, r, env, why, b, err)
+					b, err = e.ev.EvalPrechecked(pr.r, env)
+					cond, reason = e.outcome(ri, pr.r, env, why, b, err)
 				case b:
 					cond = True
-				case st.State == Inactive:
+				case states[ri].State == Inactive:
 					continue // false on an inactive rule: nothing to step
 				default:
 					cond = False
 				}
 			} else {
+				r := pr.r
 				if pr.symbols && !r.AppliesTo(sym.Name) {
 					continue
 				}
@@ -121,10 +129,11 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				} else {
 					cond, reason, of = e.conditionOf(ri, r, env, why)
 				}
-				if cond == False && st.State == Inactive {
+				if cond == False && states[ri].State == Inactive {
 					continue
 				}
 			}
+			r, st := pr.r, &states[ri]
 			if stepNoop(r, st, cond) {
 				continue // no data again, ignored or failed: nothing to step
 			}
@@ -132,12 +141,14 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				reason = e.reasonOf(of, reason) // made only when it may be said
 			}
 			if e.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID) {
+				pl.Pos, pl.Sym = p, sym
 				pl.Add(ri, r, st, nil, &e.ev, env)
 			}
 		}
 		rep.Evaluations += evals
 		for _, d := range due {
 			if d.Targets[key] {
+				pl.Pos, pl.Sym = p, sym
 				pl.Add(d.Idx, d.Rule, d.St, d, &e.ev, &e.env)
 			}
 		}
@@ -241,6 +252,7 @@ func (e *Engine) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string,
 	case err == nil:
 		if e.failing[ri] {
 			e.failing[ri] = false
+			e.nFailing--
 			e.log.Info("rule evaluates again", "rule", r.Name)
 		}
 		if ok {
@@ -258,7 +270,10 @@ func (e *Engine) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string,
 		return Invalid, reason
 	default:
 		e.emit(context.Background(), nil, ruleErrorEvent(r, env.Position.Symbol, err, !e.failing[ri]))
-		e.failing[ri] = true
+		if !e.failing[ri] {
+			e.failing[ri] = true
+			e.nFailing++
+		}
 		return unhealthy, err.Error()
 	}
 }
@@ -275,6 +290,9 @@ func (e *Engine) posState(key market.Key, symbol string) *posState {
 // now and then does not wipe cooldowns (a returning position keeps them).
 // A rule that was firing on a forgotten position resolves.
 func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport) {
+	if e.seen == e.book.Len() {
+		return // every position the guard keeps was seen in this tick
+	}
 	var gone []market.Key
 	for key, ps := range e.book.All() {
 		if ps.Seen.Equal(now) {
@@ -314,6 +332,26 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 	}
 }
 
+// markSeen records that the tick at now saw the position (or the account)
+// of state ps, and counts it in e.seen the first time in the tick: only
+// forgetGone drops an entry, so when e.seen is the book's length every
+// entry was seen.
+func (e *Engine) markSeen(ps *posState, now time.Time) {
+	if !ps.Seen.Equal(now) {
+		ps.Seen = now
+		e.seen++
+	}
+}
+
+// markListed records that the tick at now listed the position (or the
+// account) of state ps: seen, and not missing.
+func (e *Engine) markListed(ps *posState, now time.Time) {
+	e.markSeen(ps, now)
+	if !ps.MissingSince.IsZero() {
+		ps.MissingSince = time.Time{}
+	}
+}
+
 // grace is how long a position missing from the answers keeps its state.
 func (e *Engine) grace(ps *posState) time.Duration {
 	g := 2 * e.cfg.Interval
@@ -346,7 +384,7 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 			}
 			for key, ps := range e.book.All() {
 				if key.ID == it.ID {
-					ps.Seen = now
+					e.markSeen(ps, now)
 				}
 			}
 		}

@@ -47,6 +47,11 @@ func (e *Engine) marginView(snap *Snapshot) *act.Model {
 		v.FreeWhy = e.readInFlight
 	case ok:
 		v.Acct.Free, v.FreeKnown = free, known
+	case e.free.inputs.same(v.Acct.Positions, liqs):
+		// Due again, on the very same figures (a quiet account whose
+		// prices did not move): the inference would give what it gave.
+		v.Acct.Free, v.FreeKnown = e.free.free, e.free.known
+		e.free.sig, e.free.at = sig, e.lastTick
 	default:
 		for i, mp := range v.Acct.Positions {
 			if !mp.Cross {
@@ -57,7 +62,9 @@ func (e *Engine) marginView(snap *Snapshot) *act.Model {
 				break
 			}
 		}
-		e.free = freeCache{sig: sig, at: e.lastTick, free: v.Acct.Free, known: v.FreeKnown}
+		in := e.free.inputs
+		in.keep(v.Acct.Positions, liqs)
+		e.free = freeCache{sig: sig, at: e.lastTick, free: v.Acct.Free, known: v.FreeKnown, inputs: in}
 	}
 	if !v.FreeKnown && v.FreeWhy == "" {
 		v.FreeWhy = whyNoCross
@@ -121,7 +128,41 @@ type freeCache struct {
 	at    time.Time
 	free  decimal.Decimal
 	known bool
+	// inputs is what it was inferred from.
+	inputs freeInputs
 }
+
+// freeInputs is what an inference of the free balance read: the model's
+// positions and the liquidation prices the exchange listed.
+type freeInputs struct {
+	ps   []margin.Position
+	liqs []decimal.Decimal
+	set  bool
+}
+
+// keep makes in a copy of ps and liqs.
+func (in *freeInputs) keep(ps []margin.Position, liqs []decimal.Decimal) {
+	in.ps, in.liqs, in.set = append(in.ps[:0], ps...), append(in.liqs[:0], liqs...), true
+}
+
+// same reports whether ps and liqs are the inputs kept, field for field,
+// decimals in value and exponent: InferFree gives the same answer on them.
+func (in *freeInputs) same(ps []margin.Position, liqs []decimal.Decimal) bool {
+	if !in.set || len(ps) != len(in.ps) || len(liqs) != len(in.liqs) {
+		return false
+	}
+	for i := range ps {
+		p, q := &ps[i], &in.ps[i]
+		if !margin.SameButIndex(p, q) || !sameDec(p.Index, q.Index) || !sameDec(p.Held, q.Held) ||
+			!sameDec(p.MM, q.MM) || !sameDec(liqs[i], in.liqs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameDec is margin.SameDec, answered at once for the same decimal.
+func sameDec(a, b decimal.Decimal) bool { return a == b || margin.SameDec(a, b) }
 
 // harmEvent is a settings change the engine did not send because it would
 // move the position's liquidation price closer: audited and logged each

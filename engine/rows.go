@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/market"
-	"github.com/shopspring/decimal"
 )
 
 // tickRow is a row of the tick's view (engine/market) joined with the
@@ -78,17 +77,18 @@ func (e *Engine) rowsFor(snap *Snapshot) []tickRow {
 	return e.buildRows(snap)
 }
 
-// rowIndex is the row's index price with the staleness bound applied; ok
-// is false when the price is missing or stale.
-func (e *Engine) rowIndex(snap *Snapshot, r *tickRow, now time.Time) (decimal.Decimal, string, bool) {
+// rowIndex says whether the row's index price is usable with the
+// staleness bound applied (the row holds it), and why not when it is
+// missing or stale.
+func (e *Engine) rowIndex(snap *Snapshot, r *tickRow, now time.Time) (string, bool) {
 	if snap.IndexPrices == nil {
-		return decimal.Decimal{}, "index prices not read", false
+		return "index prices not read", false
 	}
 	if !r.HasIndex {
-		return decimal.Decimal{}, "index " + r.IndexName + " missing", false
+		return "index " + r.IndexName + " missing", false
 	}
 	if why := e.stale(r.IndexName, r.Index, now); why != "" {
-		return r.Index, why, false
+		return why, false
 	}
-	return r.Index, "", true
+	return "", true
 }

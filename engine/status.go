@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
@@ -105,19 +106,28 @@ type AccountStatus struct {
 	Leverage    *float64 `json:"leverage"`
 }
 
-// accountStatus is a's known figures.
+// accountStatus is a's known figures. The status and its figures are one
+// allocation: it is made every tick.
 func accountStatus(a *rules.Account) *AccountStatus {
+	all := &struct {
+		s AccountStatus
+		v [6]float64
+	}{}
+	n := 0
 	known := func(f rules.AccountField, v float64) *float64 {
 		if a.Unknown()&f != 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil
 		}
-		return &v
+		all.v[n] = v
+		n++
+		return &all.v[n-1]
 	}
-	return &AccountStatus{
+	all.s = AccountStatus{
 		Equity: known(rules.AccountEquity, a.Equity), FreeBalance: known(rules.AccountFreeBalance, a.FreeBalance),
 		Margin: known(rules.AccountMargin, a.Margin), UnrealizedPNL: known(rules.AccountUnrealizedPNL, a.UnrealizedPNL),
 		MarginRatio: known(rules.AccountMarginRatio, a.MarginRatio), Leverage: known(rules.AccountLeverage, a.Leverage),
 	}
+	return &all.s
 }
 
 // RuleStatus is one rule's state on a position.
@@ -131,7 +141,7 @@ type RuleStatus struct {
 
 // published is what the last tick left for Status; under mu.
 type published struct {
-	positions []PositionStatus
+	positions []statusRow
 	lastTick  time.Time
 	lastErr   string
 	breaker   act.Breaker
@@ -145,7 +155,7 @@ type published struct {
 // (nil when the positions could not be read: the last ones are kept). The
 // caller holds tick.
 func (e *Engine) publishStatus(snap *Snapshot, err error) {
-	var pos []PositionStatus
+	var pos []statusRow
 	var acct *AccountStatus
 	if snap != nil {
 		// The tick made the account when a rule reads it; else it is made
@@ -159,7 +169,7 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 			acct = accountStatus(&a)
 		}
 		// Built in the list the previous publication replaced: Status
-		// copies the published one under mu, so no reader holds it.
+		// reads the published one under mu, so no reader holds it.
 		pos = e.statusSpare[:0]
 		rows := e.rowsFor(snap)
 		for i := range rows {
@@ -167,7 +177,17 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 			if r.P.Empty || r.P.Quantity.IsZero() {
 				continue
 			}
-			pos = append(pos, positionStatus(r))
+			if len(pos) < cap(pos) {
+				pos = pos[:len(pos)+1]
+			} else {
+				pos = append(pos, statusRow{})
+			}
+			pos[len(pos)-1].set(r)
+		}
+		// Let go of the older snapshots' positions the list held past
+		// its new end.
+		if n := len(e.statusSpare); n > len(pos) {
+			clear(pos[len(pos):n])
 		}
 	}
 	b := e.breaker.Clone()
@@ -184,26 +204,66 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 	}
 }
 
-// positionStatus is the tick row's position as Status shows it.
-func positionStatus(r *tickRow) PositionStatus {
-	p := r.P
+// statusRow is a position of the snapshot Status shows: it makes the
+// PositionStatus when asked, from the position as read, its symbol (nil
+// when unknown) and its index price (zero when none to show), so that a
+// tick does not pay for a page nobody reads.
+type statusRow struct {
+	p     *exchange.Position
+	sym   *exchange.ContractSymbol
+	index decimal.Decimal
+}
+
+// set makes sr the status of the tick row r's position, writing a pointer
+// only when it changes (a write while the collector marks costs a
+// barrier).
+func (sr *statusRow) set(r *tickRow) {
+	sr.p = r.P
+	if sr.sym != r.Sym {
+		sr.sym = r.Sym
+	}
+	var index decimal.Decimal
+	// An index a float cannot hold ("1e400" is +Inf) is no data, as the
+	// rules see it: no index, no distance.
+	if r.Sym != nil && r.HasIndex && finite(r.IndexF) {
+		index = r.Index
+	}
+	if sr.index != index {
+		sr.index = index
+	}
+}
+
+// status is the row's position as Status shows it.
+func (sr *statusRow) status() PositionStatus {
+	p := sr.p
 	ps := PositionStatus{ID: p.ID, Side: p.Direction, Size: p.Quantity, Leverage: p.Leverage, MaxLeverage: p.RiskLimit.MaxLeverage,
 		MarginMode: "isolated", Margin: p.Margin, LiquidationPrice: p.LiquidationPrice}
 	if p.Cross {
 		ps.MarginMode = "cross"
 	}
-	if sym := r.Sym; sym != nil {
+	if sym := sr.sym; sym != nil {
 		ps.Symbol = sym.Name
 		if ps.MaxLeverage == 0 {
 			ps.MaxLeverage = sym.RiskLimit.MaxLeverage
 		}
-		// An index a float cannot hold ("1e400" is +Inf) is no data, as
-		// the rules see it: no index, no distance.
-		if r.HasIndex && r.Index.IsPositive() && finite(r.IndexF) {
-			ps.Index = r.Index
+		if sr.index.IsPositive() {
+			ps.Index = sr.index
 		}
 	}
 	return ps
+}
+
+// positionsLocked are the published positions as Status shows them, in a
+// new list. The caller holds mu.
+func (e *Engine) positionsLocked() []PositionStatus {
+	if e.status.positions == nil {
+		return nil
+	}
+	out := make([]PositionStatus, len(e.status.positions))
+	for i := range e.status.positions {
+		out[i] = e.status.positions[i].status()
+	}
+	return out
 }
 
 // complete fills what a tick leaves for Status to compute when asked
@@ -240,7 +300,7 @@ func (e *Engine) Status(now time.Time) *Status {
 	e.statusRead.Store(true)
 	e.mu.Lock()
 	st := &Status{Time: now, LastSuccess: e.lastOK, LastTick: e.status.lastTick, LastError: e.status.lastErr,
-		Positions: slices.Clone(e.status.positions), DryRun: e.status.dryRun, Account: e.status.account}
+		Positions: e.positionsLocked(), DryRun: e.status.dryRun, Account: e.status.account}
 	set, active := e.current, e.active
 	b := e.status.breaker
 	b.Sent = slices.Clone(b.Sent)

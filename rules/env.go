@@ -282,7 +282,6 @@ func (e *Env) Fill(in *Input) {
 // those assignments followed by FillDerived.
 func (e *Env) FillDerived(hasIndex bool) {
 	e.NowMillis = e.Now.UnixMilli()
-	e.noData = ""
 
 	switch e.Position.Direction {
 	case "LONG":
@@ -302,7 +301,12 @@ func (e *Env) FillDerived(hasIndex bool) {
 		e.LeverageRatio = float64(p.Leverage) / float64(e.RiskLimit.MaxLeverage)
 	}
 
-	e.noData = noDataReason(e, hasIndex)
+	// Written only when it changes: the engine fills one Env per
+	// position, and a pointer written while the collector marks costs a
+	// barrier.
+	if why := noDataReason(e, hasIndex); e.noData != why {
+		e.noData = why
+	}
 	e.filled = true
 }
 

@@ -13,7 +13,25 @@ import (
 // expression boundary, where decimals become float64. The risk limit is
 // the position's own, read in this tick; the symbol's numbers were
 // converted once per symbols read (Row.SymEnv). env is filled in place.
+// The tick fills it from its view's row instead (FillRow), whose numbers
+// were converted once per value.
 func FillEnv(env *rules.Env, p *exchange.Position, sym *rules.Symbol, index decimal.Decimal, hasIndex bool, now time.Time) {
+	var m numsMemo // empty: every number is converted
+	indexF := 0.0
+	if hasIndex {
+		indexF = ToFloat(index)
+	}
+	fill(env, p, m.of(p), sym, indexF, hasIndex, now)
+}
+
+// FillRow is FillEnv for a row of the tick's view: its numbers (Row.N,
+// Row.IndexF) are already converted. hasIndex says whether its index price
+// is usable (listed and fresh); env.IndexPrice is 0 when it is not.
+func FillRow(env *rules.Env, r *Row, hasIndex bool, now time.Time) {
+	fill(env, r.P, r.N, r.SymEnv, r.IndexF, hasIndex, now)
+}
+
+func fill(env *rules.Env, p *exchange.Position, n *Nums, sym *rules.Symbol, indexF float64, hasIndex bool, now time.Time) {
 	env.Position = rules.Position{
 		ID:                           p.ID,
 		UserID:                       p.UserID,
@@ -22,41 +40,112 @@ func FillEnv(env *rules.Env, p *exchange.Position, sym *rules.Symbol, index deci
 		Cross:                        p.Cross,
 		CreatedAt:                    p.CreatedAt,
 		UpdatedAt:                    p.UpdatedAt,
-		EntryValue:                   ToFloat(p.EntryValue),
-		EntryPrice:                   ToFloat(p.EntryPrice),
-		Margin:                       ToFloat(p.Margin),
+		EntryValue:                   n.EntryValue,
+		EntryPrice:                   n.EntryPrice,
+		Margin:                       n.Margin,
 		Leverage:                     p.Leverage,
-		LiquidationPrice:             ToFloat(p.LiquidationPrice),
+		LiquidationPrice:             n.LiquidationPrice,
 		Direction:                    p.Direction,
-		Quantity:                     ToFloat(p.Quantity),
-		RealizedPNL:                  ToFloat(p.RealizedPNL),
+		Quantity:                     n.Quantity,
+		RealizedPNL:                  n.RealizedPNL,
 		RiskLevel:                    p.RiskLevel,
-		MinimumMaintenanceMarginRate: ToFloat(p.MinimumMaintenanceMarginRate),
-		MinQuantity:                  ToFloat(p.MinQuantity),
-		MaxQuantity:                  ToFloat(p.MaxQuantity),
+		MinimumMaintenanceMarginRate: n.MinimumMaintenanceMarginRate,
+		MinQuantity:                  n.MinQuantity,
+		MaxQuantity:                  n.MaxQuantity,
 		Version:                      p.Version,
 		Empty:                        p.Empty,
 	}
 	rl := &p.RiskLimit
 	env.RiskLimit = rules.RiskLimit{
 		ID:                    rl.ID,
-		InitialMarginRate:     ToFloat(rl.InitialMarginRate),
-		MaintenanceMarginRate: ToFloat(rl.MaintenanceMarginRate),
-		MarginRateStep:        ToFloat(rl.MarginRateStep),
+		InitialMarginRate:     n.InitialMarginRate,
+		MaintenanceMarginRate: n.MaintenanceMarginRate,
+		MarginRateStep:        n.MarginRateStep,
 		MaxLeverage:           rl.MaxLeverage,
-		RiskLimitBase:         ToFloat(rl.RiskLimitBase),
-		RiskLimitStep:         ToFloat(rl.RiskLimitStep),
+		RiskLimitBase:         n.RiskLimitBase,
+		RiskLimitStep:         n.RiskLimitStep,
 		MaxRiskLimitSteps:     rl.MaxRiskLimitSteps,
-		MaxQuantity:           ToFloat(rl.MaxQuantity),
+		MaxQuantity:           n.RiskLimitMaxQuantity,
 		CreatedAt:             rl.CreatedAt,
 	}
 	env.Symbol = *sym
 	env.IndexPrice = 0
 	if hasIndex {
-		env.IndexPrice = ToFloat(index)
+		env.IndexPrice = indexF
 	}
-	env.Now = now
+	if env.Now != now { // the same for every position of a tick
+		env.Now = now
+	}
 	env.FillDerived(hasIndex)
+}
+
+// Nums are a position's decimals as float64: its own and its risk
+// limit's (RiskLimitMaxQuantity is the risk limit's maxQuantity).
+type Nums struct {
+	EntryValue, EntryPrice, Margin, LiquidationPrice, Quantity, RealizedPNL float64
+	MinimumMaintenanceMarginRate, MinQuantity, MaxQuantity                  float64
+	InitialMarginRate, MaintenanceMarginRate, MarginRateStep                float64
+	RiskLimitBase, RiskLimitStep, RiskLimitMaxQuantity                      float64
+}
+
+// numCount is the number of decimals in Nums.
+const numCount = 15
+
+// numsMemo is the last conversion of the numbers of the position at one
+// place of the view, kept with the decimals it was made from. A decimal is
+// an immutable value: one that is the same value as the memo's (the same
+// coefficient, by pointer, and exponent: ==) has the same float64, so a
+// reader that hands over unchanged numbers as the same decimals (the
+// replay's simulated exchange, a steady position) is converted once. The
+// memo holds the decimals, so their coefficients cannot be reused for
+// other numbers while it compares with them. A decoded answer has fresh
+// decimals: the memo then costs a comparison per number.
+type numsMemo struct {
+	n      Nums
+	src    [numCount]decimal.Decimal
+	index  decimal.Decimal
+	indexF float64
+	// sym is the view's symbol of id symID in its build symGen of the
+	// symbols (View.gen), nil when it has none.
+	sym    *symInfo
+	symID  int64
+	symGen uint64
+}
+
+// of converts p's numbers, reusing the memo's where the decimal is the
+// same.
+func (m *numsMemo) of(p *exchange.Position) *Nums {
+	n, rl, src := &m.n, &p.RiskLimit, &m.src
+	conv(&src[0], p.EntryValue, &n.EntryValue)
+	conv(&src[1], p.EntryPrice, &n.EntryPrice)
+	conv(&src[2], p.Margin, &n.Margin)
+	conv(&src[3], p.LiquidationPrice, &n.LiquidationPrice)
+	conv(&src[4], p.Quantity, &n.Quantity)
+	conv(&src[5], p.RealizedPNL, &n.RealizedPNL)
+	conv(&src[6], p.MinimumMaintenanceMarginRate, &n.MinimumMaintenanceMarginRate)
+	conv(&src[7], p.MinQuantity, &n.MinQuantity)
+	conv(&src[8], p.MaxQuantity, &n.MaxQuantity)
+	conv(&src[9], rl.InitialMarginRate, &n.InitialMarginRate)
+	conv(&src[10], rl.MaintenanceMarginRate, &n.MaintenanceMarginRate)
+	conv(&src[11], rl.MarginRateStep, &n.MarginRateStep)
+	conv(&src[12], rl.RiskLimitBase, &n.RiskLimitBase)
+	conv(&src[13], rl.RiskLimitStep, &n.RiskLimitStep)
+	conv(&src[14], rl.MaxQuantity, &n.RiskLimitMaxQuantity)
+	return n
+}
+
+// conv sets *dst to d as a float64 unless *src, what *dst was converted
+// from, is d.
+func conv(src *decimal.Decimal, d decimal.Decimal, dst *float64) {
+	if *src != d {
+		*src, *dst = d, ToFloat(d)
+	}
+}
+
+// indexOf is ToFloat(d), kept like the position's numbers.
+func (m *numsMemo) indexOf(d decimal.Decimal) float64 {
+	conv(&m.index, d, &m.indexF)
+	return m.indexF
 }
 
 // RulesSymbol is a contract symbol as the rules see it.

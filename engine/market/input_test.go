@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
 
@@ -115,6 +116,80 @@ func TestKeyText(t *testing.T) {
 	for _, k := range []Key{{"1_1", "LONG"}, {ID: "1_1"}, {"a/b", "SHORT"}} {
 		if got := ParseKey(k.String()); got != k {
 			t.Errorf("ParseKey(%q) = %+v, want %+v", k.String(), got, k)
+		}
+	}
+}
+
+// A row's numbers are the position's decimals converted, whether the
+// reader hands over the same decimals again (converted once, kept by
+// place) or new ones, at the same place or another; FillRow fills the
+// environment FillEnv fills.
+func TestViewNumbers(t *testing.T) {
+	t.Parallel()
+	sym := exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: 1, Name: "XBTC", BaseName: "BTC"}}
+	pos := func(id, entry, liq string) exchange.Position {
+		return exchange.Position{ID: id, SymbolID: 1, Direction: exchange.Long, EntryPrice: dec(entry), LiquidationPrice: dec(liq),
+			Quantity: dec("2.5"), Margin: dec("1000.25"), EntryValue: dec("250000"),
+			RiskLimit: exchange.RiskLimit{InitialMarginRate: dec("0.01"), MaintenanceMarginRate: dec("0.005"), MaxQuantity: dec("100")}}
+	}
+	a, b := pos("1_1", "100000", "80000"), pos("1_2", "3000.5", "2500")
+	r := &reader{idx: map[string]decimal.Decimal{"BTC": dec("99000")}, tr: &exchange.Trades{ContractsSymbols: []exchange.ContractSymbol{sym}}}
+	sr := NewSnapshotReader(r, time.Hour, nil)
+	now := time.Unix(1000, 0)
+	var v View
+	for step, list := range [][]exchange.Position{
+		{a, b},
+		{a, b},                            // the same decimals: kept
+		{b, a},                            // swapped places
+		{a, pos("1_2", "3000.5", "2400")}, // a new decimal of another value at a kept place
+		{a, pos("1_2", "3000.5", "2400")}, // new decimals of the same values
+		{a},                               // a place gone
+		{{ID: "1_3", SymbolID: 1, Direction: exchange.Short}}, // zero decimals
+	} {
+		r.pos = list
+		snap, err := sr.Read(context.Background(), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Join(snap, sr, nil)
+		for i := range v.Rows {
+			row := &v.Rows[i]
+			p := row.P
+			if row.N == nil {
+				continue // empty, or an unknown symbol
+			}
+			var want numsMemo
+			if *row.N != *want.of(p) {
+				t.Errorf("step %d row %d: numbers %+v, want %+v", step, i, *row.N, *want.of(p))
+			}
+			if row.N.LiquidationPrice != ToFloat(p.LiquidationPrice) || row.IndexF != 99000 {
+				t.Errorf("step %d row %d: liquidation price %v, index %v", step, i, row.N.LiquidationPrice, row.IndexF)
+			}
+			var got, ref rules.Env
+			FillRow(&got, row, true, now)
+			FillEnv(&ref, p, row.SymEnv, row.Index, true, now)
+			if got != ref {
+				t.Errorf("step %d row %d: FillRow %+v, FillEnv %+v", step, i, got, ref)
+			}
+		}
+		// The rows reused from the last tick are those a fresh view makes.
+		var fresh View
+		fresh.Join(snap, sr, nil)
+		for i := range fresh.Rows {
+			g, w := v.Rows[i], fresh.Rows[i]
+			if (g.N == nil) != (w.N == nil) || (g.N != nil && *g.N != *w.N) {
+				t.Errorf("step %d row %d: numbers %v, a fresh view's %v", step, i, g.N, w.N)
+			}
+			if (g.SymEnv == nil) != (w.SymEnv == nil) || (g.SymEnv != nil && *g.SymEnv != *w.SymEnv) {
+				t.Errorf("step %d row %d: symbol %v, a fresh view's %v", step, i, g.SymEnv, w.SymEnv)
+			}
+			g.N, w.N, g.SymEnv, w.SymEnv = nil, nil, nil, nil
+			if g != w {
+				t.Errorf("step %d row %d: %+v, a fresh view's %+v", step, i, g, w)
+			}
+		}
+		if len(v.memo) != len(list) {
+			t.Errorf("step %d: %d places kept, want %d", step, len(v.memo), len(list))
 		}
 	}
 }

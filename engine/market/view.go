@@ -25,6 +25,9 @@ type Row struct {
 	IndexF    float64
 	// SymEnv is Sym as the rules see it, converted once per symbols read.
 	SymEnv *rules.Symbol
+	// N is the position's numbers as float64, converted once per value
+	// (nil when Sym is): valid until the next Join.
+	N *Nums
 }
 
 // View is a snapshot joined once: its rows, in the snapshot's order.
@@ -35,6 +38,11 @@ type View struct {
 	// the symbols read symsOf: built once per read.
 	syms   map[int64]*symInfo
 	symsOf *exchange.Trades
+	// memo is the last conversion of each place's numbers, and its
+	// symbol.
+	memo []numsMemo
+	// gen counts the builds of syms.
+	gen uint64
 }
 
 // symInfo is a contract symbol of the list in force as the rows use it.
@@ -57,31 +65,69 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 		v.Rows = make([]Row, n)
 	}
 	v.Rows, v.Snap = v.Rows[:n], snap
+	if len(v.memo) < n {
+		v.memo = append(v.memo, make([]numsMemo, n-len(v.memo))...)
+	} else if len(v.memo) > n {
+		clear(v.memo[n:]) // let go of the decimals of places gone
+		v.memo = v.memo[:n]
+	}
 	if tr := r.trades; tr != v.symsOf || v.syms == nil {
 		v.syms = make(map[int64]*symInfo, len(r.byID))
 		for id, c := range r.byID {
 			v.syms[id] = &symInfo{c: c, indexName: IndexName(names, c), env: RulesSymbol(c)}
 		}
 		v.symsOf = tr
+		v.gen++
 	}
 	for i := range snap.Positions {
 		p := &snap.Positions[i]
-		row := &v.Rows[i]
-		*row = Row{P: p, Key: KeyOf(p)}
-		if p.Empty {
-			continue
-		}
-		info := v.syms[p.SymbolID]
-		if info == nil {
-			continue
-		}
-		row.Sym, row.IndexName, row.SymEnv = info.c, info.indexName, &info.env
-		if snap.IndexPrices != nil {
-			row.Index, row.HasIndex = snap.IndexPrices[row.IndexName]
-			if row.HasIndex {
-				row.IndexF = ToFloat(row.Index)
+		m := &v.memo[i]
+		var info *symInfo
+		if !p.Empty {
+			// The symbol of the place's last position, while the
+			// symbols are the same: no lookup.
+			if m.symGen != v.gen || m.symID != p.SymbolID {
+				m.sym, m.symID, m.symGen = v.syms[p.SymbolID], p.SymbolID, v.gen
 			}
+			info = m.sym
 		}
+		v.Rows[i].set(p, info, m, snap.IndexPrices)
+	}
+}
+
+// set makes r the row of p, whose symbol is info (nil: none, or the
+// position is empty), converting its numbers with m. A row's pointers are
+// written only when they change (the symbol's rarely do), as a write
+// while the collector marks costs a barrier.
+func (r *Row) set(p *exchange.Position, info *symInfo, m *numsMemo, prices map[string]decimal.Decimal) {
+	r.P = p
+	if k := KeyOf(p); r.Key != k {
+		r.Key = k
+	}
+	if info == nil {
+		if r.Sym != nil || r.SymEnv != nil || r.N != nil || r.IndexName != "" || r.Index != (decimal.Decimal{}) {
+			r.Sym, r.IndexName, r.SymEnv, r.N, r.Index = nil, "", nil, nil, decimal.Decimal{}
+		}
+		r.HasIndex, r.IndexF = false, 0
+		return
+	}
+	if r.SymEnv != &info.env {
+		r.Sym, r.IndexName, r.SymEnv = info.c, info.indexName, &info.env
+	}
+	if n := m.of(p); r.N != n {
+		r.N = n
+	}
+	var index decimal.Decimal
+	var has bool
+	if prices != nil {
+		index, has = prices[info.indexName]
+	}
+	if r.Index != index {
+		r.Index = index
+	}
+	r.HasIndex, r.IndexF = has, 0
+	if has {
+		r.IndexF = m.indexOf(index)
 	}
 }
 

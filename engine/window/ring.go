@@ -14,8 +14,8 @@ import (
 )
 
 // maxSlots bounds a window's ring: a window longer than maxSlots intervals
-// keeps buckets of span/maxSlots, each with its first, last, lowest and
-// highest value. A ring is at most maxSlots × 48 bytes (12 KiB), per
+// keeps buckets of span/maxSlots, each with its first, lowest and highest
+// value. A ring is at most maxSlots × 40 bytes (10 KiB), per
 // position and window.
 const maxSlots = 256
 
@@ -31,8 +31,8 @@ const (
 
 // slot is one sample, or one bucket of samples, of a series.
 type slot struct {
-	t                     int64 // unix nanoseconds of the bucket's first sample
-	first, last, min, max float64
+	t               int64 // unix nanoseconds of the bucket's first sample
+	first, min, max float64
 	// gaps is the uncovered time, in nanoseconds, from the ring's first
 	// sample ever to this slot's first sample: a stretch between two
 	// samples longer than the ring's maxGap (missed ticks, a restart)
@@ -42,10 +42,27 @@ type slot struct {
 
 // ring holds a series' recent samples for one window: the engine's own
 // ticks fill it, so a replay fills it exactly as the daemon did.
+//
+// A tick reads a ring's newest slot and the oldest in the window, and a
+// thousand positions' rings are far apart in memory: the header keeps a
+// copy of both (cur, old), so that a push and a value read no slot unless
+// the window's start moved to another one.
 type ring struct {
 	span, width, maxGap time.Duration
 	slots               []slot // circular, oldest at start
 	start, n            int
+	// dropped is how many slots left the front since the ring began: the
+	// slot at i is the (dropped+i)-th ever.
+	dropped int
+	// cur is a copy of the newest slot (n > 0), written through.
+	cur slot
+	// old is a copy of the oldest slot in the window as value last found
+	// it, the (oldSeq)-th ever, for a window starting at oldFrom; oldOK
+	// when it is set.
+	old     slot
+	oldSeq  int
+	oldFrom int64
+	oldOK   bool
 	// lo and hi are the window's extremes when ext, with the start of
 	// the slot that holds each: valid until that slot leaves the window.
 	lo, hi     float64
@@ -63,39 +80,49 @@ func newRing(span, interval time.Duration) *ring {
 	return &ring{span: span, width: width, maxGap: max(2*interval, 2*width, span/4), slots: make([]slot, min(size, maxSlots+2))}
 }
 
-func (r *ring) at(i int) *slot { return &r.slots[(r.start+i)%len(r.slots)] }
+func (r *ring) at(i int) *slot {
+	j := r.start + i
+	if j >= len(r.slots) {
+		j -= len(r.slots)
+	}
+	return &r.slots[j]
+}
 
 // push adds the value v at t. A sample older than the newest is ignored (a
 // clock that jumped back); one within the newest bucket updates it.
 func (r *ring) push(t time.Time, v float64) {
 	ns := t.UnixNano()
 	if r.n > 0 {
-		last := r.at(r.n - 1)
+		last := &r.cur
 		if ns < last.t {
 			return
 		}
 		if ns-last.t < int64(r.width) {
-			last.last = v
 			last.min, last.max = min(last.min, v), max(last.max, v)
 			r.extend(v, last.t)
+			*r.at(r.n - 1) = *last
 			return
 		}
 	}
 	r.extend(v, ns)
-	s := slot{t: ns, first: v, last: v, min: v, max: v}
+	s := slot{t: ns, first: v, min: v, max: v}
 	if r.n > 0 {
-		last := r.at(r.n - 1)
-		s.gaps = last.gaps
-		if gap := ns - last.t; gap > int64(r.maxGap) {
+		s.gaps = r.cur.gaps
+		if gap := ns - r.cur.t; gap > int64(r.maxGap) {
 			s.gaps += gap
 		}
 	}
 	if r.n == len(r.slots) {
-		r.start = (r.start + 1) % len(r.slots)
+		r.start++
+		if r.start == len(r.slots) {
+			r.start = 0
+		}
 		r.n--
+		r.dropped++
 	}
 	*r.at(r.n) = s
 	r.n++
+	r.cur = s
 }
 
 // extend keeps the cached extremes with a new value in the slot at t.
@@ -131,20 +158,42 @@ func (r *ring) extremes(i int, from int64) (float64, float64) {
 	return r.lo, r.hi
 }
 
+// oldest is the oldest slot in the window that starts at from, and its
+// place; nil when none is. It starts from the one found last when the
+// window has not moved back since: the slots before it are older still.
+func (r *ring) oldest(from int64) (int, *slot) {
+	i := 0
+	if r.oldOK && from >= r.oldFrom && r.oldSeq >= r.dropped {
+		i = r.oldSeq - r.dropped
+		if r.old.t >= from {
+			r.oldFrom = from
+			return i, &r.old
+		}
+		i++ // it has left the window
+	}
+	for i < r.n && r.at(i).t < from {
+		i++
+	}
+	if i == r.n {
+		r.oldOK = false
+		return i, nil
+	}
+	// The newest slot's bucket may still change; its start, first value
+	// and gaps, which are what an oldest slot is read for, do not.
+	r.old, r.oldSeq, r.oldFrom, r.oldOK = *r.at(i), r.dropped+i, from, true
+	return i, &r.old
+}
+
 // value computes fn over the window ending at now, whose current value
 // is cur; why says why there is none.
 func (r *ring) value(fn string, now time.Time, cur float64) (float64, string) {
 	ns := now.UnixNano()
 	from := ns - int64(r.span)
-	// The oldest slot in the window.
-	i := 0
-	for i < r.n && r.at(i).t < from {
-		i++
-	}
-	if i == r.n {
+	i, oldest := r.oldest(from)
+	if oldest == nil {
 		return 0, whyHalfEmpty
 	}
-	oldest, newest := r.at(i), r.at(r.n-1)
+	newest := &r.cur
 	uncovered := newest.gaps - oldest.gaps
 	if tail := ns - newest.t; tail > int64(r.maxGap) {
 		uncovered += tail

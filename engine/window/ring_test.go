@@ -2,6 +2,7 @@ package window
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -109,3 +110,54 @@ func TestRingClockJumps(t *testing.T) {
 }
 
 var _ HistoryReader = (*exchange.Client)(nil)
+
+// The ring agrees with the reference ring (refRing, which reads every
+// slot it needs from the slots) on every value, whatever the clock does:
+// ticks at the interval, within one bucket, gaps, jumps back, windows
+// that wrap the ring many times, values asked for at an earlier time.
+func TestRingMatchesReference(t *testing.T) {
+	t.Parallel()
+	fns := []string{rules.FnChange, rules.FnRate, rules.FnTimeToLiquidation, rules.FnMinOverTime, rules.FnMaxOverTime, rules.FnDrawdown}
+	rng := rand.New(rand.NewPCG(18, 5))
+	for run := range 400 {
+		interval := []time.Duration{time.Second, 2 * time.Second, time.Minute}[run%3]
+		span := []time.Duration{5 * time.Second, time.Minute, 5 * time.Minute, time.Hour, 24 * time.Hour}[rng.IntN(5)]
+		r, ref := newRing(span, interval), newRefRing(span, interval)
+		now := t0
+		v := 100.0
+		for step := range 3000 {
+			switch k := rng.IntN(100); {
+			case k < 80: // a tick
+				now = now.Add(interval)
+			case k < 88: // within a bucket, or a sub-interval step
+				now = now.Add(time.Duration(rng.Int64N(int64(interval))))
+			case k < 94: // a gap
+				now = now.Add(time.Duration(rng.Int64N(int64(span))))
+			case k < 97: // the clock jumps back
+				now = now.Add(-time.Duration(rng.Int64N(int64(span / 2))))
+			default: // a long outage
+				now = now.Add(2 * span)
+			}
+			v = v*(1+(rng.Float64()-0.5)/50) + float64(rng.IntN(3)-1)*rng.Float64()
+			if rng.IntN(10) == 0 {
+				v = 0
+			}
+			if rng.IntN(20) != 0 { // now and then a tick without data
+				r.push(now, v)
+				ref.push(now, v)
+			}
+			at := now
+			if rng.IntN(30) == 0 {
+				at = now.Add(-time.Duration(rng.Int64N(int64(span)))) // asked about the past
+			}
+			for _, fn := range fns {
+				got, why := r.value(fn, at, v)
+				want, wantWhy := ref.value(fn, at, v)
+				if why != wantWhy || math.Float64bits(got) != math.Float64bits(want) {
+					t.Fatalf("run %d (span %s, interval %s) step %d: %s = %v (%q), reference %v (%q)",
+						run, span, interval, step, fn, got, why, want, wantWhy)
+				}
+			}
+		}
+	}
+}

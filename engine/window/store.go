@@ -34,21 +34,34 @@ const (
 	maxWarmPages = 20
 )
 
-// layout is the rule set's windowed terms, deduplicated: one ring per term
-// and position (or one for the account).
+// layout is the rule set's windowed terms, deduplicated, and their rings:
+// one ring per series and span, and position (or one for the account),
+// which every term over that series and span reads (rate and
+// timeToLiquidation over liquidationDistance for a minute share one).
 type layout struct {
 	specs []rules.Window
 	// byRule maps each rule's j-th window (Env.SetWindow) to a spec.
 	byRule [][]int
 	// position and account list the specs of each kind.
 	position, account []int
+	// ring is each spec's ring; rings has one of the specs of each ring
+	// (its series and span), ringKeys their keys; posRings and
+	// acctRings list the rings of each kind.
+	ring                []int
+	rings               []int
+	ringKeys            []string
+	posRings, acctRings []int
 	// needAccount: some rule reads the account (or is an account rule).
 	needAccount bool
 }
 
+// ringKey identifies the samples a term reads: its series and span.
+func ringKey(w rules.Window) string { return w.Series + "," + w.Span.String() }
+
 func newLayout(set *rules.Set) *layout {
 	ws := &layout{}
 	at := map[string]int{}
+	ringAt := map[string]int{}
 	ws.byRule = make([][]int, len(set.Rules))
 	for ri, r := range set.Rules {
 		if r.ReadsAccount() || r.Account() {
@@ -71,6 +84,18 @@ func newLayout(set *rules.Set) *layout {
 				} else {
 					ws.position = append(ws.position, g)
 				}
+				k, ok := ringAt[ringKey(w)]
+				if !ok {
+					k = len(ws.rings)
+					ringAt[ringKey(w)] = k
+					ws.rings, ws.ringKeys = append(ws.rings, g), append(ws.ringKeys, ringKey(w))
+					if w.Account() {
+						ws.acctRings = append(ws.acctRings, k)
+					} else {
+						ws.posRings = append(ws.posRings, k)
+					}
+				}
+				ws.ring = append(ws.ring, k)
 			}
 			ws.byRule[ri] = append(ws.byRule[ri], g)
 		}
@@ -80,7 +105,8 @@ func newLayout(set *rules.Set) *layout {
 
 // Series is the rings of one position, or of the account. Its zero value
 // is empty; it follows the layout in force the next time it is sampled (a
-// term kept by a reload keeps its samples).
+// term kept by a reload keeps its samples, and so does a series and span
+// another term still reads).
 type Series struct {
 	of    *layout
 	rings []*ring
@@ -93,19 +119,19 @@ func (s *Series) follow(ws *layout) {
 	}
 	if len(s.rings) > 0 && s.of != nil {
 		byKey := make(map[string]*ring, len(s.rings))
-		for g, r := range s.rings {
-			if g < len(s.of.specs) && r != nil {
-				byKey[s.of.specs[g].Key()] = r
+		for k, r := range s.rings {
+			if k < len(s.of.ringKeys) && r != nil {
+				byKey[s.of.ringKeys[k]] = r
 			}
 		}
-		out := make([]*ring, len(ws.specs))
-		for g, w := range ws.specs {
-			out[g] = byKey[w.Key()]
+		out := make([]*ring, len(ws.rings))
+		for k, key := range ws.ringKeys {
+			out[k] = byKey[key]
 		}
 		s.rings = out
 	}
-	if len(s.rings) < len(ws.specs) {
-		s.rings = append(s.rings, make([]*ring, len(ws.specs)-len(s.rings))...)
+	if len(s.rings) < len(ws.rings) {
+		s.rings = append(s.rings, make([]*ring, len(ws.rings)-len(s.rings))...)
 	}
 	s.of = ws
 }
@@ -135,6 +161,8 @@ type Store struct {
 	account  Series
 	pos      values
 	acct     values
+	// cur is each ring's reading, of the kind sampled last.
+	cur []reading
 	// history caches the tick's index history reads that warm new rings.
 	history map[string]indexHistory
 }
@@ -184,7 +212,7 @@ func (s *Store) Begin() {
 // and computes its terms.
 func (s *Store) SampleAccount(ctx context.Context, now time.Time, env *rules.Env) {
 	if len(s.ws.account) > 0 {
-		s.sample(ctx, now, env, s.ws.account, &s.account, "", &s.acct)
+		s.sample(ctx, now, env, s.ws.acctRings, s.ws.account, &s.account, "", &s.acct)
 	}
 }
 
@@ -192,32 +220,49 @@ func (s *Store) SampleAccount(ctx context.Context, now time.Time, env *rules.Env
 // and computes its terms; index names the index that prices it, whose
 // history warms a new indexPrice ring.
 func (s *Store) SamplePosition(ctx context.Context, now time.Time, ser *Series, env *rules.Env, index string) {
-	s.sample(ctx, now, env, s.ws.position, ser, index, &s.pos)
+	s.sample(ctx, now, env, s.ws.posRings, s.ws.position, ser, index, &s.pos)
 }
 
-// sample pushes env's current value of each spec in gs into the series
-// (creating rings as needed) and computes every spec's value. A series
-// without a value now is not pushed, and its terms have none.
-func (s *Store) sample(ctx context.Context, now time.Time, env *rules.Env, gs []int, ser *Series, index string, out *values) {
+// sample pushes env's current value of each ring's series in ks into the
+// series ser (creating rings as needed), then computes every spec's value
+// in gs from its ring. A series without a value now is not pushed, and its
+// terms have none.
+func (s *Store) sample(ctx context.Context, now time.Time, env *rules.Env, ks, gs []int, ser *Series, index string, out *values) {
 	ser.follow(s.ws)
-	for _, g := range gs {
-		w := s.ws.specs[g]
-		cur, ok := w.Read(env)
+	if len(s.cur) < len(s.ws.rings) {
+		s.cur = make([]reading, len(s.ws.rings))
+	}
+	for _, k := range ks {
+		w := s.ws.specs[s.ws.rings[k]]
+		v, ok := w.Read(env)
+		s.cur[k] = reading{v, ok}
 		if !ok {
-			out.v[g], out.why[g] = 0, whyNoValue
 			continue
 		}
-		r := ser.rings[g]
+		r := ser.rings[k]
 		if r == nil {
 			r = newRing(w.Span, s.interval)
 			if w.Series == "indexPrice" && index != "" {
 				s.warm(ctx, now, r, index)
 			}
-			ser.rings[g] = r
+			ser.rings[k] = r
 		}
-		r.push(now, cur)
-		out.v[g], out.why[g] = r.value(w.Fn, now, cur)
+		r.push(now, v)
 	}
+	for _, g := range gs {
+		k := s.ws.ring[g]
+		if c := s.cur[k]; c.ok {
+			out.v[g], out.why[g] = ser.rings[k].value(s.ws.specs[g].Fn, now, c.v)
+		} else {
+			out.v[g], out.why[g] = 0, whyNoValue
+		}
+	}
+}
+
+// reading is a series' value now; ok is false without one.
+type reading struct {
+	v  float64
+	ok bool
 }
 
 // Fill sets rule ri's windowed terms in env from the tick's values: the

@@ -1,0 +1,156 @@
+package window
+
+import (
+	"math"
+	"time"
+
+	"github.com/riskguard/riskguard/rules"
+)
+
+// refRing is the ring as it was before it kept its newest and oldest
+// slots in its header: the reference the ring must agree with, value for
+// value.
+type refRing struct {
+	span, width, maxGap time.Duration
+	slots               []slot // circular, oldest at start
+	start, n            int
+	// lo and hi are the window's extremes when ext, with the start of
+	// the slot that holds each: valid until that slot leaves the window.
+	lo, hi     float64
+	loAt, hiAt int64
+	ext        bool
+}
+
+// newRefRing sizes a ring for span at the given tick interval.
+func newRefRing(span, interval time.Duration) *refRing {
+	width := max(interval, span/maxSlots)
+	size := int(span/width) + 2
+	// A stretch without samples longer than two ticks, and than a quarter
+	// of the window, is not covered: missed ticks, a restart. (A backtest
+	// of one-minute bars still covers a five-minute window.)
+	return &refRing{span: span, width: width, maxGap: max(2*interval, 2*width, span/4), slots: make([]slot, min(size, maxSlots+2))}
+}
+
+func (r *refRing) at(i int) *slot { return &r.slots[(r.start+i)%len(r.slots)] }
+
+// push adds the value v at t. A sample older than the newest is ignored (a
+// clock that jumped back); one within the newest bucket updates it.
+func (r *refRing) push(t time.Time, v float64) {
+	ns := t.UnixNano()
+	if r.n > 0 {
+		last := r.at(r.n - 1)
+		if ns < last.t {
+			return
+		}
+		if ns-last.t < int64(r.width) {
+			last.min, last.max = min(last.min, v), max(last.max, v)
+			r.extend(v, last.t)
+			return
+		}
+	}
+	r.extend(v, ns)
+	s := slot{t: ns, first: v, min: v, max: v}
+	if r.n > 0 {
+		last := r.at(r.n - 1)
+		s.gaps = last.gaps
+		if gap := ns - last.t; gap > int64(r.maxGap) {
+			s.gaps += gap
+		}
+	}
+	if r.n == len(r.slots) {
+		r.start = (r.start + 1) % len(r.slots)
+		r.n--
+	}
+	*r.at(r.n) = s
+	r.n++
+}
+
+// extend keeps the cached extremes with a new value in the slot at t.
+func (r *refRing) extend(v float64, t int64) {
+	if !r.ext {
+		return
+	}
+	if v <= r.lo {
+		r.lo, r.loAt = v, t
+	}
+	if v >= r.hi {
+		r.hi, r.hiAt = v, t
+	}
+}
+
+// extremes are the lowest and highest values of the slots from i on,
+// rescanned only when a cached extreme has left the window.
+func (r *refRing) extremes(i int, from int64) (float64, float64) {
+	if r.ext && r.loAt >= from && r.hiAt >= from {
+		return r.lo, r.hi
+	}
+	r.lo, r.hi = math.Inf(1), math.Inf(-1)
+	for j := i; j < r.n; j++ {
+		s := r.at(j)
+		if s.min <= r.lo {
+			r.lo, r.loAt = s.min, s.t
+		}
+		if s.max >= r.hi {
+			r.hi, r.hiAt = s.max, s.t
+		}
+	}
+	r.ext = true
+	return r.lo, r.hi
+}
+
+// value computes fn over the window ending at now, whose current value
+// is cur; why says why there is none.
+func (r *refRing) value(fn string, now time.Time, cur float64) (float64, string) {
+	ns := now.UnixNano()
+	from := ns - int64(r.span)
+	// The oldest slot in the window.
+	i := 0
+	for i < r.n && r.at(i).t < from {
+		i++
+	}
+	if i == r.n {
+		return 0, whyHalfEmpty
+	}
+	oldest, newest := r.at(i), r.at(r.n-1)
+	uncovered := newest.gaps - oldest.gaps
+	if tail := ns - newest.t; tail > int64(r.maxGap) {
+		uncovered += tail
+	}
+	if covered := ns - oldest.t - uncovered; covered*2 < int64(r.span) {
+		return 0, whyHalfEmpty
+	}
+	switch fn {
+	case rules.FnChange:
+		if oldest.first == 0 {
+			return 0, whyZeroBase
+		}
+		return (cur - oldest.first) / oldest.first, ""
+	case rules.FnRate, rules.FnTimeToLiquidation:
+		dt := time.Duration(ns - oldest.t).Seconds()
+		if dt <= 0 {
+			return 0, whyHalfEmpty
+		}
+		rate := (cur - oldest.first) / dt
+		if fn == rules.FnRate {
+			return rate, ""
+		}
+		if rate >= 0 {
+			return 0, whyNotShrink
+		}
+		return max(cur, 0) / -rate, ""
+	case rules.FnMinOverTime, rules.FnMaxOverTime, rules.FnDrawdown:
+		lo, hi := r.extremes(i, from)
+		lo, hi = min(lo, cur), max(hi, cur)
+		switch fn {
+		case rules.FnMinOverTime:
+			return lo, ""
+		case rules.FnMaxOverTime:
+			return hi, ""
+		}
+		if hi <= 0 {
+			return 0, whyNoPeak
+		}
+		return (hi - cur) / hi, ""
+	}
+	return 0, whyUnknownFunc
+}

@@ -2,6 +2,7 @@ package act
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
@@ -27,6 +28,53 @@ type Model struct {
 	// figures ("" when it does): its predictions are then said as
 	// unverified and decide nothing.
 	Unfit string
+	// memo keeps the predictions made on Acct (nil until the first).
+	memo *predictMemo
+}
+
+// predictMemo keeps the predictions made on one account. DecideSettings
+// predicts the same call more than once (as asked, among the bounded
+// cuts, as decided), and every prediction of a tick measures the same
+// account before the call: each is computed once while the account stays
+// the same. It holds for the account it was made on, compared by identity
+// (the same positions slice, the same free balance in value and
+// exponent) and for the model's other inputs; a model whose Acct moved on
+// (Acct = Prediction.Next) starts a new one. Positions are never changed
+// in place: Apply and Reduce return new ones.
+type predictMemo struct {
+	acct             margin.Account
+	freeKnown        bool
+	freeWhy, unfit   string
+	liqs             []decimal.Decimal // acct.LiquidationPrices(); nil until needed
+	before           map[int][2]margin.Survival
+	preds            map[predictKey]*Prediction
+	hasCross, crossK bool // hasCross(acct), once known (crossK)
+}
+
+// predictKey is what a prediction reads from its plan besides the model.
+type predictKey struct {
+	i         int
+	want      exchange.Settings
+	direction string
+	cross     bool
+}
+
+// memoFor returns the memo of the model's current inputs.
+func (v *Model) memoFor() *predictMemo {
+	if m := v.memo; m != nil && sameAccount(m.acct, v.Acct) && m.freeKnown == v.FreeKnown && m.freeWhy == v.FreeWhy && m.unfit == v.Unfit {
+		return m
+	}
+	v.memo = &predictMemo{acct: v.Acct, freeKnown: v.FreeKnown, freeWhy: v.FreeWhy, unfit: v.Unfit}
+	return v.memo
+}
+
+// sameAccount reports whether a and b are the same account: the same
+// positions slice and the same free balance, in value and exponent.
+func sameAccount(a, b margin.Account) bool {
+	if len(a.Positions) != len(b.Positions) || !margin.SameDec(a.Free, b.Free) {
+		return false
+	}
+	return len(a.Positions) == 0 || &a.Positions[0] == &b.Positions[0]
 }
 
 // Prediction is what the margin model says a settings call will do to its
@@ -54,20 +102,51 @@ type Prediction struct {
 }
 
 // Predict predicts setting the plan's position to want; nil when the
-// model does not know the position or its index price.
+// model does not know the position or its index price. The same call
+// predicted again on the same account is the same prediction, not to be
+// changed by the caller.
 func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 	i, ok := v.At[pl.Sym.Name]
 	if !ok || !v.Acct.Positions[i].Index.IsPositive() {
 		return nil
 	}
+	memo := v.memoFor()
+	key := predictKey{i: i, want: want, direction: pl.Pos.Direction, cross: pl.Pos.Cross}
+	if p, ok := memo.preds[key]; ok {
+		return p
+	}
+	p := v.predict(memo, i, pl, want)
+	if memo.preds == nil {
+		memo.preds = map[predictKey]*Prediction{}
+	}
+	memo.preds[key] = p
+	return p
+}
+
+// predict is Predict, the account before measured once per memo.
+func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings) *Prediction {
 	next, eff := v.Acct.Apply(i, want.Leverage, want.Cross)
 	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
 		Unverified: v.Unfit}
-	if v.FreeKnown || !hasCross(v.Acct) {
+	if !memo.crossK {
+		memo.hasCross, memo.crossK = hasCross(v.Acct), true
+	}
+	if v.FreeKnown || !memo.hasCross {
 		// Without the free balance a cross pool cannot be measured: the
 		// measures stay unknown, neither better nor worse.
-		p.Before, p.RestBefore = v.Acct.SurvivalBoth(i)
-		p.After, p.RestAfter = next.SurvivalBoth(i)
+		if memo.liqs == nil {
+			memo.liqs = v.Acct.LiquidationPrices()
+		}
+		b, ok := memo.before[i]
+		if !ok {
+			b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs)
+			if memo.before == nil {
+				memo.before = map[int][2]margin.Survival{}
+			}
+			memo.before[i] = b
+		}
+		p.Before, p.RestBefore = b[0], b[1]
+		p.After, p.RestAfter = next.SurvivalBothWith(i, afterLiquidations(next, i, memo.liqs, eff.LiquidationAfter))
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {
@@ -84,6 +163,29 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 		}
 	}
 	return p
+}
+
+// afterLiquidations is next.LiquidationPrices() for the account Apply
+// left after changing position i, from the account's before (liqs): an
+// isolated position's liquidation price depends on that position alone,
+// so only position i's (liqI, which Apply computed) and the cross pool's,
+// which the free balance moves, are priced again.
+func afterLiquidations(next margin.Account, i int, liqs []decimal.Decimal, liqI decimal.Decimal) []decimal.Decimal {
+	out := slices.Clone(liqs)
+	if next.HasOpenCross() {
+		for j, l := range next.CrossLiquidationPrices() {
+			if next.Positions[j].Cross {
+				out[j] = l
+			}
+		}
+	}
+	switch p := next.Positions[i]; {
+	case !p.Open():
+		out[i] = decimal.Zero
+	case !p.Cross:
+		out[i] = liqI
+	}
+	return out
 }
 
 // otherEffect is a call's predicted effect on another position.

@@ -66,8 +66,25 @@ func (a Account) Survival(skip int) Survival { return a.survival(skip, nil) }
 // prediction measures the whole account and the rest of it, before and
 // after a call).
 func (a Account) SurvivalBoth(skip int) (whole, rest Survival) {
+	return a.SurvivalBothWith(skip, a.LiquidationPrices())
+}
+
+// SurvivalBothWith is SurvivalBoth with every position's liquidation
+// price given (liqs, as LiquidationPrices returns them): a caller that
+// measures several accounts differing in one position prices the others
+// once.
+func (a Account) SurvivalBothWith(skip int, liqs []decimal.Decimal) (whole, rest Survival) {
+	return a.survival(-1, liqs), a.survival(skip, liqs)
+}
+
+// LiquidationPrices is every position's liquidation price as the measure
+// reads it: a cross one's from the pool summed once
+// (CrossLiquidationPrices), an open isolated one's LiquidationPrice (it
+// depends on that position alone, not on the free balance), zero for a
+// closed one.
+func (a Account) LiquidationPrices() []decimal.Decimal {
 	liqs := make([]decimal.Decimal, len(a.Positions))
-	if slices.ContainsFunc(a.Positions, func(p Position) bool { return p.Cross && p.Open() }) {
+	if a.HasOpenCross() {
 		liqs = a.CrossLiquidationPrices()
 	}
 	for i, p := range a.Positions {
@@ -75,7 +92,12 @@ func (a Account) SurvivalBoth(skip int) (whole, rest Survival) {
 			liqs[i] = a.LiquidationPrice(i)
 		}
 	}
-	return a.survival(-1, liqs), a.survival(skip, liqs)
+	return liqs
+}
+
+// HasOpenCross reports whether the account holds an open cross position.
+func (a Account) HasOpenCross() bool {
+	return slices.ContainsFunc(a.Positions, func(p Position) bool { return p.Cross && p.Open() })
 }
 
 // survival is Survival with every position's liquidation price given

@@ -165,6 +165,17 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 		w.at = now
 		return w.fit
 	}
+	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance &&
+		margin.FitHolds(w.fit, margin.Account{Positions: w.ps}, w.rep, margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance) {
+		// Only the indexes moved, under isolated positions the model
+		// prices exactly: CheckFit would give the same fit (a replay's
+		// every step).
+		if !same {
+			w.keys = appendFitKeys(w.keys[:0], snap)
+		}
+		w.ps, w.rep, w.at = ps, rep, now
+		return w.fit
+	}
 	var f margin.Fit
 	if w.known {
 		// Only what changed is solved again: an isolated position whose

@@ -108,6 +108,35 @@ func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep [
 	})
 }
 
+// FitHolds reports whether CheckFit(a, rep, tolerance) is prev, the fit
+// CheckFit gave for prevA and prevRep (before any read-back mismatch was
+// marked on it), without computing it: every position is isolated, the
+// same as before but for its index, with the same reported figures, and
+// an open one's liquidation price was modelled exactly as reported. Its
+// errors are then independent of the index (a liquidation price's error
+// is relative to the index, and zero here), so a replay that moves only
+// the indexes of exactly modelled isolated positions checks nothing
+// again. fit_test.go checks it against CheckFit on seeded accounts.
+func FitHolds(prev Fit, prevA Account, prevRep []Reported, a Account, rep []Reported, tolerance float64) bool {
+	if !(tolerance > 0) {
+		tolerance = DefaultFitTolerance
+	}
+	n := len(a.Positions)
+	if tolerance != prev.Tolerance || len(prev.Positions) != n || len(prevA.Positions) != n || len(prevRep) != n || len(rep) != n {
+		return false
+	}
+	for i := range a.Positions {
+		p, q := &a.Positions[i], &prevA.Positions[i]
+		if p.Cross || q.Cross || !SameButIndex(p, q) || !SameReported(rep[i], prevRep[i]) {
+			return false
+		}
+		if pf := &prev.Positions[i]; p.Open() && !pf.LiquidationReported.Equal(pf.LiquidationModelled) {
+			return false
+		}
+	}
+	return true
+}
+
 // SameReported reports whether CheckFit reads the same reported figures
 // from a and b: decimals in value and exponent.
 func SameReported(a, b Reported) bool {

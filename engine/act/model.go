@@ -46,6 +46,7 @@ type predictMemo struct {
 	freeKnown        bool
 	freeWhy, unfit   string
 	liqs             []decimal.Decimal // acct.LiquidationPrices(); nil until needed
+	moves            []decimal.Decimal // acct.Moves(liqs)
 	before           map[int][2]margin.Survival
 	preds            map[predictKey]*Prediction
 	hasCross, crossK bool // hasCross(acct), once known (crossK)
@@ -136,17 +137,19 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		// measures stay unknown, neither better nor worse.
 		if memo.liqs == nil {
 			memo.liqs = v.Acct.LiquidationPrices()
+			memo.moves = v.Acct.Moves(memo.liqs)
 		}
 		b, ok := memo.before[i]
 		if !ok {
-			b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs)
+			b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, memo.moves)
 			if memo.before == nil {
 				memo.before = map[int][2]margin.Survival{}
 			}
 			memo.before[i] = b
 		}
 		p.Before, p.RestBefore = b[0], b[1]
-		p.After, p.RestAfter = next.SurvivalBothWith(i, afterLiquidations(next, i, memo.liqs, eff.LiquidationAfter))
+		liqs, moves := afterLiquidations(next, i, memo.liqs, memo.moves, eff.LiquidationAfter)
+		p.After, p.RestAfter = next.SurvivalBothWith(i, liqs, moves)
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {
@@ -165,27 +168,34 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	return p
 }
 
-// afterLiquidations is next.LiquidationPrices() for the account Apply
-// left after changing position i, from the account's before (liqs): an
-// isolated position's liquidation price depends on that position alone,
-// so only position i's (liqI, which Apply computed) and the cross pool's,
-// which the free balance moves, are priced again.
-func afterLiquidations(next margin.Account, i int, liqs []decimal.Decimal, liqI decimal.Decimal) []decimal.Decimal {
-	out := slices.Clone(liqs)
+// afterLiquidations is next.LiquidationPrices() and next.Moves of them
+// for the account Apply left after changing position i, from the
+// account's before (liqs, moves): an isolated position's liquidation
+// price depends on that position alone, and Apply moves no index, so only
+// position i's (liqI, which Apply computed) and the cross pool's, which
+// the free balance moves, are priced and measured again.
+func afterLiquidations(next margin.Account, i int, liqs, moves []decimal.Decimal, liqI decimal.Decimal) ([]decimal.Decimal, []decimal.Decimal) {
+	outL, outM := slices.Clone(liqs), slices.Clone(moves)
+	again := func(j int, liq decimal.Decimal) {
+		outL[j], outM[j] = liq, decimal.Zero
+		if p := next.Positions[j]; p.Open() {
+			outM[j] = margin.CappedMove(p.Direction, p.Index, liq)
+		}
+	}
 	if next.HasOpenCross() {
 		for j, l := range next.CrossLiquidationPrices() {
 			if next.Positions[j].Cross {
-				out[j] = l
+				again(j, l)
 			}
 		}
 	}
 	switch p := next.Positions[i]; {
 	case !p.Open():
-		out[i] = decimal.Zero
+		again(i, decimal.Zero)
 	case !p.Cross:
-		out[i] = liqI
+		again(i, liqI)
 	}
-	return out
+	return outL, outM
 }
 
 // otherEffect is a call's predicted effect on another position.

@@ -66,15 +66,32 @@ func (a Account) Survival(skip int) Survival { return a.survival(skip, nil) }
 // prediction measures the whole account and the rest of it, before and
 // after a call).
 func (a Account) SurvivalBoth(skip int) (whole, rest Survival) {
-	return a.SurvivalBothWith(skip, a.LiquidationPrices())
+	return a.SurvivalBothWith(skip, a.LiquidationPrices(), nil)
 }
 
 // SurvivalBothWith is SurvivalBoth with every position's liquidation
-// price given (liqs, as LiquidationPrices returns them): a caller that
-// measures several accounts differing in one position prices the others
-// once.
-func (a Account) SurvivalBothWith(skip int, liqs []decimal.Decimal) (whole, rest Survival) {
-	return a.survival(-1, liqs), a.survival(skip, liqs)
+// price given (liqs, as LiquidationPrices returns them) and, unless nil,
+// every position's move (moves, as Moves returns them for liqs): a caller
+// that measures several accounts differing in one position prices and
+// measures the others once.
+func (a Account) SurvivalBothWith(skip int, liqs, moves []decimal.Decimal) (whole, rest Survival) {
+	if moves == nil {
+		moves = a.Moves(liqs)
+	}
+	return a.survivalWith(-1, liqs, moves), a.survivalWith(skip, liqs, moves)
+}
+
+// Moves is each open position's smallest adverse move of its index alone
+// at which it is liquidated, from its liquidation price liqs[i], capped
+// at 1 (zero for a closed position): what Survival's Alone lists.
+func (a Account) Moves(liqs []decimal.Decimal) []decimal.Decimal {
+	moves := make([]decimal.Decimal, len(a.Positions))
+	for i, p := range a.Positions {
+		if p.Open() {
+			moves[i] = cappedMove(p.Direction, p.Index, liqs[i])
+		}
+	}
+	return moves
 }
 
 // LiquidationPrices is every position's liquidation price as the measure
@@ -104,6 +121,12 @@ func (a Account) HasOpenCross() bool {
 // (liqs, as CrossLiquidationPrices gives a cross one's and
 // LiquidationPrice an isolated one's), or computed as needed (nil).
 func (a Account) survival(skip int, given []decimal.Decimal) Survival {
+	return a.survivalWith(skip, given, nil)
+}
+
+// survivalWith is survival with each position's move given (moves, from
+// the given liquidation prices) or computed as needed (nil).
+func (a Account) survivalWith(skip int, given, moves []decimal.Decimal) Survival {
 	s := Survival{Known: true, Together: one}
 	c, ok := a.crossMove(skip, true)
 	if !ok {
@@ -126,15 +149,20 @@ func (a Account) survival(skip int, given []decimal.Decimal) Survival {
 		if !p.Cross && i == skip {
 			continue
 		}
-		liq := decimal.Zero
-		if p.Cross {
-			liq = liqs[i]
-		} else if given != nil {
-			liq = given[i]
+		var d decimal.Decimal
+		if moves != nil {
+			d = moves[i]
 		} else {
-			liq = a.LiquidationPrice(i)
+			liq := decimal.Zero
+			if p.Cross {
+				liq = liqs[i]
+			} else if given != nil {
+				liq = given[i]
+			} else {
+				liq = a.LiquidationPrice(i)
+			}
+			d = cappedMove(p.Direction, p.Index, liq)
 		}
-		d := cappedMove(p.Direction, p.Index, liq)
 		s.Alone = append(s.Alone, Move{Symbol: p.Symbol, Move: d})
 		if !p.Cross && d.LessThan(s.Together) {
 			s.Together, s.First = d, p.Symbol
@@ -228,8 +256,14 @@ func (a Account) crossMove(skip int, withNotional bool) (c crossSum, ok bool) {
 	return c, true
 }
 
-// cappedMove is a position's distance from liq as a move of its index,
-// capped at 1 (also when there is no liquidation price).
+// CappedMove is a position's distance from liq as a move of its index,
+// capped at 1 (also when there is no liquidation price): one entry of
+// Moves.
+func CappedMove(direction string, index, liq decimal.Decimal) decimal.Decimal {
+	return cappedMove(direction, index, liq)
+}
+
+// cappedMove is CappedMove.
 func cappedMove(direction string, index, liq decimal.Decimal) decimal.Decimal {
 	d, ok := Distance(direction, index, liq)
 	if !ok || d.GreaterThan(one) {

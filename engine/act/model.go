@@ -28,6 +28,9 @@ type Model struct {
 	// figures ("" when it does): its predictions are then said as
 	// unverified and decide nothing.
 	Unfit string
+	// Liqs, when set, remembers isolated liquidation prices across the
+	// models of successive ticks (the engine's).
+	Liqs *margin.Liquidations
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
 }
@@ -126,7 +129,7 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 
 // predict is Predict, the account before measured once per memo.
 func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings) *Prediction {
-	next, eff := v.Acct.Apply(i, want.Leverage, want.Cross)
+	next, eff := v.Acct.ApplyWith(i, want.Leverage, want.Cross, v.Liqs)
 	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
 		Unverified: v.Unfit}
 	if !memo.crossK {
@@ -136,7 +139,7 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		// Without the free balance a cross pool cannot be measured: the
 		// measures stay unknown, neither better nor worse.
 		if memo.liqs == nil {
-			memo.liqs = v.Acct.LiquidationPrices()
+			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
 			memo.moves = v.Acct.Moves(memo.liqs)
 		}
 		b, ok := memo.before[i]

@@ -58,14 +58,17 @@ func describePrediction(p *Prediction) string {
 }
 
 // A model's memoised predictions are the predictions of a fresh model on
-// the same account, field for field: on seeded accounts, predicted again
-// and in any order, and after the account moved on to a prediction's Next
-// (as the engine does after a call of the tick) or its inputs changed.
+// the same account, field for field, and its measures the account's
+// SurvivalBoth as defined: on seeded accounts, predicted again and in any
+// order, after the account moved on to a prediction's Next (as the engine
+// does after a call of the tick) or its inputs changed, and with the
+// isolated liquidation prices remembered from the models before.
 func TestPredictMemoMatchesFresh(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(18, 5))
 	for n := range 300 {
 		m := randomModel(r)
+		m.Liqs = &margin.Liquidations{} // the fresh model below remembers none
 		for step := range 40 {
 			k := r.IntN(len(m.Acct.Positions))
 			mp := m.Acct.Positions[k]
@@ -103,6 +106,22 @@ func TestPredictMemoMatchesFresh(t *testing.T) {
 				cp := *m // a copy shares the memo: afterReduce's
 				cp.Acct = margin.Account{Free: m.Acct.Free, Positions: append([]margin.Position(nil), m.Acct.Positions...)}
 				m = &cp
+			case 4:
+				// The next tick's model: the same positions built afresh,
+				// one of them changed, the remembered prices kept.
+				ps := append([]margin.Position(nil), m.Acct.Positions...)
+				p := &ps[r.IntN(len(ps))]
+				switch r.IntN(4) {
+				case 0:
+					p.Leverage = 1 + r.IntN(50)
+				case 1:
+					p.Quantity = p.Quantity.Add(decimal.New(1, -2))
+				case 2:
+					p.Held = decimal.New(int64(1+r.IntN(100000)), -2)
+				case 3:
+					p.Index = p.Index.Add(decimal.New(1, -2))
+				}
+				m = &Model{Acct: margin.Account{Free: m.Acct.Free, Positions: ps}, At: m.At, FreeKnown: m.FreeKnown, FreeWhy: m.FreeWhy, Unfit: m.Unfit, Liqs: m.Liqs}
 			}
 		}
 	}

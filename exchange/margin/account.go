@@ -250,8 +250,13 @@ func (e Effect) Closer(direction string, index decimal.Decimal) bool {
 // change moves the margin difference between the free balance and the
 // position; switching margin mode moves none.
 func (a Account) Apply(i, leverage int, cross bool) (Account, Effect) {
+	return a.ApplyWith(i, leverage, cross, nil)
+}
+
+// ApplyWith is Apply, isolated liquidation prices remembered in l.
+func (a Account) ApplyWith(i, leverage int, cross bool, l *Liquidations) (Account, Effect) {
 	p := a.Positions[i]
-	eff := Effect{LiquidationBefore: a.LiquidationPrice(i)}
+	eff := Effect{LiquidationBefore: l.Of(a, i)}
 	next := Account{Free: a.Free, Positions: append([]Position(nil), a.Positions...)}
 	np := p
 	np.Leverage, np.Cross, np.Held = max(leverage, 1), cross, decimal.Zero
@@ -262,6 +267,6 @@ func (a Account) Apply(i, leverage int, cross bool) (Account, Effect) {
 	next.Free = a.Free.Sub(eff.MarginMoved)
 	eff.FreeAfter = next.Free
 	eff.Affordable = !next.Free.IsNegative()
-	eff.LiquidationAfter = next.LiquidationPrice(i)
+	eff.LiquidationAfter = l.Of(next, i)
 	return next, eff
 }

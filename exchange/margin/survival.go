@@ -78,7 +78,13 @@ func (a Account) SurvivalBothWith(skip int, liqs, moves []decimal.Decimal) (whol
 	if moves == nil {
 		moves = a.Moves(liqs)
 	}
-	return a.survivalWith(-1, liqs, moves), a.survivalWith(skip, liqs, moves)
+	c, ok := a.crossMove(-1, true)
+	if !ok {
+		return Survival{}, Survival{}
+	}
+	cr, _ := a.crossMove(skip, false)
+	cr.notional = c.notional // every open position's, whichever is skipped
+	return a.survivalFrom(-1, liqs, moves, c), a.survivalFrom(skip, liqs, moves, cr)
 }
 
 // Moves is each open position's smallest adverse move of its index alone
@@ -99,14 +105,18 @@ func (a Account) Moves(liqs []decimal.Decimal) []decimal.Decimal {
 // (CrossLiquidationPrices), an open isolated one's LiquidationPrice (it
 // depends on that position alone, not on the free balance), zero for a
 // closed one.
-func (a Account) LiquidationPrices() []decimal.Decimal {
+func (a Account) LiquidationPrices() []decimal.Decimal { return a.LiquidationPricesWith(nil) }
+
+// LiquidationPricesWith is LiquidationPrices, the isolated positions'
+// remembered in l.
+func (a Account) LiquidationPricesWith(l *Liquidations) []decimal.Decimal {
 	liqs := make([]decimal.Decimal, len(a.Positions))
 	if a.HasOpenCross() {
 		liqs = a.CrossLiquidationPrices()
 	}
 	for i, p := range a.Positions {
 		if p.Open() && !p.Cross {
-			liqs[i] = a.LiquidationPrice(i)
+			liqs[i] = l.Of(a, i)
 		}
 	}
 	return liqs
@@ -127,11 +137,17 @@ func (a Account) survival(skip int, given []decimal.Decimal) Survival {
 // survivalWith is survival with each position's move given (moves, from
 // the given liquidation prices) or computed as needed (nil).
 func (a Account) survivalWith(skip int, given, moves []decimal.Decimal) Survival {
-	s := Survival{Known: true, Together: one}
 	c, ok := a.crossMove(skip, true)
 	if !ok {
 		return Survival{}
 	}
+	return a.survivalFrom(skip, given, moves, c)
+}
+
+// survivalFrom is survivalWith with the account's sums c as
+// crossMove(skip, true) gives them.
+func (a Account) survivalFrom(skip int, given, moves []decimal.Decimal, c crossSum) Survival {
+	s := Survival{Known: true, Together: one}
 	if c.pooled && c.move.LessThan(s.Together) {
 		s.Together, s.First = c.move, CrossPool
 	}

@@ -3,6 +3,7 @@ package margin
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -204,6 +205,24 @@ func (a Account) Together(liqs []decimal.Decimal) (together decimal.Decimal, fir
 	if c.pooled && c.move.LessThan(together) {
 		together, first = c.move, CrossPool
 	}
+	if at, ok := a.togetherFloat(liqs, together); ok {
+		if at >= 0 {
+			p := &a.Positions[at]
+			n := p.Index.Sub(liqs[at])
+			if p.Direction == exchange.Short {
+				n = n.Neg()
+			}
+			together, first = n.DivRound(p.Index, 16), p.Symbol
+		}
+		return together, first, true
+	}
+	together, first = a.togetherExact(liqs, together, first)
+	return together, first, true
+}
+
+// togetherExact is Together's search of the smallest isolated move in
+// decimals, from the cross pool's (together, first).
+func (a Account) togetherExact(liqs []decimal.Decimal, together decimal.Decimal, first string) (decimal.Decimal, string) {
 	// The smallest isolated move, num/den = (index − liq)/index (negated
 	// for a short), found by cross-multiplying: one division, for the
 	// winner, instead of one a position.
@@ -223,7 +242,43 @@ func (a Account) Together(liqs []decimal.Decimal) (together decimal.Decimal, fir
 	if at >= 0 {
 		together, first = num.DivRound(den, 16), a.Positions[at].Symbol
 	}
-	return together, first, true
+	return together, first
+}
+
+// togetherFloat finds Together's smallest isolated move in float64: at
+// is the position whose move is smallest (−1: none under together), ok
+// false when the float64 error bound cannot prove it strictly smaller
+// than every other candidate (a near tie), and the decimal comparison
+// must decide.
+func (a Account) togetherFloat(liqs []decimal.Decimal, together decimal.Decimal) (at int, ok bool) {
+	const tol = 1e-12 // far above float64's error in (index − liq)/index from exact decimals
+	best, second := together.InexactFloat64(), math.Inf(1)
+	at = -1
+	for i, p := range a.Positions {
+		if !p.Open() || p.Cross || !liqs[i].IsPositive() {
+			continue
+		}
+		x, l := p.Index.InexactFloat64(), liqs[i].InexactFloat64()
+		if !(x > 0) || !(math.Abs(x) < floatMaxInput) || !(math.Abs(l) < floatMaxInput) {
+			return 0, false
+		}
+		m := (x - l) / x
+		if p.Direction == exchange.Short {
+			m = -m
+		}
+		switch {
+		case m < best:
+			best, second, at = m, best, i
+		case m < second:
+			second = m
+		}
+	}
+	// Every candidate's error is under tol·(1 + |liq/index|); a margin
+	// of 4·tol·(2 + |best| + |second|) covers both of the closest two.
+	if second-best <= 4*tol*(2+math.Abs(best)+math.Abs(second)) {
+		return 0, false
+	}
+	return at, true
 }
 
 // crossSum is what Survival and Together sum over the open positions.

@@ -135,6 +135,7 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	if !memo.crossK {
 		memo.hasCross, memo.crossK = hasCross(v.Acct), true
 	}
+	var liqsBefore, liqsAfter []decimal.Decimal // every position's, when measured
 	if v.FreeKnown || !memo.hasCross {
 		// Without the free balance a cross pool cannot be measured: the
 		// measures stay unknown, neither better nor worse.
@@ -153,13 +154,21 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		p.Before, p.RestBefore = b[0], b[1]
 		liqs, moves := afterLiquidations(next, i, memo.liqs, memo.moves, eff.LiquidationAfter)
 		p.After, p.RestAfter = next.SurvivalBothWith(i, liqs, moves)
+		liqsBefore, liqsAfter = memo.liqs, liqs
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {
 			if j == i || !o.Cross || !o.Index.IsPositive() {
 				continue
 			}
-			before, after := v.Acct.LiquidationPrice(j), next.LiquidationPrice(j)
+			// The cross pool's prices as measured above (the pool summed
+			// once, the same prices as LiquidationPrice's), or priced.
+			var before, after decimal.Decimal
+			if liqsBefore != nil {
+				before, after = liqsBefore[j], liqsAfter[j]
+			} else {
+				before, after = v.Acct.LiquidationPrice(j), next.LiquidationPrice(j)
+			}
 			if before.Equal(after) {
 				continue
 			}

@@ -129,20 +129,27 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 
 // predict is Predict, the account before measured once per memo.
 func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings) *Prediction {
-	next, eff := v.Acct.ApplyWith(i, want.Leverage, want.Cross, v.Liqs)
-	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
-		Unverified: v.Unfit}
 	if !memo.crossK {
 		memo.hasCross, memo.crossK = hasCross(v.Acct), true
 	}
-	var liqsBefore, liqsAfter []decimal.Decimal // every position's, when measured
-	if v.FreeKnown || !memo.hasCross {
-		// Without the free balance a cross pool cannot be measured: the
-		// measures stay unknown, neither better nor worse.
+	// Without the free balance a cross pool cannot be measured: the
+	// measures stay unknown, neither better nor worse.
+	measured := v.FreeKnown || !memo.hasCross
+	var next margin.Account
+	var eff margin.Effect
+	var liqsAfter []decimal.Decimal // every position's after the call, when measured
+	if measured {
 		if memo.liqs == nil {
 			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
 			memo.moves = v.Acct.Moves(memo.liqs)
 		}
+		next, eff, liqsAfter = v.Acct.ApplyPriced(i, want.Leverage, want.Cross, v.Liqs, memo.liqs)
+	} else {
+		next, eff = v.Acct.ApplyWith(i, want.Leverage, want.Cross, v.Liqs)
+	}
+	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
+		Unverified: v.Unfit}
+	if measured {
 		b, ok := memo.before[i]
 		if !ok {
 			b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, memo.moves)
@@ -152,9 +159,7 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			memo.before[i] = b
 		}
 		p.Before, p.RestBefore = b[0], b[1]
-		liqs, moves := afterLiquidations(next, i, memo.liqs, memo.moves, eff.LiquidationAfter)
-		p.After, p.RestAfter = next.SurvivalBothWith(i, liqs, moves)
-		liqsBefore, liqsAfter = memo.liqs, liqs
+		p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves))
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {
@@ -164,8 +169,8 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			// The cross pool's prices as measured above (the pool summed
 			// once, the same prices as LiquidationPrice's), or priced.
 			var before, after decimal.Decimal
-			if liqsBefore != nil {
-				before, after = liqsBefore[j], liqsAfter[j]
+			if measured {
+				before, after = memo.liqs[j], liqsAfter[j]
 			} else {
 				before, after = v.Acct.LiquidationPrice(j), next.LiquidationPrice(j)
 			}
@@ -180,34 +185,20 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	return p
 }
 
-// afterLiquidations is next.LiquidationPrices() and next.Moves of them
-// for the account Apply left after changing position i, from the
-// account's before (liqs, moves): an isolated position's liquidation
-// price depends on that position alone, and Apply moves no index, so only
-// position i's (liqI, which Apply computed) and the cross pool's, which
-// the free balance moves, are priced and measured again.
-func afterLiquidations(next margin.Account, i int, liqs, moves []decimal.Decimal, liqI decimal.Decimal) ([]decimal.Decimal, []decimal.Decimal) {
-	outL, outM := slices.Clone(liqs), slices.Clone(moves)
-	again := func(j int, liq decimal.Decimal) {
-		outL[j], outM[j] = liq, decimal.Zero
-		if p := next.Positions[j]; p.Open() {
-			outM[j] = margin.CappedMove(p.Direction, p.Index, liq)
+// afterMoves is next.Moves(after) from the account's before (liqs,
+// moves): Apply moves no index, so a position whose price did not change
+// (in value and exponent) keeps its move.
+func afterMoves(next margin.Account, liqs, after, moves []decimal.Decimal) []decimal.Decimal {
+	out := slices.Clone(moves)
+	for j, p := range next.Positions {
+		switch {
+		case !p.Open():
+			out[j] = decimal.Zero
+		case !margin.SameDec(after[j], liqs[j]):
+			out[j] = margin.CappedMove(p.Direction, p.Index, after[j])
 		}
 	}
-	if next.HasOpenCross() {
-		for j, l := range next.CrossLiquidationPrices() {
-			if next.Positions[j].Cross {
-				again(j, l)
-			}
-		}
-	}
-	switch p := next.Positions[i]; {
-	case !p.Open():
-		again(i, decimal.Zero)
-	case !p.Cross:
-		again(i, liqI)
-	}
-	return outL, outM
+	return out
 }
 
 // otherEffect is a call's predicted effect on another position.

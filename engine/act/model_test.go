@@ -80,6 +80,13 @@ func TestPredictMemoMatchesFresh(t *testing.T) {
 			if g, w := describePrediction(got), describePrediction(fresh.Predict(pl, want)); g != w {
 				t.Fatalf("account %d step %d: memoised\n%s\nfresh\n%s", n, step, g, w)
 			}
+			if got != nil {
+				// The position's prices as defined, value and exponent.
+				i := m.At[mp.Symbol]
+				if b, a := m.Acct.LiquidationPrice(i), got.Next.LiquidationPrice(i); !margin.SameDec(got.LiquidationBefore, b) || !margin.SameDec(got.LiquidationAfter, a) {
+					t.Fatalf("account %d step %d: liquidation %s → %s, LiquidationPrice %s → %s", n, step, got.LiquidationBefore, got.LiquidationAfter, b, a)
+				}
+			}
 			if got != nil && got.Before.Known {
 				// The measures as defined: the account and the one after,
 				// each priced afresh.

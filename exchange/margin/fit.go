@@ -189,6 +189,7 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 	}
 	pool := decimal.Zero
 	var kept []bool // kept[i]: position i's modelled figures are reuse(i)'s
+	var keptErr []float64 // when kept, its error if reuse(i)'s still holds, else −1
 	for i, p := range m.Positions {
 		pf := &f.Positions[i]
 		pf.Symbol, pf.Cross = p.Symbol, p.Cross
@@ -200,6 +201,16 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 				}
 				kept[i] = true
 				pf.MarginModelled, pf.LiquidationModelled = old.MarginModelled, old.LiquidationModelled
+				// An exactly modelled liquidation price adds no error:
+				// the old error is the margin's alone (a read-back
+				// mismatch marked on it changes only What).
+				if keptErr == nil {
+					keptErr = make([]float64, len(m.Positions))
+				}
+				keptErr[i] = -1
+				if pf.LiquidationReported.Equal(pf.LiquidationModelled) && old.LiquidationReported.Equal(old.LiquidationModelled) {
+					keptErr[i] = old.Error
+				}
 				continue
 			}
 		}
@@ -219,6 +230,13 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 	for i, p := range m.Positions {
 		pf := &f.Positions[i]
 		if !p.Open() {
+			continue
+		}
+		if kept != nil && kept[i] && keptErr[i] >= 0 {
+			// The same margins as before, and a liquidation price
+			// modelled exactly as reported: its error is 0 under any
+			// index, the margin's what it was.
+			pf.Error, pf.What = keptErr[i], "margin"
 			continue
 		}
 		pf.Error, pf.What = relErr(pf.MarginReported, pf.MarginModelled, pf.MarginModelled), "margin"

@@ -212,7 +212,10 @@ func Distance(direction string, index, liq decimal.Decimal) (d decimal.Decimal, 
 	if !index.IsPositive() || !liq.IsPositive() {
 		return decimal.Zero, false
 	}
-	d = index.Sub(liq).DivRound(index, 16)
+	d, ok = distance16(index, liq)
+	if !ok {
+		d = index.Sub(liq).DivRound(index, 16)
+	}
 	if direction == exchange.Short {
 		d = d.Neg()
 	}

@@ -50,6 +50,7 @@ type predictMemo struct {
 	freeWhy, unfit   string
 	liqs             []decimal.Decimal // acct.LiquidationPrices(); nil until needed
 	moves            []decimal.Decimal // acct.Moves(liqs)
+	notional         *decimal.Decimal  // acct.Notional(), when known
 	before           map[int][2]margin.Survival
 	preds            map[predictKey]*Prediction
 	hasCross, crossK bool // hasCross(acct), once known (crossK)
@@ -142,6 +143,9 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		if memo.liqs == nil {
 			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
 			memo.moves = v.Acct.Moves(memo.liqs)
+			if n, ok := v.Acct.Notional(); ok {
+				memo.notional = &n // the same after any call: Apply moves no quantity or index
+			}
 		}
 		next, eff, liqsAfter = v.Acct.ApplyPriced(i, want.Leverage, want.Cross, v.Liqs, memo.liqs)
 	} else {
@@ -152,14 +156,14 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	if measured {
 		b, ok := memo.before[i]
 		if !ok {
-			b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, memo.moves)
+			b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, memo.moves, memo.notional)
 			if memo.before == nil {
 				memo.before = map[int][2]margin.Survival{}
 			}
 			memo.before[i] = b
 		}
 		p.Before, p.RestBefore = b[0], b[1]
-		p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves))
+		p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves), memo.notional)
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {

@@ -67,21 +67,32 @@ func (a Account) Survival(skip int) Survival { return a.survival(skip, nil) }
 // prediction measures the whole account and the rest of it, before and
 // after a call).
 func (a Account) SurvivalBoth(skip int) (whole, rest Survival) {
-	return a.SurvivalBothWith(skip, a.LiquidationPrices(), nil)
+	return a.SurvivalBothWith(skip, a.LiquidationPrices(), nil, nil)
+}
+
+// Notional is Σ q·index over the open positions, as the measure sums it
+// (Lost is Together times it); ok is false when a position has no index
+// price. A settings call does not change it.
+func (a Account) Notional() (decimal.Decimal, bool) {
+	c, ok := a.crossMove(-1, true)
+	return c.notional, ok
 }
 
 // SurvivalBothWith is SurvivalBoth with every position's liquidation
 // price given (liqs, as LiquidationPrices returns them) and, unless nil,
-// every position's move (moves, as Moves returns them for liqs): a caller
-// that measures several accounts differing in one position prices and
-// measures the others once.
-func (a Account) SurvivalBothWith(skip int, liqs, moves []decimal.Decimal) (whole, rest Survival) {
+// every position's move (moves, as Moves returns them for liqs) and the
+// account's Notional: a caller that measures several accounts differing
+// in one position's settings prices and measures the others once.
+func (a Account) SurvivalBothWith(skip int, liqs, moves []decimal.Decimal, notional *decimal.Decimal) (whole, rest Survival) {
 	if moves == nil {
 		moves = a.Moves(liqs)
 	}
-	c, ok := a.crossMove(-1, true)
+	c, ok := a.crossMove(-1, notional == nil)
 	if !ok {
 		return Survival{}, Survival{}
+	}
+	if notional != nil {
+		c.notional = *notional
 	}
 	cr, _ := a.crossMove(skip, false)
 	cr.notional = c.notional // every open position's, whichever is skipped

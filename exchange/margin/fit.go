@@ -126,15 +126,22 @@ func FitHolds(prev Fit, prevA Account, prevRep []Reported, a Account, rep []Repo
 		return false
 	}
 	for i := range a.Positions {
-		p, q := &a.Positions[i], &prevA.Positions[i]
-		if p.Cross || q.Cross || !SameButIndex(p, q) || !SameReported(rep[i], prevRep[i]) {
-			return false
-		}
-		if pf := &prev.Positions[i]; p.Open() && !pf.LiquidationReported.Equal(pf.LiquidationModelled) {
+		if !PositionHolds(&prev.Positions[i], &prevA.Positions[i], prevRep[i], &a.Positions[i], rep[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// PositionHolds is FitHolds for one position: p (reported rep) is
+// isolated, the same as prevP (reported prevRep, its fit prev) but for its
+// index, and, when open, its liquidation price was modelled exactly as
+// reported.
+func PositionHolds(prev *PositionFit, prevP *Position, prevRep Reported, p *Position, rep Reported) bool {
+	if p.Cross || prevP.Cross || !SameButIndex(p, prevP) || !SameReported(rep, prevRep) {
+		return false
+	}
+	return !p.Open() || prev.LiquidationReported.Equal(prev.LiquidationModelled)
 }
 
 // SameReported reports whether CheckFit reads the same reported figures

@@ -195,7 +195,7 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 		base = m.Collaterals()
 	}
 	pool := decimal.Zero
-	var kept []bool // kept[i]: position i's modelled figures are reuse(i)'s
+	var kept []bool       // kept[i]: position i's modelled figures are reuse(i)'s
 	var keptErr []float64 // when kept, its error if reuse(i)'s still holds, else −1
 	for i, p := range m.Positions {
 		pf := &f.Positions[i]

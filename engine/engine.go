@@ -119,6 +119,9 @@ type Engine struct {
 	// tickView is the tick's account for the margin model, built at its
 	// first settings call.
 	tickView *act.Model
+	// liqs remembers isolated liquidation prices from tick to tick for
+	// the tick's account (tick-owned).
+	liqs margin.Liquidations
 	// badItems are the unreadable items last reported, "what id" → why.
 	badItems map[string]string
 	// stateLock holds the state file against a second guard; nil without

@@ -8,6 +8,7 @@ import (
 
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/shopspring/decimal"
 )
 
 // fitWatch is the margin model checked against the exchange's own
@@ -155,6 +156,16 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 	if same && !w.dirty && !now.Before(w.at) && now.Sub(w.at) < freeRefresh {
 		return w.fit
 	}
+	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance && e.fitHoldsIn(snap) {
+		// Only the indexes moved, under isolated positions the model
+		// prices exactly: CheckFit would give the same fit (a replay's
+		// every step), and the positions are compared in place.
+		if !same {
+			w.keys = appendFitKeys(w.keys[:0], snap)
+		}
+		w.at = now
+		return w.fit
+	}
 	ps, rep := e.modelPositions(snap, false)
 	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance && sameFitInputs(w.ps, w.rep, ps, rep) {
 		// CheckFit of the very same figures: the same fit, already said,
@@ -189,6 +200,54 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 	e.metrics.ModelFit(f)
 	e.publishFit(f)
 	return f
+}
+
+// fitHoldsIn is margin.FitHolds of the last fit and snap's positions as
+// modelPositions would list them, compared in place without building the
+// list; when it holds, the kept positions take snap's index prices.
+func (e *Engine) fitHoldsIn(snap *Snapshot) bool {
+	w := &e.fitW
+	tol := e.cfg.ModelTolerance
+	if !(tol > 0) {
+		tol = margin.DefaultFitTolerance
+	}
+	if tol != w.fit.Tolerance || len(w.fit.Positions) != len(w.ps) || len(w.rep) != len(w.ps) {
+		return false
+	}
+	rows := e.rowsFor(snap)
+	k := 0
+	for i := range rows {
+		r := &rows[i]
+		p, sym := r.P, r.Sym
+		if p.Empty || !p.Quantity.IsPositive() || sym == nil {
+			continue
+		}
+		if k == len(w.ps) {
+			return false
+		}
+		// As modelPositions builds it.
+		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
+			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale), Held: p.Margin, Value: p.EntryValue}
+		if !margin.PositionHolds(&w.fit.Positions[k], &w.ps[k], w.rep[k], &mp, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice}) {
+			return false
+		}
+		k++
+	}
+	if k != len(w.ps) {
+		return false
+	}
+	for i, k := 0, 0; i < len(rows); i++ {
+		r := &rows[i]
+		if r.P.Empty || !r.P.Quantity.IsPositive() || r.Sym == nil {
+			continue
+		}
+		w.ps[k].Index = decimal.Decimal{}
+		if r.HasIndex {
+			w.ps[k].Index = r.Index
+		}
+		k++
+	}
+	return true
 }
 
 // sameFitInputs reports whether two lists of model positions and

@@ -69,6 +69,8 @@ func (e *Engine) marginView(snap *Snapshot) *act.Model {
 	if !v.FreeKnown && v.FreeWhy == "" {
 		v.FreeWhy = whyNoCross
 	}
+	e.liqs.Forget(v.At)
+	v.Liqs = &e.liqs
 	e.tickView = v
 	return v
 }

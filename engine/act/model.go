@@ -2,6 +2,7 @@ package act
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
@@ -27,6 +28,58 @@ type Model struct {
 	// figures ("" when it does): its predictions are then said as
 	// unverified and decide nothing.
 	Unfit string
+	// Liqs, when set, remembers isolated liquidation prices across the
+	// models of successive ticks (the engine's).
+	Liqs *margin.Liquidations
+	// memo keeps the predictions made on Acct (nil until the first).
+	memo *predictMemo
+}
+
+// predictMemo keeps the predictions made on one account. DecideSettings
+// predicts the same call more than once (as asked, among the bounded
+// cuts, as decided), and every prediction of a tick measures the same
+// account before the call: each is computed once while the account stays
+// the same. It holds for the account it was made on, compared by identity
+// (the same positions slice, the same free balance in value and
+// exponent) and for the model's other inputs; a model whose Acct moved on
+// (Acct = Prediction.Next) starts a new one. Positions are never changed
+// in place: Apply and Reduce return new ones.
+type predictMemo struct {
+	acct             margin.Account
+	freeKnown        bool
+	freeWhy, unfit   string
+	liqs             []decimal.Decimal // acct.LiquidationPrices(); nil until needed
+	moves            []decimal.Decimal // acct.Moves(liqs)
+	notional         *decimal.Decimal  // acct.Notional(), when known
+	before           map[int][2]margin.Survival
+	preds            map[predictKey]*Prediction
+	hasCross, crossK bool // hasCross(acct), once known (crossK)
+}
+
+// predictKey is what a prediction reads from its plan besides the model.
+type predictKey struct {
+	i         int
+	want      exchange.Settings
+	direction string
+	cross     bool
+}
+
+// memoFor returns the memo of the model's current inputs.
+func (v *Model) memoFor() *predictMemo {
+	if m := v.memo; m != nil && sameAccount(m.acct, v.Acct) && m.freeKnown == v.FreeKnown && m.freeWhy == v.FreeWhy && m.unfit == v.Unfit {
+		return m
+	}
+	v.memo = &predictMemo{acct: v.Acct, freeKnown: v.FreeKnown, freeWhy: v.FreeWhy, unfit: v.Unfit}
+	return v.memo
+}
+
+// sameAccount reports whether a and b are the same account: the same
+// positions slice and the same free balance, in value and exponent.
+func sameAccount(a, b margin.Account) bool {
+	if len(a.Positions) != len(b.Positions) || !margin.SameDec(a.Free, b.Free) {
+		return false
+	}
+	return len(a.Positions) == 0 || &a.Positions[0] == &b.Positions[0]
 }
 
 // Prediction is what the margin model says a settings call will do to its
@@ -54,27 +107,77 @@ type Prediction struct {
 }
 
 // Predict predicts setting the plan's position to want; nil when the
-// model does not know the position or its index price.
+// model does not know the position or its index price. The same call
+// predicted again on the same account is the same prediction, not to be
+// changed by the caller.
 func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 	i, ok := v.At[pl.Sym.Name]
 	if !ok || !v.Acct.Positions[i].Index.IsPositive() {
 		return nil
 	}
-	next, eff := v.Acct.Apply(i, want.Leverage, want.Cross)
+	memo := v.memoFor()
+	key := predictKey{i: i, want: want, direction: pl.Pos.Direction, cross: pl.Pos.Cross}
+	if p, ok := memo.preds[key]; ok {
+		return p
+	}
+	p := v.predict(memo, i, pl, want)
+	if memo.preds == nil {
+		memo.preds = map[predictKey]*Prediction{}
+	}
+	memo.preds[key] = p
+	return p
+}
+
+// predict is Predict, the account before measured once per memo.
+func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings) *Prediction {
+	if !memo.crossK {
+		memo.hasCross, memo.crossK = hasCross(v.Acct), true
+	}
+	// Without the free balance a cross pool cannot be measured: the
+	// measures stay unknown, neither better nor worse.
+	measured := v.FreeKnown || !memo.hasCross
+	var next margin.Account
+	var eff margin.Effect
+	var liqsAfter []decimal.Decimal // every position's after the call, when measured
+	if measured {
+		if memo.liqs == nil {
+			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
+			memo.moves = v.Acct.Moves(memo.liqs)
+			if n, ok := v.Acct.Notional(); ok {
+				memo.notional = &n // the same after any call: Apply moves no quantity or index
+			}
+		}
+		next, eff, liqsAfter = v.Acct.ApplyPriced(i, want.Leverage, want.Cross, v.Liqs, memo.liqs)
+	} else {
+		next, eff = v.Acct.ApplyWith(i, want.Leverage, want.Cross, v.Liqs)
+	}
 	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
 		Unverified: v.Unfit}
-	if v.FreeKnown || !hasCross(v.Acct) {
-		// Without the free balance a cross pool cannot be measured: the
-		// measures stay unknown, neither better nor worse.
-		p.Before, p.RestBefore = v.Acct.SurvivalBoth(i)
-		p.After, p.RestAfter = next.SurvivalBoth(i)
+	if measured {
+		b, ok := memo.before[i]
+		if !ok {
+			b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, memo.moves, memo.notional)
+			if memo.before == nil {
+				memo.before = map[int][2]margin.Survival{}
+			}
+			memo.before[i] = b
+		}
+		p.Before, p.RestBefore = b[0], b[1]
+		p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves), memo.notional)
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {
 			if j == i || !o.Cross || !o.Index.IsPositive() {
 				continue
 			}
-			before, after := v.Acct.LiquidationPrice(j), next.LiquidationPrice(j)
+			// The cross pool's prices as measured above (the pool summed
+			// once, the same prices as LiquidationPrice's), or priced.
+			var before, after decimal.Decimal
+			if measured {
+				before, after = memo.liqs[j], liqsAfter[j]
+			} else {
+				before, after = v.Acct.LiquidationPrice(j), next.LiquidationPrice(j)
+			}
 			if before.Equal(after) {
 				continue
 			}
@@ -84,6 +187,22 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 		}
 	}
 	return p
+}
+
+// afterMoves is next.Moves(after) from the account's before (liqs,
+// moves): Apply moves no index, so a position whose price did not change
+// (in value and exponent) keeps its move.
+func afterMoves(next margin.Account, liqs, after, moves []decimal.Decimal) []decimal.Decimal {
+	out := slices.Clone(moves)
+	for j, p := range next.Positions {
+		switch {
+		case !p.Open():
+			out[j] = decimal.Zero
+		case !margin.SameDec(after[j], liqs[j]):
+			out[j] = margin.CappedMove(p.Direction, p.Index, after[j])
+		}
+	}
+	return out
 }
 
 // otherEffect is a call's predicted effect on another position.

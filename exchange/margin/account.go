@@ -1,6 +1,8 @@
 package margin
 
 import (
+	"slices"
+
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/shopspring/decimal"
 )
@@ -210,7 +212,10 @@ func Distance(direction string, index, liq decimal.Decimal) (d decimal.Decimal, 
 	if !index.IsPositive() || !liq.IsPositive() {
 		return decimal.Zero, false
 	}
-	d = index.Sub(liq).DivRound(index, 16)
+	d, ok = distance16(index, liq)
+	if !ok {
+		d = index.Sub(liq).DivRound(index, 16)
+	}
 	if direction == exchange.Short {
 		d = d.Neg()
 	}
@@ -250,8 +255,47 @@ func (e Effect) Closer(direction string, index decimal.Decimal) bool {
 // change moves the margin difference between the free balance and the
 // position; switching margin mode moves none.
 func (a Account) Apply(i, leverage int, cross bool) (Account, Effect) {
+	return a.ApplyWith(i, leverage, cross, nil)
+}
+
+// ApplyWith is Apply, isolated liquidation prices remembered in l.
+func (a Account) ApplyWith(i, leverage int, cross bool, l *Liquidations) (Account, Effect) {
+	next, eff := a.apply(i, leverage, cross, l.Of(a, i))
+	eff.LiquidationAfter = l.Of(next, i)
+	return next, eff
+}
+
+// ApplyPriced is ApplyWith on an account whose liquidation prices are
+// known (liqs, as LiquidationPrices gives them), which also returns the
+// account after's: position i's price before is read from liqs, and only
+// the prices that can move are computed — position i's and the cross
+// pool's, which the free balance moves; another isolated position's
+// depends on that position alone.
+func (a Account) ApplyPriced(i, leverage int, cross bool, l *Liquidations, liqs []decimal.Decimal) (Account, Effect, []decimal.Decimal) {
+	next, eff := a.apply(i, leverage, cross, liqs[i])
+	after := slices.Clone(liqs)
+	if next.HasOpenCross() {
+		for j, liq := range next.CrossLiquidationPrices() {
+			if next.Positions[j].Cross {
+				after[j] = liq
+			}
+		}
+	}
+	switch p := &next.Positions[i]; {
+	case !p.Open():
+		after[i] = decimal.Zero
+	case !p.Cross:
+		after[i] = l.Of(next, i)
+	}
+	eff.LiquidationAfter = after[i]
+	return next, eff, after
+}
+
+// apply is Apply but for the liquidation price after, with position i's
+// before given.
+func (a Account) apply(i, leverage int, cross bool, before decimal.Decimal) (Account, Effect) {
 	p := a.Positions[i]
-	eff := Effect{LiquidationBefore: a.LiquidationPrice(i)}
+	eff := Effect{LiquidationBefore: before}
 	next := Account{Free: a.Free, Positions: append([]Position(nil), a.Positions...)}
 	np := p
 	np.Leverage, np.Cross, np.Held = max(leverage, 1), cross, decimal.Zero
@@ -262,6 +306,5 @@ func (a Account) Apply(i, leverage int, cross bool) (Account, Effect) {
 	next.Free = a.Free.Sub(eff.MarginMoved)
 	eff.FreeAfter = next.Free
 	eff.Affordable = !next.Free.IsNegative()
-	eff.LiquidationAfter = next.LiquidationPrice(i)
 	return next, eff
 }

@@ -239,7 +239,8 @@ func TestPropertyCrossLeverageKeepsThePool(t *testing.T) {
 	}
 }
 
-// The all-at-once forms agree with the one-position forms.
+// The all-at-once forms agree with the one-position forms (the prices in
+// value and exponent: a prediction reads either).
 func TestCollateralsMatch(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 8))
@@ -250,7 +251,7 @@ func TestCollateralsMatch(t *testing.T) {
 			if !p.Cross {
 				continue
 			}
-			if !cs[i].Equal(a.Collateral(i)) || !liqs[i].Equal(a.LiquidationPrice(i)) {
+			if !cs[i].Equal(a.Collateral(i)) || !SameDec(liqs[i], a.LiquidationPrice(i)) {
 				t.Fatalf("position %d of %+v: %s/%s vs %s/%s", i, a, cs[i], liqs[i], a.Collateral(i), a.LiquidationPrice(i))
 			}
 		}

@@ -108,6 +108,42 @@ func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep [
 	})
 }
 
+// FitHolds reports whether CheckFit(a, rep, tolerance) is prev, the fit
+// CheckFit gave for prevA and prevRep (before any read-back mismatch was
+// marked on it), without computing it: every position is isolated, the
+// same as before but for its index, with the same reported figures, and
+// an open one's liquidation price was modelled exactly as reported. Its
+// errors are then independent of the index (a liquidation price's error
+// is relative to the index, and zero here), so a replay that moves only
+// the indexes of exactly modelled isolated positions checks nothing
+// again. fit_test.go checks it against CheckFit on seeded accounts.
+func FitHolds(prev Fit, prevA Account, prevRep []Reported, a Account, rep []Reported, tolerance float64) bool {
+	if !(tolerance > 0) {
+		tolerance = DefaultFitTolerance
+	}
+	n := len(a.Positions)
+	if tolerance != prev.Tolerance || len(prev.Positions) != n || len(prevA.Positions) != n || len(prevRep) != n || len(rep) != n {
+		return false
+	}
+	for i := range a.Positions {
+		if !PositionHolds(&prev.Positions[i], &prevA.Positions[i], prevRep[i], &a.Positions[i], rep[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// PositionHolds is FitHolds for one position: p (reported rep) is
+// isolated, the same as prevP (reported prevRep, its fit prev) but for its
+// index, and, when open, its liquidation price was modelled exactly as
+// reported.
+func PositionHolds(prev *PositionFit, prevP *Position, prevRep Reported, p *Position, rep Reported) bool {
+	if p.Cross || prevP.Cross || !SameButIndex(p, prevP) || !SameReported(rep, prevRep) {
+		return false
+	}
+	return !p.Open() || prev.LiquidationReported.Equal(prev.LiquidationModelled)
+}
+
 // SameReported reports whether CheckFit reads the same reported figures
 // from a and b: decimals in value and exponent.
 func SameReported(a, b Reported) bool {
@@ -159,7 +195,8 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 		base = m.Collaterals()
 	}
 	pool := decimal.Zero
-	var kept []bool // kept[i]: position i's modelled figures are reuse(i)'s
+	var kept []bool       // kept[i]: position i's modelled figures are reuse(i)'s
+	var keptErr []float64 // when kept, its error if reuse(i)'s still holds, else −1
 	for i, p := range m.Positions {
 		pf := &f.Positions[i]
 		pf.Symbol, pf.Cross = p.Symbol, p.Cross
@@ -171,6 +208,16 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 				}
 				kept[i] = true
 				pf.MarginModelled, pf.LiquidationModelled = old.MarginModelled, old.LiquidationModelled
+				// An exactly modelled liquidation price adds no error:
+				// the old error is the margin's alone (a read-back
+				// mismatch marked on it changes only What).
+				if keptErr == nil {
+					keptErr = make([]float64, len(m.Positions))
+				}
+				keptErr[i] = -1
+				if pf.LiquidationReported.Equal(pf.LiquidationModelled) && old.LiquidationReported.Equal(old.LiquidationModelled) {
+					keptErr[i] = old.Error
+				}
 				continue
 			}
 		}
@@ -190,6 +237,13 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 	for i, p := range m.Positions {
 		pf := &f.Positions[i]
 		if !p.Open() {
+			continue
+		}
+		if kept != nil && kept[i] && keptErr[i] >= 0 {
+			// The same margins as before, and a liquidation price
+			// modelled exactly as reported: its error is 0 under any
+			// index, the margin's what it was.
+			pf.Error, pf.What = keptErr[i], "margin"
 			continue
 		}
 		pf.Error, pf.What = relErr(pf.MarginReported, pf.MarginModelled, pf.MarginModelled), "margin"

@@ -195,6 +195,60 @@ func TestCheckFitAfterMatchesCheckFit(t *testing.T) {
 	}
 }
 
+// FitHolds says CheckFit's fit is the previous one only when it is,
+// field for field: on seeded accounts of isolated positions (some cross
+// ones among them) stepped with index moves and, now and then, another
+// leverage, quantity, mode or reported figure, or a reported liquidation
+// price off the model's.
+func TestFitHoldsMatchesCheckFit(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(18, 56))
+	held, checked := 0, 0
+	for n := range 300 {
+		a := randomAccount(r)
+		for i := range a.Positions {
+			a.Positions[i].Cross = a.Positions[i].Cross && r.IntN(4) == 0
+		}
+		rep := reportedBy(a)
+		prev := CheckFit(a, rep, 0)
+		for step := range 30 {
+			b := Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
+			brep := slices.Clone(rep)
+			for i := range b.Positions {
+				p := &b.Positions[i]
+				p.Index = p.Index.Mul(decimal.NewFromFloat(1 + (r.Float64()-0.5)*0.02).Round(4)).Round(2)
+				switch r.IntN(150) {
+				case 0:
+					p.Leverage = 1 + r.IntN(50)
+				case 1:
+					p.Quantity = p.Quantity.Add(decimal.New(1, -1))
+				case 2:
+					p.Cross = !p.Cross
+				case 3:
+					brep[i].Liquidation = brep[i].Liquidation.Add(decimal.NewFromInt(int64(r.IntN(50) + 1)))
+				case 4:
+					brep[i].Margin = brep[i].Margin.Mul(decimal.NewFromFloat(1.01))
+				case 5:
+					p.Quantity = decimal.Zero
+				}
+			}
+			tol := []float64{0, 0, 0.001}[r.IntN(3)]
+			want := CheckFit(b, brep, tol)
+			checked++
+			if FitHolds(prev, a, rep, b, brep, tol) {
+				held++
+				if !sameFit(prev, want) {
+					t.Fatalf("account %d, step %d: FitHolds, but CheckFit\n%+v\nwas\n%+v", n, step, want, prev)
+				}
+			}
+			a, rep, prev = b, brep, want
+		}
+	}
+	if held < checked/10 || held == checked {
+		t.Fatalf("FitHolds held %d times of %d: the test does not exercise both answers", held, checked)
+	}
+}
+
 // sameFit reports whether two fits are the same, decimals in value and
 // exponent.
 func sameFit(a, b Fit) bool {
@@ -213,4 +267,55 @@ func sameFit(a, b Fit) bool {
 		}
 	}
 	return true
+}
+
+// Liquidations.Of is LiquidationPrice, value and exponent, on seeded
+// accounts stepped with index moves and, now and then, another leverage,
+// quantity, entry (another exponent), held margin, mode or risk limit.
+func TestLiquidationsMatchLiquidationPrice(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(18, 57))
+	var l Liquidations
+	reused := 0
+	for n := range 200 {
+		a := randomAccount(r)
+		for step := range 30 {
+			b := Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
+			for i := range b.Positions {
+				p := &b.Positions[i]
+				p.Index = p.Index.Mul(decimal.NewFromFloat(1 + (r.Float64()-0.5)*0.02).Round(4)).Round(2)
+				switch r.IntN(30) {
+				case 0:
+					p.Leverage = 1 + r.IntN(50)
+				case 1:
+					p.Quantity = p.Quantity.Add(decimal.New(1, -1))
+				case 2:
+					p.Entry = p.Entry.Add(decimal.New(5, -1))
+				case 3:
+					p.Held = p.Margin().Add(decimal.New(1, -2))
+				case 4:
+					p.Cross = !p.Cross
+				case 5:
+					p.RiskLimit = rl(20, "0.01")
+				case 6:
+					p.Entry = p.Entry.Round(-1).Add(decimal.New(0, -2)) // the same value, another exponent
+				}
+			}
+			for i := range b.Positions {
+				before := len(l.by)
+				got, want := l.Of(b, i), b.LiquidationPrice(i)
+				if !SameDec(got, want) {
+					t.Fatalf("account %d, step %d, position %d: remembered %s, LiquidationPrice %s", n, step, i, got, want)
+				}
+				if len(l.by) == before && !b.Positions[i].Cross {
+					reused++
+				}
+			}
+			a = b
+		}
+		l.Forget(map[string]int{})
+	}
+	if reused == 0 {
+		t.Fatal("nothing was remembered")
+	}
 }

@@ -3,6 +3,7 @@ package margin
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -66,27 +67,99 @@ func (a Account) Survival(skip int) Survival { return a.survival(skip, nil) }
 // prediction measures the whole account and the rest of it, before and
 // after a call).
 func (a Account) SurvivalBoth(skip int) (whole, rest Survival) {
+	return a.SurvivalBothWith(skip, a.LiquidationPrices(), nil, nil)
+}
+
+// Notional is Σ q·index over the open positions, as the measure sums it
+// (Lost is Together times it); ok is false when a position has no index
+// price. A settings call does not change it.
+func (a Account) Notional() (decimal.Decimal, bool) {
+	c, ok := a.crossMove(-1, true)
+	return c.notional, ok
+}
+
+// SurvivalBothWith is SurvivalBoth with every position's liquidation
+// price given (liqs, as LiquidationPrices returns them) and, unless nil,
+// every position's move (moves, as Moves returns them for liqs) and the
+// account's Notional: a caller that measures several accounts differing
+// in one position's settings prices and measures the others once.
+func (a Account) SurvivalBothWith(skip int, liqs, moves []decimal.Decimal, notional *decimal.Decimal) (whole, rest Survival) {
+	if moves == nil {
+		moves = a.Moves(liqs)
+	}
+	c, ok := a.crossMove(-1, notional == nil)
+	if !ok {
+		return Survival{}, Survival{}
+	}
+	if notional != nil {
+		c.notional = *notional
+	}
+	cr, _ := a.crossMove(skip, false)
+	cr.notional = c.notional // every open position's, whichever is skipped
+	return a.survivalFrom(-1, liqs, moves, c), a.survivalFrom(skip, liqs, moves, cr)
+}
+
+// Moves is each open position's smallest adverse move of its index alone
+// at which it is liquidated, from its liquidation price liqs[i], capped
+// at 1 (zero for a closed position): what Survival's Alone lists.
+func (a Account) Moves(liqs []decimal.Decimal) []decimal.Decimal {
+	moves := make([]decimal.Decimal, len(a.Positions))
+	for i, p := range a.Positions {
+		if p.Open() {
+			moves[i] = cappedMove(p.Direction, p.Index, liqs[i])
+		}
+	}
+	return moves
+}
+
+// LiquidationPrices is every position's liquidation price as the measure
+// reads it: a cross one's from the pool summed once
+// (CrossLiquidationPrices), an open isolated one's LiquidationPrice (it
+// depends on that position alone, not on the free balance), zero for a
+// closed one.
+func (a Account) LiquidationPrices() []decimal.Decimal { return a.LiquidationPricesWith(nil) }
+
+// LiquidationPricesWith is LiquidationPrices, the isolated positions'
+// remembered in l.
+func (a Account) LiquidationPricesWith(l *Liquidations) []decimal.Decimal {
 	liqs := make([]decimal.Decimal, len(a.Positions))
-	if slices.ContainsFunc(a.Positions, func(p Position) bool { return p.Cross && p.Open() }) {
+	if a.HasOpenCross() {
 		liqs = a.CrossLiquidationPrices()
 	}
 	for i, p := range a.Positions {
 		if p.Open() && !p.Cross {
-			liqs[i] = a.LiquidationPrice(i)
+			liqs[i] = l.Of(a, i)
 		}
 	}
-	return a.survival(-1, liqs), a.survival(skip, liqs)
+	return liqs
+}
+
+// HasOpenCross reports whether the account holds an open cross position.
+func (a Account) HasOpenCross() bool {
+	return slices.ContainsFunc(a.Positions, func(p Position) bool { return p.Cross && p.Open() })
 }
 
 // survival is Survival with every position's liquidation price given
 // (liqs, as CrossLiquidationPrices gives a cross one's and
 // LiquidationPrice an isolated one's), or computed as needed (nil).
 func (a Account) survival(skip int, given []decimal.Decimal) Survival {
-	s := Survival{Known: true, Together: one}
+	return a.survivalWith(skip, given, nil)
+}
+
+// survivalWith is survival with each position's move given (moves, from
+// the given liquidation prices) or computed as needed (nil).
+func (a Account) survivalWith(skip int, given, moves []decimal.Decimal) Survival {
 	c, ok := a.crossMove(skip, true)
 	if !ok {
 		return Survival{}
 	}
+	return a.survivalFrom(skip, given, moves, c)
+}
+
+// survivalFrom is survivalWith with the account's sums c as
+// crossMove(skip, true) gives them.
+func (a Account) survivalFrom(skip int, given, moves []decimal.Decimal, c crossSum) Survival {
+	s := Survival{Known: true, Together: one}
 	if c.pooled && c.move.LessThan(s.Together) {
 		s.Together, s.First = c.move, CrossPool
 	}
@@ -104,15 +177,20 @@ func (a Account) survival(skip int, given []decimal.Decimal) Survival {
 		if !p.Cross && i == skip {
 			continue
 		}
-		liq := decimal.Zero
-		if p.Cross {
-			liq = liqs[i]
-		} else if given != nil {
-			liq = given[i]
+		var d decimal.Decimal
+		if moves != nil {
+			d = moves[i]
 		} else {
-			liq = a.LiquidationPrice(i)
+			liq := decimal.Zero
+			if p.Cross {
+				liq = liqs[i]
+			} else if given != nil {
+				liq = given[i]
+			} else {
+				liq = a.LiquidationPrice(i)
+			}
+			d = cappedMove(p.Direction, p.Index, liq)
 		}
-		d := cappedMove(p.Direction, p.Index, liq)
 		s.Alone = append(s.Alone, Move{Symbol: p.Symbol, Move: d})
 		if !p.Cross && d.LessThan(s.Together) {
 			s.Together, s.First = d, p.Symbol
@@ -138,6 +216,24 @@ func (a Account) Together(liqs []decimal.Decimal) (together decimal.Decimal, fir
 	if c.pooled && c.move.LessThan(together) {
 		together, first = c.move, CrossPool
 	}
+	if at, ok := a.togetherFloat(liqs, together); ok {
+		if at >= 0 {
+			p := &a.Positions[at]
+			n := p.Index.Sub(liqs[at])
+			if p.Direction == exchange.Short {
+				n = n.Neg()
+			}
+			together, first = n.DivRound(p.Index, 16), p.Symbol
+		}
+		return together, first, true
+	}
+	together, first = a.togetherExact(liqs, together, first)
+	return together, first, true
+}
+
+// togetherExact is Together's search of the smallest isolated move in
+// decimals, from the cross pool's (together, first).
+func (a Account) togetherExact(liqs []decimal.Decimal, together decimal.Decimal, first string) (decimal.Decimal, string) {
 	// The smallest isolated move, num/den = (index − liq)/index (negated
 	// for a short), found by cross-multiplying: one division, for the
 	// winner, instead of one a position.
@@ -157,7 +253,43 @@ func (a Account) Together(liqs []decimal.Decimal) (together decimal.Decimal, fir
 	if at >= 0 {
 		together, first = num.DivRound(den, 16), a.Positions[at].Symbol
 	}
-	return together, first, true
+	return together, first
+}
+
+// togetherFloat finds Together's smallest isolated move in float64: at
+// is the position whose move is smallest (−1: none under together), ok
+// false when the float64 error bound cannot prove it strictly smaller
+// than every other candidate (a near tie), and the decimal comparison
+// must decide.
+func (a Account) togetherFloat(liqs []decimal.Decimal, together decimal.Decimal) (at int, ok bool) {
+	const tol = 1e-12 // far above float64's error in (index − liq)/index from exact decimals
+	best, second := together.InexactFloat64(), math.Inf(1)
+	at = -1
+	for i, p := range a.Positions {
+		if !p.Open() || p.Cross || !liqs[i].IsPositive() {
+			continue
+		}
+		x, l := p.Index.InexactFloat64(), liqs[i].InexactFloat64()
+		if !(x > 0) || !(math.Abs(x) < floatMaxInput) || !(math.Abs(l) < floatMaxInput) {
+			return 0, false
+		}
+		m := (x - l) / x
+		if p.Direction == exchange.Short {
+			m = -m
+		}
+		switch {
+		case m < best:
+			best, second, at = m, best, i
+		case m < second:
+			second = m
+		}
+	}
+	// Every candidate's error is under tol·(1 + |liq/index|); a margin
+	// of 4·tol·(2 + |best| + |second|) covers both of the closest two.
+	if second-best <= 4*tol*(2+math.Abs(best)+math.Abs(second)) {
+		return 0, false
+	}
+	return at, true
 }
 
 // crossSum is what Survival and Together sum over the open positions.
@@ -206,8 +338,14 @@ func (a Account) crossMove(skip int, withNotional bool) (c crossSum, ok bool) {
 	return c, true
 }
 
-// cappedMove is a position's distance from liq as a move of its index,
-// capped at 1 (also when there is no liquidation price).
+// CappedMove is a position's distance from liq as a move of its index,
+// capped at 1 (also when there is no liquidation price): one entry of
+// Moves.
+func CappedMove(direction string, index, liq decimal.Decimal) decimal.Decimal {
+	return cappedMove(direction, index, liq)
+}
+
+// cappedMove is CappedMove.
 func cappedMove(direction string, index, liq decimal.Decimal) decimal.Decimal {
 	d, ok := Distance(direction, index, liq)
 	if !ok || d.GreaterThan(one) {

@@ -2,6 +2,7 @@ package margin
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/shopspring/decimal"
@@ -188,4 +189,59 @@ func TestSurvivalBothMatchesSurvival(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Together is Survival(−1)'s Together and First on seeded accounts,
+// among them isolated positions whose moves tie exactly or differ in the
+// last places (where its float64 search must leave the decision to the
+// decimal comparison).
+func TestTogetherMatchesSurvival(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(18, 58))
+	floatDecided := 0
+	for n := range 2000 {
+		a := randomAccount(r)
+		if r.IntN(3) == 0 {
+			// A twin of a position under another symbol: the same move,
+			// exactly or a tick of the index away.
+			p := a.Positions[r.IntN(len(a.Positions))]
+			p.Symbol = "T"
+			p.Cross = false
+			if r.IntN(2) == 0 {
+				p.Index = p.Index.Add(decimal.New(1, -8))
+			}
+			a.Positions = append(a.Positions, p)
+		}
+		liqs := make([]decimal.Decimal, len(a.Positions))
+		for i, p := range a.Positions {
+			if !p.Cross {
+				liqs[i] = a.LiquidationPrice(i)
+			}
+		}
+		s := a.Survival(-1)
+		m, first, ok := a.Together(liqs)
+		if ok != s.Known || (ok && (!m.Equal(s.Together) || first != s.First)) {
+			t.Fatalf("account %d: Together %s %q %v, Survival %s %q %v", n, m, first, ok, s.Together, s.First, s.Known)
+		}
+		if _, ok := a.togetherFloat(liqs, one); ok {
+			floatDecided++
+		}
+		if ok && a.crossPoolFree() {
+			// Without a cross position Together starts from 1: the
+			// float64 search gives the decimal one's answer, exponent
+			// and all.
+			wm, wf := a.togetherExact(liqs, one, "")
+			if !SameDec(m, wm) || first != wf {
+				t.Fatalf("account %d: Together %s %q, decimal search %s %q", n, m, first, wm, wf)
+			}
+		}
+	}
+	if floatDecided == 0 || floatDecided == 2000 {
+		t.Fatalf("float64 decided %d of 2000: both paths must be exercised", floatDecided)
+	}
+}
+
+// crossPoolFree reports whether no position is cross.
+func (a Account) crossPoolFree() bool {
+	return !slices.ContainsFunc(a.Positions, func(p Position) bool { return p.Cross })
 }

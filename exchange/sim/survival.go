@@ -17,11 +17,23 @@ func (e *Exchange) Together() (move decimal.Decimal, ok bool) {
 	defer e.mu.Unlock()
 	acct := margin.Account{Free: e.balance, Positions: e.measure.positions[:0]}
 	liqs := e.measure.liqs[:0]
+	// Without a cross pool the measure reads of each position only what
+	// its own move needs: the rest of the model is not copied.
+	pooled := e.crossOpen() > 0
 	for ci, q := range e.slots {
 		if q == nil || q.Empty {
 			continue
 		}
-		acct.Positions = append(acct.Positions, e.modelPosition(ci, q))
+		if pooled {
+			acct.Positions = append(acct.Positions, e.modelPosition(ci, q))
+		} else {
+			c := &e.contracts[ci]
+			mp := margin.Position{Symbol: c.Name, Direction: q.Direction, Quantity: q.Quantity, Cross: q.Cross}
+			if ix, ok := e.indexes[c.BaseName]; ok {
+				mp.Index = ix.price
+			}
+			acct.Positions = append(acct.Positions, mp)
+		}
 		liqs = append(liqs, q.LiquidationPrice)
 	}
 	e.measure.positions, e.measure.liqs = acct.Positions, liqs

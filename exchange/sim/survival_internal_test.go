@@ -28,6 +28,20 @@ func TestTogetherIsSurvivals(t *testing.T) {
 		}
 		ex.SetBalance(balance)
 		ex.SkewModel(skew)
+		if i == 1 {
+			// Every position isolated: no cross pool.
+			for _, p := range ex.Positions() {
+				if p.Cross && !p.Empty {
+					name := ex.slotName(p.SymbolID)
+					if err := ex.PutPosition(PositionSpec{Symbol: name, Direction: p.Direction, Quantity: p.Quantity, EntryPrice: p.EntryPrice, Leverage: p.Leverage}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if ex.crossOpen() != 0 {
+				t.Fatal("a cross position is left")
+			}
+		}
 		for _, k := range []string{"1", "0.97", "0.94", "1.03", "1.06"} {
 			f := decimal.RequireFromString(k)
 			ex.SetIndexPrices(map[string]decimal.Decimal{"BTC": f.Mul(decimal.NewFromInt(65000)), "ETH": f.Mul(decimal.NewFromInt(3010)),
@@ -52,4 +66,11 @@ func TestTogetherIsSurvivals(t *testing.T) {
 			}
 		}
 	}
+}
+
+// slotName is the contract symbol of id.
+func (e *Exchange) slotName(id int64) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.contracts[e.contractByID[id]].Name
 }

@@ -1,0 +1,135 @@
+package act
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/shopspring/decimal"
+)
+
+// randomModel is a seeded account of one to five positions, isolated and
+// cross, long and short, some on a tick, some closed or without a price.
+func randomModel(r *rand.Rand) *Model {
+	rl := exchange.RiskLimit{ID: 1, MaxLeverage: 20 + r.IntN(30), MaintenanceMarginRate: decimal.New(int64(3+r.IntN(8)), -3)}
+	if r.IntN(3) == 0 {
+		rl.RiskLimitBase, rl.RiskLimitStep, rl.MarginRateStep, rl.MaxRiskLimitSteps = decimal.NewFromInt(50_000), decimal.NewFromInt(25_000), decimal.New(5, -3), 4
+	}
+	m := &Model{At: map[string]int{}, FreeKnown: r.IntN(4) != 0}
+	if !m.FreeKnown {
+		m.FreeWhy = "no cross position"
+	}
+	if r.IntN(6) == 0 {
+		m.Unfit = "XP0's margin"
+	}
+	m.Acct.Free = decimal.New(int64(r.IntN(2_000_000)), -2)
+	for k := range 1 + r.IntN(5) {
+		entry := decimal.New(int64(1_000+r.IntN(1_000_000)), -2)
+		if r.IntN(2) == 0 {
+			entry = decimal.NewFromInt(int64(10 + r.IntN(1000))) // a round entry: liquidation prices on a tick
+		}
+		p := margin.Position{Symbol: fmt.Sprintf("XP%d", k), Direction: exchange.Long, Quantity: decimal.New(int64(1+r.IntN(10_000)), -2),
+			Entry: entry, Leverage: 1 + r.IntN(50), Cross: r.IntN(2) == 0, RiskLimit: rl, Scale: 2,
+			Index: entry.Mul(decimal.NewFromFloat(0.8 + 0.4*r.Float64())).Round(2)}
+		if r.IntN(2) == 0 {
+			p.Direction = exchange.Short
+		}
+		switch r.IntN(10) {
+		case 0:
+			p.Quantity = decimal.Zero
+		case 1:
+			p.Index = decimal.Zero
+		}
+		m.At[p.Symbol] = k
+		m.Acct.Positions = append(m.Acct.Positions, p)
+	}
+	return m
+}
+
+// describePrediction is everything a prediction says, as text.
+func describePrediction(p *Prediction) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%s|%d|%t|%s|%+v|%+v|%+v|%+v|%+v|%+v|%v|%s|%s|%s", p.String(), p.Leverage, p.FreeKnown, p.Unverified, p.Effect,
+		p.Before, p.After, p.RestBefore, p.RestAfter, p.Next, p.others, p.direction, p.index, p.Record().Account)
+}
+
+// A model's memoised predictions are the predictions of a fresh model on
+// the same account, field for field, and its measures the account's
+// SurvivalBoth as defined: on seeded accounts, predicted again and in any
+// order, after the account moved on to a prediction's Next (as the engine
+// does after a call of the tick) or its inputs changed, and with the
+// isolated liquidation prices remembered from the models before.
+func TestPredictMemoMatchesFresh(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(18, 5))
+	for n := range 300 {
+		m := randomModel(r)
+		m.Liqs = &margin.Liquidations{} // the fresh model below remembers none
+		for step := range 40 {
+			k := r.IntN(len(m.Acct.Positions))
+			mp := m.Acct.Positions[k]
+			pl := &Plan{Pos: &exchange.Position{Direction: mp.Direction, Cross: mp.Cross, Leverage: mp.Leverage},
+				Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{Name: mp.Symbol}}}
+			want := exchange.Settings{Leverage: 1 + r.IntN(60), Cross: r.IntN(2) == 0}
+			got := m.Predict(pl, want)
+			fresh := &Model{Acct: m.Acct, At: m.At, FreeKnown: m.FreeKnown, FreeWhy: m.FreeWhy, Unfit: m.Unfit}
+			if g, w := describePrediction(got), describePrediction(fresh.Predict(pl, want)); g != w {
+				t.Fatalf("account %d step %d: memoised\n%s\nfresh\n%s", n, step, g, w)
+			}
+			if got != nil {
+				// The position's prices as defined, value and exponent.
+				i := m.At[mp.Symbol]
+				if b, a := m.Acct.LiquidationPrice(i), got.Next.LiquidationPrice(i); !margin.SameDec(got.LiquidationBefore, b) || !margin.SameDec(got.LiquidationAfter, a) {
+					t.Fatalf("account %d step %d: liquidation %s → %s, LiquidationPrice %s → %s", n, step, got.LiquidationBefore, got.LiquidationAfter, b, a)
+				}
+			}
+			if got != nil && got.Before.Known {
+				// The measures as defined: the account and the one after,
+				// each priced afresh.
+				i := m.At[mp.Symbol]
+				wb, wrb := m.Acct.SurvivalBoth(i)
+				wa, wra := got.Next.SurvivalBoth(i)
+				if g, w := fmt.Sprintf("%+v %+v %+v %+v", got.Before, got.RestBefore, got.After, got.RestAfter), fmt.Sprintf("%+v %+v %+v %+v", wb, wrb, wa, wra); g != w {
+					t.Fatalf("account %d step %d: measures\n%s\nSurvivalBoth\n%s", n, step, g, w)
+				}
+			}
+			if again := m.Predict(pl, want); again != got {
+				t.Fatalf("account %d step %d: predicted again, not the same prediction", n, step)
+			}
+			switch r.IntN(6) {
+			case 0:
+				if got != nil {
+					m.Acct = got.Next // a call sent
+				}
+			case 1:
+				m.Acct.Free = m.Acct.Free.Add(decimal.NewFromInt(int64(r.IntN(100)))) // the free balance moved
+			case 2:
+				m.FreeKnown = !m.FreeKnown
+			case 3:
+				cp := *m // a copy shares the memo: afterReduce's
+				cp.Acct = margin.Account{Free: m.Acct.Free, Positions: append([]margin.Position(nil), m.Acct.Positions...)}
+				m = &cp
+			case 4:
+				// The next tick's model: the same positions built afresh,
+				// one of them changed, the remembered prices kept.
+				ps := append([]margin.Position(nil), m.Acct.Positions...)
+				p := &ps[r.IntN(len(ps))]
+				switch r.IntN(4) {
+				case 0:
+					p.Leverage = 1 + r.IntN(50)
+				case 1:
+					p.Quantity = p.Quantity.Add(decimal.New(1, -2))
+				case 2:
+					p.Held = decimal.New(int64(1+r.IntN(100000)), -2)
+				case 3:
+					p.Index = p.Index.Add(decimal.New(1, -2))
+				}
+				m = &Model{Acct: margin.Account{Free: m.Acct.Free, Positions: ps}, At: m.At, FreeKnown: m.FreeKnown, FreeWhy: m.FreeWhy, Unfit: m.Unfit, Liqs: m.Liqs}
+			}
+		}
+	}
+}

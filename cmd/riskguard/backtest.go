@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,6 +91,16 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 		// steps, a third of a year's replay. Four times the heap (under
 		// 40 MB for a year of minute data) collects a quarter as often.
 		defer debug.SetGCPercent(debug.SetGCPercent(backtestGCPercent))
+	}
+	if path := m.Getenv("RISKGUARD_CPUPROFILE"); path != "" {
+		// For docs/performance.md: the replay's CPU profile, for
+		// go tool pprof.
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
+			return exitCode(1)
+		}
+		defer stop()
 	}
 	res, err := backtest.Run(ctx, src, opt)
 	if err != nil {
@@ -398,4 +409,20 @@ func historySymbols(sc *sim.Scenario, indexNames map[string]string) map[string]s
 // historyIndexes names the indexes of historySymbols, sorted, once each.
 func historyIndexes(symbols map[string]string) []string {
 	return slices.Compact(slices.Sorted(maps.Values(symbols)))
+}
+
+// startCPUProfile writes a CPU profile to path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("RISKGUARD_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("RISKGUARD_CPUPROFILE: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -153,26 +153,9 @@ func TestCheckFitAfterMatchesCheckFit(t *testing.T) {
 		rep := reportedBy(a)
 		prev := CheckFit(a, rep, 0)
 		for step := range 40 {
-			b := Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			brep := slices.Clone(rep)
-			for i := range b.Positions {
-				p := &b.Positions[i]
-				p.Index = p.Index.Mul(decimal.NewFromFloat(1 + (r.Float64()-0.5)*0.02).Round(4)).Round(2)
-				switch r.IntN(12) {
-				case 0:
-					p.Leverage = 1 + r.IntN(50)
-				case 1:
-					p.Quantity = p.Quantity.Add(decimal.New(1, -1))
-				case 2:
-					p.Cross = !p.Cross
-				case 3:
-					brep[i].Liquidation = brep[i].Liquidation.Add(decimal.NewFromInt(int64(r.IntN(50) + 1)))
-				case 4:
-					brep[i].Margin = brep[i].Margin.Mul(decimal.NewFromFloat(1.01))
-				case 5:
-					p.Entry = p.Entry.Add(decimal.New(5, -1)) // another exponent, the same figures otherwise
-				}
-			}
+			b, brep := stepped(r, a, rep, 12, func(p *Position) {
+				p.Entry = p.Entry.Add(decimal.New(5, -1)) // another exponent, the same figures otherwise
+			})
 			if r.IntN(15) == 0 {
 				o := randomAccount(r)
 				b.Positions = append(b.Positions, o.Positions[0])
@@ -212,26 +195,7 @@ func TestFitHoldsMatchesCheckFit(t *testing.T) {
 		rep := reportedBy(a)
 		prev := CheckFit(a, rep, 0)
 		for step := range 30 {
-			b := Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			brep := slices.Clone(rep)
-			for i := range b.Positions {
-				p := &b.Positions[i]
-				p.Index = p.Index.Mul(decimal.NewFromFloat(1 + (r.Float64()-0.5)*0.02).Round(4)).Round(2)
-				switch r.IntN(150) {
-				case 0:
-					p.Leverage = 1 + r.IntN(50)
-				case 1:
-					p.Quantity = p.Quantity.Add(decimal.New(1, -1))
-				case 2:
-					p.Cross = !p.Cross
-				case 3:
-					brep[i].Liquidation = brep[i].Liquidation.Add(decimal.NewFromInt(int64(r.IntN(50) + 1)))
-				case 4:
-					brep[i].Margin = brep[i].Margin.Mul(decimal.NewFromFloat(1.01))
-				case 5:
-					p.Quantity = decimal.Zero
-				}
-			}
+			b, brep := stepped(r, a, rep, 150, func(p *Position) { p.Quantity = decimal.Zero })
 			tol := []float64{0, 0, 0.001}[r.IntN(3)]
 			want := CheckFit(b, brep, tol)
 			checked++
@@ -247,6 +211,34 @@ func TestFitHoldsMatchesCheckFit(t *testing.T) {
 	if held < checked/10 || held == checked {
 		t.Fatalf("FitHolds held %d times of %d: the test does not exercise both answers", held, checked)
 	}
+}
+
+// stepped is a copy of a and its reported figures a step later: every
+// index moved by up to ±1%, and each position, one time in odds each, with
+// another leverage, quantity or mode, a reported liquidation price or
+// margin off the model's, or changed by sixth.
+func stepped(r *rand.Rand, a Account, rep []Reported, odds int, sixth func(*Position)) (Account, []Reported) {
+	b := Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
+	brep := slices.Clone(rep)
+	for i := range b.Positions {
+		p := &b.Positions[i]
+		p.Index = p.Index.Mul(decimal.NewFromFloat(1 + (r.Float64()-0.5)*0.02).Round(4)).Round(2)
+		switch r.IntN(odds) {
+		case 0:
+			p.Leverage = 1 + r.IntN(50)
+		case 1:
+			p.Quantity = p.Quantity.Add(decimal.New(1, -1))
+		case 2:
+			p.Cross = !p.Cross
+		case 3:
+			brep[i].Liquidation = brep[i].Liquidation.Add(decimal.NewFromInt(int64(r.IntN(50) + 1)))
+		case 4:
+			brep[i].Margin = brep[i].Margin.Mul(decimal.NewFromFloat(1.01))
+		case 5:
+			sixth(p)
+		}
+	}
+	return b, brep
 }
 
 // sameFit reports whether two fits are the same, decimals in value and

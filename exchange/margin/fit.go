@@ -96,15 +96,15 @@ func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep [
 	if len(prev.Positions) != len(prevA.Positions) || len(prevRep) != len(prevA.Positions) {
 		return checkFit(a, rep, tolerance, nil)
 	}
-	return checkFit(a, rep, tolerance, func(i int) *PositionFit {
+	return checkFit(a, rep, tolerance, func(i int) (*PositionFit, bool) {
 		if i >= len(prevA.Positions) || i >= len(rep) {
-			return nil
+			return nil, false
 		}
 		p, q := &a.Positions[i], &prevA.Positions[i]
-		if p.Cross || q.Cross || !SameButIndex(p, q) || !SameReported(rep[i], prevRep[i]) {
-			return nil
+		if !SameButIndex(p, q) {
+			return nil, false
 		}
-		return &prev.Positions[i]
+		return &prev.Positions[i], !p.Cross && SameReported(rep[i], prevRep[i])
 	})
 }
 
@@ -174,45 +174,89 @@ func SameRiskLimit(a, b *exchange.RiskLimit) bool {
 func SameDec(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Equal(b) }
 
 // checkFit is CheckFit; reuse, when not nil, gives for position i the fit
-// of the same isolated position under another index (nil when there is
-// none), whose modelled figures are taken as they are.
-func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *PositionFit) Fit {
+// of the same position under another index (nil when there is none), and
+// whether its modelled figures are taken as they are (keep: an isolated
+// position with the same reported figures). A cross one's modelled margin
+// is taken from it (the margin does not depend on the index); its
+// liquidation price, which follows the pool, is computed afresh.
+func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (old *PositionFit, keep bool)) Fit {
 	if !(tolerance > 0) {
 		tolerance = DefaultFitTolerance
 	}
 	f := Fit{Tolerance: tolerance}
-	m := Account{Free: decimal.Zero, Positions: slices.Clone(a.Positions)}
-	for i := range m.Positions {
-		m.Positions[i].Held, m.Positions[i].MM = decimal.Zero, decimal.Zero
+	ps := a.Positions
+	f.Positions = make([]PositionFit, len(ps))
+	// Each open position's index-free terms (entry value, modelled margin,
+	// maintenance rate and margin) are computed once, as Margin,
+	// MaintenanceRate and Maintenance compute them with Held and MM zero,
+	// and shared by the cross pool's sums, the free balance's inference and
+	// the liquidation price below: the same decimals the model's methods
+	// would give each time.
+	// An isolated position whose fit is kept needs none of them, and a
+	// cross one the same but for its index takes its margin from the
+	// previous fit.
+	t := make([]fitTerms, len(ps))
+	var olds []*PositionFit
+	if reuse != nil {
+		olds = make([]*PositionFit, len(ps))
 	}
-	f.Positions = make([]PositionFit, len(m.Positions))
+	var kept []bool // kept[i]: position i's modelled figures are olds[i]'s
+	cross := false
+	for i := range ps {
+		p := &ps[i]
+		if !p.Open() {
+			continue
+		}
+		if reuse != nil {
+			old, keep := reuse(i)
+			olds[i] = old
+			if keep {
+				if kept == nil {
+					kept = make([]bool, len(ps))
+				}
+				kept[i] = true
+				continue
+			}
+		}
+		tm := &t[i]
+		tm.ev = p.Value
+		if tm.ev.IsZero() {
+			tm.ev = p.Quantity.Mul(p.Entry)
+		}
+		if olds != nil && olds[i] != nil {
+			tm.margin = olds[i].MarginModelled
+		} else {
+			tm.margin = Margin(tm.ev, p.Leverage)
+		}
+		tm.mmr = MaintenanceRate(p.RiskLimit, tm.ev)
+		if p.Cross {
+			tm.mm = tm.mmr.Mul(tm.ev)
+			cross = true
+		}
+	}
 	// The cross pool is summed once (Collaterals, without the free balance
 	// yet): every cross position's figures below are then O(1), the same
 	// values as inferFree's and LiquidationPrice's sums over the others.
 	// Without a cross position it is not needed.
 	var base []decimal.Decimal
-	if slices.ContainsFunc(m.Positions, func(p Position) bool { return p.Cross && p.Open() }) {
-		base = m.Collaterals()
+	if cross {
+		base = crossBases(ps, t)
 	}
 	pool := decimal.Zero
-	var kept []bool       // kept[i]: position i's modelled figures are reuse(i)'s
-	var keptErr []float64 // when kept, its error if reuse(i)'s still holds, else −1
-	for i, p := range m.Positions {
+	var keptErr []float64 // when kept, its error if olds[i]'s still holds, else −1
+	for i := range ps {
+		p := &ps[i]
 		pf := &f.Positions[i]
 		pf.Symbol, pf.Cross = p.Symbol, p.Cross
 		pf.MarginReported, pf.LiquidationReported = rep[i].Margin, rep[i].Liquidation
-		if reuse != nil && p.Open() {
-			if old := reuse(i); old != nil {
-				if kept == nil {
-					kept = make([]bool, len(m.Positions))
-				}
-				kept[i] = true
+		if kept != nil && kept[i] {
+			if old := olds[i]; old != nil {
 				pf.MarginModelled, pf.LiquidationModelled = old.MarginModelled, old.LiquidationModelled
 				// An exactly modelled liquidation price adds no error:
 				// the old error is the margin's alone (a read-back
 				// mismatch marked on it changes only What).
 				if keptErr == nil {
-					keptErr = make([]float64, len(m.Positions))
+					keptErr = make([]float64, len(ps))
 				}
 				keptErr[i] = -1
 				if pf.LiquidationReported.Equal(pf.LiquidationModelled) && old.LiquidationReported.Equal(old.LiquidationModelled) {
@@ -221,10 +265,14 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 				continue
 			}
 		}
-		pf.MarginModelled = p.Margin()
-		if p.Cross && p.Open() {
+		if !p.Open() {
+			pf.MarginModelled = p.withoutHeld().Margin()
+			continue
+		}
+		pf.MarginModelled = t[i].margin
+		if p.Cross {
 			pool = pool.Add(pf.MarginModelled)
-			if free, ok := m.inferFreeWith(i, rep[i].Liquidation, base[i]); ok {
+			if free, ok := inferFreeFrom(p, rep[i].Liquidation, base[i], t[i].mm); ok {
 				pf.FreeInferred, pf.HasFree = free, true
 				if !f.FreeKnown {
 					f.Free, f.FreeKnown = free, true
@@ -232,9 +280,10 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 			}
 		}
 	}
-	m.Free = decimal.Max(f.Free, decimal.Zero)
-	pool = pool.Add(m.Free)
-	for i, p := range m.Positions {
+	free := decimal.Max(f.Free, decimal.Zero)
+	pool = pool.Add(free)
+	for i := range ps {
+		p := &ps[i]
 		pf := &f.Positions[i]
 		if !p.Open() {
 			continue
@@ -250,10 +299,10 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 		if !p.Cross || f.FreeKnown {
 			collateral := pf.MarginModelled
 			if p.Cross {
-				collateral = base[i].Add(m.Free)
+				collateral = base[i].Add(free)
 			}
 			if kept == nil || !kept[i] {
-				pf.LiquidationModelled = m.liquidationPrice(i, collateral)
+				pf.LiquidationModelled = LiquidationPrice(p.Direction, p.Quantity, p.Entry, collateral, t[i].mmr, p.Scale)
 			}
 			scale := p.Index
 			if !scale.IsPositive() {
@@ -271,6 +320,138 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) *P
 	}
 	f.rank()
 	return f
+}
+
+// fitTerms are an open position's figures that do not depend on its
+// index, as checkFit models them (Held and MM ignored): the entry value,
+// the margin, the maintenance rate and, for a cross position, the
+// maintenance margin.
+type fitTerms struct {
+	ev, margin, mmr, mm decimal.Decimal
+}
+
+// withoutHeld is p with Held and MM zero: the position CheckFit models.
+func (p *Position) withoutHeld() Position {
+	q := *p
+	q.Held, q.MM = decimal.Zero, decimal.Zero
+	return q
+}
+
+// crossBases is Collaterals of the positions ps with Held, MM and the free
+// balance zero, from their terms t: the same sums in the same order, in
+// int64 arithmetic while every figure fits one (crossBasesFixed), in
+// decimals otherwise.
+func crossBases(ps []Position, t []fitTerms) []decimal.Decimal {
+	out := make([]decimal.Decimal, len(ps))
+	if crossBasesFixed(ps, t, out) {
+		return out
+	}
+	pnl := make([]decimal.Decimal, len(ps))
+	pool, totalMM := decimal.Zero, decimal.Zero
+	for i := range ps {
+		p := &ps[i]
+		if !p.Cross || !p.Open() {
+			continue
+		}
+		pool = pool.Add(t[i].margin)
+		totalMM = totalMM.Add(t[i].mm)
+		if p.Index.IsPositive() {
+			n := p.Quantity.Mul(p.Index)
+			if p.Direction == exchange.Short {
+				pnl[i] = t[i].ev.Sub(n)
+			} else {
+				pnl[i] = n.Sub(t[i].ev)
+			}
+			pool = pool.Add(pnl[i])
+		}
+	}
+	for i := range ps {
+		if p := &ps[i]; p.Cross && p.Open() {
+			out[i] = pool.Sub(pnl[i]).Sub(totalMM.Sub(t[i].mm))
+		}
+	}
+	return out
+}
+
+// crossBasesFixed is crossBases in fixed arithmetic, into out; false,
+// out then unspecified, when a figure does not fit an int64.
+func crossBasesFixed(ps []Position, t []fitTerms, out []decimal.Decimal) bool {
+	var buf [32]fixed
+	pnl, mm := buf[:16], buf[16:]
+	if len(ps) > len(pnl) {
+		pnl, mm = make([]fixed, len(ps)), make([]fixed, len(ps))
+	}
+	pool, totalMM := fixed{}, fixed{} // decimal.Zero: 0·10^0
+	for i := range ps {
+		p := &ps[i]
+		if !p.Cross || !p.Open() {
+			continue
+		}
+		margin, ok1 := toFixed(t[i].margin)
+		m, ok2 := toFixed(t[i].mm)
+		if !ok1 || !ok2 {
+			return false
+		}
+		mm[i] = m
+		var ok bool
+		if pool, ok = pool.add(margin); !ok {
+			return false
+		}
+		if totalMM, ok = totalMM.add(m); !ok {
+			return false
+		}
+		if p.Index.IsPositive() {
+			q, ok1 := toFixed(p.Quantity)
+			x, ok2 := toFixed(p.Index)
+			ev, ok3 := toFixed(t[i].ev)
+			if !ok1 || !ok2 || !ok3 {
+				return false
+			}
+			n, ok := q.mul(x)
+			if !ok {
+				return false
+			}
+			if p.Direction == exchange.Short {
+				pnl[i], ok = ev.sub(n)
+			} else {
+				pnl[i], ok = n.sub(ev)
+			}
+			if !ok {
+				return false
+			}
+			if pool, ok = pool.add(pnl[i]); !ok {
+				return false
+			}
+		}
+	}
+	for i := range ps {
+		if p := &ps[i]; p.Cross && p.Open() {
+			a, ok1 := pool.sub(pnl[i])
+			b, ok2 := totalMM.sub(mm[i])
+			if !ok1 || !ok2 {
+				return false
+			}
+			c, ok := a.sub(b)
+			if !ok {
+				return false
+			}
+			out[i] = c.dec()
+		}
+	}
+	return true
+}
+
+// inferFreeFrom is inferFreeWith for the open cross position p of
+// maintenance margin mm.
+func inferFreeFrom(p *Position, liq, base, mm decimal.Decimal) (decimal.Decimal, bool) {
+	if !liq.IsPositive() {
+		return decimal.Zero, false
+	}
+	move := p.Entry.Sub(liq)
+	if p.Direction == exchange.Short {
+		move = move.Neg()
+	}
+	return move.Mul(p.Quantity).Add(mm).Sub(base).Round(8), true
 }
 
 // relErr is |got − want| / scale; +Inf for a difference over a zero scale.

@@ -1,0 +1,112 @@
+package margin
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/shopspring/decimal"
+)
+
+// fixed's add, sub and mul are decimal.Decimal's, value and exponent,
+// whenever they say ok; and they say ok on every figure a position has,
+// failing only near the int64 bounds.
+func TestFixedMatchesDecimal(t *testing.T) {
+	const maxFixed = 999_999_999_999_999_999
+	t.Parallel()
+	r := rand.New(rand.NewPCG(18, 58))
+	draw := func() decimal.Decimal {
+		switch r.IntN(6) {
+		case 0:
+			return decimal.Decimal{}
+		case 1: // up to 18 digits
+			return decimal.New(r.Int64N(2*maxFixed+1)-maxFixed, int32(r.IntN(5)-2))
+		case 2:
+			return decimal.New(maxFixed*int64(1-2*r.IntN(2)), int32(r.IntN(3)-1))
+		}
+		return decimal.New(r.Int64N(2_000_000_000)-1_000_000_000, int32(r.IntN(19)-12))
+	}
+	ops := []struct {
+		name string
+		f    func(a, b fixed) (fixed, bool)
+		d    func(a, b decimal.Decimal) decimal.Decimal
+	}{
+		{"add", fixed.add, decimal.Decimal.Add},
+		{"sub", fixed.sub, decimal.Decimal.Sub},
+		{"mul", fixed.mul, decimal.Decimal.Mul},
+	}
+	fitted, failed := 0, 0
+	for range 20000 {
+		x, y := draw(), draw()
+		a, ok1 := toFixed(x)
+		b, ok2 := toFixed(y)
+		if !ok1 || !ok2 {
+			t.Fatalf("toFixed(%s, %s): not ok", x, y)
+		}
+		for _, op := range ops {
+			got, ok := op.f(a, b)
+			if !ok {
+				failed++
+				continue
+			}
+			fitted++
+			if want := op.d(x, y); !SameDec(got.dec(), want) {
+				t.Fatalf("%s(%s, %s) = %de%d, decimal %s (exponent %d)", op.name, x, y, got.v, got.e, want, want.Exponent())
+			}
+		}
+	}
+	if fitted < 30000 || failed == 0 {
+		t.Fatalf("%d results fitted, %d did not: the draws miss a case", fitted, failed)
+	}
+	if _, ok := toFixed(decimal.RequireFromString("12345678901234567890")); ok {
+		t.Fatal("toFixed took a coefficient of 20 digits")
+	}
+}
+
+// crossBases is Collaterals (free balance zero), value and exponent, on
+// seeded accounts stepped with index moves and other exponents, through
+// its int64 path and, for coefficients over 18 digits, its decimal one.
+func TestCrossBasesMatchCollaterals(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(18, 59))
+	viaFixed, viaDecimal := 0, 0
+	for n := range 400 {
+		a := randomAccount(r)
+		rep := reportedBy(a)
+		for step := range 20 {
+			a, rep = stepped(r, a, rep, 12, func(p *Position) {
+				p.Entry = p.Entry.Add(decimal.New(5, -1))
+			})
+			if r.IntN(10) == 0 {
+				i := r.IntN(len(a.Positions))
+				a.Positions[i].Index = a.Positions[i].Index.Add(decimal.New(1, -20))
+			}
+			m := Account{Positions: a.Positions}
+			terms := make([]fitTerms, len(m.Positions))
+			for i := range m.Positions {
+				p := m.Positions[i].withoutHeld()
+				m.Positions[i] = p
+				if p.Open() {
+					ev := p.EntryValue()
+					terms[i] = fitTerms{ev: ev, margin: p.Margin(), mmr: MaintenanceRate(p.RiskLimit, ev), mm: p.Maintenance()}
+				}
+			}
+			want := m.Collaterals()
+			out := make([]decimal.Decimal, len(m.Positions))
+			if crossBasesFixed(m.Positions, terms, out) {
+				viaFixed++
+			} else {
+				viaDecimal++
+			}
+			got := crossBases(m.Positions, terms)
+			for i := range want {
+				if !SameDec(got[i], want[i]) {
+					t.Fatalf("account %d, step %d, position %d: %s (exponent %d), Collaterals %s (exponent %d)",
+						n, step, i, got[i], got[i].Exponent(), want[i], want[i].Exponent())
+				}
+			}
+		}
+	}
+	if viaFixed == 0 || viaDecimal == 0 {
+		t.Fatalf("%d accounts through the int64 path, %d through decimals: a path untested", viaFixed, viaDecimal)
+	}
+}

@@ -148,6 +148,7 @@ func TestCheckFitMatchesPairwise(t *testing.T) {
 func TestCheckFitAfterMatchesCheckFit(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(18, 55))
+	crossMoved := 0
 	for n := range 200 {
 		a := randomAccount(r)
 		rep := reportedBy(a)
@@ -173,8 +174,16 @@ func TestCheckFitAfterMatchesCheckFit(t *testing.T) {
 			if !sameFit(got, want) {
 				t.Fatalf("account %d, step %d: CheckFitAfter\n%+v\nCheckFit\n%+v", n, step, got, want)
 			}
+			for i := range min(len(a.Positions), len(b.Positions)) {
+				if p := &b.Positions[i]; p.Cross && p.Open() && SameButIndex(p, &a.Positions[i]) {
+					crossMoved++ // its margin taken from prev
+				}
+			}
 			a, rep, prev = b, brep, got
 		}
+	}
+	if crossMoved < 1000 {
+		t.Fatalf("only %d cross positions moved only their index: the reuse of their margins is barely tested", crossMoved)
 	}
 }
 

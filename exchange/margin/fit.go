@@ -447,6 +447,9 @@ func inferFreeFrom(p *Position, liq, base, mm decimal.Decimal) (decimal.Decimal,
 	if !liq.IsPositive() {
 		return decimal.Zero, false
 	}
+	if free, ok := inferFreeFixed(p, liq, base, mm); ok {
+		return free, true
+	}
 	move := p.Entry.Sub(liq)
 	if p.Direction == exchange.Short {
 		move = move.Neg()
@@ -637,4 +640,38 @@ func (a Account) inferFreeWith(i int, liq, base decimal.Decimal) (decimal.Decima
 		move = move.Neg()
 	}
 	return move.Mul(p.Quantity).Add(p.Maintenance()).Sub(base).Round(8), true
+}
+
+// inferFreeFixed is inferFreeFrom in fixed arithmetic for a positive liq;
+// false when a figure does not fit an int64.
+func inferFreeFixed(p *Position, liq, base, mm decimal.Decimal) (decimal.Decimal, bool) {
+	entry, ok1 := toFixed(p.Entry)
+	l, ok2 := toFixed(liq)
+	q, ok3 := toFixed(p.Quantity)
+	m, ok4 := toFixed(mm)
+	b, ok5 := toFixed(base)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return decimal.Decimal{}, false
+	}
+	move, ok := entry.sub(l)
+	if ok && p.Direction == exchange.Short {
+		move, ok = move.neg()
+	}
+	if !ok {
+		return decimal.Decimal{}, false
+	}
+	x, ok := move.mul(q)
+	if ok {
+		x, ok = x.add(m)
+	}
+	if ok {
+		x, ok = x.sub(b)
+	}
+	if ok {
+		x, ok = x.round(8)
+	}
+	if !ok {
+		return decimal.Decimal{}, false
+	}
+	return x.dec(), true
 }

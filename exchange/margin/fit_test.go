@@ -121,7 +121,7 @@ func TestCheckFitMatchesPairwise(t *testing.T) {
 		for i := range m.Positions {
 			got := f.Positions[i]
 			want, ok := m.inferFree(i, rep[i].Liquidation)
-			if ok != got.HasFree || ok && !want.Equal(got.FreeInferred) {
+			if ok != got.HasFree || ok && !SameDec(want, got.FreeInferred) {
 				t.Fatalf("account %d, position %d: free %s (%t), pairwise %s (%t)", n, i, got.FreeInferred, got.HasFree, want, ok)
 			}
 			if ok && !known {
@@ -133,7 +133,7 @@ func TestCheckFitMatchesPairwise(t *testing.T) {
 			if !p.Open() || p.Cross && !known {
 				continue
 			}
-			if want, got := m.LiquidationPrice(i), f.Positions[i].LiquidationModelled; !want.Equal(got) {
+			if want, got := m.LiquidationPrice(i), f.Positions[i].LiquidationModelled; !SameDec(want, got) {
 				t.Fatalf("account %d, position %d: liquidation %s, pairwise %s", n, i, got, want)
 			}
 		}

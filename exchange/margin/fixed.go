@@ -71,6 +71,14 @@ func (a fixed) sub(b fixed) (fixed, bool) {
 	return a.add(fixed{-b.v, b.e})
 }
 
+// neg is −f, as decimal.Decimal.Neg gives it (the same exponent).
+func (f fixed) neg() (fixed, bool) {
+	if f.v == math.MinInt64 {
+		return fixed{}, false
+	}
+	return fixed{-f.v, f.e}, true
+}
+
 // mul is a·b, as decimal.Decimal.Mul gives it.
 func (a fixed) mul(b fixed) (fixed, bool) {
 	e := int64(a.e) + int64(b.e)
@@ -94,4 +102,34 @@ func (a fixed) mul(b fixed) (fixed, bool) {
 		p = -p
 	}
 	return fixed{p, int32(e)}, true
+}
+
+// round is f rounded half away from zero to places decimal places, as
+// decimal.Decimal.Round gives it: truncated to places+1, ±5, truncated.
+func (f fixed) round(places int32) (fixed, bool) {
+	if f.e == -places {
+		return f, true
+	}
+	e := -places - 1
+	switch {
+	case f.e > e:
+		var ok bool
+		if f, ok = f.rescale(e); !ok {
+			return fixed{}, false
+		}
+	case f.e < e:
+		k := int64(e) - int64(f.e)
+		if k > 18 {
+			f.v = 0 // |v| < 10^19 ≤ 10^k
+		} else {
+			f.v /= int64(pow10f[k])
+		}
+		f.e = e
+	}
+	if f.v < 0 {
+		f.v -= 5
+	} else {
+		f.v += 5
+	}
+	return fixed{f.v / 10, -places}, true
 }

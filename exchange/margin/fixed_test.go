@@ -7,7 +7,7 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// fixed's add, sub and mul are decimal.Decimal's, value and exponent,
+// fixed's add, sub, mul, neg and round are decimal.Decimal's, value and exponent,
 // whenever they say ok; and they say ok on every figure a position has,
 // failing only near the int64 bounds.
 func TestFixedMatchesDecimal(t *testing.T) {
@@ -34,7 +34,7 @@ func TestFixedMatchesDecimal(t *testing.T) {
 		{"sub", fixed.sub, decimal.Decimal.Sub},
 		{"mul", fixed.mul, decimal.Decimal.Mul},
 	}
-	fitted, failed := 0, 0
+	fitted, failed, rounded := 0, 0, 0
 	for range 20000 {
 		x, y := draw(), draw()
 		a, ok1 := toFixed(x)
@@ -53,9 +53,19 @@ func TestFixedMatchesDecimal(t *testing.T) {
 				t.Fatalf("%s(%s, %s) = %de%d, decimal %s (exponent %d)", op.name, x, y, got.v, got.e, want, want.Exponent())
 			}
 		}
+		places := int32(r.IntN(24) - 4)
+		if got, ok := a.round(places); ok {
+			rounded++
+			if want := x.Round(places); !SameDec(got.dec(), want) {
+				t.Fatalf("round(%s (exponent %d), %d) = %de%d, decimal %s (exponent %d)", x, x.Exponent(), places, got.v, got.e, want, want.Exponent())
+			}
+		}
+		if got, ok := a.neg(); !ok || !SameDec(got.dec(), x.Neg()) {
+			t.Fatalf("neg(%s) = %de%d (%t)", x, got.v, got.e, ok)
+		}
 	}
-	if fitted < 30000 || failed == 0 {
-		t.Fatalf("%d results fitted, %d did not: the draws miss a case", fitted, failed)
+	if fitted < 30000 || failed == 0 || rounded < 10000 {
+		t.Fatalf("%d results fitted, %d did not, %d rounded: the draws miss a case", fitted, failed, rounded)
 	}
 	if _, ok := toFixed(decimal.RequireFromString("12345678901234567890")); ok {
 		t.Fatal("toFixed took a coefficient of 20 digits")

@@ -90,7 +90,8 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 // (neither depends on the index, which only scales the liquidation
 // price's error), so a replay whose positions change only their index
 // skips the liquidation price's solution. Cross positions share the pool,
-// which follows every index: they are computed afresh. The result is
+// which follows every index: their liquidation prices and free balances
+// are computed afresh, only their margins taken as before. The result is
 // CheckFit's, field for field (fit_test.go checks it on seeded accounts).
 func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep []Reported, tolerance float64) Fit {
 	if len(prev.Positions) != len(prevA.Positions) || len(prevRep) != len(prevA.Positions) {

@@ -194,11 +194,26 @@ func (r *ring) value(fn string, now time.Time, cur float64) (float64, string) {
 		return 0, whyHalfEmpty
 	}
 	newest := &r.cur
+	return apply(fn, ns, r.span, r.maxGap, oldest, newest, cur, r, i)
+}
+
+// extremer gives the lowest and highest values of a ring's slots from
+// the i-th on, in the window from the unix nanoseconds given.
+type extremer interface {
+	extremes(i int, from int64) (float64, float64)
+}
+
+// apply computes fn at ns (unix nanoseconds) over a window of span whose
+// oldest slot, the i-th of x, and newest slot are given, with the current
+// value cur; a stretch without samples longer than maxGap is uncovered.
+// why says why there is no value. (An interface, not a closure: a
+// closure passed here would be allocated at every call.)
+func apply(fn string, ns int64, span, maxGap time.Duration, oldest, newest *slot, cur float64, x extremer, i int) (float64, string) {
 	uncovered := newest.gaps - oldest.gaps
-	if tail := ns - newest.t; tail > int64(r.maxGap) {
+	if tail := ns - newest.t; tail > int64(maxGap) {
 		uncovered += tail
 	}
-	if covered := ns - oldest.t - uncovered; covered*2 < int64(r.span) {
+	if covered := ns - oldest.t - uncovered; covered*2 < int64(span) {
 		return 0, whyHalfEmpty
 	}
 	switch fn {
@@ -221,7 +236,7 @@ func (r *ring) value(fn string, now time.Time, cur float64) (float64, string) {
 		}
 		return max(cur, 0) / -rate, ""
 	case rules.FnMinOverTime, rules.FnMaxOverTime, rules.FnDrawdown:
-		lo, hi := r.extremes(i, from)
+		lo, hi := x.extremes(i, ns-int64(span))
 		lo, hi = min(lo, cur), max(hi, cur)
 		switch fn {
 		case rules.FnMinOverTime:

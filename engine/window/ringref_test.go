@@ -3,8 +3,6 @@ package window
 import (
 	"math"
 	"time"
-
-	"github.com/riskguard/riskguard/rules"
 )
 
 // refRing is the ring as it was before it kept its newest and oldest
@@ -112,45 +110,5 @@ func (r *refRing) value(fn string, now time.Time, cur float64) (float64, string)
 		return 0, whyHalfEmpty
 	}
 	oldest, newest := r.at(i), r.at(r.n-1)
-	uncovered := newest.gaps - oldest.gaps
-	if tail := ns - newest.t; tail > int64(r.maxGap) {
-		uncovered += tail
-	}
-	if covered := ns - oldest.t - uncovered; covered*2 < int64(r.span) {
-		return 0, whyHalfEmpty
-	}
-	switch fn {
-	case rules.FnChange:
-		if oldest.first == 0 {
-			return 0, whyZeroBase
-		}
-		return (cur - oldest.first) / oldest.first, ""
-	case rules.FnRate, rules.FnTimeToLiquidation:
-		dt := time.Duration(ns - oldest.t).Seconds()
-		if dt <= 0 {
-			return 0, whyHalfEmpty
-		}
-		rate := (cur - oldest.first) / dt
-		if fn == rules.FnRate {
-			return rate, ""
-		}
-		if rate >= 0 {
-			return 0, whyNotShrink
-		}
-		return max(cur, 0) / -rate, ""
-	case rules.FnMinOverTime, rules.FnMaxOverTime, rules.FnDrawdown:
-		lo, hi := r.extremes(i, from)
-		lo, hi = min(lo, cur), max(hi, cur)
-		switch fn {
-		case rules.FnMinOverTime:
-			return lo, ""
-		case rules.FnMaxOverTime:
-			return hi, ""
-		}
-		if hi <= 0 {
-			return 0, whyNoPeak
-		}
-		return (hi - cur) / hi, ""
-	}
-	return 0, whyUnknownFunc
+	return apply(fn, ns, r.span, r.maxGap, oldest, newest, cur, r, i)
 }

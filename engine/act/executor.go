@@ -185,21 +185,7 @@ func (x *Executor) Submit(ctx context.Context, job *Job) bool {
 // Wait waits until no job is in flight, or for d at most, and reports
 // whether none is.
 func (x *Executor) Wait(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		x.mu.Lock()
-		idle, changed := x.running == 0, x.changed
-		x.mu.Unlock()
-		if idle {
-			return true
-		}
-		select {
-		case <-changed:
-		case <-t.C:
-			return false
-		}
-	}
+	return x.waitUntil(d, func() bool { return x.running == 0 })
 }
 
 // WaitKeys waits until none of keys' jobs is running, or for d at most,
@@ -207,19 +193,26 @@ func (x *Executor) Wait(d time.Duration) bool {
 // for an older job that hangs on another key: that one would make every
 // tick wait its whole budget for as long as it hangs.
 func (x *Executor) WaitKeys(d time.Duration, keys []string) bool {
+	return x.waitUntil(d, func() bool {
+		for _, k := range keys {
+			if f, ok := x.inFlight[k]; ok && !f.ended {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitUntil waits until idle, read under x.mu, holds, or for d at most,
+// and reports whether it holds; it looks again whenever a job changes.
+func (x *Executor) waitUntil(d time.Duration, idle func() bool) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
 		x.mu.Lock()
-		idle, changed := true, x.changed
-		for _, k := range keys {
-			if f, ok := x.inFlight[k]; ok && !f.ended {
-				idle = false
-				break
-			}
-		}
+		ok, changed := idle(), x.changed
 		x.mu.Unlock()
-		if idle {
+		if ok {
 			return true
 		}
 		select {

@@ -63,11 +63,8 @@ type ring struct {
 	oldSeq  int
 	oldFrom int64
 	oldOK   bool
-	// lo and hi are the window's extremes when ext, with the start of
-	// the slot that holds each: valid until that slot leaves the window.
-	lo, hi     float64
-	loAt, hiAt int64
-	ext        bool
+	// The window's extremes.
+	extremeCache
 }
 
 // newRing sizes a ring for span at the given tick interval.
@@ -125,37 +122,60 @@ func (r *ring) push(t time.Time, v float64) {
 	r.cur = s
 }
 
+// extremeCache is a window's lowest and highest values when ext, with the
+// start of the slot that holds each: valid until that slot leaves the
+// window.
+type extremeCache struct {
+	lo, hi     float64
+	loAt, hiAt int64
+	ext        bool
+}
+
 // extend keeps the cached extremes with a new value in the slot at t.
-func (r *ring) extend(v float64, t int64) {
-	if !r.ext {
+func (c *extremeCache) extend(v float64, t int64) {
+	if !c.ext {
 		return
 	}
-	if v <= r.lo {
-		r.lo, r.loAt = v, t
+	if v <= c.lo {
+		c.lo, c.loAt = v, t
 	}
-	if v >= r.hi {
-		r.hi, r.hiAt = v, t
+	if v >= c.hi {
+		c.hi, c.hiAt = v, t
 	}
 }
 
-// extremes are the lowest and highest values of the slots from i on,
-// rescanned only when a cached extreme has left the window.
+// slotter is a ring's slots, oldest first.
+type slotter interface {
+	at(i int) *slot
+	count() int
+}
+
+// extremes are the lowest and highest values of s's slots from i on,
+// rescanned only when a cached extreme has left the window from the unix
+// nanoseconds given.
+func (c *extremeCache) extremes(s slotter, i int, from int64) (float64, float64) {
+	if c.ext && c.loAt >= from && c.hiAt >= from {
+		return c.lo, c.hi
+	}
+	c.lo, c.hi = math.Inf(1), math.Inf(-1)
+	for j := i; j < s.count(); j++ {
+		sl := s.at(j)
+		if sl.min <= c.lo {
+			c.lo, c.loAt = sl.min, sl.t
+		}
+		if sl.max >= c.hi {
+			c.hi, c.hiAt = sl.max, sl.t
+		}
+	}
+	c.ext = true
+	return c.lo, c.hi
+}
+
+func (r *ring) count() int { return r.n }
+
+// extremes are the lowest and highest values of the slots from i on.
 func (r *ring) extremes(i int, from int64) (float64, float64) {
-	if r.ext && r.loAt >= from && r.hiAt >= from {
-		return r.lo, r.hi
-	}
-	r.lo, r.hi = math.Inf(1), math.Inf(-1)
-	for j := i; j < r.n; j++ {
-		s := r.at(j)
-		if s.min <= r.lo {
-			r.lo, r.loAt = s.min, s.t
-		}
-		if s.max >= r.hi {
-			r.hi, r.hiAt = s.max, s.t
-		}
-	}
-	r.ext = true
-	return r.lo, r.hi
+	return r.extremeCache.extremes(r, i, from)
 }
 
 // oldest is the oldest slot in the window that starts at from, and its

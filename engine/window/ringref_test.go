@@ -1,7 +1,6 @@
 package window
 
 import (
-	"math"
 	"time"
 )
 
@@ -12,11 +11,8 @@ type refRing struct {
 	span, width, maxGap time.Duration
 	slots               []slot // circular, oldest at start
 	start, n            int
-	// lo and hi are the window's extremes when ext, with the start of
-	// the slot that holds each: valid until that slot leaves the window.
-	lo, hi     float64
-	loAt, hiAt int64
-	ext        bool
+	// The window's extremes.
+	extremeCache
 }
 
 // newRefRing sizes a ring for span at the given tick interval.
@@ -63,37 +59,11 @@ func (r *refRing) push(t time.Time, v float64) {
 	r.n++
 }
 
-// extend keeps the cached extremes with a new value in the slot at t.
-func (r *refRing) extend(v float64, t int64) {
-	if !r.ext {
-		return
-	}
-	if v <= r.lo {
-		r.lo, r.loAt = v, t
-	}
-	if v >= r.hi {
-		r.hi, r.hiAt = v, t
-	}
-}
+func (r *refRing) count() int { return r.n }
 
-// extremes are the lowest and highest values of the slots from i on,
-// rescanned only when a cached extreme has left the window.
+// extremes are the lowest and highest values of the slots from i on.
 func (r *refRing) extremes(i int, from int64) (float64, float64) {
-	if r.ext && r.loAt >= from && r.hiAt >= from {
-		return r.lo, r.hi
-	}
-	r.lo, r.hi = math.Inf(1), math.Inf(-1)
-	for j := i; j < r.n; j++ {
-		s := r.at(j)
-		if s.min <= r.lo {
-			r.lo, r.loAt = s.min, s.t
-		}
-		if s.max >= r.hi {
-			r.hi, r.hiAt = s.max, s.t
-		}
-	}
-	r.ext = true
-	return r.lo, r.hi
+	return r.extremeCache.extremes(r, i, from)
 }
 
 // value computes fn over the window ending at now, whose current value

@@ -105,7 +105,7 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 			// measure: only one that worsens it needs the opt-in.
 			if d.Pred.After.Compare(d.Pred.Before) < 0 {
 				if allowed, _ := closerAllowed(pl, rules.SetIsolated); !allowed {
-					dropIsolation("isolating would leave the account worse off (" + margin.Change(d.Pred.Before, d.Pred.After) + "); the rule does not allow it (allow_closer_liquidation)")
+					dropIsolation("isolating would leave the account worse off (" + d.Pred.accountChange() + "); the rule does not allow it (allow_closer_liquidation)")
 				}
 			}
 			return

@@ -3,6 +3,7 @@ package act
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
@@ -104,6 +105,13 @@ type Prediction struct {
 	Unverified string
 	direction  string
 	index      decimal.Decimal
+	// said is what String and Record share, worked out once: a plan's
+	// prediction is said by both, and the account change is the costly
+	// part (distances, fractions, formatting).
+	said     sync.Once
+	distB    decimal.Decimal
+	distA    decimal.Decimal
+	acctSaid string // margin.Change(Before, After), when both are known
 }
 
 // Predict predicts setting the plan's position to want; nil when the
@@ -241,7 +249,7 @@ func accountBound(pl *Plan) func(*Prediction) (bool, string) {
 		}
 		if p.After.Compare(p.Before) < 0 && !allowed {
 			return false, fmt.Sprintf("%dx would leave the account worse off (%s); the rule does not allow it (allow_closer_liquidation)",
-				p.Leverage, margin.Change(p.Before, p.After))
+				p.Leverage, p.accountChange())
 		}
 		return true, ""
 	}
@@ -275,9 +283,28 @@ func (p *Prediction) Closer() bool { return p.Effect.Closer(p.direction, p.index
 // Distances are the position's distances to liquidation before and after,
 // fractions of the index (0 when there is no liquidation price).
 func (p *Prediction) Distances() (before, after decimal.Decimal) {
-	before, _ = margin.Distance(p.direction, p.index, p.LiquidationBefore)
-	after, _ = margin.Distance(p.direction, p.index, p.LiquidationAfter)
-	return before, after
+	p.describe()
+	return p.distB, p.distA
+}
+
+// accountChange is margin.Change(p.Before, p.After), worked out once.
+func (p *Prediction) accountChange() string {
+	if !p.Before.Known || !p.After.Known {
+		return margin.Change(p.Before, p.After)
+	}
+	p.describe()
+	return p.acctSaid
+}
+
+// describe works out once what String, Record and Distances say.
+func (p *Prediction) describe() {
+	p.said.Do(func() {
+		p.distB, _ = margin.Distance(p.direction, p.index, p.LiquidationBefore)
+		p.distA, _ = margin.Distance(p.direction, p.index, p.LiquidationAfter)
+		if p.Before.Known && p.After.Known {
+			p.acctSaid = margin.Change(p.Before, p.After)
+		}
+	})
 }
 
 // String is the prediction as the log, the audit log and the
@@ -308,7 +335,7 @@ func (p *Prediction) String() string {
 		s += "; " + o.String()
 	}
 	if p.Before.Known && p.After.Known {
-		s += "; account " + margin.Change(p.Before, p.After)
+		s += "; account " + p.acctSaid
 	}
 	return s
 }
@@ -325,7 +352,7 @@ func (p *Prediction) Record() *journal.Prediction {
 	if p.Before.Known && p.After.Known {
 		tb, ta := p.Before.Together, p.After.Together
 		r.SurvivalBefore, r.SurvivalAfter = &tb, &ta
-		r.Account = margin.Change(p.Before, p.After)
+		r.Account = p.acctSaid
 	}
 	r.Unverified = p.Unverified
 	return r

@@ -320,3 +320,41 @@ func TestLiquidationsMatchLiquidationPrice(t *testing.T) {
 		t.Fatal("nothing was remembered")
 	}
 }
+
+// A prediction prices a position as it is and as a settings call would
+// leave it, tick after tick while a rule keeps asking: both are kept, so
+// neither is priced again while the index alone moves, and every answer is
+// LiquidationPrice's, value and exponent.
+func TestLiquidationsKeepAPositionAndItsPrediction(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 8))
+	for n := range 100 {
+		a := randomAccount(r)
+		i := r.IntN(len(a.Positions))
+		a.Positions[i].Cross = false
+		a.Positions[i].Leverage = 2 + r.IntN(40)
+		var l Liquidations
+		var kept [2]decimal.Decimal // the indexes the two were priced at
+		for step := range 20 {
+			for j := range a.Positions {
+				p := &a.Positions[j]
+				p.Index = p.Index.Mul(decimal.NewFromFloat(1 + (r.Float64()-0.5)*0.02).Round(4)).Round(2)
+			}
+			next, _ := a.Apply(i, a.Positions[i].Leverage-1, false)
+			for _, acct := range []Account{a, next} {
+				if got, want := l.Of(acct, i), acct.LiquidationPrice(i); !SameDec(got, want) {
+					t.Fatalf("account %d, step %d, leverage %d: remembered %s, LiquidationPrice %s", n, step, acct.Positions[i].Leverage, got, want)
+				}
+			}
+			es := l.by[liqKey{a.Positions[i].Symbol, a.Positions[i].Direction}]
+			if es == nil || !es[0].set || !es[1].set || es[0].p.Leverage == es[1].p.Leverage {
+				t.Fatalf("account %d, step %d: the position and its prediction are not both kept: %+v", n, step, es)
+			}
+			if step == 0 {
+				kept = [2]decimal.Decimal{es[0].p.Index, es[1].p.Index}
+			} else if !SameDec(es[0].p.Index, kept[0]) || !SameDec(es[1].p.Index, kept[1]) {
+				t.Fatalf("account %d, step %d: priced again although only the index moved", n, step)
+			}
+		}
+	}
+}

@@ -9,8 +9,13 @@ import "github.com/shopspring/decimal"
 // every tick it predicts a call (a position on a tick takes the decimal
 // path every time). A nil *Liquidations remembers nothing. It is not safe
 // for concurrent use: its owner is the tick.
+//
+// Each position keeps its two latest distinct inputs: a prediction prices
+// the position as it is and as a settings call would leave it, tick after
+// tick while a rule keeps asking (a dry run, or a call the bounds hold
+// back), and one slot would have the two evict each other every time.
 type Liquidations struct {
-	by map[liqKey]liqEntry
+	by map[liqKey]*[2]liqEntry // the latest first
 }
 
 type liqKey struct{ symbol, direction string }
@@ -18,6 +23,7 @@ type liqKey struct{ symbol, direction string }
 type liqEntry struct {
 	p   Position // the inputs it was priced from
 	liq decimal.Decimal
+	set bool
 }
 
 // Of is a.LiquidationPrice(i), remembered for an open isolated position:
@@ -29,14 +35,26 @@ func (l *Liquidations) Of(a Account, i int) decimal.Decimal {
 		return a.LiquidationPrice(i)
 	}
 	k := liqKey{p.Symbol, p.Direction}
-	if e, ok := l.by[k]; ok && SameButIndex(&e.p, p) && SameDec(e.p.Held, p.Held) {
-		return e.liq
+	es := l.by[k]
+	if es != nil {
+		for j := range es {
+			if e := &es[j]; e.set && SameButIndex(&e.p, p) && SameDec(e.p.Held, p.Held) {
+				if j == 1 {
+					es[0], es[1] = es[1], es[0]
+				}
+				return es[0].liq
+			}
+		}
 	}
 	liq := a.LiquidationPrice(i)
-	if l.by == nil {
-		l.by = map[liqKey]liqEntry{}
+	if es == nil {
+		if l.by == nil {
+			l.by = map[liqKey]*[2]liqEntry{}
+		}
+		es = new([2]liqEntry)
+		l.by[k] = es
 	}
-	l.by[k] = liqEntry{p: *p, liq: liq}
+	es[1], es[0] = es[0], liqEntry{p: *p, liq: liq, set: true}
 	return liq
 }
 

@@ -31,6 +31,10 @@ type fitWatch struct {
 	ps  []margin.Position
 	rep []margin.Reported
 	tol float64
+	// spare and spareRep are the lists the next check is built into (the
+	// ones replaced by the last fit), so a check allocates none.
+	spare    []margin.Position
+	spareRep []margin.Reported
 	// why is fit.Why() once asked (whyKnown), until the fit changes.
 	why      string
 	whyKnown bool
@@ -74,9 +78,17 @@ type ModelFitPosition struct {
 // each maintenance margin (the account view's; margin.CheckFit computes
 // its own).
 func (e *Engine) modelPositions(snap *Snapshot, withMM bool) ([]margin.Position, []margin.Reported) {
+	return e.modelPositionsInto(nil, nil, snap, withMM)
+}
+
+// modelPositionsInto is modelPositions appending to out[:0] and rep[:0]
+// (new slices when nil).
+func (e *Engine) modelPositionsInto(out []margin.Position, rep []margin.Reported, snap *Snapshot, withMM bool) ([]margin.Position, []margin.Reported) {
 	rows := e.rowsFor(snap)
-	out := make([]margin.Position, 0, len(rows))
-	rep := make([]margin.Reported, 0, len(rows))
+	if out == nil {
+		out, rep = make([]margin.Position, 0, len(rows)), make([]margin.Reported, 0, len(rows))
+	}
+	out, rep = out[:0], rep[:0]
 	for i := range rows {
 		r := &rows[i]
 		p, sym := r.P, r.Sym
@@ -166,7 +178,10 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 		w.at = now
 		return w.fit
 	}
-	ps, rep := e.modelPositions(snap, false)
+	// Built into the spare lists: the ones the fit was computed from are
+	// compared with them, and become the spares when they are replaced.
+	ps, rep := e.modelPositionsInto(w.spare, w.spareRep, snap, false)
+	w.spare, w.spareRep = ps, rep
 	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance && sameFitInputs(w.ps, w.rep, ps, rep) {
 		// CheckFit of the very same figures: the same fit, already said,
 		// counted and published.
@@ -192,6 +207,7 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 	if !same {
 		w.keys = appendFitKeys(w.keys[:0], snap)
 	}
+	w.spare, w.spareRep = w.ps, w.rep
 	w.ps, w.rep, w.tol, w.whyKnown = ps, rep, e.cfg.ModelTolerance, false
 	if unfit := !f.Fits(); unfit != w.unfit {
 		w.unfit = unfit

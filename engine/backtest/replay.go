@@ -248,6 +248,7 @@ func (r *replay) start(at time.Time) error {
 		if r.baseline, err = r.newLane(RunBaseline, sc, r.opt.Baseline, false, nil); err != nil {
 			return err
 		}
+		r.guarded.decide, r.baseline.decide = true, true
 	}
 	r.seriesBy = map[string]*SymbolSeries{}
 	for _, p := range sc.Positions {
@@ -477,6 +478,7 @@ type lane struct {
 	startEquity decimal.Decimal
 	active      map[[2]string]activeSpan // (rule, symbol) → state since
 	decisions   []string                 // this tick's, for the baseline diff
+	decide      bool                     // keep decisions: a baseline run is compared
 	report      *engine.TickReport
 	measure     worstMeasure
 }
@@ -546,7 +548,9 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 		if tr.To == engine.Firing {
 			st.Firings++
 		}
-		l.decisions = append(l.decisions, fmt.Sprintf("%s %s: %s → %s", tr.Rule, tr.Symbol, tr.From, tr.To))
+		if l.decide {
+			l.decisions = append(l.decisions, fmt.Sprintf("%s %s: %s → %s", tr.Rule, tr.Symbol, tr.From, tr.To))
+		}
 	}
 	for _, a := range rep.Actions {
 		for _, name := range a.Rules {
@@ -570,7 +574,9 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 		if a.Outcome == "skipped_harmful" || a.Outcome == "skipped_bounded" {
 			l.skips[SkipCount{Action: a.Action, Reason: skipReason(a.Reason)}]++
 		}
-		l.decisions = append(l.decisions, describeAction(a))
+		if l.decide {
+			l.decisions = append(l.decisions, describeAction(a))
+		}
 	}
 }
 

@@ -155,16 +155,13 @@ func (in *freeInputs) same(ps []margin.Position, liqs []decimal.Decimal) bool {
 	}
 	for i := range ps {
 		p, q := &ps[i], &in.ps[i]
-		if !margin.SameButIndex(p, q) || !sameDec(p.Index, q.Index) || !sameDec(p.Held, q.Held) ||
-			!sameDec(p.MM, q.MM) || !sameDec(liqs[i], in.liqs[i]) {
+		if !margin.SameButIndex(p, q) || !margin.SameDec(p.Index, q.Index) || !margin.SameDec(p.Held, q.Held) ||
+			!margin.SameDec(p.MM, q.MM) || !margin.SameDec(liqs[i], in.liqs[i]) {
 			return false
 		}
 	}
 	return true
 }
-
-// sameDec is margin.SameDec, answered at once for the same decimal.
-func sameDec(a, b decimal.Decimal) bool { return a == b || margin.SameDec(a, b) }
 
 // harmEvent is a settings change the engine did not send because it would
 // move the position's liquidation price closer: audited and logged each

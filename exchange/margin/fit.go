@@ -171,8 +171,10 @@ func SameRiskLimit(a, b *exchange.RiskLimit) bool {
 }
 
 // SameDec reports whether a and b are the same decimal: the same value
-// written with the same exponent.
-func SameDec(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Equal(b) }
+// written with the same exponent. Copies of one decimal (the same
+// coefficient and exponent: a position read again that did not change)
+// are answered without comparing the coefficients.
+func SameDec(a, b decimal.Decimal) bool { return a == b || a.Exponent() == b.Exponent() && a.Equal(b) }
 
 // checkFit is CheckFit; reuse, when not nil, gives for position i the fit
 // of the same position under another index (nil when there is none), and

@@ -52,6 +52,8 @@ type Options struct {
 	MaxDiffs int
 	// Audit, when set, receives the guarded run's audit log.
 	Audit io.Writer
+
+	serial bool // the runs take turns at every tick even on several cores (tests)
 }
 
 // Bounds of a backtest's memory.
@@ -91,11 +93,21 @@ func Run(ctx context.Context, src Source, opt Options) (*Result, error) {
 	}
 	r := &replay{opt: opt, prices: map[string]decimal.Decimal{}, recorded: map[int64]exchange.Position{}}
 	r.res = &Result{}
+	defer r.stopRunner()
+	next := src.Next
+	var pf *prefetcher
+	if r.concurrent() && opt.To.IsZero() {
+		// Read to the end (no To to stop at early): the source is asked
+		// whether its last line was cut only after it was read whole.
+		pf = newPrefetcher(src)
+		defer pf.close()
+		next = pf.Next
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		st, err := src.Next()
+		st, err := next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -110,8 +122,15 @@ func Run(ctx context.Context, src Source, opt Options) (*Result, error) {
 			break
 		}
 	}
+	r.drain(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if r.guarded == nil {
 		return nil, errors.New("backtest: no data in the time range")
+	}
+	if pf != nil {
+		pf.close() // the source is read no further: asking it is safe
 	}
 	if t, ok := src.(interface{ truncated() bool }); ok && t.truncated() {
 		r.warn("the data's last line was incomplete and was dropped")
@@ -135,12 +154,20 @@ type replay struct {
 	alias    map[string]string // engine index name → the contract's base
 
 	guarded, unguarded, baseline *lane
-	series                       []*SymbolSeries
-	equity                       []EquityPoint
-	seriesBy                     map[string]*SymbolSeries
-	sample                       int // ticks until the next sample
-	stride                       int // ticks between two samples
-	stepPrices                   map[string]decimal.Decimal
+	// With the unguarded run on its own goroutine (lanes.go): its runner,
+	// the batch being filled, merged batches for reuse, and the warnings
+	// said since the last op.
+	w          *runner
+	batch      []laneOp
+	spare      [][]laneOp
+	pending    []string
+	series     []*SymbolSeries
+	equity     []EquityPoint
+	seriesBy   map[string]*SymbolSeries
+	sample     int // ticks until the next sample
+	stride     int // ticks between two samples
+	points     int // points kept per series (sampleDue)
+	stepPrices map[string]decimal.Decimal
 }
 
 // clock is the simulated time every exchange and engine of a backtest reads.
@@ -149,8 +176,18 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func (r *replay) warn(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	if r.w != nil {
+		// Said in order with the unguarded run's, when its batch is merged.
+		r.pending = append(r.pending, s)
+		return
+	}
+	r.addWarning(s)
+}
+
+func (r *replay) addWarning(s string) {
 	if len(r.res.Warnings) < maxWarnings {
-		r.res.Warnings = append(r.res.Warnings, fmt.Sprintf(format, args...))
+		r.res.Warnings = append(r.res.Warnings, s)
 	}
 }
 
@@ -183,7 +220,7 @@ func (r *replay) step(ctx context.Context, st Step) (bool, error) {
 		if st.Positions != nil {
 			r.remember(st.Positions)
 		}
-		if err := r.start(st.Time); err != nil {
+		if err := r.start(ctx, st.Time); err != nil {
 			return false, err
 		}
 		r.tickAll(ctx, st.Time, r.resolve(r.prices))
@@ -196,7 +233,7 @@ func (r *replay) step(ctx context.Context, st Step) (bool, error) {
 	}
 	prices := r.resolveStep(st.Prices)
 	if st.Positions != nil {
-		r.trade(st.Positions, prices)
+		r.trade(ctx, st.Positions, prices)
 	}
 	if r.opt.Interval > 0 {
 		n := 0
@@ -221,7 +258,7 @@ func (r *replay) remember(ps []exchange.Position) {
 }
 
 // start builds the simulated exchanges and the engines at the first step.
-func (r *replay) start(at time.Time) error {
+func (r *replay) start(ctx context.Context, at time.Time) error {
 	r.clock.t = at
 	sc := r.opt.Scenario
 	if sc == nil {
@@ -262,6 +299,9 @@ func (r *replay) start(at time.Time) error {
 	r.stride, r.sample = 1, 0
 	r.started = true
 	r.res.From = at
+	if r.concurrent() {
+		r.startRunner(ctx)
+	}
 	return nil
 }
 
@@ -340,7 +380,7 @@ func (r *replay) resolveInto(out, prices map[string]decimal.Decimal) {
 // changed them); a new position takes the recorded ones. A position that
 // emptied while the step's index crossed its recorded liquidation price was
 // liquidated: each run's exchange decides that for itself.
-func (r *replay) trade(ps []exchange.Position, prices map[string]decimal.Decimal) {
+func (r *replay) trade(ctx context.Context, ps []exchange.Position, prices map[string]decimal.Decimal) {
 	seen := make(map[int64]bool, len(ps))
 	for _, p := range ps {
 		seen[p.SymbolID] = true
@@ -351,13 +391,13 @@ func (r *replay) trade(ps []exchange.Position, prices map[string]decimal.Decimal
 		if had && p.Empty && !old.Empty && r.liquidated(old, prices) {
 			continue
 		}
-		r.put(p, had && !old.Empty)
+		r.put(ctx, p, had && !old.Empty)
 	}
 	for id, old := range r.recorded {
 		if !seen[id] && !old.Empty {
 			gone := old
 			gone.Empty = true
-			r.put(gone, true)
+			r.put(ctx, gone, true)
 		}
 	}
 	r.remember(ps)
@@ -381,22 +421,37 @@ func sameHolding(a, b exchange.Position) bool {
 }
 
 // put replaces a position in every run.
-func (r *replay) put(p exchange.Position, keepSettings bool) {
+func (r *replay) put(ctx context.Context, p exchange.Position, keepSettings bool) {
 	name, ok := r.names[p.SymbolID]
 	if !ok {
 		r.warn("%s: a recorded position names symbol id %d, which is not listed: ignored", r.clock.t.Format(time.RFC3339), p.SymbolID)
 		return
 	}
 	spec := positionSpec(name, p)
-	for _, l := range r.lanes() {
-		s := spec
-		if cur, ok := l.ex.Position(name); ok && keepSettings && !cur.Empty {
-			s.Leverage, s.Cross = cur.Leverage, cur.Cross
+	if r.w != nil {
+		op := r.addOp(ctx)
+		op.put = &putOp{name: name, spec: spec, keepSettings: keepSettings}
+		r.guarded.clock.t = r.clock.t
+		if err := r.guarded.putPosition(name, spec, keepSettings); err != nil {
+			op.guarded = append(op.guarded, fmt.Sprintf("%s: %v", r.clock.t.Format(time.RFC3339), err))
 		}
-		if err := l.ex.PutPosition(s); err != nil {
+		return
+	}
+	for _, l := range r.lanes() {
+		l.clock.t = r.clock.t
+		if err := l.putPosition(name, spec, keepSettings); err != nil {
 			r.warn("%s: %v", r.clock.t.Format(time.RFC3339), err)
 		}
 	}
+}
+
+// putPosition replaces a position on the run's exchange; keepSettings
+// keeps the run's own leverage and margin mode of a held position.
+func (l *lane) putPosition(name string, s sim.PositionSpec, keepSettings bool) error {
+	if cur, ok := l.ex.Position(name); ok && keepSettings && !cur.Empty {
+		s.Leverage, s.Cross = cur.Leverage, cur.Cross
+	}
+	return l.ex.PutPosition(s)
 }
 
 func positionSpec(symbol string, p exchange.Position) sim.PositionSpec {
@@ -426,23 +481,60 @@ func (r *replay) tickAll(ctx context.Context, t time.Time, prices map[string]dec
 	if prices != nil {
 		r.res.Steps++
 	}
-	ls := r.lanes()
-	for _, l := range ls {
+	if r.w != nil {
+		op := r.addOp(ctx)
+		op.tick, op.moved = true, prices != nil
 		if len(prices) > 0 {
-			l.ex.SetIndexPrices(prices)
+			if op.prices == nil {
+				op.prices = make(map[string]decimal.Decimal, len(prices))
+			}
+			for k, v := range prices {
+				op.prices[k] = v
+			}
 		}
-		l.ex.Step(t)
-		l.sampleMeasure(prices != nil)
-		rep, err := l.eng.Tick(ctx, t)
-		if err != nil {
-			r.warn("%s: %s run: tick: %v", t.Format(time.RFC3339), l.name, err)
+		if s := r.guarded.tick(ctx, t, prices); s != "" {
+			op.guarded = append(op.guarded, s)
 		}
-		l.observe(t, rep)
+		r.observeMarkers(t)
+		if r.sampleDue() {
+			op.sample = true
+			op.gEquity = equityOf(r.guarded.ex)
+			op.ixPrices = r.guarded.ex.IndexPrices()
+			op.gLiq = r.guarded.ex.LiquidationPrices()
+		}
+		return
 	}
-	r.observe(t)
+	for _, l := range r.lanes() {
+		if s := l.tick(ctx, t, prices); s != "" {
+			r.warn("%s", s)
+		}
+	}
+	r.observeMarkers(t)
+	if r.sampleDue() {
+		r.addSample(t, equityOf(r.guarded.ex), equityOf(r.unguarded.ex), r.guarded.ex.IndexPrices(),
+			r.guarded.ex.LiquidationPrices(), r.unguarded.ex.LiquidationPrices())
+	}
 	if r.baseline != nil {
 		r.diff(t)
 	}
+}
+
+// tick moves the run to t: the step's prices (nil: unchanged), the
+// exchange's liquidation check, the measure's sample, one engine tick. It
+// returns the warning the tick's failure makes ("" when none).
+func (l *lane) tick(ctx context.Context, t time.Time, prices map[string]decimal.Decimal) string {
+	l.clock.t = t
+	if len(prices) > 0 {
+		l.ex.SetIndexPrices(prices)
+	}
+	l.ex.Step(t)
+	l.sampleMeasure(prices != nil)
+	rep, err := l.eng.Tick(ctx, t)
+	l.observe(t, rep)
+	if err != nil {
+		return fmt.Sprintf("%s: %s run: tick: %v", t.Format(time.RFC3339), l.name, err)
+	}
+	return ""
 }
 
 // finish closes the open spans and reads the end state of every run.
@@ -466,6 +558,7 @@ func (r *replay) finish() *Result {
 // lane is one run: a simulated exchange and an engine on it.
 type lane struct {
 	name  string
+	clock *clock
 	ex    *sim.Exchange
 	eng   *engine.Engine
 	set   *rules.Set
@@ -489,7 +582,8 @@ type activeSpan struct {
 }
 
 func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun bool, audit io.Writer) (*lane, error) {
-	ex, err := sim.New(sim.Config{Key: "backtest", Secret: "backtest", Seed: r.opt.Seed, Now: r.clock.now, Scenario: sc,
+	clk := &clock{t: r.clock.t} // its own: the unguarded run may tick on another goroutine
+	ex, err := sim.New(sim.Config{Key: "backtest", Secret: "backtest", Seed: r.opt.Seed, Now: clk.now, Scenario: sc,
 		HistoryLimit: historyLimit})
 	if err != nil {
 		return nil, fmt.Errorf("backtest: %w", err)
@@ -497,7 +591,7 @@ func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun b
 	cfg := r.opt.Engine
 	cfg.AuditLog, cfg.StateFile, cfg.DryRun = "", "", dryRun
 	d := ex.Local()
-	deps := engine.Deps{Reader: d, Actuator: d, Now: r.clock.now}
+	deps := engine.Deps{Reader: d, Actuator: d, Now: clk.now}
 	if audit != nil {
 		deps.Audit = engine.NewAudit(audit)
 	}
@@ -505,7 +599,7 @@ func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun b
 	if err != nil {
 		return nil, fmt.Errorf("backtest: %w", err)
 	}
-	l := &lane{name: name, ex: ex, eng: eng, set: set, rules: map[string]*RuleStats{}, active: map[[2]string]activeSpan{},
+	l := &lane{name: name, clock: clk, ex: ex, eng: eng, set: set, rules: map[string]*RuleStats{}, active: map[[2]string]activeSpan{},
 		start: map[string]exchange.Position{}, skips: map[SkipCount]int{}, startEquity: ex.Equity()}
 	for _, rl := range set.Rules {
 		l.rules[rl.Name] = &RuleStats{Rule: rl.Name}

@@ -185,51 +185,72 @@ type Span struct {
 	Start, End time.Time
 }
 
-// observe feeds the series: markers and spans every tick, points every
-// stride ticks; when the points exceed the bound every other one is
-// dropped and the stride doubles, so any data length fits.
-func (r *replay) observe(t time.Time) {
-	if rep := r.guarded.report; rep != nil {
-		for _, tr := range rep.Transitions {
-			s := r.seriesBy[tr.Symbol]
-			if s == nil {
-				continue
-			}
-			if tr.To == engine.Firing {
-				if s.open == nil {
-					s.open = map[string]time.Time{}
-				}
-				s.open[tr.Rule] = t
-			} else if start, ok := s.open[tr.Rule]; ok && tr.From == engine.Firing {
-				delete(s.open, tr.Rule)
-				s.addSpan(Span{Rule: tr.Rule, Start: start, End: t})
-			}
+// observeMarkers feeds the series' markers and spans from the guarded
+// run's tick.
+func (r *replay) observeMarkers(t time.Time) {
+	rep := r.guarded.report
+	if rep == nil {
+		return
+	}
+	for _, tr := range rep.Transitions {
+		s := r.seriesBy[tr.Symbol]
+		if s == nil {
+			continue
 		}
-		for _, a := range rep.Actions {
-			s := r.seriesBy[a.Symbol]
-			if s == nil {
-				continue
+		if tr.To == engine.Firing {
+			if s.open == nil {
+				s.open = map[string]time.Time{}
 			}
-			if len(s.Markers) >= maxMarkers {
-				s.Dropped++
-				continue
-			}
-			m := Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual}
-			if a.Err != nil {
-				m.Error = a.Err.Error()
-			}
-			s.Markers = append(s.Markers, m)
+			s.open[tr.Rule] = t
+		} else if start, ok := s.open[tr.Rule]; ok && tr.From == engine.Firing {
+			delete(s.open, tr.Rule)
+			s.addSpan(Span{Rule: tr.Rule, Start: start, End: t})
 		}
 	}
+	for _, a := range rep.Actions {
+		s := r.seriesBy[a.Symbol]
+		if s == nil {
+			continue
+		}
+		if len(s.Markers) >= maxMarkers {
+			s.Dropped++
+			continue
+		}
+		m := Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual}
+		if a.Err != nil {
+			m.Error = a.Err.Error()
+		}
+		s.Markers = append(s.Markers, m)
+	}
+}
+
+// sampleDue reports whether this tick is one the points sample: every
+// stride ticks; when the points would exceed the bound every other one is
+// dropped (addSample) and the stride doubles, so any data length fits. It
+// keeps the count of points itself, so that the schedule is known at the
+// tick even when the points are added later (lanes.go).
+func (r *replay) sampleDue() bool {
 	if r.sample > 0 {
 		r.sample--
-		return
+		return false
 	}
 	r.sample = r.stride - 1
 	if len(r.series) == 0 {
-		return
+		return false
 	}
-	r.equity = append(r.equity, EquityPoint{Time: t, Guarded: equityOf(r.guarded.ex), Unguarded: equityOf(r.unguarded.ex)})
+	if r.points++; r.points > r.opt.MaxPoints {
+		r.points = (r.points + 1) / 2 // what addSample keeps
+		r.stride *= 2
+		r.sample = r.stride - 1
+	}
+	return true
+}
+
+// addSample adds one sampled tick's points: both runs' equity, and per
+// symbol the index and both runs' liquidation prices; past the bound
+// every other point is dropped.
+func (r *replay) addSample(t time.Time, gEquity, uEquity float64, prices, liqG, liqU map[string]decimal.Decimal) {
+	r.equity = append(r.equity, EquityPoint{Time: t, Guarded: gEquity, Unguarded: uEquity})
 	if len(r.equity) > r.opt.MaxPoints {
 		k := 0
 		for i := 0; i < len(r.equity); i += 2 {
@@ -238,9 +259,6 @@ func (r *replay) observe(t time.Time) {
 		}
 		r.equity = r.equity[:k]
 	}
-	prices := r.guarded.ex.IndexPrices()
-	liqG := r.guarded.ex.LiquidationPrices()
-	liqU := r.unguarded.ex.LiquidationPrices()
 	for _, s := range r.series {
 		s.Points = append(s.Points, Point{Time: t, Index: prices[s.Index].InexactFloat64(),
 			LiquidationGuarded: liqG[s.Symbol].InexactFloat64(), LiquidationUnguarded: liqU[s.Symbol].InexactFloat64()})
@@ -254,8 +272,6 @@ func (r *replay) observe(t time.Time) {
 			}
 			s.Points = s.Points[:k]
 		}
-		r.stride *= 2
-		r.sample = r.stride - 1
 	}
 }
 

@@ -145,6 +145,30 @@ func (a Account) Collateral(i int) decimal.Decimal {
 // margin but i's.
 func (a Account) Collaterals() []decimal.Decimal {
 	out := make([]decimal.Decimal, len(a.Positions))
+	// In int64 while every figure fits one: the same sums in the same
+	// order, value and exponent (collateralsFixed).
+	if free, ok := toFixed(a.Free); ok {
+		var buf [16]fitTerms
+		t := buf[:0]
+		if len(a.Positions) > len(buf) {
+			t = make([]fitTerms, 0, len(a.Positions))
+		}
+		for _, p := range a.Positions {
+			var ft fitTerms
+			if p.Cross && p.Open() {
+				ft = fitTerms{ev: p.EntryValue(), margin: p.Margin(), mm: p.Maintenance()}
+			}
+			t = append(t, ft)
+		}
+		if collateralsFixed(free, a.Positions, t, out) {
+			return out
+		}
+	}
+	return a.collateralsDecimal(out)
+}
+
+// collateralsDecimal is Collaterals in decimals, into out.
+func (a Account) collateralsDecimal(out []decimal.Decimal) []decimal.Decimal {
 	pnl := make([]decimal.Decimal, len(a.Positions))
 	mm := make([]decimal.Decimal, len(a.Positions))
 	pool, totalMM := a.Free, decimal.Zero

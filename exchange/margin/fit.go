@@ -379,12 +379,20 @@ func crossBases(ps []Position, t []fitTerms) []decimal.Decimal {
 // crossBasesFixed is crossBases in fixed arithmetic, into out; false,
 // out then unspecified, when a figure does not fit an int64.
 func crossBasesFixed(ps []Position, t []fitTerms, out []decimal.Decimal) bool {
+	return collateralsFixed(fixed{}, ps, t, out) // the pool from 0·10^0
+}
+
+// collateralsFixed is the cross pool's sums of Collaterals in fixed
+// arithmetic, the pool starting at pool, the positions' margins, maintenance
+// margins and entry values from t, into out; false, out then unspecified,
+// when a figure does not fit an int64.
+func collateralsFixed(pool fixed, ps []Position, t []fitTerms, out []decimal.Decimal) bool {
 	var buf [32]fixed
 	pnl, mm := buf[:16], buf[16:]
 	if len(ps) > len(pnl) {
 		pnl, mm = make([]fixed, len(ps)), make([]fixed, len(ps))
 	}
-	pool, totalMM := fixed{}, fixed{} // decimal.Zero: 0·10^0
+	totalMM := fixed{}
 	for i := range ps {
 		p := &ps[i]
 		if !p.Cross || !p.Open() {

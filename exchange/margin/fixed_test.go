@@ -2,6 +2,7 @@ package margin
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/shopspring/decimal"
@@ -100,7 +101,7 @@ func TestCrossBasesMatchCollaterals(t *testing.T) {
 					terms[i] = fitTerms{ev: ev, margin: p.Margin(), mmr: MaintenanceRate(p.RiskLimit, ev), mm: p.Maintenance()}
 				}
 			}
-			want := m.Collaterals()
+			want := m.collateralsDecimal(make([]decimal.Decimal, len(m.Positions)))
 			out := make([]decimal.Decimal, len(m.Positions))
 			if crossBasesFixed(m.Positions, terms, out) {
 				viaFixed++
@@ -118,5 +119,72 @@ func TestCrossBasesMatchCollaterals(t *testing.T) {
 	}
 	if viaFixed == 0 || viaDecimal == 0 {
 		t.Fatalf("%d accounts through the int64 path, %d through decimals: a path untested", viaFixed, viaDecimal)
+	}
+}
+
+// Collaterals in int64 is Collaterals in decimals, value and exponent, on
+// seeded accounts stepped with index moves, held and maintenance margins
+// set or not, free balances of several exponents, and figures too large
+// for an int64 (the decimals then decide).
+func TestCollateralsFixedMatchesDecimal(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(23, 61))
+	viaFixed, viaDecimal := 0, 0
+	for n := range 400 {
+		a := randomAccount(r)
+		rep := reportedBy(a)
+		for step := range 20 {
+			a, rep = stepped(r, a, rep, 12, func(p *Position) {
+				p.Entry = p.Entry.Add(decimal.New(5, -1))
+			})
+			m := Account{Free: decimal.New(int64(r.IntN(1_000_000)), -int32(r.IntN(4))), Positions: slices.Clone(a.Positions)}
+			for i := range m.Positions {
+				p := &m.Positions[i]
+				// randomAccount's quantities are quotients of 16 places,
+				// which no int64 holds times an index: written short, as an
+				// exchange writes them, most figures fit.
+				p.Quantity = p.Quantity.Round(2)
+				switch r.IntN(4) {
+				case 0:
+					p.Held, p.MM = decimal.Zero, decimal.Zero // the model's own
+				case 1:
+					p.MM = p.Maintenance()
+				case 2:
+					p.Held = p.Margin().Add(decimal.New(int64(r.IntN(100)), -2))
+				}
+			}
+			switch r.IntN(12) {
+			case 0:
+				m.Free = decimal.Zero
+			case 1:
+				m.Free = decimal.RequireFromString("123456789012345678901234.5") // past an int64
+			case 2:
+				i := r.IntN(len(m.Positions))
+				m.Positions[i].Index = m.Positions[i].Index.Add(decimal.New(1, -20))
+			}
+			want := m.collateralsDecimal(make([]decimal.Decimal, len(m.Positions)))
+			got := m.Collaterals()
+			fx, _ := toFixed(m.Free)
+			terms := make([]fitTerms, len(m.Positions))
+			for i, p := range m.Positions {
+				if p.Cross && p.Open() {
+					terms[i] = fitTerms{ev: p.EntryValue(), margin: p.Margin(), mm: p.Maintenance()}
+				}
+			}
+			if _, ok := toFixed(m.Free); ok && collateralsFixed(fx, m.Positions, terms, make([]decimal.Decimal, len(m.Positions))) {
+				viaFixed++
+			} else {
+				viaDecimal++
+			}
+			for i := range want {
+				if !SameDec(got[i], want[i]) {
+					t.Fatalf("account %d, step %d, position %d: %s (exponent %d), in decimals %s (exponent %d)",
+						n, step, i, got[i], got[i].Exponent(), want[i], want[i].Exponent())
+				}
+			}
+		}
+	}
+	if viaFixed < viaDecimal || viaDecimal == 0 {
+		t.Fatalf("the paths were not both taken, most in int64: %d in int64, %d in decimals", viaFixed, viaDecimal)
 	}
 }

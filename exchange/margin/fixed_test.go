@@ -188,3 +188,53 @@ func TestCollateralsFixedMatchesDecimal(t *testing.T) {
 		t.Fatalf("the paths were not both taken, most in int64: %d in int64, %d in decimals", viaFixed, viaDecimal)
 	}
 }
+
+// crossMove's sums in int64 are its sums in decimals: move and notional in
+// value and exponent, the counts and flags, for every skip, with and
+// without the isolated positions' notional.
+func TestCrossMoveFixedMatchesDecimal(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(29, 3))
+	viaFixed, viaDecimal := 0, 0
+	for n := range 300 {
+		a := randomAccount(r)
+		rep := reportedBy(a)
+		for step := range 15 {
+			a, rep = stepped(r, a, rep, 12, func(p *Position) {
+				p.Entry = p.Entry.Add(decimal.New(5, -1))
+			})
+			m := Account{Free: decimal.New(int64(r.IntN(1_000_000)-200_000), -int32(r.IntN(4))), Positions: slices.Clone(a.Positions)}
+			for i := range m.Positions {
+				p := &m.Positions[i]
+				p.Quantity = p.Quantity.Round(2) // written short: most figures fit an int64
+				if r.IntN(3) == 0 {
+					p.Held, p.MM = p.Margin().Add(decimal.New(int64(r.IntN(100)), -2)), p.Maintenance()
+				}
+				if r.IntN(40) == 0 {
+					p.Index = decimal.Zero // no price: not known
+				}
+			}
+			if r.IntN(15) == 0 {
+				m.Free = decimal.RequireFromString("123456789012345678901234.5") // past an int64
+			}
+			for skip := -1; skip < len(m.Positions); skip++ {
+				for _, withNotional := range []bool{false, true} {
+					want, wantOK := m.crossMoveDecimal(skip, withNotional)
+					got, gotOK, fits := m.crossMoveFixed(skip, withNotional)
+					if !fits {
+						viaDecimal++
+						continue
+					}
+					viaFixed++
+					if gotOK != wantOK || got.counted != want.counted || got.pooled != want.pooled || got.positions != want.positions ||
+						!SameDec(got.move, want.move) || !SameDec(got.notional, want.notional) {
+						t.Fatalf("account %d, step %d, skip %d, notional %t: %+v %t, in decimals %+v %t", n, step, skip, withNotional, got, gotOK, want, wantOK)
+					}
+				}
+			}
+		}
+	}
+	if viaFixed < viaDecimal || viaDecimal == 0 {
+		t.Fatalf("the paths were not both taken, most in int64: %d in int64, %d in decimals", viaFixed, viaDecimal)
+	}
+}

@@ -309,6 +309,81 @@ type crossSum struct {
 // crossMove sums the open positions, their notional only when asked; ok
 // is false when one has no index price.
 func (a Account) crossMove(skip int, withNotional bool) (c crossSum, ok bool) {
+	// In int64 while every figure fits one: the same sums in the same
+	// order, value and exponent, and one decimal division.
+	if c, ok, fits := a.crossMoveFixed(skip, withNotional); fits {
+		return c, ok
+	}
+	return a.crossMoveDecimal(skip, withNotional)
+}
+
+// crossMoveFixed is crossMove with its sums in fixed arithmetic; fits is
+// false when a figure does not fit an int64 (crossMoveDecimal decides).
+func (a Account) crossMoveFixed(skip int, withNotional bool) (c crossSum, ok, fits bool) {
+	pool, fits := toFixed(a.Free)
+	if !fits {
+		return crossSum{}, false, false
+	}
+	var mm, crossNotional, notional fixed // decimal.Zero: 0·10^0
+	add := func(sum *fixed, x fixed) bool {
+		var ok bool
+		*sum, ok = sum.add(x)
+		return ok
+	}
+	for i := range a.Positions {
+		p := &a.Positions[i]
+		if !p.Open() {
+			continue
+		}
+		if !p.Index.IsPositive() {
+			return crossSum{}, false, true
+		}
+		if !p.Cross && !withNotional {
+			continue
+		}
+		q, ok1 := toFixed(p.Quantity)
+		x, ok2 := toFixed(p.Index)
+		if !ok1 || !ok2 {
+			return crossSum{}, false, false
+		}
+		n, ok := q.mul(x)
+		if !ok || !add(&notional, n) {
+			return crossSum{}, false, false
+		}
+		if !p.Cross {
+			continue
+		}
+		c.positions++
+		c.counted = c.counted || i != skip
+		ev, ok1 := toFixed(p.EntryValue())
+		m, ok2 := toFixed(p.Margin())
+		mnt, ok3 := toFixed(p.Maintenance())
+		if !ok1 || !ok2 || !ok3 {
+			return crossSum{}, false, false
+		}
+		var pnl fixed
+		if p.Direction == exchange.Short {
+			pnl, ok = ev.sub(n)
+		} else {
+			pnl, ok = n.sub(ev)
+		}
+		if !ok || !add(&m, pnl) || !add(&pool, m) || !add(&mm, mnt) || !add(&crossNotional, n) {
+			return crossSum{}, false, false
+		}
+	}
+	c.notional = notional.dec()
+	if c.counted && crossNotional.v > 0 {
+		left, ok := pool.sub(mm)
+		if !ok {
+			return crossSum{}, false, false
+		}
+		c.move, c.pooled = decimal.Max(left.dec(), decimal.Zero).DivRound(crossNotional.dec(), 16), true
+	}
+	return c, true, true
+}
+
+// crossMoveDecimal is crossMove in decimals.
+func (a Account) crossMoveDecimal(skip int, withNotional bool) (c crossSum, ok bool) {
 	pool, mm, crossNotional := a.Free, decimal.Zero, decimal.Zero
 	c.notional = decimal.Zero
 	for i, p := range a.Positions {

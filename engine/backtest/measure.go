@@ -30,6 +30,9 @@ func (l *lane) sampleMeasure(moved bool) {
 	if !moved && !l.measure.acted && l.measure.sampled {
 		return
 	}
+	if l.measure.sampled && l.ex.TogetherAtLeast(l.measure.worst) {
+		return // not below the worst: computing it would change nothing
+	}
 	m, ok := l.ex.Together()
 	if !ok {
 		return

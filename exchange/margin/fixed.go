@@ -26,6 +26,19 @@ func toFixed(d decimal.Decimal) (fixed, bool) {
 	return fixed{d.CoefficientInt64(), d.Exponent()}, true
 }
 
+// float is f as a float64, within a few units of float64's rounding.
+func (f fixed) float() float64 {
+	x := float64(f.v)
+	switch e := int(f.e); {
+	case e > 0 && e < len(pow10f):
+		return x * pow10f[e]
+	case e < 0 && -e < len(pow10f):
+		return x / pow10f[-e]
+	default:
+		return x * math.Pow(10, float64(e))
+	}
+}
+
 // dec is f as a decimal.
 func (f fixed) dec() decimal.Decimal { return decimal.New(f.v, f.e) }
 

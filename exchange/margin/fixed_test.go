@@ -238,3 +238,55 @@ func TestCrossMoveFixedMatchesDecimal(t *testing.T) {
 		t.Fatalf("the paths were not both taken, most in int64: %d in int64, %d in decimals", viaFixed, viaDecimal)
 	}
 }
+
+// TogetherAtLeast never says "at least" of a Together below the bound: on
+// seeded accounts (cross and isolated, longs and shorts), against bounds
+// below, at and above their Together, and it says so of most accounts
+// well above it, which is what it is for.
+func TestTogetherAtLeastNeverAboveTogether(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(31, 7))
+	said, above := 0, 0
+	for n := range 400 {
+		a := randomAccount(r)
+		rep := reportedBy(a)
+		for step := range 15 {
+			a, rep = stepped(r, a, rep, 12, func(p *Position) {
+				p.Entry = p.Entry.Add(decimal.New(5, -1))
+			})
+			m := Account{Free: decimal.New(int64(r.IntN(100_000)), -int32(r.IntN(3))), Positions: slices.Clone(a.Positions)}
+			for i := range m.Positions {
+				m.Positions[i].Quantity = m.Positions[i].Quantity.Round(2)
+			}
+			liqs := make([]decimal.Decimal, len(m.Positions))
+			for i, p := range m.Positions {
+				if p.Open() && !p.Cross {
+					liqs[i] = m.LiquidationPrice(i)
+				}
+			}
+			together, _, ok := m.Together(liqs)
+			if !ok {
+				continue
+			}
+			for _, bound := range []decimal.Decimal{
+				together, together.Sub(decimal.New(1, -16)), together.Add(decimal.New(1, -16)),
+				together.Mul(decimal.NewFromFloat(0.9)).Round(16), together.Mul(decimal.NewFromFloat(1.1)).Round(16),
+				decimal.Zero, decimal.New(1, 0), decimal.New(11, -1),
+			} {
+				got := m.TogetherAtLeast(liqs, bound)
+				if got && together.LessThan(bound) {
+					t.Fatalf("account %d, step %d: at least %s said, Together is %s", n, step, bound, together)
+				}
+				if got {
+					said++
+				}
+				if together.GreaterThan(bound) {
+					above++
+				}
+			}
+		}
+	}
+	if said < above/2 {
+		t.Fatalf("at least said %d times of %d bounds under Together: it skips little", said, above)
+	}
+}

@@ -231,6 +231,61 @@ func (a Account) Together(liqs []decimal.Decimal) (together decimal.Decimal, fir
 	return together, first, true
 }
 
+// TogetherAtLeast reports whether Together(liqs) is known to be at least
+// bound without computing it: every term of its minimum (1, the cross
+// pool's move, each isolated position's) is compared with bound. The
+// terms' numerators and denominators are summed exactly in int64, and
+// each quotient is compared in float64 with a margin a million times
+// float64's error, so "at least" is never said of a Together below bound.
+// false means Together must decide: below bound or too near it, a figure
+// too large for an int64, or no index price. A backtest that keeps the
+// worst Together it has seen skips most samples this way. bound is a
+// Together of some account (at most 16 places): since Together rounds its
+// quotients to 16 places, an exact move at least bound rounds to at least
+// bound.
+func (a Account) TogetherAtLeast(liqs []decimal.Decimal, bound decimal.Decimal) bool {
+	if bound.GreaterThan(one) {
+		return false
+	}
+	b := bound.InexactFloat64()
+	s, ok, fits := a.crossSumsFixed(-1, false)
+	if !ok || !fits {
+		return false
+	}
+	atLeast := func(num, den fixed) bool { // num/den ≥ bound, den > 0
+		q := num.float() / den.float()
+		return q-b > 1e-10*(math.Abs(q)+math.Abs(b))+math.SmallestNonzeroFloat64
+	}
+	if s.counted && s.crossNotional.v > 0 {
+		left := s.left
+		if left.v < 0 {
+			left = fixed{} // max(pool − mm, 0)
+		}
+		if !atLeast(left, s.crossNotional) {
+			return false
+		}
+	}
+	for i := range a.Positions {
+		p := &a.Positions[i]
+		if !p.Open() || p.Cross || !liqs[i].IsPositive() {
+			continue
+		}
+		x, ok1 := toFixed(p.Index)
+		l, ok2 := toFixed(liqs[i])
+		if !ok1 || !ok2 {
+			return false
+		}
+		n, ok := x.sub(l)
+		if ok && p.Direction == exchange.Short {
+			n, ok = n.neg()
+		}
+		if !ok || !atLeast(n, x) {
+			return false
+		}
+	}
+	return true
+}
+
 // togetherExact is Together's search of the smallest isolated move in
 // decimals, from the cross pool's (together, first).
 func (a Account) togetherExact(liqs []decimal.Decimal, together decimal.Decimal, first string) (decimal.Decimal, string) {
@@ -320,9 +375,30 @@ func (a Account) crossMove(skip int, withNotional bool) (c crossSum, ok bool) {
 // crossMoveFixed is crossMove with its sums in fixed arithmetic; fits is
 // false when a figure does not fit an int64 (crossMoveDecimal decides).
 func (a Account) crossMoveFixed(skip int, withNotional bool) (c crossSum, ok, fits bool) {
+	s, ok, fits := a.crossSumsFixed(skip, withNotional)
+	if !ok || !fits {
+		return crossSum{}, ok, fits
+	}
+	c = crossSum{counted: s.counted, positions: s.positions, notional: s.notional.dec()}
+	if c.counted && s.crossNotional.v > 0 {
+		c.move, c.pooled = decimal.Max(s.left.dec(), decimal.Zero).DivRound(s.crossNotional.dec(), 16), true
+	}
+	return c, true, true
+}
+
+// fixedSums are crossMove's sums before its division: left is the pool
+// less the maintenance margins (pool − Σ mm).
+type fixedSums struct {
+	left, crossNotional, notional fixed
+	positions                     int
+	counted                       bool
+}
+
+// crossSumsFixed is crossMove's sums in fixed arithmetic.
+func (a Account) crossSumsFixed(skip int, withNotional bool) (c fixedSums, ok, fits bool) {
 	pool, fits := toFixed(a.Free)
 	if !fits {
-		return crossSum{}, false, false
+		return fixedSums{}, false, false
 	}
 	var mm, crossNotional, notional fixed // decimal.Zero: 0·10^0
 	add := func(sum *fixed, x fixed) bool {
@@ -336,7 +412,7 @@ func (a Account) crossMoveFixed(skip int, withNotional bool) (c crossSum, ok, fi
 			continue
 		}
 		if !p.Index.IsPositive() {
-			return crossSum{}, false, true
+			return fixedSums{}, false, true
 		}
 		if !p.Cross && !withNotional {
 			continue
@@ -344,11 +420,11 @@ func (a Account) crossMoveFixed(skip int, withNotional bool) (c crossSum, ok, fi
 		q, ok1 := toFixed(p.Quantity)
 		x, ok2 := toFixed(p.Index)
 		if !ok1 || !ok2 {
-			return crossSum{}, false, false
+			return fixedSums{}, false, false
 		}
 		n, ok := q.mul(x)
 		if !ok || !add(&notional, n) {
-			return crossSum{}, false, false
+			return fixedSums{}, false, false
 		}
 		if !p.Cross {
 			continue
@@ -359,7 +435,7 @@ func (a Account) crossMoveFixed(skip int, withNotional bool) (c crossSum, ok, fi
 		m, ok2 := toFixed(p.Margin())
 		mnt, ok3 := toFixed(p.Maintenance())
 		if !ok1 || !ok2 || !ok3 {
-			return crossSum{}, false, false
+			return fixedSums{}, false, false
 		}
 		var pnl fixed
 		if p.Direction == exchange.Short {
@@ -368,17 +444,14 @@ func (a Account) crossMoveFixed(skip int, withNotional bool) (c crossSum, ok, fi
 			pnl, ok = n.sub(ev)
 		}
 		if !ok || !add(&m, pnl) || !add(&pool, m) || !add(&mm, mnt) || !add(&crossNotional, n) {
-			return crossSum{}, false, false
+			return fixedSums{}, false, false
 		}
 	}
-	c.notional = notional.dec()
-	if c.counted && crossNotional.v > 0 {
-		left, ok := pool.sub(mm)
-		if !ok {
-			return crossSum{}, false, false
-		}
-		c.move, c.pooled = decimal.Max(left.dec(), decimal.Zero).DivRound(crossNotional.dec(), 16), true
+	left, ok := pool.sub(mm)
+	if !ok {
+		return fixedSums{}, false, false
 	}
+	c.left, c.crossNotional, c.notional = left, crossNotional, notional
 	return c, true, true
 }
 

@@ -15,6 +15,24 @@ import (
 func (e *Exchange) Together() (move decimal.Decimal, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	acct, liqs := e.measureAccount()
+	move, _, ok = acct.Together(liqs)
+	return move, ok
+}
+
+// TogetherAtLeast reports whether Together is known to be at least bound
+// (a Together seen before) without computing it (margin's
+// Account.TogetherAtLeast): false means Together must tell.
+func (e *Exchange) TogetherAtLeast(bound decimal.Decimal) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	acct, liqs := e.measureAccount()
+	return acct.TogetherAtLeast(liqs, bound)
+}
+
+// measureAccount is the account Together measures, and the isolated
+// positions' liquidation prices. Call with e.mu held.
+func (e *Exchange) measureAccount() (margin.Account, []decimal.Decimal) {
 	acct := margin.Account{Free: e.balance, Positions: e.measure.positions[:0]}
 	liqs := e.measure.liqs[:0]
 	// Without a cross pool the measure reads of each position only what
@@ -37,8 +55,7 @@ func (e *Exchange) Together() (move decimal.Decimal, ok bool) {
 		liqs = append(liqs, q.LiquidationPrice)
 	}
 	e.measure.positions, e.measure.liqs = acct.Positions, liqs
-	move, _, ok = acct.Together(liqs)
-	return move, ok
+	return acct, liqs
 }
 
 // measureScratch holds Together's account between two calls, so that a

@@ -321,14 +321,19 @@ func fitEvent(now time.Time, f margin.Fit) event {
 
 // publishFit keeps the fit for Status.
 func (e *Engine) publishFit(f margin.Fit) {
+	e.mu.Lock()
+	e.status.fit, e.status.model = &f, nil
+	e.mu.Unlock()
+}
+
+// modelFitOf is what Status shows of a fit.
+func modelFitOf(f margin.Fit) *ModelFit {
 	mf := &ModelFit{Fits: f.Fits(), Worst: f.Worst, WorstSymbol: f.WorstSymbol, WorstFigure: f.WorstWhat, Tolerance: f.Tolerance,
 		Summary: f.Summary(), Positions: make([]ModelFitPosition, 0, len(f.Positions))}
 	for _, p := range f.Positions {
 		mf.Positions = append(mf.Positions, ModelFitPosition{Symbol: p.Symbol, Fits: p.Fits(f.Tolerance), Error: p.Error, Figure: p.What})
 	}
-	e.mu.Lock()
-	e.status.model = mf
-	e.mu.Unlock()
+	return mf
 }
 
 // CheckModel reads one snapshot and checks the margin model against the

@@ -31,10 +31,10 @@ func TestFitCheckKeepsASteadyAccountsFit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	published := func() *ModelFit {
+	published := func() *margin.Fit { // a new one each time a fit is published
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return e.status.model
+		return e.status.fit
 	}
 	fresh := func() string {
 		snap, err := e.snaps.Read(ctx, e.lastTick)
@@ -111,10 +111,10 @@ func TestFitHoldsWhileOnlyIndexesMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	published := func() *ModelFit {
+	published := func() *margin.Fit { // a new one each time a fit is published
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return e.status.model
+		return e.status.fit
 	}
 	fresh := func() ([]margin.Position, []margin.Reported, margin.Fit) {
 		snap, err := e.snaps.Read(ctx, now)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
@@ -148,7 +149,11 @@ type published struct {
 	dryRun    bool
 	budget    int
 	account   *AccountStatus
-	model     *ModelFit
+	// fit is the last model fit; model is what Status shows of it, made
+	// from it at the first Status after it changed (a replay checks the
+	// fit every step and seldom asks).
+	fit   *margin.Fit
+	model *ModelFit
 }
 
 // publishStatus records what Status shows of the tick that read snap
@@ -305,6 +310,9 @@ func (e *Engine) Status(now time.Time) *Status {
 	b := e.status.breaker
 	b.Sent = slices.Clone(b.Sent)
 	budget := e.status.budget
+	if e.status.model == nil && e.status.fit != nil {
+		e.status.model = modelFitOf(*e.status.fit)
+	}
 	st.Model = e.status.model
 	e.mu.Unlock()
 	if !st.LastSuccess.IsZero() {

@@ -137,9 +137,7 @@ func (r *replay) addOp(ctx context.Context) *laneOp {
 	}
 	b := r.batch[:len(r.batch)+1]
 	op := &b[len(b)-1]
-	prices := op.prices
-	clear(prices)
-	*op = laneOp{t: r.clock.t, prices: prices, pre: r.pending}
+	*op = laneOp{t: r.clock.t, prices: op.prices, pre: r.pending} // its map from an earlier batch, for tickAll to recycle
 	r.pending = nil
 	r.batch = b
 	return op

@@ -167,7 +167,7 @@ type replay struct {
 	sample     int // ticks until the next sample
 	stride     int // ticks between two samples
 	points     int // points kept per series (sampleDue)
-	stepPrices map[string]decimal.Decimal
+	freeMaps   []map[string]decimal.Decimal // price maps for resolveStep to fill
 }
 
 // clock is the simulated time every exchange and engine of a backtest reads.
@@ -353,12 +353,22 @@ func (r *replay) resolve(prices map[string]decimal.Decimal) map[string]decimal.D
 // resolveStep is resolve into a map reused by every step: the exchanges
 // copy the prices they are given.
 func (r *replay) resolveStep(prices map[string]decimal.Decimal) map[string]decimal.Decimal {
-	if r.stepPrices == nil {
-		r.stepPrices = make(map[string]decimal.Decimal, len(prices))
+	var m map[string]decimal.Decimal
+	if n := len(r.freeMaps); n > 0 {
+		m, r.freeMaps = r.freeMaps[n-1], r.freeMaps[:n-1]
+	} else {
+		m = make(map[string]decimal.Decimal, len(prices))
 	}
-	clear(r.stepPrices)
-	r.resolveInto(r.stepPrices, prices)
-	return r.stepPrices
+	r.resolveInto(m, prices)
+	return m
+}
+
+// recycle takes back a price map tickAll is done with, for resolveStep.
+func (r *replay) recycle(m map[string]decimal.Decimal) {
+	if m != nil {
+		clear(m)
+		r.freeMaps = append(r.freeMaps, m)
+	}
 }
 
 func (r *replay) resolveInto(out, prices map[string]decimal.Decimal) {
@@ -472,7 +482,8 @@ func (r *replay) lanes() []*lane {
 }
 
 // tickAll moves every run to t: the step's prices (nil: unchanged), the
-// exchange's liquidation check, then one engine tick.
+// exchange's liquidation check, then one engine tick. It owns prices: the
+// caller does not use the map again.
 func (r *replay) tickAll(ctx context.Context, t time.Time, prices map[string]decimal.Decimal) {
 	r.clock.t = t
 	r.last = t
@@ -484,14 +495,10 @@ func (r *replay) tickAll(ctx context.Context, t time.Time, prices map[string]dec
 	if r.w != nil {
 		op := r.addOp(ctx)
 		op.tick, op.moved = true, prices != nil
-		if len(prices) > 0 {
-			if op.prices == nil {
-				op.prices = make(map[string]decimal.Decimal, len(prices))
-			}
-			for k, v := range prices {
-				op.prices[k] = v
-			}
-		}
+		// The op takes the step's map (tickAll owns the prices it is
+		// given); the map it held from an earlier batch is filled next.
+		r.recycle(op.prices)
+		op.prices = prices
 		if s := r.guarded.tick(ctx, t, prices); s != "" {
 			op.guarded = append(op.guarded, s)
 		}
@@ -517,6 +524,7 @@ func (r *replay) tickAll(ctx context.Context, t time.Time, prices map[string]dec
 	if r.baseline != nil {
 		r.diff(t)
 	}
+	r.recycle(prices)
 }
 
 // tick moves the run to t: the step's prices (nil: unchanged), the

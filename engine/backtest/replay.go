@@ -157,17 +157,17 @@ type replay struct {
 	// With the unguarded run on its own goroutine (lanes.go): its runner,
 	// the batch being filled, merged batches for reuse, and the warnings
 	// said since the last op.
-	w          *runner
-	batch      []laneOp
-	spare      [][]laneOp
-	pending    []string
-	series     []*SymbolSeries
-	equity     []EquityPoint
-	seriesBy   map[string]*SymbolSeries
-	sample     int // ticks until the next sample
-	stride     int // ticks between two samples
-	points     int // points kept per series (sampleDue)
-	freeMaps   []map[string]decimal.Decimal // price maps for resolveStep to fill
+	w        *runner
+	batch    []laneOp
+	spare    [][]laneOp
+	pending  []string
+	series   []*SymbolSeries
+	equity   []EquityPoint
+	seriesBy map[string]*SymbolSeries
+	sample   int                          // ticks until the next sample
+	stride   int                          // ticks between two samples
+	points   int                          // points kept per series (sampleDue)
+	freeMaps []map[string]decimal.Decimal // price maps for resolveStep to fill
 }
 
 // clock is the simulated time every exchange and engine of a backtest reads.

@@ -130,60 +130,48 @@ func TestCollateralsFixedMatchesDecimal(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(23, 61))
 	viaFixed, viaDecimal := 0, 0
-	for n := range 400 {
-		a := randomAccount(r)
-		rep := reportedBy(a)
-		for step := range 20 {
-			a, rep = stepped(r, a, rep, 12, func(p *Position) {
-				p.Entry = p.Entry.Add(decimal.New(5, -1))
-			})
-			m := Account{Free: decimal.New(int64(r.IntN(1_000_000)), -int32(r.IntN(4))), Positions: slices.Clone(a.Positions)}
-			for i := range m.Positions {
-				p := &m.Positions[i]
-				// randomAccount's quantities are quotients of 16 places,
-				// which no int64 holds times an index: written short, as an
-				// exchange writes them, most figures fit.
-				p.Quantity = p.Quantity.Round(2)
-				switch r.IntN(4) {
-				case 0:
-					p.Held, p.MM = decimal.Zero, decimal.Zero // the model's own
-				case 1:
-					p.MM = p.Maintenance()
-				case 2:
-					p.Held = p.Margin().Add(decimal.New(int64(r.IntN(100)), -2))
-				}
-			}
-			switch r.IntN(12) {
+	free := func(r *rand.Rand) decimal.Decimal { return decimal.New(int64(r.IntN(1_000_000)), -int32(r.IntN(4))) }
+	shortAccounts(r, 400, 20, free, func(n, step int, m Account) {
+		for i := range m.Positions {
+			p := &m.Positions[i]
+			switch r.IntN(4) {
 			case 0:
-				m.Free = decimal.Zero
+				p.Held, p.MM = decimal.Zero, decimal.Zero // the model's own
 			case 1:
-				m.Free = decimal.RequireFromString("123456789012345678901234.5") // past an int64
+				p.MM = p.Maintenance()
 			case 2:
-				i := r.IntN(len(m.Positions))
-				m.Positions[i].Index = m.Positions[i].Index.Add(decimal.New(1, -20))
-			}
-			want := m.collateralsDecimal(make([]decimal.Decimal, len(m.Positions)))
-			got := m.Collaterals()
-			fx, _ := toFixed(m.Free)
-			terms := make([]fitTerms, len(m.Positions))
-			for i, p := range m.Positions {
-				if p.Cross && p.Open() {
-					terms[i] = fitTerms{ev: p.EntryValue(), margin: p.Margin(), mm: p.Maintenance()}
-				}
-			}
-			if _, ok := toFixed(m.Free); ok && collateralsFixed(fx, m.Positions, terms, make([]decimal.Decimal, len(m.Positions))) {
-				viaFixed++
-			} else {
-				viaDecimal++
-			}
-			for i := range want {
-				if !SameDec(got[i], want[i]) {
-					t.Fatalf("account %d, step %d, position %d: %s (exponent %d), in decimals %s (exponent %d)",
-						n, step, i, got[i], got[i].Exponent(), want[i], want[i].Exponent())
-				}
+				p.Held = p.Margin().Add(decimal.New(int64(r.IntN(100)), -2))
 			}
 		}
-	}
+		switch r.IntN(12) {
+		case 0:
+			m.Free = decimal.Zero
+		case 1:
+			m.Free = decimal.RequireFromString("123456789012345678901234.5") // past an int64
+		case 2:
+			i := r.IntN(len(m.Positions))
+			m.Positions[i].Index = m.Positions[i].Index.Add(decimal.New(1, -20))
+		}
+		want := m.collateralsDecimal(make([]decimal.Decimal, len(m.Positions)))
+		got := m.Collaterals()
+		terms := make([]fitTerms, len(m.Positions))
+		for i, p := range m.Positions {
+			if p.Cross && p.Open() {
+				terms[i] = fitTerms{ev: p.EntryValue(), margin: p.Margin(), mm: p.Maintenance()}
+			}
+		}
+		if fx, ok := toFixed(m.Free); ok && collateralsFixed(fx, m.Positions, terms, make([]decimal.Decimal, len(m.Positions))) {
+			viaFixed++
+		} else {
+			viaDecimal++
+		}
+		for i := range want {
+			if !SameDec(got[i], want[i]) {
+				t.Fatalf("account %d, step %d, position %d: %s (exponent %d), in decimals %s (exponent %d)",
+					n, step, i, got[i], got[i].Exponent(), want[i], want[i].Exponent())
+			}
+		}
+	})
 	if viaFixed < viaDecimal || viaDecimal == 0 {
 		t.Fatalf("the paths were not both taken, most in int64: %d in int64, %d in decimals", viaFixed, viaDecimal)
 	}
@@ -196,44 +184,38 @@ func TestCrossMoveFixedMatchesDecimal(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(29, 3))
 	viaFixed, viaDecimal := 0, 0
-	for n := range 300 {
-		a := randomAccount(r)
-		rep := reportedBy(a)
-		for step := range 15 {
-			a, rep = stepped(r, a, rep, 12, func(p *Position) {
-				p.Entry = p.Entry.Add(decimal.New(5, -1))
-			})
-			m := Account{Free: decimal.New(int64(r.IntN(1_000_000)-200_000), -int32(r.IntN(4))), Positions: slices.Clone(a.Positions)}
-			for i := range m.Positions {
-				p := &m.Positions[i]
-				p.Quantity = p.Quantity.Round(2) // written short: most figures fit an int64
-				if r.IntN(3) == 0 {
-					p.Held, p.MM = p.Margin().Add(decimal.New(int64(r.IntN(100)), -2)), p.Maintenance()
-				}
-				if r.IntN(40) == 0 {
-					p.Index = decimal.Zero // no price: not known
-				}
+	free := func(r *rand.Rand) decimal.Decimal {
+		return decimal.New(int64(r.IntN(1_000_000)-200_000), -int32(r.IntN(4)))
+	}
+	shortAccounts(r, 300, 15, free, func(n, step int, m Account) {
+		for i := range m.Positions {
+			p := &m.Positions[i]
+			if r.IntN(3) == 0 {
+				p.Held, p.MM = p.Margin().Add(decimal.New(int64(r.IntN(100)), -2)), p.Maintenance()
 			}
-			if r.IntN(15) == 0 {
-				m.Free = decimal.RequireFromString("123456789012345678901234.5") // past an int64
+			if r.IntN(40) == 0 {
+				p.Index = decimal.Zero // no price: not known
 			}
-			for skip := -1; skip < len(m.Positions); skip++ {
-				for _, withNotional := range []bool{false, true} {
-					want, wantOK := m.crossMoveDecimal(skip, withNotional)
-					got, gotOK, fits := m.crossMoveFixed(skip, withNotional)
-					if !fits {
-						viaDecimal++
-						continue
-					}
-					viaFixed++
-					if gotOK != wantOK || got.counted != want.counted || got.pooled != want.pooled || got.positions != want.positions ||
-						!SameDec(got.move, want.move) || !SameDec(got.notional, want.notional) {
-						t.Fatalf("account %d, step %d, skip %d, notional %t: %+v %t, in decimals %+v %t", n, step, skip, withNotional, got, gotOK, want, wantOK)
-					}
+		}
+		if r.IntN(15) == 0 {
+			m.Free = decimal.RequireFromString("123456789012345678901234.5") // past an int64
+		}
+		for skip := -1; skip < len(m.Positions); skip++ {
+			for _, withNotional := range []bool{false, true} {
+				want, wantOK := m.crossMoveDecimal(skip, withNotional)
+				got, gotOK, fits := m.crossMoveFixed(skip, withNotional)
+				if !fits {
+					viaDecimal++
+					continue
+				}
+				viaFixed++
+				if gotOK != wantOK || got.counted != want.counted || got.pooled != want.pooled || got.positions != want.positions ||
+					!SameDec(got.move, want.move) || !SameDec(got.notional, want.notional) {
+					t.Fatalf("account %d, step %d, skip %d, notional %t: %+v %t, in decimals %+v %t", n, step, skip, withNotional, got, gotOK, want, wantOK)
 				}
 			}
 		}
-	}
+	})
 	if viaFixed < viaDecimal || viaDecimal == 0 {
 		t.Fatalf("the paths were not both taken, most in int64: %d in int64, %d in decimals", viaFixed, viaDecimal)
 	}
@@ -247,46 +229,58 @@ func TestTogetherAtLeastNeverAboveTogether(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(31, 7))
 	said, above := 0, 0
-	for n := range 400 {
+	free := func(r *rand.Rand) decimal.Decimal { return decimal.New(int64(r.IntN(100_000)), -int32(r.IntN(3))) }
+	shortAccounts(r, 400, 15, free, func(n, step int, m Account) {
+		liqs := make([]decimal.Decimal, len(m.Positions))
+		for i, p := range m.Positions {
+			if p.Open() && !p.Cross {
+				liqs[i] = m.LiquidationPrice(i)
+			}
+		}
+		together, _, ok := m.Together(liqs)
+		if !ok {
+			return
+		}
+		for _, bound := range []decimal.Decimal{
+			together, together.Sub(decimal.New(1, -16)), together.Add(decimal.New(1, -16)),
+			together.Mul(decimal.NewFromFloat(0.9)).Round(16), together.Mul(decimal.NewFromFloat(1.1)).Round(16),
+			decimal.Zero, decimal.New(1, 0), decimal.New(11, -1),
+		} {
+			got := m.TogetherAtLeast(liqs, bound)
+			if got && together.LessThan(bound) {
+				t.Fatalf("account %d, step %d: at least %s said, Together is %s", n, step, bound, together)
+			}
+			if got {
+				said++
+			}
+			if together.GreaterThan(bound) {
+				above++
+			}
+		}
+	})
+	if said < above/2 {
+		t.Fatalf("at least said %d times of %d bounds under Together: it skips little", said, above)
+	}
+}
+
+// shortAccounts calls each with accounts seeded accounts stepped steps
+// times (index moves, and now and then another leverage, quantity, mode,
+// entry or reported figure), each with the free balance free draws and its
+// quantities written short, as an exchange writes them: randomAccount's
+// are quotients of 16 places, which no int64 holds times an index.
+func shortAccounts(r *rand.Rand, accounts, steps int, free func(*rand.Rand) decimal.Decimal, each func(n, step int, m Account)) {
+	for n := range accounts {
 		a := randomAccount(r)
 		rep := reportedBy(a)
-		for step := range 15 {
+		for step := range steps {
 			a, rep = stepped(r, a, rep, 12, func(p *Position) {
 				p.Entry = p.Entry.Add(decimal.New(5, -1))
 			})
-			m := Account{Free: decimal.New(int64(r.IntN(100_000)), -int32(r.IntN(3))), Positions: slices.Clone(a.Positions)}
+			m := Account{Free: free(r), Positions: slices.Clone(a.Positions)}
 			for i := range m.Positions {
 				m.Positions[i].Quantity = m.Positions[i].Quantity.Round(2)
 			}
-			liqs := make([]decimal.Decimal, len(m.Positions))
-			for i, p := range m.Positions {
-				if p.Open() && !p.Cross {
-					liqs[i] = m.LiquidationPrice(i)
-				}
-			}
-			together, _, ok := m.Together(liqs)
-			if !ok {
-				continue
-			}
-			for _, bound := range []decimal.Decimal{
-				together, together.Sub(decimal.New(1, -16)), together.Add(decimal.New(1, -16)),
-				together.Mul(decimal.NewFromFloat(0.9)).Round(16), together.Mul(decimal.NewFromFloat(1.1)).Round(16),
-				decimal.Zero, decimal.New(1, 0), decimal.New(11, -1),
-			} {
-				got := m.TogetherAtLeast(liqs, bound)
-				if got && together.LessThan(bound) {
-					t.Fatalf("account %d, step %d: at least %s said, Together is %s", n, step, bound, together)
-				}
-				if got {
-					said++
-				}
-				if together.GreaterThan(bound) {
-					above++
-				}
-			}
+			each(n, step, m)
 		}
-	}
-	if said < above/2 {
-		t.Fatalf("at least said %d times of %d bounds under Together: it skips little", said, above)
 	}
 }

@@ -90,8 +90,11 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		valid := why == "" && e.env.NoData() == ""
 		// Locals the compiler keeps in registers across the loop.
 		posRules, states, env := e.posRules, ps.Rules, &e.env
+		// quick: plain rules may run through quietRun, which steps over the
+		// false ones on inactive states without leaving its loop.
+		quick := valid && e.nFailing == 0
 		evals := 0
-		for k := range posRules {
+		for k := 0; k < len(posRules); k++ {
 			pr := &posRules[k]
 			ri := pr.ri
 			var cond Condition
@@ -100,8 +103,21 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				// The common case: a rule of every symbol without windows
 				// or account fields on a position with data, through its
 				// fast path. condition would find nothing missing.
-				evals++
-				b, ok := pr.fast(env)
+				var b, ok bool
+				if quick {
+					j := quietRun(e.fastRules, k, pr.runEnd, states, env, &b, &ok)
+					if j == pr.runEnd {
+						evals += j - k
+						k = j - 1
+						continue // the whole run false on inactive rules
+					}
+					evals += j - k + 1
+					k, pr = j, &posRules[j]
+					ri = pr.ri
+				} else {
+					evals++
+					b, ok = pr.fast(env)
+				}
 				switch {
 				case !ok || (e.nFailing != 0 && e.failing[ri]):
 					var err error
@@ -426,6 +442,9 @@ func (e *Engine) reasonOf(of, why string) string {
 type posRule struct {
 	ri int
 	r  *rules.Rule
+	// runEnd is, for a plain rule, the end of the run of consecutive
+	// plain rules it is in (an index into Engine.posRules and fastRules).
+	runEnd int
 	// symbols: the rule names its symbols (AppliesTo must be asked);
 	// windows: it has windowed terms to set in the environment; checks:
 	// it reads windows or the account, so rules.Rule.Missing may find no
@@ -451,4 +470,46 @@ func (e *Engine) bindRules(set *rules.Set) {
 		}
 		e.posRules = append(e.posRules, pr)
 	}
+	e.fastRules = e.fastRules[:0]
+	for _, pr := range e.posRules {
+		fr := fastRule{ri: pr.ri}
+		if pr.plain {
+			fr.fast = pr.fast
+		}
+		e.fastRules = append(e.fastRules, fr)
+	}
+	end := 0
+	for k := len(e.posRules) - 1; k >= 0; k-- {
+		if pr := &e.posRules[k]; pr.plain {
+			if k+1 == len(e.posRules) || !e.posRules[k+1].plain {
+				end = k + 1
+			}
+			pr.runEnd = end
+		}
+	}
+}
+
+// fastRule is a plain position rule's fast path and its index in the set,
+// laid out for quietRun.
+type fastRule struct {
+	fast func(*rules.Env) (bool, bool)
+	ri   int
+}
+
+// quietRun runs the fast paths of the plain rules fr[k:end] on env until
+// one needs more than skipping: true, no answer from its fast path (ok
+// false), or false on a rule whose state is not Inactive. It returns that
+// rule's index with its result in *b and *ok, or end when every one was
+// false on an inactive state. A loop of its own, so that a quiet position
+// costs little more than the fast paths themselves.
+func quietRun(fr []fastRule, k, end int, states []RuleState, env *rules.Env, b, ok *bool) int {
+	fr = fr[:end]
+	for ; k < len(fr); k++ {
+		v, good := fr[k].fast(env)
+		if !good || v || states[fr[k].ri].State != Inactive {
+			*b, *ok = v, good
+			return k
+		}
+	}
+	return end
 }

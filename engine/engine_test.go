@@ -405,6 +405,19 @@ func TestSteadyStateReads(t *testing.T) {
 	if h.fx.trades != 2 || rep.Positions != 3 {
 		t.Fatalf("trades = %d, positions = %d; want a refresh and 3 positions", h.fx.trades, rep.Positions)
 	}
+	h.tick(32)
+	if h.fx.trades != 2 {
+		t.Fatalf("trades = %d after a steady tick, want 2", h.fx.trades)
+	}
+	// So does a new symbol at the place of a known one (the reader keeps
+	// the ids it found by place).
+	h.fx.symbols = append(h.fx.symbols, symbol(5, "XPEP", "PEP", 10))
+	h.fx.positions[len(h.fx.positions)-1] = position(5, exchange.Long, 3, true, "1000", "0.2", "0.1")
+	h.fx.index["PEP"] = dec("0.2")
+	rep = h.tick(34)
+	if h.fx.trades != 3 || rep.Positions != 3 {
+		t.Fatalf("trades = %d, positions = %d; want a refresh and 3 positions", h.fx.trades, rep.Positions)
+	}
 }
 
 func TestRuntimeErrorMarksRuleUnhealthy(t *testing.T) {

@@ -81,6 +81,10 @@ type SnapshotReader struct {
 	// partialSymbols names the symbols the last symbols read could not
 	// decode.
 	partialSymbols *exchange.PartialError
+	// known are the symbol ids of the last positions found in byID, by
+	// place: a position at the same place with the same id is known
+	// without a lookup (cleared when byID is replaced).
+	known []int64
 }
 
 // NewSnapshotReader reads through r, re-reading the symbols every
@@ -187,17 +191,27 @@ func (s *SnapshotReader) refreshSymbols(ctx context.Context, now time.Time) erro
 		m[tr.ContractsSymbols[i].ID] = &tr.ContractsSymbols[i]
 	}
 	s.trades, s.byID, s.at = tr, m, now
+	clear(s.known)
 	return nil
 }
 
+// unknownSymbol reports whether a non-empty position names a symbol id
+// the list lacks. The ids found are kept by place, so that the next read
+// of the same account looks none up again.
 func (s *SnapshotReader) unknownSymbol(pos []exchange.Position) bool {
+	if len(s.known) != len(pos) {
+		s.known = append(s.known[:0], make([]int64, len(pos))...)
+	}
+	known := s.known[:len(pos)]
 	for i := range pos {
-		if pos[i].Empty {
+		id := pos[i].SymbolID
+		if pos[i].Empty || id == known[i] && id != 0 {
 			continue
 		}
-		if _, ok := s.byID[pos[i].SymbolID]; !ok {
+		if _, ok := s.byID[id]; !ok {
 			return true
 		}
+		known[i] = id
 	}
 	return false
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/shopspring/decimal"
 )
 
@@ -175,22 +176,17 @@ func (l Local) CancelOrders(_ context.Context, symbol string) (json.RawMessage, 
 func (e *Exchange) Equity() decimal.Decimal {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	eq := e.balance
-	for _, c := range e.contracts {
-		p, ok := e.positions[c.Name]
-		if !ok || p.Empty {
+	eq := margin.NewSum(e.balance) // the decimals' sum, in int64 while it fits
+	for ci, p := range e.slots {
+		if p == nil || p.Empty {
 			continue
 		}
-		eq = eq.Add(p.Margin)
-		ix, ok := e.indexes[c.BaseName]
+		eq.Add(p.Margin)
+		ix, ok := e.indexes[e.contracts[ci].BaseName]
 		if !ok {
 			continue
 		}
-		u := ix.price.Sub(p.EntryPrice).Mul(p.Quantity)
-		if p.Direction == exchange.Short {
-			u = u.Neg()
-		}
-		eq = eq.Add(u)
+		eq.AddPNL(ix.price, p.EntryPrice, p.Quantity, p.Direction == exchange.Short)
 	}
-	return eq
+	return eq.Decimal()
 }

@@ -1,0 +1,62 @@
+package margin
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/shopspring/decimal"
+)
+
+// Sum is the decimal sum, value and exponent, of balances, margins and
+// unrealised PNLs of every size: in int64 while they fit, moving to
+// decimals (and staying exact) when one does not.
+func TestSumMatchesDecimal(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 31))
+	draw := func() decimal.Decimal {
+		switch r.IntN(8) {
+		case 0:
+			return decimal.Decimal{}
+		case 1: // a coefficient over 18 digits: the decimal path
+			return decimal.RequireFromString("98765432109876543210.5").Mul(decimal.New(1, int32(r.IntN(5)-2)))
+		case 2: // near the int64 bound: a product or a sum overflows
+			return decimal.New(900_000_000_000_000_000+r.Int64N(1e17), int32(r.IntN(3)-1))
+		}
+		return decimal.New(r.Int64N(2_000_000_000)-1_000_000_000, int32(r.IntN(13)-8))
+	}
+	fixedOnly, moved := 0, 0
+	for range 5000 {
+		start := draw()
+		s := NewSum(start)
+		want := start
+		for range r.IntN(12) {
+			if r.IntN(3) == 0 {
+				d := draw()
+				s.Add(d)
+				want = want.Add(d)
+				continue
+			}
+			ix, entry, qty, short := draw(), draw(), draw(), r.IntN(2) == 0
+			s.AddPNL(ix, entry, qty, short)
+			u := ix.Sub(entry).Mul(qty)
+			if short {
+				u = u.Neg()
+			}
+			want = want.Add(u)
+		}
+		if got := s.Decimal(); !SameDec(got, want) {
+			t.Fatalf("sum %s (exponent %d), decimal %s (exponent %d)", got, got.Exponent(), want, want.Exponent())
+		}
+		if s.big {
+			moved++
+		} else {
+			fixedOnly++
+		}
+	}
+	if fixedOnly < 500 || moved < 500 {
+		t.Fatalf("%d sums stayed in int64, %d moved to decimals: the draws miss a path", fixedOnly, moved)
+	}
+	if got := (Sum{}).Decimal(); !SameDec(got, decimal.Zero) {
+		t.Fatalf("the zero Sum is %s (exponent %d)", got, got.Exponent())
+	}
+}

@@ -100,31 +100,24 @@ func NewSnapshotReader(r Reader, symbolsRefresh time.Duration, logger *slog.Logg
 // Read reads one snapshot at now; see SnapshotReader for what a failed
 // read leaves out.
 func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, error) {
+	refresh := s.due(now)
 	var (
-		wg      sync.WaitGroup
-		idx     map[string]decimal.Decimal
-		idxErr  error
-		symErr  error
-		refresh = s.due(now)
+		pos                    []exchange.Position
+		idx                    map[string]decimal.Decimal
+		posErr, idxErr, symErr error
 	)
 	if ip, ok := s.reader.(InProcessReader); ok && ip.InProcess() {
 		idx, idxErr = s.reader.IndexPrices(ctx)
+		if refresh {
+			symErr = s.refreshSymbols(ctx, now)
+		}
+		pos, posErr = s.reader.Positions(ctx)
 	} else {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			idx, idxErr = s.reader.IndexPrices(ctx)
-		}()
+		pos, posErr, idx, idxErr, symErr = s.readConcurrently(ctx, now, refresh)
 	}
-	if refresh {
-		symErr = s.refreshSymbols(ctx, now)
-	}
-	pos, posErr := s.reader.Positions(ctx)
-	wg.Wait()
 	var partial []*exchange.PartialError
-	for _, err := range []*error{&posErr, &idxErr, &symErr} {
-		var pe *exchange.PartialError
-		if errors.As(*err, &pe) {
+	for _, err := range [...]*error{&posErr, &idxErr, &symErr} {
+		if pe := partialOf(*err); pe != nil {
 			partial, *err = append(partial, pe), nil
 		}
 	}
@@ -198,6 +191,35 @@ func (s *SnapshotReader) refreshSymbols(ctx context.Context, now time.Time) erro
 // unknownSymbol reports whether a non-empty position names a symbol id
 // the list lacks. The ids found are kept by place, so that the next read
 // of the same account looks none up again.
+// readConcurrently reads the index prices on a goroutine of their own
+// while the symbols (when refresh) and the positions are read.
+func (s *SnapshotReader) readConcurrently(ctx context.Context, now time.Time, refresh bool) (pos []exchange.Position, posErr error, idx map[string]decimal.Decimal, idxErr, symErr error) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		idx, idxErr = s.reader.IndexPrices(ctx)
+	}()
+	if refresh {
+		symErr = s.refreshSymbols(ctx, now)
+	}
+	pos, posErr = s.reader.Positions(ctx)
+	wg.Wait()
+	return pos, posErr, idx, idxErr, symErr
+}
+
+// partialOf is the *exchange.PartialError err is or wraps, nil when none.
+func partialOf(err error) *exchange.PartialError {
+	if err == nil {
+		return nil
+	}
+	var pe *exchange.PartialError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return nil
+}
+
 func (s *SnapshotReader) unknownSymbol(pos []exchange.Position) bool {
 	if len(s.known) != len(pos) {
 		s.known = append(s.known[:0], make([]int64, len(pos))...)

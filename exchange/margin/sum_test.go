@@ -60,3 +60,39 @@ func TestSumMatchesDecimal(t *testing.T) {
 		t.Fatalf("the zero Sum is %s (exponent %d)", got, got.Exponent())
 	}
 }
+
+// cmpRounded orders two decimals as their decimal roundings to
+// survivalPlaces do, through int64 and, past 18 digits, decimals.
+func TestCmpRoundedMatchesDecimal(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 55))
+	draw := func() decimal.Decimal {
+		switch r.IntN(5) {
+		case 0: // a coefficient over 18 digits
+			return decimal.RequireFromString("0.12345678901234567890123").Add(decimal.New(r.Int64N(3), -7))
+		case 1: // a tie at the seventh place
+			return decimal.New(r.Int64N(2_000_000)*10+5-10_000_000, -7)
+		}
+		return decimal.New(r.Int64N(2_000_000_000)-1_000_000_000, int32(r.IntN(14)-12))
+	}
+	equal, fixedBoth := 0, 0
+	for range 20000 {
+		a, b := draw(), draw()
+		if r.IntN(4) == 0 {
+			b = a.Add(decimal.New(r.Int64N(11)-5, -7)) // close: equal once rounded, or a unit apart
+		}
+		want := a.Round(survivalPlaces).Cmp(b.Round(survivalPlaces))
+		if got := cmpRounded(a, b); got != want {
+			t.Fatalf("cmpRounded(%s, %s) = %d, decimal %d", a, b, got, want)
+		}
+		if want == 0 {
+			equal++
+		}
+		if a.NumDigits() <= 18 && b.NumDigits() <= 18 {
+			fixedBoth++
+		}
+	}
+	if equal < 500 || fixedBoth > 19000 || fixedBoth < 10000 {
+		t.Fatalf("%d equal once rounded, %d pairs in int64: the draws miss a case", equal, fixedBoth)
+	}
+}

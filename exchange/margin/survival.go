@@ -167,6 +167,13 @@ func (a Account) survivalFrom(skip int, given, moves []decimal.Decimal, c crossS
 	if liqs == nil && c.positions > 0 {
 		liqs = a.CrossLiquidationPrices()
 	}
+	open := 0
+	for i := range a.Positions {
+		if a.Positions[i].Open() {
+			open++
+		}
+	}
+	s.Alone = make([]Move, 0, open) // every open position but skip's, at most
 	for i, p := range a.Positions {
 		if !p.Open() {
 			continue
@@ -509,16 +516,31 @@ func (s Survival) Compare(t Survival) int {
 	if !s.Known || !t.Known {
 		return 0
 	}
-	r := func(d decimal.Decimal) decimal.Decimal { return d.Round(survivalPlaces) }
-	if c := r(s.Together).Cmp(r(t.Together)); c != 0 {
+	if c := cmpRounded(s.Together, t.Together); c != 0 {
 		return c
 	}
 	for i := range min(len(s.Alone), len(t.Alone)) {
-		if c := r(s.Alone[i].Move).Cmp(r(t.Alone[i].Move)); c != 0 {
+		if c := cmpRounded(s.Alone[i].Move, t.Alone[i].Move); c != 0 {
 			return c
 		}
 	}
 	return cmp.Compare(len(t.Alone), len(s.Alone))
+}
+
+// cmpRounded compares a and b rounded to survivalPlaces: in int64 when
+// both fit (rounded, both have the exponent −survivalPlaces), else as
+// decimals.
+func cmpRounded(a, b decimal.Decimal) int {
+	if x, ok := toFixed(a); ok {
+		if y, ok := toFixed(b); ok {
+			if x, ok := x.round(survivalPlaces); ok {
+				if y, ok := y.round(survivalPlaces); ok {
+					return cmp.Compare(x.v, y.v)
+				}
+			}
+		}
+	}
+	return a.Round(survivalPlaces).Cmp(b.Round(survivalPlaces))
 }
 
 // Weakest is the position a move of its index alone liquidates soonest.

@@ -55,7 +55,7 @@ func (e *Exchange) SetIndexPrices(prices map[string]decimal.Decimal) {
 		if ix, ok := e.indexes[name]; ok {
 			ix.set(p, now)
 		} else {
-			e.indexes[name] = newManualIndex(name, p, now, e.histLimit)
+			e.addIndex(newManualIndex(name, p, now, e.histLimit))
 		}
 	}
 	e.liquidate(now)
@@ -182,7 +182,7 @@ func (e *Exchange) Equity() decimal.Decimal {
 			continue
 		}
 		eq.Add(p.Margin)
-		ix, ok := e.indexes[e.contracts[ci].BaseName]
+		ix, ok := e.indexOf(ci)
 		if !ok {
 			continue
 		}

@@ -85,6 +85,10 @@ type Exchange struct {
 	contractByID map[int64]int             // symbol id → index in contracts
 	symbolByName map[string]symbolRef
 	indexes      map[string]*index
+	// ixOf is indexes by contract index, built when first asked (every
+	// contract's base has an index, Scenario's check; an index added later
+	// drops it all the same).
+	ixOf []*index
 	balance      decimal.Decimal
 	spotBalances map[string]decimal.Decimal
 	positions    map[string]*exchange.Position // by contract symbol name
@@ -359,10 +363,29 @@ func (e *Exchange) modelPosition(ci int, q *exchange.Position) margin.Position {
 	c := &e.contracts[ci]
 	mp := margin.Position{Symbol: c.Name, Direction: q.Direction, Quantity: q.Quantity, Entry: q.EntryPrice,
 		Leverage: q.Leverage, Cross: q.Cross, RiskLimit: q.RiskLimit, Scale: int32(c.QuoteScale), Held: q.Margin, Value: q.EntryValue}
-	if ix, ok := e.indexes[c.BaseName]; ok {
+	if ix, ok := e.indexOf(ci); ok {
 		mp.Index = ix.price
 	}
 	return e.skewed(mp)
+}
+
+// indexOf is the index of contract ci's base, ok false when it has none.
+// Call with e.mu held.
+func (e *Exchange) indexOf(ci int) (*index, bool) {
+	if e.ixOf == nil {
+		e.ixOf = make([]*index, len(e.contracts))
+		for i := range e.contracts {
+			e.ixOf[i] = e.indexes[e.contracts[i].BaseName]
+		}
+	}
+	ix := e.ixOf[ci]
+	return ix, ix != nil
+}
+
+// addIndex adds an index. Call with e.mu held.
+func (e *Exchange) addIndex(ix *index) {
+	e.indexes[ix.name] = ix
+	e.ixOf = nil
 }
 
 // inAccount is the position of contract ci that account puts in the
@@ -484,15 +507,14 @@ func (e *Exchange) riskLevel(p *exchange.Position) int {
 		acct, i, _ := e.account(e.balance, p)
 		collateral = acct.Collateral(i)
 	}
-	return e.riskLevelWith(p, collateral)
+	return e.riskLevelAt(e.contractByID[p.SymbolID], p, collateral)
 }
 
-// riskLevelWith is riskLevel with the position's collateral known. Call
-// with e.mu held.
-func (e *Exchange) riskLevelWith(p *exchange.Position, collateral decimal.Decimal) int {
-	c := e.contracts[e.contractByID[p.SymbolID]]
+// riskLevelAt is riskLevel of the position of contract ci with its
+// collateral known. Call with e.mu held.
+func (e *Exchange) riskLevelAt(ci int, p *exchange.Position, collateral decimal.Decimal) int {
 	mark := p.EntryPrice
-	if ix, ok := e.indexes[c.BaseName]; ok {
+	if ix, ok := e.indexOf(ci); ok {
 		mark = ix.price
 	}
 	return margin.RiskLevel(p.Direction, p.Quantity, p.EntryPrice, collateral,
@@ -558,7 +580,7 @@ func (e *Exchange) SetIndexPrice(name string, price decimal.Decimal) {
 	if ix, ok := e.indexes[name]; ok {
 		ix.set(price, now)
 	} else {
-		e.indexes[name] = newManualIndex(name, price, now, e.histLimit)
+		e.addIndex(newManualIndex(name, price, now, e.histLimit))
 	}
 	e.pricesMoved(now)
 }
@@ -595,9 +617,8 @@ func (e *Exchange) liquidate(at time.Time) {
 			if q == nil || q.Empty || !q.Cross {
 				continue
 			}
-			c := &e.contracts[ci]
 			mark := price
-			if ix, ok := e.indexes[c.BaseName]; ok && q != p {
+			if ix, ok := e.indexOf(ci); ok && q != p {
 				mark = ix.price
 			}
 			e.liquidateOne(q, mark, q.Margin.Add(loss), at)
@@ -631,7 +652,7 @@ func (e *Exchange) nextLiquidation() (*exchange.Position, decimal.Decimal) {
 		if p == nil || p.Empty {
 			continue
 		}
-		ix, ok := e.indexes[e.contracts[ci].BaseName]
+		ix, ok := e.indexOf(ci)
 		if ok && crossed(p.Direction, ix.price, p.LiquidationPrice) {
 			return p, ix.price
 		}
@@ -664,9 +685,9 @@ func (e *Exchange) positionList() []exchange.Position {
 		switch {
 		case p.Empty:
 		case p.Cross:
-			s.RiskLevel = e.riskLevelWith(p, m.colls[m.byContract[ci]])
+			s.RiskLevel = e.riskLevelAt(ci, p, m.colls[m.byContract[ci]])
 		default:
-			s.RiskLevel = e.riskLevelWith(p, p.Margin)
+			s.RiskLevel = e.riskLevelAt(ci, p, p.Margin)
 		}
 		out = append(out, e.reported(s))
 	}

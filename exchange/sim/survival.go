@@ -45,9 +45,8 @@ func (e *Exchange) measureAccount() (margin.Account, []decimal.Decimal) {
 		if pooled {
 			acct.Positions = append(acct.Positions, e.modelPosition(ci, q))
 		} else {
-			c := &e.contracts[ci]
-			mp := margin.Position{Symbol: c.Name, Direction: q.Direction, Quantity: q.Quantity, Cross: q.Cross}
-			if ix, ok := e.indexes[c.BaseName]; ok {
+			mp := margin.Position{Symbol: e.contracts[ci].Name, Direction: q.Direction, Quantity: q.Quantity, Cross: q.Cross}
+			if ix, ok := e.indexOf(ci); ok {
 				mp.Index = ix.price
 			}
 			acct.Positions = append(acct.Positions, mp)

@@ -88,7 +88,7 @@ type Exchange struct {
 	// ixOf is indexes by contract index, built when first asked (every
 	// contract's base has an index, Scenario's check; an index added later
 	// drops it all the same).
-	ixOf []*index
+	ixOf         []*index
 	balance      decimal.Decimal
 	spotBalances map[string]decimal.Decimal
 	positions    map[string]*exchange.Position // by contract symbol name

@@ -132,3 +132,98 @@ func BenchmarkLiquidationPrice(b *testing.B) {
 		})
 	}
 }
+
+// liquidationPriceWide is the decimal definition, value and exponent,
+// wherever it answers: on the boundaries float64 leaves to the decimals (a
+// price exactly on a tick, a hair off one, at zero and below, buffers
+// rounded half away from zero), on random positions of every size and
+// sign, and it answers nearly all of those a guard sees.
+func TestLiquidationPriceWideMatchesDecimal(t *testing.T) {
+	t.Parallel()
+	d := decimal.RequireFromString
+	check := func(dir string, q, entry, coll, mmr decimal.Decimal, scale int32) bool {
+		t.Helper()
+		got, ok := liquidationPriceWide(dir, q, entry, coll, mmr, scale)
+		if !ok {
+			return false
+		}
+		if want := liquidationPriceExact(dir, q, entry, coll, mmr, scale); !SameDec(got, want) {
+			t.Fatalf("liquidationPriceWide(%s, q %s, entry %s, collateral %s, mmr %s, scale %d) = %s (exp %d), decimal gives %s (exp %d)",
+				dir, q, entry, coll, mmr, scale, got, got.Exponent(), want, want.Exponent())
+		}
+		return true
+	}
+	for _, tc := range []struct {
+		dir, q, entry, coll, mmr string
+		scale                    int32
+		answers                  bool
+	}{
+		{exchange.Long, "1", "100", "10", "0", 2, true}, // exactly 90
+		{exchange.Short, "1", "100", "10", "0", 2, true},
+		{exchange.Long, "1", "100", "9.999999999999999999", "0", 2, false}, // 19 digits
+		{exchange.Long, "1", "100", "9.99999999999999999", "0", 2, true},
+		{exchange.Long, "0.5", "65000", "3250", "0.005", 2, true}, // 58825 exactly
+		{exchange.Short, "200", "150", "3750", "0.005", 3, true},
+		{exchange.Long, "3", "100", "10", "0", 2, true},  // a buffer of 3.333…: rounded at 16 places
+		{exchange.Long, "3", "100", "20", "0", 2, true},  // 6.666…7: half away from zero
+		{exchange.Short, "3", "100", "-20", "0", 2, true}, // a negative buffer
+		{exchange.Long, "2", "65", "0.0000000000000001", "0", 16, true},   // a buffer of half a unit at 16 places: up
+		{exchange.Short, "2", "65", "-0.0000000000000001", "0", 16, true}, // and away from zero below it
+		{exchange.Long, "1", "100", "100", "0", 2, true},  // exactly zero
+		{exchange.Long, "1", "100", "100.01", "0", 2, true},
+		{exchange.Long, "1", "100", "100.001", "0", 2, true}, // −0.001 rounds up to 0.00
+		{exchange.Short, "1", "100", "-100.001", "0", 2, true},
+		{exchange.Long, "0.00000001", "65000", "0.00013", "0.005", 2, true},
+		{exchange.Long, "200000", "0.15", "1500", "0.005", 5, true},
+		{exchange.Long, "0.5", "65000", "3250", "0.005", 12, true},
+		{exchange.Long, "0.5", "65000", "3250", "0.005", 16, false}, // 58825·10¹⁶ ticks: over an int64
+		{exchange.Long, "0.5", "65", "3.25", "0.005", 16, true},
+		{exchange.Long, "0.5", "65", "3.25", "0.005", 17, false},
+		{exchange.Long, "1", "100", "10", "0", -1, false},
+		{exchange.Long, "1000000000", "99999.99", "100000000000", "0.05", 2, true},
+		{exchange.Long, "1e120", "1", "1e120", "0.005", 2, true}, // a coefficient of 1: it fits
+		{exchange.Long, "1234567890123456789", "1", "10", "0.005", 2, false},
+	} {
+		if got := check(tc.dir, d(tc.q), d(tc.entry), d(tc.coll), d(tc.mmr), tc.scale); got != tc.answers {
+			t.Errorf("%s q %s entry %s collateral %s mmr %s scale %d: answered %v, want %v", tc.dir, tc.q, tc.entry, tc.coll, tc.mmr, tc.scale, got, tc.answers)
+		}
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	answered, onTick := 0, 0
+	const n = 50_000
+	for range n {
+		entry := decimal.New(rng.Int64N(10_000_000)+1, -int32(rng.IntN(5)))
+		q := decimal.New(rng.Int64N(1_000_000)+1, -int32(rng.IntN(9)))
+		lev := rng.Int64N(100) + 1
+		coll := q.Mul(entry).DivRound(decimal.NewFromInt(lev), 8)
+		switch rng.IntN(4) {
+		case 0:
+			coll = coll.Add(decimal.New(rng.Int64N(1_000_000), -2)) // cross
+		case 1:
+			coll = coll.Neg() // past liquidation
+		}
+		mmr := decimal.New(rng.Int64N(100)+1, -4)
+		dir := exchange.Long
+		if rng.IntN(2) == 0 {
+			dir = exchange.Short
+		}
+		scale := int32(rng.IntN(9))
+		if rng.IntN(3) == 0 {
+			// The collateral that puts the price exactly on a tick: the
+			// case float64 cannot decide.
+			liq := entry.Mul(decimal.New(int64(50+rng.IntN(50)), -2)).Round(scale)
+			move := entry.Sub(liq)
+			if dir == exchange.Short {
+				move = move.Neg()
+			}
+			coll = move.Mul(q).Add(mmr.Mul(q.Mul(entry)))
+			onTick++
+		}
+		if check(dir, q, entry, coll, mmr, scale) {
+			answered++
+		}
+	}
+	if answered < n*95/100 || onTick < n/4 {
+		t.Errorf("answered %d of %d (%d on a tick)", answered, n, onTick)
+	}
+}

@@ -74,12 +74,19 @@ func Margin(ev decimal.Decimal, leverage int) decimal.Decimal {
 // step, so it first tries float64 arithmetic and keeps the answer only when
 // the error bound of that arithmetic proves the rounding the decimal
 // formula would make; near a tick (the price within the bound of a
-// multiple of the quote scale) the decimal formula decides.
+// multiple of the quote scale) the formula is computed exactly in 128-bit
+// integers (liquidationPriceWide), and in decimals only when a figure does
+// not fit them.
 func LiquidationPrice(direction string, q, entry, collateral, mmr decimal.Decimal, scale int32) decimal.Decimal {
 	if !q.IsPositive() {
 		return decimal.Zero
 	}
 	if liq, ok := liquidationPriceFloat(direction, q, entry, collateral, mmr, scale); ok {
+		return liq
+	}
+	// On a tick or next to one: in integers, or the decimals when a
+	// figure does not fit 128 bits.
+	if liq, ok := liquidationPriceWide(direction, q, entry, collateral, mmr, scale); ok {
 		return liq
 	}
 	return liquidationPriceExact(direction, q, entry, collateral, mmr, scale)

@@ -164,12 +164,12 @@ func TestLiquidationPriceWideMatchesDecimal(t *testing.T) {
 		{exchange.Long, "1", "100", "9.99999999999999999", "0", 2, true},
 		{exchange.Long, "0.5", "65000", "3250", "0.005", 2, true}, // 58825 exactly
 		{exchange.Short, "200", "150", "3750", "0.005", 3, true},
-		{exchange.Long, "3", "100", "10", "0", 2, true},  // a buffer of 3.333…: rounded at 16 places
-		{exchange.Long, "3", "100", "20", "0", 2, true},  // 6.666…7: half away from zero
-		{exchange.Short, "3", "100", "-20", "0", 2, true}, // a negative buffer
+		{exchange.Long, "3", "100", "10", "0", 2, true},                   // a buffer of 3.333…: rounded at 16 places
+		{exchange.Long, "3", "100", "20", "0", 2, true},                   // 6.666…7: half away from zero
+		{exchange.Short, "3", "100", "-20", "0", 2, true},                 // a negative buffer
 		{exchange.Long, "2", "65", "0.0000000000000001", "0", 16, true},   // a buffer of half a unit at 16 places: up
 		{exchange.Short, "2", "65", "-0.0000000000000001", "0", 16, true}, // and away from zero below it
-		{exchange.Long, "1", "100", "100", "0", 2, true},  // exactly zero
+		{exchange.Long, "1", "100", "100", "0", 2, true},                  // exactly zero
 		{exchange.Long, "1", "100", "100.01", "0", 2, true},
 		{exchange.Long, "1", "100", "100.001", "0", 2, true}, // −0.001 rounds up to 0.00
 		{exchange.Short, "1", "100", "-100.001", "0", 2, true},

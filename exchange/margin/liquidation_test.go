@@ -75,10 +75,7 @@ func TestLiquidationPriceFloatMatchesDecimal(t *testing.T) {
 		answered := 0
 		const n = 50_000
 		for range n {
-			entry := decimal.New(rng.Int64N(10_000_000)+1, -int32(rng.IntN(5)))
-			q := decimal.New(rng.Int64N(1_000_000)+1, -int32(rng.IntN(9)))
-			lev := rng.Int64N(100) + 1
-			collateral := q.Mul(entry).DivRound(decimal.NewFromInt(lev), 8)
+			entry, q, collateral := randomPosition(rng)
 			if rng.IntN(4) == 0 {
 				collateral = collateral.Add(decimal.New(rng.Int64N(1_000_000), -2)) // cross
 			}
@@ -98,6 +95,15 @@ func TestLiquidationPriceFloatMatchesDecimal(t *testing.T) {
 			t.Errorf("the float path answered %d of %d", answered, n)
 		}
 	})
+}
+
+// randomPosition draws a position's entry price and quantity, of every
+// size, and its isolated collateral: the margin at 1× to 100×.
+func randomPosition(rng *rand.Rand) (entry, q, collateral decimal.Decimal) {
+	entry = decimal.New(rng.Int64N(10_000_000)+1, -int32(rng.IntN(5)))
+	q = decimal.New(rng.Int64N(1_000_000)+1, -int32(rng.IntN(9)))
+	lev := rng.Int64N(100) + 1
+	return entry, q, q.Mul(entry).DivRound(decimal.NewFromInt(lev), 8)
 }
 
 // FuzzLiquidationPrice compares LiquidationPrice with its decimal
@@ -192,10 +198,7 @@ func TestLiquidationPriceWideMatchesDecimal(t *testing.T) {
 	answered, onTick := 0, 0
 	const n = 50_000
 	for range n {
-		entry := decimal.New(rng.Int64N(10_000_000)+1, -int32(rng.IntN(5)))
-		q := decimal.New(rng.Int64N(1_000_000)+1, -int32(rng.IntN(9)))
-		lev := rng.Int64N(100) + 1
-		coll := q.Mul(entry).DivRound(decimal.NewFromInt(lev), 8)
+		entry, q, coll := randomPosition(rng)
 		switch rng.IntN(4) {
 		case 0:
 			coll = coll.Add(decimal.New(rng.Int64N(1_000_000), -2)) // cross

@@ -66,10 +66,7 @@ func TestRiskLevelFloatMatchesDecimal(t *testing.T) {
 		answered := 0
 		const n = 20_000
 		for range n {
-			entry := decimal.New(rng.Int64N(10_000_000)+1, -int32(rng.IntN(5)))
-			q := decimal.New(rng.Int64N(1_000_000)+1, -int32(rng.IntN(9)))
-			lev := rng.Int64N(100) + 1
-			collateral := q.Mul(entry).DivRound(decimal.NewFromInt(lev), 8)
+			entry, q, collateral := randomPosition(rng)
 			if rng.IntN(4) == 0 {
 				collateral = collateral.Add(decimal.New(rng.Int64N(1_000_000), -2)) // cross
 			}

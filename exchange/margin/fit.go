@@ -52,6 +52,14 @@ type PositionFit struct {
 	// not predict; "" when none is outstanding. A position with one does
 	// not fit until a read-back matches again.
 	Mismatch string
+
+	// terms are an open position's index-free figures as checkFit
+	// modelled them (hasTerms), and marginErr its margin's error: a later
+	// check of the same position under another index takes them as they
+	// are (CheckFitAfter).
+	terms     fitTerms
+	hasTerms  bool
+	marginErr float64
 }
 
 // Fit is how well the model reproduces the exchange's own figures: per
@@ -222,6 +230,14 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 			}
 		}
 		tm := &t[i]
+		if p.Cross {
+			cross = true
+		}
+		if olds != nil && olds[i] != nil && olds[i].hasTerms {
+			// The same position but for its index: the same terms.
+			*tm = olds[i].terms
+			continue
+		}
 		tm.ev = p.Value
 		if tm.ev.IsZero() {
 			tm.ev = p.Quantity.Mul(p.Entry)
@@ -234,7 +250,6 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 		tm.mmr = MaintenanceRate(p.RiskLimit, tm.ev)
 		if p.Cross {
 			tm.mm = tm.mmr.Mul(tm.ev)
-			cross = true
 		}
 	}
 	// The cross pool is summed once (Collaterals, without the free balance
@@ -255,6 +270,7 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 		if kept != nil && kept[i] {
 			if old := olds[i]; old != nil {
 				pf.MarginModelled, pf.LiquidationModelled = old.MarginModelled, old.LiquidationModelled
+				pf.terms, pf.hasTerms, pf.marginErr = old.terms, old.hasTerms, old.marginErr
 				// An exactly modelled liquidation price adds no error:
 				// the old error is the margin's alone (a read-back
 				// mismatch marked on it changes only What).
@@ -273,6 +289,7 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 			continue
 		}
 		pf.MarginModelled = t[i].margin
+		pf.terms, pf.hasTerms = t[i], true
 		if p.Cross {
 			pool = pool.Add(pf.MarginModelled)
 			if free, ok := inferFreeFrom(p, rep[i].Liquidation, base[i], t[i].mm); ok {
@@ -298,7 +315,12 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 			pf.Error, pf.What = keptErr[i], "margin"
 			continue
 		}
-		pf.Error, pf.What = relErr(pf.MarginReported, pf.MarginModelled, pf.MarginModelled), "margin"
+		if old := oldOf(olds, i); old != nil && old.hasTerms && SameDec(old.MarginReported, pf.MarginReported) {
+			pf.marginErr = old.marginErr // the same margins, reported and modelled
+		} else {
+			pf.marginErr = relErr(pf.MarginReported, pf.MarginModelled, pf.MarginModelled)
+		}
+		pf.Error, pf.What = pf.marginErr, "margin"
 		if !p.Cross || f.FreeKnown {
 			collateral := pf.MarginModelled
 			if p.Cross {
@@ -323,6 +345,14 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 	}
 	f.rank()
 	return f
+}
+
+// oldOf is olds[i], nil when olds is.
+func oldOf(olds []*PositionFit, i int) *PositionFit {
+	if olds == nil {
+		return nil
+	}
+	return olds[i]
 }
 
 // fitTerms are an open position's figures that do not depend on its

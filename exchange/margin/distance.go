@@ -39,25 +39,13 @@ func distance16(index, liq decimal.Decimal) (decimal.Decimal, bool) {
 	if k < 0 || k > 19 {
 		return decimal.Decimal{}, false
 	}
-	neg := n < 0
-	un := uint64(n)
-	if neg {
-		un = uint64(-n)
-	}
-	hi, lo := bits.Mul64(un, pow10u[k])
-	d := uint64(ci)
-	if hi >= d {
+	un, _ := scaled(magnitude(n), int64(k)) // under 2^62 · 10^19: it fits
+	q, ok := divRound(un, uint64(ci))         // half away from zero, as DivRound
+	if !ok || q.hi != 0 || q.lo > math.MaxInt64 {
 		return decimal.Decimal{}, false // the quotient would not fit
 	}
-	q, r := bits.Div64(hi, lo, d)
-	if q >= math.MaxInt64 {
-		return decimal.Decimal{}, false
-	}
-	if r >= d-r { // 2r ≥ d: half away from zero
-		q++
-	}
-	c := int64(q)
-	if neg {
+	c := int64(q.lo)
+	if n < 0 {
 		c = -c
 	}
 	return decimal.New(c, -16), true

@@ -167,13 +167,7 @@ func (a Account) survivalFrom(skip int, given, moves []decimal.Decimal, c crossS
 	if liqs == nil && c.positions > 0 {
 		liqs = a.CrossLiquidationPrices()
 	}
-	open := 0
-	for i := range a.Positions {
-		if a.Positions[i].Open() {
-			open++
-		}
-	}
-	s.Alone = make([]Move, 0, open) // every open position but skip's, at most
+	s.Alone = make([]Move, 0, len(a.Positions)) // every open position but skip's, at most
 	for i, p := range a.Positions {
 		if !p.Open() {
 			continue

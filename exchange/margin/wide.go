@@ -8,9 +8,8 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// u128 is an unsigned 128-bit integer: what liquidationPriceWide needs to
-// hold a price at 16 decimal places (distance16 works in 128 bits too,
-// on its own pairs).
+// u128 is an unsigned 128-bit integer: what liquidationPriceWide and
+// distance16 need to hold a price at 16 decimal places.
 type u128 struct{ hi, lo uint64 }
 
 // mul is x·m, ok false when it does not fit.

@@ -173,9 +173,6 @@ type Engine struct {
 	hasAccountRules bool
 	// posRules are the set's position rules, in order (bindRules).
 	posRules []posRule
-	// fastRules is posRules laid out for quietRun (fast nil for a rule
-	// that is not plain).
-	fastRules []fastRule
 	// acct is the tick's account, computed once when a rule reads it.
 	acct rules.Account
 	// statusRead is set once Status is called: from then on each tick

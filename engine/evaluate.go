@@ -105,7 +105,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				// fast path. condition would find nothing missing.
 				var b, ok bool
 				if quick {
-					j := quietRun(e.fastRules, k, pr.runEnd, states, env, &b, &ok)
+					j := quietRun(posRules, k, pr.runEnd, states, env, &b, &ok)
 					if j == pr.runEnd {
 						evals += j - k
 						k = j - 1
@@ -443,7 +443,7 @@ type posRule struct {
 	ri int
 	r  *rules.Rule
 	// runEnd is, for a plain rule, the end of the run of consecutive
-	// plain rules it is in (an index into Engine.posRules and fastRules).
+	// plain rules it is in (an index into Engine.posRules).
 	runEnd int
 	// symbols: the rule names its symbols (AppliesTo must be asked);
 	// windows: it has windowed terms to set in the environment; checks:
@@ -470,14 +470,6 @@ func (e *Engine) bindRules(set *rules.Set) {
 		}
 		e.posRules = append(e.posRules, pr)
 	}
-	e.fastRules = e.fastRules[:0]
-	for _, pr := range e.posRules {
-		fr := fastRule{ri: pr.ri}
-		if pr.plain {
-			fr.fast = pr.fast
-		}
-		e.fastRules = append(e.fastRules, fr)
-	}
 	end := 0
 	for k := len(e.posRules) - 1; k >= 0; k-- {
 		if pr := &e.posRules[k]; pr.plain {
@@ -489,24 +481,17 @@ func (e *Engine) bindRules(set *rules.Set) {
 	}
 }
 
-// fastRule is a plain position rule's fast path and its index in the set,
-// laid out for quietRun.
-type fastRule struct {
-	fast func(*rules.Env) (bool, bool)
-	ri   int
-}
-
-// quietRun runs the fast paths of the plain rules fr[k:end] on env until
+// quietRun runs the fast paths of the plain rules prs[k:end] on env until
 // one needs more than skipping: true, no answer from its fast path (ok
 // false), or false on a rule whose state is not Inactive. It returns that
 // rule's index with its result in *b and *ok, or end when every one was
 // false on an inactive state. A loop of its own, so that a quiet position
 // costs little more than the fast paths themselves.
-func quietRun(fr []fastRule, k, end int, states []RuleState, env *rules.Env, b, ok *bool) int {
-	fr = fr[:end]
-	for ; k < len(fr); k++ {
-		v, good := fr[k].fast(env)
-		if !good || v || states[fr[k].ri].State != Inactive {
+func quietRun(prs []posRule, k, end int, states []RuleState, env *rules.Env, b, ok *bool) int {
+	prs = prs[:end]
+	for ; k < len(prs); k++ {
+		v, good := prs[k].fast(env)
+		if !good || v || states[prs[k].ri].State != Inactive {
 			*b, *ok = v, good
 			return k
 		}

@@ -40,7 +40,7 @@ func distance16(index, liq decimal.Decimal) (decimal.Decimal, bool) {
 		return decimal.Decimal{}, false
 	}
 	un, _ := scaled(magnitude(n), int64(k)) // under 2^62 · 10^19: it fits
-	q, ok := divRound(un, uint64(ci))         // half away from zero, as DivRound
+	q, ok := divRound(un, uint64(ci))       // half away from zero, as DivRound
 	if !ok || q.hi != 0 || q.lo > math.MaxInt64 {
 		return decimal.Decimal{}, false // the quotient would not fit
 	}

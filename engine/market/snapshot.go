@@ -222,9 +222,9 @@ func partialOf(err error) *exchange.PartialError {
 
 func (s *SnapshotReader) unknownSymbol(pos []exchange.Position) bool {
 	if len(s.known) != len(pos) {
-		s.known = append(s.known[:0], make([]int64, len(pos))...)
+		s.known = make([]int64, len(pos))
 	}
-	known := s.known[:len(pos)]
+	known := s.known
 	for i := range pos {
 		id := pos[i].SymbolID
 		if pos[i].Empty || id == known[i] && id != 0 {

@@ -233,9 +233,9 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 		if p.Cross {
 			cross = true
 		}
-		if olds != nil && olds[i] != nil && olds[i].hasTerms {
+		if old := oldOf(olds, i); old != nil && old.hasTerms {
 			// The same position but for its index: the same terms.
-			*tm = olds[i].terms
+			*tm = old.terms
 			continue
 		}
 		tm.ev = p.Value

@@ -54,6 +54,7 @@ type Options struct {
 	Audit io.Writer
 
 	serial bool // the runs take turns at every tick even on several cores (tests)
+	poison bool // each read is fresh and the one a buffer would replace is spoiled (tests; see laneReader)
 }
 
 // Bounds of a backtest's memory.
@@ -598,8 +599,7 @@ func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun b
 	}
 	cfg := r.opt.Engine
 	cfg.AuditLog, cfg.StateFile, cfg.DryRun = "", "", dryRun
-	d := ex.Local()
-	deps := engine.Deps{Reader: d, Actuator: d, Now: clk.now}
+	deps := engine.Deps{Reader: newLaneReader(ex, r.opt.poison), Actuator: ex.Local(), Now: clk.now}
 	if audit != nil {
 		deps.Audit = engine.NewAudit(audit)
 	}

@@ -29,6 +29,18 @@ func (e *Exchange) IndexPrices() map[string]decimal.Decimal {
 	return out
 }
 
+// IndexPricesInto empties dst and fills it with what IndexPrices returns:
+// a caller that owns dst, and knows nothing else still reads it, reads the
+// prices without a new map.
+func (e *Exchange) IndexPricesInto(dst map[string]decimal.Decimal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(dst)
+	for name, ix := range e.indexes {
+		dst[name] = ix.price
+	}
+}
+
 // LiquidationPrices returns the liquidation price of every non-empty
 // position by contract symbol name: what a backtest charts, without the
 // risk levels that Positions computes.

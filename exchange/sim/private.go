@@ -25,7 +25,7 @@ const (
 // positionsList is the assumed GET /v1/contracts/positions: every
 // position, empty ones included, in symbol order.
 func (e *Exchange) positionsList(*request) response {
-	ps := e.positionList()
+	ps := e.positionList(make([]exchange.Position, 0, len(e.positions)))
 	out := make([]positionWire, 0, len(ps))
 	for _, p := range ps {
 		out = append(out, positionWireOf(p))

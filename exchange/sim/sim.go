@@ -665,12 +665,21 @@ func (e *Exchange) nextLiquidation() (*exchange.Position, decimal.Decimal) {
 func (e *Exchange) Positions() []exchange.Position {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.positionList()
+	return e.positionList(make([]exchange.Position, 0, len(e.positions)))
 }
 
-// positionList copies the positions in contract order. Call with e.mu held.
-func (e *Exchange) positionList() []exchange.Position {
-	out := make([]exchange.Position, 0, len(e.positions))
+// AppendPositions appends what Positions returns to dst[:0] and returns
+// the result: a caller that owns dst, and knows nothing else still reads
+// it, reads the positions without allocating them again.
+func (e *Exchange) AppendPositions(dst []exchange.Position) []exchange.Position {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.positionList(dst[:0])
+}
+
+// positionList appends copies of the positions in contract order to out.
+// Call with e.mu held.
+func (e *Exchange) positionList(out []exchange.Position) []exchange.Position {
 	// The cross pool is summed once for every position's risk level (and
 	// shared with the Step that computed it for the same state).
 	var m *crossMemo

@@ -35,6 +35,10 @@ type fitWatch struct {
 	// ones replaced by the last fit), so a check allocates none.
 	spare    []margin.Position
 	spareRep []margin.Reported
+	// scratch is where the checks are built: a fit's positions are
+	// overwritten two checks later, when only w.fit and the status's
+	// copy, both the last one, still name them.
+	scratch margin.FitScratch
 	// why is fit.Why() once asked (whyKnown), until the fit changes.
 	why      string
 	whyKnown bool
@@ -196,9 +200,9 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 		// Only what changed is solved again: an isolated position whose
 		// index alone moved keeps its modelled figures (the same fit as
 		// CheckFit's, field for field).
-		f = margin.CheckFitAfter(w.fit, margin.Account{Positions: w.ps}, w.rep, margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+		f = w.scratch.CheckFitAfter(w.fit, margin.Account{Positions: w.ps}, w.rep, margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
 	} else {
-		f = margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+		f = w.scratch.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
 	}
 	for sym, text := range w.mismatched {
 		f.MarkMismatch(sym, text)

@@ -88,7 +88,7 @@ type Fit struct {
 // leverage, and every liquidation price from its own margins: a's Held
 // and MM are ignored.
 func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
-	return checkFit(a, rep, tolerance, nil)
+	return checkFit(nil, a, rep, tolerance, nil)
 }
 
 // CheckFitAfter is CheckFit(a, rep, tolerance), computed with the help of
@@ -102,10 +102,36 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 // are computed afresh, only their margins taken as before. The result is
 // CheckFit's, field for field (fit_test.go checks it on seeded accounts).
 func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep []Reported, tolerance float64) Fit {
+	return (*FitScratch)(nil).CheckFitAfter(prev, prevA, prevRep, a, rep, tolerance)
+}
+
+// FitScratch is the memory of a caller's fit checks: the lists a check
+// works in, and the positions of the fit before last, which the next
+// check's result is built into instead of fresh ones. A Fit it returns is
+// therefore overwritten by the call after next: the caller keeps at most
+// the last two. The zero FitScratch is ready; a nil one allocates every
+// time, as CheckFit does. Not safe for concurrent use.
+type FitScratch struct {
+	fits  [2][]PositionFit // the last two results' positions
+	next  int              // the one the next result is built into
+	terms []fitTerms
+	olds  []*PositionFit
+	kept  []bool
+	errs  []float64
+	base  []decimal.Decimal
+}
+
+// CheckFit is CheckFit, built into s.
+func (s *FitScratch) CheckFit(a Account, rep []Reported, tolerance float64) Fit {
+	return checkFit(s, a, rep, tolerance, nil)
+}
+
+// CheckFitAfter is CheckFitAfter, built into s.
+func (s *FitScratch) CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep []Reported, tolerance float64) Fit {
 	if len(prev.Positions) != len(prevA.Positions) || len(prevRep) != len(prevA.Positions) {
-		return checkFit(a, rep, tolerance, nil)
+		return checkFit(s, a, rep, tolerance, nil)
 	}
-	return checkFit(a, rep, tolerance, func(i int) (*PositionFit, bool) {
+	return checkFit(s, a, rep, tolerance, func(i int) (*PositionFit, bool) {
 		if i >= len(prevA.Positions) || i >= len(rep) {
 			return nil, false
 		}
@@ -190,13 +216,13 @@ func SameDec(a, b decimal.Decimal) bool { return a == b || a.Exponent() == b.Exp
 // position with the same reported figures). A cross one's modelled margin
 // is taken from it (the margin does not depend on the index); its
 // liquidation price, which follows the pool, is computed afresh.
-func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (old *PositionFit, keep bool)) Fit {
+func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse func(i int) (old *PositionFit, keep bool)) Fit {
 	if !(tolerance > 0) {
 		tolerance = DefaultFitTolerance
 	}
 	f := Fit{Tolerance: tolerance}
 	ps := a.Positions
-	f.Positions = make([]PositionFit, len(ps))
+	f.Positions = s.positions(len(ps))
 	// Each open position's index-free terms (entry value, modelled margin,
 	// maintenance rate and margin) are computed once, as Margin,
 	// MaintenanceRate and Maintenance compute them with Held and MM zero,
@@ -206,10 +232,10 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 	// An isolated position whose fit is kept needs none of them, and a
 	// cross one the same but for its index takes its margin from the
 	// previous fit.
-	t := make([]fitTerms, len(ps))
+	t := scratch(s.termsList(), len(ps))
 	var olds []*PositionFit
 	if reuse != nil {
-		olds = make([]*PositionFit, len(ps))
+		olds = scratch(s.oldsList(), len(ps))
 	}
 	var kept []bool // kept[i]: position i's modelled figures are olds[i]'s
 	cross := false
@@ -223,7 +249,7 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 			olds[i] = old
 			if keep {
 				if kept == nil {
-					kept = make([]bool, len(ps))
+					kept = scratch(s.keptList(), len(ps))
 				}
 				kept[i] = true
 				continue
@@ -258,7 +284,7 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 	// Without a cross position it is not needed.
 	var base []decimal.Decimal
 	if cross {
-		base = crossBases(ps, t)
+		base = crossBases(scratch(s.baseList(), len(ps)), ps, t)
 	}
 	pool := decimal.Zero
 	var keptErr []float64 // when kept, its error if olds[i]'s still holds, else −1
@@ -275,7 +301,7 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 				// the old error is the margin's alone (a read-back
 				// mismatch marked on it changes only What).
 				if keptErr == nil {
-					keptErr = make([]float64, len(ps))
+					keptErr = scratch(s.errsList(), len(ps))
 				}
 				keptErr[i] = -1
 				if pf.LiquidationReported.Equal(pf.LiquidationModelled) && old.LiquidationReported.Equal(old.LiquidationModelled) {
@@ -347,6 +373,68 @@ func checkFit(a Account, rep []Reported, tolerance float64, reuse func(i int) (o
 	return f
 }
 
+// positions is a list of n zero position fits for a result: fresh
+// without s, else the one of the fit before last.
+func (s *FitScratch) positions(n int) []PositionFit {
+	if s == nil {
+		return make([]PositionFit, n)
+	}
+	out := scratch(&s.fits[s.next], n)
+	s.next ^= 1
+	return out
+}
+
+// The working lists of a check: nil without a scratch (scratch then
+// allocates), else the scratch's own.
+func (s *FitScratch) termsList() *[]fitTerms {
+	if s == nil {
+		return nil
+	}
+	return &s.terms
+}
+
+func (s *FitScratch) oldsList() *[]*PositionFit {
+	if s == nil {
+		return nil
+	}
+	return &s.olds
+}
+
+func (s *FitScratch) keptList() *[]bool {
+	if s == nil {
+		return nil
+	}
+	return &s.kept
+}
+
+func (s *FitScratch) errsList() *[]float64 {
+	if s == nil {
+		return nil
+	}
+	return &s.errs
+}
+
+func (s *FitScratch) baseList() *[]decimal.Decimal {
+	if s == nil {
+		return nil
+	}
+	return &s.base
+}
+
+// scratch is *buf resized to n zero values, grown when short and kept in
+// *buf; a fresh list when buf is nil.
+func scratch[T any](buf *[]T, n int) []T {
+	if buf == nil {
+		return make([]T, n)
+	}
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	out := (*buf)[:n]
+	clear(out)
+	return out
+}
+
 // oldOf is olds[i], nil when olds is.
 func oldOf(olds []*PositionFit, i int) *PositionFit {
 	if olds == nil {
@@ -374,8 +462,7 @@ func (p *Position) withoutHeld() Position {
 // balance zero, from their terms t: the same sums in the same order, in
 // int64 arithmetic while every figure fits one (crossBasesFixed), in
 // decimals otherwise.
-func crossBases(ps []Position, t []fitTerms) []decimal.Decimal {
-	out := make([]decimal.Decimal, len(ps))
+func crossBases(out []decimal.Decimal, ps []Position, t []fitTerms) []decimal.Decimal {
 	if crossBasesFixed(ps, t, out) {
 		return out
 	}

@@ -153,6 +153,10 @@ func TestCheckFitAfterMatchesCheckFit(t *testing.T) {
 		a := randomAccount(r)
 		rep := reportedBy(a)
 		prev := CheckFit(a, rep, 0)
+		// The same chain built into a scratch: the same fits, and the
+		// last one intact after the next is built.
+		var scr FitScratch
+		prevS := scr.CheckFit(a, rep, 0)
 		for step := range 40 {
 			b, brep := stepped(r, a, rep, 12, func(p *Position) {
 				p.Entry = p.Entry.Add(decimal.New(5, -1)) // another exponent, the same figures otherwise
@@ -166,7 +170,9 @@ func TestCheckFitAfterMatchesCheckFit(t *testing.T) {
 				b.Positions, brep = b.Positions[1:], brep[1:]
 			}
 			if r.IntN(6) == 0 {
-				prev.MarkMismatch(prev.Positions[r.IntN(len(prev.Positions))].Symbol, "read back 1, modelled 2")
+				sym := prev.Positions[r.IntN(len(prev.Positions))].Symbol
+				prev.MarkMismatch(sym, "read back 1, modelled 2")
+				prevS.MarkMismatch(sym, "read back 1, modelled 2")
 			}
 			tol := []float64{0, 0.001, 0.05}[r.IntN(3)]
 			want := CheckFit(b, brep, tol)
@@ -174,6 +180,16 @@ func TestCheckFitAfterMatchesCheckFit(t *testing.T) {
 			if !sameFit(got, want) {
 				t.Fatalf("account %d, step %d: CheckFitAfter\n%+v\nCheckFit\n%+v", n, step, got, want)
 			}
+			kept := prevS
+			kept.Positions = slices.Clone(prevS.Positions)
+			gotS := scr.CheckFitAfter(prevS, a, rep, b, brep, tol)
+			if !sameFit(gotS, want) {
+				t.Fatalf("account %d, step %d: FitScratch.CheckFitAfter\n%+v\nCheckFit\n%+v", n, step, gotS, want)
+			}
+			if !sameFit(prevS, kept) {
+				t.Fatalf("account %d, step %d: building a fit into the scratch changed the one before it", n, step)
+			}
+			prevS = gotS
 			for i := range min(len(a.Positions), len(b.Positions)) {
 				if p := &b.Positions[i]; p.Cross && p.Open() && SameButIndex(p, &a.Positions[i]) {
 					crossMoved++ // its margin taken from prev

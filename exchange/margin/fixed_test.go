@@ -108,7 +108,7 @@ func TestCrossBasesMatchCollaterals(t *testing.T) {
 			} else {
 				viaDecimal++
 			}
-			got := crossBases(m.Positions, terms)
+			got := crossBases(make([]decimal.Decimal, len(m.Positions)), m.Positions, terms)
 			for i := range want {
 				if !SameDec(got[i], want[i]) {
 					t.Fatalf("account %d, step %d, position %d: %s (exponent %d), Collaterals %s (exponent %d)",

@@ -188,9 +188,6 @@ func (s *SnapshotReader) refreshSymbols(ctx context.Context, now time.Time) erro
 	return nil
 }
 
-// unknownSymbol reports whether a non-empty position names a symbol id
-// the list lacks. The ids found are kept by place, so that the next read
-// of the same account looks none up again.
 // readConcurrently reads the index prices on a goroutine of their own
 // while the symbols (when refresh) and the positions are read.
 func (s *SnapshotReader) readConcurrently(ctx context.Context, now time.Time, refresh bool) (pos []exchange.Position, posErr error, idx map[string]decimal.Decimal, idxErr, symErr error) {
@@ -220,6 +217,9 @@ func partialOf(err error) *exchange.PartialError {
 	return nil
 }
 
+// unknownSymbol reports whether a non-empty position names a symbol id
+// the list lacks. The ids found are kept by place, so that the next read
+// of the same account looks none up again.
 func (s *SnapshotReader) unknownSymbol(pos []exchange.Position) bool {
 	if len(s.known) != len(pos) {
 		s.known = make([]int64, len(pos))

@@ -108,6 +108,13 @@ func (p *faultProxy) setRewrite(f func(path string, body []byte) []byte) {
 	p.rewrite = f
 }
 
+// atExchange is how many requests to path were forwarded to the exchange.
+func (p *faultProxy) atExchange(path string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.upstream[path]
+}
+
 func (p *faultProxy) setHold(path string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -559,8 +566,16 @@ func TestFaultPartialData(t *testing.T) {
 			if g.position("XSOL").Leverage != 15 {
 				t.Fatal("XSOL changed")
 			}
-			// Enough free balance for XSOL's extra margin at 10x.
+			// Enough free balance for XSOL's extra margin at 10x, read by a
+			// tick before XSOL's data is whole: positions and index prices
+			// are read concurrently, and a tick that saw the old balance
+			// with the whole index would rightly skip the cut as unfunded
+			// and start the rule's cooldown.
 			g.ex.SetBalance(decimal.NewFromInt(20000))
+			read := p.atExchange("/v1/contracts/positions")
+			waitFor(t, "a positions read after the balance changed", 10*time.Second, func() bool {
+				return p.atExchange("/v1/contracts/positions") > read
+			})
 			p.setRewrite(nil)
 			waitFor(t, "XSOL lowered once its data is whole", 20*time.Second, func() bool { return g.position("XSOL").Leverage == 10 })
 			if code := d.stop(t); code != 0 {

@@ -184,11 +184,7 @@ func TestFaultHangingCallDoesNotHoldTheNextTicks(t *testing.T) {
 	}
 	g.ex.InjectFault(settingsXBTC, sim.Fault{Latency: hang, Times: 1})
 	p := newFaultProxy(t, g.url)
-	atExchange := func(path string) int {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.upstream[path]
-	}
+	atExchange := p.atExchange
 	env := patientEnv(p.url())
 	env["RISKGUARD_EXCHANGE_TIMEOUT"] = (2 * hang).String() // engine.action_timeout ends the call, not the client
 	env["RISKGUARD_ENGINE_INTERVAL"] = interval.String()

@@ -90,7 +90,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 			desc += " cross→isolated"
 		}
 		effect := ""
-		if pred != nil {
+		if pred != nil && !e.tally {
 			effect = pred.String()
 			base.Prediction = pred.Record()
 		}
@@ -161,7 +161,7 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		if change {
 			e.symbolOutcome(ctx, e.lastTick, sym, settingsErr)
 			if settingsErr == nil && pred != nil {
-				if base.Prediction.Actual != nil {
+				if base.Prediction != nil && base.Prediction.Actual != nil {
 					e.checkPrediction(ctx, now, sym, pred, *base.Prediction.Actual)
 				}
 				if e.tickView != nil && e.lastTick.Equal(now) {
@@ -290,6 +290,11 @@ func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc
 			a = act
 		}
 		e.emit(ctx, rep, actionPhaseEvent(base, name, desc, effect, nil, err, a))
+	}
+	if e.tally {
+		act.Outcome = "dry_run"
+		e.emit(ctx, rep, event{Action: act})
+		return nil, nil
 	}
 	if e.cfg.DryRun {
 		phase("intended", nil)

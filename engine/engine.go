@@ -78,6 +78,12 @@ type Deps struct {
 	Shared SharedState
 	// Host names this process in the audit records under ha.
 	Host string
+	// Tally is for a dry run whose actions are only counted (a
+	// backtest's run without the guard): a dry-run action is put in the
+	// tick's report with its outcome, rules and leverages but without
+	// the predicted effect, and is not audited, logged, counted in the
+	// metrics or notified. Skips are said as always.
+	Tally bool
 }
 
 // Engine evaluates rules and acts. Its methods are safe for concurrent use;
@@ -136,6 +142,8 @@ type Engine struct {
 	// is decided: the reader is in process (a backtest), where nothing can
 	// hang.
 	sequential bool
+	// tally: a dry run whose actions are only counted (Deps.Tally).
+	tally bool
 	// exec sends the mutating calls, each symbol's in the background; what
 	// became of them is applied on the tick's goroutine (Collect), so the
 	// fields above have one writer.
@@ -286,6 +294,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		wait:      cfg.Interval,
 		lead:      d.Leadership,
 		shared:    d.Shared,
+		tally:     d.Tally && cfg.DryRun,
 	}
 	hist, _ := d.Reader.(window.HistoryReader)
 	e.orders, _ = d.Actuator.(OrderPlacer)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -216,6 +217,38 @@ func TestDryRunSendsNothing(t *testing.T) {
 		if got := phases(recs, action); !slices.Equal(got, []string{"intended", "dry_run"}) {
 			t.Errorf("%s audit phases = %v, want intended, dry_run", action, got)
 		}
+	}
+}
+
+// A tallied dry run reports its actions as a dry run does, outcome and
+// leverages included, without their effect, and says nothing else.
+func TestTallyReportsWithoutSaying(t *testing.T) {
+	t.Parallel()
+	told := newHarness(t, Config{DryRun: true}, overMax, nearLiq)
+	tallied := newHarnessWith(t, Config{DryRun: true}, Deps{Tally: true}, overMax, nearLiq)
+	a, b := told.tick(0), tallied.tick(0)
+	if len(a.Actions) < 2 {
+		t.Fatalf("the dry run reported %d actions, want the cancel and the settings call", len(a.Actions))
+	}
+	for i := range a.Actions {
+		if a.Actions[i].Effect == "" && a.Actions[i].Action != "cancel_orders" {
+			t.Errorf("the dry run's %s has no effect", a.Actions[i].Action)
+		}
+		a.Actions[i].Effect = ""
+	}
+	if !reflect.DeepEqual(a.Actions, b.Actions) {
+		t.Errorf("tallied actions\n%+v\nwant (effects aside)\n%+v", b.Actions, a.Actions)
+	}
+	for _, r := range tallied.auditRecords() {
+		if r.Type == "action" {
+			t.Errorf("a tallied dry run audited %+v", r)
+		}
+	}
+	if n := len(phases(told.auditRecords(), "cancel_orders")); n != 2 {
+		t.Errorf("the dry run audited %d phases of its cancel, want 2", n)
+	}
+	if settings, cancels := tallied.fx.calls(); len(settings)+len(cancels) != 0 {
+		t.Fatalf("a tallied dry run sent %v %v", settings, cancels)
 	}
 }
 

@@ -55,6 +55,7 @@ type Options struct {
 
 	serial bool // the runs take turns at every tick even on several cores (tests)
 	poison bool // each read is fresh and the one a buffer would replace is spoiled (tests; see laneReader)
+	told   bool // the run without the guard says its actions in full, as a dry-run daemon does (tests; see engine.Deps.Tally)
 }
 
 // Bounds of a backtest's memory.
@@ -599,7 +600,9 @@ func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun b
 	}
 	cfg := r.opt.Engine
 	cfg.AuditLog, cfg.StateFile, cfg.DryRun = "", "", dryRun
-	deps := engine.Deps{Reader: newLaneReader(ex, r.opt.poison), Actuator: ex.Local(), Now: clk.now}
+	// The run without the guard only counts its actions: their text is
+	// never shown.
+	deps := engine.Deps{Reader: newLaneReader(ex, r.opt.poison), Actuator: ex.Local(), Now: clk.now, Tally: dryRun && !r.opt.told}
 	if audit != nil {
 		deps.Audit = engine.NewAudit(audit)
 	}

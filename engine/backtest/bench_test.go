@@ -47,7 +47,9 @@ func (g *generator) Next() (backtest.Step, error) {
 	for i := range g.n {
 		// 0.1% a minute, with a mean pull so a year stays in range.
 		g.level[i] *= math.Exp(0.001*g.rng.NormFloat64() - 0.0005*math.Log(g.level[i]/100))
-		st.Prices[g.names[i]] = decimal.NewFromFloat(g.level[i]).Round(2)
+		// In cents, as a recorded or CSV source parses "123.45": one
+		// integer, not a float's digits rounded in big integers.
+		st.Prices[g.names[i]] = decimal.New(int64(math.Round(g.level[i]*100)), -2)
 	}
 	g.at = g.at.Add(time.Minute)
 	return st, nil

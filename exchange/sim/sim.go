@@ -690,7 +690,9 @@ func (e *Exchange) positionList(out []exchange.Position) []exchange.Position {
 		if p == nil {
 			continue
 		}
-		s := *p
+		// Copied once, into its place, and completed there.
+		out = append(out, *p)
+		s := &out[len(out)-1]
 		switch {
 		case p.Empty:
 		case p.Cross:
@@ -698,7 +700,7 @@ func (e *Exchange) positionList(out []exchange.Position) []exchange.Position {
 		default:
 			s.RiskLevel = e.riskLevelAt(ci, p, p.Margin)
 		}
-		out = append(out, e.reported(s))
+		e.report(s)
 	}
 	return out
 }

@@ -55,8 +55,13 @@ func (e *Exchange) skewed(mp margin.Position) margin.Position {
 // reported is p as the exchange lists it: its margin net of the skew's
 // fee. Call with e.mu held.
 func (e *Exchange) reported(p exchange.Position) exchange.Position {
+	e.report(&p)
+	return p
+}
+
+// report makes *p what reported returns, in place. Call with e.mu held.
+func (e *Exchange) report(p *exchange.Position) {
 	if !e.skew.MarginFee.IsZero() && !p.Empty {
 		p.Margin = p.Margin.Sub(e.skew.MarginFee.Mul(p.EntryValue)).Round(8)
 	}
-	return p
 }

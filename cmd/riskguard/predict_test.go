@@ -205,6 +205,60 @@ func TestUnaffordableCutSentAtTheAffordableLevel(t *testing.T) {
 	}
 }
 
+// A cut no free balance can fund is skipped, and the skip counts as the
+// rule's run: money added meanwhile is used once the cooldown has passed,
+// not at once, and the cut is not skipped again at every tick in between.
+func TestSkippedCutDecidedAgainAfterCooldown(t *testing.T) {
+	t.Parallel()
+	const cooldown = 2 * time.Second
+	g := newGuardEnv(t, "", `
+  - name: quarter-xeth
+    when: position.symbol == "XETH"
+    cooldown: `+cooldown.String()+`
+    allow_closer_liquidation: true
+    margin_budget: none
+    actions:
+      - action: lower_leverage
+        leverage: position.leverage / 4
+`)
+	// XETH short 12 @ 3,050 ×20: even 19x needs 96.32 more margin.
+	g.ex.SetBalance(mustDec("1"))
+	d := g.start(campaignEnv(g.url))
+	var skippedAt time.Time
+	waitFor(t, "the cut skipped", 20*time.Second, func() bool {
+		for _, r := range g.auditLines() {
+			if r.Symbol == "XETH" && r.Action == "lower_leverage" && r.Phase == "skipped" {
+				skippedAt = r.Time
+				return true
+			}
+		}
+		return false
+	})
+	g.ex.SetBalance(mustDec("20000"))
+	waitFor(t, "XETH cut once the cooldown passed", 20*time.Second, func() bool { return g.position("XETH").Leverage == 5 })
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	skips := 0
+	var sentAt time.Time
+	for _, r := range g.auditLines() {
+		switch {
+		case r.Symbol != "XETH" || r.Action != "lower_leverage":
+		case r.Phase == "skipped":
+			skips++
+		case r.Phase == "sent" && sentAt.IsZero():
+			sentAt = r.Time
+		}
+	}
+	if skips != 1 {
+		t.Errorf("%d skips of the cut, want 1 (the skip starts the cooldown)", skips)
+	}
+	if sentAt.IsZero() || sentAt.Sub(skippedAt) < cooldown {
+		t.Errorf("the cut went out at %s, %s after the skip at %s; want the cooldown of %s between them",
+			sentAt.Format(time.RFC3339Nano), sentAt.Sub(skippedAt), skippedAt.Format(time.RFC3339Nano), cooldown)
+	}
+}
+
 // A rule's margin budget bounds how much free balance its leverage cuts
 // move into one position: the cut stops at the budget, and once it is
 // spent the rule moves no more in that firing.

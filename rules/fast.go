@@ -534,7 +534,7 @@ func compareInts(op string, l, r fastNode) fastNode {
 		// position.leverage > 10 and the like: one closure, no calls.
 		return fieldVsConst(op, l.off, r.ci)
 	}
-	return compareWith(l.i, r.i, orderedOp[int](op))
+	return compareWith(op, l.i, r.i)
 }
 
 func compareFloats(op string, l, r fastNode) fastNode {
@@ -542,58 +542,88 @@ func compareFloats(op string, l, r fastNode) fastNode {
 		// liquidationDistance < 0.05 and the like: one closure, no calls.
 		return fieldVsConst(op, l.off, c)
 	}
-	return compareWith(l.asFloat(), r.asFloat(), orderedOp[float64](op))
+	return compareWith(op, l.asFloat(), r.asFloat())
 }
 
 // fieldVsConst compares the Env field of type T at offset off with a
-// constant, reading the field directly.
+// constant, reading the field directly: one closure, no calls.
 func fieldVsConst[T int | float64](op string, off uintptr, c T) fastNode {
-	read := func(e *Env) T { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) }
 	switch op {
 	case "<":
-		return boolNode(func(e *Env) (bool, bool) { return read(e) < c, true })
+		return boolNode(func(e *Env) (bool, bool) { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) < c, true })
 	case ">":
-		return boolNode(func(e *Env) (bool, bool) { return read(e) > c, true })
+		return boolNode(func(e *Env) (bool, bool) { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) > c, true })
 	case "<=":
-		return boolNode(func(e *Env) (bool, bool) { return read(e) <= c, true })
+		return boolNode(func(e *Env) (bool, bool) { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) <= c, true })
 	case ">=":
-		return boolNode(func(e *Env) (bool, bool) { return read(e) >= c, true })
+		return boolNode(func(e *Env) (bool, bool) { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) >= c, true })
 	case "==":
-		return boolNode(func(e *Env) (bool, bool) { return read(e) == c, true })
+		return boolNode(func(e *Env) (bool, bool) { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) == c, true })
 	default:
-		return boolNode(func(e *Env) (bool, bool) { return read(e) != c, true })
-	}
-}
-
-// orderedOp is the comparison op on T.
-func orderedOp[T int | float64](op string) func(x, y T) bool {
-	switch op {
-	case "<":
-		return func(x, y T) bool { return x < y }
-	case ">":
-		return func(x, y T) bool { return x > y }
-	case "<=":
-		return func(x, y T) bool { return x <= y }
-	case ">=":
-		return func(x, y T) bool { return x >= y }
-	case "==":
-		return func(x, y T) bool { return x == y }
-	default:
-		return func(x, y T) bool { return x != y }
+		return boolNode(func(e *Env) (bool, bool) { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) != c, true })
 	}
 }
 
 // compareWith evaluates both sides (the left first, stopping at no data)
-// and compares them with g.
-func compareWith[T int | float64](l, r func(*Env) (T, bool), g func(x, y T) bool) fastNode {
-	return boolNode(func(e *Env) (bool, bool) {
-		x, ok := l(e)
-		if !ok {
-			return false, false
-		}
-		y, ok := r(e)
-		return g(x, y), ok
-	})
+// and compares them with op, written out in each closure rather than
+// called.
+func compareWith[T int | float64](op string, l, r func(*Env) (T, bool)) fastNode {
+	switch op {
+	case "<":
+		return boolNode(func(e *Env) (bool, bool) {
+			x, ok := l(e)
+			if !ok {
+				return false, false
+			}
+			y, ok := r(e)
+			return x < y, ok
+		})
+	case ">":
+		return boolNode(func(e *Env) (bool, bool) {
+			x, ok := l(e)
+			if !ok {
+				return false, false
+			}
+			y, ok := r(e)
+			return x > y, ok
+		})
+	case "<=":
+		return boolNode(func(e *Env) (bool, bool) {
+			x, ok := l(e)
+			if !ok {
+				return false, false
+			}
+			y, ok := r(e)
+			return x <= y, ok
+		})
+	case ">=":
+		return boolNode(func(e *Env) (bool, bool) {
+			x, ok := l(e)
+			if !ok {
+				return false, false
+			}
+			y, ok := r(e)
+			return x >= y, ok
+		})
+	case "==":
+		return boolNode(func(e *Env) (bool, bool) {
+			x, ok := l(e)
+			if !ok {
+				return false, false
+			}
+			y, ok := r(e)
+			return x == y, ok
+		})
+	default:
+		return boolNode(func(e *Env) (bool, bool) {
+			x, ok := l(e)
+			if !ok {
+				return false, false
+			}
+			y, ok := r(e)
+			return x != y, ok
+		})
+	}
 }
 
 // callFast compiles the checked arithmetic that compileExpr patched in for

@@ -443,8 +443,17 @@ func arithFast(op string, l, r fastNode) (fastNode, bool) {
 		}}, true
 	}
 	lf, rf := l.asFloat(), r.asFloat()
-	// Shapes with a constant operand, as in 0.9 * riskLimit.maxQuantity,
-	// save a call.
+	// A constant times a float64 field, as in 0.9 * riskLimit.maxQuantity,
+	// reads the field in its own closure.
+	if c, ok := l.floatConst(); ok && r.isField && r.goKind == reflect.Float64 && op == "*" {
+		off := r.off
+		return floatNode(func(e *Env) (float64, bool) { return c * *(*float64)(unsafe.Add(unsafe.Pointer(e), off)), true }), true
+	}
+	if c, ok := r.floatConst(); ok && l.isField && l.goKind == reflect.Float64 && op == "*" {
+		off := l.off
+		return floatNode(func(e *Env) (float64, bool) { return *(*float64)(unsafe.Add(unsafe.Pointer(e), off)) * c, true }), true
+	}
+	// Other shapes with a constant operand save a call.
 	if c, ok := l.floatConst(); ok {
 		switch op {
 		case "+":
@@ -497,6 +506,11 @@ func compareFast(op string, l, r fastNode) (fastNode, bool) {
 	case l.numeric() && r.numeric():
 		return compareFloats(op, l, r), true
 	case l.kind == fastString && r.kind == fastString:
+		if r.isConst && l.isField && l.goKind == reflect.String && (op == "==" || op == "!=") {
+			// position.symbol == "XBTC": one closure, no calls.
+			off, c, eq := l.off, r.cs, op == "=="
+			return boolNode(func(e *Env) (bool, bool) { return (*(*string)(unsafe.Add(unsafe.Pointer(e), off)) == c) == eq, true }), true
+		}
 		ls, rs := l.s, r.s
 		var g func(x, y string) bool
 		switch op {
@@ -534,6 +548,9 @@ func compareInts(op string, l, r fastNode) fastNode {
 		// position.leverage > 10 and the like: one closure, no calls.
 		return fieldVsConst(op, l.off, r.ci)
 	}
+	if l.isField && l.goKind == reflect.Int {
+		return fieldVsExpr(op, l.off, r.i)
+	}
 	return compareWith(op, l.i, r.i)
 }
 
@@ -541,6 +558,9 @@ func compareFloats(op string, l, r fastNode) fastNode {
 	if c, ok := r.floatConst(); ok && l.isField && l.goKind == reflect.Float64 {
 		// liquidationDistance < 0.05 and the like: one closure, no calls.
 		return fieldVsConst(op, l.off, c)
+	}
+	if l.isField && l.goKind == reflect.Float64 {
+		return fieldVsExpr(op, l.off, r.asFloat())
 	}
 	return compareWith(op, l.asFloat(), r.asFloat())
 }
@@ -561,6 +581,25 @@ func fieldVsConst[T int | float64](op string, off uintptr, c T) fastNode {
 		return boolNode(func(e *Env) (bool, bool) { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) == c, true })
 	default:
 		return boolNode(func(e *Env) (bool, bool) { return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) != c, true })
+	}
+}
+
+// fieldVsExpr compares the Env field of type T at offset off, read in the
+// closure, with r (no data when r has none).
+func fieldVsExpr[T int | float64](op string, off uintptr, r func(*Env) (T, bool)) fastNode {
+	switch op {
+	case "<":
+		return boolNode(func(e *Env) (bool, bool) { y, ok := r(e); return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) < y, ok })
+	case ">":
+		return boolNode(func(e *Env) (bool, bool) { y, ok := r(e); return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) > y, ok })
+	case "<=":
+		return boolNode(func(e *Env) (bool, bool) { y, ok := r(e); return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) <= y, ok })
+	case ">=":
+		return boolNode(func(e *Env) (bool, bool) { y, ok := r(e); return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) >= y, ok })
+	case "==":
+		return boolNode(func(e *Env) (bool, bool) { y, ok := r(e); return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) == y, ok })
+	default:
+		return boolNode(func(e *Env) (bool, bool) { y, ok := r(e); return *(*T)(unsafe.Add(unsafe.Pointer(e), off)) != y, ok })
 	}
 }
 

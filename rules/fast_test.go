@@ -230,6 +230,13 @@ var fastCorpus = []string{
 	// int64 fields stay int64 through -, abs and ?: in the VM.
 	"-position.userId == -position.userId", "abs(position.userId) == abs(position.version)",
 	"(position.cross ? position.userId : position.version) == 3", "position.leverage + position.userId == 3",
+	// A field read in the comparison's own closure, against a constant
+	// string, an expression or a product with a constant.
+	"position.symbol != 'XBTC'", "position.symbol == ''", "position.margin * 0.5 > 1",
+	"notional * 0.001 > position.margin", "liquidationDistance >= indexPrice / 1e6",
+	"position.leverage != riskLimit.maxLeverage", "position.leverage <= riskLimit.maxLeverage - 1",
+	"position.margin == position.margin * 1", "position.margin < position.quantity / 0",
+	"position.leverage == position.leverage % 0",
 }
 
 // fastFallbacks are expressions the VM runs: outside the subset.

@@ -144,6 +144,9 @@ type Engine struct {
 	sequential bool
 	// tally: a dry run whose actions are only counted (Deps.Tally).
 	tally bool
+	// stateEpoch moves whenever rule states are written other than by
+	// evaluate's steps (posExtra.inactive).
+	stateEpoch uint64
 	// exec sends the mutating calls, each symbol's in the background; what
 	// became of them is applied on the tick's goroutine (Collect), so the
 	// fields above have one writer.
@@ -254,6 +257,16 @@ type posExtra struct {
 	// refused is the last settings call the exchange refused for good,
 	// from the leverage the position had: never sent again unchanged.
 	refused act.Refusal
+	// inactive has bit ri set when rule ri's state is known to be
+	// Inactive, so that quietRun need not read the state (a cache miss
+	// per rule and position, the states being large): evaluate sets a bit
+	// where it finds the state Inactive and clears it where a step leaves
+	// another. It holds only while inactiveEpoch is Engine.stateEpoch: a
+	// restore, a takeover or a reload writes states without evaluate and
+	// moves the epoch. A clear bit says nothing (rules past the 64th never
+	// have one).
+	inactive      uint64
+	inactiveEpoch uint64
 }
 
 // indexSeen tracks when an index price last changed, for StaleAfter.
@@ -277,24 +290,25 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	}
 	cfg = cfg.withDefaults()
 	e := &Engine{
-		cfg:       cfg,
-		reader:    d.Reader,
-		act:       d.Actuator,
-		log:       d.Logger,
-		metrics:   d.Metrics,
-		now:       d.Now,
-		onTick:    d.OnTick,
-		set:       set,
-		current:   set,
-		snaps:     NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
-		book:      alert.NewBook[posExtra](),
-		indexSeen: make(map[string]indexSeen),
-		failing:   make([]bool, len(set.Rules)),
-		reasons:   make(map[[2]string]string),
-		wait:      cfg.Interval,
-		lead:      d.Leadership,
-		shared:    d.Shared,
-		tally:     d.Tally && cfg.DryRun,
+		cfg:        cfg,
+		reader:     d.Reader,
+		act:        d.Actuator,
+		log:        d.Logger,
+		metrics:    d.Metrics,
+		now:        d.Now,
+		onTick:     d.OnTick,
+		set:        set,
+		current:    set,
+		snaps:      NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
+		book:       alert.NewBook[posExtra](),
+		indexSeen:  make(map[string]indexSeen),
+		failing:    make([]bool, len(set.Rules)),
+		reasons:    make(map[[2]string]string),
+		wait:       cfg.Interval,
+		lead:       d.Leadership,
+		shared:     d.Shared,
+		tally:      d.Tally && cfg.DryRun,
+		stateEpoch: 1,
 	}
 	hist, _ := d.Reader.(window.HistoryReader)
 	e.orders, _ = d.Actuator.(OrderPlacer)
@@ -490,6 +504,7 @@ func (e *Engine) applyPending() {
 		mapping[i] = j
 	}
 	e.book.Remap(mapping)
+	e.stateEpoch++ // the states moved with their rules
 	e.set, e.names = set, ruleNames(set)
 	e.win.Bind(set)
 	e.bindRules(set)
@@ -517,6 +532,7 @@ func (e *Engine) stateCounts() map[string]*[4]int {
 // state file from the future cannot hold the guard back; it returns the
 // events that say so.
 func (e *Engine) restore(s *savedState) []event {
+	e.stateEpoch++ // states written from the file
 	now := e.now()
 	var events []event
 	clamped := 0

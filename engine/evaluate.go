@@ -93,6 +93,12 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		// quick: plain rules may run through quietRun, which steps over the
 		// false ones on inactive states without leaving its loop.
 		quick := valid && e.nFailing == 0
+		// known: the rules whose state is known Inactive (posExtra.inactive),
+		// kept up to date below wherever a state is read or stepped.
+		var known uint64
+		if ps.X.inactiveEpoch == e.stateEpoch {
+			known = ps.X.inactive
+		}
 		evals := 0
 		for k := 0; k < len(posRules); k++ {
 			pr := &posRules[k]
@@ -105,7 +111,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				// fast path. condition would find nothing missing.
 				var b, ok bool
 				if quick {
-					j := quietRun(posRules, k, pr.runEnd, states, env, &b, &ok)
+					j := quietRun(posRules, k, pr.runEnd, states, env, &known, &b, &ok)
 					if j == pr.runEnd {
 						evals += j - k
 						k = j - 1
@@ -126,6 +132,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				case b:
 					cond = True
 				case states[ri].State == Inactive:
+					known |= 1 << ri
 					continue // false on an inactive rule: nothing to step
 				default:
 					cond = False
@@ -146,6 +153,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 					cond, reason, of = e.conditionOf(ri, r, env, why)
 				}
 				if cond == False && states[ri].State == Inactive {
+					known |= 1 << ri
 					continue
 				}
 			}
@@ -156,11 +164,18 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			if of != "" {
 				reason = e.reasonOf(of, reason) // made only when it may be said
 			}
-			if e.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID) {
+			due := e.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
+			if st.State == Inactive {
+				known |= 1 << ri
+			} else {
+				known &^= 1 << ri
+			}
+			if due {
 				pl.Pos, pl.Sym = p, sym
 				pl.Add(ri, r, st, nil, &e.ev, env)
 			}
 		}
+		ps.X.inactive, ps.X.inactiveEpoch = known, e.stateEpoch
 		rep.Evaluations += evals
 		for _, d := range due {
 			if d.Targets[key] {
@@ -486,15 +501,26 @@ func (e *Engine) bindRules(set *rules.Set) {
 // false), or false on a rule whose state is not Inactive. It returns that
 // rule's index with its result in *b and *ok, or end when every one was
 // false on an inactive state. A loop of its own, so that a quiet position
-// costs little more than the fast paths themselves.
-func quietRun(prs []posRule, k, end int, states []RuleState, env *rules.Env, b, ok *bool) int {
+// costs little more than the fast paths themselves. *known has bit ri set
+// for the rules whose state is known Inactive: their states are not read
+// (each would be a cache miss), and a state read Inactive sets its bit.
+func quietRun(prs []posRule, k, end int, states []RuleState, env *rules.Env, known *uint64, b, ok *bool) int {
 	prs = prs[:end]
+	mask := *known
 	for ; k < len(prs); k++ {
 		v, good := prs[k].fast(env)
-		if !good || v || states[prs[k].ri].State != Inactive {
-			*b, *ok = v, good
+		if !good || v {
+			*b, *ok, *known = v, good, mask
 			return k
 		}
+		if ri := prs[k].ri; mask&(1<<ri) == 0 {
+			if states[ri].State != Inactive {
+				*b, *ok, *known = v, good, mask
+				return k
+			}
+			mask |= 1 << ri
+		}
 	}
+	*known = mask
 	return end
 }

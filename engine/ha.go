@@ -136,6 +136,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 // breaker and the silences and pauses the leader's; the pending and
 // firing states stay this process's own (it evaluated every tick).
 func (e *Engine) takeover(s *savedState, now time.Time) {
+	e.stateEpoch++ // states written from the last leader's
 	e.breaker = s.Breaker
 	e.breaker.Restore(now, e.cfg.BreakerReset)
 	e.ctl.Replace(s.Silences, s.Pauses, now)

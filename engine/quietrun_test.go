@@ -110,3 +110,51 @@ func ruleStates(e *Engine) map[string][]RuleState {
 	}
 	return out
 }
+
+// The states a position's quiet rules are known to be in (posExtra's
+// inactive bits) do not outlive a reload that moves the states: rule A
+// fires, a reload puts it where inactive B was, and A's condition turning
+// false still resolves it.
+func TestKnownInactiveFollowsMovedStates(t *testing.T) {
+	a := rule(t, rules.Rule{Name: "a", When: "indexPrice > 100.5"})
+	b := rule(t, rules.Rule{Name: "b", When: "indexPrice > 1000"})
+	fx := benchAccount(3) // index prices 100, 101, 102
+	e, err := New(Config{}, &rules.Set{Rules: []*rules.Rule{a, b}}, Deps{Reader: fx, Actuator: fx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for s := range 2 {
+		if _, err := e.Tick(ctx, t0.Add(time.Duration(s)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	firing := func() int {
+		n := 0
+		for _, ps := range e.book.All() {
+			for _, st := range ps.Rules {
+				if st.State == Firing {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := firing(); n != 2 {
+		t.Fatalf("%d states firing, want a on two positions", n)
+	}
+	e.Update(t0.Add(2*time.Second), &rules.Set{Rules: []*rules.Rule{b, a}})
+	fx.mu.Lock()
+	for name := range fx.index {
+		fx.index[name] = decimal.NewFromInt(100)
+	}
+	fx.mu.Unlock()
+	for s := 3; s < 5; s++ {
+		if _, err := e.Tick(ctx, t0.Add(time.Duration(s)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := firing(); n != 0 {
+		t.Errorf("%d states still firing after a's condition turned false: %v", n, ruleStates(e))
+	}
+}

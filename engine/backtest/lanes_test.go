@@ -62,7 +62,9 @@ func walkSteps(n int) []Step {
 	var out []Step
 	for i := range n {
 		st := Step{Time: lanesT0.Add(time.Duration(3*i) * time.Minute), Prices: map[string]decimal.Decimal{}}
-		for name, v := range level {
+		// In a fixed order: each name draws its own numbers, run after run.
+		for _, name := range []string{"BTC", "DOGE", "ETH", "SOL"} {
+			v := level[name]
 			if i%7 == 3 && name == "DOGE" {
 				continue // a name missing keeps its last price
 			}

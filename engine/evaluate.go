@@ -164,13 +164,13 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			if of != "" {
 				reason = e.reasonOf(of, reason) // made only when it may be said
 			}
-			due := e.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
+			acts := e.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
 			if st.State == Inactive {
 				known |= 1 << ri
 			} else {
 				known &^= 1 << ri
 			}
-			if due {
+			if acts {
 				pl.Pos, pl.Sym = p, sym
 				pl.Add(ri, r, st, nil, &e.ev, env)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +56,21 @@ func (sn *spreadNode) leads() int {
 		}
 	}
 	return k
+}
+
+// spreadState says, for a failure, what each node counts and why each of
+// its seats may act or not.
+func spreadState(nodes []*spreadNode) string {
+	var b strings.Builder
+	for _, sn := range nodes {
+		q, live := sn.node.Quota()
+		fmt.Fprintf(&b, "%s: quota %d of %d live, etcd up %v, leads %d\n", sn.host, q, live, sn.node.EtcdUp(), sn.leads())
+		for _, s := range sn.seats {
+			ok, why := s.MayAct(time.Now())
+			fmt.Fprintf(&b, "  %s: may act %v, term %d, handing over %v %s\n", s.Account(), ok, s.Term(), s.HandingOver(), why)
+		}
+	}
+	return b.String()
 }
 
 // Six accounts over three processes: two each; one cut off from etcd
@@ -123,15 +139,21 @@ func TestSpreadAndRebalance(t *testing.T) {
 	spread := func(what string, want map[*spreadNode]int, within time.Duration) time.Duration {
 		t.Helper()
 		start := time.Now()
-		waitFor(t, what, within, func() bool {
+		for {
+			done := true
 			for sn, w := range want {
 				if sn.leads() != w {
-					return false
+					done = false
 				}
 			}
-			return true
-		})
-		return time.Since(start)
+			if done {
+				return time.Since(start)
+			}
+			if time.Since(start) > within {
+				t.Fatalf("timed out after %s waiting for %s:\n%s", within, what, spreadState(nodes))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	p1, p2, p3 := nodes[0], nodes[1], nodes[2]
 	took := spread("two accounts each over three processes", map[*spreadNode]int{p1: 2, p2: 2, p3: 2}, 20*time.Second)

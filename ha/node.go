@@ -81,6 +81,9 @@ type Node struct {
 	lower      int
 	lowerSince time.Time
 	changed    chan struct{}
+	// failResigns makes that many resignations fail before they reach
+	// etcd, as a slow etcd's would (tests: export_test.go).
+	failResigns int
 }
 
 // New connects to etcd (the connection is made lazily: an unreachable etcd
@@ -107,6 +110,25 @@ func New(cfg Config, o Options) (*Node, error) {
 }
 
 func nopLogger() *zap.Logger { return zap.NewNop() }
+
+// errResignFailed is the error of a resignation failResigns failed.
+var errResignFailed = errors.New("resign failed (test)")
+
+// resignOnce resigns el's leadership, waiting at most a second for etcd.
+func (n *Node) resignOnce(el *concurrency.Election) error {
+	n.mu.Lock()
+	fail := n.failResigns > 0
+	if fail {
+		n.failResigns--
+	}
+	n.mu.Unlock()
+	if fail {
+		return errResignFailed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return el.Resign(ctx)
+}
 
 // Close closes the etcd client; call it after Run returned.
 func (n *Node) Close() error { return n.cli.Close() }

@@ -94,9 +94,7 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 	if !s.n.take(s) {
 		// Won while full (another seat of this process won meanwhile):
 		// resign before ever acting, for one that has room.
-		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		el.Resign(rctx) //nolint:errcheck // the lease's end removes the key anyway
-		cancel()
+		s.resign(ctx, sess, el)
 		return true
 	}
 	select {
@@ -159,11 +157,38 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 	s.mu.Unlock()
 	s.n.drop(s)
 	s.n.metrics.setLeader(s.account, false)
-	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	el.Resign(rctx) //nolint:errcheck // the lease's end removes the key anyway
+	s.resign(ctx, sess, el)
 	s.n.event(s.account, "warning", fmt.Sprintf("ha: %s no longer leads account %s", s.n.cfg.Host, s.account))
 	return true
+}
+
+// resign deletes this process's leader key of the account, trying again
+// until etcd answers: a key left behind keeps the election on this
+// process, which no longer acts for the account, for as long as its lease
+// lives — the others would wait behind it for good, and the account would
+// have no guard. It stops when ctx is done or the lease has ended (the
+// key goes with it). Resign is fenced on the key's revision: a key
+// already gone, or another's, is left alone.
+func (s *Seat) resign(ctx context.Context, sess *concurrency.Session, el *concurrency.Election) {
+	for said := false; ; said = true {
+		err := s.n.resignOnce(el)
+		if err == nil {
+			if said {
+				s.n.log.Info("ha: resigned the account's leadership", "account", s.account)
+			}
+			return
+		}
+		if !said {
+			s.n.log.Warn("ha: could not resign the account's leadership; trying again until etcd answers", "account", s.account, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sess.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Won delivers a value each time this process starts to lead the

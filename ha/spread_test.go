@@ -312,3 +312,26 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, account string) f
 	}
 	return -1
 }
+
+// A resignation etcd does not answer is tried again: a hand-over whose
+// leader key stayed behind would keep the account's election on a process
+// that no longer acts for it, for as long as that process's lease lives,
+// and the account would have no guard. p1 leads both accounts alone; p2
+// joins; p1's hand-over fails to resign three times, and p2 still leads
+// one account.
+func TestHandOverResignsUntilEtcdAnswers(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	accounts := []string{"a1", "a2"}
+	p1 := startSpreadNode(t, c, "p1", accounts)
+	waitFor(t, "p1 leading both accounts alone", 10*time.Second, func() bool { return p1.leads() == 2 })
+	ha.FailResigns(p1.node, 3)
+	p2 := startSpreadNode(t, c, "p2", accounts)
+	start := time.Now()
+	for p1.leads() != 1 || p2.leads() != 1 {
+		if time.Since(start) > 6*ttl {
+			t.Fatalf("no spread %s after p2 joined:\n%s", 6*ttl, spreadState([]*spreadNode{p1, p2}))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -551,7 +551,7 @@ func compareInts(op string, l, r fastNode) fastNode {
 	if l.isField && l.goKind == reflect.Int {
 		return fieldVsExpr(op, l.off, r.i)
 	}
-	return compareWith(op, l.i, r.i)
+	return compareWith(l.i, r.i, orderedOp[int](op))
 }
 
 func compareFloats(op string, l, r fastNode) fastNode {
@@ -562,7 +562,7 @@ func compareFloats(op string, l, r fastNode) fastNode {
 	if l.isField && l.goKind == reflect.Float64 {
 		return fieldVsExpr(op, l.off, r.asFloat())
 	}
-	return compareWith(op, l.asFloat(), r.asFloat())
+	return compareWith(l.asFloat(), r.asFloat(), orderedOp[float64](op))
 }
 
 // fieldVsConst compares the Env field of type T at offset off with a
@@ -604,64 +604,34 @@ func fieldVsExpr[T int | float64](op string, off uintptr, r func(*Env) (T, bool)
 }
 
 // compareWith evaluates both sides (the left first, stopping at no data)
-// and compares them with op, written out in each closure rather than
-// called.
-func compareWith[T int | float64](op string, l, r func(*Env) (T, bool)) fastNode {
+// and compares them with g. A field on the left is read in its own
+// closure instead (fieldVsConst, fieldVsExpr): the common shapes.
+func compareWith[T int | float64](l, r func(*Env) (T, bool), g func(x, y T) bool) fastNode {
+	return boolNode(func(e *Env) (bool, bool) {
+		x, ok := l(e)
+		if !ok {
+			return false, false
+		}
+		y, ok := r(e)
+		return g(x, y), ok
+	})
+}
+
+// orderedOp is the comparison op on T.
+func orderedOp[T int | float64](op string) func(x, y T) bool {
 	switch op {
 	case "<":
-		return boolNode(func(e *Env) (bool, bool) {
-			x, ok := l(e)
-			if !ok {
-				return false, false
-			}
-			y, ok := r(e)
-			return x < y, ok
-		})
+		return func(x, y T) bool { return x < y }
 	case ">":
-		return boolNode(func(e *Env) (bool, bool) {
-			x, ok := l(e)
-			if !ok {
-				return false, false
-			}
-			y, ok := r(e)
-			return x > y, ok
-		})
+		return func(x, y T) bool { return x > y }
 	case "<=":
-		return boolNode(func(e *Env) (bool, bool) {
-			x, ok := l(e)
-			if !ok {
-				return false, false
-			}
-			y, ok := r(e)
-			return x <= y, ok
-		})
+		return func(x, y T) bool { return x <= y }
 	case ">=":
-		return boolNode(func(e *Env) (bool, bool) {
-			x, ok := l(e)
-			if !ok {
-				return false, false
-			}
-			y, ok := r(e)
-			return x >= y, ok
-		})
+		return func(x, y T) bool { return x >= y }
 	case "==":
-		return boolNode(func(e *Env) (bool, bool) {
-			x, ok := l(e)
-			if !ok {
-				return false, false
-			}
-			y, ok := r(e)
-			return x == y, ok
-		})
+		return func(x, y T) bool { return x == y }
 	default:
-		return boolNode(func(e *Env) (bool, bool) {
-			x, ok := l(e)
-			if !ok {
-				return false, false
-			}
-			y, ok := r(e)
-			return x != y, ok
-		})
+		return func(x, y T) bool { return x != y }
 	}
 }
 

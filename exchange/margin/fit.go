@@ -88,7 +88,7 @@ type Fit struct {
 // leverage, and every liquidation price from its own margins: a's Held
 // and MM are ignored.
 func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
-	return checkFit(nil, a, rep, tolerance, nil)
+	return new(FitScratch).CheckFit(a, rep, tolerance)
 }
 
 // CheckFitAfter is CheckFit(a, rep, tolerance), computed with the help of
@@ -102,15 +102,15 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 // are computed afresh, only their margins taken as before. The result is
 // CheckFit's, field for field (fit_test.go checks it on seeded accounts).
 func CheckFitAfter(prev Fit, prevA Account, prevRep []Reported, a Account, rep []Reported, tolerance float64) Fit {
-	return (*FitScratch)(nil).CheckFitAfter(prev, prevA, prevRep, a, rep, tolerance)
+	return new(FitScratch).CheckFitAfter(prev, prevA, prevRep, a, rep, tolerance)
 }
 
 // FitScratch is the memory of a caller's fit checks: the lists a check
 // works in, and the positions of the fit before last, which the next
 // check's result is built into instead of fresh ones. A Fit it returns is
 // therefore overwritten by the call after next: the caller keeps at most
-// the last two. The zero FitScratch is ready; a nil one allocates every
-// time, as CheckFit does. Not safe for concurrent use.
+// the last two. The zero FitScratch is ready (CheckFit uses a fresh one
+// for each check). Not safe for concurrent use.
 type FitScratch struct {
 	fits  [2][]PositionFit // the last two results' positions
 	next  int              // the one the next result is built into
@@ -232,10 +232,10 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 	// An isolated position whose fit is kept needs none of them, and a
 	// cross one the same but for its index takes its margin from the
 	// previous fit.
-	t := scratch(s.termsList(), len(ps))
+	t := scratch(&s.terms, len(ps))
 	var olds []*PositionFit
 	if reuse != nil {
-		olds = scratch(s.oldsList(), len(ps))
+		olds = scratch(&s.olds, len(ps))
 	}
 	var kept []bool // kept[i]: position i's modelled figures are olds[i]'s
 	cross := false
@@ -249,7 +249,7 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 			olds[i] = old
 			if keep {
 				if kept == nil {
-					kept = scratch(s.keptList(), len(ps))
+					kept = scratch(&s.kept, len(ps))
 				}
 				kept[i] = true
 				continue
@@ -284,7 +284,7 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 	// Without a cross position it is not needed.
 	var base []decimal.Decimal
 	if cross {
-		base = crossBases(scratch(s.baseList(), len(ps)), ps, t)
+		base = crossBases(scratch(&s.base, len(ps)), ps, t)
 	}
 	pool := decimal.Zero
 	var keptErr []float64 // when kept, its error if olds[i]'s still holds, else −1
@@ -301,7 +301,7 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 				// the old error is the margin's alone (a read-back
 				// mismatch marked on it changes only What).
 				if keptErr == nil {
-					keptErr = scratch(s.errsList(), len(ps))
+					keptErr = scratch(&s.errs, len(ps))
 				}
 				keptErr[i] = -1
 				if pf.LiquidationReported.Equal(pf.LiquidationModelled) && old.LiquidationReported.Equal(old.LiquidationModelled) {
@@ -373,60 +373,17 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 	return f
 }
 
-// positions is a list of n zero position fits for a result: fresh
-// without s, else the one of the fit before last.
+// positions is a list of n zero position fits for a result: the one of
+// the fit before last.
 func (s *FitScratch) positions(n int) []PositionFit {
-	if s == nil {
-		return make([]PositionFit, n)
-	}
 	out := scratch(&s.fits[s.next], n)
 	s.next ^= 1
 	return out
 }
 
-// The working lists of a check: nil without a scratch (scratch then
-// allocates), else the scratch's own.
-func (s *FitScratch) termsList() *[]fitTerms {
-	if s == nil {
-		return nil
-	}
-	return &s.terms
-}
-
-func (s *FitScratch) oldsList() *[]*PositionFit {
-	if s == nil {
-		return nil
-	}
-	return &s.olds
-}
-
-func (s *FitScratch) keptList() *[]bool {
-	if s == nil {
-		return nil
-	}
-	return &s.kept
-}
-
-func (s *FitScratch) errsList() *[]float64 {
-	if s == nil {
-		return nil
-	}
-	return &s.errs
-}
-
-func (s *FitScratch) baseList() *[]decimal.Decimal {
-	if s == nil {
-		return nil
-	}
-	return &s.base
-}
-
 // scratch is *buf resized to n zero values, grown when short and kept in
-// *buf; a fresh list when buf is nil.
+// *buf.
 func scratch[T any](buf *[]T, n int) []T {
-	if buf == nil {
-		return make([]T, n)
-	}
 	if cap(*buf) < n {
 		*buf = make([]T, n)
 	}

@@ -84,7 +84,7 @@ func (ev *Evaluator) run(r *Rule, env *Env) (bool, error) {
 // TargetLeverage evaluates a's leverage expression; see
 // Action.TargetLeverage.
 func (ev *Evaluator) TargetLeverage(a *Action, env *Env) (int, error) {
-	if a.Kind != LowerLeverage {
+	if a.Leverage == "" {
 		return 0, fmt.Errorf("%s has no leverage", a.Kind)
 	}
 	f, err := ev.number(a, env, "leverage", "target leverage")
@@ -97,11 +97,11 @@ func (ev *Evaluator) TargetLeverage(a *Action, env *Env) (int, error) {
 	return int(math.Floor(f)), nil
 }
 
-// ReduceQuantity evaluates a reduce_position's quantity expression: a
+// ReduceQuantity evaluates an action's quantity expression (ParamAmount): a
 // finite number (NaN or ±Inf is ErrNoData). The caller rounds it to the
 // symbol's increment and bounds it by the position.
 func (ev *Evaluator) ReduceQuantity(a *Action, env *Env) (float64, error) {
-	if a.Kind != ReducePosition || a.Quantity == "" {
+	if a.Quantity == "" {
 		return 0, fmt.Errorf("%s has no quantity expression", a.Kind)
 	}
 	return ev.number(a, env, "quantity", "quantity")

@@ -54,7 +54,13 @@ func Decode(filename string, data []byte) (doc *Document, err error) {
 // looked at). Every rule is checked and its expressions compiled; the
 // returned error is an *ErrorList with every problem of the rules.
 func ParseDocument(doc *Document) (*Set, error) {
-	p := &parser{file: doc.File, src: doc.Src}
+	return ParseDocumentWith(doc, DefaultKinds())
+}
+
+// ParseDocumentWith is ParseDocument with the action kinds of table kinds
+// (DefaultKinds and a caller's own rows).
+func ParseDocumentWith(doc *Document, kinds Kinds) (*Set, error) {
+	p := &parser{file: doc.File, src: doc.Src, kinds: kinds}
 	set := p.parseRoot(doc.Root)
 	if len(p.errs) > 0 {
 		return nil, &ErrorList{Errors: p.errs}
@@ -69,6 +75,15 @@ func Parse(filename string, data []byte) (*Set, error) {
 		return nil, err
 	}
 	return ParseDocument(doc)
+}
+
+// ParseWith is Parse with the action kinds of table kinds.
+func ParseWith(filename string, data []byte, kinds Kinds) (*Set, error) {
+	doc, err := Decode(filename, data)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDocumentWith(doc, kinds)
 }
 
 // ruleKeys lists the keys of a rule.
@@ -91,6 +106,8 @@ type parser struct {
 	file string
 	src  []byte
 	errs []*Error
+	// kinds is the table of the action kinds a rule may use.
+	kinds Kinds
 	// rule context of the errors being reported
 	rule      string
 	ruleIndex int
@@ -164,7 +181,7 @@ func (p *parser) parseRoot(root *yaml.Node) *Set {
 		p.errorf(root, "no \"rules\" key: the file defines no rules")
 		return nil
 	}
-	set := &Set{}
+	set := &Set{Kinds: p.kinds}
 	if yamlnode.IsNull(rulesNode) {
 		return set
 	}
@@ -416,7 +433,7 @@ func (p *parser) actions(n *yaml.Node) []Action {
 		p.errorf(n, "actions: expected a list of actions, got %s", yamlnode.Describe(n))
 		return nil
 	}
-	kinds := []string{string(LowerLeverage), string(SetIsolated), string(CancelOrders), string(ReducePosition), string(Notify)}
+	kinds := p.kinds.Names()
 	var out []Action
 	seenKind := map[ActionKind]int{}
 	for _, an := range n.Content {
@@ -460,17 +477,18 @@ func (p *parser) actions(n *yaml.Node) []Action {
 			continue
 		}
 		a.Kind = ActionKind(s)
-		if prev, dup := seenKind[a.Kind]; dup && a.Kind != Notify {
+		spec, _ := p.kinds.Spec(a.Kind)
+		if prev, dup := seenKind[a.Kind]; dup && spec.Params&ParamChannels == 0 {
 			p.errorf(kindNode, "action %s listed twice (first at line %d)", a.Kind, prev)
 		}
 		seenKind[a.Kind] = kindNode.Line
-		if chanNode != nil && a.Kind != Notify {
-			p.errorf(chanNode, "channels: only the notify action takes channels")
+		if chanNode != nil && spec.Params&ParamChannels == 0 {
+			p.errorf(chanNode, "channels: only the %s action takes channels", p.kinds.taking(ParamChannels))
 		}
 		switch {
-		case a.Kind == LowerLeverage && levNode == nil:
-			p.errorf(kindNode, "lower_leverage: missing parameter \"leverage\" (an expression giving the target leverage, e.g. riskLimit.maxLeverage / 2)")
-		case a.Kind == LowerLeverage:
+		case spec.Params&ParamLeverage != 0 && levNode == nil:
+			p.errorf(kindNode, "%s: missing parameter %s", a.Kind, spec.Missing)
+		case spec.Params&ParamLeverage != 0:
 			src, ok := p.exprSource(levNode, "leverage")
 			if !ok {
 				break
@@ -489,9 +507,9 @@ func (p *parser) actions(n *yaml.Node) []Action {
 			}
 			a.Leverage = src
 		case levNode != nil:
-			p.errorf(levNode, "leverage: only the lower_leverage action takes a leverage")
+			p.errorf(levNode, "leverage: only the %s action takes a leverage", p.kinds.taking(ParamLeverage))
 		}
-		p.reduceParams(&a, kindNode, fracNode, qtyNode)
+		p.amountParams(&a, spec, kindNode, fracNode, qtyNode)
 		out = append(out, a)
 	}
 	return out
@@ -755,26 +773,27 @@ func budget(n *yaml.Node) (amount float64, fraction, ok bool) {
 	return f, false, true // 0: no bound
 }
 
-// reduceParams reads reduce_position's fraction or quantity, exactly one of
-// them, and refuses them on any other action.
-func (p *parser) reduceParams(a *Action, kindNode, fracNode, qtyNode *yaml.Node) {
-	if a.Kind != ReducePosition {
+// amountParams reads the fraction or quantity of a kind that takes an
+// amount (ParamAmount), exactly one of them, and refuses them on any other
+// action.
+func (p *parser) amountParams(a *Action, spec KindSpec, kindNode, fracNode, qtyNode *yaml.Node) {
+	if spec.Params&ParamAmount == 0 {
 		for _, n := range []struct {
 			node *yaml.Node
 			key  string
 		}{{fracNode, "fraction"}, {qtyNode, "quantity"}} {
 			if n.node != nil {
-				p.errorf(n.node, "%s: only the reduce_position action takes a %s", n.key, n.key)
+				p.errorf(n.node, "%s: only the %s action takes a %s", n.key, p.kinds.taking(ParamAmount), n.key)
 			}
 		}
 		return
 	}
 	switch {
 	case fracNode == nil && qtyNode == nil:
-		p.errorf(kindNode, "reduce_position: missing parameter: fraction (of the position's quantity, in (0, 1], e.g. 0.5) or quantity (an expression in the base currency)")
+		p.errorf(kindNode, "%s: missing parameter: %s", a.Kind, spec.Missing)
 		return
 	case fracNode != nil && qtyNode != nil:
-		p.errorf(qtyNode, "reduce_position: fraction and quantity are both set; give one")
+		p.errorf(qtyNode, "%s: fraction and quantity are both set; give one", a.Kind)
 		return
 	case fracNode != nil:
 		f, err := strconv.ParseFloat(fracNode.Value, 64)

@@ -2,8 +2,8 @@
 // expressions once against a typed environment (Env), and evaluates them.
 //
 // A rule's `when` is an expr (github.com/expr-lang/expr) expression that must
-// be boolean; the `leverage` parameter of lower_leverage is an expression
-// that must be a number. Every error of a file is reported at once with its
+// be boolean; an action's `leverage` and `quantity` parameters are
+// expressions that must be numbers (kinds.go: the action kinds' table). Every error of a file is reported at once with its
 // position: FILE:LINE:COL: rule "NAME": what is wrong.
 package rules
 
@@ -41,26 +41,6 @@ const (
 	NoDataAlert NoDataPolicy = "alert"
 	// NoDataIgnore keeps the no-data state silent.
 	NoDataIgnore NoDataPolicy = "ignore"
-)
-
-// ActionKind names what a firing rule does to the position.
-type ActionKind string
-
-// Action kinds. Every action only ever lowers risk.
-const (
-	// LowerLeverage sets the position's leverage to the value of the
-	// action's leverage expression, if lower than the current one.
-	LowerLeverage ActionKind = "lower_leverage"
-	// SetIsolated switches the position to isolated margin.
-	SetIsolated ActionKind = "set_isolated"
-	// CancelOrders cancels the symbol's open orders.
-	CancelOrders ActionKind = "cancel_orders"
-	// Notify sends a notification.
-	Notify ActionKind = "notify"
-	// ReducePosition cuts the position's exposure with a reduce-only,
-	// immediate-or-cancel market order for a fraction of its quantity or
-	// the quantity an expression gives.
-	ReducePosition ActionKind = "reduce_position"
 )
 
 // Defaults of the optional rule fields.
@@ -131,6 +111,9 @@ func (t Targets) String() string {
 // Set is the rules of one file, in file order.
 type Set struct {
 	Rules []*Rule
+	// Kinds is the table of action kinds the set was parsed with; nil is
+	// DefaultKinds.
+	Kinds Kinds
 }
 
 // Rule is one guard rule. Parse fills and compiles it; a Rule built by hand
@@ -163,7 +146,7 @@ type Rule struct {
 	// of the index) below which an action that moves the liquidation price
 	// closer is never sent.
 	MinLiquidationDistance float64
-	// MarginBudget bounds the free balance the rule's lower_leverage may
+	// MarginBudget bounds the free balance the rule's leverage cuts may
 	// move into one position's margin per BudgetPer: an amount in the
 	// quote currency, or (BudgetFraction) a fraction of the free balance.
 	// Zero is no bound (margin_budget: none or 0); a rule without the key
@@ -243,17 +226,17 @@ func (s *Set) UnknownSymbols(listed []string) []*Error {
 // Action is one thing a firing rule does.
 type Action struct {
 	Kind ActionKind
-	// Leverage is the source of the target leverage expression
-	// (lower_leverage only).
+	// Leverage is the source of the target leverage expression (a kind
+	// that takes ParamLeverage only).
 	Leverage string
 	// Channels names the notification channels (notify only); empty means
 	// the default ones.
 	Channels []string
 	// Fraction is the share of the position's quantity to reduce, in
-	// (0, 1] (reduce_position only; 0 when Quantity is set instead).
+	// (0, 1] (a kind that takes ParamAmount only; 0 when Quantity is set instead).
 	Fraction float64
 	// Quantity is the source of the expression giving the quantity to
-	// reduce, in the base currency (reduce_position only; "" when
+	// reduce, in the base currency (a kind that takes ParamAmount only; "" when
 	// Fraction is set instead).
 	Quantity string
 
@@ -288,9 +271,10 @@ func (r *Rule) Compile() error {
 	for i := range r.Actions {
 		a := &r.Actions[i]
 		src, what := a.Leverage, "leverage"
+		spec, _ := DefaultKinds().Spec(a.Kind) // a rule built by hand uses the shipped kinds
 		switch {
-		case a.Kind == LowerLeverage:
-		case a.Kind == ReducePosition && a.Quantity != "":
+		case spec.Params&ParamLeverage != 0 || a.Leverage != "":
+		case a.Quantity != "":
 			src, what = a.Quantity, "quantity"
 		default:
 			continue
@@ -375,7 +359,7 @@ func (r *Rule) Eval(env *Env) (bool, error) {
 	return ok, err
 }
 
-// TargetLeverage evaluates the lower_leverage target against env and rounds
+// TargetLeverage evaluates the action's leverage target against env and rounds
 // it down to an integer (the more conservative side). The result must be a
 // finite number: NaN or ±Inf is ErrNoData. The caller clamps it to
 // 1..current leverage.
@@ -424,7 +408,7 @@ func (r *Rule) Fingerprint() string {
 	for _, a := range r.Actions {
 		field(string(a.Kind))
 		field(a.Leverage)
-		if a.Kind == ReducePosition {
+		if a.Fraction != 0 || a.Quantity != "" { // an amount (ParamAmount)
 			field(strconv.FormatFloat(a.Fraction, 'g', -1, 64))
 			field(a.Quantity)
 		}

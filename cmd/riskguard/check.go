@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -210,12 +209,10 @@ func printSummary(w io.Writer, cfg *config) {
 			}
 			fmt.Fprintf(w, "  history:  %s (from the guard's own ticks; no data while a window is less than half covered)\n", strings.Join(names, ", "))
 		}
-		fmt.Fprintf(w, "  actions:  %s\n", describeActions(r.Actions))
-		if r.HasAction(rules.SetIsolated) {
-			if r.AllowCloserLiquidation {
-				fmt.Fprintf(w, "  harm:     set_isolated may move the liquidation price closer, not under %g%% of the index\n", r.MinLiquidationDistance*100)
-			} else {
-				fmt.Fprintln(w, "  harm:     set_isolated is skipped where it would move the liquidation price closer (allow_closer_liquidation)")
+		fmt.Fprintf(w, "  actions:  %s\n", describeActions(cfg.Rules, r.Actions))
+		for _, k := range cfg.Rules.Table() {
+			if k.Harm != nil && r.HasAction(k.Name) {
+				fmt.Fprintf(w, "  harm:     %s\n", k.Harm(r))
 			}
 		}
 	}
@@ -227,23 +224,17 @@ func printSummary(w io.Writer, cfg *config) {
 	}
 }
 
-func describeActions(actions []rules.Action) string {
+// describeActions says a rule's actions as the kinds' table describes
+// them.
+func describeActions(set *rules.Set, actions []rules.Action) string {
 	if len(actions) == 0 {
 		return "none (state, log and metrics only)"
 	}
 	parts := make([]string, len(actions))
-	for i, a := range actions {
-		switch {
-		case a.Kind == rules.LowerLeverage:
-			parts[i] = fmt.Sprintf("%s to %s", a.Kind, strings.Join(strings.Fields(a.Leverage), " "))
-		case a.Kind == rules.ReducePosition && a.Quantity != "":
-			parts[i] = fmt.Sprintf("%s by %s (reduce-only, rounded down to the increment)", a.Kind, strings.Join(strings.Fields(a.Quantity), " "))
-		case a.Kind == rules.ReducePosition:
-			parts[i] = fmt.Sprintf("%s by %s of the quantity (reduce-only, rounded down to the increment)", a.Kind, strconv.FormatFloat(a.Fraction, 'g', -1, 64))
-		case a.Kind == rules.Notify && len(a.Channels) > 0:
-			parts[i] = fmt.Sprintf("%s %s", a.Kind, strings.Join(a.Channels, ", "))
-		default:
-			parts[i] = string(a.Kind)
+	for i := range actions {
+		parts[i] = string(actions[i].Kind)
+		if spec, ok := set.Spec(actions[i].Kind); ok && spec.Check != nil {
+			parts[i] = spec.Check(&actions[i])
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -1,0 +1,158 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ActionKind names what a firing rule does to the position.
+type ActionKind string
+
+// The action kinds every rule file may use: the rows of DefaultKinds.
+// Every action only ever lowers risk.
+const (
+	// LowerLeverage sets the position's leverage to the value of the
+	// action's leverage expression, if lower than the current one.
+	LowerLeverage ActionKind = "lower_leverage"
+	// SetIsolated switches the position to isolated margin.
+	SetIsolated ActionKind = "set_isolated"
+	// CancelOrders cancels the symbol's open orders.
+	CancelOrders ActionKind = "cancel_orders"
+	// Notify sends a notification.
+	Notify ActionKind = "notify"
+	// ReducePosition cuts the position's exposure with a reduce-only,
+	// immediate-or-cancel market order for a fraction of its quantity or
+	// the quantity an expression gives.
+	ReducePosition ActionKind = "reduce_position"
+)
+
+// Param is a parameter an action kind takes besides `action`.
+type Param uint8
+
+// The parameters an action may take.
+const (
+	// ParamLeverage: `leverage`, an expression giving a leverage
+	// (required).
+	ParamLeverage Param = 1 << iota
+	// ParamAmount: `fraction` (of the position's quantity, in (0, 1]) or
+	// `quantity` (an expression), exactly one of them.
+	ParamAmount
+	// ParamChannels: `channels`, a list of notification channels
+	// (optional).
+	ParamChannels
+)
+
+// KindSpec is what the rules' loader, `check` and the backtest's report
+// know of an action kind: its one row of a Kinds table.
+type KindSpec struct {
+	Name ActionKind
+	// Params are the parameters the kind takes.
+	Params Param
+	// Missing completes the error of a required parameter left out, after
+	// "NAME: missing parameter ".
+	Missing string
+	// Check describes one action of the kind in `check`'s summary; nil
+	// says its name.
+	Check func(a *Action) string
+	// Harm, when set, says in `check`'s summary what the kind may do to
+	// a rule's position that is not only a lower risk.
+	Harm func(r *Rule) string
+	// Noun and Nouns name one and several of its actions in the
+	// backtest's verdict ("" says the kind's name).
+	Noun, Nouns string
+	// Marker is the shape of its actions on the report's charts: "cancel"
+	// (a square), "notify" (a diamond) or "" (a triangle, as a settings
+	// change).
+	Marker string
+	// Repeatable is false for a kind whose call is not idempotent (an
+	// order): a second one is a second effect.
+	Repeatable bool
+}
+
+// Kinds is a table of action kinds, looked up by name.
+type Kinds []KindSpec
+
+// DefaultKinds is the table of the kinds the guard ships. A caller may
+// append its own rows (an action kind is one file of engine/act and its row
+// there, which brings this one).
+func DefaultKinds() Kinds {
+	return Kinds{
+		{Name: LowerLeverage, Params: ParamLeverage, Repeatable: true,
+			Missing: "\"leverage\" (an expression giving the target leverage, e.g. riskLimit.maxLeverage / 2)",
+			Check: func(a *Action) string {
+				return string(a.Kind) + " to " + strings.Join(strings.Fields(a.Leverage), " ")
+			},
+			Noun: "leverage cut", Nouns: "leverage cuts"},
+		{Name: SetIsolated, Repeatable: true, Noun: "isolation", Nouns: "isolations",
+			Harm: func(r *Rule) string {
+				if r.AllowCloserLiquidation {
+					return fmt.Sprintf("%s may move the liquidation price closer, not under %g%% of the index", SetIsolated, r.MinLiquidationDistance*100)
+				}
+				return fmt.Sprintf("%s is skipped where it would move the liquidation price closer (allow_closer_liquidation)", SetIsolated)
+			}},
+		{Name: CancelOrders, Repeatable: true, Marker: "cancel"},
+		{Name: ReducePosition, Params: ParamAmount,
+			Missing: "fraction (of the position's quantity, in (0, 1], e.g. 0.5) or quantity (an expression in the base currency)",
+			Check: func(a *Action) string {
+				if a.Quantity != "" {
+					return fmt.Sprintf("%s by %s (reduce-only, rounded down to the increment)", a.Kind, strings.Join(strings.Fields(a.Quantity), " "))
+				}
+				return fmt.Sprintf("%s by %s of the quantity (reduce-only, rounded down to the increment)", a.Kind, strconv.FormatFloat(a.Fraction, 'g', -1, 64))
+			}},
+		{Name: Notify, Params: ParamChannels, Repeatable: true, Marker: "notify",
+			Check: func(a *Action) string {
+				if len(a.Channels) > 0 {
+					return fmt.Sprintf("%s %s", a.Kind, strings.Join(a.Channels, ", "))
+				}
+				return string(a.Kind)
+			}},
+	}
+}
+
+// Spec is the row of kind k; ok is false for a kind the table does not
+// list.
+func (ks Kinds) Spec(k ActionKind) (KindSpec, bool) {
+	i := slices.IndexFunc(ks, func(s KindSpec) bool { return s.Name == k })
+	if i < 0 {
+		return KindSpec{}, false
+	}
+	return ks[i], true
+}
+
+// Names lists the kinds' names, in the table's order.
+func (ks Kinds) Names() []string {
+	out := make([]string, len(ks))
+	for i, s := range ks {
+		out[i] = string(s.Name)
+	}
+	return out
+}
+
+// taking is the name of the kind that takes parameter p, for the error of
+// an action of another kind given it ("" when none or several do).
+func (ks Kinds) taking(p Param) string {
+	name := ""
+	for _, s := range ks {
+		if s.Params&p != 0 {
+			if name != "" {
+				return ""
+			}
+			name = string(s.Name)
+		}
+	}
+	return name
+}
+
+// Table is the set's table of action kinds, DefaultKinds when it has none (a set built by
+// hand).
+func (s *Set) Table() Kinds {
+	if s == nil || s.Kinds == nil {
+		return DefaultKinds()
+	}
+	return s.Kinds
+}
+
+// Spec is the row of kind k in the table the set was parsed with.
+func (s *Set) Spec(k ActionKind) (KindSpec, bool) { return s.Table().Spec(k) }

@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/market"
-	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
-	"github.com/shopspring/decimal"
 )
 
 // ErrBreakerOpen is the error of an action the circuit breaker held back.
@@ -23,114 +21,30 @@ var ErrBreakerOpen = errors.New("circuit breaker open: action budget exceeded")
 // it was decided on is older than Config.MaxSnapshotAge.
 var ErrStaleSnapshot = errors.New("snapshot too old to act on")
 
-// ErrNotApplied is wrapped when the exchange answered a settings call with
-// values other than those asked for.
-var ErrNotApplied = errors.New("settings not applied")
-
 // execute decides a position's plan and returns its exchange calls and
-// what to do once they have ended: cancel first (fewer open orders is never
-// riskier), then the reduce order (reduce.go), then the settings call
-// (decided on the position the reduce leaves), then the rules' notify
-// actions. A rule
-// whose parts all succeeded starts its cooldown. It runs on the tick's
-// goroutine; the calls are sent by the executor, and done runs on the
-// goroutine that collects them (the tick's, this one or a later one).
-// held is why the symbol's calls wait (its backoff, or a call in flight),
-// nil when they do not.
-func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *act.Plan, cancelled map[string]bool, rep *TickReport, held error) ([]*pendingCall, func(ctx context.Context, rep *TickReport)) {
-	sym, pos := pl.Sym.Name, pl.Pos
+// what to do once they have ended: its steps (act.Step), each merged from
+// the kinds that asked for it, run in their order (a cancel first: fewer
+// open orders is never riskier; then a reduce order; then the settings
+// call, decided on the position the reduce leaves), then the rules' notify
+// actions. A rule whose parts all succeeded starts its cooldown. It runs
+// on the tick's goroutine; the calls are sent by the executor, and done
+// runs on the goroutine that collects them (the tick's, this one or a
+// later one). held is why the symbol's calls wait (its backoff, or a call
+// in flight), nil when they do not. once holds what the tick did once per
+// symbol (a cancel shared by a long and a short).
+func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *act.Plan, once map[string]bool, rep *TickReport, held error) ([]*act.Pending, func(ctx context.Context, rep *TickReport)) {
 	setAt := e.set
-
-	var cancelErr, settingsErr error
-	var cancelPC, settingsPC *pendingCall
-	if held != nil {
-		cancelErr, settingsErr = held, held
-	}
-	cancelTried := false
-	if pl.Cancel && !cancelled[sym] && held == nil {
-		cancelled[sym], cancelTried = true, true
-		base := Record{Time: now, Type: "action", Action: "cancel_orders", Symbol: sym, Position: pos.ID, Rules: pl.CancelRules}
-		cancelPC, cancelErr = e.prepare(ctx, rep, base, "cancel_orders "+sym, "", &ActionEvent{Symbol: sym, Action: "cancel_orders", Rules: pl.CancelRules},
-			func(ctx context.Context) (json.RawMessage, error) { return e.act.CancelOrders(ctx, sym) })
-	}
-
-	var rc *reduceCall
-	switch {
-	case pl.ReduceAsked && held != nil:
-		rc = &reduceCall{err: held}
-	case pl.ReduceAsked:
-		rc = e.prepareReduce(ctx, now, e.marginView(snap), pl, rep)
-	}
-
-	var dec act.Decision
-	if held == nil {
-		var m *act.Model
-		if _, change := pl.Target(); change {
-			m = e.marginView(snap) // built once a tick, for the first plan that needs it
+	errs := make([]error, len(pl.Steps))
+	var calls []*act.Pending
+	h := &stepHost{e: e, now: now, snap: snap, rep: rep, once: once}
+	for i, st := range pl.Steps {
+		if held != nil {
+			errs[i] = held
+			continue
 		}
-		dec = act.DecideSettings(afterReduce(m, rc), pl, now)
-	}
-	want, change, pred, stepped := dec.Want, dec.Change, dec.Pred, dec.Stepped
-	for _, sk := range dec.Skips {
-		e.emit(ctx, rep, e.skipEvent(now, pl, sk))
-	}
-
-	var base Record
-	var actEv ActionEvent
-	if change {
-		name, names := pl.SettingsAction(want)
-		prevCross := pos.Cross
-		base = Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
-			Cross: &want.Cross, Leverage: want.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
-		desc := fmt.Sprintf("%s %s", name, sym)
-		if want.Leverage != pos.Leverage {
-			desc += fmt.Sprintf(" %d→%d", pos.Leverage, want.Leverage)
-		}
-		if want.Cross != pos.Cross {
-			desc += " cross→isolated"
-		}
-		effect := ""
-		if pred != nil && !e.tally {
-			effect = pred.String()
-			base.Prediction = pred.Record()
-		}
-		if stepped != "" {
-			effect = stepped + "; " + effect
-			base.Reason = stepped
-		}
-		actEv = ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Effect: effect}
-		settingsPC, settingsErr = e.prepare(ctx, rep, base, desc, effect, &actEv, func(ctx context.Context) (json.RawMessage, error) {
-			got, err := e.act.SetPositionSettings(ctx, sym, want)
-			if err != nil {
-				return nil, err
-			}
-			raw, _ := json.Marshal(got)
-			if got.Leverage != want.Leverage || got.Cross != want.Cross {
-				return raw, fmt.Errorf("%w: asked cross=%t leverage=%d, exchange reports cross=%t leverage=%d",
-					ErrNotApplied, want.Cross, want.Leverage, got.Cross, got.Leverage)
-			}
-			if pred != nil {
-				// The result's audit record carries the prediction and
-				// what the exchange read back.
-				actual := got.LiquidationPrice
-				base.Prediction.Actual = &actual
-				actEv.Actual = fmt.Sprintf("liquidation %s read back (%s predicted)", actual, pred.LiquidationAfter)
-			}
-			return raw, nil
-		})
-	} else if held == nil && (pl.Lower > 0 || pl.Isolate) {
-		e.log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
-	}
-
-	var reducePC *pendingCall
-	if rc != nil {
-		reducePC = rc.pc
-	}
-	var calls []*pendingCall
-	for _, pc := range []*pendingCall{cancelPC, reducePC, settingsPC} {
-		if pc != nil {
-			calls = append(calls, pc)
-		}
+		ps, err := st.Prepare(ctx, h, pl)
+		errs[i] = err
+		calls = append(calls, ps...)
 	}
 	for i := range pl.Due {
 		if d := pl.Due[i].Acct; d != nil {
@@ -138,44 +52,15 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		}
 	}
 	done := func(ctx context.Context, rep *TickReport) {
-		if cancelPC != nil {
-			cancelErr = e.finish(rep, cancelPC)
-		}
-		// A failure counts from when it is known: a call that ran past
-		// its tick is collected by a later one.
-		if cancelTried {
-			e.symbolOutcome(ctx, e.lastTick, sym, cancelErr)
-		}
-		var reduceErr error
-		if rc != nil {
-			if rc.pc != nil {
-				rc.err = e.finish(rep, rc.pc)
-				e.symbolOutcome(ctx, e.lastTick, sym, rc.err)
-				e.reduceDone(ctx, now, pl, rc)
-			}
-			reduceErr = rc.err
-		}
-		if settingsPC != nil {
-			settingsErr = e.finish(rep, settingsPC)
-		}
-		if change {
-			e.symbolOutcome(ctx, e.lastTick, sym, settingsErr)
-			if settingsErr == nil && pred != nil {
-				if base.Prediction != nil && base.Prediction.Actual != nil {
-					e.checkPrediction(ctx, now, sym, pred, *base.Prediction.Actual)
-				}
-				if e.tickView != nil && e.lastTick.Equal(now) {
-					e.tickView.Acct = pred.Next // later calls of the tick see this one's effect
-				}
-			}
-			if refusedForGood(settingsErr) && pl.Refused != nil {
-				*pl.Refused = act.Refusal{Settings: want, From: pos.Leverage}
-			}
-			if settingsErr == nil && pred != nil && pred.MarginMoved.IsPositive() && !e.cfg.DryRun && act.SpendBudget(pl, pred.MarginMoved) {
-				e.dirty = true
+		if held == nil {
+			h := &stepHost{e: e, now: now, rep: rep}
+			for i, st := range pl.Steps {
+				errs[i] = st.Done(ctx, h, pl)
 			}
 		}
-		e.settle(ctx, now, rep, pl, setAt, cancelErr, reduceErr, settingsErr)
+		e.settle(ctx, now, rep, pl, setAt, func(st act.Step) error {
+			return errs[slices.Index(pl.Steps, st)]
+		})
 	}
 	return calls, done
 }
@@ -184,21 +69,18 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 // notify actions run, a rule whose parts all succeeded starts its cooldown,
 // an account rule counts its target done. setAt is the rule set the plan
 // was decided under: a reload in between moves the states it names.
-func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl *act.Plan, setAt *rules.Set, cancelErr, reduceErr, settingsErr error) {
+func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl *act.Plan, setAt *rules.Set, errOf func(act.Step) error) {
 	sym := pl.Sym.Name
 	for i := range pl.Due {
 		d := &pl.Due[i]
 		var refused []error
-		for _, part := range []struct {
-			asked bool
-			err   error
-		}{{d.Settings, settingsErr}, {d.Cancel, cancelErr}, {d.Reduce, reduceErr}} {
-			switch {
-			case !part.asked || part.err == nil:
-			case refusedForGood(part.err), errors.Is(part.err, ErrReduceStopped), errors.Is(part.err, errNoOrders):
-				refused = append(refused, part.err)
+		for _, st := range d.Asked {
+			switch err := errOf(st); {
+			case err == nil:
+			case act.Refused(err):
+				refused = append(refused, err)
 			default:
-				d.Err = errors.Join(d.Err, part.err)
+				d.Err = errors.Join(d.Err, err)
 			}
 		}
 		if len(refused) > 0 && d.Err == nil {
@@ -255,26 +137,6 @@ func (e *Engine) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState,
 	return nil
 }
 
-// refusedForGood reports whether the exchange refused a call in a way that
-// repeating it cannot change soon: a 4xx answer other than 429 (a leverage
-// the exchange will not accept, isolation that would liquidate at once, a
-// bad signature).
-func refusedForGood(err error) bool {
-	var ae *exchange.APIError
-	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != 429
-}
-
-// pendingCall is a mutating call the tick decided to send, with what its
-// phases say.
-type pendingCall struct {
-	base         Record
-	desc, effect string
-	act          *ActionEvent
-	call         func(context.Context) (json.RawMessage, error)
-	readStart    time.Time // of the snapshot it was decided on
-	result       act.Result
-}
-
 // prepare is the part of one mutating call that happens when the tick
 // decides it: the checks that can hold it (a dry run, a pause, an old
 // snapshot, the action budget with its breaker). A call held back is said
@@ -282,18 +144,18 @@ type pendingCall struct {
 // for a dry run); a call to send is returned, to be said by the executor
 // as it goes (executorCall). act is the action as the tick's report shows
 // it, completed with its outcome.
-func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc, effect string, act *ActionEvent, call func(context.Context) (json.RawMessage, error)) (*pendingCall, error) {
+func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc, effect string, ev *ActionEvent, call func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
 	now := base.Time
 	phase := func(name string, err error) {
 		var a *ActionEvent
 		if name != "intended" {
-			a = act
+			a = ev
 		}
 		e.emit(ctx, rep, actionPhaseEvent(base, name, desc, effect, nil, err, a))
 	}
 	if e.tally {
-		act.Outcome = "dry_run"
-		e.emit(ctx, rep, event{Action: act})
+		ev.Outcome = "dry_run"
+		e.emit(ctx, rep, event{Action: ev})
 		return nil, nil
 	}
 	if e.cfg.DryRun {
@@ -304,13 +166,13 @@ func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc
 	if err := e.mayAct(now); err != nil {
 		if e.sayStandby(desc) {
 			phase("intended", nil)
-			e.emit(ctx, rep, actionPhaseEvent(base, "standby", desc, effect, nil, err, act))
+			e.emit(ctx, rep, actionPhaseEvent(base, "standby", desc, effect, nil, err, ev))
 		}
 		return nil, err
 	}
 	if p, ok := e.holdingPause(base.Rules, base.Symbol, now); ok {
 		phase("intended", nil)
-		return nil, e.sayPaused(ctx, rep, base, desc, effect, act, p)
+		return nil, e.sayPaused(ctx, rep, base, desc, effect, ev, p)
 	}
 	if err := e.staleSnapshot(e.readStart); err != nil {
 		phase("intended", nil)
@@ -331,7 +193,7 @@ func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc
 		phase("skipped", ErrBreakerOpen)
 		return nil, ErrBreakerOpen
 	}
-	return &pendingCall{base: base, desc: desc, effect: effect, act: act, call: call, readStart: e.readStart}, nil
+	return &act.Pending{Base: base, Desc: desc, Effect: effect, Event: ev, Do: call, ReadStart: e.readStart}, nil
 }
 
 // staleSnapshot is the error of a call that would go out on a snapshot
@@ -358,19 +220,19 @@ func staleAfter(age, maxAge time.Duration) error {
 // after that look waits until the call has ended. It runs on the
 // executor's goroutine: what it says goes to the tick's report when the
 // call is collected (finish).
-func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.Duration) act.Call {
+func (e *Engine) executorCall(ctx context.Context, pc *act.Pending, maxAge time.Duration) act.Call {
 	phase := func(name string, resp json.RawMessage, err error) {
 		var a *ActionEvent
 		if name != "intended" && name != "sent" {
-			a = pc.act
+			a = pc.Event
 		}
-		e.emit(ctx, nil, actionPhaseEvent(pc.base, name, pc.desc, pc.effect, resp, err, a))
+		e.emit(ctx, nil, actionPhaseEvent(pc.Base, name, pc.Desc, pc.Effect, resp, err, a))
 	}
 	// release ends the call's passage through the pauses' gate
 	// (control.Store.Check): a pause made meanwhile waits for it.
 	release := func() {}
 	return act.Call{
-		Name: pc.desc,
+		Name: pc.Desc,
 		Hold: func() error {
 			phase("intended", nil, nil)
 			// The last look: a leader whose lease is no longer safely
@@ -379,11 +241,11 @@ func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.
 				phase("standby", nil, err)
 				return err
 			}
-			p, rel, held := e.ctl.Check(pc.base.Rules, pc.base.Symbol, pc.desc, e.now())
+			p, rel, held := e.ctl.Check(pc.Base.Rules, pc.Base.Symbol, pc.Desc, e.now())
 			if held {
-				return e.sayPaused(ctx, nil, pc.base, pc.desc, pc.effect, pc.act, p)
+				return e.sayPaused(ctx, nil, pc.Base, pc.Desc, pc.Effect, pc.Event, p)
 			}
-			if err := staleAfter(e.now().Sub(pc.readStart), maxAge); err != nil {
+			if err := staleAfter(e.now().Sub(pc.ReadStart), maxAge); err != nil {
 				rel()
 				phase("skipped", nil, err)
 				return err
@@ -394,7 +256,7 @@ func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.
 		},
 		Do: func(ctx context.Context) (json.RawMessage, error) {
 			defer release()
-			resp, err := pc.call(ctx)
+			resp, err := pc.Do(ctx)
 			if err != nil {
 				phase("error", resp, err)
 			} else {
@@ -405,69 +267,19 @@ func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.
 	}
 }
 
-// finish takes in a call the executor ended (its result is in pc.result)
+// finish takes in a call the executor ended (its result is in pc.Result)
 // and returns its error. A call that changed nothing on the exchange gives
 // its budget back: only the guard's own successful mutations spend it, so
 // a symbol that keeps failing backs off on its own (symbolOutcome) instead
 // of opening the breaker on every other symbol.
-func (e *Engine) finish(rep *TickReport, pc *pendingCall) error {
-	if res := pc.result; !res.Sent || res.Err != nil {
-		e.breaker.Refund(pc.base.Time)
+func (e *Engine) finish(rep *TickReport, pc *act.Pending) error {
+	if res := pc.Result; !res.Sent || res.Err != nil {
+		e.breaker.Refund(pc.Base.Time)
 	}
-	if rep != nil && pc.act.Outcome != "" {
-		rep.Actions = append(rep.Actions, *pc.act)
+	if rep != nil && pc.Event.Outcome != "" {
+		rep.Actions = append(rep.Actions, *pc.Event)
 	}
-	return pc.result.Err
-}
-
-// checkPrediction compares the liquidation price the exchange read back
-// with the model's: a difference of more than a basis point of the index
-// (beyond the rounding to ticks) is reported.
-func (e *Engine) checkPrediction(ctx context.Context, now time.Time, symbol string, pred *act.Prediction, got decimal.Decimal) {
-	tolerance := pred.Index().Mul(decimal.New(1, -4))
-	if got.Sub(pred.LiquidationAfter).Abs().GreaterThan(tolerance) {
-		e.emit(ctx, nil, mismatchEvent(now, symbol, pred.LiquidationAfter, got))
-		e.noteReadBack(symbol, fmt.Sprintf("read back liquidation %s, %s predicted", got, pred.LiquidationAfter))
-		return
-	}
-	e.noteReadBack(symbol, "")
-}
-
-// firstHarmInFiring reports whether no harmful action of the plan's rules
-// was notified yet in their current firing, and marks it so.
-func (e *Engine) firstHarmInFiring(pl *act.Plan, now time.Time) bool {
-	first := false
-	for _, d := range pl.Due {
-		st := d.St
-		if st.HarmNotedAt.Before(st.FiredAt) || st.HarmNotedAt.IsZero() {
-			first = true
-			st.HarmNotedAt = now
-			e.dirty = true
-		}
-	}
-	return first
+	return pc.Result.Err
 }
 
 func joinRules(names []string) string { return strings.Join(names, ",") }
-
-// skipEvent says a part of a plan's settings call left out (act.Skip): an
-// isolation that would harm, audited and logged each time, notified once
-// per firing; or a leverage cut no bound leaves room for.
-func (e *Engine) skipEvent(now time.Time, pl *act.Plan, sk act.Skip) event {
-	sym, pos := pl.Sym.Name, pl.Pos
-	if sk.Kind == rules.SetIsolated {
-		prevCross := pos.Cross
-		iso := exchange.Settings{Leverage: sk.Want.Leverage, Cross: false}
-		base := Record{Time: now, Type: "action", Action: string(rules.SetIsolated), Symbol: sym, Position: pos.ID, Rules: act.Dedupe(pl.IsolateRules),
-			Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
-		ev := harmEvent(base, sk.Pred, sk.Why, e.firstHarmInFiring(pl, now))
-		ev.Action = &ActionEvent{Symbol: sym, Action: string(rules.SetIsolated), Rules: base.Rules, Outcome: "skipped_harmful",
-			From: pos.Leverage, To: sk.Want.Leverage, Effect: sk.Pred.String() + "; " + sk.Why, Reason: sk.Why}
-		return ev
-	}
-	base := Record{Time: now, Type: "action", Action: string(rules.LowerLeverage), Symbol: sym, Position: pos.ID, Rules: act.Dedupe(pl.LowerRules),
-		Leverage: sk.Asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: sk.Why}
-	return event{Audit: &base, Level: slog.LevelWarn, Msg: "skipped lower_leverage " + sym + ": " + sk.Why,
-		Attrs:  []any{"action", base.Action, "symbol", sym, "rule", joinRules(base.Rules)},
-		Action: &ActionEvent{Symbol: sym, Action: string(rules.LowerLeverage), Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: sk.Asked, Effect: sk.Why, Reason: sk.Why}}
-}

@@ -32,7 +32,7 @@ func (e *Engine) runPlans(ctx context.Context, now time.Time, snap *Snapshot, pl
 	if len(plans) == 0 {
 		return
 	}
-	cancelled := make(map[string]bool)
+	once := make(map[string]bool)
 	var order []string
 	bySymbol := make(map[string][]*act.Plan, len(plans))
 	for _, pl := range plans {
@@ -50,14 +50,14 @@ func (e *Engine) runPlans(ctx context.Context, now time.Time, snap *Snapshot, pl
 			busy = errInFlight
 			e.log.Debug("actions held back: a call is in flight", "symbol", name, "call", f.Call, "since", f.Since)
 		}
-		var calls []*pendingCall
+		var calls []*act.Pending
 		var dones []func(context.Context, *TickReport)
 		for _, pl := range bySymbol[name] {
 			held := busy
 			if held == nil && e.heldBack(ctx, now, pl, rep) {
 				held = errBackingOff
 			}
-			pcs, done := e.execute(ctx, now, snap, pl, cancelled, rep, held)
+			pcs, done := e.execute(ctx, now, snap, pl, once, rep, held)
 			if e.sequential {
 				e.submit(ctx, name, pcs, []func(context.Context, *TickReport){done}, maxAge)
 				e.exec.Collect(ctx)
@@ -78,7 +78,7 @@ func (e *Engine) runPlans(ctx context.Context, now time.Time, snap *Snapshot, pl
 // submit hands one symbol's calls to the executor; dones say what became
 // of them once they ended, in order. Without a call they run at once. It
 // reports whether a job was submitted.
-func (e *Engine) submit(ctx context.Context, symbol string, calls []*pendingCall, dones []func(context.Context, *TickReport), maxAge time.Duration) bool {
+func (e *Engine) submit(ctx context.Context, symbol string, calls []*act.Pending, dones []func(context.Context, *TickReport), maxAge time.Duration) bool {
 	settle := func(ctx context.Context) {
 		for _, done := range dones {
 			done(ctx, e.curRep)
@@ -90,7 +90,7 @@ func (e *Engine) submit(ctx context.Context, symbol string, calls []*pendingCall
 	}
 	job := &act.Job{Key: symbol, Done: func(ctx context.Context, results []act.Result) {
 		for i, pc := range calls {
-			pc.result = results[i]
+			pc.Result = results[i]
 		}
 		settle(context.WithoutCancel(ctx)) // what was sent is said, stopping or not
 	}}
@@ -100,7 +100,7 @@ func (e *Engine) submit(ctx context.Context, symbol string, calls []*pendingCall
 	if !e.exec.Submit(ctx, job) {
 		// Not reached: runPlans holds back a symbol in flight.
 		for _, pc := range calls {
-			pc.result = act.Result{Err: errInFlight}
+			pc.Result = act.Result{Err: errInFlight}
 		}
 		settle(ctx)
 		return false
@@ -113,7 +113,7 @@ func (e *Engine) submit(ctx context.Context, symbol string, calls []*pendingCall
 // are not held back.
 func (e *Engine) heldBack(ctx context.Context, now time.Time, pl *act.Plan, rep *TickReport) bool {
 	failures, until, held := e.backoff.Held(pl.Sym.Name, now)
-	if !held || (!pl.Cancel && pl.Lower == 0 && !pl.Isolate && !pl.ReduceAsked) {
+	if !held || len(pl.Steps) == 0 {
 		return false
 	}
 	why := fmt.Sprintf("%d failed calls in a row on %s; next attempt at %s", failures, pl.Sym.Name, until.UTC().Format(time.RFC3339))
@@ -138,7 +138,7 @@ func (e *Engine) symbolOutcome(ctx context.Context, now time.Time, symbol string
 				Audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", n)}})
 		}
 		return
-	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, ErrPaused), errors.Is(err, ErrStandby), errors.Is(err, errBackingOff), errors.Is(err, errInFlight), refusedForGood(err):
+	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, ErrPaused), errors.Is(err, ErrStandby), errors.Is(err, errBackingOff), errors.Is(err, errInFlight), act.Refused(err):
 		return
 	}
 	failures, until, counted := e.backoff.Failed(symbol, now)

@@ -38,8 +38,9 @@ type Reader = market.Reader
 // see engine/market.
 type InProcessReader = market.InProcessReader
 
-// Actuator is what the engine changes on the exchange. Both calls are
-// idempotent.
+// Actuator is what the engine changes on the exchange (act.Exchange). Both
+// calls are idempotent; an Actuator that can place orders
+// (act.OrderPlacer) is asked for them by the kinds that send one.
 type Actuator interface {
 	SetPositionSettings(ctx context.Context, symbol string, s exchange.Settings) (*exchange.Position, error)
 	CancelOrders(ctx context.Context, symbol string) (json.RawMessage, error)
@@ -78,6 +79,10 @@ type Deps struct {
 	Shared SharedState
 	// Host names this process in the audit records under ha.
 	Host string
+	// Kinds are the action kinds the engine knows: nil is
+	// act.DefaultKinds. A rule set using a kind it does not know is
+	// refused.
+	Kinds act.Kinds
 	// Tally is for a dry run whose actions are only counted (a
 	// backtest's run without the guard): a dry-run action is put in the
 	// tick's report with its outcome, rules and leverages but without
@@ -160,13 +165,9 @@ type Engine struct {
 	curRep *TickReport
 	// lane is the fast lane's state (tick-owned).
 	lane laneState
-	// orders places reduce_position's orders: the Actuator, when it can
-	// (OrderPlacer); nil refuses them.
-	orders OrderPlacer
-	// reduceStopped is why reduce_position sends no more orders (a
-	// position that grew after one), until a restart; nil while it may
-	// (tick-owned).
-	reduceStopped error
+	// kinds are the action kinds the engine knows (Deps.Kinds), each
+	// with its own state.
+	kinds act.Kinds
 
 	// win is the rule set's functions over the recent past (the
 	// positions' series are in their posState).
@@ -311,7 +312,13 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		stateEpoch: 1,
 	}
 	hist, _ := d.Reader.(window.HistoryReader)
-	e.orders, _ = d.Actuator.(OrderPlacer)
+	e.kinds = d.Kinds
+	if e.kinds == nil {
+		e.kinds = act.DefaultKinds()
+	}
+	if err := e.kinds.Check(set); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	e.names = ruleNames(set)
 	e.win = window.NewStore(set, cfg.Interval, hist, d.Logger)
 	e.bindRules(set)
@@ -485,6 +492,10 @@ func (e *Engine) applyPending() {
 		e.backoff.SetLimits(e.cfg.Interval, e.cfg.SymbolBackoffMax)
 	}
 	if set == nil {
+		return
+	}
+	if err := e.kinds.Check(set); err != nil {
+		e.log.Error("the new rules are not applied; the old ones keep running", "err", err)
 		return
 	}
 	old := e.set

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -368,7 +369,7 @@ func TestSettingsNotAppliedIsAnError(t *testing.T) {
 	h := newHarness(t, Config{}, overMax)
 	h.fx.ignoreSettings = true
 	rep := h.tick(0)
-	if len(rep.Actions) != 1 || !errors.Is(rep.Actions[0].Err, ErrNotApplied) {
+	if len(rep.Actions) != 1 || !errors.Is(rep.Actions[0].Err, act.ErrNotApplied) {
 		t.Fatalf("actions = %+v, want one ErrNotApplied", rep.Actions)
 	}
 	if got := phases(h.auditRecords(), "lower_leverage"); !slices.Equal(got, []string{"intended", "sent", "error"}) {

@@ -172,7 +172,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			}
 			if acts {
 				pl.Pos, pl.Sym = p, sym
-				pl.Add(ri, r, st, nil, &e.ev, env)
+				pl.Add(e.kinds, ri, r, st, nil, &e.ev, env)
 			}
 		}
 		ps.X.inactive, ps.X.inactiveEpoch = known, e.stateEpoch
@@ -180,7 +180,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 		for _, d := range due {
 			if d.Targets[key] {
 				pl.Pos, pl.Sym = p, sym
-				pl.Add(d.Idx, d.Rule, d.St, d, &e.ev, &e.env)
+				pl.Add(e.kinds, d.Idx, d.Rule, d.St, d, &e.ev, &e.env)
 			}
 		}
 		if !pl.Empty() {

@@ -11,7 +11,6 @@ import (
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
-	"github.com/riskguard/riskguard/notify"
 	"github.com/shopspring/decimal"
 )
 
@@ -161,23 +160,6 @@ func (in *freeInputs) same(ps []margin.Position, liqs []decimal.Decimal) bool {
 		}
 	}
 	return true
-}
-
-// harmEvent is a settings change the engine did not send because it would
-// move the position's liquidation price closer: audited and logged each
-// time, notified when notify is set (once per firing).
-func harmEvent(base Record, pred *act.Prediction, why string, note bool) event {
-	r := base
-	r.Phase, r.Reason, r.Prediction = "skipped", why, pred.Record()
-	text := fmt.Sprintf("skipped %s %s: %s; %s", base.Action, base.Symbol, pred, why)
-	ev := event{Audit: &r, Level: slog.LevelWarn, Msg: text,
-		Attrs: []any{"action", base.Action, "symbol", base.Symbol, "rule", joinRules(base.Rules)},
-		Count: func(m *Metrics) { m.Action(base.Action, "skipped_harmful") }}
-	if note {
-		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "warning", Symbol: base.Symbol,
-			Action: base.Action, Rule: joinRules(base.Rules), Text: text}
-	}
-	return ev
 }
 
 // mismatchEvent is the exchange reading back a liquidation price the

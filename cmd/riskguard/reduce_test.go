@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/shopspring/decimal"
@@ -17,8 +18,8 @@ import (
 
 // The adapters the daemon and backtests run with can place orders.
 var (
-	_ engine.OrderPlacer = (*exchange.Client)(nil)
-	_ engine.OrderPlacer = sim.Local{}
+	_ act.OrderPlacer = (*exchange.Client)(nil)
+	_ act.OrderPlacer = sim.Local{}
 )
 
 // exchange.order_path: the default, an override from the environment, and

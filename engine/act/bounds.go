@@ -49,13 +49,13 @@ func preferredWithin(m *Model, pl *Plan, want exchange.Settings, bound func(*Pre
 // budgets of the rules asking for it: the smallest remaining one binds.
 // A budget that is a share of the free balance cannot be checked when the
 // free balance is unknown: nothing is then within it.
-func withinBudget(pl *Plan, now time.Time, p *Prediction) (bool, string) {
+func withinBudget(pl *Plan, lowerKind rules.ActionKind, now time.Time, p *Prediction) (bool, string) {
 	if !p.MarginMoved.IsPositive() {
 		return true, ""
 	}
 	for _, d := range pl.Due {
 		r := d.Rule
-		if r.MarginBudget == 0 || !r.HasAction(rules.LowerLeverage) {
+		if r.MarginBudget == 0 || !r.HasAction(lowerKind) {
 			continue
 		}
 		if !r.BudgetSet {
@@ -84,12 +84,13 @@ func withinBudget(pl *Plan, now time.Time, p *Prediction) (bool, string) {
 	return true, ""
 }
 
-// SpendBudget counts margin moved into the position against the budgets
-// of the rules that asked for the cut, and reports whether any counted it.
-func SpendBudget(pl *Plan, moved decimal.Decimal) bool {
+// SpendBudget counts margin moved into the position by settings call c
+// against the budgets of the rules that asked for its cut, and reports
+// whether any counted it.
+func SpendBudget(pl *Plan, c *SettingsStep, moved decimal.Decimal) bool {
 	spent := false
 	for _, d := range pl.Due {
-		if d.Rule.MarginBudget == 0 || !d.Rule.HasAction(rules.LowerLeverage) {
+		if d.Rule.MarginBudget == 0 || !d.Rule.HasAction(c.lowerKind) {
 			continue
 		}
 		d.St.MarginMoved += moved.InexactFloat64()

@@ -6,14 +6,13 @@ import (
 
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
-	"github.com/riskguard/riskguard/rules"
 )
 
 // Skip is a part of a plan's settings call left out, to be said: an
-// isolation that would harm (Kind set_isolated, with its prediction), or
-// a leverage cut no bound leaves room for (Kind lower_leverage).
+// isolation that would harm (Isolation, with its prediction), or a
+// leverage cut no bound leaves room for.
 type Skip struct {
-	Kind rules.ActionKind
+	Isolation bool
 	// Want is the settings asked for when it was left out; Asked the
 	// leverage the cut asked for.
 	Want  exchange.Settings
@@ -57,10 +56,10 @@ type Decision struct {
 // equals). A call the exchange refused for good from this very leverage is
 // tried halfway instead. It writes the margin budgets' windows of the
 // plan's rule states.
-func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
+func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision {
 	pos := pl.Pos
 	var d Decision
-	d.Want, d.Change = pl.Target()
+	d.Want, d.Change = c.Target(pos)
 	predict := func() {
 		d.Pred = nil
 		if d.Change && m != nil {
@@ -70,8 +69,8 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 	predict()
 	unchanged := func() bool { return d.Want == exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross} }
 	dropIsolation := func(why string) {
-		d.Skips = append(d.Skips, Skip{Kind: rules.SetIsolated, Want: d.Want, Pred: d.Pred, Why: why})
-		pl.Isolate = false
+		d.Skips = append(d.Skips, Skip{Isolation: true, Want: d.Want, Pred: d.Pred, Why: why})
+		c.Isolate = false
 		d.Want.Cross = pos.Cross
 		d.Change = !unchanged()
 		predict()
@@ -79,7 +78,7 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 
 	if m != nil && m.Unfit != "" {
 		if d.Pred != nil && d.Change && d.Want.Cross != pos.Cross && pos.Cross {
-			if allowed, _ := closerAllowed(pl, rules.SetIsolated); !allowed {
+			if allowed, _ := closerAllowed(pl, c.isolateKind); !allowed {
 				dropIsolation("the model does not fit the exchange (" + m.Unfit + "), so isolating a cross position needs the rule's opt-in (allow_closer_liquidation)")
 			}
 		}
@@ -104,17 +103,17 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 			// prices closer, even past the index). Judged by the account
 			// measure: only one that worsens it needs the opt-in.
 			if d.Pred.After.Compare(d.Pred.Before) < 0 {
-				if allowed, _ := closerAllowed(pl, rules.SetIsolated); !allowed {
+				if allowed, _ := closerAllowed(pl, c.isolateKind); !allowed {
 					dropIsolation("isolating would leave the account worse off (" + d.Pred.accountChange() + "); the rule does not allow it (allow_closer_liquidation)")
 				}
 			}
 			return
 		}
-		if d.Pred.ringFences(rulesFloor(pl, rules.SetIsolated)) {
+		if d.Pred.ringFences(rulesFloor(pl, c.isolateKind)) {
 			d.Stepped = fmt.Sprintf("ring-fences %s: the rest of the account %s", pl.Sym.Name, margin.Change(d.Pred.RestBefore, d.Pred.RestAfter))
 			return
 		}
-		allowed, floor := closerAllowed(pl, rules.SetIsolated)
+		allowed, floor := closerAllowed(pl, c.isolateKind)
 		_, after := d.Pred.Distances()
 		switch {
 		case !allowed:
@@ -135,8 +134,8 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 			}
 			return false, fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", p.Leverage, p.MarginMoved.Round(2), p.FreeAfter.Add(p.MarginMoved).Round(2))
 		},
-		func(p *Prediction) (bool, string) { return withinBudget(pl, now, p) },
-		accountBound(pl),
+		func(p *Prediction) (bool, string) { return withinBudget(pl, c.lowerKind, now, p) },
+		accountBound(pl, c.lowerKind),
 	}
 	within := func(p *Prediction) (bool, string) {
 		for _, b := range bounds {
@@ -164,7 +163,7 @@ func DecideSettings(m *Model, pl *Plan, now time.Time) Decision {
 		d.Change = !unchanged()
 		predict()
 		if !d.Change {
-			d.Skips = append(d.Skips, Skip{Kind: rules.LowerLeverage, Want: d.Want, Asked: asked, Why: d.Stepped})
+			d.Skips = append(d.Skips, Skip{Want: d.Want, Asked: asked, Why: d.Stepped})
 		}
 	}
 

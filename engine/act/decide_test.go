@@ -35,9 +35,10 @@ func xbtc(t *testing.T, free string, r *rules.Rule, kinds ...rules.ActionKind) (
 		case rules.SetIsolated:
 			setIsolated{}.Merge(pl, &d, &r.Actions[i], nil, nil)
 		case rules.LowerLeverage:
-			pl.Lower = 10
-			pl.LowerRules = append(pl.LowerRules, r.Name)
-			d.Settings = true
+			c := settingsOf(pl)
+			c.lowerKind, c.Lower = rules.LowerLeverage, 10
+			c.LowerRules = append(c.LowerRules, r.Name)
+			d.Ask(c)
 		}
 	}
 	pl.Due = append(pl.Due, d)
@@ -49,29 +50,29 @@ func TestDecideSettings(t *testing.T) {
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	t.Run("no model: the target as asked", func(t *testing.T) {
 		_, pl := xbtc(t, "1000", &rules.Rule{Name: "r"}, rules.LowerLeverage)
-		d := DecideSettings(nil, pl, now)
+		d := DecideSettings(nil, pl, settingsOf(pl), now)
 		if !d.Change || d.Want.Leverage != 10 || d.Pred != nil || len(d.Skips) != 0 {
 			t.Fatalf("%+v", d)
 		}
 	})
 	t.Run("an isolation that moves the liquidation closer is left out unless allowed", func(t *testing.T) {
 		m, pl := xbtc(t, "50000", &rules.Rule{Name: "iso"}, rules.SetIsolated)
-		d := DecideSettings(m, pl, now)
+		d := DecideSettings(m, pl, settingsOf(pl), now)
 		// The leverage above the maximum is still brought down to it: the
 		// exchange refuses a new leverage above it, and a call is made.
-		if !d.Change || d.Want != (exchange.Settings{Leverage: 20, Cross: true}) || len(d.Skips) != 1 || d.Skips[0].Kind != rules.SetIsolated ||
+		if !d.Change || d.Want != (exchange.Settings{Leverage: 20, Cross: true}) || len(d.Skips) != 1 || !d.Skips[0].Isolation ||
 			!strings.Contains(d.Skips[0].Why, "allow_closer_liquidation") {
 			t.Fatalf("%+v", d)
 		}
 		m, pl = xbtc(t, "50000", &rules.Rule{Name: "iso", AllowCloserLiquidation: true}, rules.SetIsolated)
-		if d := DecideSettings(m, pl, now); !d.Change || d.Want.Cross || len(d.Skips) != 0 {
+		if d := DecideSettings(m, pl, settingsOf(pl), now); !d.Change || d.Want.Cross || len(d.Skips) != 0 {
 			t.Fatalf("allowed isolation: %+v", d)
 		}
 	})
 	t.Run("a call refused for good from this leverage is tried halfway", func(t *testing.T) {
 		_, pl := xbtc(t, "1000", &rules.Rule{Name: "r"}, rules.LowerLeverage)
 		*pl.Refused = Refusal{Settings: exchange.Settings{Leverage: 10, Cross: true}, From: 25}
-		d := DecideSettings(nil, pl, now)
+		d := DecideSettings(nil, pl, settingsOf(pl), now)
 		if d.Want.Leverage != 18 || !strings.Contains(d.Stepped, "refused 10x from 25x before: trying 18x") {
 			t.Fatalf("%+v", d)
 		}

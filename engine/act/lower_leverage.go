@@ -6,9 +6,16 @@ import (
 	"github.com/riskguard/riskguard/rules"
 )
 
-// lowerLeverage asks for a lower leverage: the plan's settings call takes
-// the lowest asked by its rules (at least 1).
+// lowerLeverage asks for a lower leverage: the plan's settings call
+// (settings.go) takes the lowest asked by its rules (at least 1), within
+// the bounds DecideSettings keeps.
 type lowerLeverage struct{}
+
+// Name is the kind's name in the rules.
+func (lowerLeverage) Name() rules.ActionKind { return rules.LowerLeverage }
+
+// Spec is the kind's row of the rules' table.
+func (lowerLeverage) Spec() rules.KindSpec { return shipped(rules.LowerLeverage) }
 
 // Merge evaluates the rule's leverage target.
 func (lowerLeverage) Merge(pl *Plan, d *Due, a *rules.Action, ev *rules.Evaluator, env *rules.Env) {
@@ -18,9 +25,11 @@ func (lowerLeverage) Merge(pl *Plan, d *Due, a *rules.Action, ev *rules.Evaluato
 		return
 	}
 	lev = max(lev, 1)
-	if pl.Lower == 0 || lev < pl.Lower {
-		pl.Lower = lev
+	c := settingsOf(pl)
+	c.lowerKind = rules.LowerLeverage
+	if c.Lower == 0 || lev < c.Lower {
+		c.Lower = lev
 	}
-	pl.LowerRules = append(pl.LowerRules, d.Rule.Name)
-	d.Settings = true
+	c.LowerRules = append(c.LowerRules, d.Rule.Name)
+	d.Ask(c)
 }

@@ -238,9 +238,9 @@ const OthersFloor = 0.10
 // allow_closer_liquidation; any cut, allowed or not, keeps every other
 // position it moves closer at least OthersFloor (or the rules' floor)
 // away. A cut that improves the measure, or leaves it as it is, goes out.
-func accountBound(pl *Plan) func(*Prediction) (bool, string) {
-	allowed, _ := closerAllowed(pl, rules.LowerLeverage)
-	floor := decimal.Max(rulesFloor(pl, rules.LowerLeverage), decimal.NewFromFloat(OthersFloor))
+func accountBound(pl *Plan, lowerKind rules.ActionKind) func(*Prediction) (bool, string) {
+	allowed, _ := closerAllowed(pl, lowerKind)
+	floor := decimal.Max(rulesFloor(pl, lowerKind), decimal.NewFromFloat(OthersFloor))
 	return func(p *Prediction) (bool, string) {
 		for _, o := range p.others {
 			if o.closer() && o.distAfter.LessThan(floor) {

@@ -1,20 +1,20 @@
 package act
 
 import (
-	"strings"
+	"slices"
 
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
-	"github.com/shopspring/decimal"
 )
 
 // Plan merges the due actions of every rule firing on one position in one
-// tick: at most one cancel, then at most one reduce-only order for the
-// largest quantity asked, then one settings call with the lowest leverage
-// asked and isolation if any rule asked for it. Each action kind merges
-// itself (Kind).
+// tick into its calls, at most one of each (Step): a cancel, a reduce-only
+// order for the largest quantity asked, one settings call with the lowest
+// leverage asked and isolation if any rule asked for it. Each action kind
+// merges itself (Kind).
 type Plan struct {
 	Pos *exchange.Position
 	Sym *exchange.ContractSymbol
@@ -23,21 +23,14 @@ type Plan struct {
 	// Refused is the position's last settings call the exchange refused
 	// for good: never sent again unchanged.
 	Refused *Refusal
+	// Next, once an earlier call of the plan predicted its effect (a
+	// reduce order's fill), is the account the later ones are decided on.
+	Next *margin.Account
 
 	Due []Due
-
-	Lower        int // lowest target leverage asked for; 0 when none
-	LowerRules   []string
-	Isolate      bool
-	IsolateRules []string
-	Cancel       bool
-	CancelRules  []string
-	// Reduce is the largest quantity a reduce_position asked to take off
-	// the position, before rounding (DecideReduce); ReduceRules the rules
-	// that asked, ReduceAsked whether any did.
-	Reduce      decimal.Decimal
-	ReduceRules []string
-	ReduceAsked bool
+	// Steps are the plan's calls in their Order, each under its key.
+	Steps []Step
+	keys  []string
 }
 
 // Refusal is a settings call the exchange refused for good, from the
@@ -54,12 +47,18 @@ type Due struct {
 	// St is the rule's state: the position's, or the account rule's own.
 	St *alert.RuleState
 	// Acct is an account rule's; nil for a position rule.
-	Acct     *AccountDue
-	Settings bool // asked for lower_leverage or set_isolated
-	Cancel   bool
-	Reduce   bool // asked for reduce_position
-	Notify   []rules.Action
-	Err      error // a part of its actions failed; retried next tick
+	Acct *AccountDue
+	// Asked are the plan's steps the rule asked for (Ask).
+	Asked  []Step
+	Notify []rules.Action
+	Err    error // a part of its actions failed; retried next tick
+}
+
+// Ask marks step c as asked by the rule: its outcome is the rule's.
+func (d *Due) Ask(c Step) {
+	if !slices.Contains(d.Asked, c) {
+		d.Asked = append(d.Asked, c)
+	}
 }
 
 // AccountDue is an account rule whose actions are due this tick, with the
@@ -80,57 +79,38 @@ type AccountDue struct {
 // Empty reports whether no rule's actions are due.
 func (pl *Plan) Empty() bool { return len(pl.Due) == 0 }
 
-// Add merges rule r's actions, each by its kind, evaluating their
+// Add merges rule r's actions, each by its kind in kinds, evaluating their
 // expressions on env; st is the rule's state. An account rule's notify
-// actions ran once already.
-func (pl *Plan) Add(ri int, r *rules.Rule, st *alert.RuleState, acct *AccountDue, ev *rules.Evaluator, env *rules.Env) {
+// actions ran once already (a kind with OncePerAccount).
+func (pl *Plan) Add(kinds Kinds, ri int, r *rules.Rule, st *alert.RuleState, acct *AccountDue, ev *rules.Evaluator, env *rules.Env) {
 	d := Due{Idx: ri, Rule: r, St: st, Acct: acct}
 	for i := range r.Actions {
 		a := &r.Actions[i]
-		if acct != nil && a.Kind == rules.Notify {
+		k := kinds.Of(a.Kind)
+		if k == nil {
+			continue // the engine refuses a set with a kind it does not know
+		}
+		if o, ok := k.(interface{ OncePerAccount() bool }); ok && acct != nil && o.OncePerAccount() {
 			continue
 		}
-		if k := KindOf(a.Kind); k != nil {
-			k.Merge(pl, &d, a, ev, env)
-		}
+		k.Merge(pl, &d, a, ev, env)
 	}
 	pl.Due = append(pl.Due, d)
 }
 
-// Target is the settings the merged plan asks for. Leverage only goes
-// down: it is clamped to 1..current, and to the risk limit's maxLeverage
-// when a call is made anyway, since the exchange refuses a leverage above
-// it.
-func (pl *Plan) Target() (exchange.Settings, bool) {
-	cur := exchange.Settings{Cross: pl.Pos.Cross, Leverage: pl.Pos.Leverage}
-	want := cur
-	if pl.Lower > 0 && pl.Lower < cur.Leverage {
-		want.Leverage = pl.Lower
+// Step is the plan's step under key, made by mk when it has none yet and
+// placed in its Order.
+func (pl *Plan) Step(key string, mk func() Step) Step {
+	if i := slices.Index(pl.keys, key); i >= 0 {
+		return pl.Steps[i]
 	}
-	if pl.Isolate {
-		want.Cross = false
+	c := mk()
+	i := len(pl.Steps)
+	for i > 0 && pl.Steps[i-1].Order() > c.Order() {
+		i--
 	}
-	if want == cur {
-		return want, false
-	}
-	if ml := pl.Pos.RiskLimit.MaxLeverage; ml > 0 && want.Leverage > ml {
-		want.Leverage = ml
-	}
-	return want, true
-}
-
-// SettingsAction names a merged settings call and the rules behind it.
-func (pl *Plan) SettingsAction(want exchange.Settings) (string, []string) {
-	var parts, names []string
-	if want.Leverage < pl.Pos.Leverage {
-		parts = append(parts, string(rules.LowerLeverage))
-		names = append(names, pl.LowerRules...)
-	}
-	if want.Cross != pl.Pos.Cross {
-		parts = append(parts, string(rules.SetIsolated))
-		names = append(names, pl.IsolateRules...)
-	}
-	return strings.Join(parts, "+"), Dedupe(names)
+	pl.Steps, pl.keys = slices.Insert(pl.Steps, i, c), slices.Insert(pl.keys, i, key)
+	return c
 }
 
 // Dedupe returns s without repeats, in order.

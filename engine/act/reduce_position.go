@@ -1,10 +1,17 @@
 package act
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
@@ -14,12 +21,40 @@ import (
 // largest quantity its rules ask (a fraction of the position, or a
 // quantity expression). It is sent after the cancel and before the
 // settings call: the settings call then moves the margin of a smaller
-// position.
-type reducePosition struct{}
+// position. An order is not idempotent: a second one is a second loss.
+//
+// It keeps one state of its own: after a reduce-only order the exchange
+// read back a larger position (what such an order can never do), it is
+// stopped until the daemon restarts (ErrReduceGrew, ErrReduceStopped).
+type reducePosition struct {
+	// stopped is why no more orders go out; nil while they may (set on
+	// the goroutine that collects the calls, the tick's).
+	stopped error
+}
+
+// ErrReduceGrew is the error of a reduce-only order after which the
+// exchange read back a larger position: what a reduce-only order can never
+// do. It stops reduce_position until a restart (ErrReduceStopped).
+var ErrReduceGrew = errors.New("the position grew after a reduce-only order")
+
+// ErrReduceStopped is the error of a reduce_position not sent because an
+// earlier one grew its position (ErrReduceGrew): no reduce order goes out
+// until the daemon restarts. The cooldown spaces its rules out (Refused).
+var ErrReduceStopped error = &refusal{"reduce_position stopped"}
+
+// errNoOrders is the error of a reduce_position whose exchange adapter
+// cannot place orders.
+var errNoOrders error = &refusal{"the exchange adapter cannot place orders"}
+
+// Name is the kind's name in the rules.
+func (*reducePosition) Name() rules.ActionKind { return rules.ReducePosition }
+
+// Spec is the kind's row of the rules' table.
+func (*reducePosition) Spec() rules.KindSpec { return shipped(rules.ReducePosition) }
 
 // Merge evaluates the rule's quantity: fraction × the position's quantity,
 // or its quantity expression on env.
-func (reducePosition) Merge(pl *Plan, d *Due, a *rules.Action, ev *rules.Evaluator, env *rules.Env) {
+func (k *reducePosition) Merge(pl *Plan, d *Due, a *rules.Action, ev *rules.Evaluator, env *rules.Env) {
 	var qty decimal.Decimal
 	if a.Fraction > 0 {
 		qty = pl.Pos.Quantity.Mul(decimal.NewFromFloat(a.Fraction))
@@ -31,12 +66,175 @@ func (reducePosition) Merge(pl *Plan, d *Due, a *rules.Action, ev *rules.Evaluat
 		}
 		qty = decimal.NewFromFloat(f)
 	}
-	if qty.GreaterThan(pl.Reduce) {
-		pl.Reduce = qty
+	c := pl.Step(string(rules.ReducePosition), func() Step { return &ReduceStep{kind: k} }).(*ReduceStep)
+	if qty.GreaterThan(c.Asked) {
+		c.Asked = qty
 	}
-	pl.ReduceAsked = true
-	pl.ReduceRules = append(pl.ReduceRules, d.Rule.Name)
-	d.Reduce = true
+	c.Rules = append(c.Rules, d.Rule.Name)
+	d.Ask(c)
+}
+
+// ReduceStep is a plan's reduce order: the largest quantity its rules
+// asked to take off the position, before rounding (DecideReduce), and
+// what became of it.
+type ReduceStep struct {
+	Asked decimal.Decimal
+	Rules []string
+	kind  *reducePosition
+
+	dec    ReduceDecision
+	p      *Pending
+	err    error
+	before decimal.Decimal // the position's quantity when decided
+	// Read back by the call (on the executor's goroutine; read once the
+	// call has ended): the position after, nil when it is gone.
+	after *exchange.Position
+}
+
+// Order sends the reduce order after the cancel, before the settings.
+func (*ReduceStep) Order() int { return 20 }
+
+// Prepare decides the order and readies it (the pause, the snapshot's age
+// and the breaker's budget, as every mutating call). An order that cannot
+// go out is said (skipped, with why).
+func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending, error) {
+	m := h.Model()
+	now := h.Now()
+	sym, pos := pl.Sym.Name, pl.Pos
+	name := string(rules.ReducePosition)
+	names := Dedupe(c.Rules)
+	c.before = pos.Quantity
+	skip := func(outcome, why string, err error) ([]*Pending, error) {
+		r := journal.Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
+			Phase: "skipped", Reason: why}
+		h.Emit(ctx, journal.Event{Audit: &r, Level: slog.LevelWarn, Msg: "skipped " + name + " " + sym + ": " + why,
+			Attrs:  []any{"action", r.Action, "symbol", sym, "rule", strings.Join(names, ",")},
+			Count:  func(m *journal.Metrics) { m.Action(r.Action, outcome) },
+			Action: &journal.ActionEvent{Symbol: sym, Action: r.Action, Rules: names, Outcome: outcome, Effect: why}})
+		c.err = err
+		return nil, err
+	}
+	placer, canPlace := h.Exchange().(OrderPlacer)
+	switch {
+	case c.kind.stopped != nil:
+		return skip("skipped_stopped", fmt.Sprintf("stopped until restart: %v", c.kind.stopped), fmt.Errorf("%w: %w", ErrReduceStopped, c.kind.stopped))
+	case !canPlace:
+		return skip("skipped", errNoOrders.Error(), errNoOrders)
+	}
+	c.dec = DecideReduce(m, pl, c.Asked)
+	d := c.dec
+	if d.Order == nil {
+		return skip("skipped_bounded", d.Skip, nil)
+	}
+	o := *d.Order
+	qty := o.Quantity
+	desc := fmt.Sprintf("%s %s %s %s (reduce-only, IOC)", name, sym, o.Side, qty)
+	effect := d.Note
+	base := journal.Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
+		Quantity: &qty, Reason: d.Note}
+	if d.Pred != nil {
+		effect = joinNonEmpty(d.Note, d.Pred.String())
+		base.Prediction = d.Pred.Record()
+	}
+	actEv := &journal.ActionEvent{Symbol: sym, Action: name, Rules: names, Quantity: qty, Effect: effect}
+	key := market.KeyOf(pos)
+	posCopy := *pos
+	c.p, c.err = h.Prepare(ctx, base, desc, effect, actEv, func(ctx context.Context) (json.RawMessage, error) {
+		if err := CheckReduces(&posCopy, o); err != nil {
+			return nil, err
+		}
+		got, err := placer.PlaceOrder(ctx, sym, o)
+		if err != nil {
+			return nil, err
+		}
+		raw, _ := json.Marshal(got)
+		ps, err := h.Positions(ctx)
+		var partial *exchange.PartialError
+		if err != nil && !errors.As(err, &partial) {
+			return raw, fmt.Errorf("order %d sent (%s filled %s); reading the position back failed: %w", got.ID, got.Status, got.FilledQuantity, err)
+		}
+		for i := range ps {
+			if market.KeyOf(&ps[i]) == key {
+				p := ps[i]
+				c.after = &p
+			}
+		}
+		left := decimal.Zero
+		if c.after != nil && !c.after.Empty {
+			left = c.after.Quantity
+		}
+		actual := fmt.Sprintf("quantity %s → %s read back", c.before, left)
+		if d.Pred != nil {
+			actual += fmt.Sprintf(" (%s predicted)", d.Pred.QuantityAfter)
+			base.Prediction.ActualQuantity = &left
+			if c.after != nil {
+				liq := c.after.LiquidationPrice
+				base.Prediction.Actual = &liq
+				actual += fmt.Sprintf(", liquidation %s (%s predicted)", liq, d.Pred.Reduced().After)
+			}
+		}
+		actEv.Actual = actual
+		switch {
+		case left.GreaterThan(c.before):
+			return raw, fmt.Errorf("%w: %s %s → %s after a reduce-only %s of %s (order %d %s)", ErrReduceGrew, sym, c.before, left, o.Side, qty, got.ID, got.Status)
+		case left.Equal(c.before):
+			return raw, fmt.Errorf("%w: %s quantity still %s after a reduce-only %s of %s (order %d %s, filled %s)", ErrNotApplied, sym, left, o.Side, qty, got.ID, got.Status, got.FilledQuantity)
+		}
+		return raw, nil
+	})
+	if c.err == nil && d.Pred != nil {
+		pl.Next = &d.Pred.Next // the plan's later calls are decided on the fill
+	}
+	if c.p == nil {
+		return nil, c.err
+	}
+	return []*Pending{c.p}, nil
+}
+
+// Done applies the order's outcome once it has ended: a position that grew
+// stops the kind (critical: audited, logged, notified); a fill moves the
+// tick's margin model on; the read-back's liquidation price is checked
+// against the prediction.
+func (c *ReduceStep) Done(ctx context.Context, h Host, pl *Plan) error {
+	if c.p == nil {
+		return c.err
+	}
+	c.err = h.Finish(c.p)
+	sym := pl.Sym.Name
+	at := c.p.Base.Time
+	h.Outcome(ctx, sym, c.err)
+	name := string(rules.ReducePosition)
+	if errors.Is(c.err, ErrReduceGrew) && c.kind.stopped == nil {
+		c.kind.stopped = c.err
+		names := Dedupe(c.Rules)
+		text := fmt.Sprintf("CRITICAL: %v; %s is stopped: no reduce order goes out until riskguard restarts. Check the exchange's position and the order endpoint (exchange.order_path).", c.err, name)
+		h.Note(ctx, journal.Event{Level: slog.LevelError, Msg: text, Attrs: []any{"action", name, "symbol", sym, "err", c.err},
+			Audit: &journal.Record{Time: at, Type: "stopped", Action: name, Symbol: sym, Rules: names, Reason: text},
+			Note: &notify.Message{Time: at, Kind: notify.KindActionFailed, Severity: "critical", Symbol: sym, Action: name,
+				Rule: strings.Join(names, ","), Text: text},
+			Count: func(m *journal.Metrics) { m.Action(name, "stopped") }})
+		return c.err
+	}
+	pred := c.dec.Pred
+	if c.err != nil || pred == nil {
+		return c.err
+	}
+	if c.after != nil && !c.after.Empty {
+		r := pred.Reduced()
+		h.ReadBack(ctx, at, sym, r.After, c.after.LiquidationPrice, r.Index, false)
+	}
+	h.Moved(at, pred.Next) // later calls of the tick see the fill
+	return c.err
+}
+
+func joinNonEmpty(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }
 
 // ErrWouldGrow is the error of a reduce order refused before it is sent
@@ -82,34 +280,34 @@ type ReduceDecision struct {
 // A quantity that rounds to nothing is skipped, never sent as zero. The
 // side is the one that shrinks the position; the margin model m (nil
 // predicts nothing) predicts the fill at the index.
-func DecideReduce(m *Model, pl *Plan) ReduceDecision {
+func DecideReduce(m *Model, pl *Plan, asked decimal.Decimal) ReduceDecision {
 	pos, sym := pl.Pos, pl.Sym
-	d := ReduceDecision{Asked: pl.Reduce}
-	qty := pl.Reduce
+	d := ReduceDecision{Asked: asked}
+	qty := asked
 	if !qty.IsPositive() {
 		d.Skip = fmt.Sprintf("the rules asked to reduce by %s: nothing to send", qty)
 		return d
 	}
 	if qty.GreaterThan(pos.Quantity) {
 		qty = pos.Quantity
-		d.Note = fmt.Sprintf("%s asked, capped at the position's %s", pl.Reduce, pos.Quantity)
+		d.Note = fmt.Sprintf("%s asked, capped at the position's %s", asked, pos.Quantity)
 	}
 	if inc := sym.BaseMinimumIncrement; inc.IsPositive() {
 		if r := qty.Div(inc).Floor().Mul(inc); !r.Equal(qty) {
 			qty = r
-			d.Note = fmt.Sprintf("%s asked, rounded down to %s (increment %s)", pl.Reduce, qty, inc)
+			d.Note = fmt.Sprintf("%s asked, rounded down to %s (increment %s)", asked, qty, inc)
 		}
 	}
 	if minQ := pos.MinQuantity; qty.LessThan(minQ) {
 		if minQ.GreaterThan(pos.Quantity) {
-			d.Skip = fmt.Sprintf("%s asked; the position's %s is under the minimum order quantity %s", pl.Reduce, pos.Quantity, minQ)
+			d.Skip = fmt.Sprintf("%s asked; the position's %s is under the minimum order quantity %s", asked, pos.Quantity, minQ)
 			return d
 		}
 		qty = minQ
-		d.Note = fmt.Sprintf("%s asked, raised to the minimum order quantity %s", pl.Reduce, minQ)
+		d.Note = fmt.Sprintf("%s asked, raised to the minimum order quantity %s", asked, minQ)
 	}
 	if !qty.IsPositive() {
-		d.Skip = fmt.Sprintf("%s asked rounds down to 0 at the increment %s", pl.Reduce, sym.BaseMinimumIncrement)
+		d.Skip = fmt.Sprintf("%s asked rounds down to 0 at the increment %s", asked, sym.BaseMinimumIncrement)
 		return d
 	}
 	o := exchange.ReduceOnlyIOC(exchange.CloseSide(pos.Direction), qty)

@@ -17,7 +17,7 @@ import (
 // reducePlan is a cross long of qty at 64,200 and 10x (min quantity
 // minQ, increment inc) with the index at 62,000 and 20,000 free, and a
 // plan asking to reduce it by asked.
-func reducePlan(t *testing.T, dir, qty, minQ, inc, asked string) (*Model, *Plan) {
+func reducePlan(t *testing.T, dir, qty, minQ, inc, asked string) (*Model, *Plan, decimal.Decimal) {
 	t.Helper()
 	rl := exchange.RiskLimit{ID: 1, MaintenanceMarginRate: dec("0.005"), MaxLeverage: 20}
 	q := dec(qty)
@@ -28,8 +28,8 @@ func reducePlan(t *testing.T, dir, qty, minQ, inc, asked string) (*Model, *Plan)
 		RiskLimit: rl, Scale: 1, Held: pos.Margin, Value: ev, Index: dec("62000")}
 	m := &Model{Acct: margin.Account{Free: dec("20000"), Positions: []margin.Position{mp}}, At: map[string]int{"XBTC": 0}, FreeKnown: true}
 	sym := &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: 1, Name: "XBTC", BaseMinimumIncrement: dec(inc)}}
-	pl := &Plan{Pos: pos, Sym: sym, Reduce: dec(asked), ReduceAsked: true, ReduceRules: []string{"r"}}
-	return m, pl
+	pl := &Plan{Pos: pos, Sym: sym}
+	return m, pl, dec(asked)
 }
 
 func TestDecideReduce(t *testing.T) {
@@ -53,8 +53,8 @@ func TestDecideReduce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m, pl := reducePlan(t, tt.dir, tt.qty, tt.minQ, tt.inc, tt.asked)
-			d := DecideReduce(m, pl)
+			m, pl, asked := reducePlan(t, tt.dir, tt.qty, tt.minQ, tt.inc, tt.asked)
+			d := DecideReduce(m, pl, asked)
 			if tt.want == "" {
 				if d.Order != nil || !strings.Contains(d.Skip, tt.skip) {
 					t.Fatalf("decision %+v, want skipped with %q", d, tt.skip)
@@ -98,8 +98,8 @@ func TestDecideReduce(t *testing.T) {
 // Without a model nothing is predicted, and the order still goes out.
 func TestDecideReduceNoModel(t *testing.T) {
 	t.Parallel()
-	_, pl := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0.4")
-	if d := DecideReduce(nil, pl); d.Order == nil || d.Pred != nil {
+	_, pl, asked := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0.4")
+	if d := DecideReduce(nil, pl, asked); d.Order == nil || d.Pred != nil {
 		t.Errorf("decision %+v", d)
 	}
 }
@@ -148,8 +148,7 @@ func TestReduceMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, pl := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0")
-	pl.Reduce, pl.ReduceAsked, pl.ReduceRules = decimal.Zero, false, nil
+	_, pl, _ := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0")
 	var ev rules.Evaluator
 	env := &rules.Env{}
 	pl.Pos.LiquidationPrice = dec("33101")
@@ -158,14 +157,18 @@ func TestReduceMerge(t *testing.T) {
 		t.Fatalf("env has no data: %s", reason)
 	}
 	for i, r := range set.Rules {
-		pl.Add(i, r, &alert.RuleState{}, nil, &ev, env)
+		pl.Add(DefaultKinds(), i, r, &alert.RuleState{}, nil, &ev, env)
 	}
-	if !pl.ReduceAsked || !pl.Reduce.Equal(dec("0.3")) || strings.Join(pl.ReduceRules, ",") != "quarter,fixed" {
-		t.Errorf("plan reduce %s asked %t by %v, want 0.3 by quarter,fixed", pl.Reduce, pl.ReduceAsked, pl.ReduceRules)
+	if len(pl.Steps) != 1 {
+		t.Fatalf("plan steps %v, want one reduce", pl.Steps)
+	}
+	c, ok := pl.Steps[0].(*ReduceStep)
+	if !ok || !c.Asked.Equal(dec("0.3")) || strings.Join(c.Rules, ",") != "quarter,fixed" {
+		t.Fatalf("plan step %#v, want a reduce of 0.3 by quarter,fixed", pl.Steps[0])
 	}
 	for _, d := range pl.Due {
-		if !d.Reduce || d.Err != nil {
-			t.Errorf("due %s: reduce %t err %v", d.Rule.Name, d.Reduce, d.Err)
+		if len(d.Asked) != 1 || d.Asked[0] != pl.Steps[0] || d.Err != nil {
+			t.Errorf("due %s: asked %v err %v", d.Rule.Name, d.Asked, d.Err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
@@ -52,6 +53,9 @@ type Options struct {
 	MaxDiffs int
 	// Audit, when set, receives the guarded run's audit log.
 	Audit io.Writer
+	// Kinds makes the action kinds of each run's engine (engine.Deps.Kinds);
+	// nil is act.DefaultKinds.
+	Kinds func() act.Kinds
 
 	serial bool // the runs take turns at every tick even on several cores (tests)
 	poison bool // each read is fresh and the one a buffer would replace is spoiled (tests; see laneReader)
@@ -94,7 +98,7 @@ func Run(ctx context.Context, src Source, opt Options) (*Result, error) {
 		opt.MaxDiffs = defaultMaxDiffs
 	}
 	r := &replay{opt: opt, prices: map[string]decimal.Decimal{}, recorded: map[int64]exchange.Position{}}
-	r.res = &Result{}
+	r.res = &Result{kinds: opt.Rules.Table()}
 	defer r.stopRunner()
 	next := src.Next
 	var pf *prefetcher
@@ -603,6 +607,9 @@ func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun b
 	// The run without the guard only counts its actions: their text is
 	// never shown.
 	deps := engine.Deps{Reader: newLaneReader(ex, r.opt.poison), Actuator: ex.Local(), Now: clk.now, Tally: dryRun && !r.opt.told}
+	if r.opt.Kinds != nil {
+		deps.Kinds = r.opt.Kinds()
+	}
 	if audit != nil {
 		deps.Audit = engine.NewAudit(audit)
 	}

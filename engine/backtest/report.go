@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
 
@@ -441,7 +442,7 @@ func newChart(r *Result, s *SymbolSeries, n int, colours map[string]int) chartVi
 			y = yOf(p)
 		}
 		c.Actions = append(c.Actions, markView{X: coord(x), Y: coord(y), Class: markerClass(m), Title: markerTitle(s.Symbol, m),
-			Path: markerPath(m.Action, x, y, len(s.Markers) > denseMarks)})
+			Path: markerPath(markerOf(r.kinds, m.Action), x, y, len(s.Markers) > denseMarks)})
 	}
 	for _, l := range liqs {
 		x, y := xOf(l.t), yOf(l.price)
@@ -458,23 +459,31 @@ func newChart(r *Result, s *SymbolSeries, n int, colours map[string]int) chartVi
 		{Class: "sw-guarded", Label: "liquidation price with guard"},
 		{Class: "sw-unguarded", Label: "liquidation price without guard"},
 	}
-	c.Legend = append(c.Legend, markerLegend(s.Markers, liqs)...)
+	c.Legend = append(c.Legend, markerLegend(r.kinds, s.Markers, liqs)...)
 	for _, rule := range ruleOrder {
 		c.Legend = append(c.Legend, legendItem{Class: "sw-band band" + strconv.Itoa(colours[rule]), Label: rule + " firing"})
 	}
 	return c
 }
 
+// markerOf is the marker of an action on the charts: its kind's
+// (rules.KindSpec.Marker, "cancel" or "notify") in kinds (nil:
+// rules.DefaultKinds), "settings" for a settings change and any other.
+func markerOf(kinds rules.Kinds, action string) string {
+	if kinds == nil {
+		kinds = rules.DefaultKinds()
+	}
+	if spec, ok := kinds.Spec(rules.ActionKind(action)); ok && spec.Marker != "" {
+		return spec.Marker
+	}
+	return "settings"
+}
+
 // markerLegend explains the marker kinds the chart shows, in a fixed order.
-func markerLegend(ms []Marker, liqs []chartLiquidation) []legendItem {
+func markerLegend(kinds rules.Kinds, ms []Marker, liqs []chartLiquidation) []legendItem {
 	has := map[string]bool{}
 	for _, m := range ms {
-		switch m.Action {
-		case "cancel_orders", "notify":
-			has[m.Action] = true
-		default:
-			has["settings"] = true
-		}
+		has[markerOf(kinds, m.Action)] = true
 		switch markerClass(m) {
 		case "act act-failed":
 			has["failed"] = true
@@ -488,7 +497,7 @@ func markerLegend(ms []Marker, liqs []chartLiquidation) []legendItem {
 	var out []legendItem
 	for _, k := range []legendItem{
 		{"settings", "leverage or margin mode changed"},
-		{"cancel_orders", "orders cancelled"},
+		{"cancel", "orders cancelled"},
 		{"notify", "notification"},
 		{"failed", "action failed"},
 		{"idle", "action not needed or held back"},
@@ -660,17 +669,17 @@ func markerTitle(symbol string, m Marker) string {
 	return b.String()
 }
 
-// markerPath shapes a marker by its action: a triangle pointing down for a
+// markerPath shapes a marker (markerOf): a triangle pointing down for a
 // settings change, a square for cancelled orders, a diamond for a notice.
-func markerPath(action string, x, y float64, dense bool) string {
+func markerPath(marker string, x, y float64, dense bool) string {
 	d := 7.0
 	if dense {
 		d = 4
 	}
 	switch {
-	case action == "cancel_orders":
+	case marker == "cancel":
 		return fmt.Sprintf("M%s %sh%sv%sh-%sz", coord(x-d+1), coord(y-d+1), coord(2*d-2), coord(2*d-2), coord(2*d-2))
-	case action == "notify":
+	case marker == "notify":
 		return fmt.Sprintf("M%s %sL%s %sL%s %sL%s %sz", coord(x), coord(y-d), coord(x+d), coord(y), coord(x), coord(y+d), coord(x-d), coord(y))
 	default:
 		return fmt.Sprintf("M%s %sL%s %sL%s %sz", coord(x-d), coord(y-d-2), coord(x+d), coord(y-d-2), coord(x), coord(y+1))
@@ -773,7 +782,7 @@ ul.legend li { display: flex; align-items: center; gap: 6px; }
 .sw-guarded { border-top: 3px solid #009e73; }
 .sw-unguarded { border-top: 3px dashed #d55e00; }
 .sw-settings { width: 0; height: 0; border-left: 7px solid transparent; border-right: 7px solid transparent; border-top: 9px solid #0072b2; }
-.sw-cancel_orders { width: 10px; height: 10px; background: #0072b2; }
+.sw-cancel { width: 10px; height: 10px; background: #0072b2; }
 .sw-notify { width: 9px; height: 9px; background: #0072b2; transform: rotate(45deg); margin: 0 2px; }
 .sw-failed { width: 10px; height: 10px; border-radius: 50%; background: #c0143c; }
 .sw-idle { width: 10px; height: 10px; border-radius: 50%; background: #9ca3af; }

@@ -38,6 +38,10 @@ type Result struct {
 	Equity []EquityPoint
 	// Warnings are problems that did not stop the replay.
 	Warnings []string
+
+	// kinds is the rules' table of action kinds, by which actions are
+	// named and drawn (nil: rules.DefaultKinds).
+	kinds rules.Kinds
 }
 
 // RunResult is one run's outcome.
@@ -72,7 +76,8 @@ type RunResult struct {
 // SkipCount is how many times a run left out one kind of action for one
 // reason.
 type SkipCount struct {
-	// Action is the action kind (lower_leverage, set_isolated, …).
+	// Action is the action's name (its kind, or the kinds of a merged
+	// call joined by "+").
 	Action string `json:"action"`
 	// Reason is the reason in a few words, the same for every instance
 	// (the per-action figures are in the audit log and the report).
@@ -395,7 +400,7 @@ func Summary(res *Result) string {
 	if len(v.Skips) > 0 {
 		fmt.Fprintln(&b, "\nactions skipped, by reason (with guard):")
 		for _, sk := range v.Skips {
-			fmt.Fprintf(&b, "  %d %s: %s\n", sk.Count, skipNoun(sk.Action, sk.Count), sk.Reason)
+			fmt.Fprintf(&b, "  %d %s: %s\n", sk.Count, skipNoun(res.kinds, sk.Action, sk.Count), sk.Reason)
 		}
 	}
 
@@ -504,11 +509,13 @@ type Verdict struct {
 	WorstMeasureWith    *float64 `json:"worstAccountMeasureWith"`
 	// Judgement is the verdict in one line a trader can read.
 	Judgement string `json:"judgement"`
+
+	kinds rules.Kinds // the result's (Result.kinds)
 }
 
 // VerdictOf compares the guarded run with the run without the guard.
 func VerdictOf(res *Result) Verdict {
-	v := Verdict{Avoided: avoidedLiquidations(res), EquityWithout: res.Unguarded.Equity, EquityWith: res.Guarded.Equity,
+	v := Verdict{kinds: res.kinds, Avoided: avoidedLiquidations(res), EquityWithout: res.Unguarded.Equity, EquityWith: res.Guarded.Equity,
 		AvoidedSymbols: []string{}, CausedSymbols: []string{}, LiquidatedWithout: len(res.Unguarded.Liquidations),
 		EquityStart: res.Guarded.StartEquity, Skips: res.Guarded.Skips,
 		WorstMeasureWithout: res.Unguarded.WorstAccountMeasure, WorstMeasureWith: res.Guarded.WorstAccountMeasure}
@@ -598,7 +605,7 @@ func (v Verdict) String() string {
 	if len(v.Skips) > 0 {
 		var parts []string
 		for _, sk := range v.Skips {
-			parts = append(parts, fmt.Sprintf("skipped %d %s: %s", sk.Count, skipNoun(sk.Action, sk.Count), sk.Reason))
+			parts = append(parts, fmt.Sprintf("skipped %d %s: %s", sk.Count, skipNoun(v.kinds, sk.Action, sk.Count), sk.Reason))
 		}
 		s += "; " + strings.Join(parts, "; ")
 	}
@@ -620,14 +627,15 @@ func measureText(m *float64) string {
 	return fmt.Sprintf("%.2f%%", *m*100)
 }
 
-// skipNoun names n actions of a kind.
-func skipNoun(action string, n int) string {
+// skipNoun names n actions of a kind, as its row of kinds (nil:
+// rules.DefaultKinds) names them.
+func skipNoun(kinds rules.Kinds, action string, n int) string {
+	if kinds == nil {
+		kinds = rules.DefaultKinds()
+	}
 	one, many := action, action
-	switch action {
-	case string(rules.LowerLeverage):
-		one, many = "leverage cut", "leverage cuts"
-	case string(rules.SetIsolated):
-		one, many = "isolation", "isolations"
+	if spec, ok := kinds.Spec(rules.ActionKind(action)); ok && spec.Noun != "" {
+		one, many = spec.Noun, spec.Nouns
 	}
 	if n == 1 {
 		return one

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/shopspring/decimal"
+)
+
+// stepHost is what a plan's steps get of the engine (act.Host): one for
+// the tick that decides them (rep its report, snap its snapshot, once what
+// it did once per symbol), one for the goroutine that collects what they
+// sent (rep the collecting tick's report).
+type stepHost struct {
+	e    *Engine
+	now  time.Time
+	snap *Snapshot
+	rep  *TickReport
+	once map[string]bool
+}
+
+var _ act.Host = (*stepHost)(nil)
+
+// Now is the time of the tick that decided the plan.
+func (h *stepHost) Now() time.Time { return h.now }
+
+// Tally: a dry run whose actions are only counted (Deps.Tally).
+func (h *stepHost) Tally() bool { return h.e.tally }
+
+// DryRun: nothing is sent (engine.dry_run).
+func (h *stepHost) DryRun() bool { return h.e.cfg.DryRun }
+
+// Logger is the engine's.
+func (h *stepHost) Logger() *slog.Logger { return h.e.log }
+
+// Emit says ev in the report at hand.
+func (h *stepHost) Emit(ctx context.Context, ev event) { h.e.emit(ctx, h.rep, ev) }
+
+// Note says ev outside any report.
+func (h *stepHost) Note(ctx context.Context, ev event) { h.e.emit(ctx, nil, ev) }
+
+// Prepare passes a call through the checks of every mutating call.
+func (h *stepHost) Prepare(ctx context.Context, base Record, desc, effect string, ev *ActionEvent, do func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
+	return h.e.prepare(ctx, h.rep, base, desc, effect, ev, do)
+}
+
+// Finish takes in a call that ended.
+func (h *stepHost) Finish(p *act.Pending) error { return h.e.finish(h.rep, p) }
+
+// Outcome counts a call's outcome for its symbol's backoff, from when it
+// is known: a call that ran past its tick is collected by a later one.
+func (h *stepHost) Outcome(ctx context.Context, symbol string, err error) {
+	h.e.symbolOutcome(ctx, h.e.lastTick, symbol, err)
+}
+
+// Model is the tick's margin model.
+func (h *stepHost) Model() *act.Model { return h.e.marginView(h.snap) }
+
+// Moved moves the tick's model on when the tick that decided at is the
+// current one.
+func (h *stepHost) Moved(at time.Time, next margin.Account) {
+	if e := h.e; e.tickView != nil && e.lastTick.Equal(at) {
+		e.tickView.Acct = next
+	}
+}
+
+// ReadBack says a liquidation price read back more than a basis point of
+// the index from the model's; a settings call's also marks the model's fit
+// with it (noteReadBack).
+func (h *stepHost) ReadBack(ctx context.Context, at time.Time, symbol string, predicted, got, index decimal.Decimal, settings bool) {
+	e := h.e
+	if got.Sub(predicted).Abs().GreaterThan(index.Mul(decimal.New(1, -4))) {
+		e.emit(ctx, nil, mismatchEvent(at, symbol, predicted, got))
+		if settings {
+			e.noteReadBack(symbol, fmt.Sprintf("read back liquidation %s, %s predicted", got, predicted))
+		}
+		return
+	}
+	if settings {
+		e.noteReadBack(symbol, "")
+	}
+}
+
+// Changed marks the state to be saved.
+func (h *stepHost) Changed() { h.e.dirty = true }
+
+// Exchange is the engine's Actuator.
+func (h *stepHost) Exchange() act.Exchange { return h.e.act }
+
+// Positions reads the account's positions through the engine's reader.
+func (h *stepHost) Positions(ctx context.Context) ([]exchange.Position, error) {
+	return h.e.reader.Positions(ctx)
+}
+
+// FirstHarm reports whether no harmful action of the plan's rules was
+// notified yet in their current firing, and marks it so.
+func (h *stepHost) FirstHarm(pl *act.Plan) bool {
+	first := false
+	for _, d := range pl.Due {
+		st := d.St
+		if st.HarmNotedAt.Before(st.FiredAt) || st.HarmNotedAt.IsZero() {
+			first = true
+			st.HarmNotedAt = h.now
+			h.e.dirty = true
+		}
+	}
+	return first
+}
+
+// Once reports whether key is asked for the first time in the tick.
+func (h *stepHost) Once(key string) bool {
+	if h.once[key] {
+		return false
+	}
+	h.once[key] = true
+	return true
+}

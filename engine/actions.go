@@ -301,8 +301,8 @@ func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc
 		phase("dry_run", nil)
 		return nil, nil
 	}
-	if err := e.mayAct(now); err != nil {
-		if e.sayStandby(desc) {
+	if err := e.lead.MayAct(now); err != nil {
+		if e.lead.SayStandby(desc) {
 			phase("intended", nil)
 			e.emit(ctx, rep, actionPhaseEvent(base, "standby", desc, effect, nil, err, act))
 		}
@@ -375,7 +375,7 @@ func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.
 			phase("intended", nil, nil)
 			// The last look: a leader whose lease is no longer safely
 			// held (or that was deposed) starts no call.
-			if err := e.mayAct(e.now()); err != nil {
+			if err := e.lead.MayAct(e.now()); err != nil {
 				phase("standby", nil, err)
 				return err
 			}

@@ -64,7 +64,7 @@ func controlEvent(now time.Time, typ, to, rule, symbol, by, text string, notifyI
 // (starting within a day of now, lasting at most 90 days), its comment is
 // at most 1,000 characters, and at most 100 silences are kept.
 func (e *Engine) AddSilence(ctx context.Context, now time.Time, s Silence) (Silence, error) {
-	if err := e.controlOnStandby(now); err != nil {
+	if err := e.lead.OnStandby(now); err != nil {
 		return Silence{}, err
 	}
 	if s.Rule == "" && s.Symbol == "" && s.Severity == "" {
@@ -143,7 +143,7 @@ func (e *Engine) Ack(ctx context.Context, now time.Time, rule, symbol, by, comme
 
 // ExpireSilence ends a silence now.
 func (e *Engine) ExpireSilence(ctx context.Context, now time.Time, id, by string) error {
-	if err := e.controlOnStandby(now); err != nil {
+	if err := e.lead.OnStandby(now); err != nil {
 		return err
 	}
 	s, ok := e.ctl.ExpireSilence(id, now)
@@ -173,7 +173,7 @@ func (e *Engine) Silences(now time.Time) []Silence {
 // of its scope is on its way, or after settleWait with the names of those
 // still running (p.InFlight): sent before the pause, they may still land.
 func (e *Engine) Pause(ctx context.Context, now time.Time, p Pause) (Pause, error) {
-	if err := e.controlOnStandby(now); err != nil {
+	if err := e.lead.OnStandby(now); err != nil {
 		return Pause{}, err
 	}
 	if strings.TrimSpace(p.CreatedBy) == "" {
@@ -282,7 +282,7 @@ func (e *Engine) knownSymbols() []string {
 // Resume ends the pauses of exactly rule and symbol, or every pause when
 // both are empty, and returns them; none is ErrNotFound.
 func (e *Engine) Resume(ctx context.Context, now time.Time, rule, symbol, by string) ([]Pause, error) {
-	if err := e.controlOnStandby(now); err != nil {
+	if err := e.lead.OnStandby(now); err != nil {
 		return nil, err
 	}
 	ended := e.ctl.Resume(rule, symbol, now)

@@ -226,15 +226,8 @@ type Engine struct {
 	listedOf    *exchange.Trades // the read listed was made of (tick-owned)
 	wait        time.Duration    // Run's wait after the last tick: Interval or FastInterval
 
-	// lead and shared are ha's (nil without it); term is the leadership
-	// whose shared state was loaded (0 on a standby), read by the
-	// executor too; standbySaid holds the calls said held on a standby
-	// (tick-owned); sharedDirty: the last shared save failed.
-	lead        Leadership
-	shared      SharedState
-	term        atomic.Int64
-	standbySaid map[string]bool
-	sharedDirty bool
+	// lead is this process's standing for the account (ha.go).
+	lead leader
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -305,11 +298,10 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		failing:    make([]bool, len(set.Rules)),
 		reasons:    make(map[[2]string]string),
 		wait:       cfg.Interval,
-		lead:       d.Leadership,
-		shared:     d.Shared,
 		tally:      d.Tally && cfg.DryRun,
 		stateEpoch: 1,
 	}
+	e.lead.seat, e.lead.shared = d.Leadership, d.Shared
 	hist, _ := d.Reader.(window.HistoryReader)
 	e.orders, _ = d.Actuator.(OrderPlacer)
 	e.names = ruleNames(set)
@@ -588,7 +580,7 @@ func (e *Engine) saveLocked() error {
 	// A dry run keeps its state in memory: cooldowns started by actions it
 	// only logged must not hold back a live guard sharing the file.
 	file := e.cfg.StateFile != "" && !e.cfg.DryRun
-	if !file && (e.shared == nil || e.cfg.DryRun) || !e.dirty && !e.controlPending() && !e.sharedDirty {
+	if !file && (!e.lead.Shares() || e.cfg.DryRun) || !e.dirty && !e.controlPending() && !e.lead.Unsaved() {
 		return nil
 	}
 	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),
@@ -604,8 +596,10 @@ func (e *Engine) saveLocked() error {
 		s.Rules[r.Name] = sr
 	}
 	e.saveControl(s)
-	if !e.cfg.DryRun {
-		e.saveShared(s)
+	if !e.cfg.DryRun && e.lead.Shares() {
+		if err := e.lead.SaveShared(s, e.now()); err != nil {
+			e.log.Error("the shared state could not be written; retried at the next save", "err", err)
+		}
 	}
 	if !file {
 		e.dirty = false

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
@@ -220,7 +221,7 @@ func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl 
 				e.accountSettled(now, d.Acct, setAt)
 			}
 		}
-		if errors.Is(d.Err, errBackingOff) || errors.Is(d.Err, ErrPaused) || errors.Is(d.Err, errInFlight) || errors.Is(d.Err, ErrStandby) {
+		if errors.Is(d.Err, errBackingOff) || errors.Is(d.Err, control.ErrPaused) || errors.Is(d.Err, errInFlight) || errors.Is(d.Err, ErrStandby) {
 			continue // said by heldBack and symbolOutcome
 		}
 		if d.Err != nil {
@@ -308,9 +309,9 @@ func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc
 		}
 		return nil, err
 	}
-	if p, ok := e.holdingPause(base.Rules, base.Symbol, now); ok {
+	if p, ok := e.ctl.Hold(base.Rules, base.Symbol, now); ok {
 		phase("intended", nil)
-		return nil, e.sayPaused(ctx, rep, base, desc, effect, act, p)
+		return nil, e.ctl.SayPaused(ctx, rep.report(), p, base.Symbol, base.Action, pausedEvent(base, desc, effect, act))
 	}
 	if err := e.staleSnapshot(e.readStart); err != nil {
 		phase("intended", nil)
@@ -381,7 +382,7 @@ func (e *Engine) executorCall(ctx context.Context, pc *pendingCall, maxAge time.
 			}
 			p, rel, held := e.ctl.Check(pc.base.Rules, pc.base.Symbol, pc.desc, e.now())
 			if held {
-				return e.sayPaused(ctx, nil, pc.base, pc.desc, pc.effect, pc.act, p)
+				return e.ctl.SayPaused(ctx, nil, p, pc.base.Symbol, pc.base.Action, pausedEvent(pc.base, pc.desc, pc.effect, pc.act))
 			}
 			if err := staleAfter(e.now().Sub(pc.readStart), maxAge); err != nil {
 				rel()

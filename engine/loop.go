@@ -120,7 +120,9 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.lastOK = now
 		e.mu.Unlock()
 	}
-	e.expireControl(ctx, now)
+	if e.ctl.Expire(ctx, now) {
+		e.dirty = true
+	}
 	e.syncLeadership(ctx, now)
 	if snap != nil {
 		e.lane.near = nearest{} // this tick's evaluation measures it afresh

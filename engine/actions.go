@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -102,7 +103,7 @@ func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl 
 				e.accountSettled(now, d.Acct, setAt)
 			}
 		}
-		if errors.Is(d.Err, errBackingOff) || errors.Is(d.Err, ErrPaused) || errors.Is(d.Err, errInFlight) || errors.Is(d.Err, ErrStandby) {
+		if errors.Is(d.Err, errBackingOff) || errors.Is(d.Err, control.ErrPaused) || errors.Is(d.Err, errInFlight) || errors.Is(d.Err, ErrStandby) {
 			continue // said by heldBack and symbolOutcome
 		}
 		if d.Err != nil {
@@ -163,16 +164,16 @@ func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc
 		phase("dry_run", nil)
 		return nil, nil
 	}
-	if err := e.mayAct(now); err != nil {
-		if e.sayStandby(desc) {
+	if err := e.lead.MayAct(now); err != nil {
+		if e.lead.SayStandby(desc) {
 			phase("intended", nil)
 			e.emit(ctx, rep, actionPhaseEvent(base, "standby", desc, effect, nil, err, ev))
 		}
 		return nil, err
 	}
-	if p, ok := e.holdingPause(base.Rules, base.Symbol, now); ok {
+	if p, ok := e.ctl.Hold(base.Rules, base.Symbol, now); ok {
 		phase("intended", nil)
-		return nil, e.sayPaused(ctx, rep, base, desc, effect, ev, p)
+		return nil, e.ctl.SayPaused(ctx, rep.report(), p, base.Symbol, base.Action, pausedEvent(base, desc, effect, ev))
 	}
 	if err := e.staleSnapshot(e.readStart); err != nil {
 		phase("intended", nil)
@@ -237,13 +238,13 @@ func (e *Engine) executorCall(ctx context.Context, pc *act.Pending, maxAge time.
 			phase("intended", nil, nil)
 			// The last look: a leader whose lease is no longer safely
 			// held (or that was deposed) starts no call.
-			if err := e.mayAct(e.now()); err != nil {
+			if err := e.lead.MayAct(e.now()); err != nil {
 				phase("standby", nil, err)
 				return err
 			}
 			p, rel, held := e.ctl.Check(pc.Base.Rules, pc.Base.Symbol, pc.Desc, e.now())
 			if held {
-				return e.sayPaused(ctx, nil, pc.Base, pc.Desc, pc.Effect, pc.Event, p)
+				return e.ctl.SayPaused(ctx, nil, p, pc.Base.Symbol, pc.Base.Action, pausedEvent(pc.Base, pc.Desc, pc.Effect, pc.Event))
 			}
 			if err := staleAfter(e.now().Sub(pc.ReadStart), maxAge); err != nil {
 				rel()

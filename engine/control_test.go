@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -44,13 +45,13 @@ func FuzzControlTimesKeepStateWritable(f *testing.F) {
 	f.Fuzz(func(t *testing.T, start, silenceFor, pauseFor int64) {
 		ctx, now := context.Background(), t0
 		defer func() {
-			for _, s := range h.e.Silences(now) {
-				_ = h.e.ExpireSilence(ctx, now, s.ID, "fuzz")
+			for _, s := range h.e.Control().Silences(now) {
+				_ = h.e.Control().ExpireSilence(ctx, now, s.ID, "fuzz")
 			}
-			_, _ = h.e.Resume(ctx, now, "", "", "fuzz")
+			_, _ = h.e.Control().Resume(ctx, now, "", "", "fuzz")
 		}()
 		startsAt := time.Unix(start, 0).UTC()
-		s, err := h.e.AddSilence(ctx, now, Silence{Rule: "over-max-leverage", StartsAt: startsAt,
+		s, err := h.e.Control().AddSilence(ctx, now, control.Silence{Rule: "over-max-leverage", StartsAt: startsAt,
 			EndsAt: startsAt.Add(time.Duration(silenceFor) * time.Second), CreatedBy: "fuzz"})
 		if err == nil && (s.StartsAt.Sub(now).Abs() > control.MaxLead || s.EndsAt.Sub(s.StartsAt) > control.MaxDuration) {
 			t.Fatalf("accepted a silence out of bounds: %+v", s)
@@ -59,7 +60,7 @@ func FuzzControlTimesKeepStateWritable(f *testing.F) {
 		if pauseFor != 0 {
 			endsAt = now.Add(time.Duration(pauseFor) * time.Second)
 		}
-		p, err := h.e.Pause(ctx, now, Pause{EndsAt: endsAt, CreatedBy: "fuzz"})
+		p, err := h.e.Control().Pause(ctx, now, control.Pause{EndsAt: endsAt, CreatedBy: "fuzz"})
 		if err == nil && !p.EndsAt.IsZero() && p.EndsAt.Sub(now) > control.MaxDuration {
 			t.Fatalf("accepted a pause out of bounds: %+v", p)
 		}
@@ -71,7 +72,7 @@ func FuzzControlTimesKeepStateWritable(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the state file cannot be read back: %v", err)
 		}
-		if got, want := len(st.Silences)+len(st.Pauses), len(h.e.Silences(now))+len(h.e.Pauses(now)); got != want {
+		if got, want := len(st.Silences)+len(st.Pauses), len(h.e.Control().Silences(now))+len(h.e.Control().Pauses(now)); got != want {
 			t.Errorf("saved %d controls, the engine holds %d", got, want)
 		}
 	})
@@ -101,12 +102,12 @@ func TestControlNamesResolved(t *testing.T) {
 		{"an unknown severity", "", "", "fatal", false, `severity "fatal": want one of info, warning, critical`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := h.e.AddSilence(ctx, t0, Silence{Rule: tc.rule, Symbol: tc.symbol, Severity: tc.severity, AllowUnknown: tc.allow,
+			s, err := h.e.Control().AddSilence(ctx, t0, control.Silence{Rule: tc.rule, Symbol: tc.symbol, Severity: tc.severity, AllowUnknown: tc.allow,
 				EndsAt: t0.Add(time.Hour), CreatedBy: "test"})
-			p, perr := h.e.Pause(ctx, t0, Pause{Rule: tc.rule, Symbol: tc.symbol, AllowUnknown: tc.allow, CreatedBy: "test"})
+			p, perr := h.e.Control().Pause(ctx, t0, control.Pause{Rule: tc.rule, Symbol: tc.symbol, AllowUnknown: tc.allow, CreatedBy: "test"})
 			if tc.severity != "" {
 				perr = nil // a pause has no severity
-				p = Pause{Rule: s.Rule, Symbol: s.Symbol}
+				p = control.Pause{Rule: s.Rule, Symbol: s.Symbol}
 			}
 			if strings.Contains(tc.want, "/") && !strings.Contains(tc.want, " ") {
 				if err != nil || perr != nil {
@@ -127,18 +128,27 @@ func TestControlNamesResolved(t *testing.T) {
 				if tc.severity != "" && err == nil {
 					continue
 				}
-				if !errors.Is(err, ErrUnknownName) || !strings.Contains(err.Error(), tc.want) {
-					t.Errorf("err = %v, want ErrUnknownName saying %q", err, tc.want)
+				if !errors.Is(err, control.ErrUnknownName) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("err = %v, want control.ErrUnknownName saying %q", err, tc.want)
 				}
 			}
 		})
 	}
 	// An acknowledgement of a misspelt rule says so, not "inactive".
-	if _, err := h.e.Ack(ctx, t0, "near-liquidaton", "XBTC", "test", "", time.Time{}); !errors.Is(err, ErrUnknownName) || !strings.Contains(err.Error(), "did you mean near-liquidation?") {
+	if _, err := h.e.Control().Ack(ctx, t0, "near-liquidaton", "XBTC", "test", "", time.Time{}); !errors.Is(err, control.ErrUnknownName) || !strings.Contains(err.Error(), "did you mean near-liquidation?") {
 		t.Errorf("ack of a misspelt rule: %v", err)
 	}
 	// Resume matches the pause regardless of case.
-	if _, err := h.e.Resume(ctx, t0, "", "xnew", "test"); err != nil {
+	if _, err := h.e.Control().Resume(ctx, t0, "", "xnew", "test"); err != nil {
 		t.Errorf("resume of xnew (paused as XNEW): %v", err)
 	}
 }
+
+// Compile-time checks that what the engine hands its control service is
+// what the service declares it needs.
+var (
+	_ control.Guard   = (*Engine)(nil)
+	_ control.Emitter = (*journal.Journal)(nil)
+	_ control.Gauges  = (*journal.Metrics)(nil)
+	_ control.Standby = (*leader)(nil)
+)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/control"
 )
 
 // errBackingOff is the outcome of an action held back because its symbol's
@@ -138,7 +139,7 @@ func (e *Engine) symbolOutcome(ctx context.Context, now time.Time, symbol string
 				Audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", n)}})
 		}
 		return
-	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, ErrPaused), errors.Is(err, ErrStandby), errors.Is(err, errBackingOff), errors.Is(err, errInFlight), act.Refused(err):
+	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, control.ErrPaused), errors.Is(err, ErrStandby), errors.Is(err, errBackingOff), errors.Is(err, errInFlight), act.Refused(err):
 		return
 	}
 	failures, until, counted := e.backoff.Failed(symbol, now)

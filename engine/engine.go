@@ -125,8 +125,9 @@ type Engine struct {
 	down      bool      // the unreachable notification was sent
 	failing   []bool    // by rule index: the last evaluation failed at run time
 	nFailing  int       // how many of failing are true
-	// ctl holds the silences and pauses, with its own lock.
-	ctl control.Store
+	// ctl holds the silences and pauses, with its own lock, and says
+	// what changes them.
+	ctl *control.Service
 	// tickView is the tick's account for the margin model, built at its
 	// first settings call.
 	tickView *act.Model
@@ -223,19 +224,11 @@ type Engine struct {
 	// statusSpare is the list of positions the last publication replaced,
 	// reused by the next (tick-owned between two publications).
 	statusSpare []statusRow
-	listed      []string         // the contract symbols of the last symbols read, sorted
-	listedOf    *exchange.Trades // the read listed was made of (tick-owned)
+	listedOf    *exchange.Trades // the read status.listed was made of (tick-owned)
 	wait        time.Duration    // Run's wait after the last tick: Interval or FastInterval
 
-	// lead and shared are ha's (nil without it); term is the leadership
-	// whose shared state was loaded (0 on a standby), read by the
-	// executor too; standbySaid holds the calls said held on a standby
-	// (tick-owned); sharedDirty: the last shared save failed.
-	lead        Leadership
-	shared      SharedState
-	term        atomic.Int64
-	standbySaid map[string]bool
-	sharedDirty bool
+	// lead is this process's standing for the account (ha.go).
+	lead leader
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -306,11 +299,10 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		failing:    make([]bool, len(set.Rules)),
 		reasons:    make(map[[2]string]string),
 		wait:       cfg.Interval,
-		lead:       d.Leadership,
-		shared:     d.Shared,
 		tally:      d.Tally && cfg.DryRun,
 		stateEpoch: 1,
 	}
+	e.lead.seat, e.lead.shared = d.Leadership, d.Shared
 	hist, _ := d.Reader.(window.HistoryReader)
 	e.kinds = d.Kinds
 	if e.kinds == nil {
@@ -335,6 +327,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		e.now = time.Now
 	}
 	var startup []event // said once the audit log is open
+	ctl := new(control.Store)
 	if cfg.StateFile != "" && !cfg.DryRun {
 		lock, lerr := lockState(cfg.StateFile)
 		if lerr != nil {
@@ -364,7 +357,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		if err != nil {
 			return nil, err
 		}
-		startup = append(startup, e.restore(saved)...)
+		startup = append(startup, e.restore(saved, ctl)...)
 	}
 	audit := d.Audit
 	var lost []Record
@@ -387,10 +380,20 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		stamp = func(r *Record) { r.Host, r.Term = d.Host, lead.Term() }
 	}
 	e.jr = journal.New(journal.Options{Audit: audit, Logger: e.log, Metrics: e.metrics, Notifier: d.Notifier, Now: e.now, Account: d.Account, Stamp: stamp,
-		Muted: func(m *notify.Message, t time.Time) (string, bool) {
-			s, ok := e.ctl.Mutes(m, t)
-			return s.ID, ok
-		}})
+		Muted: func(m *notify.Message, t time.Time) (string, bool) { return e.ctl.Mutes(m, t) }})
+	o := control.Options{Store: ctl, Guard: e, Emitter: e.jr, Save: e.saveIdle, Standby: &e.lead, Logger: e.log,
+		Symbols: func() []string {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return e.status.symbols()
+		}}
+	if e.metrics != nil {
+		o.Gauges = e.metrics
+	}
+	if e.ctl, err = control.NewService(o); err != nil {
+		e.jr.Close()
+		return nil, err
+	}
 	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {
@@ -432,6 +435,21 @@ func (e *Engine) Close() error {
 		e.stateLock = nil
 	}
 	return err
+}
+
+// Control is the silences, pauses and acknowledgements: what the control
+// API and Telegram change.
+func (e *Engine) Control() *control.Service { return e.ctl }
+
+// saveIdle saves the state file at once when no tick runs; else the tick
+// saves it as it ends.
+func (e *Engine) saveIdle() {
+	if e.tick.TryLock() {
+		if err := e.saveLocked(); err != nil {
+			e.log.Error("save state", "err", err)
+		}
+		e.tick.Unlock()
+	}
 }
 
 // Rules returns the rule set in force.
@@ -542,7 +560,7 @@ func (e *Engine) stateCounts() map[string]*[4]int {
 // now, and an open breaker to at most BreakerReset from now, so that a
 // state file from the future cannot hold the guard back; it returns the
 // events that say so.
-func (e *Engine) restore(s *savedState) []event {
+func (e *Engine) restore(s *savedState, ctl *control.Store) []event {
 	e.stateEpoch++ // states written from the file
 	now := e.now()
 	var events []event
@@ -564,7 +582,7 @@ func (e *Engine) restore(s *savedState) []event {
 		clamped++
 	}
 	e.breaker = s.Breaker
-	clamped += e.restoreControl(s, now)
+	clamped += ctl.Restore(s.Silences, s.Pauses, now)
 	for ri, r := range e.set.Rules {
 		sr, ok := s.Rules[r.Name]
 		if !ok || sr.Fingerprint != r.Fingerprint() {
@@ -599,7 +617,7 @@ func (e *Engine) saveLocked() error {
 	// A dry run keeps its state in memory: cooldowns started by actions it
 	// only logged must not hold back a live guard sharing the file.
 	file := e.cfg.StateFile != "" && !e.cfg.DryRun
-	if !file && (e.shared == nil || e.cfg.DryRun) || !e.dirty && !e.controlPending() && !e.sharedDirty {
+	if !file && (!e.lead.Shares() || e.cfg.DryRun) || !e.dirty && !e.ctl.Changed() && !e.lead.Unsaved() {
 		return nil
 	}
 	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),
@@ -614,9 +632,11 @@ func (e *Engine) saveLocked() error {
 		}
 		s.Rules[r.Name] = sr
 	}
-	e.saveControl(s)
-	if !e.cfg.DryRun {
-		e.saveShared(s)
+	s.Silences, s.Pauses = e.ctl.Snapshot()
+	if !e.cfg.DryRun && e.lead.Shares() {
+		if err := e.lead.SaveShared(s, e.now()); err != nil {
+			e.log.Error("the shared state could not be written; retried at the next save", "err", err)
+		}
 	}
 	if !file {
 		e.dirty = false

@@ -227,7 +227,7 @@ func (e *Engine) step(ctx context.Context, now time.Time, rep *TickReport, r *ru
 		quiet := tr == ToFiring && due && r.HasAction(rules.Notify)
 		ev := transitionEvent(now, r, symbol, position, prev.State, next.State, tr, reason, quiet, env)
 		if next.State == Inactive {
-			e.resolveAcks(ctx, rep, now, r.Name, symbol, ev) // an acknowledgement lasts until its alert resolves
+			e.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, symbol, ev) // an acknowledgement lasts until its alert resolves
 		} else {
 			e.emit(ctx, rep, ev)
 		}
@@ -356,7 +356,7 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 			if s.State == Firing {
 				tr = ToResolved
 			}
-			e.resolveAcks(ctx, rep, now, r.Name, ps.Symbol, transitionEvent(now, r, ps.Symbol, key.ID, s.State, to, tr, reason, false, nil))
+			e.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, ps.Symbol, transitionEvent(now, r, ps.Symbol, key.ID, s.State, to, tr, reason, false, nil))
 		}
 		e.book.Forget(key)
 		e.dirty = true

@@ -35,11 +35,21 @@ type event = journal.Event
 
 // emit hands ev to the journal, with the tick's report when there is one.
 func (e *Engine) emit(ctx context.Context, rep *TickReport, ev event) {
-	var r *journal.Report
-	if rep != nil {
-		r = &rep.Report
+	e.jr.Emit(ctx, rep.report(), ev)
+}
+
+// report is the part of rep the journal adds to; nil without a report.
+func (rep *TickReport) report() *journal.Report {
+	if rep == nil {
+		return nil
 	}
-	e.jr.Emit(ctx, r, ev)
+	return &rep.Report
+}
+
+// pausedEvent makes the event of an action held back by a pause, of its
+// error (see control.Service.SayPaused).
+func pausedEvent(base Record, desc, effect string, act *ActionEvent) func(error) event {
+	return func(err error) event { return actionPhaseEvent(base, "paused", desc, effect, nil, err, act) }
 }
 
 // transitionEvent is one rule changing state on one position: audited,

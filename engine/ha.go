@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/market"
@@ -42,52 +43,96 @@ type SharedState interface {
 // first tick.
 var ErrStandby = errors.New("standby")
 
-// mayAct reports whether the calls may go out: always without ha; under
+// leader is this process's standing for the account: under ha, the seat
+// it holds in the account's election and where the state for the next
+// leader is kept; without ha (nil seat) it always may act. Its term is
+// read by the executor's goroutine too; the rest is tick-owned.
+type leader struct {
+	// seat and shared are ha's (nil without it).
+	seat   Leadership
+	shared SharedState
+	// term is the leadership whose shared state was loaded (0 on a
+	// standby).
+	term atomic.Int64
+	// said holds the calls said held on a standby.
+	said map[string]bool
+	// unsaved: the last shared save failed.
+	unsaved bool
+}
+
+// MayAct reports whether the calls may go out: always without ha; under
 // ha when this process leads, has taken the shared state of its term, and
 // its lease is safely held. Safe from the executor's goroutine.
-func (e *Engine) mayAct(now time.Time) error {
-	if e.lead == nil {
+func (l *leader) MayAct(now time.Time) error {
+	if l.seat == nil {
 		return nil
 	}
-	term := e.lead.Term()
+	term := l.seat.Term()
 	if term == 0 {
-		_, why := e.lead.MayAct(now)
+		_, why := l.seat.MayAct(now)
 		return fmt.Errorf("%w: %s", ErrStandby, why)
 	}
-	if term != e.term.Load() {
+	if term != l.term.Load() {
 		return fmt.Errorf("%w: leader since term %d, the shared state is not loaded yet", ErrStandby, term)
 	}
-	if ok, why := e.lead.MayAct(now); !ok {
+	if ok, why := l.seat.MayAct(now); !ok {
 		return fmt.Errorf("%w: %s", ErrStandby, why)
 	}
 	return nil
 }
 
-// controlOnStandby refuses a silence, pause, acknowledgement or resume
-// made on a standby (Telegram's; the control API answers 421 before): the
-// leader's would replace it at the next takeover, and the leader never
-// hears of it. The error says where the leader is.
-func (e *Engine) controlOnStandby(now time.Time) error {
-	if e.lead == nil || e.lead.Term() != 0 {
+// OnStandby refuses a silence, pause, acknowledgement or resume made on a
+// standby (Telegram's; the control API answers 421 before): the leader's
+// would replace it at the next takeover, and the leader never hears of
+// it. The error says where the leader is.
+func (l *leader) OnStandby(now time.Time) error {
+	if l.seat == nil || l.seat.Term() != 0 {
 		return nil
 	}
-	_, why := e.lead.MayAct(now)
+	_, why := l.seat.MayAct(now)
 	return fmt.Errorf("%w: %s; make the change there", ErrStandby, why)
 }
 
-// sayStandby says a call held on a standby: once per call and role, so a
-// standby's audit log shows what it would do without repeating it every
-// tick.
-func (e *Engine) sayStandby(key string) bool {
-	if e.standbySaid[key] {
+// SayStandby reports whether a call held on a standby is to be said: once
+// per call and role, so a standby's audit log shows what it would do
+// without repeating it every tick.
+func (l *leader) SayStandby(key string) bool {
+	if l.said[key] {
 		return false
 	}
-	if e.standbySaid == nil {
-		e.standbySaid = map[string]bool{}
+	if l.said == nil {
+		l.said = map[string]bool{}
 	}
-	e.standbySaid[key] = true
+	l.said[key] = true
 	return true
 }
+
+// Changed reports the term the seat holds when it is not the one whose
+// shared state was taken: a term won, or 0 for one lost. It forgets what
+// was said on standby then.
+func (l *leader) Changed() (int64, bool) {
+	if l.seat == nil {
+		return 0, false
+	}
+	term := l.seat.Term()
+	if term == l.term.Load() {
+		return 0, false
+	}
+	clear(l.said)
+	return term, true
+}
+
+// Load reads the last leader's state: none without a shared store.
+func (l *leader) Load(ctx context.Context) (map[string][]byte, error) {
+	if l.shared == nil {
+		return nil, nil
+	}
+	return l.shared.LoadState(ctx)
+}
+
+// Took records that the shared state of term was taken (0: a standby);
+// MayAct lets calls go out from then on.
+func (l *leader) Took(term int64) { l.term.Store(term) }
 
 // syncLeadership follows the role at the start of a tick: on a term won it
 // loads the shared state (cooldowns, margin budgets, the breaker,
@@ -95,37 +140,31 @@ func (e *Engine) sayStandby(key string) bool {
 // firing states and windows; on a term lost it says so. The caller holds
 // tick.
 func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
-	if e.lead == nil {
+	term, changed := e.lead.Changed()
+	if !changed {
 		return
 	}
-	term := e.lead.Term()
-	if term == e.term.Load() {
-		return
-	}
-	clear(e.standbySaid)
 	if term == 0 {
-		e.term.Store(0)
+		e.lead.Took(0)
 		e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "standby: another process leads the account; actions are held",
 			Audit: &Record{Time: now, Type: "ha", To: "standby"}})
 		return
 	}
-	if e.shared != nil {
-		parts, err := e.shared.LoadState(ctx)
+	parts, err := e.lead.Load(ctx)
+	if err != nil {
+		e.log.Error("leader, but the shared state could not be read: not acting until it is", "err", err, "term", term)
+		return
+	}
+	if len(parts) > 0 {
+		s, err := stateFromParts(parts)
 		if err != nil {
-			e.log.Error("leader, but the shared state could not be read: not acting until it is", "err", err, "term", term)
-			return
-		}
-		if len(parts) > 0 {
-			s, err := stateFromParts(parts)
-			if err != nil {
-				e.log.Error("the shared state could not be decoded; acting on this host's own state", "err", err)
-			} else {
-				e.takeover(s, now)
-			}
+			e.log.Error("the shared state could not be decoded; acting on this host's own state", "err", err)
+		} else {
+			e.takeover(s, now)
 		}
 	}
 	e.dirty = true // the next save writes what differs from the shared state
-	e.term.Store(term)
+	e.lead.Took(term)
 	text := fmt.Sprintf("leader (term %d): this process sends the account's calls from now on", term)
 	e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "ha", To: "leader", Reason: text},
 		Note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "warning", Text: text}})
@@ -250,27 +289,34 @@ func stateFromParts(parts map[string][]byte) (*savedState, error) {
 // made, so the next leader has their cooldowns.
 type handover interface{ HandingOver() bool }
 
-func (e *Engine) handingOver() bool {
-	h, ok := e.lead.(handover)
-	return ok && h.HandingOver() && e.lead.Term() == e.term.Load()
+// HandingOver reports whether the seat is handing the account over while
+// this process still leads with its term's state taken.
+func (l *leader) HandingOver() bool {
+	h, ok := l.seat.(handover)
+	return ok && h.HandingOver() && l.seat.Term() == l.term.Load()
 }
 
-// saveShared writes the state's changed parts while this process leads;
-// a failure leaves them for the next save.
-func (e *Engine) saveShared(s *savedState) {
-	if e.shared == nil || e.mayAct(e.now()) != nil && !e.handingOver() {
-		return
+// Shares reports whether there is a shared store to save to.
+func (l *leader) Shares() bool { return l.shared != nil }
+
+// Unsaved reports whether the last shared save failed.
+func (l *leader) Unsaved() bool { return l.unsaved }
+
+// SaveShared writes the state's changed parts while this process leads
+// (or hands over); a failure leaves them for the next save, and is
+// returned.
+func (l *leader) SaveShared(s *savedState, now time.Time) error {
+	if l.shared == nil || l.MayAct(now) != nil && !l.HandingOver() {
+		return nil
 	}
 	parts, err := s.parts()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err = e.shared.SaveState(ctx, parts)
+		_, err = l.shared.SaveState(ctx, parts)
 		cancel()
 	}
-	e.sharedDirty = err != nil
-	if err != nil {
-		e.log.Error("the shared state could not be written; retried at the next save", "err", err)
-	}
+	l.unsaved = err != nil
+	return err
 }
 
 // waker is a Leadership that says when this process wins the account's
@@ -278,10 +324,10 @@ func (e *Engine) saveShared(s *savedState) {
 // acts on its warm states at once instead of up to an interval later.
 type waker interface{ Won() <-chan struct{} }
 
-// wonElection is the channel that wakes Run on a won election; nil
+// WonElection is the channel that wakes Run on a won election; nil
 // (never) without ha or with a Leadership that does not say it.
-func (e *Engine) wonElection() <-chan struct{} {
-	if w, ok := e.lead.(waker); ok {
+func (l *leader) WonElection() <-chan struct{} {
+	if w, ok := l.seat.(waker); ok {
 		return w.Won()
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
@@ -245,14 +246,14 @@ func TestLeadershipControlOnStandby(t *testing.T) {
 	t.Parallel()
 	e, _, _ := haEngine(t, &fakeLead{}, &fakeShared{})
 	now := time.Now()
-	_, err := e.Pause(context.Background(), now, engine.Pause{Symbol: "XSOL", CreatedBy: "t", AllowUnknown: true})
+	_, err := e.Control().Pause(context.Background(), now, control.Pause{Symbol: "XSOL", CreatedBy: "t", AllowUnknown: true})
 	if !errors.Is(err, engine.ErrStandby) || !strings.Contains(err.Error(), "led by x") {
 		t.Fatalf("pause on a standby: %v, want ErrStandby naming the leader", err)
 	}
-	if _, err := e.AddSilence(context.Background(), now, engine.Silence{Symbol: "XSOL", CreatedBy: "t", EndsAt: now.Add(time.Hour), AllowUnknown: true}); !errors.Is(err, engine.ErrStandby) {
+	if _, err := e.Control().AddSilence(context.Background(), now, control.Silence{Symbol: "XSOL", CreatedBy: "t", EndsAt: now.Add(time.Hour), AllowUnknown: true}); !errors.Is(err, engine.ErrStandby) {
 		t.Fatalf("silence on a standby: %v", err)
 	}
-	if len(e.Pauses(now)) != 0 {
+	if len(e.Control().Pauses(now)) != 0 {
 		t.Fatal("a standby kept a pause")
 	}
 }

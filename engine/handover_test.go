@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 )
 
 // handingLead is a Leadership that can be handing its account over
@@ -69,7 +69,7 @@ func TestHandOverStillSavesState(t *testing.T) {
 			}
 			lead.mu.Unlock()
 			now := time.Now()
-			if _, err := e.Pause(ctx, now, engine.Pause{Symbol: "XBTC", CreatedBy: "ops", AllowUnknown: true}); err != nil {
+			if _, err := e.Control().Pause(ctx, now, control.Pause{Symbol: "XBTC", CreatedBy: "ops", AllowUnknown: true}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := e.Tick(ctx, now.Add(time.Second)); err != nil {

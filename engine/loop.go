@@ -11,7 +11,7 @@ import (
 // calls in flight when ctx is cancelled finish (each bounded by
 // ActionTimeout), and their outcome is recorded, before Run returns nil.
 func (e *Engine) Run(ctx context.Context) error {
-	everyOrWake(ctx, e.now, e.NextInterval, e.wonElection(), func(now time.Time) {
+	everyOrWake(ctx, e.now, e.NextInterval, e.lead.WonElection(), func(now time.Time) {
 		rep, err := e.Tick(ctx, now)
 		if err != nil && ctx.Err() == nil {
 			e.log.Error("tick failed", "err", err)
@@ -120,7 +120,9 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.lastOK = now
 		e.mu.Unlock()
 	}
-	e.expireControl(ctx, now)
+	if e.ctl.Expire(ctx, now) {
+		e.dirty = true
+	}
 	e.syncLeadership(ctx, now)
 	if snap != nil {
 		e.lane.near = nearest{} // this tick's evaluation measures it afresh

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
@@ -104,10 +105,10 @@ func raceRules(threshold string) (*rules.Set, error) {
 func TestConcurrentControlReloadAndTicks(t *testing.T) {
 	t.Parallel()
 	const (
-		ticks   = 200
-		control = 150
-		reloads = 150
-		reads   = 300
+		ticks    = 200
+		controls = 150
+		reloads  = 150
+		reads    = 300
 	)
 	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 11})
 	if err != nil {
@@ -160,15 +161,15 @@ func TestConcurrentControlReloadAndTicks(t *testing.T) {
 	})
 	wg.Go(func() { // the control API
 		fail := func(err error) { controlErrs = append(controlErrs, err) }
-		for i := range control {
+		for i := range controls {
 			now := base.Add(time.Duration(i) * time.Millisecond)
-			s, err := e.AddSilence(ctx, now, engine.Silence{Rule: "eth-near", EndsAt: now.Add(time.Hour), CreatedBy: "ctl"})
+			s, err := e.Control().AddSilence(ctx, now, control.Silence{Rule: "eth-near", EndsAt: now.Add(time.Hour), CreatedBy: "ctl"})
 			if err != nil {
 				fail(fmt.Errorf("add silence: %w", err))
 				continue
 			}
 			added++
-			p, err := e.Pause(ctx, now, engine.Pause{Rule: "sol-over-max", CreatedBy: "ctl", Comment: "race"})
+			p, err := e.Control().Pause(ctx, now, control.Pause{Rule: "sol-over-max", CreatedBy: "ctl", Comment: "race"})
 			if err != nil {
 				fail(fmt.Errorf("pause: %w", err))
 			} else {
@@ -176,20 +177,20 @@ func TestConcurrentControlReloadAndTicks(t *testing.T) {
 			}
 			// The alert may be active or not at this moment: both answers
 			// are fine, and an acknowledgement may end by itself.
-			if a, err := e.Ack(ctx, now, "eth-near", "XETH", "ctl-ack", "", time.Time{}); err == nil {
-				if err := e.ExpireSilence(ctx, now, a.ID, "ctl-ack"); err != nil && !errors.Is(err, engine.ErrNotFound) {
+			if a, err := e.Control().Ack(ctx, now, "eth-near", "XETH", "ctl-ack", "", time.Time{}); err == nil {
+				if err := e.Control().ExpireSilence(ctx, now, a.ID, "ctl-ack"); err != nil && !errors.Is(err, control.ErrNotFound) {
 					fail(fmt.Errorf("expire ack: %w", err))
 				}
-			} else if !errors.Is(err, engine.ErrNotActive) {
+			} else if !errors.Is(err, control.ErrNotActive) {
 				fail(fmt.Errorf("ack: %w", err))
 			}
-			if err := e.ExpireSilence(ctx, now, s.ID, "ctl-expire"); err != nil {
+			if err := e.Control().ExpireSilence(ctx, now, s.ID, "ctl-expire"); err != nil {
 				fail(fmt.Errorf("expire silence: %w", err))
 			} else {
 				expired++
 			}
 			if p.ID != "" {
-				if ended, err := e.Resume(ctx, now, p.Rule, p.Symbol, "ctl-resume"); err != nil {
+				if ended, err := e.Control().Resume(ctx, now, p.Rule, p.Symbol, "ctl-resume"); err != nil {
 					fail(fmt.Errorf("resume: %w", err))
 				} else {
 					resumed += len(ended)
@@ -273,8 +274,8 @@ func TestConcurrentControlReloadAndTicks(t *testing.T) {
 			t.Errorf("%d %q records in the audit log, want %d (one per call)", got, c.key, c.want)
 		}
 	}
-	if added != control || paused != control || resumed != control || expired != control {
-		t.Errorf("control calls: %d silences added, %d expired, %d pauses, %d resumed; want %d each", added, expired, paused, resumed, control)
+	if added != controls || paused != controls || resumed != controls || expired != controls {
+		t.Errorf("control calls: %d silences added, %d expired, %d pauses, %d resumed; want %d each", added, expired, paused, resumed, controls)
 	}
 	for _, typ := range []string{"transition", "action", "reload"} {
 		if count[typ] == 0 {

@@ -36,7 +36,7 @@ func (e *Engine) publishSymbols(tr *exchange.Trades) {
 	e.listedOf = tr
 	names := tr.ContractNames()
 	e.mu.Lock()
-	e.listed = names
+	e.status.listed = names
 	e.mu.Unlock()
 }
 
@@ -45,7 +45,7 @@ func (e *Engine) publishSymbols(tr *exchange.Trades) {
 func (e *Engine) ListedSymbols() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return slices.Clone(e.listed)
+	return slices.Clone(e.status.listed)
 }
 
 // indexName is the index that prices a contract symbol.

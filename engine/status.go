@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
@@ -34,9 +35,9 @@ type Status struct {
 	// Positions are the non-empty positions of the last snapshot read.
 	Positions []PositionStatus `json:"positions"`
 	// Actions are the last actions decided, newest first.
-	Actions  []RecentAction `json:"actions"`
-	Silences []Silence      `json:"silences"`
-	Pauses   []Pause        `json:"pauses"`
+	Actions  []RecentAction    `json:"actions"`
+	Silences []control.Silence `json:"silences"`
+	Pauses   []control.Pause   `json:"pauses"`
 	// InFlight are the mutating calls still running, oldest first: a
 	// symbol with one is not acted on again until it ends.
 	InFlight []CallInFlight `json:"inFlight"`
@@ -142,6 +143,8 @@ type RuleStatus struct {
 
 // published is what the last tick left for Status; under mu.
 type published struct {
+	// listed are the contract symbols of the last symbols read, sorted.
+	listed    []string
 	positions []statusRow
 	lastTick  time.Time
 	lastErr   string
@@ -154,6 +157,22 @@ type published struct {
 	// fit every step and seldom asks).
 	fit   *margin.Fit
 	model *ModelFit
+}
+
+// symbols are the symbols a control may name besides "account": those
+// the exchange lists and the open positions' of the last snapshot.
+func (p *published) symbols() []string {
+	out := slices.Clone(p.listed)
+	for _, r := range p.positions {
+		name := "" // as Status shows a position of an unknown symbol
+		if r.sym != nil {
+			name = r.sym.Name
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // publishStatus records what Status shows of the tick that read snap
@@ -333,16 +352,16 @@ func (e *Engine) Status(now time.Time) *Status {
 	if st.Actions == nil {
 		st.Actions = []RecentAction{}
 	}
-	st.Silences, st.Pauses = e.Silences(now), e.Pauses(now)
+	st.Silences, st.Pauses = e.ctl.Silences(now), e.ctl.Pauses(now)
 	st.InFlight = e.InFlight(now)
 	if st.Positions == nil {
 		st.Positions = []PositionStatus{}
 	}
 	if st.Silences == nil {
-		st.Silences = []Silence{}
+		st.Silences = []control.Silence{}
 	}
 	if st.Pauses == nil {
-		st.Pauses = []Pause{}
+		st.Pauses = []control.Pause{}
 	}
 	return st
 }

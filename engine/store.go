@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/control"
 )
 
 // stateFileVersion is bumped when the state file's shape changes.
@@ -26,8 +27,8 @@ type savedState struct {
 	Symbols map[string]string    `json:"symbols,omitempty"` // position id → symbol, for a reader of the file
 	// Silences and Pauses are the control API's, kept across restarts;
 	// a file without them (an older version) has none.
-	Silences []Silence `json:"silences,omitempty"`
-	Pauses   []Pause   `json:"pauses,omitempty"`
+	Silences []control.Silence `json:"silences,omitempty"`
+	Pauses   []control.Pause   `json:"pauses,omitempty"`
 }
 
 // savedRule is one rule's states, keyed by position id. The fingerprint

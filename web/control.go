@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
 )
 
@@ -146,7 +145,7 @@ func (s *Server) controlRoutes() {
 		if !ok {
 			return
 		}
-		sil, err := a.Controls.AddSilence(r.Context(), now, engine.Silence{Rule: req.Rule, Symbol: req.Symbol, Severity: req.Severity,
+		sil, err := a.Controls.AddSilence(r.Context(), now, control.Silence{Rule: req.Rule, Symbol: req.Symbol, Severity: req.Severity,
 			StartsAt: req.StartsAt, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy, AllowUnknown: req.AllowUnknown})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
@@ -166,7 +165,7 @@ func (s *Server) controlRoutes() {
 		}
 		err := a.Controls.ExpireSilence(r.Context(), s.now(), r.PathValue("id"), by)
 		switch {
-		case errors.Is(err, engine.ErrNotFound):
+		case errors.Is(err, control.ErrNotFound):
 			writeError(w, http.StatusNotFound, err.Error())
 		case err != nil:
 			writeError(w, http.StatusBadRequest, err.Error())
@@ -184,7 +183,7 @@ func (s *Server) controlRoutes() {
 		if !ok {
 			return
 		}
-		p, err := a.Controls.Pause(r.Context(), now, engine.Pause{Rule: req.Rule, Symbol: req.Symbol, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy, AllowUnknown: req.AllowUnknown})
+		p, err := a.Controls.Pause(r.Context(), now, control.Pause{Rule: req.Rule, Symbol: req.Symbol, EndsAt: req.EndsAt, Comment: req.Comment, CreatedBy: req.CreatedBy, AllowUnknown: req.AllowUnknown})
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -201,11 +200,11 @@ func (s *Server) controlRoutes() {
 			return
 		}
 		ended, err := a.Controls.Resume(r.Context(), s.now(), req.Rule, req.Symbol, req.CreatedBy)
-		if errors.Is(err, engine.ErrNotFound) {
+		if errors.Is(err, control.ErrNotFound) {
 			writeError(w, http.StatusNotFound, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string][]engine.Pause{"resumed": ended})
+		writeJSON(w, http.StatusOK, map[string][]control.Pause{"resumed": ended})
 	}))
 	s.mux.HandleFunc("POST /api/v1/ack", s.mutating(func(w http.ResponseWriter, r *http.Request) {
 		a, ok := s.account(w, r)
@@ -219,9 +218,9 @@ func (s *Server) controlRoutes() {
 		}
 		sil, err := a.Controls.Ack(r.Context(), now, req.Rule, req.Symbol, req.CreatedBy, req.Comment, req.EndsAt)
 		switch {
-		case errors.Is(err, engine.ErrUnknownName):
+		case errors.Is(err, control.ErrUnknownName):
 			writeError(w, http.StatusBadRequest, err.Error())
-		case errors.Is(err, engine.ErrNotActive):
+		case errors.Is(err, control.ErrNotActive):
 			writeError(w, http.StatusConflict, err.Error())
 		case err != nil:
 			writeError(w, http.StatusBadRequest, err.Error())

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 )
 
 // The mutating endpoints need the token, from loopback too: a wrong or
@@ -111,7 +111,7 @@ func TestControlBadRequests(t *testing.T) {
 func TestControlEndpoints(t *testing.T) {
 	t.Parallel()
 	starts := t0.Add(time.Hour)
-	notFound := fmt.Errorf("silence s9: %w", engine.ErrNotFound)
+	notFound := fmt.Errorf("silence s9: %w", control.ErrNotFound)
 	for _, tc := range []struct {
 		name, method, path, body string
 		err                      error
@@ -132,17 +132,17 @@ func TestControlEndpoints(t *testing.T) {
   "createdBy": "dave@desk",
   "createdAt": "2025-03-14T09:26:53Z"
 }
-`, call{"AddSilence", t0, []any{engine.Silence{Rule: "xbtc-near", Symbol: "XBTC", Severity: "critical", EndsAt: t0.Add(90 * time.Minute), Comment: "known", CreatedBy: "dave@desk"}}}},
+`, call{"AddSilence", t0, []any{control.Silence{Rule: "xbtc-near", Symbol: "XBTC", Severity: "critical", EndsAt: t0.Add(90 * time.Minute), Comment: "known", CreatedBy: "dave@desk"}}}},
 		{"silence from a start for a duration", "POST", "/api/v1/silences",
 			`{"severity":"info","startsAt":"2025-03-14T10:26:53Z","duration":"2h","createdBy":"d"}`, nil, 201, "",
-			call{"AddSilence", t0, []any{engine.Silence{Severity: "info", StartsAt: starts, EndsAt: starts.Add(2 * time.Hour), CreatedBy: "d"}}}},
+			call{"AddSilence", t0, []any{control.Silence{Severity: "info", StartsAt: starts, EndsAt: starts.Add(2 * time.Hour), CreatedBy: "d"}}}},
 		{"silence between two times", "POST", "/api/v1/silences",
 			`{"rule":"r","startsAt":"2025-03-14T10:26:53Z","endsAt":"2025-03-14T11:26:53Z","createdBy":"d"}`, nil, 201, "",
-			call{"AddSilence", t0, []any{engine.Silence{Rule: "r", StartsAt: starts, EndsAt: starts.Add(time.Hour), CreatedBy: "d"}}}},
+			call{"AddSilence", t0, []any{control.Silence{Rule: "r", StartsAt: starts, EndsAt: starts.Add(time.Hour), CreatedBy: "d"}}}},
 		{"silence refused", "POST", "/api/v1/silences", `{"createdBy":"d","duration":"1h"}`,
 			errors.New("a silence needs a matcher: rule, symbol or severity"), 400,
 			"{\n  \"error\": \"a silence needs a matcher: rule, symbol or severity\"\n}\n",
-			call{"AddSilence", t0, []any{engine.Silence{EndsAt: t0.Add(time.Hour), CreatedBy: "d"}}}},
+			call{"AddSilence", t0, []any{control.Silence{EndsAt: t0.Add(time.Hour), CreatedBy: "d"}}}},
 
 		{"expire", "DELETE", "/api/v1/silences/s9?createdBy=erin%40desk", "", nil, 200, "{\n  \"expired\": \"s9\"\n}\n",
 			call{"ExpireSilence", t0, []any{"s9", "erin@desk"}}},
@@ -155,19 +155,19 @@ func TestControlEndpoints(t *testing.T) {
 
 		{"pause everything", "POST", "/api/v1/pause", `{"createdBy":"alice@desk","comment":"maintenance"}`, nil, 201,
 			"{\n  \"id\": \"p1\",\n  \"startsAt\": \"2025-03-14T09:26:53Z\",\n  \"comment\": \"maintenance\",\n  \"createdBy\": \"alice@desk\"\n}\n",
-			call{"Pause", t0, []any{engine.Pause{Comment: "maintenance", CreatedBy: "alice@desk"}}}},
+			call{"Pause", t0, []any{control.Pause{Comment: "maintenance", CreatedBy: "alice@desk"}}}},
 		{"pause a rule for a duration", "POST", "/api/v1/pause", `{"rule":"near-liquidation","symbol":"XBTC","duration":"4s","createdBy":"carol@desk"}`, nil, 201, "",
-			call{"Pause", t0, []any{engine.Pause{Rule: "near-liquidation", Symbol: "XBTC", EndsAt: t0.Add(4 * time.Second), CreatedBy: "carol@desk"}}}},
+			call{"Pause", t0, []any{control.Pause{Rule: "near-liquidation", Symbol: "XBTC", EndsAt: t0.Add(4 * time.Second), CreatedBy: "carol@desk"}}}},
 		{"pause of a symbol not open yet", "POST", "/api/v1/pause", `{"symbol":"XNEW","allowUnknown":true,"createdBy":"carol@desk"}`, nil, 201, "",
-			call{"Pause", t0, []any{engine.Pause{Symbol: "XNEW", AllowUnknown: true, CreatedBy: "carol@desk"}}}},
+			call{"Pause", t0, []any{control.Pause{Symbol: "XNEW", AllowUnknown: true, CreatedBy: "carol@desk"}}}},
 		{"pause refused", "POST", "/api/v1/pause", `{"createdBy":"c","endsAt":"2025-03-14T08:00:00Z"}`, errors.New("the pause would end before it starts"), 400,
 			"{\n  \"error\": \"the pause would end before it starts\"\n}\n",
-			call{"Pause", t0, []any{engine.Pause{EndsAt: time.Date(2025, 3, 14, 8, 0, 0, 0, time.UTC), CreatedBy: "c"}}}},
+			call{"Pause", t0, []any{control.Pause{EndsAt: time.Date(2025, 3, 14, 8, 0, 0, 0, time.UTC), CreatedBy: "c"}}}},
 
 		{"resume", "POST", "/api/v1/resume", `{"symbol":"XBTC","createdBy":"bob@desk"}`, nil, 200,
 			"{\n  \"resumed\": [\n    {\n      \"id\": \"p1\",\n      \"symbol\": \"XBTC\",\n      \"startsAt\": \"2025-03-14T08:26:53Z\",\n      \"createdBy\": \"grace@desk\"\n    }\n  ]\n}\n",
 			call{"Resume", t0, []any{"", "XBTC", "bob@desk"}}},
-		{"resume without a pause", "POST", "/api/v1/resume", `{"createdBy":"bob@desk"}`, fmt.Errorf("no pause of everything: %w", engine.ErrNotFound), 404,
+		{"resume without a pause", "POST", "/api/v1/resume", `{"createdBy":"bob@desk"}`, fmt.Errorf("no pause of everything: %w", control.ErrNotFound), 404,
 			"{\n  \"error\": \"no pause of everything: not found\"\n}\n", call{"Resume", t0, []any{"", "", "bob@desk"}}},
 
 		{"ack", "POST", "/api/v1/ack", `{"rule":"xbtc-near","symbol":"XBTC","comment":"on it","createdBy":"frank@desk"}`, nil, 201,
@@ -185,10 +185,10 @@ func TestControlEndpoints(t *testing.T) {
 		{"ack for a duration", "POST", "/api/v1/ack", `{"rule":"r","symbol":"XBTC","duration":"30m","createdBy":"f"}`, nil, 201, "",
 			call{"Ack", t0, []any{"r", "XBTC", "f", "", t0.Add(30 * time.Minute)}}},
 		{"ack of an inactive alert", "POST", "/api/v1/ack", `{"rule":"r","symbol":"XBTC","createdBy":"x"}`,
-			fmt.Errorf("%w: rule r on XBTC is inactive", engine.ErrNotActive), 409,
+			fmt.Errorf("%w: rule r on XBTC is inactive", control.ErrNotActive), 409,
 			"{\n  \"error\": \"alert not active: rule r on XBTC is inactive\"\n}\n", call{"Ack", t0, []any{"r", "XBTC", "x", "", time.Time{}}}},
 		{"ack of an unknown rule", "POST", "/api/v1/ack", `{"rule":"r2","symbol":"XBTC","createdBy":"x"}`,
-			fmt.Errorf("%w rule \"r2\" (%w)", engine.ErrUnknownName, engine.ErrNotActive), 400,
+			fmt.Errorf("%w rule \"r2\" (%w)", control.ErrUnknownName, control.ErrNotActive), 400,
 			"{\n  \"error\": \"unknown rule \\\"r2\\\" (alert not active)\"\n}\n", call{"Ack", t0, []any{"r2", "XBTC", "x", "", time.Time{}}}},
 		{"ack refused", "POST", "/api/v1/ack", `{"rule":"r","createdBy":"x"}`, errors.New("an acknowledgement names a rule and a symbol"), 400,
 			"{\n  \"error\": \"an acknowledgement names a rule and a symbol\"\n}\n", call{"Ack", t0, []any{"r", "", "x", "", time.Time{}}}},

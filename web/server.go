@@ -1,8 +1,8 @@
 // Package web is the daemon's HTTP surface: the status page, the read and
 // control API under /api/v1, /metrics and /healthz. It reads and actuates
 // the guard only through the small interfaces it declares here (Guard,
-// Controls, ExchangeStats), which *engine.Engine and the daemon's wiring
-// satisfy; cmd/riskguard builds a Server and starts it.
+// Controls, ExchangeStats), which *engine.Engine, its control.Service and
+// the daemon's wiring satisfy; cmd/riskguard builds a Server and starts it.
 package web
 
 import (
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 )
 
 // Guard is what the status page, /api/v1/status and /healthz read of the
@@ -38,22 +39,22 @@ type Guard interface {
 // reads and changes. A change is audited with its author by the guard.
 type Controls interface {
 	// Silences lists the silences and acknowledgements not ended at now.
-	Silences(now time.Time) []engine.Silence
+	Silences(now time.Time) []control.Silence
 	// Pauses lists the pauses in force at now.
-	Pauses(now time.Time) []engine.Pause
+	Pauses(now time.Time) []control.Pause
 	// AddSilence adds s; an invalid silence is an error to show the caller.
-	AddSilence(ctx context.Context, now time.Time, s engine.Silence) (engine.Silence, error)
-	// ExpireSilence ends the silence id; engine.ErrNotFound when there is
+	AddSilence(ctx context.Context, now time.Time, s control.Silence) (control.Silence, error)
+	// ExpireSilence ends the silence id; control.ErrNotFound when there is
 	// none in force.
 	ExpireSilence(ctx context.Context, now time.Time, id, by string) error
 	// Ack mutes the alert of rule on symbol until it resolves (or until,
-	// when not zero); engine.ErrNotActive when the alert is inactive.
-	Ack(ctx context.Context, now time.Time, rule, symbol, by, comment string, until time.Time) (engine.Silence, error)
+	// when not zero); control.ErrNotActive when the alert is inactive.
+	Ack(ctx context.Context, now time.Time, rule, symbol, by, comment string, until time.Time) (control.Silence, error)
 	// Pause holds back the actions p matches.
-	Pause(ctx context.Context, now time.Time, p engine.Pause) (engine.Pause, error)
+	Pause(ctx context.Context, now time.Time, p control.Pause) (control.Pause, error)
 	// Resume ends the pauses of rule and symbol (every one when both are
-	// empty); engine.ErrNotFound when there is none.
-	Resume(ctx context.Context, now time.Time, rule, symbol, by string) ([]engine.Pause, error)
+	// empty); control.ErrNotFound when there is none.
+	Resume(ctx context.Context, now time.Time, rule, symbol, by string) ([]control.Pause, error)
 }
 
 // ExchangeStats gives the exchange client's figures shown by the status

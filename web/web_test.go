@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/web"
 	"github.com/shopspring/decimal"
 )
 
-// Compile-time checks that the engine is what the server reads and
-// actuates.
+// Compile-time checks that the engine and its control service are what
+// the server reads and actuates.
 var (
 	_ web.Guard    = (*engine.Engine)(nil)
-	_ web.Controls = (*engine.Engine)(nil)
+	_ web.Controls = (*control.Service)(nil)
 )
 
 // t0 is the fixed clock of these tests.
@@ -39,7 +40,7 @@ func (g *fakeGuard) Status(now time.Time) *engine.Status {
 	defer g.mu.Unlock()
 	if g.status == nil {
 		return &engine.Status{Time: now, Positions: []engine.PositionStatus{}, Actions: []engine.RecentAction{},
-			Silences: []engine.Silence{}, Pauses: []engine.Pause{}, InFlight: []engine.CallInFlight{}}
+			Silences: []control.Silence{}, Pauses: []control.Pause{}, InFlight: []engine.CallInFlight{}}
 	}
 	return g.status
 }
@@ -68,8 +69,8 @@ type call struct {
 // with err when set.
 type fakeControls struct {
 	mu       sync.Mutex
-	silences []engine.Silence
-	pauses   []engine.Pause
+	silences []control.Silence
+	pauses   []control.Pause
 	err      error
 	calls    []call
 }
@@ -87,21 +88,21 @@ func (c *fakeControls) recorded() []call {
 	return c.calls
 }
 
-func (c *fakeControls) Silences(time.Time) []engine.Silence {
+func (c *fakeControls) Silences(time.Time) []control.Silence {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.silences
 }
 
-func (c *fakeControls) Pauses(time.Time) []engine.Pause {
+func (c *fakeControls) Pauses(time.Time) []control.Pause {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pauses
 }
 
-func (c *fakeControls) AddSilence(_ context.Context, now time.Time, s engine.Silence) (engine.Silence, error) {
+func (c *fakeControls) AddSilence(_ context.Context, now time.Time, s control.Silence) (control.Silence, error) {
 	if err := c.record("AddSilence", now, s); err != nil {
-		return engine.Silence{}, err
+		return control.Silence{}, err
 	}
 	s.ID, s.CreatedAt = "s1", now
 	if s.StartsAt.IsZero() {
@@ -114,26 +115,26 @@ func (c *fakeControls) ExpireSilence(_ context.Context, now time.Time, id, by st
 	return c.record("ExpireSilence", now, id, by)
 }
 
-func (c *fakeControls) Ack(_ context.Context, now time.Time, rule, symbol, by, comment string, until time.Time) (engine.Silence, error) {
+func (c *fakeControls) Ack(_ context.Context, now time.Time, rule, symbol, by, comment string, until time.Time) (control.Silence, error) {
 	if err := c.record("Ack", now, rule, symbol, by, comment, until); err != nil {
-		return engine.Silence{}, err
+		return control.Silence{}, err
 	}
-	return engine.Silence{ID: "a1", Rule: rule, Symbol: symbol, StartsAt: now, EndsAt: until, Ack: true, Comment: comment, CreatedBy: by, CreatedAt: now}, nil
+	return control.Silence{ID: "a1", Rule: rule, Symbol: symbol, StartsAt: now, EndsAt: until, Ack: true, Comment: comment, CreatedBy: by, CreatedAt: now}, nil
 }
 
-func (c *fakeControls) Pause(_ context.Context, now time.Time, p engine.Pause) (engine.Pause, error) {
+func (c *fakeControls) Pause(_ context.Context, now time.Time, p control.Pause) (control.Pause, error) {
 	if err := c.record("Pause", now, p); err != nil {
-		return engine.Pause{}, err
+		return control.Pause{}, err
 	}
 	p.ID, p.StartsAt = "p1", now
 	return p, nil
 }
 
-func (c *fakeControls) Resume(_ context.Context, now time.Time, rule, symbol, by string) ([]engine.Pause, error) {
+func (c *fakeControls) Resume(_ context.Context, now time.Time, rule, symbol, by string) ([]control.Pause, error) {
 	if err := c.record("Resume", now, rule, symbol, by); err != nil {
 		return nil, err
 	}
-	return []engine.Pause{{ID: "p1", Rule: rule, Symbol: symbol, StartsAt: t0.Add(-time.Hour), CreatedBy: "grace@desk"}}, nil
+	return []control.Pause{{ID: "p1", Rule: rule, Symbol: symbol, StartsAt: t0.Add(-time.Hour), CreatedBy: "grace@desk"}}, nil
 }
 
 // fakeExchange is fixed exchange figures.
@@ -224,9 +225,9 @@ func demoStatus(now time.Time) *engine.Status {
 			{Time: now.Add(-40 * time.Second), Symbol: "XSOL", Action: "lower_leverage", Rules: []string{"over-max-leverage"}, Outcome: "sent",
 				From: 15, To: 10, Effect: "liquidation 144.907 → 136.4", Actual: "liquidation 136.4"},
 		},
-		Silences: []engine.Silence{{ID: "a1", Rule: "watch-xeth", Symbol: "XETH", StartsAt: now.Add(-30 * time.Second), Ack: true,
+		Silences: []control.Silence{{ID: "a1", Rule: "watch-xeth", Symbol: "XETH", StartsAt: now.Add(-30 * time.Second), Ack: true,
 			Comment: "known", CreatedBy: "frank@desk", CreatedAt: now.Add(-30 * time.Second)}},
-		Pauses:   []engine.Pause{{ID: "p1", Symbol: "XBTC", StartsAt: now.Add(-20 * time.Second), Comment: "rolling", CreatedBy: "grace@desk"}},
+		Pauses:   []control.Pause{{ID: "p1", Symbol: "XBTC", StartsAt: now.Add(-20 * time.Second), Comment: "rolling", CreatedBy: "grace@desk"}},
 		InFlight: []engine.CallInFlight{{Symbol: "XSOL", Call: "POST /v1/contracts/positions/XSOL/margin", Since: now.Add(-2 * time.Second), Running: 2}},
 	}
 }

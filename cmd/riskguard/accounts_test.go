@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/riskguard/riskguard/web"
@@ -107,7 +108,7 @@ func TestAccountsOneProcessGuardsSeveral(t *testing.T) {
 	}
 	for name, want := range map[string]int{"a": 1, "b": 0} {
 		_, body := api(t, addr, "GET", "/api/v1/pauses?account="+name, "", nil)
-		var got []engine.Pause
+		var got []control.Pause
 		if err := json.Unmarshal([]byte(body), &got); err != nil || len(got) != want {
 			t.Errorf("pauses of %s = %s, want %d", name, body, want)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
@@ -143,7 +144,7 @@ func TestControlPauseHoldsEveryCallNotYetSent(t *testing.T) {
 	if a.code != http.StatusCreated {
 		t.Fatalf("pause: %d %s", a.code, a.body)
 	}
-	var p engine.Pause
+	var p control.Pause
 	if err := json.Unmarshal([]byte(a.body), &p); err != nil || len(p.InFlight) != 0 {
 		t.Errorf("the answer names calls still on their way (%v): %s", err, a.body)
 	}
@@ -214,7 +215,7 @@ func TestControlRefusesUnknownNames(t *testing.T) {
 		}
 	}
 	_, body := api(t, addr, "GET", "/api/v1/pauses", "", nil)
-	var pauses []engine.Pause
+	var pauses []control.Pause
 	if err := json.Unmarshal([]byte(body), &pauses); err != nil || len(pauses) != 1 || pauses[0].Symbol != "XNEW" {
 		t.Errorf("pauses in force = %s (%v), want only the allowed one of XNEW", body, err)
 	}

@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/web"
 )
@@ -249,7 +248,7 @@ func (m *Main) silenceAdd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var s engine.Silence
+	var s control.Silence
 	err = c.do(ctx, http.MethodPost, "/api/v1/silences", web.ControlRequest{Rule: *rule, Symbol: *symbol, Severity: *severity,
 		Duration: dur.String(), Comment: *comment, CreatedBy: c.by, AllowUnknown: *allowUnknown}, &s)
 	if err != nil {
@@ -265,7 +264,7 @@ func (m *Main) silenceList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var sil []engine.Silence
+	var sil []control.Silence
 	if err := c.do(ctx, http.MethodGet, "/api/v1/silences", nil, &sil); err != nil {
 		return cmd.fail(err)
 	}
@@ -276,8 +275,8 @@ func (m *Main) silenceList(ctx context.Context, args []string) error {
 // table. Every text in it came from a control call, anyone's with the
 // token: its control characters are printed as visible escapes
 // (control.Printable), so that a comment cannot drive the terminal.
-func (m *Main) listControls(ctx context.Context, c *ctlClient, cmd string, sil []engine.Silence) error {
-	var pau []engine.Pause
+func (m *Main) listControls(ctx context.Context, c *ctlClient, cmd string, sil []control.Silence) error {
+	var pau []control.Pause
 	if err := c.do(ctx, http.MethodGet, "/api/v1/pauses", nil, &pau); err != nil {
 		return m.ctlFail(cmd, err)
 	}
@@ -372,7 +371,7 @@ func (m *Main) runPause(ctx context.Context, args []string) error {
 	if *dur > 0 {
 		req.Duration = dur.String()
 	}
-	var p engine.Pause
+	var p control.Pause
 	if err := c.do(ctx, http.MethodPost, "/api/v1/pause", req, &p); err != nil {
 		return cmd.fail(err)
 	}
@@ -423,7 +422,7 @@ func (m *Main) runResume(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var out struct{ Resumed []engine.Pause }
+	var out struct{ Resumed []control.Pause }
 	if err := c.do(ctx, http.MethodPost, "/api/v1/resume", web.ControlRequest{Rule: *rule, Symbol: *symbol, CreatedBy: c.by}, &out); err != nil {
 		return cmd.fail(err)
 	}
@@ -448,7 +447,7 @@ func (m *Main) runAck(ctx context.Context, args []string) error {
 	if *dur > 0 {
 		req.Duration = dur.String()
 	}
-	var s engine.Silence
+	var s control.Silence
 	if err := c.do(ctx, http.MethodPost, "/api/v1/ack", req, &s); err != nil {
 		return cmd.fail(err)
 	}

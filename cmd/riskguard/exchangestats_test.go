@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/web"
 )
 
-// Compile-time checks that the engine and the client's figures are what
-// the web server reads and actuates.
+// Compile-time checks that the engine, its control service and the
+// client's figures are what the web server reads and actuates.
 var (
 	_ web.Guard         = (*engine.Engine)(nil)
-	_ web.Controls      = (*engine.Engine)(nil)
+	_ web.Controls      = (*control.Service)(nil)
 	_ web.ExchangeStats = (*exchangeStats)(nil)
 )
 

@@ -107,7 +107,7 @@ func (f *fleet) web(logger *slog.Logger) (*web.Server, error) {
 		Token:   g.controlToken, AllowedHosts: g.allowedHosts, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
 	}
 	for _, a := range f.guards {
-		opts.Accounts = append(opts.Accounts, web.Account{Name: a.name, Guard: a.engine, Controls: a.engine, Exchange: a.stats, Cluster: a.ha.cluster()})
+		opts.Accounts = append(opts.Accounts, web.Account{Name: a.name, Guard: a.engine, Controls: a.engine.Control(), Exchange: a.stats, Cluster: a.ha.cluster()})
 	}
 	return web.New(opts)
 }
@@ -116,12 +116,12 @@ func (f *fleet) web(logger *slog.Logger) (*web.Server, error) {
 // account's.
 func (f *fleet) controller() notify.Controller {
 	if !f.multi() {
-		return telegramController{e: f.guards[0].engine, fwd: newForwarder(f.guards[0])}
+		return telegramController{e: f.guards[0].engine, ctl: f.guards[0].engine.Control(), fwd: newForwarder(f.guards[0])}
 	}
 	c := accountsController{}
 	for _, g := range f.guards {
 		c.names = append(c.names, g.name)
-		c.ctls = append(c.ctls, telegramController{e: g.engine, fwd: newForwarder(g)})
+		c.ctls = append(c.ctls, telegramController{e: g.engine, ctl: g.engine.Control(), fwd: newForwarder(g)})
 	}
 	return c
 }

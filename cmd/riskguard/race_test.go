@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/shopspring/decimal"
 )
 
@@ -115,7 +116,7 @@ func TestRunConcurrentControlReloadAndTicks(t *testing.T) {
 			t.Fatalf("add silence: %d %s", code, body)
 		}
 		added++
-		var s engine.Silence
+		var s control.Silence
 		if err := json.Unmarshal([]byte(body), &s); err != nil {
 			t.Fatalf("silence answer %q: %v", body, err)
 		}

@@ -241,7 +241,7 @@ func healthMaxAge(interval time.Duration) time.Duration {
 // prints.
 func (g *guard) web(logger *slog.Logger) (*web.Server, error) {
 	return web.New(web.Options{
-		Guard: g.engine, Controls: g.engine, Exchange: g.stats,
+		Guard: g.engine, Controls: g.engine.Control(), Exchange: g.stats,
 		Metrics: promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{}),
 		Token:   g.controlToken, AllowedHosts: g.allowedHosts, HealthMaxAge: healthMaxAge(g.interval), Logger: logger, Now: time.Now,
 		Cluster: g.ha.cluster(),

@@ -13,16 +13,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 )
 
 // telegramController is the running guard as the Telegram control steers
-// it: the same engine calls as the control API, each audited with its
-// author.
+// it: the engine it reads, and the same control service as the control
+// API, each change audited with its author.
 type telegramController struct {
-	e *engine.Engine
+	e   *engine.Engine
+	ctl *control.Service
 	// fwd, under ha, sends a command the engine refused as a standby to
 	// the account's leader (telegram_ha.go); nil without ha.
 	fwd *forwarder
@@ -85,13 +87,13 @@ func endsAt(t time.Time) string {
 // Pause stops every action for d (0: until resumed).
 func (c telegramController) Pause(ctx context.Context, by string, d time.Duration) (string, error) {
 	now := time.Now()
-	p := engine.Pause{CreatedBy: by, Comment: "from Telegram"}
+	p := control.Pause{CreatedBy: by, Comment: "from Telegram"}
 	if d > 0 {
 		p.EndsAt = now.Add(d)
 	}
 	via := ""
 	asked := p
-	p, err := c.e.Pause(ctx, now, asked)
+	p, err := c.ctl.Pause(ctx, now, asked)
 	if c.standby(err) {
 		var host string
 		if p, host, err = c.fwd.pause(ctx, asked); err == nil {
@@ -117,7 +119,7 @@ func orUntilResumed(t time.Time) string {
 
 // Resume ends every pause.
 func (c telegramController) Resume(ctx context.Context, by string) (string, error) {
-	ended, err := c.e.Resume(ctx, time.Now(), "", "", by)
+	ended, err := c.ctl.Resume(ctx, time.Now(), "", "", by)
 	if c.standby(err) {
 		n, found, host, err := c.fwd.resume(ctx, by)
 		switch {
@@ -128,7 +130,7 @@ func (c telegramController) Resume(ctx context.Context, by string) (string, erro
 		}
 		return fmt.Sprintf("Resumed: actions are sent again (%d pause(s) ended)%s.", n, viaLeader(host)), nil
 	}
-	if errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, control.ErrNotFound) {
 		return "The guard was not paused.", nil
 	}
 	if err != nil {
@@ -141,7 +143,7 @@ func (c telegramController) Resume(ctx context.Context, by string) (string, erro
 // rule of the set or a symbol the exchange lists.
 func (c telegramController) Silence(ctx context.Context, by, target string, d time.Duration) (string, error) {
 	now := time.Now()
-	s := engine.Silence{CreatedBy: by, EndsAt: now.Add(d), Comment: "from Telegram"}
+	s := control.Silence{CreatedBy: by, EndsAt: now.Add(d), Comment: "from Telegram"}
 	var ruleNames []string
 	for _, r := range c.e.Rules().Rules {
 		ruleNames = append(ruleNames, r.Name)
@@ -161,7 +163,7 @@ func (c telegramController) Silence(ctx context.Context, by, target string, d ti
 		return "", errors.New(msg)
 	}
 	asked, via := s, ""
-	s, err := c.e.AddSilence(ctx, now, asked)
+	s, err := c.ctl.AddSilence(ctx, now, asked)
 	if c.standby(err) {
 		var host string
 		if s, host, err = c.fwd.silence(ctx, asked); err == nil {
@@ -182,7 +184,7 @@ func (c telegramController) Ack(ctx context.Context, by string) (string, error) 
 		if a.State != engine.Firing {
 			continue
 		}
-		_, err := c.e.Ack(ctx, time.Now(), a.Rule, a.Symbol, by, "from Telegram", time.Time{})
+		_, err := c.ctl.Ack(ctx, time.Now(), a.Rule, a.Symbol, by, "from Telegram", time.Time{})
 		if c.standby(err) {
 			// This process's warm states say what fires; the leader
 			// acknowledges what fires there too.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/web"
 )
@@ -113,15 +114,15 @@ func (f *forwarder) post(ctx context.Context, path string, req web.ControlReques
 }
 
 // pause forwards a pause.
-func (f *forwarder) pause(ctx context.Context, p engine.Pause) (engine.Pause, string, error) {
-	var out engine.Pause
+func (f *forwarder) pause(ctx context.Context, p control.Pause) (control.Pause, string, error) {
+	var out control.Pause
 	_, host, err := f.post(ctx, "/api/v1/pause", web.ControlRequest{Rule: p.Rule, Symbol: p.Symbol, EndsAt: p.EndsAt, Comment: p.Comment, CreatedBy: p.CreatedBy}, &out)
 	return out, host, err
 }
 
 // resume forwards a resume; found is false when the leader had no pause.
 func (f *forwarder) resume(ctx context.Context, by string) (ended int, found bool, host string, err error) {
-	var out struct{ Resumed []engine.Pause }
+	var out struct{ Resumed []control.Pause }
 	status, host, err := f.post(ctx, "/api/v1/resume", web.ControlRequest{CreatedBy: by}, &out)
 	if status == http.StatusNotFound {
 		return 0, false, host, nil
@@ -130,8 +131,8 @@ func (f *forwarder) resume(ctx context.Context, by string) (ended int, found boo
 }
 
 // silence forwards a silence.
-func (f *forwarder) silence(ctx context.Context, s engine.Silence) (engine.Silence, string, error) {
-	var out engine.Silence
+func (f *forwarder) silence(ctx context.Context, s control.Silence) (control.Silence, string, error) {
+	var out control.Silence
 	_, host, err := f.post(ctx, "/api/v1/silences", web.ControlRequest{Rule: s.Rule, Symbol: s.Symbol, EndsAt: s.EndsAt, Comment: s.Comment, CreatedBy: s.CreatedBy}, &out)
 	return out, host, err
 }

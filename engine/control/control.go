@@ -3,7 +3,8 @@
 // silence that ends when its alert resolves) and pauses (hold actions
 // back). Its Store has its own lock, held for a few assignments only: the
 // notification path, the executor and the control API read it while a
-// tick runs. It says nothing itself: the engine says what changed.
+// tick runs. Its Service checks what an operator asks, keeps it in the
+// Store and says what changed, through the emitter the engine gives it.
 package control
 
 import (

@@ -130,19 +130,17 @@ func (ks Kinds) Names() []string {
 	return out
 }
 
-// taking is the name of the kind that takes parameter p, for the error of
-// an action of another kind given it ("" when none or several do).
+// taking names the kinds that take parameter p, for the error of an
+// action of another kind given it: "lower_leverage", or several joined by
+// " or ".
 func (ks Kinds) taking(p Param) string {
-	name := ""
+	var names []string
 	for _, s := range ks {
 		if s.Params&p != 0 {
-			if name != "" {
-				return ""
-			}
-			name = string(s.Name)
+			names = append(names, string(s.Name))
 		}
 	}
-	return name
+	return strings.Join(names, " or ")
 }
 
 // Table is the set's table of action kinds, DefaultKinds when it has none (a set built by

@@ -138,7 +138,7 @@ type Rule struct {
 	SymbolsAt []Pos
 	Severity  Severity
 	// AllowCloserLiquidation lets the rule's actions move its position's
-	// liquidation price closer to the index (a set_isolated meant to
+	// liquidation price closer to the index (an isolation meant to
 	// ring-fence the account), which the engine otherwise refuses to do;
 	// never past MinLiquidationDistance.
 	AllowCloserLiquidation bool

@@ -84,7 +84,7 @@ type exchangeConfig struct {
 	APIKey, APISecret string
 	// PositionsPath is the positions listing, which the spec does not show.
 	PositionsPath string
-	// OrderPath is the order placement (reduce_position), which the spec
+	// OrderPath is the order placement (the reduce-only orders), which the spec
 	// does not show either; {symbol} is the contract symbol.
 	OrderPath  string
 	Timeout    time.Duration

@@ -18,7 +18,7 @@ import (
 
 // Call is one mutating exchange call of a job.
 type Call struct {
-	// Name says the call in what InFlight reports: "set_isolated XBTC".
+	// Name says the call in what InFlight reports: "cancel XBTC".
 	Name string
 	// Hold, when set, runs just before the call would be sent; a non-nil
 	// error holds it back (it is not sent, and its Result says why). It

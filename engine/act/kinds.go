@@ -154,7 +154,7 @@ func Refused(err error) bool {
 type Kinds []Kind
 
 // DefaultKinds is the table of the kinds the guard ships, each made afresh
-// (a kind may keep state of its own: reduce_position stops after a
+// (a kind may keep state of its own: the reduce order stops after a
 // position grew). A caller may append its own.
 func DefaultKinds() Kinds {
 	return Kinds{lowerLeverage{}, setIsolated{}, cancelOrders{}, &reducePosition{}, notifyKind{}}

@@ -43,7 +43,7 @@ type Record struct {
 	// PrevLeverage and PrevCross are the position's values before the action.
 	PrevLeverage int   `json:"prevLeverage,omitempty"`
 	PrevCross    *bool `json:"prevCross,omitempty"`
-	// Quantity is a reduce_position's order quantity.
+	// Quantity is an order's quantity.
 	Quantity *decimal.Decimal `json:"quantity,omitempty"`
 	Reason   string           `json:"reason,omitempty"`
 	// By is who made a silence, pause or acknowledgement (the control
@@ -73,7 +73,7 @@ type Prediction struct {
 	// Actual is the liquidation price the exchange read back, on the
 	// result.
 	Actual *decimal.Decimal `json:"actual,omitempty"`
-	// A reduce_position's: the PNL realised, the quantity left, and the
+	// An order's: the PNL realised, the quantity left, and the
 	// quantity the exchange read back (on the result).
 	RealisedPNL    *decimal.Decimal `json:"realisedPnl,omitempty"`
 	QuantityAfter  *decimal.Decimal `json:"quantityAfter,omitempty"`

@@ -36,16 +36,16 @@ type TransitionEvent struct {
 // ActionEvent is one action decided by the tick, sent or not.
 type ActionEvent struct {
 	Symbol string
-	Action string // lower_leverage, set_isolated, settings, cancel_orders, reduce_position, notify
+	Action string // an action kind, kinds merged into one call joined by "+", "settings" or "notify"
 	Rules  []string
 	// Outcome is sent, dry_run, paused, noop, skipped (the breaker), error,
-	// skipped_stopped (reduce_position stopped until restart),
+	// skipped_stopped (a kind stopped until restart),
 	// skipped_harmful (it would move a liquidation price closer) or
 	// skipped_bounded (no cut within the free balance or the margin budget).
 	Outcome  string
 	From, To int // leverage before and after, for settings
 	Cross    bool
-	// Quantity is a reduce_position's order quantity.
+	// Quantity is an order's quantity.
 	Quantity decimal.Decimal
 	Err      error
 	// Effect is the margin model's prediction of a settings call, as the

@@ -24,8 +24,7 @@
 //	        firing: [{rule: over-max-leverage, symbol: XSOL}, {rule: liquidation-distance-5pct, symbol: XSOL}]
 //	        pending: [{rule: liquidation-distance-10pct, symbol: XSOL}]
 //	        actions:
-//	          - {action: lower_leverage, symbol: XSOL, from: 15, leverage: 10}
-//	          - {action: cancel_orders, symbol: XSOL}
+//	          - {action: ACTION, symbol: XSOL, from: 15, leverage: 10}   # see rules.example.test.yaml
 //	        notifications: [{rule: over-max-leverage}, {rule: liquidation-distance-5pct}]
 //	        liquidations: []
 //
@@ -41,8 +40,8 @@
 // is not checked. Inside an entry only the fields written are compared.
 // firing, pending and nodata are the rules in that state after the tick at
 // `at` (fields rule, symbol); actions are the mutating calls the tick made
-// (action: cancel_orders, lower_leverage, set_isolated or
-// lower_leverage+set_isolated when one settings call did both; symbol,
+// (action: the action kind, or the kinds joined by "+" when one settings
+// call did several; symbol,
 // leverage (after), from (before), cross, rules, outcome: sent, error or
 // skipped); notifications are the tick's notify actions (rule, symbol);
 // liquidations are every liquidation since the start (symbol, at, price).

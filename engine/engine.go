@@ -95,8 +95,6 @@ type Deps struct {
 // ticks and reloads are serialized.
 type Engine struct {
 	cfg     Config
-	reader  Reader
-	act     Actuator
 	log     *slog.Logger
 	metrics *Metrics
 	// jr says what happens: the report, the audit log, the log, the
@@ -118,7 +116,6 @@ type Engine struct {
 	names     []string
 	snaps     *SnapshotReader
 	indexSeen map[string]indexSeen
-	breaker   act.Breaker
 	dirty     bool // state changed since the last save
 	lastTick  time.Time
 	failSince time.Time // first failed read of the current outage
@@ -139,31 +136,16 @@ type Engine struct {
 	// stateLock holds the state file against a second guard; nil without
 	// one (or in a dry run, which never writes it).
 	stateLock *os.File
-	// readStart is when the tick's snapshot read began, on the clock of
-	// Deps.Now: the age that MaxSnapshotAge bounds.
-	readStart time.Time
-	// backoff holds the symbols whose actions failed last time they ran.
-	backoff *act.Backoff
-	// sequential runs each plan's calls to their end before the next plan
-	// is decided: the reader is in process (a backtest), where nothing can
-	// hang.
-	sequential bool
-	// tally: a dry run whose actions are only counted (Deps.Tally).
-	tally bool
 	// stateEpoch moves whenever rule states are written other than by
 	// evaluate's steps (posExtra.inactive).
 	stateEpoch uint64
-	// exec sends the mutating calls, each symbol's in the background; what
-	// became of them is applied on the tick's goroutine (Collect), so the
-	// fields above have one writer.
-	exec *act.Executor
+	// disp sends the mutating calls the tick decides, with the breaker,
+	// the backoff and the executor.
+	disp *dispatcher
 	// readInFlight says which call was in flight while the tick read
 	// the positions ("" when none): the snapshot may predate its effect
 	// on the cross pool.
 	readInFlight string
-	// curRep is the report of the tick collecting the calls' outcomes; nil
-	// outside a tick (shutdown).
-	curRep *TickReport
 	// lane is the fast lane's state (tick-owned).
 	lane laneState
 	// kinds are the action kinds the engine knows (Deps.Kinds), each
@@ -285,8 +267,6 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	cfg = cfg.withDefaults()
 	e := &Engine{
 		cfg:        cfg,
-		reader:     d.Reader,
-		act:        d.Actuator,
 		log:        d.Logger,
 		metrics:    d.Metrics,
 		now:        d.Now,
@@ -299,7 +279,6 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		failing:    make([]bool, len(set.Rules)),
 		reasons:    make(map[[2]string]string),
 		wait:       cfg.Interval,
-		tally:      d.Tally && cfg.DryRun,
 		stateEpoch: 1,
 	}
 	e.lead.seat, e.lead.shared = d.Leadership, d.Shared
@@ -315,11 +294,6 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	e.win = window.NewStore(set, cfg.Interval, hist, d.Logger)
 	e.bindRules(set)
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
-	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {
-		e.sequential = true
-	}
-	e.exec = act.New(cfg.ActionConcurrency, cfg.ActionTimeout, e.sequential, d.Now)
-	e.backoff = act.NewBackoff(cfg.Interval, cfg.SymbolBackoffMax)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -328,6 +302,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	}
 	var startup []event // said once the audit log is open
 	ctl := new(control.Store)
+	var breaker act.Breaker
 	if cfg.StateFile != "" && !cfg.DryRun {
 		lock, lerr := lockState(cfg.StateFile)
 		if lerr != nil {
@@ -357,7 +332,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		if err != nil {
 			return nil, err
 		}
-		startup = append(startup, e.restore(saved, ctl)...)
+		startup = append(startup, e.restore(saved, ctl, &breaker)...)
 	}
 	audit := d.Audit
 	var lost []Record
@@ -394,6 +369,25 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		e.jr.Close()
 		return nil, err
 	}
+	e.disp = newDispatcher(dispatcherOptions{Journal: e.jr, Control: e.ctl, Leader: &e.lead, Actuator: d.Actuator, Reader: d.Reader,
+		Logger: e.log, Metrics: e.metrics, Now: e.now, Config: cfg, Tally: d.Tally && cfg.DryRun, Breaker: breaker,
+		Hooks: ruleHooks{
+			acted: func(now time.Time, key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) {
+				if st := e.stateNow(key, idx, r, st, setAt); st != nil {
+					st.LastActionAt = now
+					e.dirty = true
+				}
+			},
+			accountSettled: e.accountSettled,
+			changed:        func() { e.dirty = true },
+			model:          e.marginView,
+			moved: func(at time.Time, next margin.Account) {
+				if e.tickView != nil && e.lastTick.Equal(at) {
+					e.tickView.Acct = next
+				}
+			},
+			readBack: e.noteReadBack,
+		}})
 	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {
@@ -424,7 +418,7 @@ func (e *Engine) interrupted(lost []Record) {
 func (e *Engine) Close() error {
 	e.tick.Lock() // after the tick in flight
 	defer e.tick.Unlock()
-	e.drain()
+	e.disp.drain()
 	e.applyPending()
 	err := e.saveLocked()
 	if cerr := e.jr.Close(); err == nil {
@@ -505,9 +499,8 @@ func (e *Engine) applyPending() {
 	if cfg != nil {
 		e.cfg = cfg.KeepRestartOnly(e.cfg).withDefaults()
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
-		e.exec.SetLimits(e.cfg.ActionConcurrency, e.cfg.ActionTimeout)
+		e.disp.setConfig(e.cfg)
 		e.view.Forget() // the index names may have changed
-		e.backoff.SetLimits(e.cfg.Interval, e.cfg.SymbolBackoffMax)
 	}
 	if set == nil {
 		return
@@ -556,11 +549,11 @@ func (e *Engine) stateCounts() map[string]*[4]int {
 }
 
 // restore loads persisted states for the rules whose fingerprint is
-// unchanged. Times after now (a host clock that ran ahead) are clamped to
+// unchanged, the silences and pauses into ctl and the breaker into b. Times after now (a host clock that ran ahead) are clamped to
 // now, and an open breaker to at most BreakerReset from now, so that a
 // state file from the future cannot hold the guard back; it returns the
 // events that say so.
-func (e *Engine) restore(s *savedState, ctl *control.Store) []event {
+func (e *Engine) restore(s *savedState, ctl *control.Store, b *act.Breaker) []event {
 	e.stateEpoch++ // states written from the file
 	now := e.now()
 	var events []event
@@ -581,7 +574,7 @@ func (e *Engine) restore(s *savedState, ctl *control.Store) []event {
 	} else if s.Breaker.OpenUntil.Before(savedUntil) {
 		clamped++
 	}
-	e.breaker = s.Breaker
+	*b = s.Breaker
 	clamped += ctl.Restore(s.Silences, s.Pauses, now)
 	for ri, r := range e.set.Rules {
 		sr, ok := s.Rules[r.Name]
@@ -605,8 +598,8 @@ func (e *Engine) restore(s *savedState, ctl *control.Store) []event {
 			clamped, s.SavedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
 	}
-	if e.breaker.Open(now) {
-		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", e.breaker.OpenUntil.UTC().Format(time.RFC3339))
+	if b.Open(now) {
+		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", b.OpenUntil.UTC().Format(time.RFC3339))
 		events = append(events, breakerEvent(now, true, text))
 	}
 	return events
@@ -621,7 +614,7 @@ func (e *Engine) saveLocked() error {
 		return nil
 	}
 	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),
-		Breaker: e.breaker, Symbols: make(map[string]string, e.book.Len())}
+		Breaker: e.disp.Breaker(), Symbols: make(map[string]string, e.book.Len())}
 	for ri, r := range e.set.Rules {
 		sr := savedRule{Fingerprint: r.Fingerprint(), Positions: make(map[string]RuleState)}
 		for key, ps := range e.book.All() {

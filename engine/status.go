@@ -57,13 +57,7 @@ type CallInFlight struct {
 
 // InFlight lists the mutating calls still running at now, oldest first. It
 // never waits for a tick.
-func (e *Engine) InFlight(now time.Time) []CallInFlight {
-	out := []CallInFlight{}
-	for _, f := range e.exec.InFlight() {
-		out = append(out, CallInFlight{Symbol: f.Key, Call: f.Call, Since: f.Since, Running: max(now.Sub(f.Since), 0).Seconds()})
-	}
-	return out
-}
+func (e *Engine) InFlight(now time.Time) []CallInFlight { return e.disp.inFlight(now) }
 
 // BreakerStatus is the action budget's circuit breaker.
 type BreakerStatus struct {
@@ -214,7 +208,7 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 			clear(pos[len(pos):n])
 		}
 	}
-	b := e.breaker.Clone()
+	b := e.disp.Breaker()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if snap != nil {

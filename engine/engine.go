@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
@@ -107,7 +106,7 @@ type Engine struct {
 	// the evaluation state below: only the goroutine holding it reads or
 	// writes those fields. A tick holds it across its network reads and
 	// actions, so nothing that answers a caller takes it: LastSuccess,
-	// Active, Rules and Update take mu alone.
+	// Active, Rules, Status and Update go to the board alone.
 	tick sync.Mutex
 	set  *rules.Set
 	// book is the rule states by position (engine/alert), names the rule
@@ -170,9 +169,6 @@ type Engine struct {
 	posRules []posRule
 	// acct is the tick's account, computed once when a rule reads it.
 	acct rules.Account
-	// statusRead is set once Status is called: from then on each tick
-	// also makes the account for it when no rule does.
-	statusRead atomic.Bool
 	// view is the tick's snapshot joined once (engine/market); rows
 	// join it with the rule states (buildRows), of the snapshot rowsOf;
 	// rowGen counts the builds; rowFresh holds the keys of the build's
@@ -192,22 +188,10 @@ type Engine struct {
 	acctEnv rules.Env // the account rules' environment
 	ev      rules.Evaluator
 
-	// mu guards what callers read while a tick may be running: it is
-	// held for a few assignments only, never across I/O. lastOK is
-	// written by the tick alone (which may read it without mu).
-	mu         sync.Mutex
-	lastOK     time.Time
-	current    *rules.Set   // the set in force, as Rules reports it
-	active     []ActiveRule // published after every tick that changed a state
-	pending    *rules.Set   // a reload waiting for the running tick to end
-	pendingAt  time.Time
-	pendingCfg *Config   // its engine settings; nil to keep them
-	status     published // what the last tick left for Status
-	// statusSpare is the list of positions the last publication replaced,
-	// reused by the next (tick-owned between two publications).
-	statusSpare []statusRow
-	listedOf    *exchange.Trades // the read status.listed was made of (tick-owned)
-	wait        time.Duration    // Run's wait after the last tick: Interval or FastInterval
+	// board is what callers read while a tick may be running, under its
+	// own lock: the status, the rules in force and the active ones, the
+	// last success, Run's wait, a reload waiting for the tick.
+	board *board
 
 	// lead is this process's standing for the account (ha.go).
 	lead leader
@@ -272,13 +256,12 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		now:        d.Now,
 		onTick:     d.OnTick,
 		set:        set,
-		current:    set,
+		board:      newBoard(set, cfg.Interval),
 		snaps:      NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
 		book:       alert.NewBook[posExtra](),
 		indexSeen:  make(map[string]indexSeen),
 		failing:    make([]bool, len(set.Rules)),
 		reasons:    make(map[[2]string]string),
-		wait:       cfg.Interval,
 		stateEpoch: 1,
 	}
 	e.lead.seat, e.lead.shared = d.Leadership, d.Shared
@@ -356,12 +339,8 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	}
 	e.jr = journal.New(journal.Options{Audit: audit, Logger: e.log, Metrics: e.metrics, Notifier: d.Notifier, Now: e.now, Account: d.Account, Stamp: stamp,
 		Muted: func(m *notify.Message, t time.Time) (string, bool) { return e.ctl.Mutes(m, t) }})
-	o := control.Options{Store: ctl, Guard: e, Emitter: e.jr, Save: e.saveIdle, Standby: &e.lead, Logger: e.log,
-		Symbols: func() []string {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			return e.status.symbols()
-		}}
+	o := control.Options{Store: ctl, Guard: e.board, Emitter: e.jr, Save: e.saveIdle, Standby: &e.lead, Logger: e.log,
+		Symbols: e.board.symbols}
 	if e.metrics != nil {
 		o.Gauges = e.metrics
 	}
@@ -447,21 +426,10 @@ func (e *Engine) saveIdle() {
 }
 
 // Rules returns the rule set in force.
-func (e *Engine) Rules() *rules.Set {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.pending != nil {
-		return e.pending
-	}
-	return e.current
-}
+func (e *Engine) Rules() *rules.Set { return e.board.Rules() }
 
 // LastSuccess is the time of the last tick whose snapshot was complete.
-func (e *Engine) LastSuccess() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.lastOK
-}
+func (e *Engine) LastSuccess() time.Time { return e.board.LastSuccess() }
 
 // Update replaces the rule set. Rules that are unchanged (same name and
 // fingerprint) keep their state and cooldowns; new and changed rules start
@@ -481,9 +449,7 @@ func (e *Engine) Reconfigure(now time.Time, set *rules.Set, cfg Config) {
 }
 
 func (e *Engine) update(now time.Time, set *rules.Set, cfg *Config) {
-	e.mu.Lock()
-	e.pending, e.pendingAt, e.pendingCfg = set, now, cfg
-	e.mu.Unlock()
+	e.board.request(set, now, cfg)
 	if e.tick.TryLock() {
 		e.applyPending()
 		e.tick.Unlock()
@@ -492,10 +458,7 @@ func (e *Engine) update(now time.Time, set *rules.Set, cfg *Config) {
 
 // applyPending swaps in the set Update left, if any. The caller holds tick.
 func (e *Engine) applyPending() {
-	e.mu.Lock()
-	set, now, cfg := e.pending, e.pendingAt, e.pendingCfg
-	e.pending, e.pendingCfg = nil, nil
-	e.mu.Unlock()
+	set, now, cfg := e.board.take()
 	if cfg != nil {
 		e.cfg = cfg.KeepRestartOnly(e.cfg).withDefaults()
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
@@ -533,9 +496,7 @@ func (e *Engine) applyPending() {
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
 	e.failing, e.nFailing = make([]bool, len(set.Rules)), 0
 	e.dirty = true
-	e.mu.Lock()
-	e.current = set
-	e.mu.Unlock()
+	e.board.setRules(set)
 	e.publishActive()
 	e.emit(context.Background(), nil, reloadEvent(now, len(set.Rules), kept))
 }
@@ -648,18 +609,11 @@ type ActiveRule = alert.Alert
 
 // Active lists the rules that are pending, firing or without data, by
 // position, for displays and reports: as the last tick left them.
-func (e *Engine) Active() []ActiveRule {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.active)
-}
+func (e *Engine) Active() []ActiveRule { return e.board.Active() }
 
 // publishActive computes what Active reports. The caller holds tick.
 func (e *Engine) publishActive() {
-	out := e.book.Alerts(e.names, func(s State) bool { return s != Inactive })
-	e.mu.Lock()
-	e.active = out
-	e.mu.Unlock()
+	e.board.setActive(e.book.Alerts(e.names, func(s State) bool { return s != Inactive }))
 }
 
 // ruleNames are set's rule names by index.

@@ -88,7 +88,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	e.tickView = nil
 	// What became of the calls that were still in flight when their tick
 	// ended: said in this tick's report.
-	e.disp.begin(ctx, now, start, rep, e.wait)
+	e.disp.begin(ctx, now, start, rep, e.board.NextInterval())
 	defer e.disp.end()
 	// Records kept from a failed write go out as soon as the log takes
 	// them, not at the next event.
@@ -100,13 +100,11 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	snap, err := e.snaps.Read(ctx, now)
 	if snap != nil {
 		rep.Snapshot = snap
-		e.publishSymbols(snap.Symbols)
+		e.board.setListed(snap.Symbols)
 	}
 	e.reachability(ctx, now, err)
 	if err == nil {
-		e.mu.Lock()
-		e.lastOK = now
-		e.mu.Unlock()
+		e.board.succeeded(now)
 	}
 	if e.ctl.Expire(ctx, now) {
 		e.dirty = true
@@ -123,7 +121,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 			err = serr
 		}
 	}
-	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.lastOK), e.stateCounts(), e.disp.breakerOpen(now))
+	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.board.LastSuccess()), e.stateCounts(), e.disp.breakerOpen(now))
 	if err != nil {
 		e.emit(ctx, nil, event{Audit: &Record{Time: now, Type: "tick", Error: err.Error()}})
 	}

@@ -189,8 +189,8 @@ func (d *dispatcher) emit(ctx context.Context, rep *TickReport, ev event) {
 // still running then goes on in the background, its symbol is not acted on
 // again until it ends, and its outcome is applied by a later tick. A
 // backtest's in-process exchange runs each plan to its end before the next
-// is decided, where nothing can hang.
-// setAt is the rule set the plans were decided under.
+// is decided, where nothing can hang. setAt is the rule set the plans were
+// decided under.
 func (d *dispatcher) runPlans(ctx context.Context, now time.Time, snap *Snapshot, plans []*act.Plan, rep *TickReport, setAt *rules.Set) {
 	if len(plans) == 0 {
 		return

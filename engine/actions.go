@@ -32,12 +32,12 @@ var ErrStaleSnapshot = errors.New("snapshot too old to act on")
 // runs on the goroutine that collects them (the tick's, this one or a
 // later one). held is why the symbol's calls wait (its backoff, or a call
 // in flight), nil when they do not. once holds what the tick did once per
-// symbol (a cancel shared by a long and a short).
-func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *act.Plan, once map[string]bool, rep *TickReport, held error) ([]*act.Pending, func(ctx context.Context, rep *TickReport)) {
-	setAt := e.set
+// symbol (a cancel shared by a long and a short). setAt is the rule set
+// the plan was decided under.
+func (d *dispatcher) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *act.Plan, once map[string]bool, rep *TickReport, held error, setAt *rules.Set) ([]*act.Pending, func(ctx context.Context, rep *TickReport)) {
 	errs := make([]error, len(pl.Steps))
 	var calls []*act.Pending
-	h := &stepHost{e: e, now: now, snap: snap, rep: rep, once: once}
+	h := &stepHost{d: d, now: now, snap: snap, rep: rep, once: once}
 	for i, st := range pl.Steps {
 		if held != nil {
 			errs[i] = held
@@ -48,18 +48,18 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 		calls = append(calls, ps...)
 	}
 	for i := range pl.Due {
-		if d := pl.Due[i].Acct; d != nil {
-			d.Pending++
+		if a := pl.Due[i].Acct; a != nil {
+			a.Pending++
 		}
 	}
 	done := func(ctx context.Context, rep *TickReport) {
 		if held == nil {
-			h := &stepHost{e: e, now: now, rep: rep}
+			h := &stepHost{d: d, now: now, rep: rep}
 			for i, st := range pl.Steps {
 				errs[i] = st.Done(ctx, h, pl)
 			}
 		}
-		e.settle(ctx, now, rep, pl, setAt, func(st act.Step) error {
+		d.settle(ctx, now, rep, pl, setAt, func(st act.Step) error {
 			return errs[slices.Index(pl.Steps, st)]
 		})
 	}
@@ -70,72 +70,50 @@ func (e *Engine) execute(ctx context.Context, now time.Time, snap *Snapshot, pl 
 // notify actions run, a rule whose parts all succeeded starts its cooldown,
 // an account rule counts its target done. setAt is the rule set the plan
 // was decided under: a reload in between moves the states it names.
-func (e *Engine) settle(ctx context.Context, now time.Time, rep *TickReport, pl *act.Plan, setAt *rules.Set, errOf func(act.Step) error) {
+func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport, pl *act.Plan, setAt *rules.Set, errOf func(act.Step) error) {
 	sym := pl.Sym.Name
 	for i := range pl.Due {
-		d := &pl.Due[i]
+		due := &pl.Due[i]
 		var refused []error
-		for _, st := range d.Asked {
+		for _, st := range due.Asked {
 			switch err := errOf(st); {
 			case err == nil:
 			case act.Refused(err):
 				refused = append(refused, err)
 			default:
-				d.Err = errors.Join(d.Err, err)
+				due.Err = errors.Join(due.Err, err)
 			}
 		}
-		if len(refused) > 0 && d.Err == nil {
+		if len(refused) > 0 && due.Err == nil {
 			// Sending the same call every tick would only spend the action
 			// budget and starve the other rules: wait for the cooldown.
-			e.log.Error("the exchange refused the action; retried after the cooldown", "rule", d.Rule.Name, "symbol", sym,
-				"cooldown", d.Rule.Cooldown, "err", errors.Join(refused...))
+			d.log.Error("the exchange refused the action; retried after the cooldown", "rule", due.Rule.Name, "symbol", sym,
+				"cooldown", due.Rule.Cooldown, "err", errors.Join(refused...))
 		}
-		for _, a := range d.Notify {
-			e.emit(ctx, rep, ruleNotifyEvent(now, d.Rule, sym, a.Channels, pl.Env))
+		for _, a := range due.Notify {
+			d.emit(ctx, rep, ruleNotifyEvent(now, due.Rule, sym, a.Channels, pl.Env))
 		}
-		if d.Acct != nil {
+		if due.Acct != nil {
 			// An account rule's cooldown starts once every target's part
 			// succeeded (accountDone).
-			d.Acct.Acted = true
-			d.Acct.Failed = d.Acct.Failed || d.Err != nil
-			d.Acct.Pending--
-			if d.Acct.Pending == 0 && d.Acct.Closed {
-				e.accountSettled(now, d.Acct, setAt)
+			due.Acct.Acted = true
+			due.Acct.Failed = due.Acct.Failed || due.Err != nil
+			due.Acct.Pending--
+			if due.Acct.Pending == 0 && due.Acct.Closed {
+				d.hooks.accountSettled(now, due.Acct, setAt)
 			}
 		}
-		if errors.Is(d.Err, errBackingOff) || errors.Is(d.Err, control.ErrPaused) || errors.Is(d.Err, errInFlight) || errors.Is(d.Err, ErrStandby) {
+		if errors.Is(due.Err, errBackingOff) || errors.Is(due.Err, control.ErrPaused) || errors.Is(due.Err, errInFlight) || errors.Is(due.Err, ErrStandby) {
 			continue // said by heldBack and symbolOutcome
 		}
-		if d.Err != nil {
-			e.log.Warn("actions failed; retried next tick", "rule", d.Rule.Name, "symbol", sym, "err", d.Err)
+		if due.Err != nil {
+			d.log.Warn("actions failed; retried next tick", "rule", due.Rule.Name, "symbol", sym, "err", due.Err)
 			continue
 		}
-		if d.Acct == nil {
-			if st := e.stateNow(market.KeyOf(pl.Pos), d.Idx, d.Rule, d.St, setAt); st != nil {
-				st.LastActionAt = now
-				e.dirty = true
-			}
+		if due.Acct == nil {
+			d.hooks.acted(now, market.KeyOf(pl.Pos), due.Idx, due.Rule, due.St, setAt)
 		}
 	}
-}
-
-// stateNow is the state a plan's rule points at, found again when the rule
-// set was reloaded since the plan was decided (the states moved with their
-// rules); nil when the rule or the position is gone.
-func (e *Engine) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) *RuleState {
-	if setAt == e.set {
-		return st
-	}
-	ps := e.book.Get(key)
-	if ps == nil {
-		return nil
-	}
-	for ri, nr := range e.set.Rules {
-		if nr.Name == r.Name && nr.Fingerprint() == r.Fingerprint() && ri < len(ps.Rules) {
-			return &ps.Rules[ri]
-		}
-	}
-	return nil
 }
 
 // prepare is the part of one mutating call that happens when the tick
@@ -145,63 +123,63 @@ func (e *Engine) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState,
 // for a dry run); a call to send is returned, to be said by the executor
 // as it goes (executorCall). act is the action as the tick's report shows
 // it, completed with its outcome.
-func (e *Engine) prepare(ctx context.Context, rep *TickReport, base Record, desc, effect string, ev *ActionEvent, call func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
+func (d *dispatcher) prepare(ctx context.Context, rep *TickReport, base Record, desc, effect string, ev *ActionEvent, call func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
 	now := base.Time
 	phase := func(name string, err error) {
 		var a *ActionEvent
 		if name != "intended" {
 			a = ev
 		}
-		e.emit(ctx, rep, actionPhaseEvent(base, name, desc, effect, nil, err, a))
+		d.emit(ctx, rep, actionPhaseEvent(base, name, desc, effect, nil, err, a))
 	}
-	if e.tally {
+	if d.tally {
 		ev.Outcome = "dry_run"
-		e.emit(ctx, rep, event{Action: ev})
+		d.emit(ctx, rep, event{Action: ev})
 		return nil, nil
 	}
-	if e.cfg.DryRun {
+	if d.cfg.DryRun {
 		phase("intended", nil)
 		phase("dry_run", nil)
 		return nil, nil
 	}
-	if err := e.lead.MayAct(now); err != nil {
-		if e.lead.SayStandby(desc) {
+	if err := d.lead.MayAct(now); err != nil {
+		if d.lead.SayStandby(desc) {
 			phase("intended", nil)
-			e.emit(ctx, rep, actionPhaseEvent(base, "standby", desc, effect, nil, err, ev))
+			d.emit(ctx, rep, actionPhaseEvent(base, "standby", desc, effect, nil, err, ev))
 		}
 		return nil, err
 	}
-	if p, ok := e.ctl.Hold(base.Rules, base.Symbol, now); ok {
+	if p, ok := d.ctl.Hold(base.Rules, base.Symbol, now); ok {
 		phase("intended", nil)
-		return nil, e.ctl.SayPaused(ctx, rep.report(), p, base.Symbol, base.Action, pausedEvent(base, desc, effect, ev))
+		return nil, d.ctl.SayPaused(ctx, rep.report(), p, base.Symbol, base.Action, pausedEvent(base, desc, effect, ev))
 	}
-	if err := e.staleSnapshot(e.readStart); err != nil {
+	if err := d.staleSnapshot(d.readStart); err != nil {
 		phase("intended", nil)
 		phase("skipped", err)
 		return nil, err
 	}
-	v := e.breaker.Take(now, e.cfg.MaxActionsPerMinute, e.cfg.BreakerReset)
-	e.dirty = true
+	v := d.breaker.Take(now, d.cfg.MaxActionsPerMinute, d.cfg.BreakerReset)
+	d.hooks.changed()
 	if v.Closed {
-		e.emit(ctx, rep, breakerEvent(now, false, "circuit breaker closed: actions resume"))
+		d.emit(ctx, rep, breakerEvent(now, false, "circuit breaker closed: actions resume"))
 	}
 	if v.Opened {
-		e.emit(ctx, rep, breakerEvent(now, true, fmt.Sprintf("circuit breaker OPEN: more than %d actions in a minute; no actions until %s",
-			e.cfg.MaxActionsPerMinute, e.breaker.OpenUntil.UTC().Format(time.RFC3339))))
+		d.emit(ctx, rep, breakerEvent(now, true, fmt.Sprintf("circuit breaker OPEN: more than %d actions in a minute; no actions until %s",
+			d.cfg.MaxActionsPerMinute, d.breaker.OpenUntil.UTC().Format(time.RFC3339))))
 	}
 	if !v.Allow {
 		phase("intended", nil)
 		phase("skipped", ErrBreakerOpen)
 		return nil, ErrBreakerOpen
 	}
-	return &act.Pending{Base: base, Desc: desc, Effect: effect, Event: ev, Do: call, ReadStart: e.readStart}, nil
+	return &act.Pending{Base: base, Desc: desc, Effect: effect, Event: ev, Do: call, ReadStart: d.readStart}, nil
 }
 
 // staleSnapshot is the error of a call that would go out on a snapshot
 // whose read began at readStart, when that is longer ago than
 // MaxSnapshotAge; nil otherwise.
-func (e *Engine) staleSnapshot(readStart time.Time) error {
-	return staleAfter(e.now().Sub(readStart), e.cfg.MaxSnapshotAge)
+func (d *dispatcher) staleSnapshot(readStart time.Time) error {
+	return staleAfter(d.now().Sub(readStart), d.cfg.MaxSnapshotAge)
 }
 
 func staleAfter(age, maxAge time.Duration) error {
@@ -221,13 +199,13 @@ func staleAfter(age, maxAge time.Duration) error {
 // after that look waits until the call has ended. It runs on the
 // executor's goroutine: what it says goes to the tick's report when the
 // call is collected (finish).
-func (e *Engine) executorCall(ctx context.Context, pc *act.Pending, maxAge time.Duration) act.Call {
+func (d *dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge time.Duration) act.Call {
 	phase := func(name string, resp json.RawMessage, err error) {
 		var a *ActionEvent
 		if name != "intended" && name != "sent" {
 			a = pc.Event
 		}
-		e.emit(ctx, nil, actionPhaseEvent(pc.Base, name, pc.Desc, pc.Effect, resp, err, a))
+		d.emit(ctx, nil, actionPhaseEvent(pc.Base, name, pc.Desc, pc.Effect, resp, err, a))
 	}
 	// release ends the call's passage through the pauses' gate
 	// (control.Store.Check): a pause made meanwhile waits for it.
@@ -238,15 +216,15 @@ func (e *Engine) executorCall(ctx context.Context, pc *act.Pending, maxAge time.
 			phase("intended", nil, nil)
 			// The last look: a leader whose lease is no longer safely
 			// held (or that was deposed) starts no call.
-			if err := e.lead.MayAct(e.now()); err != nil {
+			if err := d.lead.MayAct(d.now()); err != nil {
 				phase("standby", nil, err)
 				return err
 			}
-			p, rel, held := e.ctl.Check(pc.Base.Rules, pc.Base.Symbol, pc.Desc, e.now())
+			p, rel, held := d.ctl.Check(pc.Base.Rules, pc.Base.Symbol, pc.Desc, d.now())
 			if held {
-				return e.ctl.SayPaused(ctx, nil, p, pc.Base.Symbol, pc.Base.Action, pausedEvent(pc.Base, pc.Desc, pc.Effect, pc.Event))
+				return d.ctl.SayPaused(ctx, nil, p, pc.Base.Symbol, pc.Base.Action, pausedEvent(pc.Base, pc.Desc, pc.Effect, pc.Event))
 			}
-			if err := staleAfter(e.now().Sub(pc.ReadStart), maxAge); err != nil {
+			if err := staleAfter(d.now().Sub(pc.ReadStart), maxAge); err != nil {
 				rel()
 				phase("skipped", nil, err)
 				return err
@@ -273,9 +251,9 @@ func (e *Engine) executorCall(ctx context.Context, pc *act.Pending, maxAge time.
 // its budget back: only the guard's own successful mutations spend it, so
 // a symbol that keeps failing backs off on its own (symbolOutcome) instead
 // of opening the breaker on every other symbol.
-func (e *Engine) finish(rep *TickReport, pc *act.Pending) error {
+func (d *dispatcher) finish(rep *TickReport, pc *act.Pending) error {
 	if res := pc.Result; !res.Sent || res.Err != nil {
-		e.breaker.Refund(pc.Base.Time)
+		d.breaker.Refund(pc.Base.Time)
 	}
 	if rep != nil && pc.Event.Outcome != "" {
 		rep.Actions = append(rep.Actions, *pc.Event)

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
@@ -95,8 +94,6 @@ type Deps struct {
 // ticks and reloads are serialized.
 type Engine struct {
 	cfg     Config
-	reader  Reader
-	act     Actuator
 	log     *slog.Logger
 	metrics *Metrics
 	// jr says what happens: the report, the audit log, the log, the
@@ -109,7 +106,7 @@ type Engine struct {
 	// the evaluation state below: only the goroutine holding it reads or
 	// writes those fields. A tick holds it across its network reads and
 	// actions, so nothing that answers a caller takes it: LastSuccess,
-	// Active, Rules and Update take mu alone.
+	// Active, Rules, Status and Update go to the board alone.
 	tick sync.Mutex
 	set  *rules.Set
 	// book is the rule states by position (engine/alert), names the rule
@@ -118,7 +115,6 @@ type Engine struct {
 	names     []string
 	snaps     *SnapshotReader
 	indexSeen map[string]indexSeen
-	breaker   act.Breaker
 	dirty     bool // state changed since the last save
 	lastTick  time.Time
 	failSince time.Time // first failed read of the current outage
@@ -139,31 +135,16 @@ type Engine struct {
 	// stateLock holds the state file against a second guard; nil without
 	// one (or in a dry run, which never writes it).
 	stateLock *os.File
-	// readStart is when the tick's snapshot read began, on the clock of
-	// Deps.Now: the age that MaxSnapshotAge bounds.
-	readStart time.Time
-	// backoff holds the symbols whose actions failed last time they ran.
-	backoff *act.Backoff
-	// sequential runs each plan's calls to their end before the next plan
-	// is decided: the reader is in process (a backtest), where nothing can
-	// hang.
-	sequential bool
-	// tally: a dry run whose actions are only counted (Deps.Tally).
-	tally bool
 	// stateEpoch moves whenever rule states are written other than by
 	// evaluate's steps (posExtra.inactive).
 	stateEpoch uint64
-	// exec sends the mutating calls, each symbol's in the background; what
-	// became of them is applied on the tick's goroutine (Collect), so the
-	// fields above have one writer.
-	exec *act.Executor
+	// disp sends the mutating calls the tick decides, with the breaker,
+	// the backoff and the executor.
+	disp *dispatcher
 	// readInFlight says which call was in flight while the tick read
 	// the positions ("" when none): the snapshot may predate its effect
 	// on the cross pool.
 	readInFlight string
-	// curRep is the report of the tick collecting the calls' outcomes; nil
-	// outside a tick (shutdown).
-	curRep *TickReport
 	// lane is the fast lane's state (tick-owned).
 	lane laneState
 	// kinds are the action kinds the engine knows (Deps.Kinds), each
@@ -188,9 +169,6 @@ type Engine struct {
 	posRules []posRule
 	// acct is the tick's account, computed once when a rule reads it.
 	acct rules.Account
-	// statusRead is set once Status is called: from then on each tick
-	// also makes the account for it when no rule does.
-	statusRead atomic.Bool
 	// view is the tick's snapshot joined once (engine/market); rows
 	// join it with the rule states (buildRows), of the snapshot rowsOf;
 	// rowGen counts the builds; rowFresh holds the keys of the build's
@@ -210,22 +188,10 @@ type Engine struct {
 	acctEnv rules.Env // the account rules' environment
 	ev      rules.Evaluator
 
-	// mu guards what callers read while a tick may be running: it is
-	// held for a few assignments only, never across I/O. lastOK is
-	// written by the tick alone (which may read it without mu).
-	mu         sync.Mutex
-	lastOK     time.Time
-	current    *rules.Set   // the set in force, as Rules reports it
-	active     []ActiveRule // published after every tick that changed a state
-	pending    *rules.Set   // a reload waiting for the running tick to end
-	pendingAt  time.Time
-	pendingCfg *Config   // its engine settings; nil to keep them
-	status     published // what the last tick left for Status
-	// statusSpare is the list of positions the last publication replaced,
-	// reused by the next (tick-owned between two publications).
-	statusSpare []statusRow
-	listedOf    *exchange.Trades // the read status.listed was made of (tick-owned)
-	wait        time.Duration    // Run's wait after the last tick: Interval or FastInterval
+	// board is what callers read while a tick may be running, under its
+	// own lock: the status, the rules in force and the active ones, the
+	// last success, Run's wait, a reload waiting for the tick.
+	board *board
 
 	// lead is this process's standing for the account (ha.go).
 	lead leader
@@ -285,21 +251,17 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	cfg = cfg.withDefaults()
 	e := &Engine{
 		cfg:        cfg,
-		reader:     d.Reader,
-		act:        d.Actuator,
 		log:        d.Logger,
 		metrics:    d.Metrics,
 		now:        d.Now,
 		onTick:     d.OnTick,
 		set:        set,
-		current:    set,
+		board:      newBoard(set, cfg.Interval),
 		snaps:      NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
 		book:       alert.NewBook[posExtra](),
 		indexSeen:  make(map[string]indexSeen),
 		failing:    make([]bool, len(set.Rules)),
 		reasons:    make(map[[2]string]string),
-		wait:       cfg.Interval,
-		tally:      d.Tally && cfg.DryRun,
 		stateEpoch: 1,
 	}
 	e.lead.seat, e.lead.shared = d.Leadership, d.Shared
@@ -315,11 +277,6 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	e.win = window.NewStore(set, cfg.Interval, hist, d.Logger)
 	e.bindRules(set)
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
-	if ip, ok := d.Reader.(InProcessReader); ok && ip.InProcess() {
-		e.sequential = true
-	}
-	e.exec = act.New(cfg.ActionConcurrency, cfg.ActionTimeout, e.sequential, d.Now)
-	e.backoff = act.NewBackoff(cfg.Interval, cfg.SymbolBackoffMax)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -328,6 +285,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	}
 	var startup []event // said once the audit log is open
 	ctl := new(control.Store)
+	var breaker act.Breaker
 	if cfg.StateFile != "" && !cfg.DryRun {
 		lock, lerr := lockState(cfg.StateFile)
 		if lerr != nil {
@@ -357,7 +315,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		if err != nil {
 			return nil, err
 		}
-		startup = append(startup, e.restore(saved, ctl)...)
+		startup = append(startup, e.restore(saved, ctl, &breaker)...)
 	}
 	audit := d.Audit
 	var lost []Record
@@ -381,12 +339,8 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	}
 	e.jr = journal.New(journal.Options{Audit: audit, Logger: e.log, Metrics: e.metrics, Notifier: d.Notifier, Now: e.now, Account: d.Account, Stamp: stamp,
 		Muted: func(m *notify.Message, t time.Time) (string, bool) { return e.ctl.Mutes(m, t) }})
-	o := control.Options{Store: ctl, Guard: e, Emitter: e.jr, Save: e.saveIdle, Standby: &e.lead, Logger: e.log,
-		Symbols: func() []string {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			return e.status.symbols()
-		}}
+	o := control.Options{Store: ctl, Guard: e.board, Emitter: e.jr, Save: e.saveIdle, Standby: &e.lead, Logger: e.log,
+		Symbols: e.board.symbols}
 	if e.metrics != nil {
 		o.Gauges = e.metrics
 	}
@@ -394,6 +348,25 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		e.jr.Close()
 		return nil, err
 	}
+	e.disp = newDispatcher(dispatcherOptions{Journal: e.jr, Control: e.ctl, Leader: &e.lead, Actuator: d.Actuator, Reader: d.Reader,
+		Logger: e.log, Metrics: e.metrics, Now: e.now, Config: cfg, Tally: d.Tally && cfg.DryRun, Breaker: breaker,
+		Hooks: ruleHooks{
+			acted: func(now time.Time, key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) {
+				if st := e.stateNow(key, idx, r, st, setAt); st != nil {
+					st.LastActionAt = now
+					e.dirty = true
+				}
+			},
+			accountSettled: e.accountSettled,
+			changed:        func() { e.dirty = true },
+			model:          e.marginView,
+			moved: func(at time.Time, next margin.Account) {
+				if e.tickView != nil && e.lastTick.Equal(at) {
+					e.tickView.Acct = next
+				}
+			},
+			readBack: e.noteReadBack,
+		}})
 	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {
@@ -424,7 +397,7 @@ func (e *Engine) interrupted(lost []Record) {
 func (e *Engine) Close() error {
 	e.tick.Lock() // after the tick in flight
 	defer e.tick.Unlock()
-	e.drain()
+	e.disp.drain()
 	e.applyPending()
 	err := e.saveLocked()
 	if cerr := e.jr.Close(); err == nil {
@@ -453,21 +426,10 @@ func (e *Engine) saveIdle() {
 }
 
 // Rules returns the rule set in force.
-func (e *Engine) Rules() *rules.Set {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.pending != nil {
-		return e.pending
-	}
-	return e.current
-}
+func (e *Engine) Rules() *rules.Set { return e.board.Rules() }
 
 // LastSuccess is the time of the last tick whose snapshot was complete.
-func (e *Engine) LastSuccess() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.lastOK
-}
+func (e *Engine) LastSuccess() time.Time { return e.board.LastSuccess() }
 
 // Update replaces the rule set. Rules that are unchanged (same name and
 // fingerprint) keep their state and cooldowns; new and changed rules start
@@ -487,9 +449,7 @@ func (e *Engine) Reconfigure(now time.Time, set *rules.Set, cfg Config) {
 }
 
 func (e *Engine) update(now time.Time, set *rules.Set, cfg *Config) {
-	e.mu.Lock()
-	e.pending, e.pendingAt, e.pendingCfg = set, now, cfg
-	e.mu.Unlock()
+	e.board.request(set, now, cfg)
 	if e.tick.TryLock() {
 		e.applyPending()
 		e.tick.Unlock()
@@ -498,16 +458,12 @@ func (e *Engine) update(now time.Time, set *rules.Set, cfg *Config) {
 
 // applyPending swaps in the set Update left, if any. The caller holds tick.
 func (e *Engine) applyPending() {
-	e.mu.Lock()
-	set, now, cfg := e.pending, e.pendingAt, e.pendingCfg
-	e.pending, e.pendingCfg = nil, nil
-	e.mu.Unlock()
+	set, now, cfg := e.board.take()
 	if cfg != nil {
 		e.cfg = cfg.KeepRestartOnly(e.cfg).withDefaults()
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
-		e.exec.SetLimits(e.cfg.ActionConcurrency, e.cfg.ActionTimeout)
+		e.disp.setConfig(e.cfg)
 		e.view.Forget() // the index names may have changed
-		e.backoff.SetLimits(e.cfg.Interval, e.cfg.SymbolBackoffMax)
 	}
 	if set == nil {
 		return
@@ -540,9 +496,7 @@ func (e *Engine) applyPending() {
 	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
 	e.failing, e.nFailing = make([]bool, len(set.Rules)), 0
 	e.dirty = true
-	e.mu.Lock()
-	e.current = set
-	e.mu.Unlock()
+	e.board.setRules(set)
 	e.publishActive()
 	e.emit(context.Background(), nil, reloadEvent(now, len(set.Rules), kept))
 }
@@ -556,11 +510,11 @@ func (e *Engine) stateCounts() map[string]*[4]int {
 }
 
 // restore loads persisted states for the rules whose fingerprint is
-// unchanged. Times after now (a host clock that ran ahead) are clamped to
+// unchanged, the silences and pauses into ctl and the breaker into b. Times after now (a host clock that ran ahead) are clamped to
 // now, and an open breaker to at most BreakerReset from now, so that a
 // state file from the future cannot hold the guard back; it returns the
 // events that say so.
-func (e *Engine) restore(s *savedState, ctl *control.Store) []event {
+func (e *Engine) restore(s *savedState, ctl *control.Store, b *act.Breaker) []event {
 	e.stateEpoch++ // states written from the file
 	now := e.now()
 	var events []event
@@ -581,7 +535,7 @@ func (e *Engine) restore(s *savedState, ctl *control.Store) []event {
 	} else if s.Breaker.OpenUntil.Before(savedUntil) {
 		clamped++
 	}
-	e.breaker = s.Breaker
+	*b = s.Breaker
 	clamped += ctl.Restore(s.Silences, s.Pauses, now)
 	for ri, r := range e.set.Rules {
 		sr, ok := s.Rules[r.Name]
@@ -605,8 +559,8 @@ func (e *Engine) restore(s *savedState, ctl *control.Store) []event {
 			clamped, s.SavedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
 	}
-	if e.breaker.Open(now) {
-		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", e.breaker.OpenUntil.UTC().Format(time.RFC3339))
+	if b.Open(now) {
+		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", b.OpenUntil.UTC().Format(time.RFC3339))
 		events = append(events, breakerEvent(now, true, text))
 	}
 	return events
@@ -621,7 +575,7 @@ func (e *Engine) saveLocked() error {
 		return nil
 	}
 	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),
-		Breaker: e.breaker, Symbols: make(map[string]string, e.book.Len())}
+		Breaker: e.disp.Breaker(), Symbols: make(map[string]string, e.book.Len())}
 	for ri, r := range e.set.Rules {
 		sr := savedRule{Fingerprint: r.Fingerprint(), Positions: make(map[string]RuleState)}
 		for key, ps := range e.book.All() {
@@ -655,18 +609,11 @@ type ActiveRule = alert.Alert
 
 // Active lists the rules that are pending, firing or without data, by
 // position, for displays and reports: as the last tick left them.
-func (e *Engine) Active() []ActiveRule {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.active)
-}
+func (e *Engine) Active() []ActiveRule { return e.board.Active() }
 
 // publishActive computes what Active reports. The caller holds tick.
 func (e *Engine) publishActive() {
-	out := e.book.Alerts(e.names, func(s State) bool { return s != Inactive })
-	e.mu.Lock()
-	e.active = out
-	e.mu.Unlock()
+	e.board.setActive(e.book.Alerts(e.names, func(s State) bool { return s != Inactive }))
 }
 
 // ruleNames are set's rule names by index.

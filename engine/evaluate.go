@@ -190,7 +190,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			plans = append(plans, &run)
 		}
 	}
-	e.runPlans(ctx, now, snap, plans, rep)
+	e.disp.runPlans(ctx, now, snap, plans, rep, e.set)
 	e.accountDone(now, due)
 	e.forgetGone(ctx, now, rep)
 }
@@ -523,4 +523,23 @@ func quietRun(prs []posRule, k, end int, states []RuleState, env *rules.Env, kno
 	}
 	*known = mask
 	return end
+}
+
+// stateNow is the state a plan's rule points at, found again when the rule
+// set was reloaded since the plan was decided (the states moved with their
+// rules); nil when the rule or the position is gone.
+func (e *Engine) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) *RuleState {
+	if setAt == e.set {
+		return st
+	}
+	ps := e.book.Get(key)
+	if ps == nil {
+		return nil
+	}
+	for ri, nr := range e.set.Rules {
+		if nr.Name == r.Name && nr.Fingerprint() == r.Fingerprint() && ri < len(ps.Rules) {
+			return &ps.Rules[ri]
+		}
+	}
+	return nil
 }

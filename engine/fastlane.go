@@ -101,9 +101,7 @@ func (e *Engine) steerLane(ctx context.Context) {
 	if cause != "" {
 		wait = e.cfg.FastInterval
 	}
-	e.mu.Lock()
-	e.wait = wait
-	e.mu.Unlock()
+	e.board.setWait(wait)
 	was := e.lane.cause != ""
 	e.lane.cause = cause
 	switch {
@@ -122,8 +120,4 @@ func (e *Engine) steerLane(ctx context.Context) {
 // before the next: FastInterval while that tick found a rule that can
 // change something pending or firing, or a position within FastDistance of
 // its liquidation price; Interval otherwise.
-func (e *Engine) NextInterval() time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.wait
-}
+func (e *Engine) NextInterval() time.Duration { return e.board.NextInterval() }

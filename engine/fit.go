@@ -325,9 +325,7 @@ func fitEvent(now time.Time, f margin.Fit) event {
 
 // publishFit keeps the fit for Status.
 func (e *Engine) publishFit(f margin.Fit) {
-	e.mu.Lock()
-	e.status.fit, e.status.model = &f, nil
-	e.mu.Unlock()
+	e.board.setFit(f)
 }
 
 // modelFitOf is what Status shows of a fit.

@@ -32,9 +32,9 @@ func TestFitCheckKeepsASteadyAccountsFit(t *testing.T) {
 		}
 	}
 	published := func() *margin.Fit { // a new one each time a fit is published
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.status.fit
+		e.board.mu.Lock()
+		defer e.board.mu.Unlock()
+		return e.board.status.fit
 	}
 	fresh := func() string {
 		snap, err := e.snaps.Read(ctx, e.lastTick)
@@ -112,9 +112,9 @@ func TestFitHoldsWhileOnlyIndexesMove(t *testing.T) {
 	}
 	ctx := context.Background()
 	published := func() *margin.Fit { // a new one each time a fit is published
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.status.fit
+		e.board.mu.Lock()
+		defer e.board.mu.Unlock()
+		return e.board.status.fit
 	}
 	fresh := func() ([]margin.Position, []margin.Reported, margin.Fit) {
 		snap, err := e.snaps.Read(ctx, now)

@@ -176,8 +176,9 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 // firing states stay this process's own (it evaluated every tick).
 func (e *Engine) takeover(s *savedState, now time.Time) {
 	e.stateEpoch++ // states written from the last leader's
-	e.breaker = s.Breaker
-	e.breaker.Restore(now, e.cfg.BreakerReset)
+	b := s.Breaker
+	b.Restore(now, e.cfg.BreakerReset)
+	e.disp.setBreaker(b)
 	e.ctl.Replace(s.Silences, s.Pauses, now)
 	later := func(a, b time.Time) time.Time {
 		if b.After(a) && !b.After(now) {

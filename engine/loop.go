@@ -22,21 +22,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	})
 	e.tick.Lock()
 	defer e.tick.Unlock()
-	e.drain()
+	e.disp.drain()
 	if err := e.saveLocked(); err != nil {
 		e.log.Error("save state", "err", err)
 	}
 	return nil
-}
-
-// drain waits for the calls in flight (each bounded by ActionTimeout) and
-// applies their outcomes: shutdown. The caller holds tick.
-func (e *Engine) drain() {
-	if n := len(e.exec.InFlight()); n > 0 {
-		e.log.Info("waiting for the calls in flight", "calls", n, "timeout", e.cfg.ActionTimeout)
-	}
-	e.curRep = nil
-	e.exec.Drain(context.Background())
 }
 
 // Every calls step with the time now gives at once, then every interval,
@@ -93,32 +83,28 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	defer e.tick.Unlock()
 	e.applyPending()
 	start := e.now() // for the duration metric and the snapshot's age; decisions use now
-	e.readStart = start
 	rep := &TickReport{Time: now}
 	e.lastTick = now
 	e.tickView = nil
-	e.curRep = rep
-	defer func() { e.curRep = nil }()
 	// What became of the calls that were still in flight when their tick
 	// ended: said in this tick's report.
-	e.exec.Collect(ctx)
+	e.disp.begin(ctx, now, start, rep, e.board.NextInterval())
+	defer e.disp.end()
 	// Records kept from a failed write go out as soon as the log takes
 	// them, not at the next event.
 	e.jr.Flush(ctx, now)
 	e.readInFlight = ""
-	if fl := e.exec.InFlight(); len(fl) > 0 {
-		e.readInFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", fl[0].Key)
+	if key := e.disp.busy(); key != "" {
+		e.readInFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", key)
 	}
 	snap, err := e.snaps.Read(ctx, now)
 	if snap != nil {
 		rep.Snapshot = snap
-		e.publishSymbols(snap.Symbols)
+		e.board.setListed(snap.Symbols)
 	}
 	e.reachability(ctx, now, err)
 	if err == nil {
-		e.mu.Lock()
-		e.lastOK = now
-		e.mu.Unlock()
+		e.board.succeeded(now)
 	}
 	if e.ctl.Expire(ctx, now) {
 		e.dirty = true
@@ -135,7 +121,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 			err = serr
 		}
 	}
-	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.lastOK), e.stateCounts(), e.breaker.Open(now))
+	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.board.LastSuccess()), e.stateCounts(), e.disp.breakerOpen(now))
 	if err != nil {
 		e.emit(ctx, nil, event{Audit: &Record{Time: now, Type: "tick", Error: err.Error()}})
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/market"
@@ -23,30 +22,13 @@ func (e *Engine) Symbols(ctx context.Context, now time.Time) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.publishSymbols(tr)
+	e.board.setListed(tr)
 	return e.ListedSymbols(), nil
-}
-
-// publishSymbols makes the names of tr what ListedSymbols reports. The
-// caller holds tick.
-func (e *Engine) publishSymbols(tr *exchange.Trades) {
-	if tr == nil || tr == e.listedOf {
-		return
-	}
-	e.listedOf = tr
-	names := tr.ContractNames()
-	e.mu.Lock()
-	e.status.listed = names
-	e.mu.Unlock()
 }
 
 // ListedSymbols returns the contract symbols of the last symbols read, or
 // nil before the first; it never waits for a tick.
-func (e *Engine) ListedSymbols() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.status.listed)
-}
+func (e *Engine) ListedSymbols() []string { return e.board.Listed() }
 
 // indexName is the index that prices a contract symbol.
 func (e *Engine) indexName(sym *exchange.ContractSymbol) string {

@@ -74,8 +74,8 @@ func TestStateFromTheFutureClamped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.breaker.Open(t0) || len(e.breaker.Sent) != 0 {
-		t.Errorf("breaker %+v, want closed with no calls", e.breaker)
+	if b := e.disp.Breaker(); b.Open(t0) || len(b.Sent) != 0 {
+		t.Errorf("breaker %+v, want closed with no calls", b)
 	}
 	if got := e.book.Get(market.Key{ID: "1_1"}).Rules[0].LastActionAt; !got.Equal(t0) {
 		t.Errorf("last action at %s, want clamped to %s", got, t0)
@@ -112,7 +112,7 @@ func TestStateOpenBreakerKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := e.breaker.OpenUntil; !got.Equal(t0.Add(5 * time.Minute)) {
+	if got := e.disp.Breaker().OpenUntil; !got.Equal(t0.Add(5 * time.Minute)) {
 		t.Errorf("breaker open until %s, want %s", got, t0.Add(5*time.Minute))
 	}
 	if msgs := strings.Join(notes.all(), "\n"); !strings.Contains(msgs, "circuit breaker OPEN from the saved state: no actions until 2026-11-21T12:05:00Z") {

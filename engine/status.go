@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
@@ -57,13 +59,7 @@ type CallInFlight struct {
 
 // InFlight lists the mutating calls still running at now, oldest first. It
 // never waits for a tick.
-func (e *Engine) InFlight(now time.Time) []CallInFlight {
-	out := []CallInFlight{}
-	for _, f := range e.exec.InFlight() {
-		out = append(out, CallInFlight{Symbol: f.Key, Call: f.Call, Since: f.Since, Running: max(now.Sub(f.Since), 0).Seconds()})
-	}
-	return out
-}
+func (e *Engine) InFlight(now time.Time) []CallInFlight { return e.disp.inFlight(now) }
 
 // BreakerStatus is the action budget's circuit breaker.
 type BreakerStatus struct {
@@ -141,7 +137,158 @@ type RuleStatus struct {
 	Since time.Time `json:"since,omitzero"`
 }
 
-// published is what the last tick left for Status; under mu.
+// board is what callers read while a tick may be running: what the last
+// tick published for Status, the rule set in force and the active rules,
+// when the last complete snapshot was read, the wait before the next tick,
+// and a reload waiting for the running tick to end. Its lock is held for
+// a few assignments only, never across I/O: nothing that answers a caller
+// waits for a tick.
+type board struct {
+	mu        sync.Mutex
+	lastOK    time.Time
+	current   *rules.Set   // the set in force, as Rules reports it
+	active    []ActiveRule // published after every tick that changed a state
+	status    published    // what the last tick left for Status
+	wait      time.Duration
+	pending   *rules.Set // a reload waiting for the running tick to end
+	pendingAt time.Time
+	// pendingCfg is the reload's engine settings; nil to keep them.
+	pendingCfg *Config
+
+	// spare is the list of positions the last publication replaced,
+	// reused by the next; listedOf is the read status.listed was made of
+	// (both tick-owned).
+	spare    []statusRow
+	listedOf *exchange.Trades
+	// read is set once Status is called: from then on each tick also
+	// makes the account for it when no rule does.
+	read atomic.Bool
+}
+
+// newBoard is the board before the first tick: set in force, the next
+// tick after wait.
+func newBoard(set *rules.Set, wait time.Duration) *board {
+	return &board{current: set, wait: wait}
+}
+
+// Rules returns the rule set in force, or the one a reload is about to
+// put in force.
+func (b *board) Rules() *rules.Set {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pending != nil {
+		return b.pending
+	}
+	return b.current
+}
+
+// Active lists the rules that are pending, firing or without data, as the
+// last tick left them.
+func (b *board) Active() []ActiveRule {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.active)
+}
+
+// LastSuccess is the time of the last tick whose snapshot was complete.
+func (b *board) LastSuccess() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastOK
+}
+
+// NextInterval is the wait the last tick chose before the next.
+func (b *board) NextInterval() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.wait
+}
+
+// Listed returns the contract symbols of the last symbols read, or nil
+// before the first.
+func (b *board) Listed() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.status.listed)
+}
+
+// symbols are the symbols a control may name besides "account".
+func (b *board) symbols() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.status.symbols()
+}
+
+// succeeded records a complete snapshot read by the tick at now.
+func (b *board) succeeded(now time.Time) {
+	b.mu.Lock()
+	b.lastOK = now
+	b.mu.Unlock()
+}
+
+// setRules puts set in force.
+func (b *board) setRules(set *rules.Set) {
+	b.mu.Lock()
+	b.current = set
+	b.mu.Unlock()
+}
+
+// setActive publishes the active rules.
+func (b *board) setActive(active []ActiveRule) {
+	b.mu.Lock()
+	b.active = active
+	b.mu.Unlock()
+}
+
+// setWait publishes the wait before the next tick.
+func (b *board) setWait(wait time.Duration) {
+	b.mu.Lock()
+	b.wait = wait
+	b.mu.Unlock()
+}
+
+// setListed publishes the names of tr's contract symbols, when tr is not
+// the read they were last made of. The caller holds tick.
+func (b *board) setListed(tr *exchange.Trades) {
+	if tr == nil || tr == b.listedOf {
+		return
+	}
+	b.listedOf = tr
+	names := tr.ContractNames()
+	b.mu.Lock()
+	b.status.listed = names
+	b.mu.Unlock()
+}
+
+// setFit keeps the last model fit for Status.
+func (b *board) setFit(f margin.Fit) {
+	b.mu.Lock()
+	b.status.fit, b.status.model = &f, nil
+	b.mu.Unlock()
+}
+
+// request leaves a reload (set, with the engine settings cfg, nil to keep
+// them) for the tick to apply.
+func (b *board) request(set *rules.Set, now time.Time, cfg *Config) {
+	b.mu.Lock()
+	b.pending, b.pendingAt, b.pendingCfg = set, now, cfg
+	b.mu.Unlock()
+}
+
+// take returns the reload left by request, if any, and forgets it.
+func (b *board) take() (*rules.Set, time.Time, *Config) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	set, now, cfg := b.pending, b.pendingAt, b.pendingCfg
+	b.pending, b.pendingCfg = nil, nil
+	return set, now, cfg
+}
+
+// wanted reports whether Status was ever asked for.
+func (b *board) wanted() bool { return b.read.Load() }
+
+// published is what the last tick left for Status; under the board's
+// lock.
 type published struct {
 	// listed are the contract symbols of the last symbols read, sorted.
 	listed    []string
@@ -179,23 +326,37 @@ func (p *published) symbols() []string {
 // (nil when the positions could not be read: the last ones are kept). The
 // caller holds tick.
 func (e *Engine) publishStatus(snap *Snapshot, err error) {
-	var pos []statusRow
-	var acct *AccountStatus
+	p := published{lastTick: e.lastTick, breaker: e.disp.Breaker(), dryRun: e.cfg.DryRun, budget: e.cfg.MaxActionsPerMinute}
+	if err != nil {
+		p.lastErr = err.Error()
+	}
+	var rows []tickRow
 	if snap != nil {
 		// The tick made the account when a rule reads it; else it is made
 		// for the status once someone has asked for it (a backtest never
 		// does, and does not pay for it).
 		switch {
 		case e.win.NeedAccount():
-			acct = accountStatus(&e.acct)
-		case e.statusRead.Load():
+			p.account = accountStatus(&e.acct)
+		case e.board.wanted():
 			a := e.accountOf(snap)
-			acct = accountStatus(&a)
+			p.account = accountStatus(&a)
 		}
+		rows = e.rowsFor(snap)
+	}
+	e.board.publish(p, rows, snap != nil)
+}
+
+// publish records what Status shows of a tick: p's time, error, breaker,
+// settings and account, and the non-empty positions of rows. A tick that
+// could not read the positions (!read) leaves the last ones and their
+// account. The caller holds tick.
+func (b *board) publish(p published, rows []tickRow, read bool) {
+	var pos []statusRow
+	if read {
 		// Built in the list the previous publication replaced: Status
 		// reads the published one under mu, so no reader holds it.
-		pos = e.statusSpare[:0]
-		rows := e.rowsFor(snap)
+		pos = b.spare[:0]
 		for i := range rows {
 			r := &rows[i]
 			if r.P.Empty || r.P.Quantity.IsZero() {
@@ -210,22 +371,18 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 		}
 		// Let go of the older snapshots' positions the list held past
 		// its new end.
-		if n := len(e.statusSpare); n > len(pos) {
+		if n := len(b.spare); n > len(pos) {
 			clear(pos[len(pos):n])
 		}
 	}
-	b := e.breaker.Clone()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if snap != nil {
-		e.statusSpare, e.status.positions = e.status.positions, pos
-		e.status.account = acct
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if read {
+		b.spare, b.status.positions = b.status.positions, pos
+		b.status.account = p.account
 	}
-	e.status.lastTick, e.status.lastErr, e.status.breaker = e.lastTick, "", b
-	e.status.dryRun, e.status.budget = e.cfg.DryRun, e.cfg.MaxActionsPerMinute
-	if err != nil {
-		e.status.lastErr = err.Error()
-	}
+	b.status.lastTick, b.status.lastErr, b.status.breaker = p.lastTick, p.lastErr, p.breaker
+	b.status.dryRun, b.status.budget = p.dryRun, p.budget
 }
 
 // statusRow is a position of the snapshot Status shows: it makes the
@@ -279,13 +436,13 @@ func (sr *statusRow) status() PositionStatus {
 
 // positionsLocked are the published positions as Status shows them, in a
 // new list. The caller holds mu.
-func (e *Engine) positionsLocked() []PositionStatus {
-	if e.status.positions == nil {
+func (b *board) positionsLocked() []PositionStatus {
+	if b.status.positions == nil {
 		return nil
 	}
-	out := make([]PositionStatus, len(e.status.positions))
-	for i := range e.status.positions {
-		out[i] = e.status.positions[i].status()
+	out := make([]PositionStatus, len(b.status.positions))
+	for i := range b.status.positions {
+		out[i] = b.status.positions[i].status()
 	}
 	return out
 }
@@ -319,28 +476,48 @@ func (ps *PositionStatus) complete(set *rules.Set, active []ActiveRule) {
 	}
 }
 
-// Status returns what the guard knows at now. It never waits for a tick.
+// Status returns what the guard knows at now: the last tick's
+// publication, the last actions, the silences and pauses, the calls in
+// flight. It never waits for a tick.
 func (e *Engine) Status(now time.Time) *Status {
-	e.statusRead.Store(true)
-	e.mu.Lock()
-	st := &Status{Time: now, LastSuccess: e.lastOK, LastTick: e.status.lastTick, LastError: e.status.lastErr,
-		Positions: e.positionsLocked(), DryRun: e.status.dryRun, Account: e.status.account}
-	set, active := e.current, e.active
-	b := e.status.breaker
-	b.Sent = slices.Clone(b.Sent)
-	budget := e.status.budget
-	if e.status.model == nil && e.status.fit != nil {
-		e.status.model = modelFitOf(*e.status.fit)
+	st := e.board.statusAt(now)
+	st.Actions = e.jr.Recent()
+	if st.Actions == nil {
+		st.Actions = []RecentAction{}
 	}
-	st.Model = e.status.model
-	e.mu.Unlock()
+	st.Silences, st.Pauses = e.ctl.Silences(now), e.ctl.Pauses(now)
+	st.InFlight = e.disp.inFlight(now)
+	if st.Silences == nil {
+		st.Silences = []control.Silence{}
+	}
+	if st.Pauses == nil {
+		st.Pauses = []control.Pause{}
+	}
+	return st
+}
+
+// statusAt is what the last tick published, as Status shows it at now.
+func (b *board) statusAt(now time.Time) *Status {
+	b.read.Store(true)
+	b.mu.Lock()
+	st := &Status{Time: now, LastSuccess: b.lastOK, LastTick: b.status.lastTick, LastError: b.status.lastErr,
+		Positions: b.positionsLocked(), DryRun: b.status.dryRun, Account: b.status.account}
+	set, active := b.current, b.active
+	br := b.status.breaker
+	br.Sent = slices.Clone(br.Sent)
+	budget := b.status.budget
+	if b.status.model == nil && b.status.fit != nil {
+		b.status.model = modelFitOf(*b.status.fit)
+	}
+	st.Model = b.status.model
+	b.mu.Unlock()
 	if !st.LastSuccess.IsZero() {
 		st.SnapshotAge = now.Sub(st.LastSuccess).Seconds()
 	}
-	b.Prune(now)
-	st.Breaker = BreakerStatus{Open: b.Open(now), Sent: len(b.Sent), Budget: budget}
+	br.Prune(now)
+	st.Breaker = BreakerStatus{Open: br.Open(now), Sent: len(br.Sent), Budget: budget}
 	if st.Breaker.Open {
-		st.Breaker.OpenUntil = b.OpenUntil
+		st.Breaker.OpenUntil = br.OpenUntil
 	}
 	slices.SortFunc(st.Positions, func(a, b PositionStatus) int {
 		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Side, b.Side))
@@ -348,20 +525,8 @@ func (e *Engine) Status(now time.Time) *Status {
 	for i := range st.Positions {
 		st.Positions[i].complete(set, active)
 	}
-	st.Actions = e.jr.Recent()
-	if st.Actions == nil {
-		st.Actions = []RecentAction{}
-	}
-	st.Silences, st.Pauses = e.ctl.Silences(now), e.ctl.Pauses(now)
-	st.InFlight = e.InFlight(now)
 	if st.Positions == nil {
 		st.Positions = []PositionStatus{}
-	}
-	if st.Silences == nil {
-		st.Silences = []control.Silence{}
-	}
-	if st.Pauses == nil {
-		st.Pauses = []control.Pause{}
 	}
 	return st
 }

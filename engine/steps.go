@@ -13,12 +13,12 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// stepHost is what a plan's steps get of the engine (act.Host): one for
-// the tick that decides them (rep its report, snap its snapshot, once what
-// it did once per symbol), one for the goroutine that collects what they
-// sent (rep the collecting tick's report).
+// stepHost is what a plan's steps get of the dispatcher (act.Host): one
+// for the tick that decides them (rep its report, snap its snapshot, once
+// what it did once per symbol), one for the goroutine that collects what
+// they sent (rep the collecting tick's report).
 type stepHost struct {
-	e    *Engine
+	d    *dispatcher
 	now  time.Time
 	snap *Snapshot
 	rep  *TickReport
@@ -31,71 +31,67 @@ var _ act.Host = (*stepHost)(nil)
 func (h *stepHost) Now() time.Time { return h.now }
 
 // Tally: a dry run whose actions are only counted (Deps.Tally).
-func (h *stepHost) Tally() bool { return h.e.tally }
+func (h *stepHost) Tally() bool { return h.d.tally }
 
 // DryRun: nothing is sent (engine.dry_run).
-func (h *stepHost) DryRun() bool { return h.e.cfg.DryRun }
+func (h *stepHost) DryRun() bool { return h.d.cfg.DryRun }
 
 // Logger is the engine's.
-func (h *stepHost) Logger() *slog.Logger { return h.e.log }
+func (h *stepHost) Logger() *slog.Logger { return h.d.log }
 
 // Emit says ev in the report at hand.
-func (h *stepHost) Emit(ctx context.Context, ev event) { h.e.emit(ctx, h.rep, ev) }
+func (h *stepHost) Emit(ctx context.Context, ev event) { h.d.emit(ctx, h.rep, ev) }
 
 // Note says ev outside any report.
-func (h *stepHost) Note(ctx context.Context, ev event) { h.e.emit(ctx, nil, ev) }
+func (h *stepHost) Note(ctx context.Context, ev event) { h.d.emit(ctx, nil, ev) }
 
 // Prepare passes a call through the checks of every mutating call.
 func (h *stepHost) Prepare(ctx context.Context, base Record, desc, effect string, ev *ActionEvent, do func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
-	return h.e.prepare(ctx, h.rep, base, desc, effect, ev, do)
+	return h.d.prepare(ctx, h.rep, base, desc, effect, ev, do)
 }
 
 // Finish takes in a call that ended.
-func (h *stepHost) Finish(p *act.Pending) error { return h.e.finish(h.rep, p) }
+func (h *stepHost) Finish(p *act.Pending) error { return h.d.finish(h.rep, p) }
 
 // Outcome counts a call's outcome for its symbol's backoff, from when it
 // is known: a call that ran past its tick is collected by a later one.
 func (h *stepHost) Outcome(ctx context.Context, symbol string, err error) {
-	h.e.symbolOutcome(ctx, h.e.lastTick, symbol, err)
+	h.d.symbolOutcome(ctx, h.d.at, symbol, err)
 }
 
 // Model is the tick's margin model.
-func (h *stepHost) Model() *act.Model { return h.e.marginView(h.snap) }
+func (h *stepHost) Model() *act.Model { return h.d.hooks.model(h.snap) }
 
 // Moved moves the tick's model on when the tick that decided at is the
 // current one.
-func (h *stepHost) Moved(at time.Time, next margin.Account) {
-	if e := h.e; e.tickView != nil && e.lastTick.Equal(at) {
-		e.tickView.Acct = next
-	}
-}
+func (h *stepHost) Moved(at time.Time, next margin.Account) { h.d.hooks.moved(at, next) }
 
 // ReadBack says a liquidation price read back more than a basis point of
 // the index from the model's; a settings call's also marks the model's fit
 // with it (noteReadBack).
 func (h *stepHost) ReadBack(ctx context.Context, at time.Time, symbol string, predicted, got, index decimal.Decimal, settings bool) {
-	e := h.e
+	d := h.d
 	if got.Sub(predicted).Abs().GreaterThan(index.Mul(decimal.New(1, -4))) {
-		e.emit(ctx, nil, mismatchEvent(at, symbol, predicted, got))
+		d.emit(ctx, nil, mismatchEvent(at, symbol, predicted, got))
 		if settings {
-			e.noteReadBack(symbol, fmt.Sprintf("read back liquidation %s, %s predicted", got, predicted))
+			d.hooks.readBack(symbol, fmt.Sprintf("read back liquidation %s, %s predicted", got, predicted))
 		}
 		return
 	}
 	if settings {
-		e.noteReadBack(symbol, "")
+		d.hooks.readBack(symbol, "")
 	}
 }
 
 // Changed marks the state to be saved.
-func (h *stepHost) Changed() { h.e.dirty = true }
+func (h *stepHost) Changed() { h.d.hooks.changed() }
 
 // Exchange is the engine's Actuator.
-func (h *stepHost) Exchange() act.Exchange { return h.e.act }
+func (h *stepHost) Exchange() act.Exchange { return h.d.act }
 
 // Positions reads the account's positions through the engine's reader.
 func (h *stepHost) Positions(ctx context.Context) ([]exchange.Position, error) {
-	return h.e.reader.Positions(ctx)
+	return h.d.reader.Positions(ctx)
 }
 
 // FirstHarm reports whether no harmful action of the plan's rules was
@@ -107,7 +103,7 @@ func (h *stepHost) FirstHarm(pl *act.Plan) bool {
 		if st.HarmNotedAt.Before(st.FiredAt) || st.HarmNotedAt.IsZero() {
 			first = true
 			st.HarmNotedAt = h.now
-			h.e.dirty = true
+			h.d.hooks.changed()
 		}
 	}
 	return first

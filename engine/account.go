@@ -61,8 +61,7 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 			continue
 		}
 		index := r.IndexF
-		mp := margin.Position{Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice, Leverage: max(p.Leverage, 1),
-			RiskLimit: p.RiskLimit, Held: p.Margin, Value: p.EntryValue}
+		mp := margin.PositionOf(p, sym.Name, int32(sym.QuoteScale))
 		_, mm := e.maintenance(r.ps, p, &mp)
 		n := r.N
 		lines = append(lines, margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: n.Quantity,

@@ -99,8 +99,7 @@ func (e *Engine) modelPositionsInto(out []margin.Position, rep []margin.Reported
 		if p.Empty || !p.Quantity.IsPositive() || sym == nil {
 			continue
 		}
-		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
-			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale), Held: p.Margin, Value: p.EntryValue}
+		mp := margin.PositionOf(p, sym.Name, int32(sym.QuoteScale))
 		if r.HasIndex {
 			mp.Index = r.Index
 		}
@@ -246,8 +245,7 @@ func (e *Engine) fitHoldsIn(snap *Snapshot) bool {
 			return false
 		}
 		// As modelPositions builds it.
-		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
-			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale), Held: p.Margin, Value: p.EntryValue}
+		mp := margin.PositionOf(p, sym.Name, int32(sym.QuoteScale))
 		if !margin.PositionHolds(&w.fit.Positions[k], &w.ps[k], w.rep[k], &mp, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice}) {
 			return false
 		}

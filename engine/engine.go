@@ -25,7 +25,6 @@ import (
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/exchange"
-	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -128,12 +127,8 @@ type Engine struct {
 	// ctl holds the silences and pauses, with its own lock, and says
 	// what changes them.
 	ctl *control.Service
-	// tickView is the tick's account for the margin model, built at its
-	// first settings call.
-	tickView *act.Model
-	// liqs remembers isolated liquidation prices from tick to tick for
-	// the tick's account (tick-owned).
-	liqs margin.Liquidations
+	// model is the margin model watched and predicted with (model.go).
+	model modelWatch
 	// badItems are the unreadable items last reported, "what id" → why.
 	badItems map[string]string
 	// stateLock holds the state file against a second guard; nil without
@@ -157,10 +152,6 @@ type Engine struct {
 	// became of them is applied on the tick's goroutine (Collect), so the
 	// fields above have one writer.
 	exec *act.Executor
-	// readInFlight says which call was in flight while the tick read
-	// the positions ("" when none): the snapshot may predate its effect
-	// on the cross pool.
-	readInFlight string
 	// curRep is the report of the tick collecting the calls' outcomes; nil
 	// outside a tick (shutdown).
 	curRep *TickReport
@@ -173,12 +164,6 @@ type Engine struct {
 	// win is the rule set's functions over the recent past (the
 	// positions' series are in their posState).
 	win *window.Store
-	// free is the last inferred free balance.
-	free freeCache
-	// fitW is the margin model checked against the exchange (fit.go).
-	fitW   fitWatch
-	sigBuf []byte
-	lines  []margin.Line // the account's, reused
 	// reasons caches the texts of the no-data errors of functions over
 	// time and account fields.
 	reasons map[[2]string]string

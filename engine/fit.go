@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/shopspring/decimal"
@@ -76,19 +77,13 @@ type ModelFitPosition struct {
 	Figure string  `json:"figure,omitempty"`
 }
 
-// modelPositions are the snapshot's open positions as the margin model
-// sees them, with the figures the exchange lists for each: the one place
-// both the tick's account view and the fit read them. withMM fills in
-// each maintenance margin (the account view's; margin.CheckFit computes
-// its own).
-func (e *Engine) modelPositions(snap *Snapshot, withMM bool) ([]margin.Position, []margin.Reported) {
-	return e.modelPositionsInto(nil, nil, snap, withMM)
-}
-
-// modelPositionsInto is modelPositions appending to out[:0] and rep[:0]
-// (new slices when nil).
-func (e *Engine) modelPositionsInto(out []margin.Position, rep []margin.Reported, snap *Snapshot, withMM bool) ([]margin.Position, []margin.Reported) {
-	rows := e.rowsFor(snap)
+// modelPositions are the open positions of the tick's rows as the margin
+// model sees them, with the figures the exchange lists for each: the one
+// place both the tick's account view and the fit read them. withMM fills
+// in each maintenance margin (the account view's; margin.CheckFit
+// computes its own). They are appended to out[:0] and rep[:0] (new slices
+// when nil).
+func modelPositions(out []margin.Position, rep []margin.Reported, rows []tickRow, withMM bool) ([]margin.Position, []margin.Reported) {
 	if out == nil {
 		out, rep = make([]margin.Position, 0, len(rows)), make([]margin.Reported, 0, len(rows))
 	}
@@ -104,7 +99,7 @@ func (e *Engine) modelPositionsInto(out []margin.Position, rep []margin.Reported
 			mp.Index = r.Index
 		}
 		if withMM {
-			mp.MM, _ = e.maintenance(r.ps, p, &mp)
+			mp.MM, _ = maintenance(r.ps, p, &mp)
 		}
 		out = append(out, mp)
 		rep = append(rep, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice})
@@ -157,21 +152,28 @@ func appendFitKeys(dst []fitKey, snap *Snapshot) []fitKey {
 	return dst
 }
 
-// watchFit checks the model against the snapshot's figures when they
-// changed (or a read-back did, or at least every freeRefresh), says a
-// change between fitting and not fitting (audit, log, metrics), and
-// returns the fit. A snapshot read while a call was in flight is not
-// checked: its figures may straddle the call.
-func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) margin.Fit {
-	w := &e.fitW
-	if e.readInFlight != "" && w.known {
-		return w.fit
+// emitter says an event outside any report (the journal).
+type emitter interface {
+	Emit(ctx context.Context, rep *journal.Report, ev event)
+}
+
+// checkFit checks the model, under tolerance tol, against the figures of
+// snap and its rows when they changed (or a read-back did, or at least
+// every freeRefresh), says a change between fitting and not fitting
+// (audit, log) with say, and returns the fit; fresh is true when it is
+// one computed now, for the caller to count and publish. A snapshot read
+// while a call was in flight is not checked: its figures may straddle
+// the call.
+func (m *modelWatch) checkFit(ctx context.Context, now time.Time, snap *Snapshot, rows []tickRow, tol float64, say emitter) (f margin.Fit, fresh bool) {
+	w := &m.fit
+	if m.inFlight != "" && w.known {
+		return w.fit, false
 	}
 	same := w.known && sameFitKeys(w.keys, snap)
 	if same && !w.dirty && !now.Before(w.at) && now.Sub(w.at) < freeRefresh {
-		return w.fit
+		return w.fit, false
 	}
-	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance && e.fitHoldsIn(snap) {
+	if w.known && !w.dirty && w.tol == tol && w.holdsIn(rows, tol) {
 		// Only the indexes moved, under isolated positions the model
 		// prices exactly: CheckFit would give the same fit (a replay's
 		// every step), and the positions are compared in place.
@@ -179,29 +181,28 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 			w.keys = appendFitKeys(w.keys[:0], snap)
 		}
 		w.at = now
-		return w.fit
+		return w.fit, false
 	}
 	// Built into the spare lists: the ones the fit was computed from are
 	// compared with them, and become the spares when they are replaced.
-	ps, rep := e.modelPositionsInto(w.spare, w.spareRep, snap, false)
+	ps, rep := modelPositions(w.spare, w.spareRep, rows, false)
 	w.spare, w.spareRep = ps, rep
-	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance && sameFitInputs(w.ps, w.rep, ps, rep) {
+	if w.known && !w.dirty && w.tol == tol && sameFitInputs(w.ps, w.rep, ps, rep) {
 		// CheckFit of the very same figures: the same fit, already said,
 		// counted and published.
 		if !same {
 			w.keys = appendFitKeys(w.keys[:0], snap)
 		}
 		w.at = now
-		return w.fit
+		return w.fit, false
 	}
-	var f margin.Fit
 	if w.known {
 		// Only what changed is solved again: an isolated position whose
 		// index alone moved keeps its modelled figures (the same fit as
 		// CheckFit's, field for field).
-		f = w.scratch.CheckFitAfter(w.fit, margin.Account{Positions: w.ps}, w.rep, margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+		f = w.scratch.CheckFitAfter(w.fit, margin.Account{Positions: w.ps}, w.rep, margin.Account{Positions: ps}, rep, tol)
 	} else {
-		f = w.scratch.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+		f = w.scratch.CheckFit(margin.Account{Positions: ps}, rep, tol)
 	}
 	for sym, text := range w.mismatched {
 		f.MarkMismatch(sym, text)
@@ -211,29 +212,25 @@ func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) ma
 		w.keys = appendFitKeys(w.keys[:0], snap)
 	}
 	w.spare, w.spareRep = w.ps, w.rep
-	w.ps, w.rep, w.tol, w.whyKnown = ps, rep, e.cfg.ModelTolerance, false
+	w.ps, w.rep, w.tol, w.whyKnown = ps, rep, tol, false
 	if unfit := !f.Fits(); unfit != w.unfit {
 		w.unfit = unfit
-		e.emit(ctx, nil, fitEvent(now, f))
+		say.Emit(ctx, nil, fitEvent(now, f))
 	}
-	e.metrics.ModelFit(f)
-	e.publishFit(f)
-	return f
+	return f, true
 }
 
-// fitHoldsIn is margin.FitHolds of the last fit and snap's positions as
-// modelPositions would list them, compared in place without building the
-// list; when it holds, the kept positions take snap's index prices.
-func (e *Engine) fitHoldsIn(snap *Snapshot) bool {
-	w := &e.fitW
-	tol := e.cfg.ModelTolerance
+// holdsIn is margin.FitHolds of the last fit, under tolerance tol, and
+// the rows' positions as modelPositions would list them, compared in
+// place without building the list; when it holds, the kept positions take
+// the rows' index prices.
+func (w *fitWatch) holdsIn(rows []tickRow, tol float64) bool {
 	if !(tol > 0) {
 		tol = margin.DefaultFitTolerance
 	}
 	if tol != w.fit.Tolerance || len(w.fit.Positions) != len(w.ps) || len(w.rep) != len(w.ps) {
 		return false
 	}
-	rows := e.rowsFor(snap)
 	k := 0
 	for i := range rows {
 		r := &rows[i]
@@ -292,8 +289,7 @@ func sameFitInputs(ps []margin.Position, rep []margin.Reported, qs []margin.Posi
 // noteReadBack records whether the last settings call on symbol read back
 // what the model predicted: a mismatch keeps the symbol unfit until one
 // matches again.
-func (e *Engine) noteReadBack(symbol string, mismatch string) {
-	w := &e.fitW
+func (w *fitWatch) noteReadBack(symbol string, mismatch string) {
 	_, had := w.mismatched[symbol]
 	switch {
 	case mismatch != "":
@@ -321,13 +317,6 @@ func fitEvent(now time.Time, f margin.Fit) event {
 		Audit: &Record{Time: now, Type: "model", Symbol: f.WorstSymbol, Reason: text}}
 }
 
-// publishFit keeps the fit for Status.
-func (e *Engine) publishFit(f margin.Fit) {
-	e.mu.Lock()
-	e.status.fit, e.status.model = &f, nil
-	e.mu.Unlock()
-}
-
 // modelFitOf is what Status shows of a fit.
 func modelFitOf(f margin.Fit) *ModelFit {
 	mf := &ModelFit{Fits: f.Fits(), Worst: f.Worst, WorstSymbol: f.WorstSymbol, WorstFigure: f.WorstWhat, Tolerance: f.Tolerance,
@@ -348,7 +337,6 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (margin.Fit, err
 	if err != nil {
 		return margin.Fit{}, err
 	}
-	e.buildRows(snap)
-	ps, rep := e.modelPositions(snap, false)
+	ps, rep := modelPositions(nil, nil, e.buildRows(snap), false)
 	return margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance), nil
 }

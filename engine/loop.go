@@ -96,7 +96,6 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	e.readStart = start
 	rep := &TickReport{Time: now}
 	e.lastTick = now
-	e.tickView = nil
 	e.curRep = rep
 	defer func() { e.curRep = nil }()
 	// What became of the calls that were still in flight when their tick
@@ -105,10 +104,11 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	// Records kept from a failed write go out as soon as the log takes
 	// them, not at the next event.
 	e.jr.Flush(ctx, now)
-	e.readInFlight = ""
+	inFlight := ""
 	if fl := e.exec.InFlight(); len(fl) > 0 {
-		e.readInFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", fl[0].Key)
+		inFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", fl[0].Key)
 	}
+	e.model.begin(now, inFlight)
 	snap, err := e.snaps.Read(ctx, now)
 	if snap != nil {
 		rep.Snapshot = snap

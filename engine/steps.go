@@ -60,14 +60,12 @@ func (h *stepHost) Outcome(ctx context.Context, symbol string, err error) {
 }
 
 // Model is the tick's margin model.
-func (h *stepHost) Model() *act.Model { return h.e.marginView(h.snap) }
+func (h *stepHost) Model() *act.Model { return h.e.model.account(h.snap, h.e.rowsFor(h.snap)) }
 
 // Moved moves the tick's model on when the tick that decided at is the
 // current one.
 func (h *stepHost) Moved(at time.Time, next margin.Account) {
-	if e := h.e; e.tickView != nil && e.lastTick.Equal(at) {
-		e.tickView.Acct = next
-	}
+	h.e.model.moved(at, next)
 }
 
 // ReadBack says a liquidation price read back more than a basis point of
@@ -78,12 +76,12 @@ func (h *stepHost) ReadBack(ctx context.Context, at time.Time, symbol string, pr
 	if got.Sub(predicted).Abs().GreaterThan(index.Mul(decimal.New(1, -4))) {
 		e.emit(ctx, nil, mismatchEvent(at, symbol, predicted, got))
 		if settings {
-			e.noteReadBack(symbol, fmt.Sprintf("read back liquidation %s, %s predicted", got, predicted))
+			e.model.fit.noteReadBack(symbol, fmt.Sprintf("read back liquidation %s, %s predicted", got, predicted))
 		}
 		return
 	}
 	if settings {
-		e.noteReadBack(symbol, "")
+		e.model.fit.noteReadBack(symbol, "")
 	}
 }
 

@@ -32,14 +32,14 @@ const (
 	whyEquityNotPos   = "the equity is not positive"
 )
 
-// accountOf computes the tick's account of snap and its rows with the
+// accountOf computes the tick's account of its view and rows with the
 // margin model: once per tick, before any action.
-func (m *modelWatch) accountOf(snap *Snapshot, rows []tickRow) rules.Account {
+func (m *modelWatch) accountOf(tv *market.View, rows []tickRow) rules.Account {
 	var a rules.Account
-	free, freeKnown, _, ok := m.cachedFree(snap)
+	free, freeKnown, _, ok := m.cachedFree(tv)
 	whyFree := whyFreeUnknown
 	if !ok || m.inFlight != "" {
-		v := m.account(snap, rows) // infers it, and caches it
+		v := m.account(tv, rows) // infers it, and caches it
 		free, freeKnown = v.Acct.Free, v.FreeKnown
 		if v.FreeWhy != whyNoCross {
 			whyFree = "the free balance is not known: " + v.FreeWhy
@@ -50,11 +50,10 @@ func (m *modelWatch) accountOf(snap *Snapshot, rows []tickRow) rules.Account {
 	distances := true
 	for i := range rows {
 		r := &rows[i]
-		p := r.P
-		if p.Empty || !p.Quantity.IsPositive() {
+		if !r.Open {
 			continue
 		}
-		sym := r.Sym
+		p, sym := r.P, r.Sym
 		if sym == nil {
 			a.SetUnknown(rules.AccountAll, whyPositionUnread)
 			continue
@@ -93,7 +92,7 @@ func (m *modelWatch) accountOf(snap *Snapshot, rows []tickRow) rules.Account {
 	if !distances {
 		a.SetUnknown(rules.AccountMinLiquidationDistance|rules.AccountRiskiestSymbol, whyIndexMissing)
 	}
-	for _, pe := range snap.Partial {
+	for _, pe := range tv.Snap.Partial {
 		if pe.What == "positions" {
 			a.SetUnknown(rules.AccountAll, whyPositionUnread)
 		}

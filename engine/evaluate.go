@@ -22,7 +22,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 	var plans []*act.Plan // the positions with actions due, run once every position is evaluated
 	e.seen = 0
 	rows := e.buildRows(snap)
-	if f, fresh := e.model.checkFit(ctx, now, snap, rows, e.cfg.ModelTolerance, e.jr); fresh {
+	if f, fresh := e.model.checkFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
 		e.metrics.ModelFit(f)
 		kept := f // for Status; allocated only for a fresh fit
 		e.mu.Lock()
@@ -32,7 +32,7 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 	e.unreadable(ctx, now, snap)
 	e.win.Begin()
 	if e.win.NeedAccount() {
-		e.acct = e.model.accountOf(snap, rows)
+		e.acct = e.model.accountOf(&e.view, rows)
 		e.env.Account = e.acct
 		e.acctEnv.FillAccount(&e.acct, now)
 		e.win.SampleAccount(ctx, now, &e.acctEnv)

@@ -41,7 +41,8 @@ func TestFitCheckKeepsASteadyAccountsFit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps, rep := modelPositions(nil, nil, e.buildRows(snap), false)
+		e.buildRows(snap)
+		ps, rep := e.view.Model()
 		return margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance).Summary()
 	}
 	tick(0)
@@ -120,7 +121,8 @@ func TestFitHoldsWhileOnlyIndexesMove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps, rep := modelPositions(nil, nil, e.buildRows(snap), false)
+		e.buildRows(snap)
+		ps, rep := e.view.Model()
 		return ps, rep, margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
 	}
 	step := func(s int) {

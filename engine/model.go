@@ -11,8 +11,8 @@ import (
 // checked against the exchange's own figures (fit.go), the free balance
 // inferred from the cross positions, and the tick's account view the
 // predictions are made on (predict.go), with the account's figures
-// (account.go). The engine hands it the tick's rows; it reaches back for
-// nothing.
+// (account.go). The engine hands it the tick's view (engine/market) and
+// rows; it reaches back for nothing.
 type modelWatch struct {
 	// fit is the model checked against the exchange.
 	fit fitWatch
@@ -29,10 +29,8 @@ type modelWatch struct {
 	// predate its effect on the cross pool.
 	now      time.Time
 	inFlight string
-	// sigBuf and lines are scratch reused from tick to tick: the cross
-	// signature's text and the account's lines.
-	sigBuf []byte
-	lines  []margin.Line
+	// lines are the account's, reused from tick to tick.
+	lines []margin.Line
 }
 
 // begin starts the tick at now, whose positions were read while the call

@@ -2,9 +2,7 @@ package engine
 
 import (
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
@@ -17,13 +15,21 @@ import (
 // Why the free balance is unknown to the margin model.
 const whyNoCross = "no cross position to infer it from"
 
-// account returns the tick's account view, building it from snap and its
-// rows.
-func (m *modelWatch) account(snap *Snapshot, rows []tickRow) *act.Model {
+// account returns the tick's account view, building it from the tick's
+// view and its rows (whose states cache each maintenance margin).
+func (m *modelWatch) account(tv *market.View, rows []tickRow) *act.Model {
 	if m.view != nil {
 		return m.view
 	}
-	ps, rep := modelPositions(nil, nil, rows, true)
+	vps, rep := tv.Model()
+	ps := make([]margin.Position, len(vps)) // the tick's own: its plans move it on
+	copy(ps, vps)
+	for i, k := 0, 0; i < len(rows); i++ {
+		if r := &rows[i]; r.Open && r.Sym != nil {
+			ps[k].MM, _ = maintenance(r.ps, r.P, &ps[k])
+			k++
+		}
+	}
 	v := &act.Model{At: make(map[string]int, len(ps)), Acct: margin.Account{Positions: ps}}
 	liqs := make([]decimal.Decimal, len(rep))
 	for i, mp := range ps {
@@ -38,7 +44,7 @@ func (m *modelWatch) account(snap *Snapshot, rows []tickRow) *act.Model {
 	// The free balance changes with the cross positions (their margins,
 	// a settings call, a trade) and with transfers: it is inferred again
 	// when a cross position changed, and at least every freeRefresh.
-	switch free, known, sig, ok := m.cachedFree(snap); {
+	switch free, known, sig, ok := m.cachedFree(tv); {
 	case m.inFlight != "":
 		// A call that may move the pool was in flight while the
 		// positions were read: the snapshot may or may not show its
@@ -90,29 +96,12 @@ func maintenance(ps *posState, p *exchange.Position, mp *margin.Position) (decim
 	return ps.X.mm, ps.X.mmFloat
 }
 
-// crossSig identifies the snapshot's cross positions and their versions.
-func (m *modelWatch) crossSig(snap *Snapshot) uint64 {
-	sig := fnv.New64a()
-	for i := range snap.Positions {
-		p := &snap.Positions[i]
-		if p.Empty || !p.Cross || !p.Quantity.IsPositive() {
-			continue
-		}
-		b := append(m.sigBuf[:0], p.ID...)
-		b = strconv.AppendInt(append(b, '/'), p.Version, 10)
-		b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
-		m.sigBuf = append(b, ';')
-		sig.Write(m.sigBuf)
-	}
-	return sig.Sum64()
-}
-
 // cachedFree is the free balance inferred for the same cross positions
-// within freeRefresh; ok is false when it must be inferred again, for the
+// of the view within freeRefresh; ok is false when it must be inferred again, for the
 // cross positions sig identifies.
-func (m *modelWatch) cachedFree(snap *Snapshot) (free decimal.Decimal, known bool, sig uint64, ok bool) {
+func (m *modelWatch) cachedFree(v *market.View) (free decimal.Decimal, known bool, sig uint64, ok bool) {
 	fc := &m.free
-	sig = m.crossSig(snap)
+	sig = v.CrossSig()
 	if fc.at.IsZero() || m.now.Before(fc.at) || m.now.Sub(fc.at) >= freeRefresh || fc.sig != sig {
 		return decimal.Zero, false, sig, false
 	}

@@ -189,7 +189,7 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 		case e.win.NeedAccount():
 			acct = accountStatus(&e.acct)
 		case e.statusRead.Load():
-			a := e.model.accountOf(snap, e.rowsFor(snap))
+			a := e.model.accountOf(&e.view, e.rowsFor(snap))
 			acct = accountStatus(&a)
 		}
 		// Built in the list the previous publication replaced: Status

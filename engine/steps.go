@@ -60,7 +60,7 @@ func (h *stepHost) Outcome(ctx context.Context, symbol string, err error) {
 }
 
 // Model is the tick's margin model.
-func (h *stepHost) Model() *act.Model { return h.e.model.account(h.snap, h.e.rowsFor(h.snap)) }
+func (h *stepHost) Model() *act.Model { return h.e.model.account(&h.e.view, h.e.rowsFor(h.snap)) }
 
 // Moved moves the tick's model on when the tick that decided at is the
 // current one.

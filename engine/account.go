@@ -32,38 +32,35 @@ const (
 	whyEquityNotPos   = "the equity is not positive"
 )
 
-// accountOf computes the tick's account with the margin model: once per
-// tick, before any action.
-func (e *Engine) accountOf(snap *Snapshot) rules.Account {
+// accountOf computes the tick's account of its view and rows with the
+// margin model: once per tick, before any action.
+func (m *modelWatch) accountOf(tv *market.View, rows []tickRow) rules.Account {
 	var a rules.Account
-	free, freeKnown, _, ok := e.cachedFree(snap)
+	free, freeKnown, _, ok := m.cachedFree(tv)
 	whyFree := whyFreeUnknown
-	if !ok || e.readInFlight != "" {
-		v := e.marginView(snap) // infers it, and caches it
+	if !ok || m.inFlight != "" {
+		v := m.account(tv, rows) // infers it, and caches it
 		free, freeKnown = v.Acct.Free, v.FreeKnown
 		if v.FreeWhy != whyNoCross {
 			whyFree = "the free balance is not known: " + v.FreeWhy
 		}
 	}
-	lines := e.lines[:0]
+	lines := m.lines[:0]
 	a.MinLiquidationDistance = 1
 	distances := true
-	rows := e.rowsFor(snap)
 	for i := range rows {
 		r := &rows[i]
-		p := r.P
-		if p.Empty || !p.Quantity.IsPositive() {
+		if !r.Open {
 			continue
 		}
-		sym := r.Sym
+		p, sym := r.P, r.Sym
 		if sym == nil {
 			a.SetUnknown(rules.AccountAll, whyPositionUnread)
 			continue
 		}
 		index := r.IndexF
-		mp := margin.Position{Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice, Leverage: max(p.Leverage, 1),
-			RiskLimit: p.RiskLimit, Held: p.Margin, Value: p.EntryValue}
-		_, mm := e.maintenance(r.ps, p, &mp)
+		mp := margin.PositionOf(p, sym.Name, int32(sym.QuoteScale))
+		_, mm := maintenance(r.ps, p, &mp)
 		n := r.N
 		lines = append(lines, margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: n.Quantity,
 			Index: max(index, 0), EntryValue: n.EntryValue, Margin: n.Margin, Maintenance: mm})
@@ -77,7 +74,7 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 			a.MinLiquidationDistance, a.RiskiestSymbol = d, sym.Name
 		}
 	}
-	e.lines = lines
+	m.lines = lines
 	f := margin.Totals(market.ToFloat(free), lines)
 	a.Margin, a.UnrealizedPNL, a.Equity = f.Margin, f.UnrealizedPNL, f.Equity
 	a.GrossNotional, a.NetNotional, a.Positions = f.GrossNotional, f.NetNotional, f.Positions
@@ -95,7 +92,7 @@ func (e *Engine) accountOf(snap *Snapshot) rules.Account {
 	if !distances {
 		a.SetUnknown(rules.AccountMinLiquidationDistance|rules.AccountRiskiestSymbol, whyIndexMissing)
 	}
-	for _, pe := range snap.Partial {
+	for _, pe := range tv.Snap.Partial {
 		if pe.What == "positions" {
 			a.SetUnknown(rules.AccountAll, whyPositionUnread)
 		}

@@ -24,7 +24,6 @@ import (
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/exchange"
-	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -124,12 +123,8 @@ type Engine struct {
 	// ctl holds the silences and pauses, with its own lock, and says
 	// what changes them.
 	ctl *control.Service
-	// tickView is the tick's account for the margin model, built at its
-	// first settings call.
-	tickView *act.Model
-	// liqs remembers isolated liquidation prices from tick to tick for
-	// the tick's account (tick-owned).
-	liqs margin.Liquidations
+	// model is the margin model watched and predicted with (model.go).
+	model modelWatch
 	// badItems are the unreadable items last reported, "what id" → why.
 	badItems map[string]string
 	// stateLock holds the state file against a second guard; nil without
@@ -141,10 +136,6 @@ type Engine struct {
 	// disp sends the mutating calls the tick decides, with the breaker,
 	// the backoff and the executor.
 	disp *dispatcher
-	// readInFlight says which call was in flight while the tick read
-	// the positions ("" when none): the snapshot may predate its effect
-	// on the cross pool.
-	readInFlight string
 	// lane is the fast lane's state (tick-owned).
 	lane laneState
 	// kinds are the action kinds the engine knows (Deps.Kinds), each
@@ -154,12 +145,6 @@ type Engine struct {
 	// win is the rule set's functions over the recent past (the
 	// positions' series are in their posState).
 	win *window.Store
-	// free is the last inferred free balance.
-	free freeCache
-	// fitW is the margin model checked against the exchange (fit.go).
-	fitW   fitWatch
-	sigBuf []byte
-	lines  []margin.Line // the account's, reused
 	// reasons caches the texts of the no-data errors of functions over
 	// time and account fields.
 	reasons map[[2]string]string
@@ -359,13 +344,9 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			},
 			accountSettled: e.accountSettled,
 			changed:        func() { e.dirty = true },
-			model:          e.marginView,
-			moved: func(at time.Time, next margin.Account) {
-				if e.tickView != nil && e.lastTick.Equal(at) {
-					e.tickView.Acct = next
-				}
-			},
-			readBack: e.noteReadBack,
+			model:          func(snap *Snapshot) *act.Model { return e.model.account(&e.view, e.rowsFor(snap)) },
+			moved:          e.model.moved,
+			readBack:       e.model.fit.noteReadBack,
 		}})
 	e.jr.Restore(restored)
 	e.interrupted(lost)

@@ -22,11 +22,14 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 	var plans []*act.Plan // the positions with actions due, run once every position is evaluated
 	e.seen = 0
 	rows := e.buildRows(snap)
-	e.watchFit(ctx, now, snap)
+	if f, fresh := e.model.checkFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
+		e.metrics.ModelFit(f)
+		e.board.setFit(f) // for Status; allocated only for a fresh fit
+	}
 	e.unreadable(ctx, now, snap)
 	e.win.Begin()
 	if e.win.NeedAccount() {
-		e.acct = e.accountOf(snap)
+		e.acct = e.model.accountOf(&e.view, rows)
 		e.env.Account = e.acct
 		e.acctEnv.FillAccount(&e.acct, now)
 		e.win.SampleAccount(ctx, now, &e.acctEnv)

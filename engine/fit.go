@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
-	"github.com/shopspring/decimal"
 )
 
 // fitWatch is the margin model checked against the exchange's own
@@ -76,43 +78,6 @@ type ModelFitPosition struct {
 	Figure string  `json:"figure,omitempty"`
 }
 
-// modelPositions are the snapshot's open positions as the margin model
-// sees them, with the figures the exchange lists for each: the one place
-// both the tick's account view and the fit read them. withMM fills in
-// each maintenance margin (the account view's; margin.CheckFit computes
-// its own).
-func (e *Engine) modelPositions(snap *Snapshot, withMM bool) ([]margin.Position, []margin.Reported) {
-	return e.modelPositionsInto(nil, nil, snap, withMM)
-}
-
-// modelPositionsInto is modelPositions appending to out[:0] and rep[:0]
-// (new slices when nil).
-func (e *Engine) modelPositionsInto(out []margin.Position, rep []margin.Reported, snap *Snapshot, withMM bool) ([]margin.Position, []margin.Reported) {
-	rows := e.rowsFor(snap)
-	if out == nil {
-		out, rep = make([]margin.Position, 0, len(rows)), make([]margin.Reported, 0, len(rows))
-	}
-	out, rep = out[:0], rep[:0]
-	for i := range rows {
-		r := &rows[i]
-		p, sym := r.P, r.Sym
-		if p.Empty || !p.Quantity.IsPositive() || sym == nil {
-			continue
-		}
-		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
-			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale), Held: p.Margin, Value: p.EntryValue}
-		if r.HasIndex {
-			mp.Index = r.Index
-		}
-		if withMM {
-			mp.MM, _ = e.maintenance(r.ps, p, &mp)
-		}
-		out = append(out, mp)
-		rep = append(rep, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice})
-	}
-	return out, rep
-}
-
 // fitKey identifies what the fit is computed from, for one open
 // position: its version, leverage and mode (the exchange changes the
 // version when its figures change).
@@ -123,24 +88,21 @@ type fitKey struct {
 	cross         bool
 }
 
-// fitKeyOf reports whether p is open (in the fit), and its key.
-func fitKeyOf(p *exchange.Position) (fitKey, bool) {
-	if p.Empty || !p.Quantity.IsPositive() {
-		return fitKey{}, false
-	}
-	return fitKey{id: p.ID, direction: p.Direction, version: p.Version, leverage: p.Leverage, cross: p.Cross}, true
+// fitKeyOf is the key of an open position.
+func fitKeyOf(p *exchange.Position) fitKey {
+	return fitKey{id: p.ID, direction: p.Direction, version: p.Version, leverage: p.Leverage, cross: p.Cross}
 }
 
-// sameFitKeys reports whether snap's open positions are keys, in order:
-// compared in place, without building anything.
-func sameFitKeys(keys []fitKey, snap *Snapshot) bool {
+// sameFitKeys reports whether the view's open positions are keys, in
+// order: compared in place, without building anything.
+func sameFitKeys(keys []fitKey, v *market.View) bool {
 	n := 0
-	for i := range snap.Positions {
-		k, ok := fitKeyOf(&snap.Positions[i])
-		if !ok {
+	for i := range v.Rows {
+		r := &v.Rows[i]
+		if !r.Open {
 			continue
 		}
-		if n == len(keys) || keys[n] != k {
+		if n == len(keys) || keys[n] != fitKeyOf(r.P) {
 			return false
 		}
 		n++
@@ -148,124 +110,107 @@ func sameFitKeys(keys []fitKey, snap *Snapshot) bool {
 	return n == len(keys)
 }
 
-// appendFitKeys appends the keys of snap's open positions to dst.
-func appendFitKeys(dst []fitKey, snap *Snapshot) []fitKey {
-	for i := range snap.Positions {
-		if k, ok := fitKeyOf(&snap.Positions[i]); ok {
-			dst = append(dst, k)
+// appendFitKeys appends the keys of the view's open positions to dst.
+func appendFitKeys(dst []fitKey, v *market.View) []fitKey {
+	for i := range v.Rows {
+		if r := &v.Rows[i]; r.Open {
+			dst = append(dst, fitKeyOf(r.P))
 		}
 	}
 	return dst
 }
 
-// watchFit checks the model against the snapshot's figures when they
-// changed (or a read-back did, or at least every freeRefresh), says a
-// change between fitting and not fitting (audit, log, metrics), and
-// returns the fit. A snapshot read while a call was in flight is not
-// checked: its figures may straddle the call.
-func (e *Engine) watchFit(ctx context.Context, now time.Time, snap *Snapshot) margin.Fit {
-	w := &e.fitW
-	if e.readInFlight != "" && w.known {
-		return w.fit
+// emitter says an event outside any report (the journal).
+type emitter interface {
+	Emit(ctx context.Context, rep *journal.Report, ev event)
+}
+
+// checkFit checks the model, under tolerance tol, against the figures of
+// the tick's view when they changed (or a read-back did, or at least
+// every freeRefresh), says a change between fitting and not fitting
+// (audit, log) with say, and returns the fit; fresh is true when it is
+// one computed now, for the caller to count and publish. A snapshot read
+// while a call was in flight is not checked: its figures may straddle
+// the call.
+func (m *modelWatch) checkFit(ctx context.Context, now time.Time, v *market.View, tol float64, say emitter) (f margin.Fit, fresh bool) {
+	w := &m.fit
+	if m.inFlight != "" && w.known {
+		return w.fit, false
 	}
-	same := w.known && sameFitKeys(w.keys, snap)
+	same := w.known && sameFitKeys(w.keys, v)
 	if same && !w.dirty && !now.Before(w.at) && now.Sub(w.at) < freeRefresh {
-		return w.fit
+		return w.fit, false
 	}
-	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance && e.fitHoldsIn(snap) {
+	if w.known && !w.dirty && w.tol == tol && w.holdsIn(v, tol) {
 		// Only the indexes moved, under isolated positions the model
 		// prices exactly: CheckFit would give the same fit (a replay's
 		// every step), and the positions are compared in place.
 		if !same {
-			w.keys = appendFitKeys(w.keys[:0], snap)
+			w.keys = appendFitKeys(w.keys[:0], v)
 		}
 		w.at = now
-		return w.fit
+		return w.fit, false
 	}
-	// Built into the spare lists: the ones the fit was computed from are
-	// compared with them, and become the spares when they are replaced.
-	ps, rep := e.modelPositionsInto(w.spare, w.spareRep, snap, false)
+	// Copied into the spare lists (the view's are its own until the
+	// next join): the ones the fit was computed from are compared with
+	// them, and become the spares when they are replaced.
+	vps, vrep := v.Model()
+	ps, rep := append(w.spare[:0], vps...), append(w.spareRep[:0], vrep...)
 	w.spare, w.spareRep = ps, rep
-	if w.known && !w.dirty && w.tol == e.cfg.ModelTolerance && sameFitInputs(w.ps, w.rep, ps, rep) {
+	if w.known && !w.dirty && w.tol == tol && sameFitInputs(w.ps, w.rep, ps, rep) {
 		// CheckFit of the very same figures: the same fit, already said,
 		// counted and published.
 		if !same {
-			w.keys = appendFitKeys(w.keys[:0], snap)
+			w.keys = appendFitKeys(w.keys[:0], v)
 		}
 		w.at = now
-		return w.fit
+		return w.fit, false
 	}
-	var f margin.Fit
 	if w.known {
 		// Only what changed is solved again: an isolated position whose
 		// index alone moved keeps its modelled figures (the same fit as
 		// CheckFit's, field for field).
-		f = w.scratch.CheckFitAfter(w.fit, margin.Account{Positions: w.ps}, w.rep, margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+		f = w.scratch.CheckFitAfter(w.fit, margin.Account{Positions: w.ps}, w.rep, margin.Account{Positions: ps}, rep, tol)
 	} else {
-		f = w.scratch.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
+		f = w.scratch.CheckFit(margin.Account{Positions: ps}, rep, tol)
 	}
 	for sym, text := range w.mismatched {
 		f.MarkMismatch(sym, text)
 	}
 	w.fit, w.known, w.at, w.dirty = f, true, now, false
 	if !same {
-		w.keys = appendFitKeys(w.keys[:0], snap)
+		w.keys = appendFitKeys(w.keys[:0], v)
 	}
 	w.spare, w.spareRep = w.ps, w.rep
-	w.ps, w.rep, w.tol, w.whyKnown = ps, rep, e.cfg.ModelTolerance, false
+	w.ps, w.rep, w.tol, w.whyKnown = ps, rep, tol, false
 	if unfit := !f.Fits(); unfit != w.unfit {
 		w.unfit = unfit
-		e.emit(ctx, nil, fitEvent(now, f))
+		say.Emit(ctx, nil, fitEvent(now, f))
 	}
-	e.metrics.ModelFit(f)
-	e.publishFit(f)
-	return f
+	return f, true
 }
 
-// fitHoldsIn is margin.FitHolds of the last fit and snap's positions as
-// modelPositions would list them, compared in place without building the
-// list; when it holds, the kept positions take snap's index prices.
-func (e *Engine) fitHoldsIn(snap *Snapshot) bool {
-	w := &e.fitW
-	tol := e.cfg.ModelTolerance
+// holdsIn is margin.FitHolds of the last fit, under tolerance tol, and
+// the view's model positions, compared in place; when it holds, the kept
+// positions take the view's index prices.
+func (w *fitWatch) holdsIn(v *market.View, tol float64) bool {
 	if !(tol > 0) {
 		tol = margin.DefaultFitTolerance
 	}
 	if tol != w.fit.Tolerance || len(w.fit.Positions) != len(w.ps) || len(w.rep) != len(w.ps) {
 		return false
 	}
-	rows := e.rowsFor(snap)
-	k := 0
-	for i := range rows {
-		r := &rows[i]
-		p, sym := r.P, r.Sym
-		if p.Empty || !p.Quantity.IsPositive() || sym == nil {
-			continue
-		}
-		if k == len(w.ps) {
-			return false
-		}
-		// As modelPositions builds it.
-		mp := margin.Position{Symbol: sym.Name, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
-			Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: int32(sym.QuoteScale), Held: p.Margin, Value: p.EntryValue}
-		if !margin.PositionHolds(&w.fit.Positions[k], &w.ps[k], w.rep[k], &mp, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice}) {
-			return false
-		}
-		k++
-	}
-	if k != len(w.ps) {
+	ps, rep := v.Model()
+	if len(ps) != len(w.ps) {
 		return false
 	}
-	for i, k := 0, 0; i < len(rows); i++ {
-		r := &rows[i]
-		if r.P.Empty || !r.P.Quantity.IsPositive() || r.Sym == nil {
-			continue
+	for k := range ps {
+		if !margin.PositionHolds(&w.fit.Positions[k], &w.ps[k], w.rep[k], &ps[k], rep[k]) {
+			return false
 		}
-		w.ps[k].Index = decimal.Decimal{}
-		if r.HasIndex {
-			w.ps[k].Index = r.Index
-		}
-		k++
+	}
+	for k := range ps {
+		w.ps[k].Index = ps[k].Index
 	}
 	return true
 }
@@ -294,8 +239,7 @@ func sameFitInputs(ps []margin.Position, rep []margin.Reported, qs []margin.Posi
 // noteReadBack records whether the last settings call on symbol read back
 // what the model predicted: a mismatch keeps the symbol unfit until one
 // matches again.
-func (e *Engine) noteReadBack(symbol string, mismatch string) {
-	w := &e.fitW
+func (w *fitWatch) noteReadBack(symbol string, mismatch string) {
 	_, had := w.mismatched[symbol]
 	switch {
 	case mismatch != "":
@@ -323,11 +267,6 @@ func fitEvent(now time.Time, f margin.Fit) event {
 		Audit: &Record{Time: now, Type: "model", Symbol: f.WorstSymbol, Reason: text}}
 }
 
-// publishFit keeps the fit for Status.
-func (e *Engine) publishFit(f margin.Fit) {
-	e.board.setFit(f)
-}
-
 // modelFitOf is what Status shows of a fit.
 func modelFitOf(f margin.Fit) *ModelFit {
 	mf := &ModelFit{Fits: f.Fits(), Worst: f.Worst, WorstSymbol: f.WorstSymbol, WorstFigure: f.WorstWhat, Tolerance: f.Tolerance,
@@ -349,6 +288,7 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (margin.Fit, err
 		return margin.Fit{}, err
 	}
 	e.buildRows(snap)
-	ps, rep := e.modelPositions(snap, false)
-	return margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance), nil
+	ps, rep := e.view.Model()
+	// The fit names its positions: copies, as the view's are its own.
+	return margin.CheckFit(margin.Account{Positions: slices.Clone(ps)}, slices.Clone(rep), e.cfg.ModelTolerance), nil
 }

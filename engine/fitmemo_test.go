@@ -42,7 +42,7 @@ func TestFitCheckKeepsASteadyAccountsFit(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.buildRows(snap)
-		ps, rep := e.modelPositions(snap, false)
+		ps, rep := e.view.Model()
 		return margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance).Summary()
 	}
 	tick(0)
@@ -56,7 +56,7 @@ func TestFitCheckKeepsASteadyAccountsFit(t *testing.T) {
 	if got := published(); got != first {
 		t.Errorf("a steady account's fit was computed and published again: %+v", got)
 	}
-	if got, want := e.fitW.fit.Summary(), fresh(); got != want {
+	if got, want := e.model.fit.fit.Summary(), fresh(); got != want {
 		t.Errorf("kept fit %q, CheckFit now %q", got, want)
 	}
 	// X0000 is cross (every third position): its index moves; the exchange's
@@ -76,7 +76,7 @@ func TestFitCheckKeepsASteadyAccountsFit(t *testing.T) {
 	if got := published(); got == first {
 		t.Error("the fit was not computed again after an index moved")
 	}
-	if got, want := e.fitW.fit.Summary(), fresh(); got != want {
+	if got, want := e.model.fit.fit.Summary(), fresh(); got != want {
 		t.Errorf("fit %q, CheckFit now %q", got, want)
 	}
 }
@@ -122,7 +122,7 @@ func TestFitHoldsWhileOnlyIndexesMove(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.buildRows(snap)
-		ps, rep := e.modelPositions(snap, false)
+		ps, rep := e.view.Model()
 		return ps, rep, margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
 	}
 	step := func(s int) {
@@ -150,10 +150,10 @@ func TestFitHoldsWhileOnlyIndexesMove(t *testing.T) {
 		t.Errorf("the fit was computed and published again while only the indexes moved: %+v", got)
 	}
 	ps, rep, want := fresh()
-	if got := e.fitW.fit; got.Summary() != want.Summary() || got.Worst != want.Worst {
+	if got := e.model.fit.fit; got.Summary() != want.Summary() || got.Worst != want.Worst {
 		t.Errorf("kept fit %q, CheckFit now %q", got.Summary(), want.Summary())
 	}
-	if !sameFitInputs(e.fitW.ps, e.fitW.rep, ps, rep) {
+	if !sameFitInputs(e.model.fit.ps, e.model.fit.rep, ps, rep) {
 		t.Error("the kept positions did not follow the indexes")
 	}
 	if err := ex.PutPosition(sim.PositionSpec{Symbol: "X1", Direction: exchange.Long, Quantity: decimal.NewFromInt(100),
@@ -164,7 +164,7 @@ func TestFitHoldsWhileOnlyIndexesMove(t *testing.T) {
 	if got := published(); got == first {
 		t.Error("the fit was not checked again after a leverage changed")
 	}
-	if _, _, want := fresh(); e.fitW.fit.Summary() != want.Summary() {
-		t.Errorf("fit %q, CheckFit now %q", e.fitW.fit.Summary(), want.Summary())
+	if _, _, want := fresh(); e.model.fit.fit.Summary() != want.Summary() {
+		t.Errorf("fit %q, CheckFit now %q", e.model.fit.fit.Summary(), want.Summary())
 	}
 }

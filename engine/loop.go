@@ -85,7 +85,6 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	start := e.now() // for the duration metric and the snapshot's age; decisions use now
 	rep := &TickReport{Time: now}
 	e.lastTick = now
-	e.tickView = nil
 	// What became of the calls that were still in flight when their tick
 	// ended: said in this tick's report.
 	e.disp.begin(ctx, now, start, rep, e.board.NextInterval())
@@ -93,10 +92,11 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	// Records kept from a failed write go out as soon as the log takes
 	// them, not at the next event.
 	e.jr.Flush(ctx, now)
-	e.readInFlight = ""
+	inFlight := ""
 	if key := e.disp.busy(); key != "" {
-		e.readInFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", key)
+		inFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", key)
 	}
+	e.model.begin(now, inFlight)
 	snap, err := e.snaps.Read(ctx, now)
 	if snap != nil {
 		rep.Snapshot = snap

@@ -2,9 +2,7 @@ package engine
 
 import (
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
@@ -17,12 +15,21 @@ import (
 // Why the free balance is unknown to the margin model.
 const whyNoCross = "no cross position to infer it from"
 
-// marginView returns the tick's account view, building it from snap.
-func (e *Engine) marginView(snap *Snapshot) *act.Model {
-	if e.tickView != nil {
-		return e.tickView
+// account returns the tick's account view, building it from the tick's
+// view and its rows (whose states cache each maintenance margin).
+func (m *modelWatch) account(tv *market.View, rows []tickRow) *act.Model {
+	if m.view != nil {
+		return m.view
 	}
-	ps, rep := e.modelPositions(snap, true)
+	vps, rep := tv.Model()
+	ps := make([]margin.Position, len(vps)) // the tick's own: its plans move it on
+	copy(ps, vps)
+	for i, k := 0, 0; i < len(rows); i++ {
+		if r := &rows[i]; r.Open && r.Sym != nil {
+			ps[k].MM, _ = maintenance(r.ps, r.P, &ps[k])
+			k++
+		}
+	}
 	v := &act.Model{At: make(map[string]int, len(ps)), Acct: margin.Account{Positions: ps}}
 	liqs := make([]decimal.Decimal, len(rep))
 	for i, mp := range ps {
@@ -31,26 +38,26 @@ func (e *Engine) marginView(snap *Snapshot) *act.Model {
 	}
 	// Where the model does not reproduce the exchange's own figures, its
 	// predictions are said but decide nothing.
-	if w := &e.fitW; w.known && !w.fit.Fits() {
+	if w := &m.fit; w.known && !w.fit.Fits() {
 		v.Unfit = w.whyUnfit()
 	}
 	// The free balance changes with the cross positions (their margins,
 	// a settings call, a trade) and with transfers: it is inferred again
 	// when a cross position changed, and at least every freeRefresh.
-	switch free, known, sig, ok := e.cachedFree(snap); {
-	case e.readInFlight != "":
+	switch free, known, sig, ok := m.cachedFree(tv); {
+	case m.inFlight != "":
 		// A call that may move the pool was in flight while the
 		// positions were read: the snapshot may or may not show its
 		// effect, so the free balance it implies is not relied on (the
 		// exchange decides what is affordable), nor kept.
-		v.FreeWhy = e.readInFlight
+		v.FreeWhy = m.inFlight
 	case ok:
 		v.Acct.Free, v.FreeKnown = free, known
-	case e.free.inputs.same(v.Acct.Positions, liqs):
+	case m.free.inputs.same(v.Acct.Positions, liqs):
 		// Due again, on the very same figures (a quiet account whose
 		// prices did not move): the inference would give what it gave.
-		v.Acct.Free, v.FreeKnown = e.free.free, e.free.known
-		e.free.sig, e.free.at = sig, e.lastTick
+		v.Acct.Free, v.FreeKnown = m.free.free, m.free.known
+		m.free.sig, m.free.at = sig, m.now
 	default:
 		for i, mp := range v.Acct.Positions {
 			if !mp.Cross {
@@ -61,23 +68,23 @@ func (e *Engine) marginView(snap *Snapshot) *act.Model {
 				break
 			}
 		}
-		in := e.free.inputs
+		in := m.free.inputs
 		in.keep(v.Acct.Positions, liqs)
-		e.free = freeCache{sig: sig, at: e.lastTick, free: v.Acct.Free, known: v.FreeKnown, inputs: in}
+		m.free = freeCache{sig: sig, at: m.now, free: v.Acct.Free, known: v.FreeKnown, inputs: in}
 	}
 	if !v.FreeKnown && v.FreeWhy == "" {
 		v.FreeWhy = whyNoCross
 	}
-	e.liqs.Forget(v.At)
-	v.Liqs = &e.liqs
-	e.tickView = v
+	m.liqs.Forget(v.At)
+	v.Liqs = &m.liqs
+	m.view = v
 	return v
 }
 
 // maintenance is the position's maintenance margin, cached in its state
 // ps (nil: not cached) per position version (it changes with the quantity, the entry price and
 // the risk limit only), with its float64 for the account's figures.
-func (e *Engine) maintenance(ps *posState, p *exchange.Position, mp *margin.Position) (decimal.Decimal, float64) {
+func maintenance(ps *posState, p *exchange.Position, mp *margin.Position) (decimal.Decimal, float64) {
 	if ps == nil {
 		mm := mp.Maintenance()
 		return mm, market.ToFloat(mm)
@@ -89,30 +96,13 @@ func (e *Engine) maintenance(ps *posState, p *exchange.Position, mp *margin.Posi
 	return ps.X.mm, ps.X.mmFloat
 }
 
-// crossSig identifies the snapshot's cross positions and their versions.
-func (e *Engine) crossSig(snap *Snapshot) uint64 {
-	sig := fnv.New64a()
-	for i := range snap.Positions {
-		p := &snap.Positions[i]
-		if p.Empty || !p.Cross || !p.Quantity.IsPositive() {
-			continue
-		}
-		b := append(e.sigBuf[:0], p.ID...)
-		b = strconv.AppendInt(append(b, '/'), p.Version, 10)
-		b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
-		e.sigBuf = append(b, ';')
-		sig.Write(e.sigBuf)
-	}
-	return sig.Sum64()
-}
-
 // cachedFree is the free balance inferred for the same cross positions
-// within freeRefresh; ok is false when it must be inferred again, for the
+// of the view within freeRefresh; ok is false when it must be inferred again, for the
 // cross positions sig identifies.
-func (e *Engine) cachedFree(snap *Snapshot) (free decimal.Decimal, known bool, sig uint64, ok bool) {
-	fc := &e.free
-	sig = e.crossSig(snap)
-	if fc.at.IsZero() || e.lastTick.Before(fc.at) || e.lastTick.Sub(fc.at) >= freeRefresh || fc.sig != sig {
+func (m *modelWatch) cachedFree(v *market.View) (free decimal.Decimal, known bool, sig uint64, ok bool) {
+	fc := &m.free
+	sig = v.CrossSig()
+	if fc.at.IsZero() || m.now.Before(fc.at) || m.now.Sub(fc.at) >= freeRefresh || fc.sig != sig {
 		return decimal.Zero, false, sig, false
 	}
 	return fc.free, fc.known, sig, true

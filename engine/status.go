@@ -339,7 +339,7 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 		case e.win.NeedAccount():
 			p.account = accountStatus(&e.acct)
 		case e.board.wanted():
-			a := e.accountOf(snap)
+			a := e.model.accountOf(&e.view, e.rowsFor(snap))
 			p.account = accountStatus(&a)
 		}
 		rows = e.rowsFor(snap)

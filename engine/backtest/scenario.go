@@ -116,8 +116,12 @@ func modelAccount(positions []exchange.Position, byID map[int64]*exchange.Contra
 		if !ok {
 			continue
 		}
-		acct.Positions = append(acct.Positions, margin.Position{Symbol: c.Name, Direction: p.Direction,
-			Quantity: p.Quantity, Entry: p.EntryPrice, Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit})
+		mp := margin.PositionOf(&p, c.Name, int32(c.QuoteScale))
+		// As the simulated exchange opens it from the scenario's spec: its
+		// margin and entry value computed from the quantity, the entry
+		// price and the leverage, not the recording's listed ones.
+		mp.Held, mp.Value = decimal.Decimal{}, decimal.Decimal{}
+		acct.Positions = append(acct.Positions, mp)
 	}
 	return acct
 }

@@ -1,7 +1,11 @@
 package market
 
 import (
+	"hash/fnv"
+	"strconv"
+
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
@@ -13,6 +17,10 @@ import (
 type Row struct {
 	P   *exchange.Position
 	Key Key
+	// Open: the position holds something (it is not empty and its
+	// quantity is positive). The one test of an open position: the
+	// account's figures, the margin model and its fit read it.
+	Open bool
 	// Sym is nil when the symbol list in force lacks the position's
 	// symbol id.
 	Sym *exchange.ContractSymbol
@@ -43,6 +51,17 @@ type View struct {
 	memo []numsMemo
 	// gen counts the builds of syms.
 	gen uint64
+	// model and rep are the open rows' positions with a symbol as the
+	// margin model sees them, and what the exchange lists of each, built
+	// at the first ask after a join (modelBuilt; Model).
+	model      []margin.Position
+	rep        []margin.Reported
+	modelBuilt bool
+	// sig is the cross positions' signature, computed at the first ask
+	// after a join (sigBuilt; CrossSig), in sigBuf.
+	sig      uint64
+	sigBuilt bool
+	sigBuf   []byte
 }
 
 // symInfo is a contract symbol of the list in force as the rows use it.
@@ -65,6 +84,7 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 		v.Rows = make([]Row, n)
 	}
 	v.Rows, v.Snap = v.Rows[:n], snap
+	v.modelBuilt, v.sigBuilt = false, false
 	if len(v.memo) < n {
 		v.memo = append(v.memo, make([]numsMemo, n-len(v.memo))...)
 	} else if len(v.memo) > n {
@@ -101,6 +121,7 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 // while the collector marks costs a barrier.
 func (r *Row) set(p *exchange.Position, info *symInfo, m *numsMemo, prices map[string]decimal.Decimal) {
 	r.P = p
+	r.Open = !p.Empty && p.Quantity.IsPositive()
 	if k := KeyOf(p); r.Key != k {
 		r.Key = k
 	}
@@ -129,6 +150,58 @@ func (r *Row) set(p *exchange.Position, info *symInfo, m *numsMemo, prices map[s
 	if has {
 		r.IndexF = m.indexOf(index)
 	}
+}
+
+// Model returns the open rows' positions with a symbol as the margin model
+// sees them (margin.PositionOf, at the row's index price when the
+// snapshot lists one; the maintenance margin left to the caller), and the
+// margin and liquidation price the exchange lists for each, in the rows'
+// order: built once per join, at the first ask. Both lists are the
+// view's, valid until the next Join; a caller that keeps them copies them.
+func (v *View) Model() ([]margin.Position, []margin.Reported) {
+	if v.modelBuilt {
+		return v.model, v.rep
+	}
+	ps, rep := v.model[:0], v.rep[:0]
+	for i := range v.Rows {
+		r := &v.Rows[i]
+		if !r.Open || r.Sym == nil {
+			continue
+		}
+		p := r.P
+		mp := margin.PositionOf(p, r.Sym.Name, int32(r.Sym.QuoteScale))
+		if r.HasIndex {
+			mp.Index = r.Index
+		}
+		ps = append(ps, mp)
+		rep = append(rep, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice})
+	}
+	v.model, v.rep, v.modelBuilt = ps, rep, true
+	return ps, rep
+}
+
+// CrossSig identifies the snapshot's open cross positions with their
+// versions and leverages (a change of either may move the cross pool):
+// computed once per join, at the first ask.
+func (v *View) CrossSig() uint64 {
+	if v.sigBuilt {
+		return v.sig
+	}
+	sig := fnv.New64a()
+	for i := range v.Rows {
+		r := &v.Rows[i]
+		if !r.Open || !r.P.Cross {
+			continue
+		}
+		p := r.P
+		b := append(v.sigBuf[:0], p.ID...)
+		b = strconv.AppendInt(append(b, '/'), p.Version, 10)
+		b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
+		v.sigBuf = append(b, ';')
+		sig.Write(v.sigBuf)
+	}
+	v.sig, v.sigBuilt = sig.Sum64(), true
+	return v.sig
 }
 
 // IndexName is the index that prices a contract symbol: names' entry for

@@ -33,6 +33,22 @@ type Position struct {
 	MM decimal.Decimal
 }
 
+// PositionOf is p as the model sees it: the position on symbol, whose
+// liquidation prices round to scale decimal places, with the margin and
+// the entry value the exchange lists (Held and Value; zero when it lists
+// none). The index price is the caller's to set.
+//
+// A leverage below 1 is modelled as 1, the leverage Margin charges: the
+// exchange lists 0 for a position never set (an empty one), and the model
+// compares and predicts with the leverage that is charged. The simulated
+// exchange refuses a leverage below 1, so there the clamp changes nothing.
+// This is the one conversion: the engine predicts, the backtest seeds and
+// the simulated exchange simulates with the same model of a position.
+func PositionOf(p *exchange.Position, symbol string, scale int32) Position {
+	return Position{Symbol: symbol, Direction: p.Direction, Quantity: p.Quantity, Entry: p.EntryPrice,
+		Leverage: max(p.Leverage, 1), Cross: p.Cross, RiskLimit: p.RiskLimit, Scale: scale, Held: p.Margin, Value: p.EntryValue}
+}
+
 // Open reports whether the position holds anything.
 func (p Position) Open() bool { return p.Quantity.IsPositive() }
 

@@ -257,3 +257,34 @@ func TestCollateralsMatch(t *testing.T) {
 		}
 	}
 }
+
+// PositionOf keeps the exchange's listed margin and entry value and
+// models a leverage below 1 as the 1 that Margin charges.
+func TestPositionOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		leverage int
+		want     int
+	}{
+		{"set", 10, 10},
+		{"never set", 0, 1},
+		{"nonsense", -3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := exchange.Position{Direction: exchange.Short, Quantity: dec("2"), EntryPrice: dec("100"), Leverage: tc.leverage, Cross: true,
+				RiskLimit: rl(20, "0.005"), Margin: dec("20.5"), EntryValue: dec("200.01")}
+			got := PositionOf(&p, "XBTC", 2)
+			if got.Leverage != tc.want || got.Symbol != "XBTC" || got.Scale != 2 || !got.Cross || got.Direction != exchange.Short {
+				t.Errorf("PositionOf = %+v", got)
+			}
+			if !got.Held.Equal(dec("20.5")) || !got.Value.Equal(dec("200.01")) || !got.Index.IsZero() || !got.MM.IsZero() {
+				t.Errorf("figures: held %s value %s index %s mm %s", got.Held, got.Value, got.Index, got.MM)
+			}
+			if got.Margin().String() != "20.5" {
+				t.Errorf("Margin() = %s, want the listed 20.5", got.Margin())
+			}
+		})
+	}
+}

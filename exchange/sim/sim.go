@@ -361,8 +361,7 @@ func (e *Exchange) account(balance decimal.Decimal, p *exchange.Position) (acct 
 // use. Call with e.mu held.
 func (e *Exchange) modelPosition(ci int, q *exchange.Position) margin.Position {
 	c := &e.contracts[ci]
-	mp := margin.Position{Symbol: c.Name, Direction: q.Direction, Quantity: q.Quantity, Entry: q.EntryPrice,
-		Leverage: q.Leverage, Cross: q.Cross, RiskLimit: q.RiskLimit, Scale: int32(c.QuoteScale), Held: q.Margin, Value: q.EntryValue}
+	mp := margin.PositionOf(q, c.Name, int32(c.QuoteScale))
 	if ix, ok := e.indexOf(ci); ok {
 		mp.Index = ix.price
 	}

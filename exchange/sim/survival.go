@@ -35,8 +35,9 @@ func (e *Exchange) TogetherAtLeast(bound decimal.Decimal) bool {
 func (e *Exchange) measureAccount() (margin.Account, []decimal.Decimal) {
 	acct := margin.Account{Free: e.balance, Positions: e.measure.positions[:0]}
 	liqs := e.measure.liqs[:0]
-	// Without a cross pool the measure reads of each position only what
-	// its own move needs: the rest of the model is not copied.
+	// Without a cross pool the measure reads of each position only its
+	// own move, from its index and the liquidation price held: the skew,
+	// which moves the pool's figures, is not applied.
 	pooled := e.crossOpen() > 0
 	for ci, q := range e.slots {
 		if q == nil || q.Empty {
@@ -45,7 +46,8 @@ func (e *Exchange) measureAccount() (margin.Account, []decimal.Decimal) {
 		if pooled {
 			acct.Positions = append(acct.Positions, e.modelPosition(ci, q))
 		} else {
-			mp := margin.Position{Symbol: e.contracts[ci].Name, Direction: q.Direction, Quantity: q.Quantity, Cross: q.Cross}
+			c := &e.contracts[ci]
+			mp := margin.PositionOf(q, c.Name, int32(c.QuoteScale))
 			if ix, ok := e.indexOf(ci); ok {
 				mp.Index = ix.price
 			}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,6 +87,7 @@ func loadAccounts(path string, doc *rules.Document, getenv func(string) string, 
 		seen     = map[string]*yaml.Node{}
 		envSeen  = map[string]string{}
 		files    = map[string]string{} // a state file or audit log → the account that has it
+		owners   = map[string]string{} // an exchange account (accountIdentity) → the account entry that guards it
 	)
 	for i, item := range list.Content {
 		item = yamlnode.Deref(item)
@@ -170,6 +174,13 @@ func loadAccounts(path string, doc *rules.Document, getenv func(string) string, 
 			}
 			files[abs] = name
 		}
+		if id, fp := accountIdentity(acfg.Exchange.BaseURL, acfg.Exchange.APIKey); id != "" {
+			if other, ok := owners[id]; ok {
+				errorf(nameNode, "account %q is account %q: the same exchange (%s) and API key (fingerprint %s); two entries would guard it twice and send each order twice: remove one, or give each its own exchange account and key",
+					name, other, acfg.Exchange.BaseURL, fp)
+			}
+			owners[id] = name
+		}
 		if !opts.secretsOptional && (acfg.Exchange.APIKey == "" || acfg.Exchange.APISecret == "") {
 			errorf(nameNode, "account %q has no credentials: set %s and %s, or %sexchange.api_key_file and api_secret_file", name,
 				accountEnv(name, "API_KEY"), accountEnv(name, "API_SECRET"), prefix)
@@ -199,6 +210,38 @@ func loadAccounts(path string, doc *rules.Document, getenv func(string) string, 
 	top := *out[0]
 	top.Name, top.Accounts, top.Warnings = "", out, warnings
 	return &top, nil
+}
+
+// accountIdentity names the exchange account a base URL and API key reach,
+// for telling two entries that are one account: the URL's scheme, host and
+// path in lower case without a trailing slash, and the key's fingerprint
+// (keyFingerprint; never the key). It is "" without a key (check without
+// credentials).
+func accountIdentity(baseURL, key string) (id, fingerprint string) {
+	if key == "" {
+		return "", ""
+	}
+	u := strings.ToLower(strings.TrimRight(strings.TrimSpace(baseURL), "/"))
+	if pu, err := url.Parse(u); err == nil && pu.Host != "" {
+		port := pu.Port()
+		switch {
+		case port == "" && pu.Scheme == "https":
+			port = "443"
+		case port == "" && pu.Scheme == "http":
+			port = "80"
+		}
+		u = pu.Scheme + "://" + pu.Hostname() + ":" + port + strings.TrimRight(pu.EscapedPath(), "/")
+	}
+	fp := keyFingerprint(key)
+	return u + " " + fp, fp
+}
+
+// keyFingerprint is a short fingerprint of an API key, safe to print and
+// compare (a SHA-256 prefix of the key under a fixed label): two configs
+// on one key have the same one, and the key cannot be read back from it.
+func keyFingerprint(key string) string {
+	sum := sha256.Sum256([]byte("riskguard api key\x00" + key))
+	return hex.EncodeToString(sum[:6])
 }
 
 // accountRoot builds the configuration as account ad sees it: the file's

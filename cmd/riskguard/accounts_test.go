@@ -51,6 +51,20 @@ func credFiles(t *testing.T, dir, name string) (string, string) {
 	return k, s
 }
 
+// ownCredFiles writes a key pair of account name's own (not the simulated
+// exchange's), for tests whose accounts share an exchange that is never
+// reached: two entries with one key there are one account, refused.
+func ownCredFiles(t *testing.T, dir, name string) (string, string) {
+	t.Helper()
+	k, s := filepath.Join(dir, name+".key"), filepath.Join(dir, name+".secret")
+	for f, v := range map[string]string{k: "key-" + name, s: "secret-" + name} {
+		if err := os.WriteFile(f, []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return k, s
+}
+
 // One process guards three accounts on three simulated exchanges: a is
 // paused through the CLI's --account, b turns dangerous and only b acts,
 // and slow's exchange stops answering without holding b's ticks. Every
@@ -269,6 +283,10 @@ func TestAccountsConfigErrors(t *testing.T) {
 		{"same variables", "  - {name: bot-2, exchange: {" + cred + "}}\n  - {name: bot_2, exchange: {" + cred + "}}\n",
 			[]string{`accounts[1].name "bot_2": its variables (RISKGUARD_BOT_2_…) are those of account "bot-2" too: rename one`}},
 		{"bad exchange key", "  - {name: a, exchange: {" + cred + ", timout: 3s}}\n", []string{`unknown key "exchange.timout"`}},
+		// Two entries on one exchange and key are one account: both would
+		// send every order (issue 30, item 3). The key is never printed.
+		{"one account twice", "  - {name: a, exchange: {" + cred + "}}\n  - {name: b, exchange: {base_url: \"HTTP://127.0.0.1:1/\", " + cred + "}}\n",
+			[]string{`account "b" is account "a": the same exchange (HTTP://127.0.0.1:1/) and API key (fingerprint `, "send each order twice"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -109,7 +109,7 @@ func TestHATelegramOnePoller(t *testing.T) {
 	accounts := []string{"acc1", "acc2"}
 	var accts strings.Builder
 	for _, a := range accounts {
-		k, s := credFiles(t, h.dir, a)
+		k, s := ownCredFiles(t, h.dir, a)
 		fmt.Fprintf(&accts, "  - name: %s\n    exchange: {api_key_file: %s, api_secret_file: %s}\n", a, k, s)
 	}
 	body := fmt.Sprintf("exchange:\n  base_url: http://127.0.0.1:1\nengine:\n  interval: %s\n  listen: 127.0.0.1:0\nha:\n  etcd:\n    endpoints: [%s]\n  lease_ttl: %s\n  prefix: /rg-test/\n"+

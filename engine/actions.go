@@ -103,8 +103,8 @@ func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport,
 				d.hooks.accountSettled(now, due.Acct, setAt)
 			}
 		}
-		if errors.Is(due.Err, errBackingOff) || errors.Is(due.Err, control.ErrPaused) || errors.Is(due.Err, errInFlight) || errors.Is(due.Err, ErrStandby) {
-			continue // said by heldBack and symbolOutcome
+		if errors.Is(due.Err, errBackingOff) || errors.Is(due.Err, control.ErrPaused) || errors.Is(due.Err, errInFlight) || errors.Is(due.Err, ErrStandby) || errors.Is(due.Err, act.ErrHeld) {
+			continue // said by heldBack, symbolOutcome or the kind that held it
 		}
 		if due.Err != nil {
 			d.log.Warn("actions failed; retried next tick", "rule", due.Rule.Name, "symbol", sym, "err", due.Err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
@@ -23,14 +24,54 @@ import (
 // settings call: the settings call then moves the margin of a smaller
 // position. An order is not idempotent: a second one is a second loss.
 //
-// It keeps one state of its own: after a reduce-only order the exchange
-// read back a larger position (what such an order can never do), it is
-// stopped until the daemon restarts (ErrReduceGrew, ErrReduceStopped).
+// It keeps two states of its own, written on the goroutine that collects
+// the calls (the tick's): after a reduce-only order the exchange read back
+// a larger position or the other side (what such an order can never do),
+// it is stopped until the daemon restarts (ErrReduceGrew,
+// ErrReduceStopped); and an order whose outcome is unknown (its answer was
+// lost, or the read-back did not list the position) holds its symbol's
+// orders until a read of the account settles it (ErrUnknownOutcome):
+// an order is never sent again because its answer did not come.
 type reducePosition struct {
-	// stopped is why no more orders go out; nil while they may (set on
-	// the goroutine that collects the calls, the tick's).
+	// stopped is why no more orders go out; nil while they may.
 	stopped error
+	// open are the orders whose outcome is unknown, by symbol.
+	open map[string]*openOrder
 }
+
+// openOrder is an order whose outcome is unknown: what the position was
+// when it went out, and what it asked.
+type openOrder struct {
+	id        string // the intent's id: symbol and the time it was decided
+	at        time.Time
+	direction string
+	before    decimal.Decimal
+	qty       decimal.Decimal
+	rules     []string
+}
+
+// settleAfter is how long after an order of unknown outcome a read that
+// still shows the position unchanged settles it as not filled. The order
+// is immediate-or-cancel: it fills at once or never; a read this much
+// later has the fill if there was one.
+const settleAfter = 5 * time.Second
+
+// ErrUnknownOutcome is the error of an order whose outcome is unknown:
+// its answer did not come (a timeout, a closed connection, a 5xx) and the
+// account read back does not show it either way. It is never sent again;
+// the symbol's orders wait until a read settles it (ErrHeld).
+var ErrUnknownOutcome error = &held{"outcome unknown"}
+
+// ErrHeld marks the error of a call held back until what came before it
+// is settled: it starts no cooldown, counts as no failure and is said by
+// its kind.
+var ErrHeld = errors.New("held")
+
+// held is an error that is ErrHeld and says only its own text.
+type held struct{ text string }
+
+func (h *held) Error() string        { return h.text }
+func (h *held) Is(target error) bool { return target == ErrHeld }
 
 // ErrReduceGrew is the error of a reduce-only order after which the
 // exchange read back a larger position: what a reduce-only order can never
@@ -87,8 +128,41 @@ type ReduceStep struct {
 	err    error
 	before decimal.Decimal // the position's quantity when decided
 	// Read back by the call (on the executor's goroutine; read once the
-	// call has ended): the position after, nil when it is gone.
-	after *exchange.Position
+	// call has ended): the position after, nil when it is gone or not
+	// listed; unknown: the outcome could not be told.
+	after   *exchange.Position
+	unknown bool
+}
+
+// readBackTimeout bounds the read of the account after an order.
+const readBackTimeout = 5 * time.Second
+
+// unknownOutcome reports whether an order's error leaves its outcome
+// unknown: anything but an answer of the exchange that refused it (an
+// envelope's error, a status under 500) or a check before it was sent.
+// A timeout, a closed connection, an answer that could not be read or a
+// 5xx may come after the exchange acted.
+func unknownOutcome(err error) bool {
+	var ae *exchange.APIError
+	if errors.As(err, &ae) {
+		return ae.Status >= 500
+	}
+	var rl *exchange.RateLimitError
+	if errors.As(err, &rl) || errors.Is(err, exchange.ErrNotReduceOnly) || errors.Is(err, ErrWouldGrow) {
+		return false
+	}
+	return true
+}
+
+// listedEmpty reports whether ps lists the position of key as empty (a
+// close the exchange says), as opposed to not listing it.
+func listedEmpty(ps []exchange.Position, key market.Key) bool {
+	for i := range ps {
+		if ps[i].Empty && ps[i].ID == key.ID {
+			return true
+		}
+	}
+	return false
 }
 
 // Order sends the reduce order after the cancel, before the settings.
@@ -115,6 +189,11 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 		return nil, err
 	}
 	placer, canPlace := h.Exchange().(OrderPlacer)
+	if o := c.kind.open[sym]; o != nil && c.kind.stopped == nil {
+		if wait, err := c.kind.settle(ctx, h, o, pos, now); wait != "" {
+			return skip("skipped_held", wait, err)
+		}
+	}
 	switch {
 	case c.kind.stopped != nil:
 		return skip("skipped_stopped", fmt.Sprintf("stopped until restart: %v", c.kind.stopped), fmt.Errorf("%w: %w", ErrReduceStopped, c.kind.stopped))
@@ -143,27 +222,66 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 		if err := CheckReduces(&posCopy, o); err != nil {
 			return nil, err
 		}
-		got, err := placer.PlaceOrder(ctx, sym, o)
-		if err != nil {
-			return nil, err
+		got, sendErr := placer.PlaceOrder(ctx, sym, o)
+		if sendErr != nil && !unknownOutcome(sendErr) {
+			return nil, sendErr // refused: nothing was done
 		}
-		raw, _ := json.Marshal(got)
-		ps, err := h.Positions(ctx)
+		var raw json.RawMessage
+		if got != nil {
+			raw, _ = json.Marshal(got)
+		}
+		// The account is read back whatever the answer: it, not the
+		// answer, says what the order did. A lost answer's context may be
+		// spent; the read has its own.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+		ps, err := h.Positions(rctx)
+		cancel()
 		var partial *exchange.PartialError
 		if err != nil && !errors.As(err, &partial) {
+			if sendErr != nil {
+				c.unknown = true
+				return nil, fmt.Errorf("%w: %v; reading the position back failed too (%v): the account is read again before any other order on %s", ErrUnknownOutcome, sendErr, err, sym)
+			}
 			return raw, fmt.Errorf("order %d sent (%s filled %s); reading the position back failed: %w", got.ID, got.Status, got.FilledQuantity, err)
 		}
+		other := false
 		for i := range ps {
+			if ps[i].SymbolID != posCopy.SymbolID || ps[i].Empty {
+				continue
+			}
 			if market.KeyOf(&ps[i]) == key {
 				p := ps[i]
 				c.after = &p
+			} else if ps[i].Direction != posCopy.Direction {
+				other = true
 			}
 		}
+		switch {
+		case c.after == nil && other:
+			// A reduce-only order never turns a position over.
+			return raw, fmt.Errorf("%w: %s %s %s turned to the other side after a reduce-only %s of %s", ErrReduceGrew, sym, posCopy.Direction, c.before, o.Side, qty)
+		case c.after == nil && !listedEmpty(ps, key):
+			// Missing from one answer is unknown, not closed.
+			c.unknown = true
+			why := "the read-back did not list the position"
+			if sendErr != nil {
+				why = fmt.Sprintf("%v, and %s", sendErr, why)
+			}
+			return raw, fmt.Errorf("%w: %s: the account is read again before any other order on %s", ErrUnknownOutcome, why, sym)
+		}
 		left := decimal.Zero
-		if c.after != nil && !c.after.Empty {
+		if c.after != nil {
 			left = c.after.Quantity
 		}
+		if sendErr != nil && !left.LessThan(c.before) && !left.GreaterThan(c.before) {
+			c.unknown = true
+			return raw, fmt.Errorf("%w: %v; the position read back is unchanged (%s): settled by the reads of the next %s", ErrUnknownOutcome, sendErr, left, settleAfter)
+		}
 		actual := fmt.Sprintf("quantity %s → %s read back", c.before, left)
+		if sendErr != nil {
+			actual = fmt.Sprintf("answer lost (%v); %s: the order filled", sendErr, actual)
+			c.p.Base.Reason = joinNonEmpty(c.p.Base.Reason, "the answer was lost; settled by the read-back: "+actual)
+		}
 		if d.Pred != nil {
 			actual += fmt.Sprintf(" (%s predicted)", d.Pred.QuantityAfter)
 			base.Prediction.ActualQuantity = &left
@@ -202,8 +320,16 @@ func (c *ReduceStep) Done(ctx context.Context, h Host, pl *Plan) error {
 	c.err = h.Finish(c.p)
 	sym := pl.Sym.Name
 	at := c.p.Base.Time
-	h.Outcome(ctx, sym, c.err)
 	name := string(rules.ReducePosition)
+	if c.unknown && errors.Is(c.err, ErrUnknownOutcome) {
+		if c.kind.open == nil {
+			c.kind.open = map[string]*openOrder{}
+		}
+		o := c.dec.Order
+		c.kind.open[sym] = &openOrder{id: intentID(sym, at), at: at, direction: pl.Pos.Direction, before: c.before, qty: o.Quantity, rules: Dedupe(c.Rules)}
+		return c.err // said by the call's error phase; no backoff: nothing is known to have failed
+	}
+	h.Outcome(ctx, sym, c.err)
 	if errors.Is(c.err, ErrReduceGrew) && c.kind.stopped == nil {
 		c.kind.stopped = c.err
 		names := Dedupe(c.Rules)
@@ -225,6 +351,54 @@ func (c *ReduceStep) Done(ctx context.Context, h Host, pl *Plan) error {
 	}
 	h.Moved(at, pred.Next) // later calls of the tick see the fill
 	return c.err
+}
+
+// intentID names an order's intent: its symbol and when it was decided.
+func intentID(symbol string, at time.Time) string {
+	return fmt.Sprintf("%s@%s", symbol, at.UTC().Format("20060102T150405.000Z"))
+}
+
+// settle looks at an order of unknown outcome o on the position as this
+// tick read it (pos, at now). It returns "" once the order is settled as
+// not filled (the plan may decide anew), or why the symbol's orders wait,
+// with the error its rules hear: held while still unknown, refused (the
+// cooldown starts) once the read shows the fill, and a growth or a turn to
+// the other side stops the kind.
+func (k *reducePosition) settle(ctx context.Context, h Host, o *openOrder, pos *exchange.Position, now time.Time) (string, error) {
+	sym := symbolOf(o.id)
+	name := string(rules.ReducePosition)
+	say := func(level slog.Level, text string) {
+		h.Emit(ctx, journal.Event{Level: level, Msg: text, Attrs: []any{"action", name, "symbol", sym, "rule", strings.Join(o.rules, ",")},
+			Audit: &journal.Record{Time: now, Type: "action", Phase: "settled", Action: name, Symbol: sym, Rules: o.rules, Reason: text}})
+	}
+	switch {
+	case pos.Direction != o.direction || pos.Quantity.GreaterThan(o.before):
+		delete(k.open, sym)
+		k.stopped = fmt.Errorf("%w: %s %s %s → %s %s after order %s (its answer was lost)", ErrReduceGrew, sym, o.direction, o.before, pos.Direction, pos.Quantity, o.id)
+		text := fmt.Sprintf("CRITICAL: %v; %s is stopped: no reduce order goes out until riskguard restarts", k.stopped, name)
+		h.Emit(ctx, journal.Event{Level: slog.LevelError, Msg: text, Attrs: []any{"action", name, "symbol", sym, "err", k.stopped},
+			Audit: &journal.Record{Time: now, Type: "stopped", Action: name, Symbol: sym, Rules: o.rules, Reason: text},
+			Note:  &notify.Message{Time: now, Kind: notify.KindActionFailed, Severity: "critical", Symbol: sym, Action: name, Rule: strings.Join(o.rules, ","), Text: text},
+			Count: func(m *journal.Metrics) { m.Action(name, "stopped") }})
+		return "", nil // the stop is said; the caller skips as stopped
+	case pos.Quantity.LessThan(o.before):
+		delete(k.open, sym)
+		text := fmt.Sprintf("order %s (%s %s, answer lost) filled: quantity %s → %s read back; the rules wait for their cooldown before another", o.id, name, o.qty, o.before, pos.Quantity)
+		say(slog.LevelWarn, text)
+		return text, &refusal{text}
+	case now.Sub(o.at) >= settleAfter:
+		delete(k.open, sym)
+		say(slog.LevelWarn, fmt.Sprintf("order %s (%s %s, answer lost) did not fill: quantity still %s %s after; the rules decide afresh", o.id, name, o.qty, pos.Quantity, now.Sub(o.at).Round(time.Millisecond)))
+		return "", nil
+	}
+	text := fmt.Sprintf("waits: order %s (%s %s) has an unknown outcome (its answer was lost); the account read at %s still shows %s, settled by the reads of the next %s", o.id, name, o.qty, now.UTC().Format(time.RFC3339), pos.Quantity, settleAfter-now.Sub(o.at))
+	return text, fmt.Errorf("%w: %s", ErrHeld, text)
+}
+
+// symbolOf is the symbol of an intent's id.
+func symbolOf(id string) string {
+	s, _, _ := strings.Cut(id, "@")
+	return s
 }
 
 func joinNonEmpty(a, b string) string {

@@ -113,6 +113,48 @@ func TestCutOffLeaderStopsBeforeTakeover(t *testing.T) {
 	}
 }
 
+// A session whose keep-alive the client closed while the lease still holds
+// on etcd (as when etcd changes its own leader): the leader stops acting at
+// once and steps down only the margin (a third of the lease) later, as a
+// hand-over does, so that the other process cannot act while a call that
+// passed the check may still land. Before, the seats resigned and the lease
+// was revoked at once, and the other process led 5 ms later (issue 30,
+// item 7).
+func TestSessionEndStepsDownAfterTheMargin(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	na, sa, _ := node(t, c, "a")
+	nb, sb, _ := node(t, c, "b")
+	l, o := leaderOf(t, sa, sb)
+	ln := na
+	if l == sb {
+		ln = nb
+	}
+	ended := time.Now()
+	if !ha.EndSession(ln) {
+		t.Fatal("the leader holds no session")
+	}
+	var stopped, elected time.Time
+	waitFor(t, "the other process elected", 10*time.Second, func() bool {
+		now := time.Now()
+		if ok, _ := l.MayAct(now); !ok && stopped.IsZero() {
+			stopped = now
+		}
+		if o.Term() != 0 {
+			elected = now
+			return true
+		}
+		return false
+	})
+	t.Logf("session ended at 0; old leader stopped acting at %s; new leader elected at %s", stopped.Sub(ended).Round(time.Millisecond), elected.Sub(ended).Round(time.Millisecond))
+	if stopped.IsZero() || stopped.Sub(ended) > 200*time.Millisecond {
+		t.Fatalf("the old leader stopped acting %s after its session ended", stopped.Sub(ended))
+	}
+	if gap, margin := elected.Sub(stopped), ttl/3; gap < margin-50*time.Millisecond {
+		t.Errorf("the new leader was elected %s after the old one stopped acting, under the margin of %s", gap, margin)
+	}
+}
+
 // The write is fenced in etcd itself: a leader whose key was deleted under
 // it (it still holds its lease) cannot write once another has won, and it
 // steps down.

@@ -67,6 +67,8 @@ type Node struct {
 	// least ttl after lastAck.
 	lastAck time.Time
 	leased  bool // a lease is held (lastAck is of it)
+	// sess is the current lease's session (tests end it: EndSession).
+	sess *concurrency.Session
 	etcdUp  bool
 	// downSaid: the etcd-unreachable event was sent for this outage.
 	downSaid bool
@@ -216,16 +218,27 @@ func (n *Node) newSession(ctx context.Context) (*concurrency.Session, error) {
 func (n *Node) hold(ctx context.Context, sess *concurrency.Session) {
 	lctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	n.mu.Lock()
+	n.sess = sess
+	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
-		n.leased = false
+		n.leased, n.sess = false, nil
 		n.mu.Unlock()
+		// Acting stopped now: MayAct answers false. A call that passed the
+		// check just before is bounded by the margin, as at a hand-over:
+		// the seats resign and the lease is revoked only after it, so that
+		// no other process acts while that call may still land (a session
+		// whose keep-alive the client closed while the lease still holds
+		// on etcd would otherwise hand the account over at once). A
+		// process stopping (ctx done) sends no more calls: no wait.
+		if ctx.Err() == nil {
+			wait(ctx, n.margin)
+		}
 		cancel()
 		wg.Wait() // every seat stepped down (and resigned when it could)
 		sess.Orphan()
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-		n.cli.Revoke(rctx, sess.Lease()) //nolint:errcheck // a lease etcd cannot revoke now expires on its own
-		rcancel()
+		n.revoke(ctx, sess.Lease())
 	}()
 	me, _ := json.Marshal(n.me)
 	pctx, pcancel := context.WithTimeout(lctx, n.margin)
@@ -253,6 +266,34 @@ func (n *Node) hold(ctx context.Context, sess *concurrency.Session) {
 		}()
 	}
 	n.renew(lctx, sess)
+}
+
+// revoke ends a lease given up on, with the leader keys attached to it,
+// trying again until etcd answers or three TTLs passed: a lease left alive
+// (etcd extends every lease when its own leader changes) would hold the
+// elections on a process that no longer acts, and its accounts would have
+// no guard. A process stopping (ctx done) tries once.
+func (n *Node) revoke(ctx context.Context, lease clientv3.LeaseID) {
+	deadline := time.Now().Add(3 * n.ttl)
+	for said := false; ; said = true {
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := n.cli.Revoke(rctx, lease)
+		rcancel()
+		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			if said {
+				n.log.Info("ha: revoked the lease given up on", "lease", int64(lease))
+			}
+			return
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			n.log.Warn("ha: could not revoke the lease given up on; it expires on etcd's side", "lease", int64(lease), "err", err)
+			return
+		}
+		if !said {
+			n.log.Warn("ha: could not revoke the lease given up on; trying again until etcd answers", "lease", int64(lease), "err", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // renew renews the lease every sixth of its TTL, measuring each renewal

@@ -68,8 +68,8 @@ type Node struct {
 	lastAck time.Time
 	leased  bool // a lease is held (lastAck is of it)
 	// sess is the current lease's session (tests end it: EndSession).
-	sess *concurrency.Session
-	etcdUp  bool
+	sess   *concurrency.Session
+	etcdUp bool
 	// downSaid: the etcd-unreachable event was sent for this outage.
 	downSaid bool
 	members  []Member

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/notify"
@@ -157,7 +157,7 @@ func TestDeployMetricNamesExtraction(t *testing.T) {
 func describedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &describeRecorder{names: map[string]bool{}}
-	if _, err := engine.NewMetrics(rec); err != nil {
+	if _, err := journal.NewMetrics(rec); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ha.NewMetrics(rec); err != nil {
@@ -392,7 +392,7 @@ func TestDeployMetricsAreExported(t *testing.T) {
 		}
 	}
 	rec := &describeRecorder{names: map[string]bool{}}
-	engine.NewMetrics(rec)
+	journal.NewMetrics(rec)
 	for n := range rec.names {
 		if !slices.ContainsFunc(slices.Collect(maps.Keys(used)), func(u string) bool { return u == n || strings.HasPrefix(u, n+"_") }) {
 			t.Errorf("the engine's %s is on no dashboard panel or alert", n)

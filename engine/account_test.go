@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/exchange/sim"
@@ -243,7 +245,7 @@ func TestAccountEquityWithoutCrossIsNoData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Transitions) != 1 || rep.Transitions[0].To != engine.NoData || !strings.Contains(rep.Transitions[0].Reason, "free balance cannot be inferred") {
+	if len(rep.Transitions) != 1 || rep.Transitions[0].To != alert.NoData || !strings.Contains(rep.Transitions[0].Reason, "free balance cannot be inferred") {
 		t.Errorf("transitions %+v, want one to nodata saying why", rep.Transitions)
 	}
 	if got := mutatedSymbols(ex); len(got) != 0 {
@@ -272,14 +274,14 @@ func TestAccountWithAnUnreadablePositionIsNoData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]engine.TransitionEvent{}
+	got := map[string]journal.TransitionEvent{}
 	for _, tr := range rep.Transitions {
 		got[tr.Rule] = tr
 	}
-	if tr := got["pool"]; tr.To != engine.NoData || !strings.Contains(tr.Reason, "a position could not be read") {
+	if tr := got["pool"]; tr.To != alert.NoData || !strings.Contains(tr.Reason, "a position could not be read") {
 		t.Errorf("account rule: %+v, want no data saying a position could not be read", tr)
 	}
-	if tr := got["xbtc"]; tr.To != engine.Firing {
+	if tr := got["xbtc"]; tr.To != alert.Firing {
 		t.Errorf("XBTC's own rule: %+v, want firing", tr)
 	}
 }

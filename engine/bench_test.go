@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -142,7 +143,7 @@ func BenchmarkTickWindowed(b *testing.B) {
 	for _, r := range e.Active() {
 		// timeToLiquidation has no data on positions whose distance
 		// does not shrink; nothing fires.
-		if r.State == Firing || r.State == Pending {
+		if r.State == alert.Firing || r.State == alert.Pending {
 			b.Fatalf("a rule is %s on %s: %+v", r.State, r.Symbol, r)
 		}
 	}

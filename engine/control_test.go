@@ -37,7 +37,7 @@ func FuzzControlTimesKeepStateWritable(f *testing.F) {
 	path := filepath.Join(f.TempDir(), "state.json")
 	fx := newFake()
 	e, err := New(Config{StateFile: path}, &rules.Set{Rules: []*rules.Rule{rule(f, overMax)}},
-		Deps{Reader: fx, Actuator: fx, Notifier: new(recorder), Audit: NewAudit(io.Discard)})
+		Deps{Reader: fx, Actuator: fx, Notifier: new(recorder), Audit: journal.NewAudit(io.Discard)})
 	if err != nil {
 		f.Fatal(err)
 	}

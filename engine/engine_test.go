@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -54,7 +57,7 @@ func newHarnessWith(t *testing.T, cfg Config, d Deps, rs ...rules.Rule) *harness
 	for _, r := range rs {
 		set.Rules = append(set.Rules, rule(t, r))
 	}
-	d.Reader, d.Actuator, d.Notifier, d.Audit = h.fx, h.fx, h.notes, NewAudit(h.audit)
+	d.Reader, d.Actuator, d.Notifier, d.Audit = h.fx, h.fx, h.notes, journal.NewAudit(h.audit)
 	e, err := New(cfg, set, d)
 	if err != nil {
 		t.Fatal(err)
@@ -73,12 +76,12 @@ func (h *harness) tick(sec int) *TickReport {
 }
 
 // auditRecords decodes the audit lines.
-func (h *harness) auditRecords() []Record {
+func (h *harness) auditRecords() []journal.Record {
 	h.t.Helper()
-	var out []Record
+	var out []journal.Record
 	sc := bufio.NewScanner(bytes.NewReader(h.audit.Bytes()))
 	for sc.Scan() {
-		var r Record
+		var r journal.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			h.t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}
@@ -87,7 +90,7 @@ func (h *harness) auditRecords() []Record {
 	return out
 }
 
-func phases(recs []Record, action string) []string {
+func phases(recs []journal.Record, action string) []string {
 	var out []string
 	for _, r := range recs {
 		if r.Type == "action" && r.Action == action {
@@ -120,7 +123,7 @@ func TestLeverageAboveMaxIsLowered(t *testing.T) {
 	if settings, _ := h.fx.calls(); len(settings) != 1 {
 		t.Errorf("settings calls after resolve = %d, want 1", len(settings))
 	}
-	if len(rep.Transitions) != 1 || rep.Transitions[0].To != Inactive {
+	if len(rep.Transitions) != 1 || rep.Transitions[0].To != alert.Inactive {
 		t.Errorf("transitions = %+v, want one resolve", rep.Transitions)
 	}
 	notes := h.notes.all()
@@ -152,7 +155,7 @@ func TestMergedActionsOneSettingsCall(t *testing.T) {
 		t.Errorf("cancels = %v, want 1 (cooldown)", cancels)
 	}
 	recs := h.auditRecords()
-	var merged *Record
+	var merged *journal.Record
 	for i := range recs {
 		if recs[i].Type == "action" && recs[i].Phase == "result" && recs[i].Action == "lower_leverage+set_isolated" {
 			merged = &recs[i]
@@ -258,14 +261,14 @@ func TestIndexOutageTakesNoAction(t *testing.T) {
 	h := newHarness(t, Config{}, overMax, nearLiq)
 	h.fx.idxErr = errDown
 	rep, err := h.e.Tick(context.Background(), at(0))
-	if !errors.Is(err, ErrIncomplete) || !errors.Is(err, errDown) {
+	if !errors.Is(err, market.ErrIncomplete) || !errors.Is(err, errDown) {
 		t.Fatalf("err = %v, want ErrIncomplete wrapping the read error", err)
 	}
 	if settings, cancels := h.fx.calls(); len(settings)+len(cancels) != 0 {
 		t.Fatalf("acted without index prices: %v %v", settings, cancels)
 	}
 	for _, tr := range rep.Transitions {
-		if tr.To != NoData {
+		if tr.To != alert.NoData {
 			t.Errorf("transition %+v, want nodata only", tr)
 		}
 	}
@@ -296,7 +299,7 @@ func TestPositionsOutage(t *testing.T) {
 	h := newHarness(t, Config{}, overMax)
 	h.fx.posErr = errDown
 	rep, err := h.e.Tick(context.Background(), at(0))
-	if !errors.Is(err, ErrIncomplete) {
+	if !errors.Is(err, market.ErrIncomplete) {
 		t.Fatalf("err = %v", err)
 	}
 	if len(rep.Transitions) != 0 || rep.Positions != 0 {
@@ -412,12 +415,12 @@ func TestStaleIndexIsNoData(t *testing.T) {
 	h.tick(0)
 	h.tick(4)
 	rep := h.tick(8)
-	if len(rep.Transitions) != 1 || rep.Transitions[0].To != NoData || !strings.Contains(rep.Transitions[0].Reason, "unchanged") {
+	if len(rep.Transitions) != 1 || rep.Transitions[0].To != alert.NoData || !strings.Contains(rep.Transitions[0].Reason, "unchanged") {
 		t.Fatalf("transitions = %+v, want nodata for a stale index", rep.Transitions)
 	}
 	h.fx.setIndex("ETH", "3001")
 	rep = h.tick(10)
-	if len(rep.Transitions) != 1 || rep.Transitions[0].To != Inactive {
+	if len(rep.Transitions) != 1 || rep.Transitions[0].To != alert.Inactive {
 		t.Fatalf("transitions = %+v, want back to inactive", rep.Transitions)
 	}
 }

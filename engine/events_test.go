@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -56,7 +58,7 @@ func TestPositionClosedTransitionEverywhere(t *testing.T) {
 	audit := new(bytes.Buffer)
 	r := rules.Rule{Name: "any-long", When: `position.side > 0`}
 	e, err := New(Config{}, &rules.Set{Rules: []*rules.Rule{rule(t, r)}}, Deps{Reader: fx, Actuator: fx, Notifier: notes,
-		Audit: NewAudit(audit), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Audit: journal.NewAudit(audit), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func TestPositionClosedTransitionEverywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Transitions) != 1 || rep.Transitions[0].Reason != "position closed" || rep.Transitions[0].To != Inactive {
+	if len(rep.Transitions) != 1 || rep.Transitions[0].Reason != "position closed" || rep.Transitions[0].To != alert.Inactive {
 		t.Errorf("report: %+v", rep.Transitions)
 	}
 	if !strings.Contains(audit.String(), `"type":"transition","rule":"any-long","symbol":"XBTC","position":"1_1","from":"firing","to":"inactive","reason":"position closed"`) {
@@ -113,7 +115,7 @@ func TestAuditFailureNotifiedOnce(t *testing.T) {
 	fx := newFake()
 	notes := new(recorder)
 	w := &failingWriter{broken: true}
-	e, err := New(Config{}, &rules.Set{Rules: []*rules.Rule{rule(t, overMax), rule(t, nearLiq)}}, Deps{Reader: fx, Actuator: fx, Notifier: notes, Audit: NewAudit(w)})
+	e, err := New(Config{}, &rules.Set{Rules: []*rules.Rule{rule(t, overMax), rule(t, nearLiq)}}, Deps{Reader: fx, Actuator: fx, Notifier: notes, Audit: journal.NewAudit(w)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestAuditFailureNotifiedOnce(t *testing.T) {
 	// in order, before the third's.
 	var phases []string
 	for line := range strings.SplitSeq(strings.TrimSpace(w.String()), "\n") {
-		var r Record
+		var r journal.Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("audit line %q: %v", line, err)
 		}

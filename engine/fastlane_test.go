@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -25,7 +28,7 @@ func TestFastLaneCause(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		hot  []ActiveRule
+		hot  []alert.Alert
 		near nearest
 		want string
 	}{
@@ -34,11 +37,11 @@ func TestFastLaneCause(t *testing.T) {
 		{"near liquidation", on, nil, near, "XBTC 3.1% from liquidation"},
 		{"at the threshold is calm", on, nil, nearest{symbol: "XBTC", distance: 0.05, ok: true}, ""},
 		{"past liquidation", on, nil, nearest{symbol: "XETH", distance: -0.01, ok: true}, "XETH -1.0% from liquidation"},
-		{"pending", on, []ActiveRule{{Symbol: "XSOL", Rule: "r", State: Pending}}, far, "rule r pending on XSOL"},
-		{"firing", on, []ActiveRule{{Symbol: "XSOL", Rule: "r", State: Firing}}, far, "rule r firing on XSOL"},
-		{"a rule state beats the distance", on, []ActiveRule{{Symbol: "XSOL", Rule: "r", State: Firing}}, near, "rule r firing on XSOL"},
-		{"no data is not danger", on, []ActiveRule{{Symbol: "XSOL", Rule: "r", State: NoData}}, far, ""},
-		{"off", off, []ActiveRule{{Symbol: "XSOL", Rule: "r", State: Firing}}, near, ""},
+		{"pending", on, []alert.Alert{{Symbol: "XSOL", Rule: "r", State: alert.Pending}}, far, "rule r pending on XSOL"},
+		{"firing", on, []alert.Alert{{Symbol: "XSOL", Rule: "r", State: alert.Firing}}, far, "rule r firing on XSOL"},
+		{"a rule state beats the distance", on, []alert.Alert{{Symbol: "XSOL", Rule: "r", State: alert.Firing}}, near, "rule r firing on XSOL"},
+		{"no data is not danger", on, []alert.Alert{{Symbol: "XSOL", Rule: "r", State: alert.NoData}}, far, ""},
+		{"off", off, []alert.Alert{{Symbol: "XSOL", Rule: "r", State: alert.Firing}}, near, ""},
 		{"not faster than the interval", slower, nil, near, ""},
 	}
 	for _, tt := range tests {
@@ -62,7 +65,7 @@ func TestNextIntervalFollowsTheTicks(t *testing.T) {
 	r.When = "position.symbol == 'XETH' && indexPrice > 3100"
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := journal.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +98,7 @@ func TestNextIntervalFollowsTheTicks(t *testing.T) {
 	for i, s := range steps {
 		s.do()
 		_, err := h.e.Tick(context.Background(), at(2*i))
-		if err != nil && !errors.Is(err, ErrIncomplete) {
+		if err != nil && !errors.Is(err, market.ErrIncomplete) {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		if got := h.e.NextInterval(); got != s.want {

@@ -10,21 +10,22 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 )
 
-func readAudit(t *testing.T, path string) []engine.Record {
+func readAudit(t *testing.T, path string) []journal.Record {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []engine.Record
+	var out []journal.Record
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r engine.Record
+		var r journal.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			if strings.HasPrefix(sc.Text(), `{"time":"2026-03-01T12:00:01Z","type":"act`) && !strings.HasSuffix(sc.Text(), "}") {
 				continue // the torn line, left on a line of its own
@@ -44,7 +45,7 @@ func TestStartRecordsInterruptedActions(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	tick := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	lines := []engine.Record{
+	lines := []journal.Record{
 		{Time: tick, Type: "action", Action: "cancel_orders", Symbol: "XBTC", Phase: "intended"},
 		{Time: tick, Type: "action", Action: "cancel_orders", Symbol: "XBTC", Phase: "sent"},
 		{Time: tick, Type: "action", Action: "cancel_orders", Symbol: "XBTC", Phase: "result"},
@@ -78,7 +79,7 @@ func TestStartRecordsInterruptedActions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var got []engine.Record
+	var got []journal.Record
 	for _, r := range readAudit(t, path) {
 		if r.Phase == "interrupted" {
 			got = append(got, r)

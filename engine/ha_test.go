@@ -13,6 +13,7 @@ import (
 
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
@@ -106,7 +107,7 @@ func haEngineWith(t *testing.T, cfg engine.Config, lead engine.Leadership, share
 		t.Fatal(err)
 	}
 	audit := new(bytes.Buffer)
-	e, err := engine.New(cfg, set, engine.Deps{Reader: client, Actuator: client, Leadership: lead, Shared: shared, Host: "h1", Audit: engine.NewAudit(audit)})
+	e, err := engine.New(cfg, set, engine.Deps{Reader: client, Actuator: client, Leadership: lead, Shared: shared, Host: "h1", Audit: journal.NewAudit(audit)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,11 +125,11 @@ func settingsCalls(ex *sim.Exchange) int {
 	return n
 }
 
-func auditRecords(t *testing.T, b *bytes.Buffer) []engine.Record {
+func auditRecords(t *testing.T, b *bytes.Buffer) []journal.Record {
 	t.Helper()
-	var out []engine.Record
+	var out []journal.Record
 	for _, line := range bytes.Split(b.Bytes(), []byte("\n")) {
-		var r engine.Record
+		var r journal.Record
 		if json.Unmarshal(line, &r) == nil {
 			out = append(out, r)
 		}
@@ -180,7 +181,7 @@ func TestLeadershipStandbyAndTakeover(t *testing.T) {
 	if n := settingsCalls(ex); n != 1 {
 		t.Fatalf("the takeover's first tick sent %d settings calls, want 1", n)
 	}
-	var result *engine.Record
+	var result *journal.Record
 	for _, r := range auditRecords(t, audit) {
 		if r.Phase == "result" {
 			result = &r

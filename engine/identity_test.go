@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
@@ -80,12 +81,12 @@ func TestHedgeModePositionsKeepApartStates(t *testing.T) {
 	rep := h.tick(2)
 	var fired bool
 	for _, tr := range rep.Transitions {
-		fired = fired || (tr.Rule == "short-side" && tr.To == Firing)
+		fired = fired || (tr.Rule == "short-side" && tr.To == alert.Firing)
 	}
 	if !fired {
 		t.Errorf("the short did not fire beside the long of the same id: %+v", rep.Transitions)
 	}
 	if h.e.book.Get(market.Key{ID: "1_1", Dir: "SHORT"}) == nil {
-		t.Errorf("no state for the short: %v", h.e.book.Alerts(h.e.names, func(State) bool { return true }))
+		t.Errorf("no state for the short: %v", h.e.book.Alerts(h.e.names, func(alert.State) bool { return true }))
 	}
 }

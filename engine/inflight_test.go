@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -52,7 +53,7 @@ func TestCallInFlightHoldsOnlyItsSymbol(t *testing.T) {
 	g := &gatedActuator{fakeExchange: fx, release: make(chan struct{}), started: make(chan string, 4)}
 	set := &rules.Set{Rules: []*rules.Rule{rule(t, overMax)}}
 	var audit strings.Builder
-	e, err := New(Config{Interval: 2 * time.Second, ActionTimeout: time.Minute}, set, Deps{Reader: fx, Actuator: g, Audit: NewAudit(&auditWriter{b: &audit})})
+	e, err := New(Config{Interval: 2 * time.Second, ActionTimeout: time.Minute}, set, Deps{Reader: fx, Actuator: g, Audit: journal.NewAudit(&auditWriter{b: &audit})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestCallInFlightHoldsOnlyItsSymbol(t *testing.T) {
 	if took := time.Since(start); took >= time.Second {
 		t.Errorf("the tick took %s: it waited for XBTC's hung call, not only for its own", took)
 	}
-	var xeth *ActionEvent
+	var xeth *journal.ActionEvent
 	for i, a := range rep.Actions {
 		if a.Symbol == "XBTC" {
 			t.Errorf("XBTC acted on again while its call is in flight: %+v", a)

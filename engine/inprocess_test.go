@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -22,7 +24,7 @@ type inProcess struct {
 	order []string
 }
 
-var _ InProcessReader = (*inProcess)(nil)
+var _ market.InProcessReader = (*inProcess)(nil)
 
 func (p *inProcess) InProcess() bool { return true }
 
@@ -54,7 +56,7 @@ func TestInProcessReaderSameTicks(t *testing.T) {
 	}
 	run := func(t *testing.T, wrap bool) (outcome, *inProcess) {
 		fx := newFake()
-		var reader Reader = fx
+		var reader market.Reader = fx
 		var ip *inProcess
 		if wrap {
 			ip = &inProcess{fakeExchange: fx}
@@ -62,7 +64,7 @@ func TestInProcessReaderSameTicks(t *testing.T) {
 		}
 		set := &rules.Set{Rules: []*rules.Rule{rule(t, overMax), rule(t, nearLiq), rule(t, veryNearLiq)}}
 		audit := new(bytes.Buffer)
-		e, err := New(Config{}, set, Deps{Reader: reader, Actuator: fx, Audit: NewAudit(audit)})
+		e, err := New(Config{}, set, Deps{Reader: reader, Actuator: fx, Audit: journal.NewAudit(audit)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +81,7 @@ func TestInProcessReaderSameTicks(t *testing.T) {
 			step()
 			rep, err := e.Tick(context.Background(), at(10*i))
 			out.reports = append(out.reports, fmt.Sprintf("err %v incomplete %v: %d positions, %d evaluations, %+v, %+v",
-				err, errors.Is(err, ErrIncomplete), rep.Positions, rep.Evaluations, rep.Transitions, rep.Actions))
+				err, errors.Is(err, market.ErrIncomplete), rep.Positions, rep.Evaluations, rep.Transitions, rep.Actions))
 		}
 		out.audit = audit.String()
 		return out, ip

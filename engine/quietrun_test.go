@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
@@ -89,7 +90,7 @@ func TestQuietRunsMatchTheGeneralPath(t *testing.T) {
 			t.Fatalf("tick %d: quiet runs %d evaluations, transitions\n%v\ngeneral path %d,\n%v", tick, a.Evaluations, a.Transitions, b.Evaluations, b.Transitions)
 		}
 		for _, tr := range a.Transitions {
-			if tr.To == Firing {
+			if tr.To == alert.Firing {
 				fired++
 			}
 		}
@@ -103,10 +104,10 @@ func TestQuietRunsMatchTheGeneralPath(t *testing.T) {
 }
 
 // ruleStates are the engine's rule states by position.
-func ruleStates(e *Engine) map[string][]RuleState {
-	out := map[string][]RuleState{}
+func ruleStates(e *Engine) map[string][]alert.RuleState {
+	out := map[string][]alert.RuleState{}
 	for key, ps := range e.book.All() {
-		out[key.String()] = append([]RuleState(nil), ps.Rules...)
+		out[key.String()] = append([]alert.RuleState(nil), ps.Rules...)
 	}
 	return out
 }
@@ -133,7 +134,7 @@ func TestKnownInactiveFollowsMovedStates(t *testing.T) {
 		n := 0
 		for _, ps := range e.book.All() {
 			for _, st := range ps.Rules {
-				if st.State == Firing {
+				if st.State == alert.Firing {
 					n++
 				}
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
@@ -50,15 +51,15 @@ func (w *flakyWriter) heal() {
 }
 
 // records parses what the writer was given: whole records, one a line.
-func (w *flakyWriter) records(t *testing.T) []engine.Record {
+func (w *flakyWriter) records(t *testing.T) []journal.Record {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []engine.Record
+	var out []journal.Record
 	sc := bufio.NewScanner(bytes.NewReader(w.buf.Bytes()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r engine.Record
+		var r journal.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("audit line %q is not one record: %v", sc.Text(), err)
 		}
@@ -124,7 +125,7 @@ func TestConcurrentControlReloadAndTicks(t *testing.T) {
 	far, _ := ex.IndexPrice("ETH")
 
 	w := &flakyWriter{failing: true}
-	audit := engine.NewAudit(w)
+	audit := journal.NewAudit(w)
 	n := &notes{}
 	local := ex.Local()
 	set, err := raceRules("0.05")

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
@@ -16,11 +18,11 @@ import (
 // Compile-time checks that the client, and the simulated exchange's
 // in-process client, are what the engine reads and actuates.
 var (
-	_ engine.Reader          = (*exchange.Client)(nil)
+	_ market.Reader          = (*exchange.Client)(nil)
 	_ engine.Actuator        = (*exchange.Client)(nil)
-	_ engine.Reader          = sim.Local{}
+	_ market.Reader          = sim.Local{}
 	_ engine.Actuator        = sim.Local{}
-	_ engine.InProcessReader = sim.Local{}
+	_ market.InProcessReader = sim.Local{}
 )
 
 // simEngine runs the engine through the real client against the simulated
@@ -37,7 +39,7 @@ func simEngine(t testing.TB, rs ...*rules.Rule) (*engine.Engine, *sim.Exchange) 
 
 // simEngineWith runs the engine with set and notifier n (nil: none)
 // through the real client against a simulated exchange over HTTP.
-func simEngineWith(t testing.TB, set *rules.Set, n engine.Notifier) (*engine.Engine, *sim.Exchange) {
+func simEngineWith(t testing.TB, set *rules.Set, n journal.Notifier) (*engine.Engine, *sim.Exchange) {
 	t.Helper()
 	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
 	if err != nil {

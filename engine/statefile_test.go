@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -27,7 +29,7 @@ func TestCorruptStateFileMovedAside(t *testing.T) {
 	}
 	fx, notes, audit := newFake(), new(recorder), new(bytes.Buffer)
 	e, err := New(Config{StateFile: path}, &rules.Set{Rules: []*rules.Rule{rule(t, overMax)}},
-		Deps{Reader: fx, Actuator: fx, Notifier: notes, Audit: NewAudit(audit), Now: func() time.Time { return t0 }})
+		Deps{Reader: fx, Actuator: fx, Notifier: notes, Audit: journal.NewAudit(audit), Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatalf("New with a corrupt state file: %v", err)
 	}
@@ -63,14 +65,14 @@ func TestStateFromTheFutureClamped(t *testing.T) {
 	day := t0.Add(24 * time.Hour)
 	r := rule(t, overMax)
 	s := &savedState{Version: stateFileVersion, SavedAt: day, Breaker: act.Breaker{OpenUntil: day, Sent: []time.Time{day}},
-		Rules: map[string]savedRule{r.Name: {Fingerprint: r.Fingerprint(), Positions: map[string]RuleState{
-			"1_1": {State: Firing, ActiveAt: day, FiredAt: day, LastTrueAt: day, LastActionAt: day}}}}}
+		Rules: map[string]savedRule{r.Name: {Fingerprint: r.Fingerprint(), Positions: map[string]alert.RuleState{
+			"1_1": {State: alert.Firing, ActiveAt: day, FiredAt: day, LastTrueAt: day, LastActionAt: day}}}}}
 	if err := saveState(path, s); err != nil {
 		t.Fatal(err)
 	}
 	fx, notes, audit := newFake(), new(recorder), new(bytes.Buffer)
 	e, err := New(Config{StateFile: path, BreakerReset: 5 * time.Minute}, &rules.Set{Rules: []*rules.Rule{r}},
-		Deps{Reader: fx, Actuator: fx, Notifier: notes, Audit: NewAudit(audit), Now: func() time.Time { return t0 }})
+		Deps{Reader: fx, Actuator: fx, Notifier: notes, Audit: journal.NewAudit(audit), Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
@@ -68,7 +70,7 @@ func TestWindowWarmedFromIndexHistory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var reader engine.Reader = client
+		var reader market.Reader = client
 		if !warm {
 			reader = noHistory{client}
 		}
@@ -80,9 +82,9 @@ func TestWindowWarmedFromIndexHistory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := engine.Firing
+		want := alert.Firing
 		if !warm {
-			want = engine.NoData
+			want = alert.NoData
 		}
 		if len(rep.Transitions) != 1 || rep.Transitions[0].To != want {
 			t.Errorf("warm %t: transitions %+v, want one to %s", warm, rep.Transitions, want)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 )
 
 // hostile is text from the exchange or the config that tries to be HTML.
@@ -28,9 +29,9 @@ func TestStatusPageLayoutInChromium(t *testing.T) {
 	st.Positions = append(st.Positions, engine.PositionStatus{Symbol: hostile, ID: "1_104", Side: "LONG", MarginMode: "isolated",
 		Rules: []engine.RuleStatus{{Rule: hostile, State: "nodata"}}})
 	st.Actions = append(st.Actions,
-		engine.RecentAction{Time: t0.Add(-2 * time.Hour), Symbol: "XSOL", Action: "cancel_orders", Rules: []string{"near-liquidation"},
+		journal.RecentAction{Time: t0.Add(-2 * time.Hour), Symbol: "XSOL", Action: "cancel_orders", Rules: []string{"near-liquidation"},
 			Outcome: "error", Error: "status 500: " + hostile, Restored: true},
-		engine.RecentAction{Time: t0.Add(-3 * time.Hour), Symbol: "XSOL", Action: "notify", Rules: []string{"near-liquidation"}, Outcome: "sent", Restored: true})
+		journal.RecentAction{Time: t0.Add(-3 * time.Hour), Symbol: "XSOL", Action: "notify", Rules: []string{"near-liquidation"}, Outcome: "sent", Restored: true})
 	e.guard.status = st
 	hs := httptest.NewServer(e.srv)
 	defer hs.Close()

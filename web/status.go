@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/alert"
 )
 
 // statusPage is the status page: one self-contained file (no external
@@ -108,7 +109,7 @@ func (s *Server) statusRoutes() {
 			sum := AccountSummary{Name: a.Name, Healthy: healthy, LastSuccess: a.Guard.LastSuccess(), Paused: len(st.Pauses) > 0, DryRun: st.DryRun}
 			for _, p := range st.Positions {
 				for _, rs := range p.Rules {
-					if rs.State == engine.Firing.String() {
+					if rs.State == alert.Firing.String() {
 						sum.Firing++
 					}
 				}

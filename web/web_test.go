@@ -11,6 +11,7 @@ import (
 
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/web"
 	"github.com/shopspring/decimal"
 )
@@ -39,7 +40,7 @@ func (g *fakeGuard) Status(now time.Time) *engine.Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.status == nil {
-		return &engine.Status{Time: now, Positions: []engine.PositionStatus{}, Actions: []engine.RecentAction{},
+		return &engine.Status{Time: now, Positions: []engine.PositionStatus{}, Actions: []journal.RecentAction{},
 			Silences: []control.Silence{}, Pauses: []control.Pause{}, InFlight: []engine.CallInFlight{}}
 	}
 	return g.status
@@ -220,7 +221,7 @@ func demoStatus(now time.Time) *engine.Status {
 				Margin: dec("6080"), Index: dec("149.85"), LiquidationPrice: dec("136.4"), Distance: dist(0.0897),
 				Rules: []engine.RuleStatus{{Rule: "watch-xeth", State: "inactive"}, {Rule: "over-max-leverage", State: "inactive"}}},
 		},
-		Actions: []engine.RecentAction{
+		Actions: []journal.RecentAction{
 			{Time: now.Add(-39 * time.Second), Symbol: "XETH", Action: "notify", Rules: []string{"watch-xeth"}, Outcome: "sent"},
 			{Time: now.Add(-40 * time.Second), Symbol: "XSOL", Action: "lower_leverage", Rules: []string{"over-max-leverage"}, Outcome: "sent",
 				From: 15, To: 10, Effect: "liquidation 144.907 → 136.4", Actual: "liquidation 136.4"},

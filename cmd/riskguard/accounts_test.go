@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/riskguard/riskguard/web"
@@ -160,14 +160,14 @@ func TestAccountsOneProcessGuardsSeveral(t *testing.T) {
 		}
 		return false
 	})
-	auditOf := func(name string) []engine.Record {
+	auditOf := func(name string) []journal.Record {
 		data, err := os.ReadFile(filepath.Join(a.dir, "audit."+name+".jsonl"))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			t.Fatal(err)
 		}
-		var out []engine.Record
+		var out []journal.Record
 		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			var r engine.Record
+			var r journal.Record
 			if json.Unmarshal([]byte(line), &r) == nil && r.Type != "" {
 				out = append(out, r)
 			}

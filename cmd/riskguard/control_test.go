@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 )
 
 const testToken = "s3cret-control-token"
@@ -83,8 +83,8 @@ func waitHealthy(t *testing.T, addr string) {
 	})
 }
 
-func (g *guardEnv) records(match func(engine.Record) bool) []engine.Record {
-	var out []engine.Record
+func (g *guardEnv) records(match func(journal.Record) bool) []journal.Record {
+	var out []journal.Record
 	for _, r := range g.auditLines() {
 		if match(r) {
 			out = append(out, r)
@@ -104,8 +104,8 @@ func TestControlPauseHoldsActionsUntilResumed(t *testing.T) {
 		t.Fatalf("pause: exit %d\n%s%s", code, out, errOut)
 	}
 	g.putNearLiquidation("XBTC", "BTC", 0.03)
-	pausedOn := func() []engine.Record {
-		return g.records(func(r engine.Record) bool { return r.Type == "action" && r.Phase == "paused" && r.Symbol == "XBTC" })
+	pausedOn := func() []journal.Record {
+		return g.records(func(r journal.Record) bool { return r.Type == "action" && r.Phase == "paused" && r.Symbol == "XBTC" })
 	}
 	waitFor(t, "a paused action on XBTC", 10*time.Second, func() bool { return len(pausedOn()) >= 2 })
 	if calls := g.mutating(); len(calls) != 0 {
@@ -117,7 +117,7 @@ func TestControlPauseHoldsActionsUntilResumed(t *testing.T) {
 	if !strings.Contains(logs.String(), "would cancel_orders XBTC, paused") {
 		t.Errorf("no 'would …, paused' log line:\n%s", logs.String())
 	}
-	if got := g.records(func(r engine.Record) bool { return r.Type == "pause" && r.To == "paused" && r.By == "alice@desk" }); len(got) != 1 {
+	if got := g.records(func(r journal.Record) bool { return r.Type == "pause" && r.To == "paused" && r.By == "alice@desk" }); len(got) != 1 {
 		t.Errorf("pause audit records by alice@desk = %d, want 1", len(got))
 	}
 	_, metrics := api(t, addr, "GET", "/metrics", "", nil)
@@ -148,7 +148,7 @@ func TestControlPauseHoldsActionsUntilResumed(t *testing.T) {
 		t.Fatalf("resume: exit %d\n%s%s", code, out, errOut)
 	}
 	waitFor(t, "the actions after resume", 10*time.Second, func() bool { return len(g.mutatingOn("XBTC")) >= 1 })
-	if got := g.records(func(r engine.Record) bool { return r.Type == "pause" && r.To == "resumed" && r.By == "bob@desk" }); len(got) != 1 {
+	if got := g.records(func(r journal.Record) bool { return r.Type == "pause" && r.To == "resumed" && r.By == "bob@desk" }); len(got) != 1 {
 		t.Errorf("resume audit records by bob@desk = %d, want 1", len(got))
 	}
 	if err := stop(); err != nil {
@@ -174,10 +174,10 @@ func TestControlPauseOfOneRuleForADuration(t *testing.T) {
 	waitFor(t, "XSOL acted on", 10*time.Second, func() bool { return len(g.mutatingOn("XSOL")) > 0 })
 	g.putNearLiquidation("XBTC", "BTC", 0.03)
 	waitFor(t, "the pause to end by itself and XBTC acted on", 15*time.Second, func() bool { return len(g.mutatingOn("XBTC")) > 0 })
-	if got := g.records(func(r engine.Record) bool { return r.Type == "action" && r.Phase == "paused" && r.Symbol == "XBTC" }); len(got) == 0 {
+	if got := g.records(func(r journal.Record) bool { return r.Type == "action" && r.Phase == "paused" && r.Symbol == "XBTC" }); len(got) == 0 {
 		t.Error("no paused record on XBTC before the pause ended")
 	}
-	if got := g.records(func(r engine.Record) bool { return r.Type == "pause" && r.To == "resumed" }); len(got) != 1 {
+	if got := g.records(func(r journal.Record) bool { return r.Type == "pause" && r.To == "resumed" }); len(got) != 1 {
 		t.Errorf("pause end records = %d, want 1", len(got))
 	}
 }
@@ -221,8 +221,8 @@ func TestControlSilenceMutesUntilItEnds(t *testing.T) {
 	}
 	id := strings.Fields(out)[1]
 	g.putNearLiquidation("XBTC", "BTC", 0.03)
-	firing := func() []engine.Record {
-		return g.records(func(r engine.Record) bool {
+	firing := func() []journal.Record {
+		return g.records(func(r journal.Record) bool {
 			return r.Type == "action" && r.Action == "notify" && r.Symbol == "XBTC"
 		})
 	}
@@ -245,7 +245,7 @@ func TestControlSilenceMutesUntilItEnds(t *testing.T) {
 		t.Fatalf("silence expire: %s%s", out, errOut)
 	}
 	waitFor(t, "the rule's notification after the silence", 10*time.Second, func() bool { return len(ruleMessages(hook, "xbtc-near")) > 0 })
-	if got := g.records(func(r engine.Record) bool { return r.Type == "silence" && r.To == "expired" && r.By == "erin@desk" }); len(got) != 1 {
+	if got := g.records(func(r journal.Record) bool { return r.Type == "silence" && r.To == "expired" && r.By == "erin@desk" }); len(got) != 1 {
 		t.Errorf("silence expiry records by erin@desk = %d, want 1", len(got))
 	}
 }
@@ -272,7 +272,7 @@ func TestControlAckEndsWhenResolved(t *testing.T) {
 	}
 	n := len(ruleMessages(hook, "xbtc-near"))
 	notified := func() int {
-		return len(g.records(func(r engine.Record) bool { return r.Type == "action" && r.Action == "notify" && r.Symbol == "XBTC" }))
+		return len(g.records(func(r journal.Record) bool { return r.Type == "action" && r.Action == "notify" && r.Symbol == "XBTC" }))
 	}
 	m := notified()
 	waitFor(t, "two more notify actions", 10*time.Second, func() bool { return notified() >= m+3 })
@@ -283,7 +283,7 @@ func TestControlAckEndsWhenResolved(t *testing.T) {
 	waitFor(t, "the resolved message", 10*time.Second, func() bool {
 		return slices.ContainsFunc(ruleMessages(hook, "xbtc-near"), func(b string) bool { return strings.Contains(b, `"kind":"resolved"`) })
 	})
-	if got := g.records(func(r engine.Record) bool {
+	if got := g.records(func(r journal.Record) bool {
 		return r.Type == "silence" && r.To == "expired" && strings.Contains(r.Reason, "the alert resolved")
 	}); len(got) != 1 {
 		t.Errorf("ack end records = %d, want 1", len(got))

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
@@ -149,8 +149,8 @@ func TestControlPauseHoldsEveryCallNotYetSent(t *testing.T) {
 		t.Errorf("the answer names calls still on their way (%v): %s", err, a.body)
 	}
 
-	paused := func() []engine.Record {
-		return g.records(func(r engine.Record) bool { return r.Type == "action" && r.Phase == "paused" && r.Symbol == "XSOL" })
+	paused := func() []journal.Record {
+		return g.records(func(r journal.Record) bool { return r.Type == "action" && r.Phase == "paused" && r.Symbol == "XSOL" })
 	}
 	waitFor(t, "the held calls audited paused", 10*time.Second, func() bool { return len(paused()) >= 2 })
 	first := paused()[0]
@@ -219,7 +219,7 @@ func TestControlRefusesUnknownNames(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &pauses); err != nil || len(pauses) != 1 || pauses[0].Symbol != "XNEW" {
 		t.Errorf("pauses in force = %s (%v), want only the allowed one of XNEW", body, err)
 	}
-	if g.records(func(r engine.Record) bool { return r.Type == "pause" && r.Rule == "near-liquidaton" }) != nil {
+	if g.records(func(r journal.Record) bool { return r.Type == "pause" && r.Rule == "near-liquidaton" }) != nil {
 		t.Error("a refused pause was audited")
 	}
 
@@ -229,7 +229,7 @@ func TestControlRefusesUnknownNames(t *testing.T) {
 	}
 	g.putNearLiquidation("XBTC", "BTC", 0.03)
 	waitFor(t, "XBTC's actions held", 10*time.Second, func() bool {
-		return len(g.records(func(r engine.Record) bool {
+		return len(g.records(func(r journal.Record) bool {
 			return r.Phase == "paused" && r.Symbol == "XBTC" && strings.Contains(r.Reason, "bob@desk")
 		})) > 0
 	})
@@ -258,7 +258,7 @@ func TestTelegramSilenceNamesResolved(t *testing.T) {
 	waitFor(t, "the did-you-mean", 10*time.Second, func() bool { return len(bot.sent("100", "did you mean near-liquidation?")) > 0 })
 	bot.say(100, "/silence xeth 30m")
 	waitFor(t, "the silence", 10*time.Second, func() bool { return len(bot.sent("100", "Silenced symbol XETH until")) > 0 })
-	if got := g.records(func(r engine.Record) bool { return r.Type == "silence" && r.Symbol == "XETH" }); len(got) != 1 {
+	if got := g.records(func(r journal.Record) bool { return r.Type == "silence" && r.Symbol == "XETH" }); len(got) != 1 {
 		t.Errorf("silence records of XETH = %d, want 1", len(got))
 	}
 }
@@ -291,14 +291,14 @@ func TestControlFuturePauseFromTheStateFileHolds(t *testing.T) {
 	}
 	g.putNearLiquidation("XBTC", "BTC", 0.03)
 	waitFor(t, "XBTC's actions held by the restored pause", 10*time.Second, func() bool {
-		return len(g.records(func(r engine.Record) bool {
+		return len(g.records(func(r journal.Record) bool {
 			return r.Phase == "paused" && r.Symbol == "XBTC" && strings.Contains(r.Reason, "feedc0de")
 		})) >= 2
 	})
 	if calls := g.mutating(); len(calls) != 0 {
 		t.Errorf("the pause listed as in force let through %+v", calls)
 	}
-	if got := g.records(func(r engine.Record) bool {
+	if got := g.records(func(r journal.Record) bool {
 		return r.Type == "state" && strings.Contains(r.Reason, "times after now") && strings.Contains(r.Reason, "clamped to now")
 	}); len(got) != 1 {
 		t.Errorf("no audit record of the clamped times")

@@ -19,6 +19,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
@@ -253,7 +254,7 @@ func printVerdict(w io.Writer, start time.Time, with, without *sim.Exchange, dry
 type demoSummary struct {
 	ticks, transitions int
 	actions            map[string]int
-	active             func() []engine.ActiveRule
+	active             func() []alert.Alert
 }
 
 func (s *demoSummary) add(rep *engine.TickReport) {
@@ -286,7 +287,7 @@ const demoWidth = 100
 // printTick draws one tick without mixing before and after: the positions
 // as the tick read them with the rule states it left, the actions it took,
 // and the acted-on positions as the exchange shows them afterwards.
-func printTick(w io.Writer, n int, elapsed time.Duration, rep *engine.TickReport, indexNames map[string]string, ex *sim.Exchange, active func() []engine.ActiveRule) {
+func printTick(w io.Writer, n int, elapsed time.Duration, rep *engine.TickReport, indexNames map[string]string, ex *sim.Exchange, active func() []alert.Alert) {
 	title := fmt.Sprintf("── tick %d, t+%s ", n, elapsed.Round(time.Second))
 	fmt.Fprintf(w, "\n%s%s\n", title, strings.Repeat("─", max(0, 72-len([]rune(title)))))
 	if rep.Snapshot == nil {
@@ -376,7 +377,7 @@ func printPositions(w io.Writer, positions []exchange.Position, indexes map[stri
 
 // printRules lists the rules that are not inactive, a symbol a line,
 // wrapped to demoWidth.
-func printRules(w io.Writer, active []engine.ActiveRule) {
+func printRules(w io.Writer, active []alert.Alert) {
 	if len(active) == 0 {
 		fmt.Fprintln(w, "rules: all inactive")
 		return

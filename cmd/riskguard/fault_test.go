@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/shopspring/decimal"
 )
@@ -247,7 +247,7 @@ func (d *daemon) stop(t *testing.T) int {
 }
 
 // auditLines reads the audit log, ignoring a last line still being written.
-func (g *guardEnv) auditLines() []engine.Record {
+func (g *guardEnv) auditLines() []journal.Record {
 	g.t.Helper()
 	data, err := os.ReadFile(filepath.Join(g.dir, "audit.jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -256,11 +256,11 @@ func (g *guardEnv) auditLines() []engine.Record {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	var out []engine.Record
+	var out []journal.Record
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r engine.Record
+		var r journal.Record
 		if json.Unmarshal(sc.Bytes(), &r) == nil {
 			out = append(out, r)
 		}

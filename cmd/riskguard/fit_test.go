@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
@@ -155,7 +156,7 @@ func TestCutNearLiquidationGoesOutWhenTheAccountGains(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, stderr)
 		}
 	}
-	var res *engine.Record
+	var res *journal.Record
 	for _, r := range g.audit() {
 		if r.Type == "action" && r.Symbol == "XETH" && r.Phase == "result" {
 			res = &r

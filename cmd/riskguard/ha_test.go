@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/ha"
@@ -205,11 +205,11 @@ func (p *haProc) kill() {
 	<-p.exited
 }
 
-func (p *haProc) audit() []engine.Record {
+func (p *haProc) audit() []journal.Record {
 	data, _ := os.ReadFile(filepath.Join(p.dir, "audit.jsonl"))
-	var out []engine.Record
+	var out []journal.Record
 	for _, line := range bytes.Split(data, []byte("\n")) {
-		var r engine.Record
+		var r journal.Record
 		if json.Unmarshal(line, &r) == nil {
 			out = append(out, r)
 		}
@@ -548,7 +548,7 @@ func TestHAEtcdUnavailable(t *testing.T) {
 	if !strings.Contains(a.logs.String(), "etcd unreachable") {
 		t.Errorf("no log line says etcd is unreachable:\n%s", a.logs.String())
 	}
-	if !slices.ContainsFunc(a.audit(), func(r engine.Record) bool { return r.Phase == "standby" && r.Time.After(down) }) {
+	if !slices.ContainsFunc(a.audit(), func(r journal.Record) bool { return r.Phase == "standby" && r.Time.After(down) }) {
 		t.Error("the held call is not audited as standby")
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
@@ -328,14 +328,14 @@ func TestRunAuditOnFullDisk(t *testing.T) {
 	if err := os.Remove(filepath.Join(disk, "filler")); err != nil {
 		t.Fatal(err)
 	}
-	records := func(path string) []engine.Record {
+	records := func(path string) []journal.Record {
 		data, err := os.ReadFile(path)
 		if err != nil || len(data) == 0 {
 			return nil
 		}
-		var out []engine.Record
+		var out []journal.Record
 		for line := range strings.SplitSeq(strings.TrimSuffix(string(data), "\n"), "\n") {
-			var r engine.Record
+			var r journal.Record
 			if err := json.Unmarshal([]byte(line), &r); err != nil {
 				t.Fatalf("audit line %q is not one record: %v", line, err)
 			}

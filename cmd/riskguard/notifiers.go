@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/notify"
 )
 
@@ -18,7 +18,7 @@ type notifiers struct {
 	reg prometheus.Registerer // the dispatcher's collector is registered here; nil for none
 
 	mu sync.RWMutex
-	n  engine.Notifier
+	n  journal.Notifier
 	d  *notify.Dispatcher // nil without channels
 }
 

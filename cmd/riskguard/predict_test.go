@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/shopspring/decimal"
 )
 
@@ -28,8 +28,8 @@ func isolateXBTC(extra string) string {
 }
 
 // settingsRecords returns the audit records of set_isolated actions.
-func (g *guardEnv) isolateRecords() []engine.Record {
-	var out []engine.Record
+func (g *guardEnv) isolateRecords() []journal.Record {
+	var out []journal.Record
 	for _, r := range g.audit() {
 		if r.Type == "action" && r.Action == "set_isolated" {
 			out = append(out, r)

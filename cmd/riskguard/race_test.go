@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/shopspring/decimal"
 )
 
@@ -153,7 +153,7 @@ func TestRunConcurrentControlReloadAndTicks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for line := range strings.SplitSeq(strings.TrimSuffix(string(data), "\n"), "\n") {
-		var r engine.Record
+		var r journal.Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("audit line %q is not one record: %v", line, err)
 		}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/shopspring/decimal"
@@ -58,8 +58,8 @@ const reduceXBTCRule = `
 func reduceRule(cooldown string) string { return strings.Replace(reduceXBTCRule, "%s", cooldown, 1) }
 
 // reduceRecords are the audit log's reduce_position records.
-func (g *guardEnv) reduceRecords() []engine.Record {
-	var out []engine.Record
+func (g *guardEnv) reduceRecords() []journal.Record {
+	var out []journal.Record
 	for _, r := range g.auditLines() {
 		if r.Action == "reduce_position" {
 			out = append(out, r)
@@ -108,7 +108,7 @@ func TestRunReducesPositionNearLiquidation(t *testing.T) {
 		body.Flags != exchange.ReduceOnly|exchange.ImmediateOrCancel || !body.Quantity.Equal(decimal.RequireFromString("0.4")) {
 		t.Errorf("order body %s (%v)", orderBody, err)
 	}
-	var result *engine.Record
+	var result *journal.Record
 	for _, r := range g.reduceRecords() {
 		if r.Phase == "result" {
 			result = &r

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/notify"
@@ -104,7 +105,7 @@ func newClient(cfg *config, logger *slog.Logger, extra ...exchange.Option) (*exc
 
 // newNotifier builds what the engine notifies through: the dispatcher of
 // the notify section's channels, or the log when there is none.
-func newNotifier(cfg *config, logger *slog.Logger, reg prometheus.Registerer) (engine.Notifier, *notify.Dispatcher, error) {
+func newNotifier(cfg *config, logger *slog.Logger, reg prometheus.Registerer) (journal.Notifier, *notify.Dispatcher, error) {
 	if cfg.Notify == nil {
 		return newLogNotifier(logger), nil, nil
 	}
@@ -147,7 +148,7 @@ func newAccountGuard(cfg, acct *config, sh *shared, logger *slog.Logger, dryRun 
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"account": acct.Name}, reg)
 		logger = logger.With("account", acct.Name)
 	}
-	metrics, err := engine.NewMetrics(reg)
+	metrics, err := journal.NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/shopspring/decimal"
@@ -27,7 +29,7 @@ import (
 
 // Compile-time checks that the client is what the engine reads and actuates.
 var (
-	_ engine.Reader   = (*exchange.Client)(nil)
+	_ market.Reader   = (*exchange.Client)(nil)
 	_ engine.Actuator = (*exchange.Client)(nil)
 )
 
@@ -150,17 +152,17 @@ func (g *guardEnv) position(sym string) exchange.Position {
 	return p
 }
 
-func (g *guardEnv) audit() []engine.Record {
+func (g *guardEnv) audit() []journal.Record {
 	g.t.Helper()
 	f, err := os.Open(filepath.Join(g.dir, "audit.jsonl"))
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	defer f.Close()
-	var out []engine.Record
+	var out []journal.Record
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r engine.Record
+		var r journal.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			g.t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
@@ -364,7 +366,7 @@ func soak(t *testing.T, ticks int, seed uint64) soakFigures {
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, engine.ErrIncomplete) {
+			if !errors.Is(err, market.ErrIncomplete) {
 				t.Fatalf("tick %d: %v", i, err)
 			}
 			fig.failedTicks++
@@ -405,7 +407,7 @@ func soak(t *testing.T, ticks int, seed uint64) soakFigures {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r engine.Record
+		var r journal.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/web"
 )
@@ -87,7 +88,7 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 		}
 		var active []string
 		for _, r := range p.Rules {
-			if r.State != engine.Inactive.String() {
+			if r.State != alert.Inactive.String() {
 				active = append(active, r.Rule+" "+r.State)
 			}
 		}

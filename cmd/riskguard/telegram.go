@@ -13,7 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
@@ -69,7 +71,7 @@ func (c telegramController) Status(context.Context) string {
 		}
 		fmt.Fprintf(&b, "\n%s %s %s %dx %s, %s", p.Symbol, p.Side, p.Size, p.Leverage, p.MarginMode, dist)
 		for _, r := range p.Rules {
-			if r.State != engine.Inactive.String() {
+			if r.State != alert.Inactive.String() {
 				fmt.Fprintf(&b, "\n  %s %s", r.Rule, r.State)
 			}
 		}
@@ -181,7 +183,7 @@ func (c telegramController) Ack(ctx context.Context, by string) (string, error) 
 	var done []string
 	via := ""
 	for _, a := range c.e.Active() {
-		if a.State != engine.Firing {
+		if a.State != alert.Firing {
 			continue
 		}
 		_, err := c.ctl.Ack(ctx, time.Now(), a.Rule, a.Symbol, by, "from Telegram", time.Time{})
@@ -214,7 +216,7 @@ type controls struct {
 	// fails that long is notified through notifier (critically, and again
 	// when it reads) and shows in failing{channel}.
 	failAfter time.Duration
-	notifier  engine.Notifier
+	notifier  journal.Notifier
 	failing   *prometheus.GaugeVec
 
 	// lead, under ha, says whether this process polls (it leads the
@@ -243,7 +245,7 @@ type controlsWant struct {
 
 // newControls builds the controls' set-up; its gauge
 // riskguard_telegram_control_failing is registered in reg.
-func newControls(failAfter time.Duration, notifier engine.Notifier, reg prometheus.Registerer) *controls {
+func newControls(failAfter time.Duration, notifier journal.Notifier, reg prometheus.Registerer) *controls {
 	cs := &controls{failAfter: failAfter, notifier: notifier, failing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "riskguard_telegram_control_failing",
 		Help: "1 while a Telegram control's getUpdates has been failing for engine.control_fail_after or longer.",

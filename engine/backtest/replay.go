@@ -11,6 +11,8 @@ import (
 
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
@@ -591,7 +593,7 @@ type lane struct {
 }
 
 type activeSpan struct {
-	state engine.State
+	state alert.State
 	since time.Time
 }
 
@@ -611,7 +613,7 @@ func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun b
 		deps.Kinds = r.opt.Kinds()
 	}
 	if audit != nil {
-		deps.Audit = engine.NewAudit(audit)
+		deps.Audit = journal.NewAudit(audit)
 	}
 	eng, err := engine.New(cfg, set, deps)
 	if err != nil {
@@ -638,7 +640,7 @@ func (l *lane) nameOf(symbolID int64) string { return l.names[symbolID] }
 func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 	l.report = rep
 	l.decisions = l.decisions[:0]
-	l.measure.acted = rep != nil && slices.ContainsFunc(rep.Actions, func(a engine.ActionEvent) bool { return a.Outcome == "sent" })
+	l.measure.acted = rep != nil && slices.ContainsFunc(rep.Actions, func(a journal.ActionEvent) bool { return a.Outcome == "sent" })
 	if rep == nil {
 		return
 	}
@@ -652,12 +654,12 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 		if a, ok := l.active[key]; ok {
 			st.add(a.state, t.Sub(a.since))
 		}
-		if tr.To == engine.Inactive {
+		if tr.To == alert.Inactive {
 			delete(l.active, key)
 		} else {
 			l.active[key] = activeSpan{state: tr.To, since: t}
 		}
-		if tr.To == engine.Firing {
+		if tr.To == alert.Firing {
 			st.Firings++
 		}
 		if l.decide {
@@ -693,7 +695,7 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 }
 
 // describeAction is an action as a decision, without its outcome.
-func describeAction(a engine.ActionEvent) string {
+func describeAction(a journal.ActionEvent) string {
 	s := fmt.Sprintf("%s %s", a.Action, a.Symbol)
 	if a.To != 0 && a.To != a.From {
 		s += fmt.Sprintf(" %d→%d", a.From, a.To)

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
@@ -126,11 +126,11 @@ type RuleStats struct {
 	Pending, Firing time.Duration
 }
 
-func (s *RuleStats) add(st engine.State, d time.Duration) {
+func (s *RuleStats) add(st alert.State, d time.Duration) {
 	switch st {
-	case engine.Pending:
+	case alert.Pending:
 		s.Pending += d
-	case engine.Firing:
+	case alert.Firing:
 		s.Firing += d
 	}
 }
@@ -202,12 +202,12 @@ func (r *replay) observeMarkers(t time.Time) {
 		if s == nil {
 			continue
 		}
-		if tr.To == engine.Firing {
+		if tr.To == alert.Firing {
 			if s.open == nil {
 				s.open = map[string]time.Time{}
 			}
 			s.open[tr.Rule] = t
-		} else if start, ok := s.open[tr.Rule]; ok && tr.From == engine.Firing {
+		} else if start, ok := s.open[tr.Rule]; ok && tr.From == alert.Firing {
 			delete(s.open, tr.Rule)
 			s.addSpan(Span{Rule: tr.Rule, Start: start, End: t})
 		}

@@ -518,10 +518,11 @@ func content(m Message) string {
 }
 
 // suppressible says whether a kind is held back by repeat_interval; what
-// the guard did, its breaker and its life are always told.
+// the guard did, its breaker and its life, and every change of a position
+// it did not make (a liquidation above all) are always told.
 func suppressible(k Kind) bool {
 	switch k {
-	case KindAction, KindActionFailed, KindBreaker, KindLifecycle, KindTest:
+	case KindAction, KindActionFailed, KindBreaker, KindLifecycle, KindTest, KindLiquidation, KindPosition:
 		return false
 	}
 	return true

@@ -26,6 +26,8 @@ const (
 	KindLifecycle    Kind = "lifecycle"     // the daemon started or stopped
 	KindAudit        Kind = "audit"         // the audit log failed to write, or writes again
 	KindControl      Kind = "control"       // the Telegram control cannot read its commands, or reads them again
+	KindLiquidation  Kind = "liquidation"   // a position was liquidated
+	KindPosition     Kind = "position"      // a position changed without the guard: closed, grown, turned over
 )
 
 // Message is one notification. Text is a one-line summary fit for a phone;

@@ -23,6 +23,8 @@ type Metrics struct {
 	breakerOpen  prometheus.Gauge
 	auditErrors  prometheus.Counter
 	mismatches   *prometheus.CounterVec
+	liquidations *prometheus.CounterVec
+	changes      *prometheus.CounterVec
 	badItems     *prometheus.GaugeVec
 	symFailures  *prometheus.GaugeVec
 	auditPending prometheus.Gauge
@@ -67,6 +69,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		badItems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "riskguard_unreadable_items", Help: "Items of the last answers that could not be decoded and were left out, by listing.",
 		}, []string{"listing"}),
+		liquidations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "riskguard_liquidations_total", Help: "Positions the guard saw liquidated (gone or emptied at or near their liquidation price), by symbol.",
+		}, []string{"symbol"}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "riskguard_position_changes_total", Help: "Changes of a position the guard did not make, by symbol and change (closed, grew, reduced, turned).",
+		}, []string{"symbol", "change"}),
 		mismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "riskguard_model_mismatch_total", Help: "Settings calls whose read-back liquidation price the margin model did not predict, per symbol.",
 		}, []string{"symbol"}),
@@ -92,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "riskguard_model_worst_error", Help: "The margin model's worst relative error against the exchange's figures at the last check.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.modelFit, m.modelError, m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.badItems, m.symFailures, m.auditPending, m.fastLane, m.silences, m.paused} {
+	for _, c := range []prometheus.Collector{m.modelFit, m.modelError, m.ticks, m.tickDuration, m.snapshotAge, m.ruleStates, m.ruleErrors, m.actions, m.requests, m.breakerOpen, m.auditErrors, m.mismatches, m.liquidations, m.changes, m.badItems, m.symFailures, m.auditPending, m.fastLane, m.silences, m.paused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -164,6 +172,22 @@ func (m *Metrics) ModelMismatch(symbol string) {
 		return
 	}
 	m.mismatches.WithLabelValues(symbol).Inc()
+}
+
+// Liquidation counts a position the guard saw liquidated.
+func (m *Metrics) Liquidation(symbol string) {
+	if m == nil {
+		return
+	}
+	m.liquidations.WithLabelValues(symbol).Inc()
+}
+
+// PositionChange counts a change of a position the guard did not make.
+func (m *Metrics) PositionChange(symbol, change string) {
+	if m == nil {
+		return
+	}
+	m.changes.WithLabelValues(symbol, change).Inc()
 }
 
 // ModelFit sets the margin model's fit, per symbol and for the account.

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/notify"
+	"github.com/shopspring/decimal"
+)
+
+// reconciler names every change of a position the guard did not make. It
+// keeps each open position's figures from one read to the next and
+// compares: a position that grew, shrank or turned to the other side
+// without an order of the guard is said with before and after; a position
+// gone (listed empty, or missing past its grace: forgetGone decides) with
+// its index at, past or near its liquidation price was liquidated, said
+// loudest; one gone far from it was closed. "Missing" is never "closed":
+// only forgetGone's verdict, after the grace, makes a position gone.
+type reconciler struct {
+	// near is how close to its liquidation price (a fraction of it) a
+	// position must have been for its disappearance to count as a
+	// liquidation (engine.liquidation_margin).
+	near decimal.Decimal
+	// ownFor is how long after an order of the guard a change of its
+	// symbol's quantity is the guard's own.
+	ownFor time.Duration
+	last   map[market.Key]*lastSeen
+	own    map[string]time.Time    // symbol → the guard's last order on it
+	turned map[market.Key]struct{} // positions that turned over: said, not closed
+	index  map[string]decimal.Decimal
+	open   map[market.Key]bool // scratch: the keys a read lists open
+}
+
+// lastSeen is a position as the last read that listed it open saw it.
+type lastSeen struct {
+	symbol, id, dir string
+	qty, liq        decimal.Decimal
+	index           decimal.Decimal // zero when the read had none
+	margin          decimal.Decimal
+	leverage        int
+	cross           bool
+	at              time.Time
+}
+
+func newReconciler(near float64, ownFor time.Duration) *reconciler {
+	return &reconciler{near: decimal.NewFromFloat(near), ownFor: ownFor,
+		last: map[market.Key]*lastSeen{}, own: map[string]time.Time{}, turned: map[market.Key]struct{}{},
+		index: map[string]decimal.Decimal{}, open: map[market.Key]bool{}}
+}
+
+// acted records the guard's own calls of a tick (its report's actions):
+// an order sent changes its symbol's quantity, which is then not said as a
+// change made by someone else.
+func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
+	for i := range actions {
+		if a := &actions[i]; a.Outcome == "sent" && !a.Quantity.IsZero() {
+			r.own[a.Symbol] = now
+		}
+	}
+}
+
+// ours reports whether a change of symbol seen at now follows an order of
+// the guard.
+func (r *reconciler) ours(symbol string, now time.Time) bool {
+	t, ok := r.own[symbol]
+	return ok && now.Sub(t) <= r.ownFor
+}
+
+// observe compares the open positions of a read (the tick's view at now)
+// with the last ones and returns what changed without the guard.
+func (r *reconciler) observe(now time.Time, v *market.View) []event {
+	var evs []event
+	clear(r.open)
+	for i := range v.Rows {
+		row := &v.Rows[i]
+		if row.Sym != nil && row.HasIndex {
+			r.index[row.Sym.Name] = row.Index
+		}
+		if row.Open && row.Sym != nil {
+			r.open[row.Key] = true
+		}
+	}
+	for i := range v.Rows {
+		row := &v.Rows[i]
+		if !row.Open || row.Sym == nil {
+			continue
+		}
+		p, sym := row.P, row.Sym.Name
+		prev := r.last[row.Key]
+		switch {
+		case prev == nil:
+			if other := r.sameID(row.Key); other != nil && !r.ours(sym, now) {
+				r.turned[market.Key{ID: other.id, Dir: other.dir}] = struct{}{}
+				evs = append(evs, r.changeEvent(now, "turned", slog.LevelError, "critical", other, p,
+					fmt.Sprintf("%s turned from %s %s to %s %s without an order of the guard: a trade by hand, another bot, or an exchange that did not keep reduce-only", sym, other.dir, other.qty, p.Direction, p.Quantity)))
+			}
+		case p.Quantity.GreaterThan(prev.qty) && !r.ours(sym, now):
+			evs = append(evs, r.changeEvent(now, "grew", slog.LevelWarn, "warning", prev, p,
+				fmt.Sprintf("%s %s grew %s → %s without an order of the guard (a trade by hand or another bot)", sym, p.Direction, prev.qty, p.Quantity)))
+		case p.Quantity.LessThan(prev.qty) && !r.ours(sym, now):
+			evs = append(evs, r.changeEvent(now, "reduced", slog.LevelInfo, "info", prev, p,
+				fmt.Sprintf("%s %s reduced %s → %s without an order of the guard", sym, p.Direction, prev.qty, p.Quantity)))
+		}
+		seen := prev
+		if seen == nil {
+			seen = &lastSeen{}
+			r.last[row.Key] = seen
+		}
+		*seen = lastSeen{symbol: sym, id: p.ID, dir: p.Direction, qty: p.Quantity, liq: p.LiquidationPrice, margin: p.Margin,
+			leverage: p.Leverage, cross: p.Cross, at: now}
+		if row.HasIndex {
+			seen.index = row.Index
+		}
+	}
+	return evs
+}
+
+// sameID is the last figures of the position with key's id on the other
+// side that this read no longer lists open (a one-way position turned
+// over; a hedge-mode long and short are both listed), nil when none.
+func (r *reconciler) sameID(key market.Key) *lastSeen {
+	for k, s := range r.last {
+		if k.ID == key.ID && k.Dir != key.Dir && !r.open[k] {
+			if _, said := r.turned[k]; !said {
+				return s
+			}
+		}
+	}
+	return nil
+}
+
+// gone classifies a position forgetGone dropped at now: listed empty, or
+// missing past its grace (why says which). It returns the reason its rules
+// resolve with and the event that says it; "" and no event for a position
+// it never saw open.
+func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []event) {
+	prev := r.last[key]
+	delete(r.last, key)
+	if _, ok := r.turned[key]; ok {
+		delete(r.turned, key)
+		return "position turned to the other side", nil
+	}
+	if prev == nil {
+		return "", nil
+	}
+	at := r.index[prev.symbol]
+	if !at.IsPositive() {
+		at = prev.index
+	}
+	if r.liquidated(prev, at) || r.liquidated(prev, prev.index) {
+		return "position liquidated", []event{r.liquidationEvent(now, prev, at, why)}
+	}
+	if r.ours(prev.symbol, now) {
+		return "position closed by the guard's order", nil
+	}
+	text := fmt.Sprintf("%s %s %s closed without an order of the guard (%s)%s", prev.symbol, prev.dir, prev.qty, why, distanceText(prev, at))
+	return "position closed", []event{r.changeEvent(now, "closed", slog.LevelInfo, "info", prev, nil, text)}
+}
+
+// liquidated reports whether an index at index put prev at, past or within
+// near of its liquidation price.
+func (r *reconciler) liquidated(prev *lastSeen, index decimal.Decimal) bool {
+	if !prev.liq.IsPositive() || !index.IsPositive() {
+		return false
+	}
+	band := prev.liq.Mul(r.near)
+	switch prev.dir {
+	case exchange.Long:
+		return index.LessThanOrEqual(prev.liq.Add(band))
+	case exchange.Short:
+		return index.GreaterThanOrEqual(prev.liq.Sub(band))
+	}
+	return false
+}
+
+// distanceText says how far from its liquidation price prev was at index.
+func distanceText(prev *lastSeen, index decimal.Decimal) string {
+	if !prev.liq.IsPositive() || !index.IsPositive() {
+		return ""
+	}
+	d := index.Sub(prev.liq).Div(index).Abs().Shift(2).StringFixed(2)
+	return fmt.Sprintf(", index %s, %s%% from its liquidation price %s", index, d, prev.liq)
+}
+
+// liquidationEvent is a position liquidated: critical everywhere, with the
+// last figures the guard read and what it lost.
+func (r *reconciler) liquidationEvent(now time.Time, prev *lastSeen, index decimal.Decimal, why string) event {
+	mode := "isolated: the loss is its margin"
+	if prev.cross {
+		mode = "cross: the loss is its margin and what the shared pool covered"
+	}
+	text := fmt.Sprintf("LIQUIDATED: %s %s %s at %dx (%s; its liquidation price %s, index %s); at the last read (%s) its margin was %s (%s)",
+		prev.symbol, prev.dir, prev.qty, prev.leverage, why, prev.liq, index, prev.at.UTC().Format(time.RFC3339), prev.margin.Round(2), mode)
+	qty := prev.qty
+	cross := prev.cross
+	rec := &journal.Record{Time: now, Type: "liquidated", Symbol: prev.symbol, Position: prev.id, Quantity: &qty, Leverage: prev.leverage,
+		Cross: &cross, Reason: text}
+	return event{Level: slog.LevelError, Msg: text, Attrs: []any{"symbol", prev.symbol, "position", prev.id, "liquidationPrice", prev.liq.String(), "index", index.String()},
+		Audit: rec,
+		Note:  &notify.Message{Time: now, Kind: notify.KindLiquidation, Severity: "critical", Symbol: prev.symbol, Text: text},
+		Count: func(m *Metrics) { m.Liquidation(prev.symbol) }}
+}
+
+// changeEvent is a change of a position the guard did not make: audited
+// (type position, or closed), logged, counted and notified at severity.
+func (r *reconciler) changeEvent(now time.Time, change string, level slog.Level, severity string, prev *lastSeen, p *exchange.Position, text string) event {
+	typ := "position"
+	if change == "closed" {
+		typ = "closed"
+	}
+	rec := &journal.Record{Time: now, Type: typ, To: change, Symbol: prev.symbol, Position: prev.id, Reason: text}
+	if p != nil {
+		q := p.Quantity
+		rec.Quantity = &q
+	}
+	symbol := prev.symbol
+	return event{Level: level, Msg: text, Attrs: []any{"symbol", symbol, "change", change},
+		Audit: rec,
+		Note:  &notify.Message{Time: now, Kind: notify.KindPosition, Severity: severity, Symbol: symbol, Text: text},
+		Count: func(m *Metrics) { m.PositionChange(symbol, change) }}
+}

@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// row is an open position of symbol XSOL (id 1_103) for a view.
+func reconRow(dir, qty, liq, index string) market.Row {
+	p := &exchange.Position{ID: "1_103", SymbolID: 103, Direction: dir, Quantity: decimal.RequireFromString(qty),
+		LiquidationPrice: decimal.RequireFromString(liq), Margin: decimal.NewFromInt(4000), Leverage: 15, Cross: false}
+	return market.Row{P: p, Key: market.KeyOf(p), Open: true, Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: 103, Name: "XSOL"}},
+		Index: decimal.RequireFromString(index), HasIndex: true}
+}
+
+func emptyRow(index string) market.Row {
+	p := &exchange.Position{ID: "1_103", SymbolID: 103, Direction: exchange.Long, Empty: true}
+	return market.Row{P: p, Key: market.KeyOf(p), Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: 103, Name: "XSOL"}},
+		Index: decimal.RequireFromString(index), HasIndex: true}
+}
+
+func TestReconcilerNamesWhatTheGuardDidNotDo(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	view := func(rows ...market.Row) *market.View { return &market.View{Rows: rows} }
+	long := market.Key{ID: "1_103", Dir: exchange.Long}
+	cases := []struct {
+		name  string
+		steps func(r *reconciler) []event
+		want  []string // audit types and a text each must contain, in order: "type: text"
+	}{
+		{"liquidated: gone with the index past its liquidation price", func(r *reconciler) []event {
+			evs := r.observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "145.2")))
+			evs = append(evs, r.observe(at(2), view(emptyRow("144.5")))...)
+			_, g := r.gone(at(2), long, "listed empty")
+			return append(evs, g...)
+		}, []string{"liquidated: LIQUIDATED: XSOL LONG 400 at 15x (listed empty; its liquidation price 144.907, index 144.5)"}},
+		{"liquidated: missing past the grace, last seen within 1% of it", func(r *reconciler) []event {
+			evs := r.observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "146.0")))
+			_, g := r.gone(at(8), long, "not listed for 8s")
+			return append(evs, g...)
+		}, []string{"liquidated: LIQUIDATED: XSOL LONG 400"}},
+		{"closed far from liquidation", func(r *reconciler) []event {
+			r.observe(at(0), view(reconRow(exchange.Long, "400", "100", "150")))
+			r.observe(at(2), view(emptyRow("150")))
+			_, g := r.gone(at(2), long, "listed empty")
+			return g
+		}, []string{"closed: XSOL LONG 400 closed without an order of the guard (listed empty), index 150, 33.33% from its liquidation price 100"}},
+		{"grew by hand", func(r *reconciler) []event {
+			r.observe(at(0), view(reconRow(exchange.Long, "10", "100", "150")))
+			return r.observe(at(2), view(reconRow(exchange.Long, "30", "120", "150")))
+		}, []string{"position: XSOL LONG grew 10 → 30 without an order of the guard"}},
+		{"reduced by the guard's own order: nothing said", func(r *reconciler) []event {
+			r.observe(at(0), view(reconRow(exchange.Long, "400", "100", "150")))
+			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.NewFromInt(200)}})
+			return r.observe(at(2), view(reconRow(exchange.Long, "200", "90", "150")))
+		}, nil},
+		{"turned to the other side", func(r *reconciler) []event {
+			r.observe(at(0), view(reconRow(exchange.Long, "40", "100", "150")))
+			evs := r.observe(at(2), view(reconRow(exchange.Short, "60", "200", "150")))
+			why, g := r.gone(at(6), long, "not listed for 4s")
+			if why != "position turned to the other side" || len(g) != 0 {
+				t.Errorf("the turned side gone: %q %v", why, g)
+			}
+			return evs
+		}, []string{"position: XSOL turned from LONG 40 to SHORT 60 without an order of the guard"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newReconciler(0.01, 10*time.Second)
+			evs := c.steps(r)
+			if len(evs) != len(c.want) {
+				t.Fatalf("%d events, want %d: %+v", len(evs), len(c.want), evs)
+			}
+			for i, w := range c.want {
+				typ, text, _ := strings.Cut(w, ": ")
+				ev := evs[i]
+				if ev.Audit == nil || ev.Audit.Type != typ || !strings.Contains(ev.Audit.Reason, text) || ev.Note == nil || ev.Count == nil {
+					t.Errorf("event %d = %+v (audit %+v), want %s record with %q, notified and counted", i, ev, ev.Audit, typ, text)
+				}
+				if typ == "liquidated" && ev.Note.Severity != "critical" {
+					t.Errorf("a liquidation notified as %s", ev.Note.Severity)
+				}
+			}
+		})
+	}
+}

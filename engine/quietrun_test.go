@@ -46,8 +46,8 @@ func TestQuietRunsMatchTheGeneralPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		if general {
-			for k := range e.posRules {
-				e.posRules[k].plain = false
+			for k := range e.eval.posRules {
+				e.eval.posRules[k].plain = false
 			}
 		}
 		return e, fx
@@ -55,10 +55,10 @@ func TestQuietRunsMatchTheGeneralPath(t *testing.T) {
 	quick, qx := build(false)
 	general, gx := build(true)
 	plain, runs := 0, 0
-	for k, pr := range quick.posRules {
+	for k, pr := range quick.eval.posRules {
 		if pr.plain {
 			plain++
-			if k+1 == len(quick.posRules) || !quick.posRules[k+1].plain {
+			if k+1 == len(quick.eval.posRules) || !quick.eval.posRules[k+1].plain {
 				runs++
 			}
 		}
@@ -105,7 +105,7 @@ func TestQuietRunsMatchTheGeneralPath(t *testing.T) {
 // ruleStates are the engine's rule states by position.
 func ruleStates(e *Engine) map[string][]RuleState {
 	out := map[string][]RuleState{}
-	for key, ps := range e.book.All() {
+	for key, ps := range e.eval.book.All() {
 		out[key.String()] = append([]RuleState(nil), ps.Rules...)
 	}
 	return out
@@ -131,7 +131,7 @@ func TestKnownInactiveFollowsMovedStates(t *testing.T) {
 	}
 	firing := func() int {
 		n := 0
-		for _, ps := range e.book.All() {
+		for _, ps := range e.eval.book.All() {
 			for _, st := range ps.Rules {
 				if st.State == Firing {
 					n++

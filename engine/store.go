@@ -38,6 +38,29 @@ type savedRule struct {
 	Positions   map[string]RuleState `json:"positions"`
 }
 
+// stateFile is the state file as the engine keeps it (tick-owned): the
+// lock that holds it against a second guard (nil without one, or in a dry
+// run, which never writes it), and whether the state to save changed since
+// the last save.
+type stateFile struct {
+	lock  *os.File
+	dirty bool
+}
+
+// changed marks the state to be saved.
+func (f *stateFile) changed() { f.dirty = true }
+
+// saved says the state was written.
+func (f *stateFile) saved() { f.dirty = false }
+
+// release lets the lock go.
+func (f *stateFile) release() {
+	if f.lock != nil {
+		f.lock.Close()
+		f.lock = nil
+	}
+}
+
 // loadState reads the state file; a missing file is an empty state.
 func loadState(path string) (*savedState, error) {
 	b, err := os.ReadFile(path)

@@ -74,7 +74,10 @@ type evaluator struct {
 	// when it is every entry, none is gone.
 	seen int
 
-	// Scratch reused by every evaluation so a tick does not allocate per rule.
+	// Scratch reused by every evaluation so a tick does not allocate per
+	// rule; plans are the tick's plans handed to the dispatcher, let go
+	// by finish.
+	plans   []*act.Plan
 	plan    act.Plan
 	env     rules.Env
 	acctEnv rules.Env // the account rules' environment
@@ -264,7 +267,7 @@ func (v *evaluator) acted(now time.Time, key market.Key, idx int, r *rules.Rule,
 // of the positions with actions due, for the dispatcher, and the account
 // rules whose actions are due, for finish.
 func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View, rows []tickRow, rep *TickReport) ([]*act.Plan, []*act.AccountDue) {
-	var plans []*act.Plan // the positions with actions due, run once every position is evaluated
+	plans := v.plans[:0] // the positions with actions due, run once every position is evaluated
 	snap := tv.Snap
 	v.seen = 0
 	v.unreadable(ctx, now, snap)
@@ -280,7 +283,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 		row := &rows[i]
 		p, key := row.P, row.Key
 		if p.Empty {
-			continue // closed: buildRows marked its state
+			continue // closed: join marked its state
 		}
 		if row.dup {
 			// Two positions with one identity (the spec forms the id from
@@ -434,6 +437,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 			plans = append(plans, &run)
 		}
 	}
+	v.plans = plans
 	return plans, due
 }
 
@@ -441,6 +445,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 // the account rules' cooldowns (accountDone) and the positions gone
 // (forgetGone).
 func (v *evaluator) finish(ctx context.Context, now time.Time, due []*act.AccountDue, rep *TickReport) {
+	clear(v.plans) // the dispatcher is done with them
 	v.accountDone(now, due)
 	v.forgetGone(ctx, now, rep)
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
-	"github.com/shopspring/decimal"
 )
 
 // Reader is what a tick reads from the exchange; see engine/market.
@@ -136,44 +135,6 @@ type Engine struct {
 
 	// lead is this process's standing for the account (ha.go).
 	lead leader
-}
-
-// posState is the state of every rule on one position, aligned with the
-// current rule set (engine/alert's book entry), with what the engine keeps
-// beside it.
-type posState = alert.Entry[posExtra]
-
-// posExtra is what the engine keeps of a position beside its rule states.
-type posExtra struct {
-	// rowGen and closedGen are the row build (evaluator.rowGen) that last
-	// listed the position non-empty and empty: a second non-empty row in
-	// one build is a duplicate, an empty one closes the position.
-	rowGen, closedGen uint64
-	// mm is the position's maintenance margin at mmVersion.
-	mm        decimal.Decimal
-	mmFloat   float64
-	mmVersion int64
-	// series is the position's samples for the windowed terms.
-	series window.Series
-	// refused is the last settings call the exchange refused for good,
-	// from the leverage the position had: never sent again unchanged.
-	refused act.Refusal
-	// inactive has bit ri set when rule ri's state is known to be
-	// Inactive, so that quietRun need not read the state (a cache miss
-	// per rule and position, the states being large): evaluate sets a bit
-	// where it finds the state Inactive and clears it where a step leaves
-	// another. It holds only while inactiveEpoch is evaluator.stateEpoch: a
-	// restore, a takeover or a reload writes states without evaluate and
-	// moves the epoch. A clear bit says nothing (rules past the 64th never
-	// have one).
-	inactive      uint64
-	inactiveEpoch uint64
-}
-
-// indexSeen tracks when an index price last changed, for StaleAfter.
-type indexSeen struct {
-	price   decimal.Decimal
-	changed time.Time
 }
 
 // ErrIncomplete is wrapped by Tick's error when a read failed: the tick took
@@ -361,6 +322,25 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (margin.Fit, err
 	// The fit names its positions: copies, as the view's are its own.
 	return margin.CheckFit(margin.Account{Positions: slices.Clone(ps)}, slices.Clone(rep), e.cfg.ModelTolerance), nil
 }
+
+// Symbols returns the names of the contract symbols the exchange lists,
+// from the symbols the ticks keep, read first when they are due or were
+// never read (so the tick after it reads them no sooner than usual). It
+// waits for a running tick: the daemon calls it before its first.
+func (e *Engine) Symbols(ctx context.Context, now time.Time) ([]string, error) {
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	tr, err := e.snaps.ReadSymbols(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	e.board.setListed(tr)
+	return e.ListedSymbols(), nil
+}
+
+// ListedSymbols returns the contract symbols of the last symbols read, or
+// nil before the first; it never waits for a tick.
+func (e *Engine) ListedSymbols() []string { return e.board.Listed() }
 
 // Rules returns the rule set in force.
 func (e *Engine) Rules() *rules.Set { return e.board.Rules() }

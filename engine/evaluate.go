@@ -18,6 +18,7 @@ import (
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
 )
 
 // evaluator is the rule evaluation (tick-owned): the rule set in force
@@ -99,6 +100,44 @@ type evalDeps struct {
 	lane *laneState
 	// changed marks the state to be saved.
 	changed func()
+}
+
+// posState is the state of every rule on one position, aligned with the
+// current rule set (engine/alert's book entry), with what the evaluator
+// keeps beside it.
+type posState = alert.Entry[posExtra]
+
+// posExtra is what the evaluator keeps of a position beside its rule states.
+type posExtra struct {
+	// rowGen and closedGen are the row build (evaluator.rowGen) that last
+	// listed the position non-empty and empty: a second non-empty row in
+	// one build is a duplicate, an empty one closes the position.
+	rowGen, closedGen uint64
+	// mm is the position's maintenance margin at mmVersion.
+	mm        decimal.Decimal
+	mmFloat   float64
+	mmVersion int64
+	// series is the position's samples for the windowed terms.
+	series window.Series
+	// refused is the last settings call the exchange refused for good,
+	// from the leverage the position had: never sent again unchanged.
+	refused act.Refusal
+	// inactive has bit ri set when rule ri's state is known to be
+	// Inactive, so that quietRun need not read the state (a cache miss
+	// per rule and position, the states being large): evaluate sets a bit
+	// where it finds the state Inactive and clears it where a step leaves
+	// another. It holds only while inactiveEpoch is evaluator.stateEpoch: a
+	// restore, a takeover or a reload writes states without evaluate and
+	// moves the epoch. A clear bit says nothing (rules past the 64th never
+	// have one).
+	inactive      uint64
+	inactiveEpoch uint64
+}
+
+// indexSeen tracks when an index price last changed, for StaleAfter.
+type indexSeen struct {
+	price   decimal.Decimal
+	changed time.Time
 }
 
 // newEvaluator lays out set (whose kinds are known) for evaluation, with

@@ -114,28 +114,28 @@ func (m *modelWatch) accountOf(tv *market.View, rows []tickRow) rules.Account {
 // evaluateAccount evaluates the account rules on the tick's account and
 // returns the ones whose actions are due. A notify action runs here, once;
 // the others go to the targets' plans.
-func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) []*act.AccountDue {
-	if !e.hasAccountRules {
+func (v *evaluator) evaluateAccount(ctx context.Context, now time.Time, rows []tickRow, rep *TickReport) []*act.AccountDue {
+	if !v.hasAccountRules {
 		return nil
 	}
-	ps := e.posState(accountKey(), accountSymbol)
-	e.markListed(ps, now)
-	e.acctEnv.FillAccount(&e.acct, now)
+	ps := v.posState(accountKey(), accountSymbol)
+	v.markListed(ps, now)
+	v.acctEnv.FillAccount(&v.acct, now)
 	var due []*act.AccountDue
-	for ri, r := range e.set.Rules {
+	for ri, r := range v.set.Rules {
 		if !r.Account() {
 			continue
 		}
-		if e.win.Windowed(ri) {
-			e.win.FillAccount(ri, &e.acctEnv)
+		if v.win.Windowed(ri) {
+			v.win.FillAccount(ri, &v.acctEnv)
 		}
-		if !e.stepRule(ctx, now, rep, ri, r, &ps.Rules[ri], &e.acctEnv, accountSymbol, accountSymbol, "") {
+		if !v.stepRule(ctx, now, rep, ri, r, &ps.Rules[ri], &v.acctEnv, accountSymbol, accountSymbol, "") {
 			continue
 		}
-		d := &act.AccountDue{Idx: ri, Rule: r, St: &ps.Rules[ri], Targets: e.targets(r.Targets, snap)}
+		d := &act.AccountDue{Idx: ri, Rule: r, St: &ps.Rules[ri], Targets: targets(r.Targets, rows)}
 		for _, a := range r.Actions {
 			if a.Kind == rules.Notify {
-				e.emit(ctx, rep, ruleNotifyEvent(now, r, accountSymbol, a.Channels, &e.acctEnv))
+				v.emit(ctx, rep, ruleNotifyEvent(now, r, accountSymbol, a.Channels, &v.acctEnv))
 				d.Acted = true
 			}
 		}
@@ -144,17 +144,17 @@ func (e *Engine) evaluateAccount(ctx context.Context, now time.Time, snap *Snaps
 	return due
 }
 
-// targets are the open positions an account rule's actions go to. The
-// riskiest are those nearest their liquidation price; a position whose
-// distance is unknown is none of them (no data acts on nothing).
-func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[market.Key]bool {
+// targets are the open positions of the tick's rows an account rule's
+// actions go to. The riskiest are those nearest their liquidation price; a
+// position whose distance is unknown is none of them (no data acts on
+// nothing).
+func targets(t rules.Targets, rows []tickRow) map[market.Key]bool {
 	out := map[market.Key]bool{}
 	type ranked struct {
 		key market.Key
 		d   float64
 	}
 	var risky []ranked
-	rows := e.rowsFor(snap)
 	for i := range rows {
 		r := &rows[i]
 		p := r.P
@@ -188,11 +188,11 @@ func (e *Engine) targets(t rules.Targets, snap *Snapshot) map[market.Key]bool {
 // accountDone closes the tick's account rules: the cooldown of each whose
 // actions all ended, and succeeded on every target, starts; the others
 // start theirs when their last call ends (settle).
-func (e *Engine) accountDone(now time.Time, due []*act.AccountDue) {
+func (v *evaluator) accountDone(now time.Time, due []*act.AccountDue) {
 	for _, d := range due {
 		d.Closed = true
 		if d.Pending == 0 {
-			e.accountSettled(now, d, e.set)
+			v.accountSettled(now, d, v.set)
 		}
 	}
 }
@@ -200,11 +200,11 @@ func (e *Engine) accountDone(now time.Time, due []*act.AccountDue) {
 // accountSettled starts the cooldown of an account rule whose actions all
 // succeeded on every target; setAt is the rule set they were decided
 // under.
-func (e *Engine) accountSettled(now time.Time, d *act.AccountDue, setAt *rules.Set) {
+func (v *evaluator) accountSettled(now time.Time, d *act.AccountDue, setAt *rules.Set) {
 	if d.Acted && !d.Failed {
-		if st := e.stateNow(accountKey(), d.Idx, d.Rule, d.St, setAt); st != nil {
+		if st := v.stateNow(accountKey(), d.Idx, d.Rule, d.St, setAt); st != nil {
 			st.LastActionAt = now
-			e.dirty = true
+			v.changed()
 		}
 	}
 }

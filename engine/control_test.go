@@ -64,7 +64,7 @@ func FuzzControlTimesKeepStateWritable(f *testing.F) {
 		if err == nil && !p.EndsAt.IsZero() && p.EndsAt.Sub(now) > control.MaxDuration {
 			t.Fatalf("accepted a pause out of bounds: %+v", p)
 		}
-		h.e.dirty = true
+		h.e.file.changed()
 		if err := h.e.saveLocked(); err != nil {
 			t.Fatalf("the state file cannot be written: %v", err)
 		}

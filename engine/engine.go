@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -24,9 +23,9 @@ import (
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
-	"github.com/shopspring/decimal"
 )
 
 // Reader is what a tick reads from the exchange; see engine/market.
@@ -102,76 +101,32 @@ type Engine struct {
 	onTick func(*TickReport, error)
 
 	// tick serialises ticks (and reloads and Close with them) and owns
-	// the evaluation state below: only the goroutine holding it reads or
-	// writes those fields. A tick holds it across its network reads and
-	// actions, so nothing that answers a caller takes it: LastSuccess,
-	// Active, Rules, Status and Update go to the board alone.
-	tick sync.Mutex
-	set  *rules.Set
-	// book is the rule states by position (engine/alert), names the rule
-	// set's names by index.
-	book      *alert.Book[posExtra]
-	names     []string
-	snaps     *SnapshotReader
-	indexSeen map[string]indexSeen
-	dirty     bool // state changed since the last save
-	lastTick  time.Time
-	failSince time.Time // first failed read of the current outage
-	down      bool      // the unreachable notification was sent
-	failing   []bool    // by rule index: the last evaluation failed at run time
-	nFailing  int       // how many of failing are true
+	// the parts below that say so (tick-owned): only the goroutine
+	// holding it reads or writes them. A tick holds it across its
+	// network reads and actions, so nothing that answers a caller takes
+	// it: LastSuccess, Active, Rules, Status and Update go to the board
+	// alone.
+	tick  sync.Mutex
+	snaps *SnapshotReader
+	// view is the tick's snapshot joined once (engine/market), handed
+	// down to the evaluator, the model watch and the board.
+	view market.View
+	// eval is the rule evaluation: the rule set in force, the rule
+	// states, the join of the view with them (evaluate.go).
+	eval     evaluator
+	file     stateFile // the state file's lock, and what it lacks
+	lastTick time.Time
+	reach    reachability
 	// ctl holds the silences and pauses, with its own lock, and says
 	// what changes them.
 	ctl *control.Service
 	// model is the margin model watched and predicted with (model.go).
 	model modelWatch
-	// badItems are the unreadable items last reported, "what id" → why.
-	badItems map[string]string
-	// stateLock holds the state file against a second guard; nil without
-	// one (or in a dry run, which never writes it).
-	stateLock *os.File
-	// stateEpoch moves whenever rule states are written other than by
-	// evaluate's steps (posExtra.inactive).
-	stateEpoch uint64
 	// disp sends the mutating calls the tick decides, with the breaker,
 	// the backoff and the executor.
 	disp *dispatcher
 	// lane is the fast lane's state (tick-owned).
 	lane laneState
-	// kinds are the action kinds the engine knows (Deps.Kinds), each
-	// with its own state.
-	kinds act.Kinds
-
-	// win is the rule set's functions over the recent past (the
-	// positions' series are in their posState).
-	win *window.Store
-	// reasons caches the texts of the no-data errors of functions over
-	// time and account fields.
-	reasons map[[2]string]string
-	// hasAccountRules: the set has rules of scope account.
-	hasAccountRules bool
-	// posRules are the set's position rules, in order (bindRules).
-	posRules []posRule
-	// acct is the tick's account, computed once when a rule reads it.
-	acct rules.Account
-	// view is the tick's snapshot joined once (engine/market); rows
-	// join it with the rule states (buildRows), of the snapshot rowsOf;
-	// rowGen counts the builds; rowFresh holds the keys of the build's
-	// rows that have no state yet, for telling duplicates.
-	view     market.View
-	rows     []tickRow
-	rowsOf   *Snapshot
-	rowGen   uint64
-	rowFresh map[market.Key]struct{}
-	// seen counts the book's entries the tick marked seen (markSeen):
-	// when it is every entry, none is gone.
-	seen int
-
-	// Scratch reused by every evaluation so a tick does not allocate per rule.
-	plan    act.Plan
-	env     rules.Env
-	acctEnv rules.Env // the account rules' environment
-	ev      rules.Evaluator
 
 	// board is what callers read while a tick may be running, under its
 	// own lock: the status, the rules in force and the active ones, the
@@ -180,44 +135,6 @@ type Engine struct {
 
 	// lead is this process's standing for the account (ha.go).
 	lead leader
-}
-
-// posState is the state of every rule on one position, aligned with the
-// current rule set (engine/alert's book entry), with what the engine keeps
-// beside it.
-type posState = alert.Entry[posExtra]
-
-// posExtra is what the engine keeps of a position beside its rule states.
-type posExtra struct {
-	// rowGen and closedGen are the row build (Engine.rowGen) that last
-	// listed the position non-empty and empty: a second non-empty row in
-	// one build is a duplicate, an empty one closes the position.
-	rowGen, closedGen uint64
-	// mm is the position's maintenance margin at mmVersion.
-	mm        decimal.Decimal
-	mmFloat   float64
-	mmVersion int64
-	// series is the position's samples for the windowed terms.
-	series window.Series
-	// refused is the last settings call the exchange refused for good,
-	// from the leverage the position had: never sent again unchanged.
-	refused act.Refusal
-	// inactive has bit ri set when rule ri's state is known to be
-	// Inactive, so that quietRun need not read the state (a cache miss
-	// per rule and position, the states being large): evaluate sets a bit
-	// where it finds the state Inactive and clears it where a step leaves
-	// another. It holds only while inactiveEpoch is Engine.stateEpoch: a
-	// restore, a takeover or a reload writes states without evaluate and
-	// moves the epoch. A clear bit says nothing (rules past the 64th never
-	// have one).
-	inactive      uint64
-	inactiveEpoch uint64
-}
-
-// indexSeen tracks when an index price last changed, for StaleAfter.
-type indexSeen struct {
-	price   decimal.Decimal
-	changed time.Time
 }
 
 // ErrIncomplete is wrapped by Tick's error when a read failed: the tick took
@@ -235,33 +152,24 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	}
 	cfg = cfg.withDefaults()
 	e := &Engine{
-		cfg:        cfg,
-		log:        d.Logger,
-		metrics:    d.Metrics,
-		now:        d.Now,
-		onTick:     d.OnTick,
-		set:        set,
-		board:      newBoard(set, cfg.Interval),
-		snaps:      NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
-		book:       alert.NewBook[posExtra](),
-		indexSeen:  make(map[string]indexSeen),
-		failing:    make([]bool, len(set.Rules)),
-		reasons:    make(map[[2]string]string),
-		stateEpoch: 1,
+		cfg:     cfg,
+		log:     d.Logger,
+		metrics: d.Metrics,
+		now:     d.Now,
+		onTick:  d.OnTick,
+		board:   newBoard(set, cfg.Interval),
+		snaps:   NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
 	}
 	e.lead.seat, e.lead.shared = d.Leadership, d.Shared
 	hist, _ := d.Reader.(window.HistoryReader)
-	e.kinds = d.Kinds
-	if e.kinds == nil {
-		e.kinds = act.DefaultKinds()
+	kinds := d.Kinds
+	if kinds == nil {
+		kinds = act.DefaultKinds()
 	}
-	if err := e.kinds.Check(set); err != nil {
+	if err := kinds.Check(set); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e.names = ruleNames(set)
-	e.win = window.NewStore(set, cfg.Interval, hist, d.Logger)
-	e.bindRules(set)
-	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
+	e.eval = newEvaluator(set, kinds, window.NewStore(set, cfg.Interval, hist, d.Logger), cfg)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -276,7 +184,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		if lerr != nil {
 			return nil, lerr
 		}
-		e.stateLock = lock
+		e.file.lock = lock
 		defer func() {
 			if err != nil && lock != nil {
 				lock.Close() // a guard that does not start holds nothing
@@ -300,7 +208,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		if err != nil {
 			return nil, err
 		}
-		startup = append(startup, e.restore(saved, ctl, &breaker)...)
+		startup = append(startup, restore(saved, e.now(), e.cfg.BreakerReset, &e.eval, ctl, &breaker)...)
 	}
 	audit := d.Audit
 	var lost []Record
@@ -336,18 +244,14 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	e.disp = newDispatcher(dispatcherOptions{Journal: e.jr, Control: e.ctl, Leader: &e.lead, Actuator: d.Actuator, Reader: d.Reader,
 		Logger: e.log, Metrics: e.metrics, Now: e.now, Config: cfg, Tally: d.Tally && cfg.DryRun, Breaker: breaker,
 		Hooks: ruleHooks{
-			acted: func(now time.Time, key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) {
-				if st := e.stateNow(key, idx, r, st, setAt); st != nil {
-					st.LastActionAt = now
-					e.dirty = true
-				}
-			},
-			accountSettled: e.accountSettled,
-			changed:        func() { e.dirty = true },
+			acted:          e.eval.acted,
+			accountSettled: e.eval.accountSettled,
+			changed:        e.file.changed,
 			model:          func(snap *Snapshot) *act.Model { return e.model.account(&e.view, e.rowsFor(snap)) },
 			moved:          e.model.moved,
 			readBack:       e.model.fit.noteReadBack,
 		}})
+	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: &e.model, lane: &e.lane, changed: e.file.changed})
 	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {
@@ -384,10 +288,7 @@ func (e *Engine) Close() error {
 	if cerr := e.jr.Close(); err == nil {
 		err = cerr
 	}
-	if e.stateLock != nil {
-		e.stateLock.Close() // releases the lock
-		e.stateLock = nil
-	}
+	e.file.release()
 	return err
 }
 
@@ -406,11 +307,52 @@ func (e *Engine) saveIdle() {
 	}
 }
 
+// CheckModel reads one snapshot and checks the margin model against the
+// exchange's own figures, as a tick would, without evaluating a rule or
+// acting: `riskguard check --exchange`.
+func (e *Engine) CheckModel(ctx context.Context, now time.Time) (margin.Fit, error) {
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	snap, err := e.snaps.Read(ctx, now)
+	if err != nil {
+		return margin.Fit{}, err
+	}
+	e.join(snap)
+	ps, rep := e.view.Model()
+	// The fit names its positions: copies, as the view's are its own.
+	return margin.CheckFit(margin.Account{Positions: slices.Clone(ps)}, slices.Clone(rep), e.cfg.ModelTolerance), nil
+}
+
+// Symbols returns the names of the contract symbols the exchange lists,
+// from the symbols the ticks keep, read first when they are due or were
+// never read (so the tick after it reads them no sooner than usual). It
+// waits for a running tick: the daemon calls it before its first.
+func (e *Engine) Symbols(ctx context.Context, now time.Time) ([]string, error) {
+	e.tick.Lock()
+	defer e.tick.Unlock()
+	tr, err := e.snaps.ReadSymbols(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	e.board.setListed(tr)
+	return e.ListedSymbols(), nil
+}
+
+// ListedSymbols returns the contract symbols of the last symbols read, or
+// nil before the first; it never waits for a tick.
+func (e *Engine) ListedSymbols() []string { return e.board.Listed() }
+
 // Rules returns the rule set in force.
 func (e *Engine) Rules() *rules.Set { return e.board.Rules() }
 
 // LastSuccess is the time of the last tick whose snapshot was complete.
 func (e *Engine) LastSuccess() time.Time { return e.board.LastSuccess() }
+
+// NextInterval is how long Run waits after the start of the last tick
+// before the next: FastInterval while that tick found a rule that can
+// change something pending or firing, or a position within FastDistance of
+// its liquidation price; Interval otherwise.
+func (e *Engine) NextInterval() time.Duration { return e.board.NextInterval() }
 
 // Update replaces the rule set. Rules that are unchanged (same name and
 // fingerprint) keep their state and cooldowns; new and changed rules start
@@ -444,107 +386,20 @@ func (e *Engine) applyPending() {
 		e.cfg = cfg.KeepRestartOnly(e.cfg).withDefaults()
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
 		e.disp.setConfig(e.cfg)
+		e.eval.setConfig(e.cfg)
 		e.view.Forget() // the index names may have changed
 	}
 	if set == nil {
 		return
 	}
-	if err := e.kinds.Check(set); err != nil {
+	kept, err := e.eval.rebind(set)
+	if err != nil {
 		e.log.Error("the new rules are not applied; the old ones keep running", "err", err)
 		return
 	}
-	old := e.set
-	oldIdx := make(map[string]int, len(old.Rules))
-	for i, r := range old.Rules {
-		oldIdx[r.Name+"\x00"+r.Fingerprint()] = i
-	}
-	mapping := make([]int, len(set.Rules))
-	kept := 0
-	for i, r := range set.Rules {
-		j, ok := oldIdx[r.Name+"\x00"+r.Fingerprint()]
-		if !ok {
-			j = -1
-		} else {
-			kept++
-		}
-		mapping[i] = j
-	}
-	e.book.Remap(mapping)
-	e.stateEpoch++ // the states moved with their rules
-	e.set, e.names = set, ruleNames(set)
-	e.win.Bind(set)
-	e.bindRules(set)
-	e.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
-	e.failing, e.nFailing = make([]bool, len(set.Rules)), 0
-	e.dirty = true
 	e.board.setRules(set)
 	e.publishActive()
 	e.emit(context.Background(), nil, reloadEvent(now, len(set.Rules), kept))
-}
-
-// stateCounts counts rule states by rule, for the metrics.
-func (e *Engine) stateCounts() map[string]*[4]int {
-	if e.metrics == nil {
-		return nil
-	}
-	return e.book.Counts(e.names)
-}
-
-// restore loads persisted states for the rules whose fingerprint is
-// unchanged, the silences and pauses into ctl and the breaker into b. Times after now (a host clock that ran ahead) are clamped to
-// now, and an open breaker to at most BreakerReset from now, so that a
-// state file from the future cannot hold the guard back; it returns the
-// events that say so.
-func (e *Engine) restore(s *savedState, ctl *control.Store, b *act.Breaker) []event {
-	e.stateEpoch++ // states written from the file
-	now := e.now()
-	var events []event
-	clamped := 0
-	clamp := func(t *time.Time) {
-		if t.After(now) {
-			*t = now
-			clamped++
-		}
-	}
-	savedUntil := s.Breaker.OpenUntil
-	future, dropped := s.Breaker.Restore(now, e.cfg.BreakerReset)
-	clamped += dropped
-	if !future.IsZero() {
-		text := fmt.Sprintf("the state file's circuit breaker opened at %s, after now (%s; saved at %s, open until %s): a clock that ran ahead wrote it, so it is not credible; restored closed, and the guard's actions are not held for another breaker_reset",
-			future.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), s.SavedAt.UTC().Format(time.RFC3339), savedUntil.UTC().Format(time.RFC3339))
-		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
-	} else if s.Breaker.OpenUntil.Before(savedUntil) {
-		clamped++
-	}
-	*b = s.Breaker
-	clamped += ctl.Restore(s.Silences, s.Pauses, now)
-	for ri, r := range e.set.Rules {
-		sr, ok := s.Rules[r.Name]
-		if !ok || sr.Fingerprint != r.Fingerprint() {
-			continue
-		}
-		for saved, st := range sr.Positions {
-			for _, t := range []*time.Time{&st.ActiveAt, &st.FiredAt, &st.LastTrueAt, &st.LastActionAt, &st.HarmNotedAt, &st.BudgetFrom, &st.MissingSince} {
-				clamp(t)
-			}
-			key := market.ParseKey(saved)
-			ps := e.book.Get(key)
-			if ps == nil {
-				ps = e.book.Ensure(key, s.Symbols[saved], len(e.set.Rules))
-			}
-			ps.Rules[ri] = st
-		}
-	}
-	if clamped > 0 {
-		text := fmt.Sprintf("the state file holds %d times after now (saved at %s, now %s): the host clock ran ahead; they were clamped to now (the breaker's calls after now dropped, an open breaker held at most breaker_reset)",
-			clamped, s.SavedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
-	}
-	if b.Open(now) {
-		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", b.OpenUntil.UTC().Format(time.RFC3339))
-		events = append(events, breakerEvent(now, true, text))
-	}
-	return events
 }
 
 // saveLocked writes the state file when something changed.
@@ -552,21 +407,11 @@ func (e *Engine) saveLocked() error {
 	// A dry run keeps its state in memory: cooldowns started by actions it
 	// only logged must not hold back a live guard sharing the file.
 	file := e.cfg.StateFile != "" && !e.cfg.DryRun
-	if !file && (!e.lead.Shares() || e.cfg.DryRun) || !e.dirty && !e.ctl.Changed() && !e.lead.Unsaved() {
+	if !file && (!e.lead.Shares() || e.cfg.DryRun) || !e.file.dirty && !e.ctl.Changed() && !e.lead.Unsaved() {
 		return nil
 	}
-	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Rules: make(map[string]savedRule, len(e.set.Rules)),
-		Breaker: e.disp.Breaker(), Symbols: make(map[string]string, e.book.Len())}
-	for ri, r := range e.set.Rules {
-		sr := savedRule{Fingerprint: r.Fingerprint(), Positions: make(map[string]RuleState)}
-		for key, ps := range e.book.All() {
-			if ri < len(ps.Rules) && ps.Rules[ri] != (RuleState{}) {
-				sr.Positions[key.String()] = ps.Rules[ri]
-				s.Symbols[key.String()] = ps.Symbol
-			}
-		}
-		s.Rules[r.Name] = sr
-	}
+	s := &savedState{Version: stateFileVersion, SavedAt: e.lastTick, Breaker: e.disp.Breaker()}
+	e.eval.save(s)
 	s.Silences, s.Pauses = e.ctl.Snapshot()
 	if !e.cfg.DryRun && e.lead.Shares() {
 		if err := e.lead.SaveShared(s, e.now()); err != nil {
@@ -574,13 +419,13 @@ func (e *Engine) saveLocked() error {
 		}
 	}
 	if !file {
-		e.dirty = false
+		e.file.saved()
 		return nil
 	}
 	if err := saveState(e.cfg.StateFile, s); err != nil {
 		return err
 	}
-	e.dirty = false
+	e.file.saved()
 	return nil
 }
 
@@ -594,7 +439,7 @@ func (e *Engine) Active() []ActiveRule { return e.board.Active() }
 
 // publishActive computes what Active reports. The caller holds tick.
 func (e *Engine) publishActive() {
-	e.board.setActive(e.book.Alerts(e.names, func(s State) bool { return s != Inactive }))
+	e.board.setActive(e.eval.alerts(func(s State) bool { return s != Inactive }))
 }
 
 // ruleNames are set's rule names by index.

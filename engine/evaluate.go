@@ -13,39 +13,322 @@ import (
 
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
 )
 
-// evaluate runs every rule on every non-empty position of the snapshot.
-func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, rep *TickReport) {
-	var plans []*act.Plan // the positions with actions due, run once every position is evaluated
-	e.seen = 0
-	rows := e.buildRows(snap)
-	if f, fresh := e.model.checkFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
-		e.metrics.ModelFit(f)
-		e.board.setFit(f) // for Status; allocated only for a fresh fit
+// evaluator is the rule evaluation (tick-owned): the rule set in force
+// laid out for the loop, the book of rule states by position with the
+// row join that finds them, what the rules failing at run time and the
+// index prices' staleness need remembered, and the scratch every
+// evaluation reuses so that a tick does not allocate per rule. The engine
+// hands it the tick's view and rows; it returns the plans, and reaches
+// back for nothing: its collaborators (evalDeps) are given once.
+type evaluator struct {
+	evalDeps
+	// interval and staleAfter are the engine's settings it reads
+	// (Config.Interval, Config.StaleAfter).
+	interval, staleAfter time.Duration
+
+	set *rules.Set
+	// book is the rule states by position (engine/alert), names the rule
+	// set's names by index.
+	book  *alert.Book[posExtra]
+	names []string
+	// kinds are the action kinds the engine knows (Deps.Kinds), each
+	// with its own state.
+	kinds    act.Kinds
+	failing  []bool // by rule index: the last evaluation failed at run time
+	nFailing int    // how many of failing are true
+	// win is the rule set's functions over the recent past (the
+	// positions' series are in their posState).
+	win *window.Store
+	// reasons caches the texts of the no-data errors of functions over
+	// time and account fields.
+	reasons map[[2]string]string
+	// hasAccountRules: the set has rules of scope account.
+	hasAccountRules bool
+	// posRules are the set's position rules, in order (bindRules).
+	posRules []posRule
+	// acct is the tick's account, computed once when a rule reads it.
+	acct rules.Account
+	// stateEpoch moves whenever rule states are written other than by
+	// evaluate's steps (posExtra.inactive).
+	stateEpoch uint64
+	// badItems are the unreadable items last reported, "what id" → why.
+	badItems map[string]string
+	// indexSeen is when each index price last changed (staleAfter).
+	indexSeen map[string]indexSeen
+
+	// rows join the tick's view with the rule states (join), of the
+	// snapshot rowsOf; rowGen counts the joins; rowFresh holds the keys
+	// of the join's rows that have no state yet, for telling duplicates.
+	rows     []tickRow
+	rowsOf   *Snapshot
+	rowGen   uint64
+	rowFresh map[market.Key]struct{}
+	// seen counts the book's entries the tick marked seen (markSeen):
+	// when it is every entry, none is gone.
+	seen int
+
+	// Scratch reused by every evaluation so a tick does not allocate per
+	// rule; plans are the tick's plans handed to the dispatcher, let go
+	// by finish.
+	plans   []*act.Plan
+	plan    act.Plan
+	env     rules.Env
+	acctEnv rules.Env // the account rules' environment
+	ev      rules.Evaluator
+}
+
+// evalDeps are the evaluator's collaborators.
+type evalDeps struct {
+	// jr says the transitions, the rule errors and the account rules'
+	// notify actions; ctl resolves the acknowledgements of the alerts
+	// that resolve.
+	jr      *journal.Journal
+	ctl     *control.Service
+	log     *slog.Logger
+	metrics *Metrics
+	// model computes the tick's account for the rules that read it.
+	model *modelWatch
+	// lane takes in each evaluated position's distance.
+	lane *laneState
+	// changed marks the state to be saved.
+	changed func()
+}
+
+// posState is the state of every rule on one position, aligned with the
+// current rule set (engine/alert's book entry), with what the evaluator
+// keeps beside it.
+type posState = alert.Entry[posExtra]
+
+// posExtra is what the evaluator keeps of a position beside its rule states.
+type posExtra struct {
+	// rowGen and closedGen are the row build (evaluator.rowGen) that last
+	// listed the position non-empty and empty: a second non-empty row in
+	// one build is a duplicate, an empty one closes the position.
+	rowGen, closedGen uint64
+	// mm is the position's maintenance margin at mmVersion.
+	mm        decimal.Decimal
+	mmFloat   float64
+	mmVersion int64
+	// series is the position's samples for the windowed terms.
+	series window.Series
+	// refused is the last settings call the exchange refused for good,
+	// from the leverage the position had: never sent again unchanged.
+	refused act.Refusal
+	// inactive has bit ri set when rule ri's state is known to be
+	// Inactive, so that quietRun need not read the state (a cache miss
+	// per rule and position, the states being large): evaluate sets a bit
+	// where it finds the state Inactive and clears it where a step leaves
+	// another. It holds only while inactiveEpoch is evaluator.stateEpoch: a
+	// restore, a takeover or a reload writes states without evaluate and
+	// moves the epoch. A clear bit says nothing (rules past the 64th never
+	// have one).
+	inactive      uint64
+	inactiveEpoch uint64
+}
+
+// indexSeen tracks when an index price last changed, for StaleAfter.
+type indexSeen struct {
+	price   decimal.Decimal
+	changed time.Time
+}
+
+// newEvaluator lays out set (whose kinds are known) for evaluation, with
+// an empty book. Its collaborators come with connect, once they exist: the
+// state file is restored into the book before the journal is open.
+func newEvaluator(set *rules.Set, kinds act.Kinds, win *window.Store, cfg Config) evaluator {
+	v := evaluator{
+		set:        set,
+		book:       alert.NewBook[posExtra](),
+		names:      ruleNames(set),
+		kinds:      kinds,
+		failing:    make([]bool, len(set.Rules)),
+		win:        win,
+		reasons:    make(map[[2]string]string),
+		indexSeen:  make(map[string]indexSeen),
+		stateEpoch: 1,
 	}
-	e.unreadable(ctx, now, snap)
-	e.win.Begin()
-	if e.win.NeedAccount() {
-		e.acct = e.model.accountOf(&e.view, rows)
-		e.env.Account = e.acct
-		e.acctEnv.FillAccount(&e.acct, now)
-		e.win.SampleAccount(ctx, now, &e.acctEnv)
+	v.setConfig(cfg)
+	v.bindRules(set)
+	v.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
+	return v
+}
+
+// connect gives the evaluator its collaborators.
+func (v *evaluator) connect(d evalDeps) { v.evalDeps = d }
+
+// setConfig takes in the settings the evaluator reads.
+func (v *evaluator) setConfig(cfg Config) { v.interval, v.staleAfter = cfg.Interval, cfg.StaleAfter }
+
+// ruleSet is the rule set in force.
+func (v *evaluator) ruleSet() *rules.Set { return v.set }
+
+// emit hands ev to the journal, with the tick's report when there is one.
+func (v *evaluator) emit(ctx context.Context, rep *TickReport, ev event) {
+	v.jr.Emit(ctx, rep.report(), ev)
+}
+
+// rebind puts set in force: the states of the rules unchanged (same name
+// and fingerprint) move with them, the others start inactive. It returns
+// how many rules kept their state, or why set cannot be used (it leaves
+// the old set in force then).
+func (v *evaluator) rebind(set *rules.Set) (kept int, err error) {
+	if err := v.kinds.Check(set); err != nil {
+		return 0, err
 	}
-	due := e.evaluateAccount(ctx, now, snap, rep)
+	oldIdx := make(map[string]int, len(v.set.Rules))
+	for i, r := range v.set.Rules {
+		oldIdx[r.Name+"\x00"+r.Fingerprint()] = i
+	}
+	mapping := make([]int, len(set.Rules))
+	for i, r := range set.Rules {
+		j, ok := oldIdx[r.Name+"\x00"+r.Fingerprint()]
+		if !ok {
+			j = -1
+		} else {
+			kept++
+		}
+		mapping[i] = j
+	}
+	v.book.Remap(mapping)
+	v.stateEpoch++ // the states moved with their rules
+	v.set, v.names = set, ruleNames(set)
+	v.win.Bind(set)
+	v.bindRules(set)
+	v.hasAccountRules = slices.ContainsFunc(set.Rules, (*rules.Rule).Account)
+	v.failing, v.nFailing = make([]bool, len(set.Rules)), 0
+	v.changed()
+	return kept, nil
+}
+
+// restore puts the saved states of the rules whose fingerprint is
+// unchanged into the book, each of its times passed through clamp first.
+func (v *evaluator) restore(s *savedState, clamp func(*time.Time)) {
+	v.stateEpoch++ // states written from the file
+	for ri, r := range v.set.Rules {
+		sr, ok := s.Rules[r.Name]
+		if !ok || sr.Fingerprint != r.Fingerprint() {
+			continue
+		}
+		for saved, st := range sr.Positions {
+			for _, t := range []*time.Time{&st.ActiveAt, &st.FiredAt, &st.LastTrueAt, &st.LastActionAt, &st.HarmNotedAt, &st.BudgetFrom, &st.MissingSince} {
+				clamp(t)
+			}
+			key := market.ParseKey(saved)
+			ps := v.book.Get(key)
+			if ps == nil {
+				ps = v.book.Ensure(key, s.Symbols[saved], len(v.set.Rules))
+			}
+			ps.Rules[ri] = st
+		}
+	}
+}
+
+// takeover merges the last leader's rule states into the book: the
+// cooldowns, harm notes and margin budgets are the later of the two (a
+// time after now is not credible); the pending and firing states stay
+// this process's own (it evaluated every tick).
+func (v *evaluator) takeover(s *savedState, now time.Time) {
+	v.stateEpoch++ // states written from the last leader's
+	later := func(a, b time.Time) time.Time {
+		if b.After(a) && !b.After(now) {
+			return b
+		}
+		return a
+	}
+	for ri, r := range v.set.Rules {
+		sr, ok := s.Rules[r.Name]
+		if !ok || sr.Fingerprint != r.Fingerprint() {
+			continue
+		}
+		for saved, st := range sr.Positions {
+			key := market.ParseKey(saved)
+			ps := v.book.Get(key)
+			if ps == nil {
+				ps = v.book.Ensure(key, s.Symbols[saved], len(v.set.Rules))
+				ps.Rules[ri] = st
+				continue
+			}
+			mine := &ps.Rules[ri]
+			mine.LastActionAt = later(mine.LastActionAt, st.LastActionAt)
+			mine.HarmNotedAt = later(mine.HarmNotedAt, st.HarmNotedAt)
+			if st.BudgetFrom.After(mine.BudgetFrom) || st.BudgetFrom.Equal(mine.BudgetFrom) && st.MarginMoved > mine.MarginMoved {
+				mine.BudgetFrom, mine.MarginMoved = st.BudgetFrom, st.MarginMoved
+			}
+		}
+	}
+}
+
+// save puts the states that are not zero into s, by rule and position,
+// with the positions' symbols.
+func (v *evaluator) save(s *savedState) {
+	s.Rules, s.Symbols = make(map[string]savedRule, len(v.set.Rules)), make(map[string]string, v.book.Len())
+	for ri, r := range v.set.Rules {
+		sr := savedRule{Fingerprint: r.Fingerprint(), Positions: make(map[string]RuleState)}
+		for key, ps := range v.book.All() {
+			if ri < len(ps.Rules) && ps.Rules[ri] != (RuleState{}) {
+				sr.Positions[key.String()] = ps.Rules[ri]
+				s.Symbols[key.String()] = ps.Symbol
+			}
+		}
+		s.Rules[r.Name] = sr
+	}
+}
+
+// account is the tick's account, when the tick made it (a rule reads
+// it).
+func (v *evaluator) account() (*rules.Account, bool) { return &v.acct, v.win.NeedAccount() }
+
+// alerts lists the rules whose state is, by position, one in.
+func (v *evaluator) alerts(in func(State) bool) []ActiveRule { return v.book.Alerts(v.names, in) }
+
+// counts counts rule states by rule, for the metrics.
+func (v *evaluator) counts() map[string]*[4]int { return v.book.Counts(v.names) }
+
+// acted starts the cooldown of rule r (index idx), whose state on key was
+// st under the rule set setAt: its actions succeeded at now.
+func (v *evaluator) acted(now time.Time, key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) {
+	if st := v.stateNow(key, idx, r, st, setAt); st != nil {
+		st.LastActionAt = now
+		v.changed()
+	}
+}
+
+// evaluate runs every rule on every non-empty row of the tick's view tv
+// (rows are its join with the rule states, of join) and returns the plans
+// of the positions with actions due, for the dispatcher, and the account
+// rules whose actions are due, for finish.
+func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View, rows []tickRow, rep *TickReport) ([]*act.Plan, []*act.AccountDue) {
+	plans := v.plans[:0] // the positions with actions due, run once every position is evaluated
+	snap := tv.Snap
+	v.seen = 0
+	v.unreadable(ctx, now, snap)
+	v.win.Begin()
+	if v.win.NeedAccount() {
+		v.acct = v.model.accountOf(tv, rows)
+		v.env.Account = v.acct
+		v.acctEnv.FillAccount(&v.acct, now)
+		v.win.SampleAccount(ctx, now, &v.acctEnv)
+	}
+	due := v.evaluateAccount(ctx, now, rows, rep)
 	for i := range rows {
 		row := &rows[i]
 		p, key := row.P, row.Key
 		if p.Empty {
-			continue // closed: buildRows marked its state
+			continue // closed: join marked its state
 		}
 		if row.dup {
 			// Two positions with one identity (the spec forms the id from
 			// user and symbol): each is evaluated under its direction; a
 			// true duplicate is reported and the second skipped.
-			e.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
+			v.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
 			continue
 		}
 		sym := row.Sym
@@ -53,53 +336,53 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			// Keep what the rules remember of it: the symbol may be known
 			// again after the next refresh.
 			if ps := row.ps; ps != nil {
-				e.markSeen(ps, now)
+				v.markSeen(ps, now)
 			}
-			e.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
+			v.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
 			continue
 		}
 		rep.Positions++
-		why, hasIndex := e.rowIndex(snap, row, now)
+		why, hasIndex := v.rowIndex(snap, row, now)
 		if !hasIndex {
-			e.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
+			v.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
 		}
-		market.FillRow(&e.env, row.Row, hasIndex, now)
-		e.lane.observe(sym.Name, &e.env)
+		market.FillRow(&v.env, row.Row, hasIndex, now)
+		v.lane.observe(sym.Name, &v.env)
 		ps := row.ps
-		if ps != nil && len(ps.Rules) == len(e.set.Rules) {
+		if ps != nil && len(ps.Rules) == len(v.set.Rules) {
 			if ps.Symbol != sym.Name {
 				ps.Symbol = sym.Name
 			}
 		} else {
-			ps = e.posState(key, sym.Name)
+			ps = v.posState(key, sym.Name)
 			row.ps = ps
 		}
-		e.markListed(ps, now)
-		if e.win.Positional() {
-			e.win.SamplePosition(ctx, now, &ps.X.series, &e.env, row.IndexName)
+		v.markListed(ps, now)
+		if v.win.Positional() {
+			v.win.SamplePosition(ctx, now, &ps.X.series, &v.env, row.IndexName)
 		}
 		// The plan is built in scratch the engine keeps: one that stays
 		// empty (nearly every position, every tick) costs nothing. Only
 		// Add changes its other fields, and Add leaves it not Empty: an
 		// empty one is as new but for its position, which is set before
 		// the first Add (an empty plan's is never read).
-		pl := &e.plan
+		pl := &v.plan
 		if !pl.Empty() {
 			*pl = act.Plan{}
 		}
 		// valid: the position's inputs have data, so a rule that reads
 		// neither windows nor the account is evaluated without the
 		// checks (condition's) it would pass anyway.
-		valid := why == "" && e.env.NoData() == ""
+		valid := why == "" && v.env.NoData() == ""
 		// Locals the compiler keeps in registers across the loop.
-		posRules, states, env := e.posRules, ps.Rules, &e.env
+		posRules, states, env := v.posRules, ps.Rules, &v.env
 		// quick: plain rules may run through quietRun, which steps over the
 		// false ones on inactive states without leaving its loop.
-		quick := valid && e.nFailing == 0
+		quick := valid && v.nFailing == 0
 		// known: the rules whose state is known Inactive (posExtra.inactive),
 		// kept up to date below wherever a state is read or stepped.
 		var known uint64
-		if ps.X.inactiveEpoch == e.stateEpoch {
+		if ps.X.inactiveEpoch == v.stateEpoch {
 			known = ps.X.inactive
 		}
 		evals := 0
@@ -128,10 +411,10 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 					b, ok = pr.fast(env)
 				}
 				switch {
-				case !ok || (e.nFailing != 0 && e.failing[ri]):
+				case !ok || (v.nFailing != 0 && v.failing[ri]):
 					var err error
-					b, err = e.ev.EvalPrechecked(pr.r, env)
-					cond, reason = e.outcome(ri, pr.r, env, why, b, err)
+					b, err = v.ev.EvalPrechecked(pr.r, env)
+					cond, reason = v.outcome(ri, pr.r, env, why, b, err)
 				case b:
 					cond = True
 				case states[ri].State == Inactive:
@@ -146,14 +429,14 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 					continue
 				}
 				if pr.windows {
-					e.win.Fill(ri, env)
+					v.win.Fill(ri, env)
 				}
 				evals++
 				if valid && !pr.checks {
-					b, err := e.ev.EvalPrechecked(r, env)
-					cond, reason = e.outcome(ri, r, env, why, b, err)
+					b, err := v.ev.EvalPrechecked(r, env)
+					cond, reason = v.outcome(ri, r, env, why, b, err)
 				} else {
-					cond, reason, of = e.conditionOf(ri, r, env, why)
+					cond, reason, of = v.conditionOf(ri, r, env, why)
 				}
 				if cond == False && states[ri].State == Inactive {
 					known |= 1 << ri
@@ -165,9 +448,9 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 				continue // no data again, ignored or failed: nothing to step
 			}
 			if of != "" {
-				reason = e.reasonOf(of, reason) // made only when it may be said
+				reason = v.reasonOf(of, reason) // made only when it may be said
 			}
-			acts := e.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
+			acts := v.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
 			if st.State == Inactive {
 				known |= 1 << ri
 			} else {
@@ -175,44 +458,52 @@ func (e *Engine) evaluate(ctx context.Context, now time.Time, snap *Snapshot, re
 			}
 			if acts {
 				pl.Pos, pl.Sym = p, sym
-				pl.Add(e.kinds, ri, r, st, nil, &e.ev, env)
+				pl.Add(v.kinds, ri, r, st, nil, &v.ev, env)
 			}
 		}
-		ps.X.inactive, ps.X.inactiveEpoch = known, e.stateEpoch
+		ps.X.inactive, ps.X.inactiveEpoch = known, v.stateEpoch
 		rep.Evaluations += evals
 		for _, d := range due {
 			if d.Targets[key] {
 				pl.Pos, pl.Sym = p, sym
-				pl.Add(e.kinds, d.Idx, d.Rule, d.St, d, &e.ev, &e.env)
+				pl.Add(v.kinds, d.Idx, d.Rule, d.St, d, &v.ev, &v.env)
 			}
 		}
 		if !pl.Empty() {
 			run := *pl // only a plan with actions leaves the loop
 			run.Refused, run.Env = &ps.X.refused, new(rules.Env)
-			*run.Env = e.env
+			*run.Env = v.env
 			plans = append(plans, &run)
 		}
 	}
-	e.disp.runPlans(ctx, now, snap, plans, rep, e.set)
-	e.accountDone(now, due)
-	e.forgetGone(ctx, now, rep)
+	v.plans = plans
+	return plans, due
+}
+
+// finish closes the tick once its plans were handed to the dispatcher:
+// the account rules' cooldowns (accountDone) and the positions gone
+// (forgetGone).
+func (v *evaluator) finish(ctx context.Context, now time.Time, due []*act.AccountDue, rep *TickReport) {
+	clear(v.plans) // the dispatcher is done with them
+	v.accountDone(now, due)
+	v.forgetGone(ctx, now, rep)
 }
 
 // stepRule evaluates rule ri on env, steps its state st and says the
 // transition; it reports whether the rule's actions are due. symbol and
 // position name what it was evaluated on (the account for an account
 // rule); indexWhy is why the index price is unusable, if it is.
-func (e *Engine) stepRule(ctx context.Context, now time.Time, rep *TickReport, ri int, r *rules.Rule, st *RuleState, env *rules.Env, symbol, position, indexWhy string) bool {
+func (v *evaluator) stepRule(ctx context.Context, now time.Time, rep *TickReport, ri int, r *rules.Rule, st *RuleState, env *rules.Env, symbol, position, indexWhy string) bool {
 	rep.Evaluations++
-	cond, reason := e.condition(ri, r, env, indexWhy)
-	return e.step(ctx, now, rep, r, st, cond, reason, env, symbol, position)
+	cond, reason := v.condition(ri, r, env, indexWhy)
+	return v.step(ctx, now, rep, r, st, cond, reason, env, symbol, position)
 }
 
 // step steps rule r's state st by the evaluation's outcome cond (reason
 // says why when it is not True or False) and says the transition; it
 // reports whether the rule's actions are due. evaluate calls it directly
 // for the position rules, having evaluated them itself.
-func (e *Engine) step(ctx context.Context, now time.Time, rep *TickReport, r *rules.Rule, st *RuleState, cond Condition, reason string, env *rules.Env, symbol, position string) bool {
+func (v *evaluator) step(ctx context.Context, now time.Time, rep *TickReport, r *rules.Rule, st *RuleState, cond Condition, reason string, env *rules.Env, symbol, position string) bool {
 	switch {
 	case cond == Invalid && r.OnNoData == rules.NoDataIgnore, cond == unhealthy:
 		return false
@@ -224,15 +515,15 @@ func (e *Engine) step(ctx context.Context, now time.Time, rep *TickReport, r *ru
 	*st = next
 	due := alert.ActionDue(next, now, r.Cooldown)
 	if tr != "" {
-		e.dirty = true
+		v.changed()
 		// A rule whose notify action runs now tells of its firing
 		// itself: one message per event and channel.
 		quiet := tr == ToFiring && due && r.HasAction(rules.Notify)
 		ev := transitionEvent(now, r, symbol, position, prev.State, next.State, tr, reason, quiet, env)
 		if next.State == Inactive {
-			e.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, symbol, ev) // an acknowledgement lasts until its alert resolves
+			v.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, symbol, ev) // an acknowledgement lasts until its alert resolves
 		} else {
-			e.emit(ctx, rep, ev)
+			v.emit(ctx, rep, ev)
 		}
 	}
 	return due
@@ -243,10 +534,10 @@ func (e *Engine) step(ctx context.Context, now time.Time, rep *TickReport, r *ru
 const unhealthy Condition = 255
 
 // condition evaluates r on env.
-func (e *Engine) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (Condition, string) {
-	cond, reason, of := e.conditionOf(ri, r, env, indexWhy)
+func (v *evaluator) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (Condition, string) {
+	cond, reason, of := v.conditionOf(ri, r, env, indexWhy)
 	if of != "" {
-		reason = e.reasonOf(of, reason)
+		reason = v.reasonOf(of, reason)
 	}
 	return cond, reason
 }
@@ -254,14 +545,14 @@ func (e *Engine) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy strin
 // conditionOf is condition without making the text of a windowed term's or
 // an account field's no data: when of is not "", cond is Invalid, and the
 // reason is reasonOf(of, reason).
-func (e *Engine) conditionOf(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (cond Condition, reason, of string) {
+func (v *evaluator) conditionOf(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (cond Condition, reason, of string) {
 	if indexWhy == "" && env.NoData() == "" {
 		if of, why := r.Missing(env); of != "" {
 			return Invalid, why, of
 		}
 	}
-	ok, err := e.ev.Eval(r, env)
-	cond, reason = e.outcome(ri, r, env, indexWhy, ok, err)
+	ok, err := v.ev.Eval(r, env)
+	cond, reason = v.outcome(ri, r, env, indexWhy, ok, err)
 	return cond, reason, ""
 }
 
@@ -281,13 +572,13 @@ func stepNoop(r *rules.Rule, st *RuleState, cond Condition) bool {
 
 // outcome is the Condition of an evaluation of r on env that gave ok and
 // err, with the reason when it has no data or failed.
-func (e *Engine) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string, ok bool, err error) (Condition, string) {
+func (v *evaluator) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string, ok bool, err error) (Condition, string) {
 	switch {
 	case err == nil:
-		if e.failing[ri] {
-			e.failing[ri] = false
-			e.nFailing--
-			e.log.Info("rule evaluates again", "rule", r.Name)
+		if v.failing[ri] {
+			v.failing[ri] = false
+			v.nFailing--
+			v.log.Info("rule evaluates again", "rule", r.Name)
 		}
 		if ok {
 			return True, ""
@@ -303,18 +594,18 @@ func (e *Engine) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string,
 		}
 		return Invalid, reason
 	default:
-		e.emit(context.Background(), nil, ruleErrorEvent(r, env.Position.Symbol, err, !e.failing[ri]))
-		if !e.failing[ri] {
-			e.failing[ri] = true
-			e.nFailing++
+		v.emit(context.Background(), nil, ruleErrorEvent(r, env.Position.Symbol, err, !v.failing[ri]))
+		if !v.failing[ri] {
+			v.failing[ri] = true
+			v.nFailing++
 		}
 		return unhealthy, err.Error()
 	}
 }
 
 // posState returns the state of the rules on a position, creating it.
-func (e *Engine) posState(key market.Key, symbol string) *posState {
-	return e.book.Ensure(key, symbol, len(e.set.Rules))
+func (v *evaluator) posState(key market.Key, symbol string) *posState {
+	return v.book.Ensure(key, symbol, len(v.set.Rules))
 }
 
 // forgetGone drops the state of positions that were closed: listed empty
@@ -323,20 +614,20 @@ func (e *Engine) posState(key market.Key, symbol string) *posState {
 // having acted on it, and two intervals — so that an answer that is empty
 // now and then does not wipe cooldowns (a returning position keeps them).
 // A rule that was firing on a forgotten position resolves.
-func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport) {
-	if e.seen == e.book.Len() {
+func (v *evaluator) forgetGone(ctx context.Context, now time.Time, rep *TickReport) {
+	if v.seen == v.book.Len() {
 		return // every position the guard keeps was seen in this tick
 	}
 	var gone []market.Key
-	for key, ps := range e.book.All() {
+	for key, ps := range v.book.All() {
 		if ps.Seen.Equal(now) {
 			continue
 		}
-		if ps.X.closedGen != e.rowGen {
+		if ps.X.closedGen != v.rowGen {
 			if ps.MissingSince.IsZero() {
 				ps.MissingSince = now
 			}
-			if now.Sub(ps.MissingSince) < e.grace(ps) {
+			if now.Sub(ps.MissingSince) < v.grace(ps) {
 				continue
 			}
 		}
@@ -345,55 +636,55 @@ func (e *Engine) forgetGone(ctx context.Context, now time.Time, rep *TickReport)
 	// A deterministic order for the audit log and replays.
 	slices.SortFunc(gone, func(a, b market.Key) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Dir, b.Dir)) })
 	for _, key := range gone {
-		ps := e.book.Get(key)
+		ps := v.book.Get(key)
 		reason := "position closed"
-		if ps.X.closedGen != e.rowGen {
+		if ps.X.closedGen != v.rowGen {
 			reason = fmt.Sprintf("position not listed for %s", now.Sub(ps.MissingSince).Round(time.Second))
 		}
 		for ri, s := range ps.Rules {
-			if s.State == Inactive || ri >= len(e.set.Rules) {
+			if s.State == Inactive || ri >= len(v.set.Rules) {
 				continue
 			}
-			r := e.set.Rules[ri]
+			r := v.set.Rules[ri]
 			to, tr := Inactive, ToInactive
 			if s.State == Firing {
 				tr = ToResolved
 			}
-			e.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, ps.Symbol, transitionEvent(now, r, ps.Symbol, key.ID, s.State, to, tr, reason, false, nil))
+			v.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, ps.Symbol, transitionEvent(now, r, ps.Symbol, key.ID, s.State, to, tr, reason, false, nil))
 		}
-		e.book.Forget(key)
-		e.dirty = true
+		v.book.Forget(key)
+		v.changed()
 	}
 }
 
 // markSeen records that the tick at now saw the position (or the account)
-// of state ps, and counts it in e.seen the first time in the tick: only
-// forgetGone drops an entry, so when e.seen is the book's length every
+// of state ps, and counts it in v.seen the first time in the tick: only
+// forgetGone drops an entry, so when v.seen is the book's length every
 // entry was seen.
-func (e *Engine) markSeen(ps *posState, now time.Time) {
+func (v *evaluator) markSeen(ps *posState, now time.Time) {
 	if !ps.Seen.Equal(now) {
 		ps.Seen = now
-		e.seen++
+		v.seen++
 	}
 }
 
 // markListed records that the tick at now listed the position (or the
 // account) of state ps: seen, and not missing.
-func (e *Engine) markListed(ps *posState, now time.Time) {
-	e.markSeen(ps, now)
+func (v *evaluator) markListed(ps *posState, now time.Time) {
+	v.markSeen(ps, now)
 	if !ps.MissingSince.IsZero() {
 		ps.MissingSince = time.Time{}
 	}
 }
 
 // grace is how long a position missing from the answers keeps its state.
-func (e *Engine) grace(ps *posState) time.Duration {
-	g := 2 * e.cfg.Interval
+func (v *evaluator) grace(ps *posState) time.Duration {
+	g := 2 * v.interval
 	for ri, s := range ps.Rules {
-		if ri >= len(e.set.Rules) || (s.State == Inactive && s.LastActionAt.IsZero()) {
+		if ri >= len(v.set.Rules) || (s.State == Inactive && s.LastActionAt.IsZero()) {
 			continue
 		}
-		r := e.set.Rules[ri]
+		r := v.set.Rules[ri]
 		g = max(g, r.Cooldown, r.For, r.KeepFiringFor)
 	}
 	return g
@@ -403,8 +694,8 @@ func (e *Engine) grace(ps *posState) time.Duration {
 // decoded — by name, in the log and the audit log when the set changes, and
 // in a metric every tick — and keeps the rule states of an unreadable
 // position: it has no data, which neither resolves nor forgets anything.
-func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) {
-	if len(snap.Partial) == 0 && len(e.badItems) == 0 {
+func (v *evaluator) unreadable(ctx context.Context, now time.Time, snap *Snapshot) {
+	if len(snap.Partial) == 0 && len(v.badItems) == 0 {
 		return // the common case: nothing to say, and the gauges read 0
 	}
 	current := map[string]string{}
@@ -416,20 +707,20 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 			if pe.What != "positions" || it.ID == "" {
 				continue
 			}
-			for key, ps := range e.book.All() {
+			for key, ps := range v.book.All() {
 				if key.ID == it.ID {
-					e.markSeen(ps, now)
+					v.markSeen(ps, now)
 				}
 			}
 		}
 	}
-	e.metrics.Unreadable(counts)
-	if maps.Equal(current, e.badItems) {
+	v.metrics.Unreadable(counts)
+	if maps.Equal(current, v.badItems) {
 		return
 	}
-	e.badItems = current
+	v.badItems = current
 	if len(current) == 0 {
-		e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "every item of the answers is readable again", Audit: &Record{Time: now, Type: "read", Reason: "every item readable again"}})
+		v.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "every item of the answers is readable again", Audit: &Record{Time: now, Type: "read", Reason: "every item readable again"}})
 		return
 	}
 	var parts []string
@@ -437,20 +728,20 @@ func (e *Engine) unreadable(ctx context.Context, now time.Time, snap *Snapshot) 
 		parts = append(parts, k+": "+current[k])
 	}
 	text := "unreadable items, left out (the rest of each answer is used): " + strings.Join(parts, "; ")
-	e.emit(ctx, nil, event{Level: slog.LevelError, Msg: text, Audit: &Record{Time: now, Type: "read", Reason: text}})
+	v.emit(ctx, nil, event{Level: slog.LevelError, Msg: text, Audit: &Record{Time: now, Type: "read", Reason: text}})
 }
 
 // reasonOf is the text of a no-data error about a function over time or an
 // account field, made once per pair: the few pairs recur every tick.
-func (e *Engine) reasonOf(of, why string) string {
+func (v *evaluator) reasonOf(of, why string) string {
 	k := [2]string{of, why}
-	r, ok := e.reasons[k]
+	r, ok := v.reasons[k]
 	if !ok {
-		if len(e.reasons) > 1000 {
-			clear(e.reasons)
+		if len(v.reasons) > 1000 {
+			clear(v.reasons)
 		}
 		r = (&rules.NoDataError{Of: of, Reason: why}).Error()
-		e.reasons[k] = r
+		v.reasons[k] = r
 	}
 	return r
 }
@@ -461,7 +752,7 @@ type posRule struct {
 	ri int
 	r  *rules.Rule
 	// runEnd is, for a plain rule, the end of the run of consecutive
-	// plain rules it is in (an index into Engine.posRules).
+	// plain rules it is in (an index into evaluator.posRules).
 	runEnd int
 	// symbols: the rule names its symbols (AppliesTo must be asked);
 	// windows: it has windowed terms to set in the environment; checks:
@@ -475,23 +766,23 @@ type posRule struct {
 }
 
 // bindRules lays out the set's position rules for evaluate's loop.
-func (e *Engine) bindRules(set *rules.Set) {
-	e.posRules = e.posRules[:0]
+func (v *evaluator) bindRules(set *rules.Set) {
+	v.posRules = v.posRules[:0]
 	for ri, r := range set.Rules {
 		if r.Account() {
 			continue
 		}
 		pr := posRule{ri: ri, r: r, symbols: len(r.Symbols) > 0,
-			windows: e.win.Windowed(ri), checks: len(r.Windows()) > 0 || r.ReadsAccount()}
+			windows: v.win.Windowed(ri), checks: len(r.Windows()) > 0 || r.ReadsAccount()}
 		if pr.fast = r.FastPath(); pr.fast != nil && !pr.symbols && !pr.windows && !pr.checks {
 			pr.plain = true
 		}
-		e.posRules = append(e.posRules, pr)
+		v.posRules = append(v.posRules, pr)
 	}
 	end := 0
-	for k := len(e.posRules) - 1; k >= 0; k-- {
-		if pr := &e.posRules[k]; pr.plain {
-			if k+1 == len(e.posRules) || !e.posRules[k+1].plain {
+	for k := len(v.posRules) - 1; k >= 0; k-- {
+		if pr := &v.posRules[k]; pr.plain {
+			if k+1 == len(v.posRules) || !v.posRules[k+1].plain {
 				end = k + 1
 			}
 			pr.runEnd = end
@@ -531,15 +822,15 @@ func quietRun(prs []posRule, k, end int, states []RuleState, env *rules.Env, kno
 // stateNow is the state a plan's rule points at, found again when the rule
 // set was reloaded since the plan was decided (the states moved with their
 // rules); nil when the rule or the position is gone.
-func (e *Engine) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) *RuleState {
-	if setAt == e.set {
+func (v *evaluator) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) *RuleState {
+	if setAt == v.set {
 		return st
 	}
-	ps := e.book.Get(key)
+	ps := v.book.Get(key)
 	if ps == nil {
 		return nil
 	}
-	for ri, nr := range e.set.Rules {
+	for ri, nr := range v.set.Rules {
 		if nr.Name == r.Name && nr.Fingerprint() == r.Fingerprint() && ri < len(ps.Rules) {
 			return &ps.Rules[ri]
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/rules"
 )
 
@@ -73,13 +74,12 @@ func acts(r *rules.Rule) bool {
 	return slices.ContainsFunc(r.Actions, func(a rules.Action) bool { return a.Kind != rules.Notify })
 }
 
-// hotRules lists the rules that can change something and are pending or
-// firing on a position or the account, sorted by symbol and rule. The
-// caller holds tick.
-func (e *Engine) hotRules() []ActiveRule {
-	out := e.book.Alerts(e.names, func(s State) bool { return s == Pending || s == Firing })
-	acting := make(map[string]bool, len(e.set.Rules))
-	for _, r := range e.set.Rules {
+// hot lists the rules that can change something and are pending or
+// firing on a position or the account, sorted by symbol and rule.
+func (v *evaluator) hot() []ActiveRule {
+	out := v.book.Alerts(v.names, func(s State) bool { return s == Pending || s == Firing })
+	acting := make(map[string]bool, len(v.set.Rules))
+	for _, r := range v.set.Rules {
 		acting[r.Name] = acts(r)
 	}
 	out = slices.DeleteFunc(out, func(a ActiveRule) bool { return !acting[a.Rule] })
@@ -89,35 +89,26 @@ func (e *Engine) hotRules() []ActiveRule {
 	return out
 }
 
-// steerLane decides the wait before the next tick at the end of a tick,
-// and says so when the lane changes. The caller holds tick.
-func (e *Engine) steerLane(ctx context.Context) {
-	var hot []ActiveRule
-	if e.cfg.FastInterval > 0 {
-		hot = e.hotRules()
-	}
-	cause := fastLaneCause(e.cfg, hot, e.lane.near)
-	wait := e.cfg.Interval
+// steer decides the wait before the next tick at the end of a tick, of
+// the rules hot (evaluator.hot; nil without a fast lane) and the nearest
+// position the tick measured, and says so in jr when the lane changes.
+func (l *laneState) steer(ctx context.Context, cfg Config, hot []ActiveRule, jr *journal.Journal) time.Duration {
+	cause := fastLaneCause(cfg, hot, l.near)
+	wait := cfg.Interval
 	if cause != "" {
-		wait = e.cfg.FastInterval
+		wait = cfg.FastInterval
 	}
-	e.board.setWait(wait)
-	was := e.lane.cause != ""
-	e.lane.cause = cause
+	was := l.cause != ""
+	l.cause = cause
 	switch {
 	case cause != "" && !was:
-		e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "fast lane on: " + cause,
-			Attrs: []any{"interval", e.cfg.FastInterval},
+		jr.Emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "fast lane on: " + cause,
+			Attrs: []any{"interval", cfg.FastInterval},
 			Count: func(m *Metrics) { m.FastLaneOn(true) }})
 	case cause == "" && was:
-		e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "back to the normal interval",
-			Attrs: []any{"interval", e.cfg.Interval},
+		jr.Emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "back to the normal interval",
+			Attrs: []any{"interval", cfg.Interval},
 			Count: func(m *Metrics) { m.FastLaneOn(false) }})
 	}
+	return wait
 }
-
-// NextInterval is how long Run waits after the start of the last tick
-// before the next: FastInterval while that tick found a rule that can
-// change something pending or firing, or a position within FastDistance of
-// its liquidation price; Interval otherwise.
-func (e *Engine) NextInterval() time.Duration { return e.board.NextInterval() }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/journal"
@@ -275,20 +274,4 @@ func modelFitOf(f margin.Fit) *ModelFit {
 		mf.Positions = append(mf.Positions, ModelFitPosition{Symbol: p.Symbol, Fits: p.Fits(f.Tolerance), Error: p.Error, Figure: p.What})
 	}
 	return mf
-}
-
-// CheckModel reads one snapshot and checks the margin model against the
-// exchange's own figures, as a tick would, without evaluating a rule or
-// acting: `riskguard check --exchange`.
-func (e *Engine) CheckModel(ctx context.Context, now time.Time) (margin.Fit, error) {
-	e.tick.Lock()
-	defer e.tick.Unlock()
-	snap, err := e.snaps.Read(ctx, now)
-	if err != nil {
-		return margin.Fit{}, err
-	}
-	e.buildRows(snap)
-	ps, rep := e.view.Model()
-	// The fit names its positions: copies, as the view's are its own.
-	return margin.CheckFit(margin.Account{Positions: slices.Clone(ps)}, slices.Clone(rep), e.cfg.ModelTolerance), nil
 }

@@ -41,7 +41,7 @@ func TestFitCheckKeepsASteadyAccountsFit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.buildRows(snap)
+		e.join(snap)
 		ps, rep := e.view.Model()
 		return margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance).Summary()
 	}
@@ -121,7 +121,7 @@ func TestFitHoldsWhileOnlyIndexesMove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.buildRows(snap)
+		e.join(snap)
 		ps, rep := e.view.Model()
 		return ps, rep, margin.CheckFit(margin.Account{Positions: ps}, rep, e.cfg.ModelTolerance)
 	}

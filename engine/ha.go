@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/notify"
 )
 
@@ -160,53 +159,20 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 		if err != nil {
 			e.log.Error("the shared state could not be decoded; acting on this host's own state", "err", err)
 		} else {
-			e.takeover(s, now)
+			// The breaker and the silences and pauses are the last
+			// leader's; the rule states are merged (evaluator.takeover).
+			b := s.Breaker
+			b.Restore(now, e.cfg.BreakerReset)
+			e.disp.setBreaker(b)
+			e.ctl.Replace(s.Silences, s.Pauses, now)
+			e.eval.takeover(s, now)
 		}
 	}
-	e.dirty = true // the next save writes what differs from the shared state
+	e.file.changed() // the next save writes what differs from the shared state
 	e.lead.Took(term)
 	text := fmt.Sprintf("leader (term %d): this process sends the account's calls from now on", term)
 	e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "ha", To: "leader", Reason: text},
 		Note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "warning", Text: text}})
-}
-
-// takeover merges the last leader's state into this process's: the
-// cooldowns, harm notes and margin budgets are the later of the two, the
-// breaker and the silences and pauses the leader's; the pending and
-// firing states stay this process's own (it evaluated every tick).
-func (e *Engine) takeover(s *savedState, now time.Time) {
-	e.stateEpoch++ // states written from the last leader's
-	b := s.Breaker
-	b.Restore(now, e.cfg.BreakerReset)
-	e.disp.setBreaker(b)
-	e.ctl.Replace(s.Silences, s.Pauses, now)
-	later := func(a, b time.Time) time.Time {
-		if b.After(a) && !b.After(now) {
-			return b
-		}
-		return a
-	}
-	for ri, r := range e.set.Rules {
-		sr, ok := s.Rules[r.Name]
-		if !ok || sr.Fingerprint != r.Fingerprint() {
-			continue
-		}
-		for saved, st := range sr.Positions {
-			key := market.ParseKey(saved)
-			ps := e.book.Get(key)
-			if ps == nil {
-				ps = e.book.Ensure(key, s.Symbols[saved], len(e.set.Rules))
-				ps.Rules[ri] = st
-				continue
-			}
-			mine := &ps.Rules[ri]
-			mine.LastActionAt = later(mine.LastActionAt, st.LastActionAt)
-			mine.HarmNotedAt = later(mine.HarmNotedAt, st.HarmNotedAt)
-			if st.BudgetFrom.After(mine.BudgetFrom) || st.BudgetFrom.Equal(mine.BudgetFrom) && st.MarginMoved > mine.MarginMoved {
-				mine.BudgetFrom, mine.MarginMoved = st.BudgetFrom, st.MarginMoved
-			}
-		}
-	}
 }
 
 // The shared state's part names.

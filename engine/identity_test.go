@@ -55,7 +55,7 @@ func TestMissingPositionForgottenAfterGrace(t *testing.T) {
 	h.fx.positions = h.fx.positions[1:]
 	h.fx.mu.Unlock()
 	h.tick(60)
-	if h.e.book.Get(market.Key{ID: "1_1", Dir: "LONG"}) == nil {
+	if h.e.eval.book.Get(market.Key{ID: "1_1", Dir: "LONG"}) == nil {
 		t.Fatal("XBTC forgotten after a minute missing, within the 5 m cooldown")
 	}
 	if rep := h.tick(301); len(rep.Transitions) != 0 {
@@ -86,7 +86,7 @@ func TestHedgeModePositionsKeepApartStates(t *testing.T) {
 	if !fired {
 		t.Errorf("the short did not fire beside the long of the same id: %+v", rep.Transitions)
 	}
-	if h.e.book.Get(market.Key{ID: "1_1", Dir: "SHORT"}) == nil {
-		t.Errorf("no state for the short: %v", h.e.book.Alerts(h.e.names, func(alert.State) bool { return true }))
+	if h.e.eval.book.Get(market.Key{ID: "1_1", Dir: "SHORT"}) == nil {
+		t.Errorf("no state for the short: %v", h.e.eval.book.Alerts(h.e.eval.names, func(alert.State) bool { return true }))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/riskguard/riskguard/engine/journal"
 )
 
 // Run ticks until ctx is done, every Interval, or every FastInterval
@@ -102,17 +104,24 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		rep.Snapshot = snap
 		e.board.setListed(snap.Symbols)
 	}
-	e.reachability(ctx, now, err)
+	e.reach.observe(ctx, now, err, e.cfg.UnreachableAfter, e.jr)
 	if err == nil {
 		e.board.succeeded(now)
 	}
 	if e.ctl.Expire(ctx, now) {
-		e.dirty = true
+		e.file.changed()
 	}
 	e.syncLeadership(ctx, now)
 	if snap != nil {
 		e.lane.near = nearest{} // this tick's evaluation measures it afresh
-		e.evaluate(ctx, now, snap, rep)
+		rows := e.join(snap)
+		if f, fresh := e.model.checkFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
+			e.metrics.ModelFit(f)
+			e.board.setFit(f) // for Status; allocated only for a fresh fit
+		}
+		plans, due := e.eval.evaluate(ctx, now, &e.view, rows, rep)
+		e.disp.runPlans(ctx, now, snap, plans, rep, e.eval.ruleSet())
+		e.eval.finish(ctx, now, due, rep)
 	}
 	e.publishStatus(snap, err) // what Status shows
 	if serr := e.saveLocked(); serr != nil {
@@ -121,7 +130,11 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 			err = serr
 		}
 	}
-	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.board.LastSuccess()), e.stateCounts(), e.disp.breakerOpen(now))
+	var counts map[string]*[4]int
+	if e.metrics != nil {
+		counts = e.eval.counts()
+	}
+	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.board.LastSuccess()), counts, e.disp.breakerOpen(now))
 	if err != nil {
 		e.emit(ctx, nil, event{Audit: &Record{Time: now, Type: "tick", Error: err.Error()}})
 	}
@@ -129,29 +142,56 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.publishActive()
 	}
 	e.applyPending() // a reload that arrived during the tick
-	e.steerLane(ctx)
+	var hot []ActiveRule
+	if e.cfg.FastInterval > 0 {
+		hot = e.eval.hot()
+	}
+	e.board.setWait(e.lane.steer(ctx, e.cfg, hot, e.jr))
 	return rep, err
 }
 
-// reachability notifies when reads have failed for UnreachableAfter, and
-// once more when they succeed again.
-func (e *Engine) reachability(ctx context.Context, now time.Time, err error) {
+// join joins snap once for the tick: the view (engine/market), then its
+// rows with the rule states.
+func (e *Engine) join(snap *Snapshot) []tickRow {
+	e.view.Join(snap, e.snaps, e.cfg.IndexNames)
+	return e.eval.join(&e.view)
+}
+
+// rowsFor returns the tick's rows of snap, joining them if the tick has
+// not.
+func (e *Engine) rowsFor(snap *Snapshot) []tickRow {
+	if rows, ok := e.eval.joined(snap); ok {
+		return rows
+	}
+	return e.join(snap)
+}
+
+// reachability notifies when reads have failed for a while, and once more
+// when they succeed again (tick-owned).
+type reachability struct {
+	failSince time.Time // first failed read of the current outage
+	down      bool      // the unreachable notification was sent
+}
+
+// observe takes in the tick's read at now, which failed with err (nil: it
+// succeeded): after failing for after, it says the exchange is down.
+func (r *reachability) observe(ctx context.Context, now time.Time, err error, after time.Duration, jr *journal.Journal) {
 	if err == nil {
-		if e.down {
-			e.emit(ctx, nil, reachabilityEvent(now, false, fmt.Sprintf("exchange reachable again after %s", now.Sub(e.failSince).Round(time.Second))))
+		if r.down {
+			jr.Emit(ctx, nil, reachabilityEvent(now, false, fmt.Sprintf("exchange reachable again after %s", now.Sub(r.failSince).Round(time.Second))))
 		}
-		e.failSince, e.down = time.Time{}, false
+		r.failSince, r.down = time.Time{}, false
 		return
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	if e.failSince.IsZero() {
-		e.failSince = now
+	if r.failSince.IsZero() {
+		r.failSince = now
 	}
-	if !e.down && now.Sub(e.failSince) >= e.cfg.UnreachableAfter {
-		e.down = true
-		text := fmt.Sprintf("exchange unreachable for %s: no action is taken without fresh data (%v)", now.Sub(e.failSince).Round(time.Second), err)
-		e.emit(ctx, nil, reachabilityEvent(now, true, text))
+	if !r.down && now.Sub(r.failSince) >= after {
+		r.down = true
+		text := fmt.Sprintf("exchange unreachable for %s: no action is taken without fresh data (%v)", now.Sub(r.failSince).Round(time.Second), err)
+		jr.Emit(ctx, nil, reachabilityEvent(now, true, text))
 	}
 }

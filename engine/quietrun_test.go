@@ -47,8 +47,8 @@ func TestQuietRunsMatchTheGeneralPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		if general {
-			for k := range e.posRules {
-				e.posRules[k].plain = false
+			for k := range e.eval.posRules {
+				e.eval.posRules[k].plain = false
 			}
 		}
 		return e, fx
@@ -56,10 +56,10 @@ func TestQuietRunsMatchTheGeneralPath(t *testing.T) {
 	quick, qx := build(false)
 	general, gx := build(true)
 	plain, runs := 0, 0
-	for k, pr := range quick.posRules {
+	for k, pr := range quick.eval.posRules {
 		if pr.plain {
 			plain++
-			if k+1 == len(quick.posRules) || !quick.posRules[k+1].plain {
+			if k+1 == len(quick.eval.posRules) || !quick.eval.posRules[k+1].plain {
 				runs++
 			}
 		}
@@ -106,7 +106,7 @@ func TestQuietRunsMatchTheGeneralPath(t *testing.T) {
 // ruleStates are the engine's rule states by position.
 func ruleStates(e *Engine) map[string][]alert.RuleState {
 	out := map[string][]alert.RuleState{}
-	for key, ps := range e.book.All() {
+	for key, ps := range e.eval.book.All() {
 		out[key.String()] = append([]alert.RuleState(nil), ps.Rules...)
 	}
 	return out
@@ -132,7 +132,7 @@ func TestKnownInactiveFollowsMovedStates(t *testing.T) {
 	}
 	firing := func() int {
 		n := 0
-		for _, ps := range e.book.All() {
+		for _, ps := range e.eval.book.All() {
 			for _, st := range ps.Rules {
 				if st.State == alert.Firing {
 					n++

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/shopspring/decimal"
 )
 
 // tickRow is a row of the tick's view (engine/market) joined with the
@@ -18,32 +20,32 @@ type tickRow struct {
 	dup bool
 }
 
-// buildRows joins the snapshot's positions once for the tick: market's view
-// (symbol, index) and the rule states. The rows of the last build are
-// reused, and so is the state each pointed to when the position at the
-// same place has the same key (the exchange lists the positions in a
-// stable order): no map lookup then.
-func (e *Engine) buildRows(snap *Snapshot) []tickRow {
-	e.rowGen++
-	gen := e.rowGen
-	e.view.Join(snap, e.snaps, e.cfg.IndexNames)
+// join joins the tick's view tv (engine/market: symbol, index) once with
+// the rule states. The rows of the last join are reused, and so is the
+// state each pointed to when the position at the same place has the same
+// key (the exchange lists the positions in a stable order): no map lookup
+// then.
+func (v *evaluator) join(tv *market.View) []tickRow {
+	v.rowGen++
+	gen := v.rowGen
+	snap := tv.Snap
 	n := len(snap.Positions)
-	rows := e.rows
+	rows := v.rows
 	if cap(rows) < n {
 		grown := make([]tickRow, n)
 		copy(grown, rows[:cap(rows)])
 		rows = grown
 	}
 	rows = rows[:n]
-	if len(e.rowFresh) > 0 {
-		clear(e.rowFresh)
+	if len(v.rowFresh) > 0 {
+		clear(v.rowFresh)
 	}
-	for i := range e.view.Rows {
-		mr := &e.view.Rows[i]
+	for i := range tv.Rows {
+		mr := &tv.Rows[i]
 		r := &rows[i]
 		ps := r.ps // the last tick's state at this place
 		if ps == nil || ps.Dropped || ps.Key != mr.Key {
-			ps = e.book.Get(mr.Key)
+			ps = v.book.Get(mr.Key)
 		}
 		*r = tickRow{Row: mr, ps: ps}
 		if mr.P.Empty {
@@ -57,38 +59,52 @@ func (e *Engine) buildRows(snap *Snapshot) []tickRow {
 			r.dup = ps.X.rowGen == gen
 			ps.X.rowGen = gen
 		default:
-			if e.rowFresh == nil {
-				e.rowFresh = make(map[market.Key]struct{})
+			if v.rowFresh == nil {
+				v.rowFresh = make(map[market.Key]struct{})
 			}
-			_, r.dup = e.rowFresh[mr.Key]
-			e.rowFresh[mr.Key] = struct{}{}
+			_, r.dup = v.rowFresh[mr.Key]
+			v.rowFresh[mr.Key] = struct{}{}
 		}
 	}
-	e.rows, e.rowsOf = rows, snap
+	v.rows, v.rowsOf = rows, snap
 	return rows
 }
 
-// rowsFor returns the tick's rows of snap, building them if the tick has
-// not.
-func (e *Engine) rowsFor(snap *Snapshot) []tickRow {
-	if e.rowsOf == snap && snap != nil {
-		return e.rows
+// joined returns the rows of the last join when it was of snap.
+func (v *evaluator) joined(snap *Snapshot) ([]tickRow, bool) {
+	if v.rowsOf == snap && snap != nil {
+		return v.rows, true
 	}
-	return e.buildRows(snap)
+	return nil, false
 }
 
 // rowIndex says whether the row's index price is usable with the
 // staleness bound applied (the row holds it), and why not when it is
 // missing or stale.
-func (e *Engine) rowIndex(snap *Snapshot, r *tickRow, now time.Time) (string, bool) {
+func (v *evaluator) rowIndex(snap *Snapshot, r *tickRow, now time.Time) (string, bool) {
 	if snap.IndexPrices == nil {
 		return "index prices not read", false
 	}
 	if !r.HasIndex {
 		return "index " + r.IndexName + " missing", false
 	}
-	if why := e.stale(r.IndexName, r.Index, now); why != "" {
+	if why := v.stale(r.IndexName, r.Index, now); why != "" {
 		return why, false
 	}
 	return "", true
+}
+
+// stale applies the staleness bound (StaleAfter) to index name's price p
+// at now: "" when fresh, otherwise why not.
+func (v *evaluator) stale(name string, p decimal.Decimal, now time.Time) string {
+	if v.staleAfter <= 0 {
+		return ""
+	}
+	seen, known := v.indexSeen[name]
+	if !known || !seen.price.Equal(p) {
+		v.indexSeen[name] = indexSeen{price: p, changed: now}
+	} else if now.Sub(seen.changed) > v.staleAfter {
+		return fmt.Sprintf("index %s unchanged for %s", name, now.Sub(seen.changed).Round(time.Second))
+	}
+	return ""
 }

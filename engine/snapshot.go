@@ -1,54 +1,11 @@
 package engine
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/market"
-	"github.com/riskguard/riskguard/exchange"
-	"github.com/shopspring/decimal"
 )
-
-// Symbols returns the names of the contract symbols the exchange lists,
-// from the symbols the ticks keep, read first when they are due or were
-// never read (so the tick after it reads them no sooner than usual). It
-// waits for a running tick: the daemon calls it before its first.
-func (e *Engine) Symbols(ctx context.Context, now time.Time) ([]string, error) {
-	e.tick.Lock()
-	defer e.tick.Unlock()
-	tr, err := e.snaps.ReadSymbols(ctx, now)
-	if err != nil {
-		return nil, err
-	}
-	e.board.setListed(tr)
-	return e.ListedSymbols(), nil
-}
-
-// ListedSymbols returns the contract symbols of the last symbols read, or
-// nil before the first; it never waits for a tick.
-func (e *Engine) ListedSymbols() []string { return e.board.Listed() }
-
-// indexName is the index that prices a contract symbol.
-func (e *Engine) indexName(sym *exchange.ContractSymbol) string {
-	return market.IndexName(e.cfg.IndexNames, sym)
-}
-
-// stale applies the staleness bound (StaleAfter) to index name's price p
-// at now: "" when fresh, otherwise why not.
-func (e *Engine) stale(name string, p decimal.Decimal, now time.Time) string {
-	if e.cfg.StaleAfter <= 0 {
-		return ""
-	}
-	seen, known := e.indexSeen[name]
-	if !known || !seen.price.Equal(p) {
-		e.indexSeen[name] = indexSeen{price: p, changed: now}
-	} else if now.Sub(seen.changed) > e.cfg.StaleAfter {
-		return fmt.Sprintf("index %s unchanged for %s", name, now.Sub(seen.changed).Round(time.Second))
-	}
-	return ""
-}
 
 // Snapshot is one read of the account; see engine/market.
 type Snapshot = market.Snapshot

@@ -79,7 +79,7 @@ func TestStateFromTheFutureClamped(t *testing.T) {
 	if b := e.disp.Breaker(); b.Open(t0) || len(b.Sent) != 0 {
 		t.Errorf("breaker %+v, want closed with no calls", b)
 	}
-	if got := e.book.Get(market.Key{ID: "1_1"}).Rules[0].LastActionAt; !got.Equal(t0) {
+	if got := e.eval.book.Get(market.Key{ID: "1_1"}).Rules[0].LastActionAt; !got.Equal(t0) {
 		t.Errorf("last action at %s, want clamped to %s", got, t0)
 	}
 	if msgs := strings.Join(notes.all(), "\n"); strings.Contains(msgs, "circuit breaker OPEN") {

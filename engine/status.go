@@ -335,9 +335,10 @@ func (e *Engine) publishStatus(snap *Snapshot, err error) {
 		// The tick made the account when a rule reads it; else it is made
 		// for the status once someone has asked for it (a backtest never
 		// does, and does not pay for it).
+		acct, made := e.eval.account()
 		switch {
-		case e.win.NeedAccount():
-			p.account = accountStatus(&e.acct)
+		case made:
+			p.account = accountStatus(acct)
 		case e.board.wanted():
 			a := e.model.accountOf(&e.view, e.rowsFor(snap))
 			p.account = accountStatus(&a)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -36,6 +37,69 @@ type savedState struct {
 type savedRule struct {
 	Fingerprint string               `json:"fingerprint"`
 	Positions   map[string]RuleState `json:"positions"`
+}
+
+// stateFile is the state file as the engine keeps it (tick-owned): the
+// lock that holds it against a second guard (nil without one, or in a dry
+// run, which never writes it), and whether the state to save changed since
+// the last save.
+type stateFile struct {
+	lock  *os.File
+	dirty bool
+}
+
+// changed marks the state to be saved.
+func (f *stateFile) changed() { f.dirty = true }
+
+// saved says the state was written.
+func (f *stateFile) saved() { f.dirty = false }
+
+// release lets the lock go.
+func (f *stateFile) release() {
+	if f.lock != nil {
+		f.lock.Close()
+		f.lock = nil
+	}
+}
+
+// restore loads the state file's s at now: the states of the rules whose
+// fingerprint is unchanged into v, the silences and pauses into ctl and
+// the breaker into b, which opens for at most reset. Times after now (a
+// host clock that ran ahead) are clamped to now, and an open breaker to at most BreakerReset from now, so that a
+// state file from the future cannot hold the guard back; it returns the
+// events that say so.
+func restore(s *savedState, now time.Time, reset time.Duration, v *evaluator, ctl *control.Store, b *act.Breaker) []event {
+	var events []event
+	clamped := 0
+	clamp := func(t *time.Time) {
+		if t.After(now) {
+			*t = now
+			clamped++
+		}
+	}
+	savedUntil := s.Breaker.OpenUntil
+	future, dropped := s.Breaker.Restore(now, reset)
+	clamped += dropped
+	if !future.IsZero() {
+		text := fmt.Sprintf("the state file's circuit breaker opened at %s, after now (%s; saved at %s, open until %s): a clock that ran ahead wrote it, so it is not credible; restored closed, and the guard's actions are not held for another breaker_reset",
+			future.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), s.SavedAt.UTC().Format(time.RFC3339), savedUntil.UTC().Format(time.RFC3339))
+		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
+	} else if s.Breaker.OpenUntil.Before(savedUntil) {
+		clamped++
+	}
+	*b = s.Breaker
+	clamped += ctl.Restore(s.Silences, s.Pauses, now)
+	v.restore(s, clamp)
+	if clamped > 0 {
+		text := fmt.Sprintf("the state file holds %d times after now (saved at %s, now %s): the host clock ran ahead; they were clamped to now (the breaker's calls after now dropped, an open breaker held at most breaker_reset)",
+			clamped, s.SavedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
+	}
+	if b.Open(now) {
+		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", b.OpenUntil.UTC().Format(time.RFC3339))
+		events = append(events, breakerEvent(now, true, text))
+	}
+	return events
 }
 
 // loadState reads the state file; a missing file is an empty state.

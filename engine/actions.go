@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/riskguard/riskguard/engine/journal"
 	"slices"
 	"strings"
 	"time"
@@ -34,7 +35,7 @@ var ErrStaleSnapshot = errors.New("snapshot too old to act on")
 // in flight), nil when they do not. once holds what the tick did once per
 // symbol (a cancel shared by a long and a short). setAt is the rule set
 // the plan was decided under.
-func (d *dispatcher) execute(ctx context.Context, now time.Time, snap *Snapshot, pl *act.Plan, once map[string]bool, rep *TickReport, held error, setAt *rules.Set) ([]*act.Pending, func(ctx context.Context, rep *TickReport)) {
+func (d *dispatcher) execute(ctx context.Context, now time.Time, snap *market.Snapshot, pl *act.Plan, once map[string]bool, rep *TickReport, held error, setAt *rules.Set) ([]*act.Pending, func(ctx context.Context, rep *TickReport)) {
 	errs := make([]error, len(pl.Steps))
 	var calls []*act.Pending
 	h := &stepHost{d: d, now: now, snap: snap, rep: rep, once: once}
@@ -123,10 +124,10 @@ func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport,
 // for a dry run); a call to send is returned, to be said by the executor
 // as it goes (executorCall). act is the action as the tick's report shows
 // it, completed with its outcome.
-func (d *dispatcher) prepare(ctx context.Context, rep *TickReport, base Record, desc, effect string, ev *ActionEvent, call func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
+func (d *dispatcher) prepare(ctx context.Context, rep *TickReport, base journal.Record, desc, effect string, ev *journal.ActionEvent, call func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
 	now := base.Time
 	phase := func(name string, err error) {
-		var a *ActionEvent
+		var a *journal.ActionEvent
 		if name != "intended" {
 			a = ev
 		}
@@ -201,7 +202,7 @@ func staleAfter(age, maxAge time.Duration) error {
 // call is collected (finish).
 func (d *dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge time.Duration) act.Call {
 	phase := func(name string, resp json.RawMessage, err error) {
-		var a *ActionEvent
+		var a *journal.ActionEvent
 		if name != "intended" && name != "sent" {
 			a = pc.Event
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/riskguard/riskguard/engine/alert"
 	"log/slog"
 	"time"
 
@@ -37,9 +38,9 @@ type dispatcher struct {
 	ctl     *control.Service
 	lead    *leader
 	act     Actuator
-	reader  Reader
+	reader  market.Reader
 	log     *slog.Logger
-	metrics *Metrics
+	metrics *journal.Metrics
 	now     func() time.Time
 	hooks   ruleHooks
 	// cfg is the engine's settings as the last reload left them.
@@ -75,14 +76,14 @@ type dispatcher struct {
 type ruleHooks struct {
 	// acted starts the cooldown of rule r (index idx), whose state on key
 	// was st under the rule set setAt: its actions succeeded at now.
-	acted func(now time.Time, key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set)
+	acted func(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set)
 	// accountSettled says an account rule's last call ended.
 	accountSettled func(now time.Time, d *act.AccountDue, setAt *rules.Set)
 	// changed marks the state to be saved.
 	changed func()
 	// model is the tick's margin model of snap; moved moves it on
 	// (act.Host's Model and Moved).
-	model func(snap *Snapshot) *act.Model
+	model func(snap *market.Snapshot) *act.Model
 	moved func(at time.Time, next margin.Account)
 	// readBack marks the model's fit with what a settings call read back
 	// ("" when it matched).
@@ -95,9 +96,9 @@ type dispatcherOptions struct {
 	Control  *control.Service
 	Leader   *leader
 	Actuator Actuator
-	Reader   Reader
+	Reader   market.Reader
 	Logger   *slog.Logger
-	Metrics  *Metrics
+	Metrics  *journal.Metrics
 	Now      func() time.Time
 	Hooks    ruleHooks
 	Config   Config
@@ -111,7 +112,7 @@ type dispatcherOptions struct {
 func newDispatcher(o dispatcherOptions) *dispatcher {
 	d := &dispatcher{jr: o.Journal, ctl: o.Control, lead: o.Leader, act: o.Actuator, reader: o.Reader, log: o.Logger,
 		metrics: o.Metrics, now: o.Now, hooks: o.Hooks, cfg: o.Config, tally: o.Tally, breaker: o.Breaker}
-	if ip, ok := o.Reader.(InProcessReader); ok && ip.InProcess() {
+	if ip, ok := o.Reader.(market.InProcessReader); ok && ip.InProcess() {
 		d.sequential = true
 	}
 	d.exec = act.New(o.Config.ActionConcurrency, o.Config.ActionTimeout, d.sequential, o.Now)
@@ -191,7 +192,7 @@ func (d *dispatcher) emit(ctx context.Context, rep *TickReport, ev event) {
 // backtest's in-process exchange runs each plan to its end before the next
 // is decided, where nothing can hang. setAt is the rule set the plans were
 // decided under.
-func (d *dispatcher) runPlans(ctx context.Context, now time.Time, snap *Snapshot, plans []*act.Plan, rep *TickReport, setAt *rules.Set) {
+func (d *dispatcher) runPlans(ctx context.Context, now time.Time, snap *market.Snapshot, plans []*act.Plan, rep *TickReport, setAt *rules.Set) {
 	if len(plans) == 0 {
 		return
 	}
@@ -281,7 +282,7 @@ func (d *dispatcher) heldBack(ctx context.Context, now time.Time, pl *act.Plan, 
 	}
 	why := fmt.Sprintf("%d failed calls in a row on %s; next attempt at %s", failures, pl.Sym.Name, until.UTC().Format(time.RFC3339))
 	d.emit(ctx, rep, event{Level: slog.LevelDebug, Msg: "actions held back: " + why, Attrs: []any{"symbol", pl.Sym.Name},
-		Action: &ActionEvent{Symbol: pl.Sym.Name, Action: "settings", Outcome: "backoff", Effect: why}})
+		Action: &journal.ActionEvent{Symbol: pl.Sym.Name, Action: "settings", Outcome: "backoff", Effect: why}})
 	return true
 }
 
@@ -298,7 +299,7 @@ func (d *dispatcher) symbolOutcome(ctx context.Context, now time.Time, symbol st
 			d.metrics.SymbolFailures(symbol, 0)
 			d.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "actions on " + symbol + " succeed again",
 				Attrs: []any{"symbol", symbol, "failures", n},
-				Audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", n)}})
+				Audit: &journal.Record{Time: now, Type: "backoff", Symbol: symbol, Reason: fmt.Sprintf("a call succeeded after %d failures: backoff ended", n)}})
 		}
 		return
 	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot), errors.Is(err, control.ErrPaused), errors.Is(err, ErrStandby), errors.Is(err, errBackingOff), errors.Is(err, errInFlight), act.Refused(err):
@@ -312,5 +313,5 @@ func (d *dispatcher) symbolOutcome(ctx context.Context, now time.Time, symbol st
 	text := fmt.Sprintf("%d failed calls in a row on %s (%v): its actions wait until %s; other symbols are not held back",
 		failures, symbol, err, until.UTC().Format(time.RFC3339))
 	d.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", symbol},
-		Audit: &Record{Time: now, Type: "backoff", Symbol: symbol, Reason: text}})
+		Audit: &journal.Record{Time: now, Type: "backoff", Symbol: symbol, Reason: text}})
 }

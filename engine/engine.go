@@ -28,13 +28,6 @@ import (
 	"github.com/riskguard/riskguard/rules"
 )
 
-// Reader is what a tick reads from the exchange; see engine/market.
-type Reader = market.Reader
-
-// InProcessReader is a Reader whose reads are calls in the same process;
-// see engine/market.
-type InProcessReader = market.InProcessReader
-
 // Actuator is what the engine changes on the exchange (act.Exchange). Both
 // calls are idempotent; an Actuator that can place orders
 // (act.OrderPlacer) is asked for them by the kinds that send one.
@@ -43,24 +36,20 @@ type Actuator interface {
 	CancelOrders(ctx context.Context, symbol string) (json.RawMessage, error)
 }
 
-// Notifier delivers messages. It must not block the tick for long: queueing
-// and retrying are its business.
-type Notifier = journal.Notifier
-
 // Deps are the engine's collaborators.
 type Deps struct {
-	Reader   Reader
+	Reader   market.Reader
 	Actuator Actuator
 	// Notifier receives notifications; nil drops them.
-	Notifier Notifier
+	Notifier journal.Notifier
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Metrics; nil records none.
-	Metrics *Metrics
+	Metrics *journal.Metrics
 	// Now is the clock of Run; Tick never reads it. Default time.Now.
 	Now func() time.Time
 	// Audit overrides the audit log named in Config (tests and demos).
-	Audit *Audit
+	Audit *journal.Audit
 	// OnTick, when set, is called by Run after every tick with its error;
 	// the daemon pings its heartbeat from it. It must not block.
 	OnTick func(rep *TickReport, err error)
@@ -93,7 +82,7 @@ type Deps struct {
 type Engine struct {
 	cfg     Config
 	log     *slog.Logger
-	metrics *Metrics
+	metrics *journal.Metrics
 	// jr says what happens: the report, the audit log, the log, the
 	// metrics, the notifications.
 	jr     *journal.Journal
@@ -107,7 +96,7 @@ type Engine struct {
 	// it: LastSuccess, Active, Rules, Status and Update go to the board
 	// alone.
 	tick  sync.Mutex
-	snaps *SnapshotReader
+	snaps *market.SnapshotReader
 	// view is the tick's snapshot joined once (engine/market), handed
 	// down to the evaluator, the model watch and the board.
 	view market.View
@@ -136,10 +125,6 @@ type Engine struct {
 	// lead is this process's standing for the account (ha.go).
 	lead leader
 }
-
-// ErrIncomplete is wrapped by Tick's error when a read failed: the tick took
-// no action.
-var ErrIncomplete = market.ErrIncomplete
 
 // New builds an engine for the rule set, restoring persisted state from
 // cfg.StateFile and opening cfg.AuditLog.
@@ -201,7 +186,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 				return nil, fmt.Errorf("%w (%w)", err, merr)
 			}
 			text := fmt.Sprintf("the state file could not be read (%v); moved to %s and started with empty state: cooldowns and the breaker start afresh", corrupt.Err, aside)
-			startup = append(startup, event{Level: slog.LevelError, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text},
+			startup = append(startup, event{Level: slog.LevelError, Msg: text, Audit: &journal.Record{Time: now, Type: "state", Reason: text},
 				Note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "critical", Text: text}})
 			saved, err = &savedState{Version: stateFileVersion}, nil
 		}
@@ -211,7 +196,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		startup = append(startup, restore(saved, e.now(), e.cfg.BreakerReset, &e.eval, ctl, &breaker)...)
 	}
 	audit := d.Audit
-	var lost []Record
+	var lost []journal.Record
 	var restored []journal.RecentAction
 	if audit == nil && cfg.AuditLog != "" {
 		if lost, err = journal.Unfinished(cfg.AuditLog); err != nil {
@@ -226,9 +211,9 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			return nil, err
 		}
 	}
-	var stamp func(*Record)
+	var stamp func(*journal.Record)
 	if lead := d.Leadership; lead != nil {
-		stamp = func(r *Record) { r.Host, r.Term = d.Host, lead.Term() }
+		stamp = func(r *journal.Record) { r.Host, r.Term = d.Host, lead.Term() }
 	}
 	e.jr = journal.New(journal.Options{Audit: audit, Logger: e.log, Metrics: e.metrics, Notifier: d.Notifier, Now: e.now, Account: d.Account, Stamp: stamp,
 		Muted: func(m *notify.Message, t time.Time) (string, bool) { return e.ctl.Mutes(m, t) }})
@@ -247,7 +232,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			acted:          e.eval.acted,
 			accountSettled: e.eval.accountSettled,
 			changed:        e.file.changed,
-			model:          func(snap *Snapshot) *act.Model { return e.model.account(&e.view, e.rowsFor(snap)) },
+			model:          func(snap *market.Snapshot) *act.Model { return e.model.account(&e.view, e.rowsFor(snap)) },
 			moved:          e.model.moved,
 			readBack:       e.model.fit.noteReadBack,
 		}})
@@ -266,7 +251,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 // exchange applied them is unknown; the next tick reads the positions back,
 // and only an action still needed is sent again, which the idempotent calls
 // allow. The record keeps the tick time of the action it closes.
-func (e *Engine) interrupted(lost []Record) {
+func (e *Engine) interrupted(lost []journal.Record) {
 	now := e.now()
 	for _, r := range lost {
 		reason := fmt.Sprintf("found at the start at %s: the run that sent it stopped before its outcome; no result was recorded, so the exchange may or may not have applied it: the next tick reads the position back and acts again only if still needed",
@@ -429,17 +414,13 @@ func (e *Engine) saveLocked() error {
 	return nil
 }
 
-// ActiveRule is a rule that is not inactive on a position; see
-// engine/alert.
-type ActiveRule = alert.Alert
-
 // Active lists the rules that are pending, firing or without data, by
 // position, for displays and reports: as the last tick left them.
-func (e *Engine) Active() []ActiveRule { return e.board.Active() }
+func (e *Engine) Active() []alert.Alert { return e.board.Active() }
 
 // publishActive computes what Active reports. The caller holds tick.
 func (e *Engine) publishActive() {
-	e.board.setActive(e.eval.alerts(func(s State) bool { return s != Inactive }))
+	e.board.setActive(e.eval.alerts(func(s alert.State) bool { return s != alert.Inactive }))
 }
 
 // ruleNames are set's rule names by index.

@@ -68,7 +68,7 @@ type evaluator struct {
 	// snapshot rowsOf; rowGen counts the joins; rowFresh holds the keys
 	// of the join's rows that have no state yet, for telling duplicates.
 	rows     []tickRow
-	rowsOf   *Snapshot
+	rowsOf   *market.Snapshot
 	rowGen   uint64
 	rowFresh map[market.Key]struct{}
 	// seen counts the book's entries the tick marked seen (markSeen):
@@ -93,7 +93,7 @@ type evalDeps struct {
 	jr      *journal.Journal
 	ctl     *control.Service
 	log     *slog.Logger
-	metrics *Metrics
+	metrics *journal.Metrics
 	// model computes the tick's account for the rules that read it.
 	model *modelWatch
 	// lane takes in each evaluated position's distance.
@@ -271,9 +271,9 @@ func (v *evaluator) takeover(s *savedState, now time.Time) {
 func (v *evaluator) save(s *savedState) {
 	s.Rules, s.Symbols = make(map[string]savedRule, len(v.set.Rules)), make(map[string]string, v.book.Len())
 	for ri, r := range v.set.Rules {
-		sr := savedRule{Fingerprint: r.Fingerprint(), Positions: make(map[string]RuleState)}
+		sr := savedRule{Fingerprint: r.Fingerprint(), Positions: make(map[string]alert.RuleState)}
 		for key, ps := range v.book.All() {
-			if ri < len(ps.Rules) && ps.Rules[ri] != (RuleState{}) {
+			if ri < len(ps.Rules) && ps.Rules[ri] != (alert.RuleState{}) {
 				sr.Positions[key.String()] = ps.Rules[ri]
 				s.Symbols[key.String()] = ps.Symbol
 			}
@@ -287,14 +287,16 @@ func (v *evaluator) save(s *savedState) {
 func (v *evaluator) account() (*rules.Account, bool) { return &v.acct, v.win.NeedAccount() }
 
 // alerts lists the rules whose state is, by position, one in.
-func (v *evaluator) alerts(in func(State) bool) []ActiveRule { return v.book.Alerts(v.names, in) }
+func (v *evaluator) alerts(in func(alert.State) bool) []alert.Alert {
+	return v.book.Alerts(v.names, in)
+}
 
 // counts counts rule states by rule, for the metrics.
 func (v *evaluator) counts() map[string]*[4]int { return v.book.Counts(v.names) }
 
 // acted starts the cooldown of rule r (index idx), whose state on key was
 // st under the rule set setAt: its actions succeeded at now.
-func (v *evaluator) acted(now time.Time, key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) {
+func (v *evaluator) acted(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set) {
 	if st := v.stateNow(key, idx, r, st, setAt); st != nil {
 		st.LastActionAt = now
 		v.changed()
@@ -389,7 +391,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 		for k := 0; k < len(posRules); k++ {
 			pr := &posRules[k]
 			ri := pr.ri
-			var cond Condition
+			var cond alert.Condition
 			var reason, of string
 			if pr.plain && valid {
 				// The common case: a rule of every symbol without windows
@@ -416,12 +418,12 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 					b, err = v.ev.EvalPrechecked(pr.r, env)
 					cond, reason = v.outcome(ri, pr.r, env, why, b, err)
 				case b:
-					cond = True
-				case states[ri].State == Inactive:
+					cond = alert.True
+				case states[ri].State == alert.Inactive:
 					known |= 1 << ri
 					continue // false on an inactive rule: nothing to step
 				default:
-					cond = False
+					cond = alert.False
 				}
 			} else {
 				r := pr.r
@@ -438,7 +440,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 				} else {
 					cond, reason, of = v.conditionOf(ri, r, env, why)
 				}
-				if cond == False && states[ri].State == Inactive {
+				if cond == alert.False && states[ri].State == alert.Inactive {
 					known |= 1 << ri
 					continue
 				}
@@ -451,7 +453,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 				reason = v.reasonOf(of, reason) // made only when it may be said
 			}
 			acts := v.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
-			if st.State == Inactive {
+			if st.State == alert.Inactive {
 				known |= 1 << ri
 			} else {
 				known &^= 1 << ri
@@ -493,7 +495,7 @@ func (v *evaluator) finish(ctx context.Context, now time.Time, due []*act.Accoun
 // transition; it reports whether the rule's actions are due. symbol and
 // position name what it was evaluated on (the account for an account
 // rule); indexWhy is why the index price is unusable, if it is.
-func (v *evaluator) stepRule(ctx context.Context, now time.Time, rep *TickReport, ri int, r *rules.Rule, st *RuleState, env *rules.Env, symbol, position, indexWhy string) bool {
+func (v *evaluator) stepRule(ctx context.Context, now time.Time, rep *TickReport, ri int, r *rules.Rule, st *alert.RuleState, env *rules.Env, symbol, position, indexWhy string) bool {
 	rep.Evaluations++
 	cond, reason := v.condition(ri, r, env, indexWhy)
 	return v.step(ctx, now, rep, r, st, cond, reason, env, symbol, position)
@@ -503,24 +505,24 @@ func (v *evaluator) stepRule(ctx context.Context, now time.Time, rep *TickReport
 // says why when it is not True or False) and says the transition; it
 // reports whether the rule's actions are due. evaluate calls it directly
 // for the position rules, having evaluated them itself.
-func (v *evaluator) step(ctx context.Context, now time.Time, rep *TickReport, r *rules.Rule, st *RuleState, cond Condition, reason string, env *rules.Env, symbol, position string) bool {
+func (v *evaluator) step(ctx context.Context, now time.Time, rep *TickReport, r *rules.Rule, st *alert.RuleState, cond alert.Condition, reason string, env *rules.Env, symbol, position string) bool {
 	switch {
-	case cond == Invalid && r.OnNoData == rules.NoDataIgnore, cond == unhealthy:
+	case cond == alert.Invalid && r.OnNoData == rules.NoDataIgnore, cond == unhealthy:
 		return false
-	case cond == False && st.State == Inactive:
+	case cond == alert.False && st.State == alert.Inactive:
 		return false // the common case: nothing to step
 	}
 	prev := *st
-	next, tr := alert.Step(prev, cond, now, Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
+	next, tr := alert.Step(prev, cond, now, alert.Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
 	*st = next
 	due := alert.ActionDue(next, now, r.Cooldown)
 	if tr != "" {
 		v.changed()
 		// A rule whose notify action runs now tells of its firing
 		// itself: one message per event and channel.
-		quiet := tr == ToFiring && due && r.HasAction(rules.Notify)
+		quiet := tr == alert.ToFiring && due && r.HasAction(rules.Notify)
 		ev := transitionEvent(now, r, symbol, position, prev.State, next.State, tr, reason, quiet, env)
-		if next.State == Inactive {
+		if next.State == alert.Inactive {
 			v.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, symbol, ev) // an acknowledgement lasts until its alert resolves
 		} else {
 			v.emit(ctx, rep, ev)
@@ -531,10 +533,10 @@ func (v *evaluator) step(ctx context.Context, now time.Time, rep *TickReport, r 
 
 // unhealthy is a Condition private to the engine: the rule failed at run
 // time for a reason other than missing data.
-const unhealthy Condition = 255
+const unhealthy alert.Condition = 255
 
 // condition evaluates r on env.
-func (v *evaluator) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (Condition, string) {
+func (v *evaluator) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (alert.Condition, string) {
 	cond, reason, of := v.conditionOf(ri, r, env, indexWhy)
 	if of != "" {
 		reason = v.reasonOf(of, reason)
@@ -545,10 +547,10 @@ func (v *evaluator) condition(ri int, r *rules.Rule, env *rules.Env, indexWhy st
 // conditionOf is condition without making the text of a windowed term's or
 // an account field's no data: when of is not "", cond is Invalid, and the
 // reason is reasonOf(of, reason).
-func (v *evaluator) conditionOf(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (cond Condition, reason, of string) {
+func (v *evaluator) conditionOf(ri int, r *rules.Rule, env *rules.Env, indexWhy string) (cond alert.Condition, reason, of string) {
 	if indexWhy == "" && env.NoData() == "" {
 		if of, why := r.Missing(env); of != "" {
-			return Invalid, why, of
+			return alert.Invalid, why, of
 		}
 	}
 	ok, err := v.ev.Eval(r, env)
@@ -558,21 +560,21 @@ func (v *evaluator) conditionOf(ri int, r *rules.Rule, env *rules.Env, indexWhy 
 
 // stepNoop reports whether step would change nothing and act on nothing:
 // a rule that ignores no data, or failed, or has no data again.
-func stepNoop(r *rules.Rule, st *RuleState, cond Condition) bool {
+func stepNoop(r *rules.Rule, st *alert.RuleState, cond alert.Condition) bool {
 	switch cond {
 	case unhealthy:
 		return true
-	case Invalid:
+	case alert.Invalid:
 		// Step leaves a nodata rule as it is (and a nodata rule never
 		// acts).
-		return r.OnNoData == rules.NoDataIgnore || st.State == NoData
+		return r.OnNoData == rules.NoDataIgnore || st.State == alert.NoData
 	}
 	return false
 }
 
 // outcome is the Condition of an evaluation of r on env that gave ok and
 // err, with the reason when it has no data or failed.
-func (v *evaluator) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string, ok bool, err error) (Condition, string) {
+func (v *evaluator) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy string, ok bool, err error) (alert.Condition, string) {
 	switch {
 	case err == nil:
 		if v.failing[ri] {
@@ -581,9 +583,9 @@ func (v *evaluator) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy stri
 			v.log.Info("rule evaluates again", "rule", r.Name)
 		}
 		if ok {
-			return True, ""
+			return alert.True, ""
 		}
-		return False, ""
+		return alert.False, ""
 	case errors.Is(err, rules.ErrNoData):
 		reason := env.NoData()
 		if indexWhy != "" {
@@ -592,7 +594,7 @@ func (v *evaluator) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy stri
 		if reason == "" {
 			reason = err.Error()
 		}
-		return Invalid, reason
+		return alert.Invalid, reason
 	default:
 		v.emit(context.Background(), nil, ruleErrorEvent(r, env.Position.Symbol, err, !v.failing[ri]))
 		if !v.failing[ri] {
@@ -642,13 +644,13 @@ func (v *evaluator) forgetGone(ctx context.Context, now time.Time, rep *TickRepo
 			reason = fmt.Sprintf("position not listed for %s", now.Sub(ps.MissingSince).Round(time.Second))
 		}
 		for ri, s := range ps.Rules {
-			if s.State == Inactive || ri >= len(v.set.Rules) {
+			if s.State == alert.Inactive || ri >= len(v.set.Rules) {
 				continue
 			}
 			r := v.set.Rules[ri]
-			to, tr := Inactive, ToInactive
-			if s.State == Firing {
-				tr = ToResolved
+			to, tr := alert.Inactive, alert.ToInactive
+			if s.State == alert.Firing {
+				tr = alert.ToResolved
 			}
 			v.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, ps.Symbol, transitionEvent(now, r, ps.Symbol, key.ID, s.State, to, tr, reason, false, nil))
 		}
@@ -681,7 +683,7 @@ func (v *evaluator) markListed(ps *posState, now time.Time) {
 func (v *evaluator) grace(ps *posState) time.Duration {
 	g := 2 * v.interval
 	for ri, s := range ps.Rules {
-		if ri >= len(v.set.Rules) || (s.State == Inactive && s.LastActionAt.IsZero()) {
+		if ri >= len(v.set.Rules) || (s.State == alert.Inactive && s.LastActionAt.IsZero()) {
 			continue
 		}
 		r := v.set.Rules[ri]
@@ -694,7 +696,7 @@ func (v *evaluator) grace(ps *posState) time.Duration {
 // decoded — by name, in the log and the audit log when the set changes, and
 // in a metric every tick — and keeps the rule states of an unreadable
 // position: it has no data, which neither resolves nor forgets anything.
-func (v *evaluator) unreadable(ctx context.Context, now time.Time, snap *Snapshot) {
+func (v *evaluator) unreadable(ctx context.Context, now time.Time, snap *market.Snapshot) {
 	if len(snap.Partial) == 0 && len(v.badItems) == 0 {
 		return // the common case: nothing to say, and the gauges read 0
 	}
@@ -720,7 +722,7 @@ func (v *evaluator) unreadable(ctx context.Context, now time.Time, snap *Snapsho
 	}
 	v.badItems = current
 	if len(current) == 0 {
-		v.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "every item of the answers is readable again", Audit: &Record{Time: now, Type: "read", Reason: "every item readable again"}})
+		v.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "every item of the answers is readable again", Audit: &journal.Record{Time: now, Type: "read", Reason: "every item readable again"}})
 		return
 	}
 	var parts []string
@@ -728,7 +730,7 @@ func (v *evaluator) unreadable(ctx context.Context, now time.Time, snap *Snapsho
 		parts = append(parts, k+": "+current[k])
 	}
 	text := "unreadable items, left out (the rest of each answer is used): " + strings.Join(parts, "; ")
-	v.emit(ctx, nil, event{Level: slog.LevelError, Msg: text, Audit: &Record{Time: now, Type: "read", Reason: text}})
+	v.emit(ctx, nil, event{Level: slog.LevelError, Msg: text, Audit: &journal.Record{Time: now, Type: "read", Reason: text}})
 }
 
 // reasonOf is the text of a no-data error about a function over time or an
@@ -798,7 +800,7 @@ func (v *evaluator) bindRules(set *rules.Set) {
 // costs little more than the fast paths themselves. *known has bit ri set
 // for the rules whose state is known Inactive: their states are not read
 // (each would be a cache miss), and a state read Inactive sets its bit.
-func quietRun(prs []posRule, k, end int, states []RuleState, env *rules.Env, known *uint64, b, ok *bool) int {
+func quietRun(prs []posRule, k, end int, states []alert.RuleState, env *rules.Env, known *uint64, b, ok *bool) int {
 	prs = prs[:end]
 	mask := *known
 	for ; k < len(prs); k++ {
@@ -808,7 +810,7 @@ func quietRun(prs []posRule, k, end int, states []RuleState, env *rules.Env, kno
 			return k
 		}
 		if ri := prs[k].ri; mask&(1<<ri) == 0 {
-			if states[ri].State != Inactive {
+			if states[ri].State != alert.Inactive {
 				*b, *ok, *known = v, good, mask
 				return k
 			}
@@ -822,7 +824,7 @@ func quietRun(prs []posRule, k, end int, states []RuleState, env *rules.Env, kno
 // stateNow is the state a plan's rule points at, found again when the rule
 // set was reloaded since the plan was decided (the states moved with their
 // rules); nil when the rule or the position is gone.
-func (v *evaluator) stateNow(key market.Key, idx int, r *rules.Rule, st *RuleState, setAt *rules.Set) *RuleState {
+func (v *evaluator) stateNow(key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set) *alert.RuleState {
 	if setAt == v.set {
 		return st
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/market"
 	"log/slog"
 	"strings"
 	"time"
@@ -24,7 +26,7 @@ type TickReport struct {
 	journal.Report
 	// Snapshot is what the tick read, before its actions; nil when the
 	// positions could not be read.
-	Snapshot *Snapshot
+	Snapshot *market.Snapshot
 }
 
 // event is one thing the guard saw or did, built once, where it happens,
@@ -48,7 +50,7 @@ func (rep *TickReport) report() *journal.Report {
 
 // pausedEvent makes the event of an action held back by a pause, of its
 // error (see control.Service.SayPaused).
-func pausedEvent(base Record, desc, effect string, act *ActionEvent) func(error) event {
+func pausedEvent(base journal.Record, desc, effect string, act *journal.ActionEvent) func(error) event {
 	return func(err error) event { return actionPhaseEvent(base, "paused", desc, effect, nil, err, act) }
 }
 
@@ -56,15 +58,15 @@ func pausedEvent(base Record, desc, effect string, act *ActionEvent) func(error)
 // logged, reported and, for firing, resolved and no data, notified unless
 // quiet (the rule's own notify action tells of it). env holds what the rule
 // saw; nil when the position is gone.
-func transitionEvent(now time.Time, r *rules.Rule, symbol, position string, from, to State, tr Transition, reason string, quiet bool, env *rules.Env) event {
+func transitionEvent(now time.Time, r *rules.Rule, symbol, position string, from, to alert.State, tr alert.Transition, reason string, quiet bool, env *rules.Env) event {
 	ev := event{
-		Transition: &TransitionEvent{Rule: r.Name, Symbol: symbol, From: from, To: to, Reason: reason},
-		Audit:      &Record{Time: now, Type: "transition", Rule: r.Name, Symbol: symbol, Position: position, From: from.String(), To: to.String(), Reason: reason},
+		Transition: &journal.TransitionEvent{Rule: r.Name, Symbol: symbol, From: from, To: to, Reason: reason},
+		Audit:      &journal.Record{Time: now, Type: "transition", Rule: r.Name, Symbol: symbol, Position: position, From: from.String(), To: to.String(), Reason: reason},
 		Level:      slog.LevelInfo,
 		Msg:        "rule " + string(tr),
 		Attrs:      []any{"rule", r.Name, "symbol", symbol, "state", to.String(), "from", from.String()},
 	}
-	if to == Firing || to == NoData {
+	if to == alert.Firing || to == alert.NoData {
 		ev.Level = slog.LevelWarn
 	}
 	var figures *notify.Figures
@@ -80,19 +82,19 @@ func transitionEvent(now time.Time, r *rules.Rule, symbol, position string, from
 	var kind notify.Kind
 	var text string
 	switch {
-	case tr == ToFiring && env != nil:
+	case tr == alert.ToFiring && env != nil:
 		kind, text = notify.KindFiring, fmt.Sprintf("%s firing on %s: %s", r.Name, symbol, describe(r, env))
-	case tr == ToResolved && env != nil:
+	case tr == alert.ToResolved && env != nil:
 		kind, text = notify.KindResolved, fmt.Sprintf("%s resolved on %s", r.Name, symbol)
-	case tr == ToResolved:
+	case tr == alert.ToResolved:
 		kind, text = notify.KindResolved, fmt.Sprintf("%s resolved on %s: %s", r.Name, symbol, reason)
-	case tr == ToNoData:
+	case tr == alert.ToNoData:
 		kind, text = notify.KindNoData, fmt.Sprintf("%s has no data on %s: %s", r.Name, symbol, reason)
 	default:
 		return ev
 	}
 	sev := string(r.Severity)
-	if tr == ToResolved {
+	if tr == alert.ToResolved {
 		sev = string(rules.Info) // good news is never an alarm
 	}
 	m := notify.Message{Time: now, Kind: kind, Severity: sev, Rule: r.Name, Symbol: symbol, Text: text, Values: figures}
@@ -105,7 +107,7 @@ func transitionEvent(now time.Time, r *rules.Rule, symbol, position string, from
 
 // reachabilityEvent is the exchange found unreachable (down) or back.
 func reachabilityEvent(now time.Time, down bool, text string) event {
-	ev := event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "exchange", To: "reachable", Reason: text},
+	ev := event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "exchange", To: "reachable", Reason: text},
 		Note: &notify.Message{Time: now, Kind: notify.KindExchange, Severity: "warning", Text: text}}
 	if down {
 		ev.Level, ev.Audit.To, ev.Note.Severity = slog.LevelError, "unreachable", "critical"
@@ -115,7 +117,7 @@ func reachabilityEvent(now time.Time, down bool, text string) event {
 
 // breakerEvent is the circuit breaker opening or closing.
 func breakerEvent(now time.Time, open bool, text string) event {
-	ev := event{Level: slog.LevelInfo, Msg: text, Audit: &Record{Time: now, Type: "breaker", To: "closed"},
+	ev := event{Level: slog.LevelInfo, Msg: text, Audit: &journal.Record{Time: now, Type: "breaker", To: "closed"},
 		Note: &notify.Message{Time: now, Kind: notify.KindBreaker, Severity: "warning", Text: text}}
 	if open {
 		ev.Level, ev.Audit.To, ev.Audit.Reason, ev.Note.Severity = slog.LevelError, "open", text, "critical"
@@ -129,7 +131,7 @@ func breakerEvent(now time.Time, open bool, text string) event {
 // action as the tick's report shows it.
 //
 // effect, when set, is the margin model's prediction, said after the action.
-func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMessage, err error, act *ActionEvent) event {
+func actionPhaseEvent(base journal.Record, phase, desc, effect string, resp json.RawMessage, err error, act *journal.ActionEvent) event {
 	said := ""
 	if effect != "" {
 		said = ": " + effect
@@ -142,7 +144,9 @@ func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMess
 	ev := event{Audit: &r}
 	rulesAttr := joinRules(base.Rules)
 	attrs := []any{"action", base.Action, "symbol", base.Symbol, "rule", rulesAttr}
-	count := func(result string) func(*Metrics) { return func(m *Metrics) { m.Action(base.Action, result) } }
+	count := func(result string) func(*journal.Metrics) {
+		return func(m *journal.Metrics) { m.Action(base.Action, result) }
+	}
 	switch phase {
 	case "dry_run":
 		r.Reason = "dry run: not sent"
@@ -180,23 +184,23 @@ func actionPhaseEvent(base Record, phase, desc, effect string, resp json.RawMess
 func ruleNotifyEvent(now time.Time, r *rules.Rule, sym string, channels []string, env *rules.Env) event {
 	text := fmt.Sprintf("[%s] %s on %s: %s", r.Severity, r.Name, sym, describe(r, env))
 	return event{
-		Audit: &Record{Time: now, Type: "action", Action: string(rules.Notify), Symbol: sym, Rules: []string{r.Name}, Phase: "result", Reason: text},
+		Audit: &journal.Record{Time: now, Type: "action", Action: string(rules.Notify), Symbol: sym, Rules: []string{r.Name}, Phase: "result", Reason: text},
 		Note: &notify.Message{Time: now, Kind: notify.KindRule, Severity: string(r.Severity), Rule: r.Name, Symbol: sym,
 			Action: string(rules.Notify), Text: text, Values: values(env), Channels: channels, Template: r.Message},
-		Action: &ActionEvent{Symbol: sym, Action: string(rules.Notify), Rules: []string{r.Name}, Outcome: "sent"},
+		Action: &journal.ActionEvent{Symbol: sym, Action: string(rules.Notify), Rules: []string{r.Name}, Outcome: "sent"},
 	}
 }
 
 // reloadEvent is a new rule set taking effect.
 func reloadEvent(now time.Time, n, kept int) event {
 	return event{Level: slog.LevelInfo, Msg: "rules reloaded", Attrs: []any{"rules", n, "kept", kept},
-		Audit: &Record{Time: now, Type: "reload", Reason: fmt.Sprintf("%d rules, %d kept their state", n, kept)}}
+		Audit: &journal.Record{Time: now, Type: "reload", Reason: fmt.Sprintf("%d rules, %d kept their state", n, kept)}}
 }
 
 // ruleErrorEvent is a rule failing at run time for a reason other than
 // missing data; logged once until it evaluates again, counted every time.
 func ruleErrorEvent(r *rules.Rule, symbol string, err error, first bool) event {
-	ev := event{Count: func(m *Metrics) { m.RuleError(r.Name) }}
+	ev := event{Count: func(m *journal.Metrics) { m.RuleError(r.Name) }}
 	if first {
 		ev.Level, ev.Msg, ev.Attrs = slog.LevelError, "rule failed at run time; marked unhealthy", []any{"rule", r.Name, "symbol", symbol, "err", err}
 	}

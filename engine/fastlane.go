@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/riskguard/riskguard/engine/alert"
 	"log/slog"
 	"math"
 	"slices"
@@ -52,12 +53,12 @@ func (l *laneState) observe(symbol string, env *rules.Env) {
 // rule that only notifies has nothing to act on sooner: a notify-only
 // alert, with every position far from liquidation, keeps the normal
 // interval for as long as it holds.
-func fastLaneCause(cfg Config, hot []ActiveRule, near nearest) string {
+func fastLaneCause(cfg Config, hot []alert.Alert, near nearest) string {
 	if cfg.FastInterval <= 0 || cfg.FastInterval >= cfg.Interval {
 		return ""
 	}
 	for _, a := range hot {
-		if a.State == Pending || a.State == Firing {
+		if a.State == alert.Pending || a.State == alert.Firing {
 			return fmt.Sprintf("rule %s %s on %s", a.Rule, a.State, a.Symbol)
 		}
 	}
@@ -76,13 +77,13 @@ func acts(r *rules.Rule) bool {
 
 // hot lists the rules that can change something and are pending or
 // firing on a position or the account, sorted by symbol and rule.
-func (v *evaluator) hot() []ActiveRule {
-	out := v.book.Alerts(v.names, func(s State) bool { return s == Pending || s == Firing })
+func (v *evaluator) hot() []alert.Alert {
+	out := v.book.Alerts(v.names, func(s alert.State) bool { return s == alert.Pending || s == alert.Firing })
 	acting := make(map[string]bool, len(v.set.Rules))
 	for _, r := range v.set.Rules {
 		acting[r.Name] = acts(r)
 	}
-	out = slices.DeleteFunc(out, func(a ActiveRule) bool { return !acting[a.Rule] })
+	out = slices.DeleteFunc(out, func(a alert.Alert) bool { return !acting[a.Rule] })
 	for i := range out {
 		out[i].Since = time.Time{} // the lane reads the states only
 	}
@@ -92,7 +93,7 @@ func (v *evaluator) hot() []ActiveRule {
 // steer decides the wait before the next tick at the end of a tick, of
 // the rules hot (evaluator.hot; nil without a fast lane) and the nearest
 // position the tick measured, and says so in jr when the lane changes.
-func (l *laneState) steer(ctx context.Context, cfg Config, hot []ActiveRule, jr *journal.Journal) time.Duration {
+func (l *laneState) steer(ctx context.Context, cfg Config, hot []alert.Alert, jr *journal.Journal) time.Duration {
 	cause := fastLaneCause(cfg, hot, l.near)
 	wait := cfg.Interval
 	if cause != "" {
@@ -104,11 +105,11 @@ func (l *laneState) steer(ctx context.Context, cfg Config, hot []ActiveRule, jr 
 	case cause != "" && !was:
 		jr.Emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "fast lane on: " + cause,
 			Attrs: []any{"interval", cfg.FastInterval},
-			Count: func(m *Metrics) { m.FastLaneOn(true) }})
+			Count: func(m *journal.Metrics) { m.FastLaneOn(true) }})
 	case cause == "" && was:
 		jr.Emit(ctx, nil, event{Level: slog.LevelInfo, Msg: "back to the normal interval",
 			Attrs: []any{"interval", cfg.Interval},
-			Count: func(m *Metrics) { m.FastLaneOn(false) }})
+			Count: func(m *journal.Metrics) { m.FastLaneOn(false) }})
 	}
 	return wait
 }

@@ -263,7 +263,7 @@ func fitEvent(now time.Time, f margin.Fit) event {
 		level = slog.LevelWarn
 	}
 	return event{Level: level, Msg: text, Attrs: []any{"worst", fmt.Sprintf("%.6g", f.Worst)},
-		Audit: &Record{Time: now, Type: "model", Symbol: f.WorstSymbol, Reason: text}}
+		Audit: &journal.Record{Time: now, Type: "model", Symbol: f.WorstSymbol, Reason: text}}
 }
 
 // modelFitOf is what Status shows of a fit.

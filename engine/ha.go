@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/riskguard/riskguard/engine/journal"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -146,7 +147,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 	if term == 0 {
 		e.lead.Took(0)
 		e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "standby: another process leads the account; actions are held",
-			Audit: &Record{Time: now, Type: "ha", To: "standby"}})
+			Audit: &journal.Record{Time: now, Type: "ha", To: "standby"}})
 		return
 	}
 	parts, err := e.lead.Load(ctx)
@@ -171,7 +172,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 	e.file.changed() // the next save writes what differs from the shared state
 	e.lead.Took(term)
 	text := fmt.Sprintf("leader (term %d): this process sends the account's calls from now on", term)
-	e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "ha", To: "leader", Reason: text},
+	e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "ha", To: "leader", Reason: text},
 		Note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "warning", Text: text}})
 }
 

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/market"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/journal"
@@ -136,13 +138,13 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	}
 	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.board.LastSuccess()), counts, e.disp.breakerOpen(now))
 	if err != nil {
-		e.emit(ctx, nil, event{Audit: &Record{Time: now, Type: "tick", Error: err.Error()}})
+		e.emit(ctx, nil, event{Audit: &journal.Record{Time: now, Type: "tick", Error: err.Error()}})
 	}
 	if len(rep.Transitions) > 0 {
 		e.publishActive()
 	}
 	e.applyPending() // a reload that arrived during the tick
-	var hot []ActiveRule
+	var hot []alert.Alert
 	if e.cfg.FastInterval > 0 {
 		hot = e.eval.hot()
 	}
@@ -152,14 +154,14 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 
 // join joins snap once for the tick: the view (engine/market), then its
 // rows with the rule states.
-func (e *Engine) join(snap *Snapshot) []tickRow {
+func (e *Engine) join(snap *market.Snapshot) []tickRow {
 	e.view.Join(snap, e.snaps, e.cfg.IndexNames)
 	return e.eval.join(&e.view)
 }
 
 // rowsFor returns the tick's rows of snap, joining them if the tick has
 // not.
-func (e *Engine) rowsFor(snap *Snapshot) []tickRow {
+func (e *Engine) rowsFor(snap *market.Snapshot) []tickRow {
 	if rows, ok := e.eval.joined(snap); ok {
 		return rows
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/riskguard/riskguard/engine/journal"
 	"log/slog"
 	"time"
 
@@ -157,11 +158,6 @@ func (in *freeInputs) same(ps []margin.Position, liqs []decimal.Decimal) bool {
 func mismatchEvent(now time.Time, symbol string, predicted, got decimal.Decimal) event {
 	text := fmt.Sprintf("the margin model disagrees with the exchange on %s: predicted liquidation %s, got %s", symbol, predicted, got)
 	return event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", symbol},
-		Audit: &Record{Time: now, Type: "model", Symbol: symbol, Reason: text},
-		Count: func(m *Metrics) { m.ModelMismatch(symbol) }}
+		Audit: &journal.Record{Time: now, Type: "model", Symbol: symbol, Reason: text},
+		Count: func(m *journal.Metrics) { m.ModelMismatch(symbol) }}
 }
-
-// OthersFloor is how far from liquidation another position must stay when
-// a leverage cut its rule allows takes free balance from that position's
-// cross pool; see engine/act.
-const OthersFloor = act.OthersFloor

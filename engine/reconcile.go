@@ -202,7 +202,7 @@ func (r *reconciler) liquidationEvent(now time.Time, prev *lastSeen, index decim
 	return event{Level: slog.LevelError, Msg: text, Attrs: []any{"symbol", prev.symbol, "position", prev.id, "liquidationPrice", prev.liq.String(), "index", index.String()},
 		Audit: rec,
 		Note:  &notify.Message{Time: now, Kind: notify.KindLiquidation, Severity: "critical", Symbol: prev.symbol, Text: text},
-		Count: func(m *Metrics) { m.Liquidation(prev.symbol) }}
+		Count: func(m *journal.Metrics) { m.Liquidation(prev.symbol) }}
 }
 
 // changeEvent is a change of a position the guard did not make: audited
@@ -221,5 +221,5 @@ func (r *reconciler) changeEvent(now time.Time, change string, level slog.Level,
 	return event{Level: level, Msg: text, Attrs: []any{"symbol", symbol, "change", change},
 		Audit: rec,
 		Note:  &notify.Message{Time: now, Kind: notify.KindPosition, Severity: severity, Symbol: symbol, Text: text},
-		Count: func(m *Metrics) { m.PositionChange(symbol, change) }}
+		Count: func(m *journal.Metrics) { m.PositionChange(symbol, change) }}
 }

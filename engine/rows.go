@@ -71,7 +71,7 @@ func (v *evaluator) join(tv *market.View) []tickRow {
 }
 
 // joined returns the rows of the last join when it was of snap.
-func (v *evaluator) joined(snap *Snapshot) ([]tickRow, bool) {
+func (v *evaluator) joined(snap *market.Snapshot) ([]tickRow, bool) {
 	if v.rowsOf == snap && snap != nil {
 		return v.rows, true
 	}
@@ -81,7 +81,7 @@ func (v *evaluator) joined(snap *Snapshot) ([]tickRow, bool) {
 // rowIndex says whether the row's index price is usable with the
 // staleness bound applied (the row holds it), and why not when it is
 // missing or stale.
-func (v *evaluator) rowIndex(snap *Snapshot, r *tickRow, now time.Time) (string, bool) {
+func (v *evaluator) rowIndex(snap *market.Snapshot, r *tickRow, now time.Time) (string, bool) {
 	if snap.IndexPrices == nil {
 		return "index prices not read", false
 	}

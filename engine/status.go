@@ -2,6 +2,9 @@ package engine
 
 import (
 	"cmp"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"math"
 	"slices"
 	"sync"
@@ -37,9 +40,9 @@ type Status struct {
 	// Positions are the non-empty positions of the last snapshot read.
 	Positions []PositionStatus `json:"positions"`
 	// Actions are the last actions decided, newest first.
-	Actions  []RecentAction    `json:"actions"`
-	Silences []control.Silence `json:"silences"`
-	Pauses   []control.Pause   `json:"pauses"`
+	Actions  []journal.RecentAction `json:"actions"`
+	Silences []control.Silence      `json:"silences"`
+	Pauses   []control.Pause        `json:"pauses"`
 	// InFlight are the mutating calls still running, oldest first: a
 	// symbol with one is not acted on again until it ends.
 	InFlight []CallInFlight `json:"inFlight"`
@@ -146,9 +149,9 @@ type RuleStatus struct {
 type board struct {
 	mu        sync.Mutex
 	lastOK    time.Time
-	current   *rules.Set   // the set in force, as Rules reports it
-	active    []ActiveRule // published after every tick that changed a state
-	status    published    // what the last tick left for Status
+	current   *rules.Set    // the set in force, as Rules reports it
+	active    []alert.Alert // published after every tick that changed a state
+	status    published     // what the last tick left for Status
 	wait      time.Duration
 	pending   *rules.Set // a reload waiting for the running tick to end
 	pendingAt time.Time
@@ -184,7 +187,7 @@ func (b *board) Rules() *rules.Set {
 
 // Active lists the rules that are pending, firing or without data, as the
 // last tick left them.
-func (b *board) Active() []ActiveRule {
+func (b *board) Active() []alert.Alert {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.active)
@@ -234,7 +237,7 @@ func (b *board) setRules(set *rules.Set) {
 }
 
 // setActive publishes the active rules.
-func (b *board) setActive(active []ActiveRule) {
+func (b *board) setActive(active []alert.Alert) {
 	b.mu.Lock()
 	b.active = active
 	b.mu.Unlock()
@@ -325,7 +328,7 @@ func (p *published) symbols() []string {
 // publishStatus records what Status shows of the tick that read snap
 // (nil when the positions could not be read: the last ones are kept). The
 // caller holds tick.
-func (e *Engine) publishStatus(snap *Snapshot, err error) {
+func (e *Engine) publishStatus(snap *market.Snapshot, err error) {
 	p := published{lastTick: e.lastTick, breaker: e.disp.Breaker(), dryRun: e.cfg.DryRun, budget: e.cfg.MaxActionsPerMinute}
 	if err != nil {
 		p.lastErr = err.Error()
@@ -452,7 +455,7 @@ func (b *board) positionsLocked() []PositionStatus {
 // (a tick does not pay for a page nobody reads): the distance to
 // liquidation, and each rule's state from the rules in force and the
 // active ones.
-func (ps *PositionStatus) complete(set *rules.Set, active []ActiveRule) {
+func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert) {
 	if ps.Index.IsPositive() {
 		// Not finite (a liquidation price past a float's range): no data,
 		// never a NaN the status's JSON cannot carry.
@@ -467,7 +470,7 @@ func (ps *PositionStatus) complete(set *rules.Set, active []ActiveRule) {
 		if r.Account() || !r.AppliesTo(ps.Symbol) {
 			continue
 		}
-		rs := RuleStatus{Rule: r.Name, State: Inactive.String()}
+		rs := RuleStatus{Rule: r.Name, State: alert.Inactive.String()}
 		for _, a := range active {
 			if a.Rule == r.Name && a.Symbol == ps.Symbol {
 				rs.State, rs.Since = a.State.String(), a.Since
@@ -484,7 +487,7 @@ func (e *Engine) Status(now time.Time) *Status {
 	st := e.board.statusAt(now)
 	st.Actions = e.jr.Recent()
 	if st.Actions == nil {
-		st.Actions = []RecentAction{}
+		st.Actions = []journal.RecentAction{}
 	}
 	st.Silences, st.Pauses = e.ctl.Silences(now), e.ctl.Pauses(now)
 	st.InFlight = e.disp.inFlight(now)

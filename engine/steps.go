@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"log/slog"
 	"time"
 
@@ -20,7 +22,7 @@ import (
 type stepHost struct {
 	d    *dispatcher
 	now  time.Time
-	snap *Snapshot
+	snap *market.Snapshot
 	rep  *TickReport
 	once map[string]bool
 }
@@ -46,7 +48,7 @@ func (h *stepHost) Emit(ctx context.Context, ev event) { h.d.emit(ctx, h.rep, ev
 func (h *stepHost) Note(ctx context.Context, ev event) { h.d.emit(ctx, nil, ev) }
 
 // Prepare passes a call through the checks of every mutating call.
-func (h *stepHost) Prepare(ctx context.Context, base Record, desc, effect string, ev *ActionEvent, do func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
+func (h *stepHost) Prepare(ctx context.Context, base journal.Record, desc, effect string, ev *journal.ActionEvent, do func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
 	return h.d.prepare(ctx, h.rep, base, desc, effect, ev, do)
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/journal"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -35,8 +37,8 @@ type savedState struct {
 // savedRule is one rule's states, keyed by position id. The fingerprint
 // tells whether the rule changed while the daemon was down.
 type savedRule struct {
-	Fingerprint string               `json:"fingerprint"`
-	Positions   map[string]RuleState `json:"positions"`
+	Fingerprint string                     `json:"fingerprint"`
+	Positions   map[string]alert.RuleState `json:"positions"`
 }
 
 // stateFile is the state file as the engine keeps it (tick-owned): the
@@ -83,7 +85,7 @@ func restore(s *savedState, now time.Time, reset time.Duration, v *evaluator, ct
 	if !future.IsZero() {
 		text := fmt.Sprintf("the state file's circuit breaker opened at %s, after now (%s; saved at %s, open until %s): a clock that ran ahead wrote it, so it is not credible; restored closed, and the guard's actions are not held for another breaker_reset",
 			future.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), s.SavedAt.UTC().Format(time.RFC3339), savedUntil.UTC().Format(time.RFC3339))
-		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
+		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "state", Reason: text}})
 	} else if s.Breaker.OpenUntil.Before(savedUntil) {
 		clamped++
 	}
@@ -93,7 +95,7 @@ func restore(s *savedState, now time.Time, reset time.Duration, v *evaluator, ct
 	if clamped > 0 {
 		text := fmt.Sprintf("the state file holds %d times after now (saved at %s, now %s): the host clock ran ahead; they were clamped to now (the breaker's calls after now dropped, an open breaker held at most breaker_reset)",
 			clamped, s.SavedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &Record{Time: now, Type: "state", Reason: text}})
+		events = append(events, event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "state", Reason: text}})
 	}
 	if b.Open(now) {
 		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", b.OpenUntil.UTC().Format(time.RFC3339))

@@ -48,6 +48,11 @@ type Config struct {
 	// failing: after n consecutive failures its next attempt waits
 	// interval×2^(n-1), at most this long. Other symbols are not held back.
 	SymbolBackoffMax time.Duration
+	// LiquidationMargin is how close to its liquidation price (a fraction
+	// of it) a position must have been, by the index when it was gone or
+	// at the last read, for its disappearance to be said as a liquidation
+	// rather than a close.
+	LiquidationMargin float64
 	// UnreachableAfter is how long the reads may keep failing before a
 	// critical notification says the exchange is unreachable; one more says
 	// when it is back.

@@ -116,6 +116,9 @@ type Engine struct {
 	disp *dispatcher
 	// lane is the fast lane's state (tick-owned).
 	lane laneState
+	// recon names every change of a position the guard did not make
+	// (tick-owned).
+	recon *reconciler
 
 	// board is what callers read while a tick may be running, under its
 	// own lock: the status, the rules in force and the active ones, the
@@ -236,7 +239,8 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			moved:          e.model.moved,
 			readBack:       e.model.fit.noteReadBack,
 		}})
-	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: &e.model, lane: &e.lane, changed: e.file.changed})
+	e.recon = newReconciler(cfg.LiquidationMargin, 2*cfg.Interval+5*time.Second)
+	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: &e.model, lane: &e.lane, changed: e.file.changed, recon: e.recon})
 	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {

@@ -100,6 +100,9 @@ type evalDeps struct {
 	lane *laneState
 	// changed marks the state to be saved.
 	changed func()
+	// recon names what became of a position gone: liquidated, closed,
+	// turned over.
+	recon *reconciler
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -639,9 +642,23 @@ func (v *evaluator) forgetGone(ctx context.Context, now time.Time, rep *TickRepo
 	slices.SortFunc(gone, func(a, b market.Key) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Dir, b.Dir)) })
 	for _, key := range gone {
 		ps := v.book.Get(key)
-		reason := "position closed"
+		reason, why := "position closed", "listed empty"
 		if ps.X.closedGen != v.rowGen {
 			reason = fmt.Sprintf("position not listed for %s", now.Sub(ps.MissingSince).Round(time.Second))
+			why = reason[len("position "):]
+		}
+		// A liquidation, or a turn to the other side, is said by the
+		// reconciler, critically; the rules that were firing on it do not
+		// resolve with a "✅": they end quietly.
+		quiet := false
+		if v.recon != nil {
+			said, evs := v.recon.gone(now, key, why)
+			for _, ev := range evs {
+				v.emit(ctx, rep, ev)
+			}
+			if said == reasonLiquidated || said == reasonTurned {
+				reason, quiet = said, true
+			}
 		}
 		for ri, s := range ps.Rules {
 			if s.State == alert.Inactive || ri >= len(v.set.Rules) {
@@ -652,7 +669,7 @@ func (v *evaluator) forgetGone(ctx context.Context, now time.Time, rep *TickRepo
 			if s.State == alert.Firing {
 				tr = alert.ToResolved
 			}
-			v.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, ps.Symbol, transitionEvent(now, r, ps.Symbol, key.ID, s.State, to, tr, reason, false, nil))
+			v.ctl.ResolveAcks(ctx, rep.report(), now, r.Name, ps.Symbol, transitionEvent(now, r, ps.Symbol, key.ID, s.State, to, tr, reason, quiet, nil))
 		}
 		v.book.Forget(key)
 		v.changed()

@@ -117,12 +117,16 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	if snap != nil {
 		e.lane.near = nearest{} // this tick's evaluation measures it afresh
 		rows := e.join(snap)
+		for _, ev := range e.recon.observe(now, &e.view) {
+			e.emit(ctx, rep, ev)
+		}
 		if f, fresh := e.model.checkFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
 			e.metrics.ModelFit(f)
 			e.board.setFit(f) // for Status; allocated only for a fresh fit
 		}
 		plans, due := e.eval.evaluate(ctx, now, &e.view, rows, rep)
 		e.disp.runPlans(ctx, now, snap, plans, rep, e.eval.ruleSet())
+		e.recon.acted(now, rep.Actions)
 		e.eval.finish(ctx, now, due, rep)
 	}
 	e.publishStatus(snap, err) // what Status shows

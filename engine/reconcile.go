@@ -31,13 +31,22 @@ type reconciler struct {
 	last   map[market.Key]*lastSeen
 	own    map[string]time.Time    // symbol → the guard's last order on it
 	turned map[market.Key]struct{} // positions that turned over: said, not closed
-	index  map[string]decimal.Decimal
+	// prices are the index prices of the last read (the snapshot's).
+	prices map[string]decimal.Decimal
 	open   map[market.Key]bool // scratch: the keys a read lists open
 }
+
+// The reasons the rules of a position gone resolve with, beside "position
+// closed" and "position not listed for …".
+const (
+	reasonLiquidated = "position liquidated"
+	reasonTurned     = "position turned to the other side"
+)
 
 // lastSeen is a position as the last read that listed it open saw it.
 type lastSeen struct {
 	symbol, id, dir string
+	indexName       string
 	qty, liq        decimal.Decimal
 	index           decimal.Decimal // zero when the read had none
 	margin          decimal.Decimal
@@ -49,7 +58,7 @@ type lastSeen struct {
 func newReconciler(near float64, ownFor time.Duration) *reconciler {
 	return &reconciler{near: decimal.NewFromFloat(near), ownFor: ownFor,
 		last: map[market.Key]*lastSeen{}, own: map[string]time.Time{}, turned: map[market.Key]struct{}{},
-		index: map[string]decimal.Decimal{}, open: map[market.Key]bool{}}
+		open: map[market.Key]bool{}}
 }
 
 // acted records the guard's own calls of a tick (its report's actions):
@@ -75,12 +84,12 @@ func (r *reconciler) ours(symbol string, now time.Time) bool {
 func (r *reconciler) observe(now time.Time, v *market.View) []event {
 	var evs []event
 	clear(r.open)
+	r.prices = nil
+	if v.Snap != nil {
+		r.prices = v.Snap.IndexPrices
+	}
 	for i := range v.Rows {
-		row := &v.Rows[i]
-		if row.Sym != nil && row.HasIndex {
-			r.index[row.Sym.Name] = row.Index
-		}
-		if row.Open && row.Sym != nil {
+		if row := &v.Rows[i]; row.Open && row.Sym != nil {
 			r.open[row.Key] = true
 		}
 	}
@@ -110,7 +119,7 @@ func (r *reconciler) observe(now time.Time, v *market.View) []event {
 			seen = &lastSeen{}
 			r.last[row.Key] = seen
 		}
-		*seen = lastSeen{symbol: sym, id: p.ID, dir: p.Direction, qty: p.Quantity, liq: p.LiquidationPrice, margin: p.Margin,
+		*seen = lastSeen{symbol: sym, id: p.ID, dir: p.Direction, indexName: row.IndexName, qty: p.Quantity, liq: p.LiquidationPrice, margin: p.Margin,
 			leverage: p.Leverage, cross: p.Cross, at: now}
 		if row.HasIndex {
 			seen.index = row.Index
@@ -142,17 +151,17 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	delete(r.last, key)
 	if _, ok := r.turned[key]; ok {
 		delete(r.turned, key)
-		return "position turned to the other side", nil
+		return reasonTurned, nil
 	}
 	if prev == nil {
 		return "", nil
 	}
-	at := r.index[prev.symbol]
+	at := r.prices[prev.indexName]
 	if !at.IsPositive() {
 		at = prev.index
 	}
 	if r.liquidated(prev, at) || r.liquidated(prev, prev.index) {
-		return "position liquidated", []event{r.liquidationEvent(now, prev, at, why)}
+		return reasonLiquidated, []event{r.liquidationEvent(now, prev, at, why)}
 	}
 	if r.ours(prev.symbol, now) {
 		return "position closed by the guard's order", nil

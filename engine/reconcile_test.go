@@ -16,7 +16,7 @@ func reconRow(dir, qty, liq, index string) market.Row {
 	p := &exchange.Position{ID: "1_103", SymbolID: 103, Direction: dir, Quantity: decimal.RequireFromString(qty),
 		LiquidationPrice: decimal.RequireFromString(liq), Margin: decimal.NewFromInt(4000), Leverage: 15, Cross: false}
 	return market.Row{P: p, Key: market.KeyOf(p), Open: true, Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: 103, Name: "XSOL"}},
-		Index: decimal.RequireFromString(index), HasIndex: true}
+		IndexName: "SOL", Index: decimal.RequireFromString(index), HasIndex: true}
 }
 
 func emptyRow(index string) market.Row {
@@ -29,7 +29,10 @@ func TestReconcilerNamesWhatTheGuardDidNotDo(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	view := func(rows ...market.Row) *market.View { return &market.View{Rows: rows} }
+	// view is a read listing rows, SOL's index price the first row's.
+	view := func(rows ...market.Row) *market.View {
+		return &market.View{Rows: rows, Snap: &market.Snapshot{IndexPrices: map[string]decimal.Decimal{"SOL": rows[0].Index}}}
+	}
 	long := market.Key{ID: "1_103", Dir: exchange.Long}
 	cases := []struct {
 		name  string

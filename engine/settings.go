@@ -106,6 +106,13 @@ func Settings() []Setting {
 				}
 				return ""
 			}),
+		number("engine.liquidation_margin", "LiquidationMargin", func(c *Config) *float64 { return &c.LiquidationMargin }, 0.01).
+			checked(func(c Config) string {
+				if !(c.LiquidationMargin > 0 && c.LiquidationMargin < 0.5) {
+					return fmt.Sprintf("must be a fraction within (0, 0.5), e.g. 0.01 for within 1%% of the liquidation price, got %v", c.LiquidationMargin)
+				}
+				return ""
+			}),
 		// Symbol name → index name; nil: the symbol's baseName.
 		stringMap("exchange.index_names", "IndexNames", func(c *Config) *map[string]string { return &c.IndexNames }),
 	}

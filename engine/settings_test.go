@@ -69,6 +69,7 @@ func TestDefaultConfig(t *testing.T) {
 		FastDistance:        0.05,
 		ControlFailAfter:    5 * time.Minute,
 		ModelTolerance:      0.005,
+		LiquidationMargin:   0.01,
 		AuditLog:            "riskguard-audit.jsonl",
 		StateFile:           "riskguard-state.json",
 	}
@@ -91,7 +92,7 @@ func TestWithDefaults(t *testing.T) {
 		Interval: 3 * time.Second, DryRun: true, MaxActionsPerMinute: 1, BreakerReset: 1, SymbolsRefresh: 2, StaleAfter: 3,
 		IndexNames: map[string]string{"XBTC": "BTC"}, AuditLog: "a", StateFile: "s", ActionTimeout: 4, ActionConcurrency: 5,
 		MaxSnapshotAge: 6, MaxWindow: 7, SymbolBackoffMax: 8, UnreachableAfter: 9, FastInterval: 10, FastDistance: 0.3,
-		AllowedHosts: []string{"guard.example.org"}, ControlFailAfter: 11, ModelTolerance: 0.01,
+		AllowedHosts: []string{"guard.example.org"}, ControlFailAfter: 11, ModelTolerance: 0.01, LiquidationMargin: 0.02,
 	}
 	with := func(c Config, f func(*Config)) Config { f(&c); return c }
 	for _, tc := range []struct {
@@ -104,7 +105,7 @@ func TestWithDefaults(t *testing.T) {
 		{"negative", Config{
 			Interval: -1, MaxActionsPerMinute: -1, BreakerReset: -1, SymbolsRefresh: -1, StaleAfter: -1, ActionTimeout: -1,
 			ActionConcurrency: -1, MaxSnapshotAge: -1, MaxWindow: -1, SymbolBackoffMax: -1, UnreachableAfter: -1, FastInterval: -1, FastDistance: -1,
-			ControlFailAfter: -1, ModelTolerance: -1,
+			ControlFailAfter: -1, ModelTolerance: -1, LiquidationMargin: -1,
 		}, with(filled, func(c *Config) { c.StaleAfter = -1 })},
 		// MaxSnapshotAge: two intervals, at least minSnapshotAge.
 		{"short interval", Config{Interval: 100 * time.Millisecond}, with(filled, func(c *Config) { c.Interval, c.MaxSnapshotAge = 100*time.Millisecond, minSnapshotAge })},

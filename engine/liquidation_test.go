@@ -1,0 +1,136 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/riskguard/riskguard/notify"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// kinds records the notifications' kinds and texts.
+type kinds struct{ msgs []notify.Message }
+
+func (k *kinds) Send(_ context.Context, m notify.Message) error { k.msgs = append(k.msgs, m); return nil }
+
+// A position liquidated is said as a liquidation, loudest, not as good
+// news: a critical notification, an audit record with the last figures, a
+// metric; the rule that was firing on it ends without a "resolved"
+// message (issue 30, item 5). Through the client against the simulated
+// exchange over HTTP, whose XSOL (long 400 at 15×, liquidation 144.907) the
+// index crosses while no rule acts.
+func TestLiquidationIsSaidAsOne(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("watch.yaml", []byte(`rules:
+  - name: near-edge
+    when: liquidationDistance < 0.05
+    severity: critical
+    actions: [{action: notify}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ex)
+	t.Cleanup(srv.Close)
+	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics, err := journal.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audit bytes.Buffer
+	note := &kinds{}
+	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Notifier: note, Metrics: metrics, Audit: journal.NewAudit(&audit)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	ex.SetIndexPrice("SOL", decimal.RequireFromString("146"))
+	if _, err := e.Tick(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	ex.SetIndexPrice("SOL", decimal.RequireFromString("144.5")) // through 144.907: the exchange liquidates XSOL
+	if _, err := e.Tick(ctx, now.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var liq *journal.Record
+	var resolvedReason string
+	for _, line := range strings.Split(strings.TrimSpace(audit.String()), "\n") {
+		var r journal.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.Type == "liquidated":
+			rr := r
+			liq = &rr
+		case r.Type == "transition" && r.Symbol == "XSOL" && r.From == "firing":
+			resolvedReason = r.Reason
+		}
+	}
+	if liq == nil || liq.Symbol != "XSOL" || liq.Quantity == nil || !liq.Quantity.Equal(decimal.NewFromInt(400)) ||
+		!strings.Contains(liq.Reason, "LIQUIDATED: XSOL LONG 400 at 15x (listed empty; its liquidation price 144.907, index 144.5)") {
+		t.Fatalf("liquidated record = %+v\naudit:\n%s", liq, audit.String())
+	}
+	if resolvedReason != "position liquidated" {
+		t.Errorf("the firing rule ended with reason %q, want position liquidated", resolvedReason)
+	}
+	var critical bool
+	for _, m := range note.msgs {
+		if m.Kind == notify.KindResolved && m.Symbol == "XSOL" {
+			t.Errorf("a liquidation was told as good news: %q", m.Text)
+		}
+		critical = critical || m.Kind == notify.KindLiquidation && m.Severity == "critical" && strings.HasPrefix(m.Text, "LIQUIDATED: XSOL")
+	}
+	if !critical {
+		t.Errorf("no critical liquidation message among %+v", note.msgs)
+	}
+	if n := liquidationsOf(t, reg, "XSOL"); n != 1 {
+		t.Errorf("riskguard_liquidations_total{symbol=XSOL} = %v, want 1", n)
+	}
+}
+
+// liquidationsOf is the value of riskguard_liquidations_total{symbol}.
+func liquidationsOf(t *testing.T, reg *prometheus.Registry, symbol string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "riskguard_liquidations_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "symbol" && l.GetValue() == symbol {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -22,7 +22,10 @@ import (
 // kinds records the notifications' kinds and texts.
 type kinds struct{ msgs []notify.Message }
 
-func (k *kinds) Send(_ context.Context, m notify.Message) error { k.msgs = append(k.msgs, m); return nil }
+func (k *kinds) Send(_ context.Context, m notify.Message) error {
+	k.msgs = append(k.msgs, m)
+	return nil
+}
 
 // A position liquidated is said as a liquidation, loudest, not as good
 // news: a critical notification, an audit record with the last figures, a

@@ -33,7 +33,9 @@ type reconciler struct {
 	turned map[market.Key]struct{} // positions that turned over: said, not closed
 	// prices are the index prices of the last read (the snapshot's).
 	prices map[string]decimal.Decimal
-	open   map[market.Key]bool // scratch: the keys a read lists open
+	// places are the figures of the position at each place of the last
+	// answer, so that a steady account is compared without a lookup.
+	places []*lastSeen
 }
 
 // The reasons the rules of a position gone resolve with, beside "position
@@ -53,12 +55,13 @@ type lastSeen struct {
 	leverage        int
 	cross           bool
 	at              time.Time
+	updatedAt       int64 // the exchange's updatedAt, when it gives one
 }
 
 func newReconciler(near float64, ownFor time.Duration) *reconciler {
 	return &reconciler{near: decimal.NewFromFloat(near), ownFor: ownFor,
 		last: map[market.Key]*lastSeen{}, own: map[string]time.Time{}, turned: map[market.Key]struct{}{},
-		open: map[market.Key]bool{}}
+	}
 }
 
 // acted records the guard's own calls of a tick (its report's actions):
@@ -80,29 +83,41 @@ func (r *reconciler) ours(symbol string, now time.Time) bool {
 }
 
 // observe compares the open positions of a read (the tick's view at now)
-// with the last ones and returns what changed without the guard.
+// with the last ones and returns what changed without the guard. A
+// position at the same place of the answer as in the last read is found
+// there, without a lookup, and its quantity is compared only when the
+// exchange says it was updated.
 func (r *reconciler) observe(now time.Time, v *market.View) []event {
 	var evs []event
-	clear(r.open)
 	r.prices = nil
 	if v.Snap != nil {
 		r.prices = v.Snap.IndexPrices
 	}
-	for i := range v.Rows {
-		if row := &v.Rows[i]; row.Open && row.Sym != nil {
-			r.open[row.Key] = true
-		}
+	if len(r.places) < len(v.Rows) {
+		r.places = append(r.places, make([]*lastSeen, len(v.Rows)-len(r.places))...)
 	}
 	for i := range v.Rows {
 		row := &v.Rows[i]
 		if !row.Open || row.Sym == nil {
 			continue
 		}
-		p, sym := row.P, row.Sym.Name
-		prev := r.last[row.Key]
+		p := row.P
+		prev := r.places[i]
+		if prev == nil || prev.id != p.ID || prev.dir != p.Direction {
+			prev = r.last[row.Key]
+			r.places[i] = prev
+		}
+		if prev != nil && (p.UpdatedAt != 0 && p.UpdatedAt == prev.updatedAt || prev.qty.Equal(p.Quantity)) {
+			prev.liq, prev.margin, prev.leverage, prev.cross, prev.at = p.LiquidationPrice, p.Margin, p.Leverage, p.Cross, now
+			if row.HasIndex {
+				prev.index = row.Index
+			}
+			continue // its quantity is the same
+		}
+		sym := row.Sym.Name
 		switch {
 		case prev == nil:
-			if other := r.sameID(row.Key); other != nil && !r.ours(sym, now) {
+			if other := r.sameID(v, row.Key); other != nil && !r.ours(sym, now) {
 				r.turned[market.Key{ID: other.id, Dir: other.dir}] = struct{}{}
 				evs = append(evs, r.changeEvent(now, "turned", slog.LevelError, "critical", other, p,
 					fmt.Sprintf("%s turned from %s %s to %s %s without an order of the guard: a trade by hand, another bot, or an exchange that did not keep reduce-only", sym, other.dir, other.qty, p.Direction, p.Quantity)))
@@ -114,32 +129,42 @@ func (r *reconciler) observe(now time.Time, v *market.View) []event {
 			evs = append(evs, r.changeEvent(now, "reduced", slog.LevelInfo, "info", prev, p,
 				fmt.Sprintf("%s %s reduced %s → %s without an order of the guard", sym, p.Direction, prev.qty, p.Quantity)))
 		}
-		seen := prev
-		if seen == nil {
-			seen = &lastSeen{}
-			r.last[row.Key] = seen
+		if prev == nil {
+			prev = &lastSeen{}
+			r.last[row.Key] = prev
+			r.places[i] = prev
 		}
-		*seen = lastSeen{symbol: sym, id: p.ID, dir: p.Direction, indexName: row.IndexName, qty: p.Quantity, liq: p.LiquidationPrice, margin: p.Margin,
-			leverage: p.Leverage, cross: p.Cross, at: now}
+		*prev = lastSeen{symbol: sym, id: p.ID, dir: p.Direction, indexName: row.IndexName, qty: p.Quantity, liq: p.LiquidationPrice, margin: p.Margin,
+			leverage: p.Leverage, cross: p.Cross, at: now, updatedAt: p.UpdatedAt}
 		if row.HasIndex {
-			seen.index = row.Index
+			prev.index = row.Index
 		}
 	}
 	return evs
 }
 
 // sameID is the last figures of the position with key's id on the other
-// side that this read no longer lists open (a one-way position turned
-// over; a hedge-mode long and short are both listed), nil when none.
-func (r *reconciler) sameID(key market.Key) *lastSeen {
-	for k, s := range r.last {
-		if k.ID == key.ID && k.Dir != key.Dir && !r.open[k] {
-			if _, said := r.turned[k]; !said {
-				return s
-			}
+// side that read v no longer lists open (a one-way position turned over;
+// a hedge-mode long and short are both listed), nil when none. It runs
+// only for a position new to the guard.
+func (r *reconciler) sameID(v *market.View, key market.Key) *lastSeen {
+	other := market.Key{ID: key.ID, Dir: exchange.Long}
+	if key.Dir == exchange.Long {
+		other.Dir = exchange.Short
+	}
+	s := r.last[other]
+	if s == nil {
+		return nil
+	}
+	if _, said := r.turned[other]; said {
+		return nil
+	}
+	for i := range v.Rows {
+		if v.Rows[i].Open && v.Rows[i].Key == other {
+			return nil // both sides listed: hedge mode
 		}
 	}
-	return nil
+	return s
 }
 
 // gone classifies a position forgetGone dropped at now: listed empty, or
@@ -149,6 +174,11 @@ func (r *reconciler) sameID(key market.Key) *lastSeen {
 func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []event) {
 	prev := r.last[key]
 	delete(r.last, key)
+	for i, s := range r.places {
+		if s == prev {
+			r.places[i] = nil
+		}
+	}
 	if _, ok := r.turned[key]; ok {
 		delete(r.turned, key)
 		return reasonTurned, nil

@@ -260,6 +260,17 @@ func (e *Engine) interrupted(lost []journal.Record) {
 	for _, r := range lost {
 		reason := fmt.Sprintf("found at the start at %s: the run that sent it stopped before its outcome; no result was recorded, so the exchange may or may not have applied it: the next tick reads the position back and acts again only if still needed",
 			now.UTC().Format(time.RFC3339Nano))
+		if r.Quantity != nil && r.Phase == "sent" {
+			// An order is not idempotent: it is taken as sent, its rules'
+			// cooldowns count from it, and its symbol's orders wait until
+			// the account is read (act.Intent).
+			in := act.Intent{ID: fmt.Sprintf("%s@%s", r.Symbol, r.Time.UTC().Format("20060102T150405.000Z")), At: r.Time, Symbol: r.Symbol,
+				Position: r.Position, Action: r.Action, Rules: r.Rules, Quantity: r.Quantity}
+			e.eval.adopt(in)
+			e.recon.adopted(in)
+			reason = fmt.Sprintf("found at the start at %s: the run that sent this order stopped before its outcome; no result was recorded, so the exchange may have filled it: it is taken as sent (never sent again as such), its rules' cooldowns count from it, and the account read at the next tick says what it did",
+				now.UTC().Format(time.RFC3339Nano))
+		}
 		r.Phase, r.Reason, r.Error, r.Response = "interrupted", reason, "", nil
 		e.emit(context.Background(), nil, event{Audit: &r, Level: slog.LevelWarn,
 			Msg:   "an action was interrupted by the last stop; its outcome is read back from the exchange",

@@ -33,6 +33,10 @@ type evaluator struct {
 	// interval and staleAfter are the engine's settings it reads
 	// (Config.Interval, Config.StaleAfter).
 	interval, staleAfter time.Duration
+	// intents are orders of unknown outcome taken over at the start (or
+	// from the last leader) whose position has no state yet, by position
+	// id: their rules' cooldowns are applied when it is first seen.
+	intents map[string][]act.Intent
 
 	set *rules.Set
 	// book is the rule states by position (engine/alert), names the rule
@@ -610,7 +614,46 @@ func (v *evaluator) outcome(ri int, r *rules.Rule, env *rules.Env, indexWhy stri
 
 // posState returns the state of the rules on a position, creating it.
 func (v *evaluator) posState(key market.Key, symbol string) *posState {
-	return v.book.Ensure(key, symbol, len(v.set.Rules))
+	ps := v.book.Ensure(key, symbol, len(v.set.Rules))
+	if ins, ok := v.intents[key.ID]; ok {
+		delete(v.intents, key.ID)
+		for _, in := range ins {
+			v.cooldownFrom(ps, in)
+		}
+	}
+	return ps
+}
+
+// adopt takes over an order whose outcome was never recorded: its rules'
+// cooldowns on its position count from it (now on a position the book
+// has, else when the position is first seen), so the order is not sent
+// again inside them.
+func (v *evaluator) adopt(in act.Intent) {
+	found := false
+	for key, ps := range v.book.All() {
+		if key.ID == in.Position {
+			v.cooldownFrom(ps, in)
+			found = true
+		}
+	}
+	if !found {
+		if v.intents == nil {
+			v.intents = map[string][]act.Intent{}
+		}
+		v.intents[in.Position] = append(v.intents[in.Position], in)
+	}
+}
+
+// cooldownFrom starts the cooldowns of in's rules on ps at in.At, unless
+// they started later.
+func (v *evaluator) cooldownFrom(ps *posState, in act.Intent) {
+	for ri, r := range v.set.Rules {
+		if ri < len(ps.Rules) && slices.Contains(in.Rules, r.Name) && in.At.After(ps.Rules[ri].LastActionAt) {
+			ps.Rules[ri].LastActionAt = in.At
+			v.stateEpoch++
+			v.changed()
+		}
+	}
 }
 
 // forgetGone drops the state of positions that were closed: listed empty

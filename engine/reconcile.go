@@ -3,8 +3,10 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
@@ -36,6 +38,33 @@ type reconciler struct {
 	// places are the figures of the position at each place of the last
 	// answer, so that a steady account is compared without a lookup.
 	places []*lastSeen
+	// intents are orders taken over without a recorded outcome (a
+	// restart, a takeover): the first read says what the account shows.
+	intents []act.Intent
+}
+
+// adopted takes an order whose outcome was never recorded: the next read
+// says what the account shows of its symbol.
+func (r *reconciler) adopted(in act.Intent) { r.intents = append(r.intents, in) }
+
+// settleIntents says, for each order taken over, what read v shows of its
+// symbol: the outcome the run that sent it never recorded.
+func (r *reconciler) settleIntents(now time.Time, v *market.View) []event {
+	var evs []event
+	for _, in := range r.intents {
+		shows := "no open position"
+		for i := range v.Rows {
+			if row := &v.Rows[i]; row.Open && row.Sym != nil && row.Sym.Name == in.Symbol {
+				shows = fmt.Sprintf("%s %s", row.P.Direction, row.P.Quantity)
+			}
+		}
+		text := fmt.Sprintf("order %s (%s %s of %s, by %s) left without a recorded outcome: taken as sent; the account now shows %s of %s, and its rules' cooldowns count from %s",
+			in.ID, in.Action, in.Quantity, in.Symbol, strings.Join(in.Rules, ","), shows, in.Symbol, in.At.UTC().Format(time.RFC3339Nano))
+		evs = append(evs, event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"action", in.Action, "symbol", in.Symbol},
+			Audit: &journal.Record{Time: now, Type: "action", Phase: "settled", Action: in.Action, Symbol: in.Symbol, Position: in.Position, Rules: in.Rules, Reason: text}})
+	}
+	r.intents = nil
+	return evs
 }
 
 // The reasons the rules of a position gone resolve with, beside "position
@@ -89,6 +118,9 @@ func (r *reconciler) ours(symbol string, now time.Time) bool {
 // exchange says it was updated.
 func (r *reconciler) observe(now time.Time, v *market.View) []event {
 	var evs []event
+	if len(r.intents) > 0 {
+		evs = r.settleIntents(now, v)
+	}
 	r.prices = nil
 	if v.Snap != nil {
 		r.prices = v.Snap.IndexPrices

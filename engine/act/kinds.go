@@ -150,6 +150,21 @@ func Refused(err error) bool {
 	return errors.Is(err, ErrRefused) || errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != 429
 }
 
+// Intent is a mutating call as it was about to leave, made durable before
+// it did (the audit log's intended and sent records; under ha, the shared
+// state's intents): what a restart or a new leader finds when the call's
+// outcome was never recorded.
+type Intent struct {
+	ID       string    `json:"id"`
+	At       time.Time `json:"at"`
+	Symbol   string    `json:"symbol"`
+	Position string    `json:"position"` // the position's id
+	Action   string    `json:"action"`
+	Rules    []string  `json:"rules,omitempty"`
+	// Quantity is an order's: set for a call that is not idempotent.
+	Quantity *decimal.Decimal `json:"quantity,omitempty"`
+}
+
 // Kinds is the table of action kinds an engine knows, looked up by name.
 type Kinds []Kind
 

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -367,6 +368,9 @@ func Unfinished(path string) ([]Record, error) {
 			open[k] = len(sent)
 			sent = append(sent, r)
 		case "result", "error", "skipped", "dry_run", "interrupted":
+			if r.Phase == "error" && strings.Contains(r.Error, "outcome unknown") {
+				continue // an order whose answer was lost stays open until settled
+			}
 			if i, ok := open[k]; ok {
 				sent[i].Phase = ""
 				delete(open, k)

@@ -230,6 +230,14 @@ func (d *dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge t
 				phase("skipped", nil, err)
 				return err
 			}
+			// Under ha the intent is durable before the call leaves: a new
+			// leader finds it if this process dies before saving what
+			// became of the call.
+			if err := d.lead.SaveIntent(ctx, intentOf(pc)); err != nil {
+				rel()
+				phase("standby", nil, err)
+				return err
+			}
 			release = rel
 			phase("sent", nil, nil)
 			return nil
@@ -247,6 +255,19 @@ func (d *dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge t
 	}
 }
 
+// intentOf is pc's intent: what a new leader needs of a call whose
+// outcome this process never saved.
+func intentOf(pc *act.Pending) act.Intent {
+	b := &pc.Base
+	in := act.Intent{ID: fmt.Sprintf("%s@%s/%s", b.Symbol, b.Time.UTC().Format("20060102T150405.000Z"), b.Action), At: b.Time,
+		Symbol: b.Symbol, Position: b.Position, Action: b.Action, Rules: b.Rules}
+	if b.Quantity != nil {
+		q := *b.Quantity
+		in.Quantity = &q
+	}
+	return in
+}
+
 // finish takes in a call the executor ended (its result is in pc.Result)
 // and returns its error. A call that changed nothing on the exchange gives
 // its budget back: only the guard's own successful mutations spend it, so
@@ -255,6 +276,9 @@ func (d *dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge t
 func (d *dispatcher) finish(rep *TickReport, pc *act.Pending) error {
 	if res := pc.Result; !res.Sent || res.Err != nil {
 		d.breaker.Refund(pc.Base.Time)
+	}
+	if pc.Result.Sent {
+		d.lead.Ended(intentOf(pc).ID)
 	}
 	if rep != nil && pc.Event.Outcome != "" {
 		rep.Actions = append(rep.Actions, *pc.Event)

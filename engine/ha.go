@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/riskguard/riskguard/engine/journal"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/notify"
 )
 
@@ -37,6 +39,16 @@ type SharedState interface {
 	SaveState(ctx context.Context, parts map[string][]byte) (int, error)
 }
 
+// IntentStore is a SharedState that also keeps each mutating call's intent,
+// written before the call leaves and fenced on the leadership as the state
+// is (package ha's Seat), so that a new leader finds the calls whose
+// outcome the last one never saved. Intents are parts named
+// "intents/ID" of LoadState; SaveState neither writes nor deletes them.
+type IntentStore interface {
+	SaveIntent(ctx context.Context, id string, intent []byte) error
+	DropIntent(ctx context.Context, id string) error
+}
+
 // ErrStandby is the error of a call held back because this process does
 // not lead the account (or no longer safely holds its lease). Like a pause
 // it starts no cooldown and spends no budget: a takeover acts at its
@@ -58,6 +70,61 @@ type leader struct {
 	said map[string]bool
 	// unsaved: the last shared save failed.
 	unsaved bool
+	// ended are the intents whose calls ended, dropped from the shared
+	// state once the state that counts their cooldowns is saved
+	// (tick-owned).
+	ended []string
+}
+
+// intentTimeout bounds the write of an intent before its call.
+const intentTimeout = 2 * time.Second
+
+// SaveIntent makes a call's intent durable in the shared state before the
+// call leaves; nil without ha or without an IntentStore. A call whose
+// intent cannot be written does not leave (ErrStandby: said, no cooldown).
+// Safe from the executor's goroutine.
+func (l *leader) SaveIntent(ctx context.Context, in act.Intent) error {
+	st, ok := l.shared.(IntentStore)
+	if !ok || l.seat == nil {
+		return nil
+	}
+	b, err := json.Marshal(in)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), intentTimeout)
+		err = st.SaveIntent(wctx, in.ID, b)
+		cancel()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: the call's intent could not be written to the shared state (%v); it is not sent", ErrStandby, err)
+	}
+	return nil
+}
+
+// Ended records that the call of intent id ended: its intent is dropped
+// after the next shared save.
+func (l *leader) Ended(id string) {
+	if _, ok := l.shared.(IntentStore); ok && id != "" {
+		l.ended = append(l.ended, id)
+	}
+}
+
+// dropEnded drops the intents of the calls that ended, now that the state
+// counting their cooldowns is saved; those etcd refuses are tried again
+// after the next save.
+func (l *leader) dropEnded() {
+	st, ok := l.shared.(IntentStore)
+	if !ok || len(l.ended) == 0 {
+		return
+	}
+	var left []string
+	for _, id := range l.ended {
+		ctx, cancel := context.WithTimeout(context.Background(), intentTimeout)
+		if err := st.DropIntent(ctx, id); err != nil {
+			left = append(left, id)
+		}
+		cancel()
+	}
+	l.ended = left
 }
 
 // MayAct reports whether the calls may go out: always without ha; under
@@ -167,6 +234,16 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 			e.disp.setBreaker(b)
 			e.ctl.Replace(s.Silences, s.Pauses, now)
 			e.eval.takeover(s, now)
+			// The last leader's calls whose outcome it never saved: taken
+			// as sent, their rules' cooldowns count from them, and the
+			// first read says what the account shows.
+			for _, in := range s.Intents {
+				e.eval.adopt(in)
+				e.recon.adopted(in)
+				e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "taken over from the last leader: " + in.Action + " " + in.Symbol + " (intent " + in.ID + ") without a saved outcome; its rules' cooldowns count from it",
+					Audit: &journal.Record{Time: now, Type: "action", Phase: "interrupted", Action: in.Action, Symbol: in.Symbol, Position: in.Position, Rules: in.Rules, Quantity: in.Quantity,
+						Reason: fmt.Sprintf("intent %s of %s, made durable by the last leader before the call left; no outcome was saved: taken as sent, never sent again as such", in.ID, in.At.UTC().Format(time.RFC3339Nano))}})
+			}
 		}
 	}
 	e.file.changed() // the next save writes what differs from the shared state
@@ -182,6 +259,7 @@ const (
 	partSilences = "silences"
 	partPauses   = "pauses"
 	partRules    = "rules/"
+	partIntents  = "intents/"
 )
 
 // parts splits the state into what SharedState keeps, one part per rule
@@ -235,6 +313,11 @@ func stateFromParts(parts map[string][]byte) (*savedState, error) {
 			err = json.Unmarshal(b, &s.Silences)
 		case name == partPauses:
 			err = json.Unmarshal(b, &s.Pauses)
+		case strings.HasPrefix(name, partIntents):
+			var in act.Intent
+			if err = json.Unmarshal(b, &in); err == nil {
+				s.Intents = append(s.Intents, in)
+			}
 		case strings.HasPrefix(name, partRules):
 			var r sharedRule
 			if err = json.Unmarshal(b, &r); err == nil {
@@ -248,6 +331,7 @@ func stateFromParts(parts map[string][]byte) (*savedState, error) {
 			errs = append(errs, fmt.Errorf("state part %s: %w", name, err))
 		}
 	}
+	slices.SortFunc(s.Intents, func(a, b act.Intent) int { return strings.Compare(a.ID, b.ID) })
 	return s, errors.Join(errs...)
 }
 
@@ -284,6 +368,9 @@ func (l *leader) SaveShared(s *savedState, now time.Time) error {
 		cancel()
 	}
 	l.unsaved = err != nil
+	if err == nil {
+		l.dropEnded()
+	}
 	return err
 }
 

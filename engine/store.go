@@ -32,6 +32,9 @@ type savedState struct {
 	// a file without them (an older version) has none.
 	Silences []control.Silence `json:"silences,omitempty"`
 	Pauses   []control.Pause   `json:"pauses,omitempty"`
+	// Intents are the calls the last leader made durable before they left
+	// and whose outcome it did not save (under ha only; never in the file).
+	Intents []act.Intent `json:"-"`
 }
 
 // savedRule is one rule's states, keyed by position id. The fingerprint

@@ -20,6 +20,7 @@ import (
 var (
 	_ engine.Leadership  = (*ha.Seat)(nil)
 	_ engine.SharedState = (*ha.Seat)(nil)
+	_ engine.IntentStore = (*ha.Seat)(nil)
 )
 
 const ttl = 2 * time.Second
@@ -252,7 +253,10 @@ func TestWritesPerTick(t *testing.T) {
 	}
 	acted := tick() + tick()
 	t.Logf("etcd writes: %d parts over the first two ticks (takeover, an action), 0 over 20 quiet ticks, %d over the two ticks of an action", first, acted)
-	if acted < 1 || acted > 3 {
-		t.Errorf("an action's ticks wrote %d parts, want the changed rule and breaker only (1–3)", acted)
+	// The changed rule and breaker, and a call's intent before it left and
+	// its drop after the state was saved (issue 30: exactly once costs
+	// these two writes per call sent; the first two ticks show them).
+	if acted < 1 || acted > 5 {
+		t.Errorf("an action's ticks wrote %d parts, want the changed rule and breaker, and a call's intent and its drop (1–5)", acted)
 	}
 }

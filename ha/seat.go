@@ -413,6 +413,52 @@ func (s *Seat) SaveState(ctx context.Context, parts map[string][]byte) (int, err
 	return len(ops), nil
 }
 
+// SaveIntent writes a call's intent (engine.IntentStore) under the
+// state's intents/ before the call leaves, in a transaction conditioned on
+// the leader key's create revision as SaveState's: a deposed leader writes
+// none (ErrNotLeader), and its call does not leave. SaveState neither
+// writes nor deletes it: DropIntent does, once the state that counts the
+// call's cooldown is saved.
+func (s *Seat) SaveIntent(ctx context.Context, id string, intent []byte) error {
+	return s.fenced(ctx, "intent "+id, clientv3.OpPut(s.statePrefix()+"intents/"+id, string(intent)))
+}
+
+// DropIntent deletes an intent SaveIntent wrote, fenced as it is.
+func (s *Seat) DropIntent(ctx context.Context, id string) error {
+	name := "intents/" + id
+	err := s.fenced(ctx, "drop intent "+id, clientv3.OpDelete(s.statePrefix()+name))
+	if err == nil {
+		s.mu.Lock()
+		delete(s.written, name)
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// fenced runs ops in one transaction conditioned on this seat's leader
+// key's create revision.
+func (s *Seat) fenced(ctx context.Context, what string, ops ...clientv3.Op) error {
+	s.mu.Lock()
+	leader, key, rev := s.leader, s.key, s.rev
+	s.mu.Unlock()
+	if !leader {
+		return ErrNotLeader
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.n.margin)
+	defer cancel()
+	resp, err := s.n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("ha: %s of account %s: %w", what, s.account, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%s of account %s (term %d): %w", what, s.account, rev, ErrNotLeader)
+	}
+	s.mu.Lock()
+	s.writes += len(ops)
+	s.mu.Unlock()
+	return nil
+}
+
 // Writes counts the state parts this seat wrote.
 func (s *Seat) Writes() int {
 	s.mu.Lock()

@@ -1,0 +1,150 @@
+package engine_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/riskguard/riskguard/rules"
+)
+
+// seat is a Leadership a test hands from one engine to another.
+type seat struct{ term atomic.Int64 }
+
+func (s *seat) MayAct(time.Time) (bool, string) { return s.term.Load() != 0, "standby (test)" }
+func (s *seat) Term() int64                     { return s.term.Load() }
+
+// memShared is a shared state with intents kept as package ha's Seat keeps
+// them: SaveState replaces the state's parts but leaves the intents.
+type memShared struct {
+	mu    sync.Mutex
+	parts map[string][]byte
+}
+
+func (m *memShared) LoadState(context.Context) (map[string][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]byte{}
+	for k, v := range m.parts {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (m *memShared) SaveState(_ context.Context, parts map[string][]byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.parts {
+		if !strings.HasPrefix(k, "intents/") {
+			delete(m.parts, k)
+		}
+	}
+	for k, v := range parts {
+		m.parts[k] = v
+	}
+	return len(parts), nil
+}
+
+func (m *memShared) SaveIntent(_ context.Context, id string, b []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.parts["intents/"+id] = b
+	return nil
+}
+
+func (m *memShared) DropIntent(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.parts, "intents/"+id)
+	return nil
+}
+
+// holdCancels passes every request to the exchange, and holds the answer
+// of every cancel until release is closed: the leader is "killed" while
+// its call is on the wire, after it reached the exchange.
+type holdCancels struct {
+	ex      *sim.Exchange
+	release chan struct{}
+	cancels atomic.Int32
+}
+
+func (h *holdCancels) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.Contains(r.URL.Path, "cancel") {
+		h.cancels.Add(1)
+		h.ex.ServeHTTP(w, r)
+		<-h.release
+		return
+	}
+	h.ex.ServeHTTP(w, r)
+}
+
+// The leader dies right after its call reached the exchange, before it
+// saved what became of it: the new leader finds the call's intent in the
+// shared state, counts the rule's cooldown from it and does not send the
+// call again (issue 30, item 2: the same call 2.1–2.5 s later inside a
+// 60 s cooldown, 4 times in 4 kills).
+func TestTakeoverDoesNotRepeatTheLastLeadersCall(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("cancel.yaml", []byte(`rules:
+  - name: over-max
+    when: position.leverage > riskLimit.maxLeverage
+    symbols: [XSOL]
+    cooldown: 60s
+    actions: [{action: cancel_orders}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holdCancels{ex: ex, release: make(chan struct{})}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { close(h.release); srv.Close() })
+	shared := &memShared{parts: map[string][]byte{}}
+	newEngine := func(s *seat) *engine.Engine {
+		client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(engine.Config{Interval: 200 * time.Millisecond}, set, engine.Deps{Reader: client, Actuator: client, Leadership: s, Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	sa, sb := &seat{}, &seat{}
+	sa.term.Store(1)
+	a, b := newEngine(sa), newEngine(sb)
+	now := time.Now()
+	if _, err := a.Tick(context.Background(), now); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.cancels.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if h.cancels.Load() != 1 {
+		t.Fatalf("the leader's cancel did not reach the exchange")
+	}
+	// a is killed: it never ticks, collects or saves again. b leads.
+	sa.term.Store(0)
+	sb.term.Store(2)
+	for i := range 5 {
+		if _, err := b.Tick(context.Background(), now.Add(time.Duration(2+i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := h.cancels.Load(); n != 1 {
+		t.Fatalf("%d cancels reached the exchange inside the 60 s cooldown, want the dead leader's one", n)
+	}
+}

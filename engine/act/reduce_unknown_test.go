@@ -150,3 +150,64 @@ func xsolQuantity(t *testing.T, ex *sim.Exchange) decimal.Decimal {
 	t.Fatal("no XSOL position")
 	return decimal.Zero
 }
+
+// The read-back after an order does not list the position, and the next
+// reads show it grown 400 → 600 (an exchange that ignored reduce-only):
+// the missing position is unknown, not closed (the symbol's orders wait),
+// and the growth stops the kind, critically. Before, the missing position
+// counted as 0 left and three more orders went out in 6 s (issue 30,
+// item 4).
+func TestMissingThenGrownStopsTheKind(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("halve.yaml", []byte(`rules:
+  - name: halve
+    when: position.leverage > 1
+    symbols: [XSOL]
+    cooldown: 1s
+    actions: [{action: reduce_position, fraction: 0.5}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex.InjectFault("/v1/contracts/orders/{symbol}/create", sim.Fault{Grows: true, Times: 1})
+	ex.InjectFault("/v1/contracts/positions", sim.Fault{Empty: true, Every: 2, Times: 1}) // the read-back after the order
+	srv := httptest.NewServer(ex)
+	t.Cleanup(srv.Close)
+	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audit bytes.Buffer
+	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Audit: journal.NewAudit(&audit)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for i := range 4 {
+		if _, err := e.Tick(context.Background(), t0.Add(time.Duration(i)*2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	orders := 0
+	for _, c := range ex.Calls() {
+		if c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/create") {
+			orders++
+		}
+	}
+	said := audit.String()
+	if orders != 1 {
+		t.Fatalf("%d orders went out, want 1\naudit:\n%s", orders, said)
+	}
+	for _, want := range []string{"the read-back did not list the position", `"type":"stopped"`, "XSOL LONG 400 → LONG 600", `"phase":"skipped","rules":["halve"],"reason":"stopped until restart`} {
+		if !strings.Contains(said, want) {
+			t.Errorf("audit lacks %q:\n%s", want, said)
+		}
+	}
+}

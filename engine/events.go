@@ -83,7 +83,7 @@ func transitionEvent(now time.Time, r *rules.Rule, symbol, position string, from
 	var text string
 	switch {
 	case tr == alert.ToFiring && env != nil:
-		kind, text = notify.KindFiring, fmt.Sprintf("%s firing on %s: %s", r.Name, symbol, describe(r, env))
+		kind, text = notify.KindFiring, fmt.Sprintf("%s firing on %s%s: %s", r.Name, symbol, sideOf(env), describe(r, env))
 	case tr == alert.ToResolved && env != nil:
 		kind, text = notify.KindResolved, fmt.Sprintf("%s resolved on %s", r.Name, symbol)
 	case tr == alert.ToResolved:
@@ -245,4 +245,14 @@ func values(env *rules.Env) *notify.Figures {
 // logrotate moved it) and writes the records kept meanwhile.
 func (e *Engine) ReopenAudit(ctx context.Context, now time.Time) error {
 	return e.jr.Reopen(ctx, now)
+}
+
+// sideOf names the side of the position a rule fires on (" LONG"), so that
+// a position that turned over is told anew rather than grouped as a repeat
+// of the other side's alert; "" for the account.
+func sideOf(env *rules.Env) string {
+	if d := env.Position.Direction; d != "" {
+		return " " + d
+	}
+	return ""
 }

@@ -260,3 +260,33 @@ func TestWritesPerTick(t *testing.T) {
 		t.Errorf("an action's ticks wrote %d parts, want the changed rule and breaker, and a call's intent and its drop (1–5)", acted)
 	}
 }
+
+// BenchmarkIntent is what exactly once costs a call under ha: its intent
+// written, fenced, before it leaves, and dropped after the state is saved
+// (embedded etcd on loopback).
+func BenchmarkIntent(b *testing.B) {
+	c := etcdtest.Start(b, 1)
+	n, err := ha.New(ha.Config{Endpoints: c.Endpoints, LeaseTTL: ttl, Prefix: "/b/", Host: "a", DialTimeout: time.Second}, ha.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	seat := n.Seat("acc")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done; n.Close() })
+	deadline := time.Now().Add(10 * time.Second)
+	for seat.Term() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	intent := []byte(`{"id":"XSOL@20260301T120000.000Z/reduce_position","symbol":"XSOL","action":"reduce_position","rules":["r"],"quantity":"200"}`)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := seat.SaveIntent(ctx, "x", intent); err != nil {
+			b.Fatal(err)
+		}
+		if err := seat.DropIntent(ctx, "x"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

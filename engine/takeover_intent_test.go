@@ -67,18 +67,19 @@ func (m *memShared) DropIntent(_ context.Context, id string) error {
 	return nil
 }
 
-// holdCancels passes every request to the exchange, and holds the answer
-// of every cancel until release is closed: the leader is "killed" while
-// its call is on the wire, after it reached the exchange.
-type holdCancels struct {
+// holdCalls passes every request to the exchange, and holds the answer of
+// every call whose path has part until release is closed: the leader is
+// "killed" while its call is on the wire, after it reached the exchange.
+type holdCalls struct {
 	ex      *sim.Exchange
+	part    string
 	release chan struct{}
-	cancels atomic.Int32
+	calls   atomic.Int32
 }
 
-func (h *holdCancels) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost && strings.Contains(r.URL.Path, "cancel") {
-		h.cancels.Add(1)
+func (h *holdCalls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.Contains(r.URL.Path, h.part) {
+		h.calls.Add(1)
 		h.ex.ServeHTTP(w, r)
 		<-h.release
 		return
@@ -93,12 +94,24 @@ func (h *holdCancels) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // 60 s cooldown, 4 times in 4 kills).
 func TestTakeoverDoesNotRepeatTheLastLeadersCall(t *testing.T) {
 	t.Parallel()
-	set, err := rules.Parse("cancel.yaml", []byte(`rules:
+	for _, c := range []struct{ name, action, part string }{
+		{"cancel", "{action: cancel_orders}", "cancel"},
+		{"reduce order", "{action: reduce_position, fraction: 0.5}", "/create"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			takeoverOnce(t, c.action, c.part)
+		})
+	}
+}
+
+func takeoverOnce(t *testing.T, action, part string) {
+	set, err := rules.Parse("once.yaml", []byte(`rules:
   - name: over-max
     when: position.leverage > riskLimit.maxLeverage
     symbols: [XSOL]
     cooldown: 60s
-    actions: [{action: cancel_orders}]
+    actions: [`+action+`]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +120,7 @@ func TestTakeoverDoesNotRepeatTheLastLeadersCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &holdCancels{ex: ex, release: make(chan struct{})}
+	h := &holdCalls{ex: ex, part: part, release: make(chan struct{})}
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { close(h.release); srv.Close() })
 	shared := &memShared{parts: map[string][]byte{}}
@@ -130,11 +143,11 @@ func TestTakeoverDoesNotRepeatTheLastLeadersCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for h.cancels.Load() == 0 && time.Now().Before(deadline) {
+	for h.calls.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if h.cancels.Load() != 1 {
-		t.Fatalf("the leader's cancel did not reach the exchange")
+	if h.calls.Load() != 1 {
+		t.Fatalf("the leader's call did not reach the exchange")
 	}
 	// a is killed: it never ticks, collects or saves again. b leads.
 	sa.term.Store(0)
@@ -144,7 +157,7 @@ func TestTakeoverDoesNotRepeatTheLastLeadersCall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := h.cancels.Load(); n != 1 {
-		t.Fatalf("%d cancels reached the exchange inside the 60 s cooldown, want the dead leader's one", n)
+	if n := h.calls.Load(); n != 1 {
+		t.Fatalf("%d calls reached the exchange inside the 60 s cooldown, want the dead leader's one", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,6 +288,52 @@ func BenchmarkIntent(b *testing.B) {
 		}
 		if err := seat.DropIntent(ctx, "x"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// One exchange account under two names in the cluster's configs (two
+// elections, each leader sending every order), or one name for two
+// exchange accounts, is refused at start, naming both; fingerprints only,
+// never a key (issue 30, item 3 under ha).
+func TestCheckAccountsRefusesOneAccountTwice(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	start := func(host string, accounts map[string]string) *ha.Node {
+		n, err := ha.New(ha.Config{Endpoints: c.Endpoints, LeaseTTL: ttl, Prefix: "/acc/", Host: host, DialTimeout: time.Second}, ha.Options{Accounts: accounts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := start("a", map[string]string{"main": "fp-1", "bot": "fp-2"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; a.Close() })
+	cases := []struct {
+		name     string
+		accounts map[string]string
+		want     string
+	}{
+		// The conflicts first: they wait for a's member key to be written.
+		{"one account under another name", map[string]string{"primary": "fp-1"}, `account "primary" here and account "main" on a are one exchange account (fingerprint fp-1)`},
+		{"one name for another account", map[string]string{"bot": "fp-9"}, `account "bot" is one exchange account here (fingerprint fp-9) and another on a (fingerprint fp-2)`},
+		{"the same config", map[string]string{"main": "fp-1", "bot": "fp-2"}, ""},
+	}
+	for _, tc := range cases {
+		b := start("b", tc.accounts)
+		var err error
+		waitFor(t, "a's member key", 10*time.Second, func() bool {
+			err = b.CheckAccounts(context.Background())
+			return tc.want == "" || err != nil
+		})
+		b.Close()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, ha.ErrAccountsDiffer) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -27,6 +27,11 @@ type Member struct {
 	// HandingOver: as a leader key's value, the leader is handing the
 	// account over and sends no call (the accounts are spread anew).
 	HandingOver bool `json:"handingOver,omitempty"`
+	// Accounts are the accounts this process guards, name → a fingerprint
+	// of the exchange account (its base URL and API key, never the
+	// secret): two processes that name one exchange account differently,
+	// or two exchange accounts alike, are refused (CheckAccounts).
+	Accounts map[string]string `json:"accounts,omitempty"`
 }
 
 // Event is something an operator should hear of: etcd unreachable, a
@@ -45,6 +50,10 @@ type Options struct {
 	OnEvent func(Event)
 	// Metrics; nil records none.
 	Metrics *Metrics
+	// Accounts are the accounts this process guards, name → a fingerprint
+	// of its exchange account (never the secret): published with the
+	// member and compared by CheckAccounts.
+	Accounts map[string]string
 }
 
 // Node is this process in the cluster: one etcd client, one lease (a
@@ -104,7 +113,7 @@ func New(cfg Config, o Options) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, cli: cli, log: o.Logger, onEvent: o.OnEvent, metrics: o.Metrics, seats: map[string]*Seat{},
 		held: map[*Seat]time.Time{}, changed: make(chan struct{}),
-		ttl: cfg.LeaseTTL, margin: cfg.Margin(), me: Member{Host: cfg.Host, Advertise: cfg.Advertise, Started: time.Now().UTC()}}
+		ttl: cfg.LeaseTTL, margin: cfg.Margin(), me: Member{Host: cfg.Host, Advertise: cfg.Advertise, Started: time.Now().UTC(), Accounts: o.Accounts}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,6 +139,48 @@ func (n *Node) resignOnce(el *concurrency.Election) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	return el.Resign(ctx)
+}
+
+// ErrAccountsDiffer is the error of a process whose accounts another live
+// member of the cluster guards under another name, or whose account name
+// another member uses for another exchange account.
+var ErrAccountsDiffer = errors.New("the cluster's configs disagree on the accounts")
+
+// CheckAccounts compares this process's accounts (Options.Accounts) with
+// those of the live members in etcd: one exchange account under two names
+// would be two elections, each leader sending every order; one name for
+// two exchange accounts would be one election guarding only one of them.
+// Either is ErrAccountsDiffer, naming both. A process starting alone, or
+// with members that publish no accounts, passes.
+func (n *Node) CheckAccounts(ctx context.Context) error {
+	if len(n.me.Accounts) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.margin)
+	defer cancel()
+	resp, err := n.cli.Get(ctx, n.memberPrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("ha: read the members to compare the accounts: %w", err)
+	}
+	var errs []error
+	for _, kv := range resp.Kvs {
+		var m Member
+		if json.Unmarshal(kv.Value, &m) != nil || m.Host == n.me.Host {
+			continue
+		}
+		for name, fp := range n.me.Accounts {
+			for theirs, tfp := range m.Accounts {
+				switch {
+				case name == theirs && fp != tfp:
+					errs = append(errs, fmt.Errorf("%w: account %q is one exchange account here (fingerprint %s) and another on %s (fingerprint %s): one election would guard only one of them", ErrAccountsDiffer, name, fp, m.Host, tfp))
+				case name != theirs && fp == tfp:
+					errs = append(errs, fmt.Errorf("%w: account %q here and account %q on %s are one exchange account (fingerprint %s): two leaders would send every order twice", ErrAccountsDiffer, name, theirs, m.Host, fp))
+				}
+			}
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
 }
 
 // Close closes the etcd client; call it after Run returned.

@@ -165,7 +165,21 @@ func newHANode(cfg *config, logger *slog.Logger, reg prometheus.Registerer, n *n
 	if err != nil {
 		return nil, err
 	}
-	return ha.New(cfg.HA.Config, ha.Options{Logger: logger, Metrics: m, OnEvent: func(ev ha.Event) {
+	accounts := map[string]string{}
+	each := cfg.Accounts
+	if len(each) == 0 {
+		each = []*config{cfg}
+	}
+	for _, a := range each {
+		name := a.Name
+		if name == "" {
+			name = cfg.HA.Account
+		}
+		if id, _ := accountIdentity(a.Exchange.BaseURL, a.Exchange.APIKey); id != "" {
+			accounts[name] = keyFingerprint(id)
+		}
+	}
+	return ha.New(cfg.HA.Config, ha.Options{Logger: logger, Metrics: m, Accounts: accounts, OnEvent: func(ev ha.Event) {
 		if ev.Account != "" {
 			return // a role change: the engine says it (audit, log, notification)
 		}

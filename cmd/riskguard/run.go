@@ -333,6 +333,16 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	ctls.start(ctx, cfg.Notify, f.controller(), logger)
 	defer ctls.stop()
 	go m.reloads(ctx, *configPath, cfg, f, ctls, *allowUnknown, logger)
+	if hg := f.haNode(); hg != nil {
+		// One exchange account is one election: a config of the cluster
+		// that names it otherwise (or names another account alike) is
+		// refused before this process campaigns.
+		if err := hg.node.CheckAccounts(ctx); err != nil && errors.Is(err, ha.ErrAccountsDiffer) {
+			return fmt.Errorf("riskguard run: %w; make every config of the cluster name each exchange account once, alike", err)
+		} else if err != nil {
+			logger.Warn("the cluster's accounts could not be compared", "err", err)
+		}
+	}
 	stopHA := startHA(f.haNode())
 	err = f.run(ctx)
 	stopHA() // after the last call: a standby may act at once

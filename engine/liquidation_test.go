@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/journal"
-	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
@@ -48,12 +46,7 @@ func TestLiquidationIsSaidAsOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(ex)
-	t.Cleanup(srv.Close)
-	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := overHTTP(t, ex)
 	reg := prometheus.NewRegistry()
 	metrics, err := journal.NewMetrics(reg)
 	if err != nil {

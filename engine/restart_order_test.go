@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,12 +57,7 @@ func TestRestartAfterAnUnrecordedFillSendsNoSecondOrder(t *testing.T) {
 	if err := os.WriteFile(auditPath, lines, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(ex)
-	t.Cleanup(srv.Close)
-	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := overHTTP(t, ex)
 	e, err := engine.New(engine.Config{AuditLog: auditPath, StateFile: filepath.Join(dir, "state.json")}, set, engine.Deps{Reader: client, Actuator: client})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -56,6 +57,20 @@ func simEngineWith(t testing.TB, set *rules.Set, n journal.Notifier) (*engine.En
 		t.Fatal(err)
 	}
 	return e, ex
+}
+
+// overHTTP serves h (the simulated exchange, or a proxy of it) on loopback
+// for the test and returns the real client of it, with the sim's key pair
+// "k", "s".
+func overHTTP(t testing.TB, h http.Handler) *exchange.Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
 }
 
 func reads(ex *sim.Exchange) map[string]int {

@@ -54,6 +54,24 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
+// handedOver waits until o is elected and returns when l stopped acting
+// and when o was elected, each as first seen.
+func handedOver(t *testing.T, l, o *ha.Seat) (stopped, elected time.Time) {
+	t.Helper()
+	waitFor(t, "the other process elected", 10*time.Second, func() bool {
+		now := time.Now()
+		if ok, _ := l.MayAct(now); !ok && stopped.IsZero() {
+			stopped = now
+		}
+		if o.Term() != 0 {
+			elected = now
+			return true
+		}
+		return false
+	})
+	return stopped, elected
+}
+
 func leaderOf(t *testing.T, seats ...*ha.Seat) (*ha.Seat, *ha.Seat) {
 	t.Helper()
 	var l, o *ha.Seat
@@ -90,18 +108,7 @@ func TestCutOffLeaderStopsBeforeTakeover(t *testing.T) {
 	}
 	cut := time.Now()
 	lp.Cut()
-	var stopped, elected time.Time
-	waitFor(t, "the other process elected", 10*time.Second, func() bool {
-		now := time.Now()
-		if ok, _ := l.MayAct(now); !ok && stopped.IsZero() {
-			stopped = now
-		}
-		if o.Term() != 0 {
-			elected = now
-			return true
-		}
-		return false
-	})
+	stopped, elected := handedOver(t, l, o)
 	if stopped.IsZero() || !stopped.Before(elected) {
 		t.Fatalf("the cut-off leader stopped at %v, the other was elected at %v: not before", stopped.Sub(cut), elected.Sub(cut))
 	}
@@ -136,18 +143,7 @@ func TestSessionEndStepsDownAfterTheMargin(t *testing.T) {
 	if !ha.EndSession(ln) {
 		t.Fatal("the leader holds no session")
 	}
-	var stopped, elected time.Time
-	waitFor(t, "the other process elected", 10*time.Second, func() bool {
-		now := time.Now()
-		if ok, _ := l.MayAct(now); !ok && stopped.IsZero() {
-			stopped = now
-		}
-		if o.Term() != 0 {
-			elected = now
-			return true
-		}
-		return false
-	})
+	stopped, elected := handedOver(t, l, o)
 	t.Logf("session ended at 0; old leader stopped acting at %s; new leader elected at %s", stopped.Sub(ended).Round(time.Millisecond), elected.Sub(ended).Round(time.Millisecond))
 	if stopped.IsZero() || stopped.Sub(ended) > 200*time.Millisecond {
 		t.Fatalf("the old leader stopped acting %s after its session ended", stopped.Sub(ended))

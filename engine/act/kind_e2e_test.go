@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -133,12 +134,7 @@ func TestRegisteredKindEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(ex)
-	t.Cleanup(srv.Close)
-	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := overHTTP(t, ex)
 	if _, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client}); err == nil ||
 		!strings.Contains(err.Error(), "knows no such action kind") {
 		t.Fatalf("an engine without the kind took a set using it: %v", err)
@@ -216,6 +212,19 @@ func TestRegisteredKindEndToEnd(t *testing.T) {
 	if err := backtest.WriteReport(&page, res); err != nil || !strings.Contains(page.String(), string(trimName)) {
 		t.Errorf("the report does not name the trim (err %v)", err)
 	}
+}
+
+// overHTTP serves h (the simulated exchange, or a proxy of it) on loopback
+// for the test and returns the real client of it, with the sim's key pair.
+func overHTTP(t *testing.T, h http.Handler, opts ...exchange.Option) *exchange.Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	client, err := exchange.New(srv.URL, "k", "s", append([]exchange.Option{exchange.WithRateLimit(0, 0)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
 }
 
 // xsolID is the simulated exchange's id of XSOL's contract.

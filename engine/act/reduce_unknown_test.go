@@ -92,13 +92,8 @@ func TestLostAnswerIsSettledByTheAccount(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := xsolQuantity(t, ex)
-			srv := httptest.NewServer(&loseAnswer{ex: ex, fault: fault, failRead: fault == "eof, read fails"})
-			t.Cleanup(srv.Close)
-			client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0), exchange.WithTimeout(400*time.Millisecond),
-				exchange.WithRetry(exchange.RetryPolicy{MaxAttempts: 1}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			client := overHTTP(t, &loseAnswer{ex: ex, fault: fault, failRead: fault == "eof, read fails"},
+				exchange.WithTimeout(400*time.Millisecond), exchange.WithRetry(exchange.RetryPolicy{MaxAttempts: 1}))
 			var audit bytes.Buffer
 			e, err := engine.New(engine.Config{ActionTimeout: 2 * time.Second}, set, engine.Deps{Reader: client, Actuator: client, Audit: journal.NewAudit(&audit)})
 			if err != nil {
@@ -175,12 +170,7 @@ func TestMissingThenGrownStopsTheKind(t *testing.T) {
 	}
 	ex.InjectFault("/v1/contracts/orders/{symbol}/create", sim.Fault{Grows: true, Times: 1})
 	ex.InjectFault("/v1/contracts/positions", sim.Fault{Empty: true, Every: 2, Times: 1}) // the read-back after the order
-	srv := httptest.NewServer(ex)
-	t.Cleanup(srv.Close)
-	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := overHTTP(t, ex)
 	var audit bytes.Buffer
 	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Audit: journal.NewAudit(&audit)})
 	if err != nil {

@@ -69,7 +69,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxActionsPerMinute: 10, BreakerReset: 5 * time.Minute, SymbolsRefresh: 10 * time.Minute, UnreachableAfter: time.Minute,
 		ActionTimeout: 30 * time.Second, ActionConcurrency: 4, SymbolBackoffMax: time.Minute, MaxWindow: 24 * time.Hour, FastDistance: 0.05,
 		ControlFailAfter: 5 * time.Minute,
-		ModelTolerance:   0.005,
+		ModelTolerance:   0.005, LiquidationMargin: 0.01,
 	}
 	if !reflect.DeepEqual(cfg.Engine, want) || !reflect.DeepEqual(cfg.Engine, engine.DefaultConfig()) {
 		t.Errorf("engine = %+v, want %+v", cfg.Engine, want)

@@ -1,7 +1,9 @@
 package backtest_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"math"
 	"strings"
@@ -287,5 +289,34 @@ func TestRunErrors(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// The guard says a liquidation as the simulated exchange counts it: on the
+// crash path with a rule that only notifies, the guarded run's audit log
+// has one liquidated record per liquidation of the exchange, with its
+// symbol (issue 30, item 5: the backtest and the guard count alike).
+func TestLiquidationsSaidAsTheExchangeCountsThem(t *testing.T) {
+	t.Parallel()
+	var audit bytes.Buffer
+	res := run(t, backtest.Options{Rules: parseRules(t, overMaxLeverageNotify), Audit: &audit}, solCrash())
+	if len(res.Guarded.Liquidations) != 1 {
+		t.Fatalf("the guarded run's liquidations = %+v, want XSOL", res.Guarded.Liquidations)
+	}
+	var said []string
+	for _, line := range strings.Split(strings.TrimSpace(audit.String()), "\n") {
+		var r struct{ Type, Symbol, Reason string }
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Type == "liquidated" {
+			said = append(said, r.Symbol)
+			if !strings.HasPrefix(r.Reason, "LIQUIDATED: XSOL LONG 400 at 15x") {
+				t.Errorf("liquidated record says %q", r.Reason)
+			}
+		}
+	}
+	if len(said) != 1 || said[0] != res.Guarded.Liquidations[0].Symbol {
+		t.Errorf("the guard said %v liquidated, the exchange %+v", said, res.Guarded.Liquidations)
 	}
 }

@@ -240,6 +240,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			readBack:       e.model.fit.noteReadBack,
 		}})
 	e.recon = newReconciler(cfg.LiquidationMargin, 2*cfg.Interval+5*time.Second)
+	e.recon.marked = e.board.liquidation
 	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: &e.model, lane: &e.lane, changed: e.file.changed, recon: e.recon})
 	e.jr.Restore(restored)
 	e.interrupted(lost)
@@ -290,6 +291,23 @@ func (e *Engine) Close() error {
 	}
 	e.file.release()
 	return err
+}
+
+// AckLiquidation unmarks the liquidations of symbol ("*": every one) the
+// status keeps marked, audited with its author, and returns how many; none
+// is ErrNoLiquidation.
+func (e *Engine) AckLiquidation(ctx context.Context, now time.Time, symbol, by string) (int, error) {
+	if strings.TrimSpace(by) == "" {
+		return 0, errors.New("an acknowledgement needs its author (createdBy)")
+	}
+	n, err := e.board.ackLiquidation(symbol)
+	if err != nil {
+		return 0, err
+	}
+	text := fmt.Sprintf("liquidation of %s acknowledged by %s (%d unmarked)", symbol, by, n)
+	e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: text, Attrs: []any{"symbol", symbol, "by", by},
+		Audit: &journal.Record{Time: now, Type: "liquidated", To: "acknowledged", Symbol: symbol, By: by, Reason: text}})
+	return n, nil
 }
 
 // Control is the silences, pauses and acknowledgements: what the control

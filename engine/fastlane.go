@@ -3,12 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/riskguard/riskguard/engine/alert"
 	"log/slog"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/rules"
 )

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,16 @@ func TestLiquidationIsSaidAsOne(t *testing.T) {
 	if _, err := e.Tick(ctx, now.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	// The status keeps it marked until someone acknowledges it.
+	if ls := e.Status(now).Liquidations; len(ls) != 1 || ls[0].Symbol != "XSOL" || ls[0].Side != "LONG" || !ls[0].LiquidationPrice.Equal(decimal.RequireFromString("144.907")) {
+		t.Errorf("status liquidations = %+v, want XSOL marked", ls)
+	}
+	if _, err := e.AckLiquidation(ctx, now, "XBTC", "ops"); !errors.Is(err, engine.ErrNoLiquidation) {
+		t.Errorf("acknowledging a symbol never liquidated: %v", err)
+	}
+	if n, err := e.AckLiquidation(ctx, now, "xsol", "ops"); err != nil || n != 1 || len(e.Status(now).Liquidations) != 0 {
+		t.Errorf("acknowledged: %d, %v; left %+v", n, err, e.Status(now).Liquidations)
+	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +91,7 @@ func TestLiquidationIsSaidAsOne(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case r.Type == "liquidated":
+		case r.Type == "liquidated" && r.To == "":
 			rr := r
 			liq = &rr
 		case r.Type == "transition" && r.Symbol == "XSOL" && r.From == "firing":

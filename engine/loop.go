@@ -3,11 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/riskguard/riskguard/engine/alert"
-	"github.com/riskguard/riskguard/engine/market"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 )
 
 // Run ticks until ctx is done, every Interval, or every FastInterval

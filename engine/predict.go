@@ -2,11 +2,11 @@ package engine
 
 import (
 	"fmt"
-	"github.com/riskguard/riskguard/engine/journal"
 	"log/slog"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"

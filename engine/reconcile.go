@@ -41,6 +41,9 @@ type reconciler struct {
 	// intents are orders taken over without a recorded outcome (a
 	// restart, a takeover): the first read says what the account shows.
 	intents []act.Intent
+	// marked, when set, keeps each liquidation marked on the status
+	// until acknowledged (the board's).
+	marked func(LiquidationStatus)
 }
 
 // adopted takes an order whose outcome was never recorded: the next read
@@ -223,7 +226,11 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 		at = prev.index
 	}
 	if r.liquidated(prev, at) || r.liquidated(prev, prev.index) {
-		return reasonLiquidated, []event{r.liquidationEvent(now, prev, at, why)}
+		ev := r.liquidationEvent(now, prev, at, why)
+		if r.marked != nil {
+			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Text: ev.Msg})
+		}
+		return reasonLiquidated, []event{ev}
 	}
 	if r.ours(prev.symbol, now) {
 		return "position closed by the guard's order", nil

@@ -2,17 +2,20 @@ package engine
 
 import (
 	"cmp"
-	"github.com/riskguard/riskguard/engine/alert"
-	"github.com/riskguard/riskguard/engine/journal"
-	"github.com/riskguard/riskguard/engine/market"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
@@ -49,6 +52,23 @@ type Status struct {
 	// Model is the margin model's fit to the exchange's own figures at
 	// the last check; absent before the first.
 	Model *ModelFit `json:"model,omitempty"`
+	// Liquidations are the positions the guard saw liquidated that no one
+	// has acknowledged yet (AckLiquidation), oldest first; absent when
+	// there is none.
+	Liquidations []LiquidationStatus `json:"liquidations,omitempty"`
+}
+
+// LiquidationStatus is a position the guard saw liquidated, as the status
+// page keeps it marked until acknowledged.
+type LiquidationStatus struct {
+	Time             time.Time       `json:"time"`
+	Symbol           string          `json:"symbol"`
+	Side             string          `json:"side"`
+	Quantity         decimal.Decimal `json:"quantity"`
+	LiquidationPrice decimal.Decimal `json:"liquidationPrice"`
+	Index            decimal.Decimal `json:"index"`
+	// Text is what the critical notification said.
+	Text string `json:"text"`
 }
 
 // CallInFlight is a mutating call still running.
@@ -166,6 +186,39 @@ type board struct {
 	// read is set once Status is called: from then on each tick also
 	// makes the account for it when no rule does.
 	read atomic.Bool
+	// liquidated are the liquidations not acknowledged yet (at most
+	// maxLiquidationsKept, the oldest dropped).
+	liquidated []LiquidationStatus
+}
+
+// maxLiquidationsKept bounds the liquidations the board keeps marked.
+const maxLiquidationsKept = 100
+
+// liquidation keeps l marked until it is acknowledged.
+func (b *board) liquidation(l LiquidationStatus) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.liquidated = append(b.liquidated, l)
+	if n := len(b.liquidated) - maxLiquidationsKept; n > 0 {
+		b.liquidated = slices.Delete(b.liquidated, 0, n)
+	}
+}
+
+// ErrNoLiquidation is the error of acknowledging a liquidation of a symbol
+// the guard does not keep marked.
+var ErrNoLiquidation = errors.New("no liquidation to acknowledge")
+
+// ackLiquidation unmarks the liquidations of symbol (every one when
+// symbol is "*") and returns how many.
+func (b *board) ackLiquidation(symbol string) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.liquidated)
+	b.liquidated = slices.DeleteFunc(b.liquidated, func(l LiquidationStatus) bool { return symbol == "*" || strings.EqualFold(l.Symbol, symbol) })
+	if n == len(b.liquidated) {
+		return 0, fmt.Errorf("%w of %s: the guard keeps none marked", ErrNoLiquidation, symbol)
+	}
+	return n - len(b.liquidated), nil
 }
 
 // newBoard is the board before the first tick: set in force, the next
@@ -514,6 +567,7 @@ func (b *board) statusAt(now time.Time) *Status {
 		b.status.model = modelFitOf(*b.status.fit)
 	}
 	st.Model = b.status.model
+	st.Liquidations = slices.Clone(b.liquidated)
 	b.mu.Unlock()
 	if !st.LastSuccess.IsZero() {
 		st.SnapshotAge = now.Sub(st.LastSuccess).Seconds()

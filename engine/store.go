@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/riskguard/riskguard/engine/alert"
-	"github.com/riskguard/riskguard/engine/journal"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -13,7 +11,9 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/journal"
 )
 
 // stateFileVersion is bumped when the state file's shape changes.

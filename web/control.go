@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
 )
 
@@ -102,6 +104,12 @@ type ControlRequest struct {
 
 // decode reads a control request: JSON, at most 64 KiB, no unknown field,
 // an author; with a duration turned into EndsAt.
+// liquidationAcker is a Guard that keeps the liquidations it saw marked
+// until acknowledged (the engine).
+type liquidationAcker interface {
+	AckLiquidation(ctx context.Context, now time.Time, symbol, by string) (int, error)
+}
+
 func decode(w http.ResponseWriter, r *http.Request, now time.Time) (*ControlRequest, bool) {
 	var req ControlRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
@@ -205,6 +213,31 @@ func (s *Server) controlRoutes() {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string][]control.Pause{"resumed": ended})
+	}))
+	s.mux.HandleFunc("POST /api/v1/liquidations/ack", s.mutating(func(w http.ResponseWriter, r *http.Request) {
+		a, ok := s.account(w, r)
+		if !ok {
+			return
+		}
+		now := s.now()
+		req, ok := decode(w, r, now)
+		if !ok {
+			return
+		}
+		acker, can := a.Guard.(liquidationAcker)
+		if !can {
+			writeError(w, http.StatusNotFound, "this guard keeps no liquidations")
+			return
+		}
+		n, err := acker.AckLiquidation(r.Context(), now, req.Symbol, req.CreatedBy)
+		switch {
+		case errors.Is(err, engine.ErrNoLiquidation):
+			writeError(w, http.StatusNotFound, err.Error())
+		case err != nil:
+			writeError(w, http.StatusBadRequest, err.Error())
+		default:
+			writeJSON(w, http.StatusOK, map[string]int{"acknowledged": n})
+		}
 	}))
 	s.mux.HandleFunc("POST /api/v1/ack", s.mutating(func(w http.ResponseWriter, r *http.Request) {
 		a, ok := s.account(w, r)

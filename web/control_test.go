@@ -27,6 +27,7 @@ func TestControlTokenRequired(t *testing.T) {
 		{"POST", "/api/v1/pause"},
 		{"POST", "/api/v1/resume"},
 		{"POST", "/api/v1/ack"},
+		{"POST", "/api/v1/liquidations/ack"},
 	}
 	for _, ep := range endpoints {
 		for _, tc := range []struct {
@@ -213,5 +214,22 @@ func TestControlEndpoints(t *testing.T) {
 				t.Errorf("calls = %+v\nwant %+v", got, want)
 			}
 		})
+	}
+}
+
+// A liquidation the status keeps marked is acknowledged with the token and
+// an author; one the guard does not keep is 404.
+func TestLiquidationAcknowledged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testToken)
+	e.guard.liquidated = map[string]bool{"XSOL": true}
+	auth := "Bearer " + testToken
+	if rec := e.request(t, "POST", "/api/v1/liquidations/ack", loopback, auth, `{"symbol":"XBTC","createdBy":"ops"}`); rec.Code != 404 ||
+		!strings.Contains(rec.Body.String(), "no liquidation to acknowledge of XBTC") {
+		t.Errorf("unknown symbol: %d %s", rec.Code, rec.Body)
+	}
+	if rec := e.request(t, "POST", "/api/v1/liquidations/ack", loopback, auth, `{"symbol":"XSOL","createdBy":"ops"}`); rec.Code != 200 ||
+		rec.Body.String() != "{\n  \"acknowledged\": 1\n}\n" || len(e.guard.ackedBy) != 1 || e.guard.ackedBy[0] != "ops" {
+		t.Errorf("XSOL: %d %q, acked by %v", rec.Code, rec.Body, e.guard.ackedBy)
 	}
 }

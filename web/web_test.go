@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,6 +35,21 @@ type fakeGuard struct {
 	status   *engine.Status
 	last     time.Time
 	inFlight []engine.CallInFlight
+	// liquidated are the symbols kept marked as liquidated, and by whom
+	// each acknowledgement was made.
+	liquidated map[string]bool
+	ackedBy    []string
+}
+
+func (g *fakeGuard) AckLiquidation(_ context.Context, _ time.Time, symbol, by string) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.liquidated[symbol] {
+		return 0, fmt.Errorf("%w of %s", engine.ErrNoLiquidation, symbol)
+	}
+	delete(g.liquidated, symbol)
+	g.ackedBy = append(g.ackedBy, by)
+	return 1, nil
 }
 
 func (g *fakeGuard) Status(now time.Time) *engine.Status {

@@ -433,8 +433,9 @@ func (m *Main) runResume(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runAck(ctx context.Context, args []string) error {
-	cmd := m.newCtlCommand("ack", "ack --rule R --symbol S [--for D] [--comment C] [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["ack"].summary)
+	cmd := m.newCtlCommand("ack", "ack (--rule R --symbol S [--for D] [--comment C] | --liquidation SYMBOL) [--by WHO] [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["ack"].summary)
 	fs := cmd.fs
+	liquidation := fs.String("liquidation", "", "unmark the liquidation of this symbol the status page keeps marked (\"*\": every one)")
 	rule := fs.String("rule", "", "the alert's rule")
 	symbol := fs.String("symbol", "", "the alert's symbol")
 	dur := fs.Duration("for", 0, "end it after this long even if the alert still fires (default: when it resolves)")
@@ -442,6 +443,14 @@ func (m *Main) runAck(ctx context.Context, args []string) error {
 	c, err := cmd.connect(args, "")
 	if err != nil {
 		return err
+	}
+	if *liquidation != "" {
+		var got map[string]int
+		if err := c.do(ctx, http.MethodPost, "/api/v1/liquidations/ack", web.ControlRequest{Symbol: *liquidation, CreatedBy: c.by}, &got); err != nil {
+			return cmd.fail(err)
+		}
+		fmt.Fprintf(m.Stdout, "acknowledged the liquidation of %s (%d unmarked)\n", control.Printable(*liquidation), got["acknowledged"])
+		return nil
 	}
 	req := web.ControlRequest{Rule: *rule, Symbol: *symbol, Comment: *comment, CreatedBy: c.by}
 	if *dur > 0 {

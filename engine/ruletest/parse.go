@@ -59,10 +59,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/riskguard/riskguard/internal/yamlnode"
-
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/riskguard/riskguard/internal/yamlnode"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 	"gopkg.in/yaml.v3"

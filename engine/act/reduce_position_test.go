@@ -172,3 +172,20 @@ func TestReduceMerge(t *testing.T) {
 		}
 	}
 }
+
+// A reduce order's prediction is marked unverified where the model does not
+// fit, in its text and its audit record, as a settings call's is (issue 31).
+func TestReducePredictionUnverifiedWhereTheModelDoesNotFit(t *testing.T) {
+	m, pl, asked := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0.4")
+	m.Unfit = "XBTC (margin 100.5 reported, 6000 modelled)"
+	d := DecideReduce(m, pl, asked)
+	if d.Pred == nil {
+		t.Fatal("no prediction")
+	}
+	if s := d.Pred.String(); !strings.HasPrefix(s, "unverified: model does not fit XBTC (margin 100.5 reported, 6000 modelled); quantity 0.8 → 0.4") {
+		t.Errorf("prediction said %q", s)
+	}
+	if r := d.Pred.Record(); r.Unverified != m.Unfit {
+		t.Errorf("audit record's unverified = %q", r.Unverified)
+	}
+}

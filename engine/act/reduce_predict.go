@@ -19,6 +19,9 @@ type ReducePrediction struct {
 	// without it the free balance and pool are said as changes only.
 	FreeKnown bool
 	freeWhy   string
+	// Unverified says why the prediction is not verified: the model does
+	// not fit the exchange's own figures ("" when it does).
+	Unverified string
 	// Next is the account after the fill.
 	Next margin.Account
 }
@@ -39,7 +42,7 @@ func (v *Model) PredictReduce(pl *Plan, qty decimal.Decimal) *ReducePrediction {
 	if err != nil {
 		return nil
 	}
-	return &ReducePrediction{Reduction: r, QuantityBefore: v.Acct.Positions[i].Quantity, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next}
+	return &ReducePrediction{Reduction: r, QuantityBefore: v.Acct.Positions[i].Quantity, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Unverified: v.Unfit, Next: next}
 }
 
 // Reduced is the reduced position's liquidation move.
@@ -55,9 +58,14 @@ func (p *ReducePrediction) Reduced() margin.LiquidationMove {
 // String is the prediction as the log, the audit log and the
 // notifications say it: "quantity 0.8 → 0.4 at 62000, realised PNL -880,
 // margin released 2568, free balance 20000 → 21688, cross pool 23000 →
-// 23000; XBTC liquidation 36000 → 12345 (41.94% → 80.09% away); XETH …".
+// 23000; XBTC liquidation 36000 → 12345 (41.94% → 80.09% away); XETH …",
+// prefixed with "unverified: model does not fit …" where the model does
+// not fit, as a settings call's prediction is.
 func (p *ReducePrediction) String() string {
 	var b strings.Builder
+	if p.Unverified != "" {
+		b.WriteString("unverified: model does not fit " + p.Unverified + "; ")
+	}
 	fmt.Fprintf(&b, "quantity %s → %s at %s, realised PNL %s, margin released %s", p.QuantityBefore, p.QuantityAfter, p.Price,
 		p.RealisedPNL.Round(2), p.MarginReleased.Round(2))
 	if p.FreeKnown {
@@ -99,7 +107,7 @@ func (p *ReducePrediction) Record() *journal.Prediction {
 	after, _ := margin.Distance(m.Direction, m.Index, m.After)
 	pnl, left := p.RealisedPNL, p.QuantityAfter
 	r := &journal.Prediction{LiquidationBefore: m.Before, LiquidationAfter: m.After, DistanceBefore: before, DistanceAfter: after,
-		MarginMoved: p.MarginReleased.Neg(), RealisedPNL: &pnl, QuantityAfter: &left}
+		MarginMoved: p.MarginReleased.Neg(), RealisedPNL: &pnl, QuantityAfter: &left, Unverified: p.Unverified}
 	if p.FreeKnown {
 		free := p.FreeAfter
 		r.FreeAfter = &free

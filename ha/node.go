@@ -28,7 +28,7 @@ type Member struct {
 	// account over and sends no call (the accounts are spread anew).
 	HandingOver bool `json:"handingOver,omitempty"`
 	// Accounts are the accounts this process guards, name → a fingerprint
-	// of the exchange account (its base URL and API key, never the
+	// of the exchange account (of its API key, never the key or the
 	// secret): two processes that name one exchange account differently,
 	// or two exchange accounts alike, are refused (CheckAccounts).
 	Accounts map[string]string `json:"accounts,omitempty"`

@@ -175,8 +175,11 @@ func newHANode(cfg *config, logger *slog.Logger, reg prometheus.Registerer, n *n
 		if name == "" {
 			name = cfg.HA.Account
 		}
-		if id, _ := accountIdentity(a.Exchange.BaseURL, a.Exchange.APIKey); id != "" {
-			accounts[name] = keyFingerprint(id)
+		// The key alone names the exchange account: the processes of a
+		// cluster may reach the exchange through different URLs (a proxy,
+		// another host name).
+		if a.Exchange.APIKey != "" {
+			accounts[name] = keyFingerprint(a.Exchange.APIKey)
 		}
 	}
 	return ha.New(cfg.HA.Config, ha.Options{Logger: logger, Metrics: m, Accounts: accounts, OnEvent: func(ev ha.Event) {

@@ -135,8 +135,13 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	cfg.Engine.StateFile = filepath.Join(*dir, "state.json")
 	// The demo's control token is made for the run and printed: the
 	// commands it shows work as they are, and nothing outlives the demo.
+	// The operator's own (RISKGUARD_CONTROL_TOKEN) is never printed: into
+	// scroll-back, CI logs and history; the command names the variable.
+	fromShell := false
 	if cfg.ControlToken = strings.TrimSpace(m.Getenv("RISKGUARD_CONTROL_TOKEN")); cfg.ControlToken == "" {
 		cfg.ControlToken = rand.Text()
+	} else {
+		fromShell = true
 	}
 
 	fmt.Fprintf(m.Stdout, "riskguard demo: %d rules from %s, for %s (dry run %t)\n",
@@ -172,7 +177,11 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		defer psrv.Close()
 		addr := pln.Addr().String()
 		fmt.Fprintf(m.Stdout, "status page: http://%s/ (while the demo runs)\n", addr)
-		fmt.Fprintf(m.Stdout, "control, from another shell (pause, resume, silence, ack):\n  RISKGUARD_CONTROL_TOKEN=%s riskguard pause --addr %s\n", cfg.ControlToken, addr)
+		if fromShell {
+			fmt.Fprintf(m.Stdout, "control, from another shell with the same RISKGUARD_CONTROL_TOKEN exported (pause, resume, silence, ack):\n  riskguard pause --addr %s\n", addr)
+		} else {
+			fmt.Fprintf(m.Stdout, "control, from another shell (pause, resume, silence, ack):\n  RISKGUARD_CONTROL_TOKEN=%s riskguard pause --addr %s\n", cfg.ControlToken, addr)
+		}
 	}
 	if err := g.engine.Run(ctx); err != nil {
 		return err

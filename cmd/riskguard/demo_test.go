@@ -220,3 +220,29 @@ func TestDemoVerdictStatusPageAndControl(t *testing.T) {
 		t.Errorf("the status page is still served after the demo")
 	}
 }
+
+// The operator's own control token (RISKGUARD_CONTROL_TOKEN from the
+// shell) is never printed: the control line names the variable instead
+// (issue 32, item 5).
+func TestDemoKeepsTheShellsTokenOffTheScreen(t *testing.T) {
+	t.Parallel()
+	const secret = "operators-real-token-123456"
+	var stdout, stderr bytes.Buffer
+	m := &Main{Stdout: &stdout, Stderr: &stderr, Getenv: func(k string) string {
+		if k == "RISKGUARD_CONTROL_TOKEN" {
+			return secret
+		}
+		return ""
+	}}
+	err := m.Run(context.Background(), []string{"demo", "--config", "../../rules.example.yaml", "--duration", "1s",
+		"--interval", "1s", "--listen", "127.0.0.1:0", "--log-format", "text"})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, stderr.String())
+	}
+	if out := stdout.String() + stderr.String(); strings.Contains(out, secret) {
+		t.Errorf("the shell's token was printed:\n%s", out)
+	}
+	if !strings.Contains(stdout.String(), "with the same RISKGUARD_CONTROL_TOKEN exported (pause, resume, silence, ack):\n  riskguard pause --addr 127.0.0.1:") {
+		t.Errorf("no control line naming the variable:\n%s", stdout.String())
+	}
+}

@@ -280,9 +280,13 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 		ok, age := s.healthy(a.Guard, now)
 		all = all && ok
-		if !ok {
+		switch {
+		case a.Guard.LastSuccess().IsZero():
+			// Never read is not "read 0s ago".
+			fmt.Fprintf(&b, "%sunhealthy: no complete snapshot read yet\n", prefix)
+		case !ok:
 			fmt.Fprintf(&b, "%sunhealthy: last complete snapshot %s ago\n", prefix, age.Round(time.Millisecond))
-		} else {
+		default:
 			fmt.Fprintf(&b, "%sok: last complete snapshot %s ago\n", prefix, age.Round(time.Millisecond))
 		}
 		for _, c := range a.Guard.InFlight(now) {

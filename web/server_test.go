@@ -60,7 +60,7 @@ func TestHealthz(t *testing.T) {
 		code     int
 		body     string
 	}{
-		{"no snapshot yet", time.Time{}, nil, 503, "unhealthy: last complete snapshot 0s ago\n"},
+		{"no snapshot yet", time.Time{}, nil, 503, "unhealthy: no complete snapshot read yet\n"},
 		{"recent", t0.Add(-1500 * time.Millisecond), nil, 200, "ok: last complete snapshot 1.5s ago\n"},
 		{"at the limit", t0.Add(-10 * time.Second), nil, 200, "ok: last complete snapshot 10s ago\n"},
 		{"past the limit", t0.Add(-10*time.Second - time.Millisecond), nil, 503, "unhealthy: last complete snapshot 10.001s ago\n"},

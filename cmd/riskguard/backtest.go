@@ -142,7 +142,7 @@ func writeReport(path string, res *backtest.Result) error {
 // reported and is an exitCode(2).
 func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	f := &backtestFlags{}
-	fs := m.newFlags("backtest", "backtest --config FILE (--data DATA | --csv FILE | --history 30d [--history-source bars --bar-type 1m]) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--report FILE.html]", commands()["backtest"].summary)
+	fs := m.newFlags("backtest", "backtest --config FILE (--data DATA | --csv FILE | --history 30d [--history-source bars --bar-type 1m]) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--scenario FILE] [--report FILE.html] [--json]", commands()["backtest"].summary)
 	fs.StringVar(&f.config, "config", "riskguard.yaml", "configuration file: the rules under test and the engine settings")
 	fs.StringVar(&f.account, "account", "", "the account whose rules and exchange are tested, when the config lists several (accounts:)")
 	fs.StringVar(&f.data, "data", "", "recorded data (riskguard record), .gz gunzipped")

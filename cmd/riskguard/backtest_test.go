@@ -574,3 +574,14 @@ func TestBacktestJSON(t *testing.T) {
 		t.Errorf("summary %+v", got)
 	}
 }
+
+// backtest --help's usage line names every way to run it, --scenario and
+// --json among them (issue 32, item 15).
+func TestBacktestUsageNamesEveryFlag(t *testing.T) {
+	t.Parallel()
+	code, stdout, _ := runOut(t, context.Background(), envMap(nil), "backtest", "--help")
+	usage, _, _ := strings.Cut(stdout, "\n")
+	if code != 0 || !strings.Contains(usage, "[--scenario FILE]") || !strings.Contains(usage, "[--json]") {
+		t.Errorf("exit %d, usage line %q", code, usage)
+	}
+}

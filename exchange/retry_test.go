@@ -217,7 +217,9 @@ func TestRetryNetworkErrors(t *testing.T) {
 
 func TestRetryAttemptTimeout(t *testing.T) {
 	t.Parallel()
-	c, mux, _ := setup(t, WithTimeout(50*time.Millisecond))
+	// Long enough that the second attempt's immediate answer arrives within
+	// it on a loaded machine under -race (at 50 ms CI once saw a third).
+	c, mux, _ := setup(t, WithTimeout(500*time.Millisecond))
 	var n atomic.Int32
 	mux.HandleFunc("GET /v1/market/indexPrices", func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) == 1 {

@@ -141,15 +141,23 @@ func decode(w http.ResponseWriter, r *http.Request, now time.Time) (*ControlRequ
 	return &req, true
 }
 
+// controlRequest is what every mutating endpoint starts with: the account
+// it names, the time, and the request body decoded; ok is false once an
+// error was answered.
+func (s *Server) controlRequest(w http.ResponseWriter, r *http.Request) (*Account, time.Time, *ControlRequest, bool) {
+	a, ok := s.account(w, r)
+	if !ok {
+		return nil, time.Time{}, nil, false
+	}
+	now := s.now()
+	req, ok := decode(w, r, now)
+	return a, now, req, ok
+}
+
 // controlRoutes registers the mutating endpoints.
 func (s *Server) controlRoutes() {
 	s.mux.HandleFunc("POST /api/v1/silences", s.mutating(func(w http.ResponseWriter, r *http.Request) {
-		a, ok := s.account(w, r)
-		if !ok {
-			return
-		}
-		now := s.now()
-		req, ok := decode(w, r, now)
+		a, now, req, ok := s.controlRequest(w, r)
 		if !ok {
 			return
 		}
@@ -182,12 +190,7 @@ func (s *Server) controlRoutes() {
 		}
 	}))
 	s.mux.HandleFunc("POST /api/v1/pause", s.mutating(func(w http.ResponseWriter, r *http.Request) {
-		a, ok := s.account(w, r)
-		if !ok {
-			return
-		}
-		now := s.now()
-		req, ok := decode(w, r, now)
+		a, now, req, ok := s.controlRequest(w, r)
 		if !ok {
 			return
 		}
@@ -215,12 +218,7 @@ func (s *Server) controlRoutes() {
 		writeJSON(w, http.StatusOK, map[string][]control.Pause{"resumed": ended})
 	}))
 	s.mux.HandleFunc("POST /api/v1/liquidations/ack", s.mutating(func(w http.ResponseWriter, r *http.Request) {
-		a, ok := s.account(w, r)
-		if !ok {
-			return
-		}
-		now := s.now()
-		req, ok := decode(w, r, now)
+		a, now, req, ok := s.controlRequest(w, r)
 		if !ok {
 			return
 		}
@@ -240,12 +238,7 @@ func (s *Server) controlRoutes() {
 		}
 	}))
 	s.mux.HandleFunc("POST /api/v1/ack", s.mutating(func(w http.ResponseWriter, r *http.Request) {
-		a, ok := s.account(w, r)
-		if !ok {
-			return
-		}
-		now := s.now()
-		req, ok := decode(w, r, now)
+		a, now, req, ok := s.controlRequest(w, r)
 		if !ok {
 			return
 		}

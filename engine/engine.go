@@ -119,6 +119,9 @@ type Engine struct {
 	// recon names every change of a position the guard did not make
 	// (tick-owned).
 	recon *reconciler
+	// bg waits for the reads made in the background (a liquidation's
+	// evidence) before the journal closes.
+	bg sync.WaitGroup
 
 	// board is what callers read while a tick may be running, under its
 	// own lock: the status, the rules in force and the active ones, the
@@ -241,6 +244,12 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		}})
 	e.recon = newReconciler(cfg.LiquidationMargin, 2*cfg.Interval+5*time.Second)
 	e.recon.marked = e.board.liquidation
+	if cr, ok := d.Actuator.(ClosedOrderReader); ok && !e.cfg.DryRun {
+		e.recon.marked = func(l LiquidationStatus) {
+			e.board.liquidation(l)
+			evidence(&e.bg, cr, e.jr, l)
+		}
+	}
 	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: &e.model, lane: &e.lane, changed: e.file.changed, recon: e.recon})
 	e.jr.Restore(restored)
 	e.interrupted(lost)
@@ -286,6 +295,7 @@ func (e *Engine) Close() error {
 	e.disp.drain()
 	e.applyPending()
 	err := e.saveLocked()
+	e.bg.Wait() // a liquidation's evidence on its way to the audit log
 	if cerr := e.jr.Close(); err == nil {
 		err = cerr
 	}

@@ -83,7 +83,7 @@ func TestLiquidationIsSaidAsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var liq *journal.Record
+	var liq, evidence *journal.Record
 	var resolvedReason string
 	for _, line := range strings.Split(strings.TrimSpace(audit.String()), "\n") {
 		var r journal.Record
@@ -91,6 +91,9 @@ func TestLiquidationIsSaidAsOne(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
+		case r.Type == "liquidated" && r.Phase == "evidence":
+			rr := r
+			evidence = &rr
 		case r.Type == "liquidated" && r.To == "":
 			rr := r
 			liq = &rr
@@ -101,6 +104,9 @@ func TestLiquidationIsSaidAsOne(t *testing.T) {
 	if liq == nil || liq.Symbol != "XSOL" || liq.Quantity == nil || !liq.Quantity.Equal(decimal.NewFromInt(400)) ||
 		!strings.Contains(liq.Reason, "LIQUIDATED: XSOL LONG 400 at 15x (listed empty; its liquidation price 144.907, index 144.5)") {
 		t.Fatalf("liquidated record = %+v\naudit:\n%s", liq, audit.String())
+	}
+	if evidence == nil || evidence.Error != "" || !strings.Contains(string(evidence.Response), `"results"`) || !strings.Contains(evidence.Reason, "as evidence of the liquidation of XSOL") {
+		t.Errorf("the closed orders as evidence: %+v", evidence)
 	}
 	if resolvedReason != "position liquidated" {
 		t.Errorf("the firing rule ended with reason %q, want position liquidated", resolvedReason)

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
@@ -68,6 +71,39 @@ func (r *reconciler) settleIntents(now time.Time, v *market.View) []event {
 	}
 	r.intents = nil
 	return evs
+}
+
+// ClosedOrderReader is an exchange adapter that lists the closed orders
+// (spec: GET /v1/contracts/orders/closed): a liquidation's evidence, kept
+// raw in the audit log. The exchange client is one.
+type ClosedOrderReader interface {
+	ClosedOrders(ctx context.Context, rng string, offsetID int64, limit int) (*exchange.ClosedOrdersPage, error)
+}
+
+// evidenceLimit is how many closed orders a liquidation's evidence keeps.
+const evidenceLimit = 50
+
+// evidence reads the closed orders of the liquidation's month in the
+// background and audits them raw beside the liquidated record (type
+// liquidated, phase evidence): what the exchange itself says happened.
+// wg is waited for before the journal closes.
+func evidence(wg *sync.WaitGroup, r ClosedOrderReader, jr *journal.Journal, l LiquidationStatus) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rec := journal.Record{Time: l.Time, Type: "liquidated", Phase: "evidence", Symbol: l.Symbol}
+		page, err := r.ClosedOrders(ctx, l.Time.UTC().Format("200601"), 0, evidenceLimit)
+		if err != nil {
+			rec.Error = err.Error()
+			rec.Reason = "the closed orders could not be read as evidence of the liquidation"
+		} else {
+			rec.Response, _ = json.Marshal(page)
+			rec.Reason = fmt.Sprintf("the exchange's closed orders of %s (%d, raw), as evidence of the liquidation of %s", page.Range, len(page.Results), l.Symbol)
+		}
+		jr.Emit(ctx, nil, journal.Event{Audit: &rec, Level: slog.LevelInfo, Msg: rec.Reason, Attrs: []any{"symbol", l.Symbol}})
+	}()
 }
 
 // The reasons the rules of a position gone resolve with, beside "position

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 
 	"github.com/shopspring/decimal"
@@ -92,10 +93,17 @@ func WithOrderPath(path string) Option {
 
 // CheckOrderPath reports what is wrong with an order-placement path; the
 // configuration loader checks it with the same words.
-func CheckOrderPath(path string) error {
-	if !strings.HasPrefix(path, "/v1/") || strings.HasPrefix(path, marketPrefix) || strings.ContainsAny(path, "?#") ||
-		strings.Count(path, "{symbol}") != 1 {
-		return fmt.Errorf("order path %q: must start with /v1/, not be a market path, have no query and hold {symbol} once", path)
+func CheckOrderPath(p string) error {
+	switch {
+	case strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' || r == '\\' || r == '%' }):
+		// A CR LF would forge a header line; an escape (%2e%2e) or a
+		// backslash would reach another path once the server decodes it.
+		return fmt.Errorf("order path %q: no control character, space, backslash or %%-escape is allowed in it", p)
+	case path.Clean(p) != p:
+		return fmt.Errorf("order path %q: no dot segments (. or ..), empty segments or trailing slash: it must name the order endpoint itself", p)
+	case !strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, marketPrefix) || strings.ContainsAny(p, "?#") ||
+		strings.Count(p, "{symbol}") != 1:
+		return fmt.Errorf("order path %q: must start with /v1/, not be a market path, have no query and hold {symbol} once", p)
 	}
 	return nil
 }

@@ -4,7 +4,9 @@ package main
 // over HTTP, against the simulated exchange.
 
 import (
+	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,3 +228,27 @@ func TestRunReduceGrowsStopsTheKind(t *testing.T) {
 	}
 	d.stop(t)
 }
+
+// An order path that would reach another endpoint once the server cleans
+// or decodes it, or forge a header, is refused by check as by run (issue
+// 32, item 2): check once said OK to each of these.
+func TestOrderPathTraversalRefused(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{
+		"/v1/contracts/orders/../../../admin/{symbol}",
+		"/v1/../v1/market/{symbol}",
+		"/v1/contracts/orders/%2e%2e/admin/{symbol}",
+		"/v1/contracts/orders/{symbol}/create\r\nX-Injected: 1",
+		"/v1/contracts//orders/{symbol}/create",
+		`/v1/contracts/orders\..\{symbol}`,
+	} {
+		cfg := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n  order_path: "+strconvQuote(p)+"\n"+minimalRules)
+		code, _, stderr := runOut(t, context.Background(), envMap(nil), "check", "--config", cfg)
+		if code == 0 || !strings.Contains(stderr, "order_path") {
+			t.Errorf("check accepted order_path %q (exit %d):\n%s", p, code, stderr)
+		}
+	}
+}
+
+// strconvQuote is s as a YAML double-quoted scalar.
+func strconvQuote(s string) string { return strconv.Quote(s) }

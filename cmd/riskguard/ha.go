@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/internal/yamlnode"
 	"github.com/riskguard/riskguard/notify"
@@ -261,7 +262,7 @@ func (m *Main) runHA(ctx context.Context, args []string) error {
 		case l.Leader.HandingOver:
 			state = ha.RoleHandingOver
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", l.Account, leader, l.Leader.Advertise, l.Term, l.Candidates, state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", etcdText(l.Account), etcdText(leader), etcdText(l.Leader.Advertise), l.Term, l.Candidates, state)
 	}
 	if !seen[cfg.HA.Account] {
 		fmt.Fprintf(tw, "%s\tNONE\t\t0\t0\tno leader\n", cfg.HA.Account)
@@ -269,10 +270,24 @@ func (m *Main) runHA(ctx context.Context, args []string) error {
 	tw.Flush()
 	fmt.Fprintf(m.Stdout, "\nmembers (%d):", len(members))
 	for _, mb := range members {
-		fmt.Fprintf(m.Stdout, " %s", mb.Host)
+		fmt.Fprintf(m.Stdout, " %s", etcdText(mb.Host))
 	}
 	fmt.Fprintln(m.Stdout)
 	return nil
+}
+
+// maxEtcdText bounds a value read from etcd as ha status prints it.
+const maxEtcdText = 64
+
+// etcdText is a value read from etcd, which anyone with access to the
+// cluster's prefix may have written, as a terminal may show it: control
+// characters (ESC, BEL, CR LF: a cleared screen, a set title, the
+// clipboard, a forged row) as visible escapes, at most maxEtcdText runes.
+func etcdText(s string) string {
+	if r := []rune(s); len(r) > maxEtcdText {
+		s = string(r[:maxEtcdText]) + fmt.Sprintf("… (%d more characters)", len(r)-maxEtcdText)
+	}
+	return control.Printable(s)
 }
 
 // ClusterStatus is the seat's status as the web surface shows it.

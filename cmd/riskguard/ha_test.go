@@ -613,3 +613,38 @@ func TestHAFailoverBench(t *testing.T) {
 	t.Logf("failover over %d kills (lease_ttl %s, interval %s): p50 %s, max %s; TTL + one interval = %s", n, haTTL, interval,
 		took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), haTTL+interval)
 }
+
+// ha status prints what it read from etcd, which anyone with access to the
+// prefix may have written, escaped and bounded: ESC and BEL (a cleared
+// terminal, a title, OSC 52 on the clipboard) as visible escapes, a CR LF
+// in a host name as text rather than a forged row, a 900 KB value cut
+// (issue 32, item 3).
+func TestHAStatusEscapesWhatEtcdSays(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	hostile := "evil\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b[2J\r\nacc9  fake  1.2.3.4  1  1  leader" + strings.Repeat("A", 900_000)
+	b, _ := json.Marshal(map[string]string{"host": hostile, "advertise": "10.0.0.1:9464\x1b[31m"})
+	ctx := context.Background()
+	if _, err := cli.Put(ctx, "/rg-esc/accounts/acc2/leader/1", string(b)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/rg-esc/members/"+hostile[:20], string(b)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fmt.Sprintf("exchange:\n  base_url: https://api.example.com\nha:\n  etcd:\n    endpoints: [%s]\n  prefix: /rg-esc/\n", c.Endpoints[0])+minimalRules)
+	code, stdout, stderr := runOut(t, ctx, envMap(nil), "ha", "status", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.ContainsAny(stdout, "\x1b\x07\r") || len(stdout) > 4096 || strings.Contains(stdout, "\nacc9") {
+		t.Errorf("ha status printed etcd's value raw (%d bytes):\n%q", len(stdout), stdout[:min(len(stdout), 400)])
+	}
+	if !strings.Contains(stdout, `evil\x1b]52;c;`) || !strings.Contains(stdout, "more characters)") {
+		t.Errorf("ha status did not show the escaped, cut value:\n%q", stdout[:min(len(stdout), 400)])
+	}
+}

@@ -188,11 +188,10 @@ func New(opts Options) (*Server, error) {
 // Request. A web page can make a browser send its requests here by having
 // its own name resolve to 127.0.0.1 (DNS rebinding); the browser then sends
 // that name as Host, and the page could read the answers as its own. So
-// only the loopback names and addresses (localhost, 127.0.0.1, [::1], any
-// port; the unspecified 0.0.0.0 and [::], which reach this machine only)
-// and AllowedHosts are served. /metrics and /healthz also answer any
-// IP address, which probes use and no page can rebind: a name is needed
-// for that.
+// only localhost, AllowedHosts and IP addresses are served: a name is
+// needed to rebind, so an address as Host (127.0.0.1, [::1], the
+// daemon's own 10.0.0.5 that a browser on the LAN or a probe sends) is no
+// page's; the control API's token still guards what changes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.hostAllowed(r) {
 		w.Header().Set("Cache-Control", "no-store")
@@ -211,11 +210,9 @@ func (s *Server) hostAllowed(r *http.Request) bool {
 	if host == "" || host == "localhost" || s.hosts[host] {
 		return true // "": ":9464", what the CLI sends for engine.listen ":9464"
 	}
-	ip := net.ParseIP(host)
-	if ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
-		return true // 0.0.0.0 and :: are what the CLI sends for such a listen
-	}
-	return ip != nil && (r.URL.Path == "/metrics" || r.URL.Path == "/healthz")
+	// An address cannot be DNS-rebound (0.0.0.0 and :: are what the CLI
+	// sends for such a listen).
+	return net.ParseIP(host) != nil
 }
 
 // normalHost is a Host header's or an allowed host's name: without its

@@ -39,7 +39,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, http.StatusForbidden, errNoToken)
 		return false
 	}
-	if !s.tokenOK(r) {
+	if !s.tokenOK(r) && !s.signedOK(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="riskguard"`)
 		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer …)")
 		return false

@@ -3,12 +3,16 @@ package web_test
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/web"
 )
 
 // The mutating endpoints need the token, from loopback too: a wrong or
@@ -231,5 +235,46 @@ func TestLiquidationAcknowledged(t *testing.T) {
 	if rec := e.request(t, "POST", "/api/v1/liquidations/ack", loopback, auth, `{"symbol":"XSOL","createdBy":"ops"}`); rec.Code != 200 ||
 		rec.Body.String() != "{\n  \"acknowledged\": 1\n}\n" || len(e.guard.ackedBy) != 1 || e.guard.ackedBy[0] != "ops" {
 		t.Errorf("XSOL: %d %q, acked by %v", rec.Code, rec.Body, e.guard.ackedBy)
+	}
+}
+
+// A control request signed with the token (web.SignScheme: how a cluster
+// forwards a Telegram command, never sending the token) is taken when its
+// signature, time and body match, and once (issue 32, item 1).
+func TestSignedControlRequests(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testToken)
+	body := `{"createdBy":"telegram","duration":"1h"}`
+	signed := func(token string, at time.Time, send string) *http.Request {
+		req := httptest.NewRequest("POST", "/api/v1/pause", strings.NewReader(send))
+		req.RemoteAddr, req.Host = remote, "127.0.0.1:9464"
+		web.SignRequest(req, []byte(body), token, at)
+		return req
+	}
+	serve := func(req *http.Request) int {
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if code := serve(signed("wrong", t0, body)); code != 401 {
+		t.Errorf("signed with another token: %d, want 401", code)
+	}
+	if code := serve(signed(testToken, t0.Add(-time.Minute), body)); code != 401 {
+		t.Errorf("signed a minute ago: %d, want 401", code)
+	}
+	if code := serve(signed(testToken, t0, `{"createdBy":"mallory","duration":"90d"}`)); code != 401 {
+		t.Errorf("the body changed after signing: %d, want 401", code)
+	}
+	good := signed(testToken, t0, body)
+	again := good.Clone(good.Context())
+	again.Body = io.NopCloser(strings.NewReader(body))
+	if code := serve(good); code != 201 {
+		t.Errorf("signed with the token: %d, want 201", code)
+	}
+	if code := serve(again); code != 401 {
+		t.Errorf("the same signed request again: %d, want 401 (a replay)", code)
+	}
+	if strings.Contains(good.Header.Get("Authorization"), testToken) {
+		t.Errorf("the signed request carries the token: %q", good.Header.Get("Authorization"))
 	}
 }

@@ -140,6 +140,8 @@ type Server struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	mux      *http.ServeMux
+	// replays are the signed requests accepted lately (SignScheme).
+	replays replays
 }
 
 // New checks opts and builds the server with its routes.

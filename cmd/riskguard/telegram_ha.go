@@ -29,7 +29,8 @@ const telegramFollowEvery = 250 * time.Millisecond
 
 // forwarder sends a Telegram command that the engine refused as a standby
 // to the account's leader, through its control API: the address in the
-// leader's election value, the same control token.
+// leader's election value, signed with the same control token (the token
+// itself is never sent).
 type forwarder struct {
 	seat *ha.Seat
 	// account is the ?account= of the request: "" for a configuration
@@ -88,7 +89,9 @@ func (f *forwarder) post(ctx context.Context, path string, req web.ControlReques
 	if err != nil {
 		return 0, host, err
 	}
-	hr.Header.Set("Authorization", "Bearer "+f.token)
+	// The command is signed with the token, never carries it: the address
+	// came from a value in etcd, which others may write (web.SignScheme).
+	web.SignRequest(hr, body, f.token, time.Now())
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := f.client.Do(hr)
 	if err != nil {

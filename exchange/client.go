@@ -80,20 +80,10 @@ type RequestInfo struct {
 // client of the public market endpoints only; its private calls then fail
 // with ErrNoCredentials.
 func New(baseURL, key, secret string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil {
-		return nil, fmt.Errorf("base URL: %w", sanitizeTransportError(err))
+	if err := CheckBaseURL(baseURL); err != nil {
+		return nil, err
 	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("base URL %s: scheme must be http or https", sanitizeURL(u))
-	case u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("base URL %s: no host", sanitizeURL(u))
-	case u.Path != "" && u.Path != "/":
-		return nil, fmt.Errorf("base URL %s: a path is not supported, the signed path must start with /v1/", sanitizeURL(u))
-	case u.RawQuery != "" || u.Fragment != "":
-		return nil, fmt.Errorf("base URL %s: no query or fragment allowed", sanitizeURL(u))
-	}
+	u, _ := url.Parse(baseURL)
 	if (key == "") != (secret == "") {
 		return nil, errors.New("api key and secret must be given together")
 	}
@@ -609,5 +599,27 @@ func (c *Client) SyncClock(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	c.log.Debug("exchange clock synced", "offset", off, "rtt", tm.received.Sub(tm.sent))
+	return nil
+}
+
+// CheckBaseURL refuses a base URL the client cannot use: a scheme other
+// than http or https, no host, a path (the signed path must start with
+// /v1/), a query or a fragment. The configuration's loader asks it too, so
+// that check refuses what run would.
+func CheckBaseURL(baseURL string) error {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return fmt.Errorf("base URL: %w", sanitizeTransportError(err))
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("base URL %s: scheme must be http or https", sanitizeURL(u))
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("base URL %s: no host", sanitizeURL(u))
+	case u.Path != "" && u.Path != "/":
+		return fmt.Errorf("base URL %s: a path is not supported, the signed path must start with /v1/", sanitizeURL(u))
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("base URL %s: no query or fragment allowed", sanitizeURL(u))
+	}
 	return nil
 }

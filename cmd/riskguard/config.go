@@ -645,6 +645,9 @@ func (l *loader) exchange(x *exchangeConfig, e *engine.Config) {
 	case u.User != nil:
 		// Never echo the URL: its userinfo may be a secret.
 		l.bad(get("base_url"), l.envOf(get("base_url")), "carries credentials (user@host), which would be logged and sent as Basic auth: give the key pair through RISKGUARD_API_KEY and RISKGUARD_API_SECRET (or the api_*_file keys)")
+	case exchange.CheckBaseURL(x.BaseURL) != nil:
+		// One verdict: what the client refuses at run, check refuses.
+		l.bad(get("base_url"), l.envOf(get("base_url")), "%v", exchange.CheckBaseURL(x.BaseURL))
 	case u.Scheme == "http" && !isLoopback(u.Hostname()):
 		l.warnf("exchange.base_url uses plain http to %s: credentials and orders travel unencrypted", u.Hostname())
 	}

@@ -252,3 +252,15 @@ func TestOrderPathTraversalRefused(t *testing.T) {
 
 // strconvQuote is s as a YAML double-quoted scalar.
 func strconvQuote(s string) string { return strconv.Quote(s) }
+
+// check refuses a base URL run would refuse: one verdict, one loader
+// (issue 32, item 11: check said OK to a base URL with a path).
+func TestCheckRefusesWhatRunRefuses(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n"+minimalRules)
+	env := envMap(map[string]string{"RISKGUARD_EXCHANGE_BASE_URL": "http://127.0.0.1:8790/api"})
+	code, _, stderr := runOut(t, context.Background(), env, "check", "--config", cfg)
+	if code == 0 || !strings.Contains(stderr, "a path is not supported") || !strings.Contains(stderr, "RISKGUARD_EXCHANGE_BASE_URL") {
+		t.Errorf("check with a base URL with a path: exit %d\n%s", code, stderr)
+	}
+}

@@ -107,6 +107,16 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
 		return exitCode(1)
 	}
+	if f.history != "" {
+		// Say how much history the exchange gave: a replay of 47 seconds
+		// asked as a day must not read as a day's verdict.
+		if span, _ := parseSpan(f.history); span > 0 {
+			if got := res.To.Sub(res.From); got < span*9/10 {
+				fmt.Fprintf(m.Stderr, "riskguard backtest: warning: --history %s asked for %s of history; the exchange gave %s (%s → %s): the verdict is of that span only\n",
+					f.history, span, got.Round(time.Second), res.From.UTC().Format(time.RFC3339), res.To.UTC().Format(time.RFC3339))
+			}
+		}
+	}
 	if f.json {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")

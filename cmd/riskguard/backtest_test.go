@@ -313,6 +313,10 @@ func TestBacktestHistory(t *testing.T) {
 	if !strings.Contains(stderr, "index history of BTC, ETH, SOL from ") || !strings.Contains(stderr, "SOL: 121 samples, up to") {
 		t.Errorf("no progress on stderr:\n%s", stderr)
 	}
+	// Two minutes of history for five asked: said (issue 32, item 12).
+	if !strings.Contains(stderr, "warning: --history 5m asked for 5m0s of history; the exchange gave 2m0s") {
+		t.Errorf("the short history is not said:\n%s", stderr)
+	}
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^liquidations\s+1 \(XSOL\)\s+0$`),
 		regexp.MustCompile(`(?m)^XSOL\s+liquidated\s+10× isolated, liq 139\.84 \(was 15×\)$`),

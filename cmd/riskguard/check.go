@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"strings"
 	"text/tabwriter"
@@ -39,6 +40,10 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 		return exitCode(2)
 	}
 	cfg, err := loadConfigWith(*configPath, m.Getenv, loadOptions{secretsOptional: true})
+	if errors.Is(err, iofs.ErrNotExist) {
+		fmt.Fprintln(m.Stderr, noConfig("check", *configPath)) // the next step, as run says it
+		return exitCode(1)
+	}
 	if err != nil {
 		var list *rules.ErrorList
 		if !errors.As(err, &list) {

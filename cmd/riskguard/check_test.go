@@ -128,7 +128,7 @@ func TestCheckInProcess(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		m := &Main{Stdout: &stdout, Stderr: &stderr}
 		err := m.Run(context.Background(), []string{"check", "--config", filepath.Join(t.TempDir(), "none.yaml")})
-		if ec, ok := err.(exitCode); !ok || ec != 1 || !strings.Contains(stderr.String(), "read config") {
+		if ec, ok := err.(exitCode); !ok || ec != 1 || !strings.Contains(stderr.String(), "no config at ") {
 			t.Errorf("err = %v, stderr %q", err, stderr.String())
 		}
 	})

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -262,5 +263,16 @@ func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 	code, _, stderr := runOut(t, context.Background(), env, "check", "--config", cfg)
 	if code == 0 || !strings.Contains(stderr, "a path is not supported") || !strings.Contains(stderr, "RISKGUARD_EXCHANGE_BASE_URL") {
 		t.Errorf("check with a base URL with a path: exit %d\n%s", code, stderr)
+	}
+}
+
+// check without a config says where it looked and the next step, as run
+// does (issue 32, item 15).
+func TestCheckWithoutConfigSaysTheNextStep(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "riskguard.yaml")
+	code, _, stderr := runOut(t, context.Background(), envMap(nil), "check", "--config", missing)
+	if code != 1 || !strings.Contains(stderr, "riskguard check: no config at "+missing+": copy rules.example.yaml to it") {
+		t.Errorf("exit %d:\n%s", code, stderr)
 	}
 }

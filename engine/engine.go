@@ -242,7 +242,8 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			moved:          e.model.moved,
 			readBack:       e.model.fit.noteReadBack,
 		}})
-	e.recon = newReconciler(cfg.LiquidationMargin, 2*cfg.Interval+5*time.Second)
+	e.recon = newReconciler()
+	e.recon.setConfig(cfg)
 	e.recon.marked = e.board.liquidation
 	if cr, ok := d.Actuator.(ClosedOrderReader); ok && !e.cfg.DryRun {
 		e.recon.marked = func(l LiquidationStatus) {
@@ -415,6 +416,7 @@ func (e *Engine) applyPending() {
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
 		e.disp.setConfig(e.cfg)
 		e.eval.setConfig(e.cfg)
+		e.recon.setConfig(e.cfg)
 		e.view.Forget() // the index names may have changed
 	}
 	if set == nil {

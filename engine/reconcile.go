@@ -126,10 +126,18 @@ type lastSeen struct {
 	updatedAt       int64 // the exchange's updatedAt, when it gives one
 }
 
-func newReconciler(near float64, ownFor time.Duration) *reconciler {
-	return &reconciler{near: decimal.NewFromFloat(near), ownFor: ownFor,
+func newReconciler() *reconciler {
+	return &reconciler{
 		last: map[market.Key]*lastSeen{}, own: map[string]time.Time{}, turned: map[market.Key]struct{}{},
 	}
+}
+
+// setConfig takes in the settings it reads (at the start and at a
+// reload): engine.liquidation_margin, and the interval that bounds how long
+// after its own order a change is the guard's.
+func (r *reconciler) setConfig(cfg Config) {
+	r.near = decimal.NewFromFloat(cfg.LiquidationMargin)
+	r.ownFor = 2*cfg.Interval + 5*time.Second
 }
 
 // acted records the guard's own calls of a tick (its report's actions):

@@ -77,7 +77,8 @@ func TestReconcilerNamesWhatTheGuardDidNotDo(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := newReconciler(0.01, 10*time.Second)
+			r := newReconciler()
+			r.setConfig(Config{LiquidationMargin: 0.01, Interval: 2 * time.Second})
 			evs := c.steps(r)
 			if len(evs) != len(c.want) {
 				t.Fatalf("%d events, want %d: %+v", len(evs), len(c.want), evs)

@@ -276,3 +276,14 @@ func TestCheckWithoutConfigSaysTheNextStep(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, stderr)
 	}
 }
+
+// A missing credential is named: a key set and its secret forgotten says
+// the secret (issue 32, item 15).
+func TestMissingCredentialNamed(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, "exchange:\n  base_url: http://127.0.0.1:1\n"+minimalRules)
+	code, _, stderr := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_API_KEY": "k"}), "run", "--config", cfg, "--once")
+	if code == 0 || !strings.Contains(stderr, "credentials missing: the API secret (RISKGUARD_API_SECRET, or exchange.api_secret_file)") || strings.Contains(stderr, "the API key (") {
+		t.Errorf("exit %d:\n%s", code, stderr)
+	}
+}

@@ -76,7 +76,16 @@ func newShared(cfg *config, logger *slog.Logger) (*shared, error) {
 func newClient(cfg *config, logger *slog.Logger, extra ...exchange.Option) (*exchange.Client, error) {
 	x := cfg.Exchange
 	if x.APIKey == "" || x.APISecret == "" {
-		return nil, errors.New("credentials missing: set RISKGUARD_API_KEY and RISKGUARD_API_SECRET (or exchange.api_key_file / api_secret_file)")
+		// Say which is missing: a key set and a secret forgotten reads
+		// otherwise as if both were.
+		var missing []string
+		if x.APIKey == "" {
+			missing = append(missing, "the API key (RISKGUARD_API_KEY, or exchange.api_key_file)")
+		}
+		if x.APISecret == "" {
+			missing = append(missing, "the API secret (RISKGUARD_API_SECRET, or exchange.api_secret_file)")
+		}
+		return nil, fmt.Errorf("credentials missing: %s", strings.Join(missing, " and "))
 	}
 	opts := []exchange.Option{exchange.WithLogger(logger)}
 	if x.Timeout > 0 {

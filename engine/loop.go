@@ -107,9 +107,6 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.board.setListed(snap.Symbols)
 	}
 	e.reach.observe(ctx, now, err, e.cfg.UnreachableAfter, e.jr)
-	if err == nil {
-		e.board.succeeded(now)
-	}
 	if e.ctl.Expire(ctx, now) {
 		e.file.changed()
 	}
@@ -130,6 +127,11 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.eval.finish(ctx, now, due, rep)
 	}
 	e.publishStatus(snap, err) // what Status shows
+	if err == nil {
+		// Healthy only once the positions it read are what Status shows:
+		// a status read in between said healthy over an empty table.
+		e.board.succeeded(now)
+	}
 	if serr := e.saveLocked(); serr != nil {
 		e.log.Error("save state", "err", serr)
 		if err == nil {

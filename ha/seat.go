@@ -376,7 +376,9 @@ func (s *Seat) SaveState(ctx context.Context, parts map[string][]byte) (int, err
 	leader, key, rev := s.leader, s.key, s.rev
 	base := s.written
 	s.mu.Unlock()
-	if !leader {
+	if _, _, leased := s.n.leaseLeft(); !leader || !leased {
+		// A lease given up on is no leadership, while the seat still
+		// waits the margin before it resigns.
 		return 0, ErrNotLeader
 	}
 	var ops []clientv3.Op
@@ -441,7 +443,7 @@ func (s *Seat) fenced(ctx context.Context, what string, ops ...clientv3.Op) erro
 	s.mu.Lock()
 	leader, key, rev := s.leader, s.key, s.rev
 	s.mu.Unlock()
-	if !leader {
+	if _, _, leased := s.n.leaseLeft(); !leader || !leased {
 		return ErrNotLeader
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.n.margin)

@@ -233,7 +233,7 @@ func (d *dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge t
 			// Under ha the intent is durable before the call leaves: a new
 			// leader finds it if this process dies before saving what
 			// became of the call.
-			if err := d.lead.SaveIntent(ctx, intentOf(pc)); err != nil {
+			if err := d.lead.SaveIntent(ctx, act.IntentOf(pc.Base)); err != nil {
 				rel()
 				phase("standby", nil, err)
 				return err
@@ -255,19 +255,6 @@ func (d *dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge t
 	}
 }
 
-// intentOf is pc's intent: what a new leader needs of a call whose
-// outcome this process never saved.
-func intentOf(pc *act.Pending) act.Intent {
-	b := &pc.Base
-	in := act.Intent{ID: fmt.Sprintf("%s@%s/%s", b.Symbol, b.Time.UTC().Format("20060102T150405.000Z"), b.Action), At: b.Time,
-		Symbol: b.Symbol, Position: b.Position, Action: b.Action, Rules: b.Rules}
-	if b.Quantity != nil {
-		q := *b.Quantity
-		in.Quantity = &q
-	}
-	return in
-}
-
 // finish takes in a call the executor ended (its result is in pc.Result)
 // and returns its error. A call that changed nothing on the exchange gives
 // its budget back: only the guard's own successful mutations spend it, so
@@ -278,7 +265,7 @@ func (d *dispatcher) finish(rep *TickReport, pc *act.Pending) error {
 		d.breaker.Refund(pc.Base.Time)
 	}
 	if pc.Result.Sent {
-		d.lead.Ended(intentOf(pc).ID)
+		d.lead.Ended(act.IntentID(pc.Base.Symbol, pc.Base.Action, pc.Base.Time))
 	}
 	if rep != nil && pc.Event.Outcome != "" {
 		rep.Actions = append(rep.Actions, *pc.Event)

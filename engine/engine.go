@@ -275,8 +275,7 @@ func (e *Engine) interrupted(lost []journal.Record) {
 			// An order is not idempotent: it is taken as sent, its rules'
 			// cooldowns count from it, and its symbol's orders wait until
 			// the account is read (act.Intent).
-			in := act.Intent{ID: fmt.Sprintf("%s@%s", r.Symbol, r.Time.UTC().Format("20060102T150405.000Z")), At: r.Time, Symbol: r.Symbol,
-				Position: r.Position, Action: r.Action, Rules: r.Rules, Quantity: r.Quantity}
+			in := act.IntentOf(r)
 			e.eval.adopt(in)
 			e.recon.adopted(in)
 			reason = fmt.Sprintf("found at the start at %s: the run that sent this order stopped before its outcome; no result was recorded, so the exchange may have filled it: it is taken as sent (never sent again as such), its rules' cooldowns count from it, and the account read at the next tick says what it did",

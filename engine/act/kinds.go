@@ -165,6 +165,23 @@ type Intent struct {
 	Quantity *decimal.Decimal `json:"quantity,omitempty"`
 }
 
+// IntentID names a call's intent: its symbol, when it was decided and its
+// action ("XSOL@20260301T120000.000Z/reduce_position").
+func IntentID(symbol, action string, at time.Time) string {
+	return symbol + "@" + at.UTC().Format("20060102T150405.000Z") + "/" + action
+}
+
+// IntentOf is the intent of the call an audit record says: the executor's
+// before it sends, a restart's of a call left at "sent".
+func IntentOf(r journal.Record) Intent {
+	in := Intent{ID: IntentID(r.Symbol, r.Action, r.Time), At: r.Time, Symbol: r.Symbol, Position: r.Position, Action: r.Action, Rules: r.Rules}
+	if r.Quantity != nil {
+		q := *r.Quantity
+		in.Quantity = &q
+	}
+	return in
+}
+
 // Kinds is the table of action kinds an engine knows, looked up by name.
 type Kinds []Kind
 

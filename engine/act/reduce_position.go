@@ -190,7 +190,7 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 	}
 	placer, canPlace := h.Exchange().(OrderPlacer)
 	if o := c.kind.open[sym]; o != nil && c.kind.stopped == nil {
-		if wait, err := c.kind.settle(ctx, h, o, pos, now); wait != "" {
+		if wait, err := c.kind.settle(ctx, h, sym, o, pos, now); wait != "" {
 			return skip("skipped_held", wait, err)
 		}
 	}
@@ -326,7 +326,7 @@ func (c *ReduceStep) Done(ctx context.Context, h Host, pl *Plan) error {
 			c.kind.open = map[string]*openOrder{}
 		}
 		o := c.dec.Order
-		c.kind.open[sym] = &openOrder{id: intentID(sym, at), at: at, direction: pl.Pos.Direction, before: c.before, qty: o.Quantity, rules: Dedupe(c.Rules)}
+		c.kind.open[sym] = &openOrder{id: IntentID(sym, name, at), at: at, direction: pl.Pos.Direction, before: c.before, qty: o.Quantity, rules: Dedupe(c.Rules)}
 		return c.err // said by the call's error phase; no backoff: nothing is known to have failed
 	}
 	h.Outcome(ctx, sym, c.err)
@@ -353,19 +353,13 @@ func (c *ReduceStep) Done(ctx context.Context, h Host, pl *Plan) error {
 	return c.err
 }
 
-// intentID names an order's intent: its symbol and when it was decided.
-func intentID(symbol string, at time.Time) string {
-	return fmt.Sprintf("%s@%s", symbol, at.UTC().Format("20060102T150405.000Z"))
-}
-
 // settle looks at an order of unknown outcome o on the position as this
 // tick read it (pos, at now). It returns "" once the order is settled as
 // not filled (the plan may decide anew), or why the symbol's orders wait,
 // with the error its rules hear: held while still unknown, refused (the
 // cooldown starts) once the read shows the fill, and a growth or a turn to
 // the other side stops the kind.
-func (k *reducePosition) settle(ctx context.Context, h Host, o *openOrder, pos *exchange.Position, now time.Time) (string, error) {
-	sym := symbolOf(o.id)
+func (k *reducePosition) settle(ctx context.Context, h Host, sym string, o *openOrder, pos *exchange.Position, now time.Time) (string, error) {
 	name := string(rules.ReducePosition)
 	say := func(level slog.Level, text string) {
 		h.Emit(ctx, journal.Event{Level: level, Msg: text, Attrs: []any{"action", name, "symbol", sym, "rule", strings.Join(o.rules, ",")},
@@ -393,12 +387,6 @@ func (k *reducePosition) settle(ctx context.Context, h Host, o *openOrder, pos *
 	}
 	text := fmt.Sprintf("waits: order %s (%s %s) has an unknown outcome (its answer was lost); the account read at %s still shows %s, settled by the reads of the next %s", o.id, name, o.qty, now.UTC().Format(time.RFC3339), pos.Quantity, settleAfter-now.Sub(o.at))
 	return text, fmt.Errorf("%w: %s", ErrHeld, text)
-}
-
-// symbolOf is the symbol of an intent's id.
-func symbolOf(id string) string {
-	s, _, _ := strings.Cut(id, "@")
-	return s
 }
 
 func joinNonEmpty(a, b string) string {

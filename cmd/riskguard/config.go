@@ -637,6 +637,7 @@ func key(section, name string) configKey {
 func (l *loader) exchange(x *exchangeConfig, e *engine.Config) {
 	get := func(name string) configKey { return key("exchange", name) }
 	x.BaseURL = l.str(get("base_url"), "")
+	urlErr := exchange.CheckBaseURL(x.BaseURL)
 	switch u, err := url.Parse(x.BaseURL); {
 	case x.BaseURL == "":
 		l.errorf(l.keyOrValue("exchange.base_url"), "exchange.base_url is required, e.g. https://api.example.com")
@@ -645,9 +646,9 @@ func (l *loader) exchange(x *exchangeConfig, e *engine.Config) {
 	case u.User != nil:
 		// Never echo the URL: its userinfo may be a secret.
 		l.bad(get("base_url"), l.envOf(get("base_url")), "carries credentials (user@host), which would be logged and sent as Basic auth: give the key pair through RISKGUARD_API_KEY and RISKGUARD_API_SECRET (or the api_*_file keys)")
-	case exchange.CheckBaseURL(x.BaseURL) != nil:
+	case urlErr != nil:
 		// One verdict: what the client refuses at run, check refuses.
-		l.bad(get("base_url"), l.envOf(get("base_url")), "%v", exchange.CheckBaseURL(x.BaseURL))
+		l.bad(get("base_url"), l.envOf(get("base_url")), "%v", urlErr)
 	case u.Scheme == "http" && !isLoopback(u.Hostname()):
 		l.warnf("exchange.base_url uses plain http to %s: credentials and orders travel unencrypted", u.Hostname())
 	}

@@ -136,11 +136,21 @@ type Host interface {
 // change: its rules wait for their cooldown (errors.Is).
 var ErrRefused = errors.New("refused")
 
-// refusal is an error that is ErrRefused and says only its own text.
-type refusal struct{ text string }
+// ErrHeld marks the error of a call held back until what came before it
+// is settled: it starts no cooldown, counts as no failure and is said by
+// its kind.
+var ErrHeld = errors.New("held")
 
-func (r *refusal) Error() string        { return r.text }
-func (r *refusal) Is(target error) bool { return target == ErrRefused }
+// marked is an error that says only its text and is its mark (ErrRefused,
+// ErrHeld) for errors.Is: the mark tells its rules what to do, the text
+// what happened.
+type marked struct {
+	text string
+	mark error
+}
+
+func (m *marked) Error() string        { return m.text }
+func (m *marked) Is(target error) bool { return target == m.mark }
 
 // Refused reports whether err is a refusal the cooldown spaces out: the
 // exchange's own for good (a 4xx other than 429: a leverage it will not

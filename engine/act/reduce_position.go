@@ -60,18 +60,7 @@ const settleAfter = 5 * time.Second
 // its answer did not come (a timeout, a closed connection, a 5xx) and the
 // account read back does not show it either way. It is never sent again;
 // the symbol's orders wait until a read settles it (ErrHeld).
-var ErrUnknownOutcome error = &held{"outcome unknown"}
-
-// ErrHeld marks the error of a call held back until what came before it
-// is settled: it starts no cooldown, counts as no failure and is said by
-// its kind.
-var ErrHeld = errors.New("held")
-
-// held is an error that is ErrHeld and says only its own text.
-type held struct{ text string }
-
-func (h *held) Error() string        { return h.text }
-func (h *held) Is(target error) bool { return target == ErrHeld }
+var ErrUnknownOutcome error = &marked{"outcome unknown", ErrHeld}
 
 // ErrReduceGrew is the error of a reduce-only order after which the
 // exchange read back a larger position: what a reduce-only order can never
@@ -81,11 +70,11 @@ var ErrReduceGrew = errors.New("the position grew after a reduce-only order")
 // ErrReduceStopped is the error of a reduce_position not sent because an
 // earlier one grew its position (ErrReduceGrew): no reduce order goes out
 // until the daemon restarts. The cooldown spaces its rules out (Refused).
-var ErrReduceStopped error = &refusal{"reduce_position stopped"}
+var ErrReduceStopped error = &marked{"reduce_position stopped", ErrRefused}
 
 // errNoOrders is the error of a reduce_position whose exchange adapter
 // cannot place orders.
-var errNoOrders error = &refusal{"the exchange adapter cannot place orders"}
+var errNoOrders error = &marked{"the exchange adapter cannot place orders", ErrRefused}
 
 // Name is the kind's name in the rules.
 func (*reducePosition) Name() rules.ActionKind { return rules.ReducePosition }
@@ -379,7 +368,7 @@ func (k *reducePosition) settle(ctx context.Context, h Host, sym string, o *open
 		delete(k.open, sym)
 		text := fmt.Sprintf("order %s (%s %s, answer lost) filled: quantity %s → %s read back; the rules wait for their cooldown before another", o.id, name, o.qty, o.before, pos.Quantity)
 		say(slog.LevelWarn, text)
-		return text, &refusal{text}
+		return text, &marked{text, ErrRefused}
 	case now.Sub(o.at) >= settleAfter:
 		delete(k.open, sym)
 		say(slog.LevelWarn, fmt.Sprintf("order %s (%s %s, answer lost) did not fill: quantity still %s %s after; the rules decide afresh", o.id, name, o.qty, pos.Quantity, now.Sub(o.at).Round(time.Millisecond)))

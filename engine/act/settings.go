@@ -206,7 +206,7 @@ func (c *SettingsStep) skipEvent(h Host, pl *Plan, sk Skip) journal.Event {
 		iso := exchange.Settings{Leverage: sk.Want.Leverage, Cross: false}
 		base := journal.Record{Time: now, Type: "action", Action: string(c.isolateKind), Symbol: sym, Position: pos.ID, Rules: Dedupe(c.IsolateRules),
 			Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
-		ev := HarmEvent(base, sk.Pred, sk.Why, h.FirstHarm(pl))
+		ev := harmEvent(base, sk.Pred, sk.Why, h.FirstHarm(pl))
 		ev.Action = &journal.ActionEvent{Symbol: sym, Action: base.Action, Rules: base.Rules, Outcome: "skipped_harmful",
 			From: pos.Leverage, To: sk.Want.Leverage, Effect: sk.Pred.String() + "; " + sk.Why, Reason: sk.Why}
 		return ev
@@ -218,10 +218,10 @@ func (c *SettingsStep) skipEvent(h Host, pl *Plan, sk Skip) journal.Event {
 		Action: &journal.ActionEvent{Symbol: sym, Action: base.Action, Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: sk.Asked, Effect: sk.Why, Reason: sk.Why}}
 }
 
-// HarmEvent is a change the engine did not send because it would move the
+// harmEvent is a change the engine did not send because it would move the
 // position's liquidation price closer: audited and logged each time,
 // notified when note is set (once per firing).
-func HarmEvent(base journal.Record, pred *Prediction, why string, note bool) journal.Event {
+func harmEvent(base journal.Record, pred *Prediction, why string, note bool) journal.Event {
 	r := base
 	r.Phase, r.Reason, r.Prediction = "skipped", why, pred.Record()
 	text := fmt.Sprintf("skipped %s %s: %s; %s", base.Action, base.Symbol, pred, why)

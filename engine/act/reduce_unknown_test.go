@@ -74,16 +74,7 @@ func (l *loseAnswer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // what the read-back found (issue 30, item 1).
 func TestLostAnswerIsSettledByTheAccount(t *testing.T) {
 	t.Parallel()
-	set, err := rules.Parse("halve.yaml", []byte(`rules:
-  - name: halve
-    when: position.leverage > 1
-    symbols: [XSOL]
-    cooldown: 10m
-    actions: [{action: reduce_position, fraction: 0.5}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := halveRules(t, "10m")
 	for _, fault := range []string{"eof", "503", "late", "eof, read fails"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
@@ -108,12 +99,7 @@ func TestLostAnswerIsSettledByTheAccount(t *testing.T) {
 			if err := e.Close(); err != nil {
 				t.Fatal(err)
 			}
-			orders := 0
-			for _, c := range ex.Calls() {
-				if c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/create") {
-					orders++
-				}
-			}
+			orders := ordersAt(ex)
 			after := xsolQuantity(t, ex)
 			if orders != 1 || !after.Equal(before.Div(decimal.NewFromInt(2))) {
 				t.Fatalf("%d orders reached the exchange, XSOL %s → %s; want one, halved once\naudit:\n%s", orders, before, after, audit.String())
@@ -154,16 +140,7 @@ func xsolQuantity(t *testing.T, ex *sim.Exchange) decimal.Decimal {
 // item 4).
 func TestMissingThenGrownStopsTheKind(t *testing.T) {
 	t.Parallel()
-	set, err := rules.Parse("halve.yaml", []byte(`rules:
-  - name: halve
-    when: position.leverage > 1
-    symbols: [XSOL]
-    cooldown: 1s
-    actions: [{action: reduce_position, fraction: 0.5}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := halveRules(t, "1s")
 	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -185,12 +162,7 @@ func TestMissingThenGrownStopsTheKind(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	orders := 0
-	for _, c := range ex.Calls() {
-		if c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/create") {
-			orders++
-		}
-	}
+	orders := ordersAt(ex)
 	said := audit.String()
 	if orders != 1 {
 		t.Fatalf("%d orders went out, want 1\naudit:\n%s", orders, said)
@@ -200,4 +172,32 @@ func TestMissingThenGrownStopsTheKind(t *testing.T) {
 			t.Errorf("audit lacks %q:\n%s", want, said)
 		}
 	}
+}
+
+// halveRules is a rule that halves XSOL at every tick it fires, with
+// cooldown between its orders.
+func halveRules(t *testing.T, cooldown string) *rules.Set {
+	t.Helper()
+	set, err := rules.Parse("halve.yaml", []byte(`rules:
+  - name: halve
+    when: position.leverage > 1
+    symbols: [XSOL]
+    cooldown: `+cooldown+`
+    actions: [{action: reduce_position, fraction: 0.5}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// ordersAt counts the orders that reached the simulated exchange.
+func ordersAt(ex *sim.Exchange) int {
+	n := 0
+	for _, c := range ex.Calls() {
+		if c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/create") {
+			n++
+		}
+	}
+	return n
 }

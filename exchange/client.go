@@ -41,6 +41,7 @@ type Client struct {
 	limiter       *rate.Limiter // nil: unlimited
 	positionsPath string
 	orderPath     string // with {symbol}
+	clientIDField string // the order's client order id field; "" sends none
 	syncEvery     time.Duration
 	log           *slog.Logger
 	hook          func(RequestInfo)

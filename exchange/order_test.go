@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -112,5 +113,41 @@ func TestPlaceOrderRefusedBeforeSending(t *testing.T) {
 	}
 	if _, err := c.PlaceOrder(context.Background(), "XBTC", ReduceOnlyIOC(Sell, decimal.Zero)); err == nil {
 		t.Error("a zero quantity was accepted")
+	}
+}
+
+// A client order id is sent only where configured, after flags, under the
+// configured name; a name that is not a plain field name is refused.
+func TestPlaceOrderClientOrderID(t *testing.T) {
+	t.Parallel()
+	o := ReduceOnlyIOC(Sell, decimal.RequireFromString("0.4"))
+	o.ClientOrderID = `rg"1`
+	tests := []struct {
+		name string
+		opts []Option
+		want string
+	}{
+		{"not configured", nil, `{"side":"SELL","type":"MARKET","quantity":"0.4","flags":24}`},
+		{"configured", []Option{WithClientOrderIDField("clientOrderId")}, `{"side":"SELL","type":"MARKET","quantity":"0.4","flags":24,"clientOrderId":"rg\"1"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, mux, _ := setup(t, tt.opts...)
+			mux.HandleFunc("POST /v1/contracts/orders/{symbol}/create", func(w http.ResponseWriter, r *http.Request) {
+				if got := string(checkSigned(t, r)); got != tt.want {
+					t.Errorf("body = %s, want %s", got, tt.want)
+				}
+				writeData(w, orderJSON)
+			})
+			if _, err := c.PlaceOrder(context.Background(), "XBTC", o); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	for _, bad := range []string{"", "client id", "a\"b", "quantity", "flags", strings.Repeat("x", 65)} {
+		if _, err := New("http://127.0.0.1:1", testKey, testSecret, WithClientOrderIDField(bad)); err == nil {
+			t.Errorf("client order id field %q accepted", bad)
+		}
 	}
 }

@@ -86,9 +86,12 @@ type exchangeConfig struct {
 	PositionsPath string
 	// OrderPath is the order placement (the reduce-only orders), which the spec
 	// does not show either; {symbol} is the contract symbol.
-	OrderPath  string
-	Timeout    time.Duration
-	MaxRetries int
+	OrderPath string
+	// ClientOrderIDField names the order body's client order id field,
+	// which the spec does not show: "" (the default) sends none.
+	ClientOrderIDField string
+	Timeout            time.Duration
+	MaxRetries         int
 	// RateLimit is in requests per second; RateBurst is the bucket size.
 	RateLimit float64
 	RateBurst int
@@ -152,6 +155,7 @@ func configKeys() []configKey {
 		{"exchange", "api_secret_file", kindString, false},
 		{"exchange", "positions_path", kindString, false},
 		{"exchange", "order_path", kindString, false},
+		{"exchange", "client_order_id_field", kindString, false},
 		{"exchange", "timeout", kindDuration, false},
 		{"exchange", "max_retries", kindInt, false},
 		{"exchange", "rate_limit", kindFloat, false},
@@ -659,6 +663,11 @@ func (l *loader) exchange(x *exchangeConfig, e *engine.Config) {
 	x.OrderPath = l.str(get("order_path"), exchange.DefaultOrderPath)
 	if err := exchange.CheckOrderPath(x.OrderPath); err != nil {
 		l.bad(get("order_path"), l.envOf(get("order_path")), "%v", err)
+	}
+	if x.ClientOrderIDField = l.str(get("client_order_id_field"), ""); x.ClientOrderIDField != "" {
+		if err := exchange.CheckClientOrderIDField(x.ClientOrderIDField); err != nil {
+			l.bad(get("client_order_id_field"), l.envOf(get("client_order_id_field")), "%v", err)
+		}
 	}
 	x.Timeout = l.positive(get("timeout"), defaultTimeout)
 	x.MaxRetries = l.integer(get("max_retries"), defaultMaxRetries)

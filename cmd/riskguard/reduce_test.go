@@ -6,6 +6,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -285,5 +288,65 @@ func TestMissingCredentialNamed(t *testing.T) {
 	code, _, stderr := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_API_KEY": "k"}), "run", "--config", cfg, "--once")
 	if code == 0 || !strings.Contains(stderr, "credentials missing: the API secret (RISKGUARD_API_SECRET, or exchange.api_secret_file)") || strings.Contains(stderr, "the API key (") {
 		t.Errorf("exit %d:\n%s", code, stderr)
+	}
+}
+
+// exchange.client_order_id_field (issue 30): the order carries its client
+// order id, a function of its intent, under the configured field; the
+// audit's records of the order carry the same id; an exchange that takes
+// such ids has it. Without the setting nothing is sent (the spec shows no
+// such field; TestRunReducesPositionNearLiquidation's body).
+func TestRunSendsTheClientOrderID(t *testing.T) {
+	t.Parallel()
+	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7, ClientOrderIDField: "newClientOrderId"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ex)
+	t.Cleanup(srv.Close)
+	g := &guardEnv{t: t, ex: ex, url: srv.URL, dir: t.TempDir()}
+	g.config = filepath.Join(g.dir, "riskguard.yaml")
+	body := fmt.Sprintf("exchange:\n  base_url: %s\n  client_order_id_field: newClientOrderId\nengine:\n  interval: 100ms\n  audit_log: %s\n  state_file: %s\nrules:\n%s",
+		g.url, filepath.Join(g.dir, "audit.jsonl"), filepath.Join(g.dir, "state.json"), reduceRule("5m"))
+	if err := os.WriteFile(g.config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.putNearLiquidation("XBTC", "BTC", 0.03)
+	if code, stderr := g.once(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var sent string
+	for _, c := range g.mutatingOn("XBTC") {
+		if strings.HasSuffix(c.Path, "/create") {
+			var b struct {
+				ID string `json:"newClientOrderId"`
+			}
+			if err := json.Unmarshal([]byte(c.Body), &b); err != nil {
+				t.Fatal(err)
+			}
+			sent = b.ID
+		}
+	}
+	var intent string
+	for _, r := range g.reduceRecords() {
+		if r.Phase == "sent" {
+			intent = act.IntentID(r.Symbol, r.Action, r.Time)
+		}
+		if r.ClientOrderID != sent {
+			t.Errorf("audit %s record's client order id %q, sent %q", r.Phase, r.ClientOrderID, sent)
+		}
+	}
+	if want := act.ClientOrderID(intent); intent == "" || sent != want {
+		t.Fatalf("client order id sent %q, want %q (intent %q)", sent, want, intent)
+	}
+	if got := g.position("XBTC").Quantity; !got.Equal(decimal.RequireFromString("0.4")) {
+		t.Errorf("XBTC quantity %s, want 0.4: the order with its id filled once", got)
+	}
+	bad := strings.Replace(body, "client_order_id_field: newClientOrderId", "client_order_id_field: client id", 1)
+	if err := os.WriteFile(g.config, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, stderr := g.run(context.Background(), "check", "--config", g.config); code == 0 || !strings.Contains(stderr, "client_order_id_field") {
+		t.Errorf("check of a bad field name: exit %d\n%s", code, stderr)
 	}
 }

@@ -102,6 +102,9 @@ func newClient(cfg *config, logger *slog.Logger, extra ...exchange.Option) (*exc
 	if x.OrderPath != "" {
 		opts = append(opts, exchange.WithOrderPath(x.OrderPath))
 	}
+	if x.ClientOrderIDField != "" {
+		opts = append(opts, exchange.WithClientOrderIDField(x.ClientOrderIDField))
+	}
 	if x.ClockSync > 0 {
 		opts = append(opts, exchange.WithClockSync(x.ClockSync))
 	}

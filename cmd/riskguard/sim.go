@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
@@ -23,12 +24,13 @@ const defaultSimListen = "127.0.0.1:8790"
 // --listen address is served too, with a warning: the sim is for tests and
 // demos, and its key pair is public.
 func (m *Main) runSim(ctx context.Context, args []string) error {
-	fs := m.newFlags("sim", "sim [--listen 127.0.0.1:PORT] [--seed N] [--scenario FILE] [--step 1s]",
+	fs := m.newFlags("sim", "sim [--listen 127.0.0.1:PORT] [--seed N] [--scenario FILE] [--step 1s] [--client-order-id-field NAME]",
 		fmt.Sprintf("Serves the simulated exchange. It accepts the key pair in RISKGUARD_API_KEY and\nRISKGUARD_API_SECRET (default %s / %s).", sim.DefaultKey, sim.DefaultSecret))
 	listen := fs.String("listen", defaultSimListen, "`address` to serve on, host:port (port 0 picks a free one)")
 	seed := fs.Int64("seed", sim.DefaultSeed, "seed of the random index walks and generated orders")
 	scenarioFile := fs.String("scenario", "", "scenario `file` (YAML or JSON); default: the built-in scenario")
 	step := fs.Duration("step", time.Second, "how often the index paths advance")
+	clientID := fs.String("client-order-id-field", "", "take an order's client order id in this body `field` and refuse one already used (as exchange.client_order_id_field sends it); default: no such field")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,6 +41,11 @@ func (m *Main) runSim(ctx context.Context, args []string) error {
 	}
 	if *step <= 0 {
 		return fmt.Errorf("sim: --step must be positive, got %s", *step)
+	}
+	if *clientID != "" {
+		if err := exchange.CheckClientOrderIDField(*clientID); err != nil {
+			return fmt.Errorf("sim: --client-order-id-field: %w", err)
+		}
 	}
 	key, secret := m.Getenv("RISKGUARD_API_KEY"), m.Getenv("RISKGUARD_API_SECRET")
 	if key == "" {
@@ -56,7 +63,7 @@ func (m *Main) runSim(ctx context.Context, args []string) error {
 		scenario = sc
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, nil))
-	ex, err := sim.New(sim.Config{Key: key, Secret: secret, Seed: *seed, Scenario: scenario, Logger: log})
+	ex, err := sim.New(sim.Config{Key: key, Secret: secret, Seed: *seed, Scenario: scenario, Logger: log, ClientOrderIDField: *clientID})
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}

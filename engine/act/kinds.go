@@ -2,6 +2,8 @@ package act
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,6 +181,15 @@ type Intent struct {
 // action ("XSOL@20260301T120000.000Z/reduce_position").
 func IntentID(symbol, action string, at time.Time) string {
 	return symbol + "@" + at.UTC().Format("20060102T150405.000Z") + "/" + action
+}
+
+// ClientOrderID is the client order id of the order of the intent id: "rg"
+// and 30 hex digits of the id's SHA-256, 32 characters of [0-9a-z] that
+// every exchange taking such an id accepts. The same intent always has the
+// same id, so an exchange that refuses a used id refuses a repeat of it.
+func ClientOrderID(intentID string) string {
+	sum := sha256.Sum256([]byte(intentID))
+	return "rg" + hex.EncodeToString(sum[:15])
 }
 
 // IntentOf is the intent of the call an audit record says: the executor's

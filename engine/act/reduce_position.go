@@ -195,11 +195,12 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 		return skip("skipped_bounded", d.Skip, nil)
 	}
 	o := *d.Order
+	o.ClientOrderID = ClientOrderID(IntentID(sym, name, now))
 	qty := o.Quantity
 	desc := fmt.Sprintf("%s %s %s %s (reduce-only, IOC)", name, sym, o.Side, qty)
 	effect := d.Note
 	base := journal.Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
-		Quantity: &qty, Reason: d.Note}
+		Quantity: &qty, ClientOrderID: o.ClientOrderID, Reason: d.Note}
 	if d.Pred != nil {
 		effect = joinNonEmpty(d.Note, d.Pred.String())
 		base.Prediction = d.Pred.Record()

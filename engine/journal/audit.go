@@ -46,7 +46,11 @@ type Record struct {
 	PrevCross    *bool `json:"prevCross,omitempty"`
 	// Quantity is an order's quantity.
 	Quantity *decimal.Decimal `json:"quantity,omitempty"`
-	Reason   string           `json:"reason,omitempty"`
+	// ClientOrderID is an order's client order id, a function of its
+	// intent (act.ClientOrderID): sent with the order when
+	// exchange.client_order_id_field names the exchange's field.
+	ClientOrderID string `json:"clientOrderId,omitempty"`
+	Reason        string `json:"reason,omitempty"`
 	// By is who made a silence, pause or acknowledgement (the control
 	// API's author).
 	By string `json:"by,omitempty"`

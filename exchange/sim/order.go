@@ -17,6 +17,9 @@ const (
 	// the position (no position, the side that grows it, more than it
 	// holds).
 	CodeReduceOnlyRejected = "REDUCE_ONLY_REJECTED"
+	// CodeDuplicateClientOrderID: an order whose client order id an
+	// earlier order used (Config.ClientOrderIDField).
+	CodeDuplicateClientOrderID = "DUPLICATE_CLIENT_ORDER_ID"
 )
 
 // orderRoute is the assumed order-placement endpoint the exchange serves.
@@ -48,7 +51,11 @@ func (e *Exchange) order(q *request) response {
 		Quantity *decimal.Decimal `json:"quantity"`
 		Flags    *int             `json:"flags"`
 	}
-	if res, bad := strictJSON(q.body, &body); bad {
+	raw, clientID, res, bad := e.takeClientID(q.body)
+	if bad {
+		return res
+	}
+	if res, bad := strictJSON(raw, &body); bad {
 		return res
 	}
 	switch {
@@ -86,6 +93,12 @@ func (e *Exchange) order(q *request) response {
 	if !ok || !ix.price.IsPositive() {
 		return fail(http.StatusBadRequest, CodeIndexNotFound, "symbol", "no index price for %s", sym)
 	}
+	if id, used := e.clientIDs[clientID]; clientID != "" && used {
+		return fail(http.StatusBadRequest, CodeDuplicateClientOrderID, e.clientIDField, "client order id %q was already used by order %d", clientID, id)
+	}
+	if clientID != "" {
+		e.clientIDs[clientID] = e.nextOrderID // the id filled() gives it
+	}
 	acct, i, _ := e.account(e.balance, p)
 	_, r, err := acct.Reduce(i, qty, ix.price)
 	if err != nil {
@@ -100,6 +113,34 @@ func (e *Exchange) order(q *request) response {
 	}
 	e.balance = r.FreeAfter
 	return e.filled(c, p, *body.Side, qty, ix.price, *body.Flags, q.now)
+}
+
+// takeClientID takes the client order id out of an order's body when the
+// exchange takes one (Config.ClientOrderIDField): the body without it, for
+// the strict decoding of the other fields, and the id ("" when absent). A
+// body that is not a JSON object is returned as it is, for strictJSON to
+// name what is wrong.
+func (e *Exchange) takeClientID(body []byte) (rest []byte, id string, res response, bad bool) {
+	if e.clientIDField == "" {
+		return body, "", response{}, false
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return body, "", response{}, false
+	}
+	v, present := fields[e.clientIDField]
+	if !present {
+		return body, "", response{}, false
+	}
+	if json.Unmarshal(v, &id) != nil || id == "" || len(id) > 64 {
+		return nil, "", invalid(e.clientIDField, "%s must be a string of 1 to 64 characters", e.clientIDField), true
+	}
+	delete(fields, e.clientIDField)
+	rest, err := json.Marshal(fields)
+	if err != nil {
+		return nil, "", invalid("body", "body: %v", err), true
+	}
+	return rest, id, response{}, false
 }
 
 // filled bumps the reduced (or, under the Grows fault, grown) position,

@@ -134,3 +134,28 @@ func TestLocalPlaceOrder(t *testing.T) {
 	p, _ := v.sim.Position("XBTC")
 	wantDec(t, "quantity", p.Quantity, "0.6")
 }
+
+// With Config.ClientOrderIDField the order endpoint takes a client order
+// id: the first order with an id fills, a second with the same id is
+// refused and fills nothing, a new id fills; a malformed id is refused.
+// Without it the field is unknown, as any other.
+func TestOrderClientOrderID(t *testing.T) {
+	t.Parallel()
+	body := func(id string) string {
+		return `{"side":"SELL","type":"MARKET","quantity":"0.1","flags":24,"clientOrderId":` + id + `}`
+	}
+	v := newEnv(t, sim.Config{ClientOrderIDField: "clientOrderId"})
+	v.ok(call{method: http.MethodPost, path: orderOf("XBTC"), body: body(`"rg1"`)}, nil)
+	wantError(t, v.do(call{method: http.MethodPost, path: orderOf("XBTC"), body: body(`"rg1"`)}), 400, sim.CodeDuplicateClientOrderID, "clientOrderId")
+	p, _ := v.sim.Position("XBTC")
+	wantDec(t, "quantity after the repeat", p.Quantity, "0.7")
+	v.ok(call{method: http.MethodPost, path: orderOf("XBTC"), body: body(`"rg2"`)}, nil)
+	v.ok(call{method: http.MethodPost, path: orderOf("XBTC"), body: `{"side":"SELL","type":"MARKET","quantity":"0.1","flags":24}`}, nil)
+	p, _ = v.sim.Position("XBTC")
+	wantDec(t, "quantity after a new id and none", p.Quantity, "0.5")
+	for _, bad := range []string{`""`, `12`, `"` + strings.Repeat("x", 65) + `"`} {
+		wantError(t, v.do(call{method: http.MethodPost, path: orderOf("XBTC"), body: body(bad)}), 400, sim.CodeParameterInvalid, "clientOrderId")
+	}
+	plain := newEnv(t, sim.Config{})
+	wantError(t, plain.do(call{method: http.MethodPost, path: orderOf("XBTC"), body: body(`"rg1"`)}), 400, sim.CodeParameterInvalid, "clientOrderId")
+}

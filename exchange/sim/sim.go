@@ -63,6 +63,13 @@ type Config struct {
 	// in-process backtest, which serves no history, sets it low so that its
 	// memory stays flat however long the data.
 	HistoryLimit int
+	// ClientOrderIDField, when set, is the name of an order's client order
+	// id field, which the order endpoint then takes (a string of 1 to 64
+	// characters, optional): an order whose id an earlier order used is
+	// refused with DUPLICATE_CLIENT_ORDER_ID and nothing filled, as
+	// exchanges that take such an id do. Empty: the field is unknown and
+	// refused, like any other.
+	ClientOrderIDField string
 }
 
 // Exchange is a simulated exchange. It is an http.Handler; its methods
@@ -107,6 +114,10 @@ type Exchange struct {
 	// cross is the last cross pool computed (crossPool).
 	cross *crossMemo
 	skew  ModelSkew // how its arithmetic differs from the model's (skew.go)
+	// clientIDField is Config.ClientOrderIDField; clientIDs the order id
+	// each client order id was filled as.
+	clientIDField string
+	clientIDs     map[string]int64
 }
 
 // symbolRef finds a symbol by name among spots or contracts.
@@ -154,25 +165,27 @@ func New(cfg Config) (*Exchange, error) {
 		return nil, fmt.Errorf("new sim: %w", err)
 	}
 	e := &Exchange{
-		key:          cfg.Key,
-		secret:       cfg.Secret,
-		clock:        cfg.Now,
-		maxSkew:      cfg.MaxSkew,
-		log:          cfg.Logger,
-		userID:       cfg.UserID,
-		histLimit:    cfg.HistoryLimit,
-		start:        cfg.Now(),
-		contractByID: map[int64]int{},
-		symbolByName: map[string]symbolRef{},
-		indexes:      map[string]*index{},
-		balance:      n.Balance,
-		spotBalances: map[string]decimal.Decimal{},
-		positions:    map[string]*exchange.Position{},
-		openOrders:   map[string]int{},
-		nextOrderID:  1,
-		orderRand:    rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed0fde75)),
-		faults:       map[string]*Fault{},
-		answers:      map[string]answer{},
+		key:           cfg.Key,
+		secret:        cfg.Secret,
+		clock:         cfg.Now,
+		maxSkew:       cfg.MaxSkew,
+		log:           cfg.Logger,
+		userID:        cfg.UserID,
+		histLimit:     cfg.HistoryLimit,
+		start:         cfg.Now(),
+		contractByID:  map[int64]int{},
+		symbolByName:  map[string]symbolRef{},
+		indexes:       map[string]*index{},
+		balance:       n.Balance,
+		spotBalances:  map[string]decimal.Decimal{},
+		positions:     map[string]*exchange.Position{},
+		openOrders:    map[string]int{},
+		nextOrderID:   1,
+		orderRand:     rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed0fde75)),
+		faults:        map[string]*Fault{},
+		answers:       map[string]answer{},
+		clientIDField: cfg.ClientOrderIDField,
+		clientIDs:     map[string]int64{},
 	}
 	e.routes = e.table()
 	e.load(n, cfg.Seed)

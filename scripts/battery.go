@@ -154,6 +154,11 @@ type totals struct {
 	// avoided; crossSoftMissed lists the others.
 	crossSoft, crossSoftSaved int
 	crossSoftMissed           []string
+	// liquidations counts the exchange's liquidations over both runs of
+	// every path, said those the guard itself said as one (its audit's
+	// liquidated records); unsaid lists the runs where the two differ.
+	liquidations, said int
+	unsaid             []string
 }
 
 func main() {
@@ -231,6 +236,19 @@ func runSet(bin, dir, name, rulesFile string, or *oracle) int {
 			if len(v.CausedSymbols) > 0 {
 				t.problems++
 			}
+			for _, r := range []struct {
+				name string
+				run  backtest.RunJSON
+			}{{"without", s.Without}, {"with", s.With}} {
+				t.liquidations += len(r.run.Liquidations)
+				said := sameSymbols(r.run.Liquidations, r.run.LiquidationsSaid)
+				t.said += said
+				if said != len(r.run.Liquidations) || len(r.run.LiquidationsSaid) != len(r.run.Liquidations) {
+					t.unsaid = append(t.unsaid, fmt.Sprintf("%s on %s %s the guard: the exchange %s, the guard said %s", p.name, a.name, r.name,
+						list(r.run.Liquidations), list(r.run.LiquidationsSaid)))
+					t.problems++
+				}
+			}
 			skipped := 0
 			for _, sk := range v.Skips {
 				skipped += sk.Count
@@ -303,8 +321,24 @@ func runSet(bin, dir, name, rulesFile string, or *oracle) int {
 		fmt.Printf("  with reduce_position, every liquidation on a cross account in the wick, grind and chop avoided: %s (%d of %d%s)\n",
 			goal(t.crossSoftSaved == t.crossSoft), t.crossSoftSaved, t.crossSoft, missing(t.crossSoftMissed))
 	}
+	fmt.Printf("  every liquidation said as one by the guard (a critical liquidated record), none said that was not: %s (%d of %d%s)\n",
+		goal(len(t.unsaid) == 0), t.said, t.liquidations, strings.Replace(missing(t.unsaid), "not avoided", "differ", 1))
 	fmt.Printf("judgement: %s\n", backtest.Judge(t.avoided, t.caused, t.delta, t.start))
 	return t.problems
+}
+
+// sameSymbols is how many of the exchange's liquidations the guard's
+// list has, each matched once.
+func sameSymbols(exchange, said []string) int {
+	left := slices.Clone(said)
+	n := 0
+	for _, sym := range exchange {
+		if i := slices.Index(left, sym); i >= 0 {
+			left = slices.Delete(left, i, i+1)
+			n++
+		}
+	}
+	return n
 }
 
 // share is d as a signed percentage of start, one decimal.

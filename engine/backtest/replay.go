@@ -582,6 +582,7 @@ type lane struct {
 	names map[int64]string // contract symbol id → name
 
 	evaluations int64
+	said        []string // the symbols the guard said liquidated, in order
 	rules       map[string]*RuleStats
 	skips       map[SkipCount]int // by action and reason, Count 0
 	startEquity decimal.Decimal
@@ -645,6 +646,7 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 		return
 	}
 	l.evaluations += int64(rep.Evaluations)
+	l.said = append(l.said, rep.Liquidated...)
 	for _, tr := range rep.Transitions {
 		key := [2]string{tr.Rule, tr.Symbol}
 		st := l.rules[tr.Rule]
@@ -725,7 +727,7 @@ func (l *lane) finish(end time.Time) RunResult {
 		}
 	}
 	clear(l.active)
-	out := RunResult{Name: l.name, Evaluations: l.evaluations, Balance: l.ex.Balance(), StartEquity: l.startEquity}
+	out := RunResult{Name: l.name, Evaluations: l.evaluations, Balance: l.ex.Balance(), StartEquity: l.startEquity, Said: slices.Clone(l.said)}
 	for k, n := range l.skips {
 		k.Count = n
 		out.Skips = append(out.Skips, k)

@@ -50,6 +50,11 @@ type RunResult struct {
 	Evaluations int64
 	// Liquidations are the positions the exchange liquidated, oldest first.
 	Liquidations []Liquidation
+	// Said are the symbols the guard said liquidated (its reconciler's
+	// liquidated records), oldest first: the guard reads a liquidation at
+	// the tick after the exchange made it, so one made at the last tick of
+	// the data is not said.
+	Said []string
 	// Balance is the free balance at the end; Margin the margin of the
 	// open positions; Equity = Balance + Margin + UnrealizedPNL.
 	Balance, Margin, RealizedPNL, UnrealizedPNL, Equity decimal.Decimal
@@ -687,7 +692,11 @@ type JSONSummary struct {
 
 // RunJSON is one run in JSONSummary.
 type RunJSON struct {
-	Liquidations                                        []string
+	Liquidations []string
+	// LiquidationsSaid are the liquidations the guard itself said (its
+	// audit's liquidated records), to be compared with Liquidations: the
+	// exchange's.
+	LiquidationsSaid                                    []string
 	Balance, Margin, RealizedPNL, UnrealizedPNL, Equity decimal.Decimal
 	Rules                                               []RuleStats
 }
@@ -695,7 +704,7 @@ type RunJSON struct {
 // Summarize is the result as JSONSummary.
 func Summarize(res *Result) JSONSummary {
 	run := func(r *RunResult) RunJSON {
-		out := RunJSON{Liquidations: []string{}, Balance: r.Balance, Margin: r.Margin, RealizedPNL: r.RealizedPNL,
+		out := RunJSON{Liquidations: []string{}, LiquidationsSaid: append([]string{}, r.Said...), Balance: r.Balance, Margin: r.Margin, RealizedPNL: r.RealizedPNL,
 			UnrealizedPNL: r.UnrealizedPNL, Equity: r.Equity, Rules: r.Rules}
 		for _, l := range r.Liquidations {
 			out.Liquidations = append(out.Liquidations, l.Symbol)

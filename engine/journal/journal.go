@@ -24,6 +24,9 @@ import (
 type Report struct {
 	Transitions []TransitionEvent
 	Actions     []ActionEvent
+	// Liquidated are the symbols the tick said liquidated (an audit
+	// record of type liquidated), as a backtest counts them.
+	Liquidated []string
 }
 
 // TransitionEvent is one rule changing state on one position.
@@ -138,6 +141,9 @@ func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
 	}
 	if rep != nil && ev.Action != nil {
 		rep.Actions = append(rep.Actions, *ev.Action)
+	}
+	if rep != nil && ev.Audit != nil && ev.Audit.Type == "liquidated" && ev.Audit.Phase == "" {
+		rep.Liquidated = append(rep.Liquidated, ev.Audit.Symbol)
 	}
 	if ev.Audit != nil {
 		r := *ev.Audit

@@ -1,0 +1,316 @@
+package margin
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// The stress grid weighs an account's risk by what is likely, the way
+// portfolio margining and SPAN's scenarios do: each index moves by
+// multiples of its own volatility σ over a horizon, alone and all together,
+// and the account is judged at each move by what the move would leave
+// behind if it came back — the equity of the positions it liquidates.
+// A move that liquidates nothing costs nothing: an ordinary wick that
+// comes back is an ordinary day; one that crosses a liquidation price
+// realises the loss at its worst.
+//
+// The figures are statistics (σ, the normal weights), computed in float64
+// from the model's decimal figures; the liquidation of an isolated position
+// is its model liquidation price crossed, that of the cross positions the
+// pool at the moved prices falling to their maintenance margin (they go
+// together, as the model has them).
+
+// StressTogether is the family of the moves of every index together; the
+// other families are one symbol's index alone, named by the symbol.
+const StressTogether = "every index together"
+
+// stressStep is the fine grid the expected loss and the fatal moves are
+// computed on, in σ; stressReach is how far it goes (the normal mass
+// beyond 6σ is under 2e-9).
+const (
+	stressStep  = 0.1
+	stressReach = 6.0
+)
+
+// StressShown are the moves, in σ, that StressPoints lists for display.
+var StressShown = []float64{-5, -4, -3, -2, -1, 1, 2, 3, 4, 5}
+
+// Stress is an account judged on the stress grid.
+type Stress struct {
+	// Known is false when a position has no index price or no σ.
+	Known bool
+	// Likely is the likely range, in σ (a move within ±Likely σ is likely).
+	Likely float64
+	// Sigma is each symbol's σ over the horizon, as a fraction of its
+	// index, in the account's position order (one per symbol).
+	Sigma []SymbolSigma
+	// Expected is the expected loss: the mean over the moves weighted by
+	// their normal likelihood, half of it from every index together and
+	// half from each symbol alone (shared equally). In the quote currency.
+	Expected float64
+	// Fatal is, for each position a likely move liquidates, the smallest
+	// such move; positions no likely move liquidates are not listed.
+	Fatal []FatalMove
+	// Points are the moves of StressShown, together and alone.
+	Points []StressPoint
+}
+
+// SymbolSigma is one symbol's σ over the horizon, as a fraction.
+type SymbolSigma struct {
+	Symbol string
+	Sigma  float64
+}
+
+// FatalMove is the smallest move of a family that liquidates a position.
+type FatalMove struct {
+	Symbol    string // the position's symbol
+	Direction string
+	// Family is StressTogether or the symbol that moves alone.
+	Family string
+	// K is the move in σ (negative: down); Move the same as a fraction of
+	// the position's index.
+	K, Move float64
+}
+
+// StressPoint is the account at one move of one family.
+type StressPoint struct {
+	Family string
+	K      float64
+	// Loss is the equity the liquidated positions held (their margin and
+	// PNL now; for the cross positions the whole pool).
+	Loss float64
+	// Lost names the positions liquidated ("XBTC LONG").
+	Lost []string
+}
+
+// stressPos is a position's figures as the grid uses them.
+type stressPos struct {
+	symbol, dir string
+	long        bool
+	q, ev       float64 // quantity, entry value
+	index, liq  float64
+	equity      float64 // margin + PNL now (isolated)
+	margin, mm  float64
+	cross       bool
+	sym         int // index into the symbols
+}
+
+// Stress judges the account on the grid: sigma gives each symbol's σ over
+// the horizon (a fraction of its index), likely the likely range in σ.
+// liqs are the positions' liquidation prices as LiquidationPrices gives
+// them (nil: computed).
+func (a Account) Stress(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal) Stress {
+	s := Stress{Likely: likely}
+	var ps []stressPos
+	var syms []SymbolSigma
+	symAt := map[string]int{}
+	free := toF(a.Free)
+	pool, poolMM := free, 0.0
+	anyCross := false
+	if liqs == nil {
+		liqs = a.LiquidationPrices()
+	}
+	for i, p := range a.Positions {
+		if !p.Open() {
+			continue
+		}
+		if !p.Index.IsPositive() {
+			return s
+		}
+		j, ok := symAt[p.Symbol]
+		if !ok {
+			sg := sigma(p.Symbol)
+			if !(sg > 0) || math.IsInf(sg, 0) {
+				return s
+			}
+			j = len(syms)
+			symAt[p.Symbol] = j
+			syms = append(syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
+		}
+		sp := stressPos{symbol: p.Symbol, dir: p.Direction, long: p.Direction != exchange.Short, q: toF(p.Quantity), ev: toF(p.EntryValue()),
+			index: toF(p.Index), liq: toF(liqs[i]), margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross, sym: j}
+		sp.equity = sp.margin + sp.pnl(sp.index)
+		if sp.cross {
+			anyCross = true
+			pool += sp.margin + sp.pnl(sp.index)
+			poolMM += sp.mm
+		}
+		ps = append(ps, sp)
+	}
+	s.Known, s.Sigma = true, syms
+	if len(ps) == 0 {
+		return s
+	}
+	g := stressGrid{ps: ps, syms: syms, free: free, pool: pool, poolMM: poolMM, anyCross: anyCross, factor: make([]float64, len(syms))}
+	lost := make([]bool, len(ps))
+	fatal := make([]FatalMove, len(ps))
+	steps := int(math.Round(stressReach / stressStep))
+	// Normal weights over the fine grid, normalised to 1.
+	wsum := 0.0
+	for n := -steps; n <= steps; n++ {
+		k := float64(n) * stressStep
+		wsum += math.Exp(-k * k / 2)
+	}
+	for f := -1; f < len(syms); f++ { // -1: together
+		family, share := StressTogether, 0.5
+		if f >= 0 {
+			family, share = syms[f].Symbol, 0.5/float64(len(syms))
+		}
+		if len(syms) == 1 && f == 0 {
+			share = 0.5 // alone is together: both halves the same moves
+		}
+		for n := -steps; n <= steps; n++ {
+			k := float64(n) * stressStep
+			loss := g.at(f, k, lost)
+			s.Expected += share * math.Exp(-k*k/2) / wsum * loss
+			if math.Abs(k) > likely+1e-9 {
+				continue
+			}
+			for i, l := range lost {
+				if l && (fatal[i].Family == "" || math.Abs(k) < math.Abs(fatal[i].K)) {
+					fatal[i] = FatalMove{Symbol: ps[i].symbol, Direction: ps[i].dir, Family: family, K: k, Move: k * syms[ps[i].sym].Sigma}
+				}
+			}
+		}
+		for _, k := range StressShown {
+			loss := g.at(f, k, lost)
+			pt := StressPoint{Family: family, K: k, Loss: loss}
+			for i, l := range lost {
+				if l {
+					pt.Lost = append(pt.Lost, ps[i].symbol+" "+ps[i].dir)
+				}
+			}
+			s.Points = append(s.Points, pt)
+		}
+	}
+	for _, fm := range fatal {
+		if fm.Family != "" {
+			s.Fatal = append(s.Fatal, fm)
+		}
+	}
+	return s
+}
+
+// stressGrid evaluates the account at the moves of the grid.
+type stressGrid struct {
+	ps           []stressPos
+	syms         []SymbolSigma
+	free         float64
+	pool, poolMM float64 // the cross pool now and its maintenance
+	anyCross     bool
+	factor       []float64 // each symbol's index factor at the move
+}
+
+// at is the loss at the move k σ of family f (−1: together; else the
+// symbol f alone), marking the positions lost.
+func (g *stressGrid) at(f int, k float64, lost []bool) float64 {
+	for j := range g.factor {
+		g.factor[j] = 1
+		if f < 0 || f == j {
+			g.factor[j] = math.Max(0, 1+k*g.syms[j].Sigma)
+		}
+	}
+	loss := 0.0
+	poolAt := g.free
+	for i := range g.ps {
+		p := &g.ps[i]
+		lost[i] = false
+		ix := p.index * g.factor[p.sym]
+		if p.cross {
+			poolAt += p.margin + p.pnl(ix)
+			continue
+		}
+		if p.liq > 0 && ((p.long && ix <= p.liq) || (!p.long && ix >= p.liq)) {
+			lost[i] = true
+			loss += math.Max(p.equity, 0)
+		}
+	}
+	if g.anyCross && poolAt <= g.poolMM {
+		for i := range g.ps {
+			lost[i] = lost[i] || g.ps[i].cross
+		}
+		loss += math.Max(g.pool, 0)
+	}
+	return loss
+}
+
+// pnl is the position's PNL at index ix.
+func (p *stressPos) pnl(ix float64) float64 {
+	if p.long {
+		return p.q*ix - p.ev
+	}
+	return p.ev - p.q*ix
+}
+
+// NewlyFatal is the likely moves after's account makes fatal to a position
+// that no likely move liquidated in before's, skipping the position except
+// (the one an isolation ring-fences when it was failing anyway; "" none).
+func NewlyFatal(before, after Stress, except string) []FatalMove {
+	var out []FatalMove
+	for _, fa := range after.Fatal {
+		if fa.Symbol == except {
+			continue
+		}
+		if slices.ContainsFunc(before.Fatal, func(fb FatalMove) bool { return fb.Symbol == fa.Symbol && fb.Direction == fa.Direction }) {
+			continue
+		}
+		out = append(out, fa)
+	}
+	return out
+}
+
+// FatalFor is the likely move that liquidates the position on symbol in
+// direction; ok is false when none does.
+func (s Stress) FatalFor(symbol, direction string) (FatalMove, bool) {
+	for _, f := range s.Fatal {
+		if f.Symbol == symbol && f.Direction == direction {
+			return f, true
+		}
+	}
+	return FatalMove{}, false
+}
+
+// String says a fatal move: "−6.00% (−3.0σ, every index together) liquidates XBTC LONG".
+func (f FatalMove) String() string {
+	return fmt.Sprintf("%s (%+.1fσ, %s) liquidates %s %s", signedPct(f.Move), f.K, f.Family, f.Symbol, f.Direction)
+}
+
+// Summary says the grid in one line: the expected loss and the likely
+// moves that liquidate, e.g. "expected loss 12.30 over ±3σ moves (σ XBTC
+// 2.00%, XSOL 2.00%); a likely move liquidates XSOL LONG: −4.6% …".
+func (s Stress) Summary() string {
+	if !s.Known {
+		return "stress grid unknown (a position without an index price)"
+	}
+	var sig []string
+	for _, sg := range s.Sigma {
+		sig = append(sig, fmt.Sprintf("%s %.2f%%", sg.Symbol, sg.Sigma*100))
+	}
+	out := fmt.Sprintf("expected loss %.2f (σ %s)", s.Expected, strings.Join(sig, ", "))
+	if len(s.Fatal) == 0 {
+		return out + fmt.Sprintf("; no move within ±%gσ liquidates a position", s.Likely)
+	}
+	var fs []string
+	for _, f := range s.Fatal {
+		fs = append(fs, f.String())
+	}
+	return out + "; within ±" + fmt.Sprint(s.Likely) + "σ: " + strings.Join(fs, "; ")
+}
+
+// signedPct is a fraction as a signed percentage, two decimals, with a
+// minus sign for a fall.
+func signedPct(f float64) string {
+	if f < 0 {
+		return fmt.Sprintf("−%.2f%%", -f*100)
+	}
+	return fmt.Sprintf("+%.2f%%", f*100)
+}
+
+// toF is d as a float64 (money leaves decimal here: the grid is a
+// statistic).
+func toF(d decimal.Decimal) float64 { return d.InexactFloat64() }

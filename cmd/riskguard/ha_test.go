@@ -86,6 +86,12 @@ type haEnv struct {
 	dir    string
 	config string
 
+	// intercept, when set (before the processes start), stands between a
+	// process and the exchange: it is handed each request of the process
+	// named proc and serve, which passes a request to the exchange, and
+	// answers (or not) itself.
+	intercept func(proc string, w http.ResponseWriter, r *http.Request, serve http.HandlerFunc)
+
 	mu    sync.Mutex
 	calls []haCall
 }
@@ -114,6 +120,13 @@ func newHAEnv(t *testing.T, members int) *haEnv {
 // newHAEnvEvery is newHAEnv with another engine.interval.
 func newHAEnvEvery(t *testing.T, members int, interval time.Duration) *haEnv {
 	t.Helper()
+	return newHAEnvWith(t, members, interval, haRules)
+}
+
+// newHAEnvWith is newHAEnvEvery with other rules (the YAML of the rules:
+// list).
+func newHAEnvWith(t *testing.T, members int, interval time.Duration, rules string) *haEnv {
+	t.Helper()
 	h := &haEnv{t: t, bin: testBinary(t), etcd: etcdtest.Start(t, members), dir: t.TempDir()}
 	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7})
 	if err != nil {
@@ -125,7 +138,7 @@ func newHAEnvEvery(t *testing.T, members int, interval time.Duration) *haEnv {
 	// shared through etcd, and the bench's rounds would open the breaker
 	// at the default 10.
 	body := fmt.Sprintf("exchange:\n  base_url: http://127.0.0.1:1\nengine:\n  interval: %s\n  listen: 127.0.0.1:0\n  max_actions_per_minute: 100\nha:\n  etcd:\n    endpoints: [%s]\n  lease_ttl: %s\n  prefix: /rg-test/\nrules:\n%s",
-		interval, h.etcd.Endpoints[0], haTTL, haRules)
+		interval, h.etcd.Endpoints[0], haTTL, rules)
 	if err := os.WriteFile(h.config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +150,11 @@ func newHAEnvEvery(t *testing.T, members int, interval time.Duration) *haEnv {
 func (h *haEnv) front(name string) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		h.ex.ServeHTTP(w, r)
+		if h.intercept != nil {
+			h.intercept(name, w, r, h.ex.ServeHTTP)
+		} else {
+			h.ex.ServeHTTP(w, r)
+		}
 		if r.Method == http.MethodPost {
 			h.mu.Lock()
 			h.calls = append(h.calls, haCall{proc: name, path: r.URL.Path, start: start, end: time.Now()})

@@ -19,10 +19,16 @@ import (
 
 // Cluster is etcd members running in the test's process.
 type Cluster struct {
+	// Members are the running members (nil for one killed and not yet
+	// restarted); read them through Member while a test kills and
+	// restarts members.
 	Members []*embed.Etcd
 	// Endpoints are the members' client URLs.
 	Endpoints []string
 	once      sync.Once
+	// cfgs are the members' configurations, for Restart.
+	cfgs []*embed.Config
+	mu   sync.Mutex
 }
 
 // Start runs an etcd cluster of n members, stopped at the test's end.
@@ -39,6 +45,7 @@ func Start(t testing.TB, n int) *Cluster {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	c.Members = make([]*embed.Etcd, n)
+	c.cfgs = make([]*embed.Config, n)
 	for i := range ps {
 		cfg := embed.NewConfig()
 		cfg.Name = fmt.Sprintf("m%d", i)
@@ -53,6 +60,7 @@ func Start(t testing.TB, n int) *Cluster {
 		// Short raft timings: a test cluster elects its leader in tens of
 		// milliseconds.
 		cfg.TickMs, cfg.ElectionMs = 20, 200
+		c.cfgs[i] = cfg
 		c.Endpoints = append(c.Endpoints, ps[i].client)
 		wg.Add(1)
 		go func() {
@@ -83,12 +91,73 @@ func Start(t testing.TB, n int) *Cluster {
 // Stop stops every member: etcd unavailable.
 func (c *Cluster) Stop() {
 	c.once.Do(func() {
-		for _, e := range c.Members {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, e := range c.Members {
 			if e != nil {
 				e.Close()
+				c.Members[i] = nil
 			}
 		}
 	})
+}
+
+// Member is member i, nil while it is killed.
+func (c *Cluster) Member(i int) *embed.Etcd {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Members[i]
+}
+
+// Leader is the index of the member that is raft's leader as a running
+// member sees it, -1 while none is known (an election under way).
+func (c *Cluster) Leader() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.Members {
+		if e == nil {
+			continue
+		}
+		lead := e.Server.Leader()
+		for j, m := range c.Members {
+			if m != nil && m.Server.MemberID() == lead {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// Kill closes member i, as a crashed or stopped etcd server: its clients'
+// connections drop and the others elect a leader among themselves when it
+// led.
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	e := c.Members[i]
+	c.Members[i] = nil
+	c.mu.Unlock()
+	if e != nil {
+		e.Close()
+	}
+}
+
+// Restart starts member i again on its data directory and ports after
+// Kill, and waits until it serves (it has caught up with the leader).
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	e, err := embed.StartEtcd(c.cfgs[i])
+	if err != nil {
+		t.Fatalf("restart etcd member %d: %v", i, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		t.Fatalf("etcd member %d not ready 30s after its restart", i)
+	}
+	c.mu.Lock()
+	c.Members[i] = e
+	c.mu.Unlock()
 }
 
 func freeURL(t testing.TB) string {

@@ -6,15 +6,20 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/ha"
+	"github.com/riskguard/riskguard/internal/etcdtest"
 	"github.com/shopspring/decimal"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -237,4 +242,166 @@ func killMidOrder(t *testing.T, mode string) {
 	}
 	t.Logf("%s: %s killed %s after the danger; %s led %s later; %d order(s) at the exchange over the takeover and 10 reads; intents at the kill %v",
 		mode, dead.name, killedAt.Sub(danger).Round(time.Millisecond), s.name, led.Round(time.Millisecond), h.orders("XBTC"), intentsAtKill)
+}
+
+// pumpXBTC makes the danger again and again until the returned stop is
+// called: XBTC back over 5× within 100 ms of each cut.
+func (h *haEnv) pumpXBTC() (stop func()) {
+	done := make(chan struct{})
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if p, ok := h.ex.Position("XBTC"); ok && p.Leverage == 5 {
+					h.ex.SetSettings("XBTC", exchange.Settings{Leverage: 12, Cross: p.Cross})
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-pumped }) }
+}
+
+// The seventh case of the campaign: a three-member etcd whose raft leader
+// member is killed (as a crash: no leadership transfer) again and again
+// under two riskguard processes, while the danger is made again and again
+// (XBTC back over 5× within 100 ms of each cut, a cut allowed every
+// second). Two deployments: each process lists all three members (the
+// etcd client moves to another; the leadership should stay); or each
+// lists only its own member, and the etcd leadership is first moved to
+// the acting process's member, so that the kill takes etcd's leader and
+// the acting process's etcd at once (a failover each time). Over each
+// run one process at a time acts: no two processes' calls overlap at the
+// exchange, and by the audit logs' `sent` records a call's leadership term
+// never goes back (a deposed leader never sends after a newer one did)
+// and each term is one process's; and no time without an actor is longer
+// than 2×lease_ttl + interval, counted from when the cut was allowed
+// again (the previous call plus the rule's one-second cooldown). One run
+// of three kills each; RISKGUARD_HA_SOAK=long runs five of ten each.
+func TestHAEtcdLeaderKilled(t *testing.T) {
+	// Not parallel: two binaries and three etcd members each; run alone
+	// they keep their timings and leave the parallel tests theirs.
+	runs, kills := 1, 3
+	if os.Getenv("RISKGUARD_HA_SOAK") == "long" {
+		runs, kills = 5, 10
+	}
+	for run := range runs {
+		for _, own := range []bool{false, true} {
+			name := fmt.Sprintf("all members listed/run %d", run)
+			if own {
+				name = fmt.Sprintf("own member only/run %d", run)
+			}
+			t.Run(name, func(t *testing.T) { etcdLeaderKills(t, kills, own) })
+		}
+	}
+}
+
+// etcdLeaderKills is one run of TestHAEtcdLeaderKilled; own: each process
+// lists only its own etcd member (a on m0, b on m1).
+func etcdLeaderKills(t *testing.T, kills int, own bool) {
+	const cooldown = time.Second // cut-xbtc's
+	h := newHAEnv(t, 3)
+	// The processes reach each member through a proxy cut with its kill,
+	// so that their connections drop at once, as a crashed host's do.
+	var fronts, urls []string
+	var proxies []*etcdtest.Proxy
+	for _, ep := range h.etcd.Endpoints {
+		p := etcdtest.NewProxy(t, ep)
+		proxies, urls = append(proxies, p), append(urls, p.URL())
+	}
+	if own {
+		fronts = []string{urls[0], urls[1]}
+	} else {
+		fronts = []string{strings.Join(urls, ","), strings.Join(urls, ",")}
+	}
+	procs := []*haProc{h.start("a", 0, "RISKGUARD_HA_ENDPOINTS="+fronts[0]), h.start("b", 1, "RISKGUARD_HA_ENDPOINTS="+fronts[1])}
+	memberOf := map[string]int{"a": 0, "b": 1}
+	l, _ := h.leader(procs...)
+	defer h.pumpXBTC()()
+	waitFor(t, "the leader acting", 20*time.Second, func() bool { return len(h.callsOn("XBTC", l.name, time.Time{})) > 0 })
+	for k := range kills {
+		waitFor(t, "an etcd leader", 10*time.Second, func() bool { return h.etcd.Leader() >= 0 })
+		cs := h.callsOn("XBTC", "", time.Time{})
+		actor := cs[len(cs)-1].proc
+		if own {
+			h.etcd.MoveLeader(t, memberOf[actor])
+		}
+		member := h.etcd.Leader()
+		killed := time.Now()
+		proxies[member].Cut()
+		h.etcd.Kill(member)
+		stopped := time.Since(killed)
+		var first haCall
+		waitFor(t, fmt.Sprintf("kill %d: a call after etcd member %d was killed", k, member), 15*time.Second, func() bool {
+			for _, c := range h.callsOn("XBTC", "", killed) {
+				// Own member only: the other process, which took over.
+				if !own || c.proc != actor {
+					first = c
+					return h.etcd.Leader() >= 0
+				}
+			}
+			return false
+		})
+		t.Logf("kill %d: %s acting; etcd leader m%d killed (stopped in %s); %s acted %s later", k, actor, member,
+			stopped.Round(time.Millisecond), first.proc, first.start.Sub(killed).Round(time.Millisecond))
+		h.etcd.Restart(t, member)
+		proxies[member].Heal()
+		back := time.Now()
+		waitFor(t, fmt.Sprintf("kill %d: a call after m%d came back", k, member), 15*time.Second, func() bool { return len(h.callsOn("XBTC", "", back)) > 0 })
+	}
+	calls := h.mutating()
+	slices.SortFunc(calls, func(x, y haCall) int { return x.start.Compare(y.start) })
+	var longest time.Duration
+	changes := 0
+	for i := 1; i < len(calls); i++ {
+		prev, c := calls[i-1], calls[i]
+		if c.proc != prev.proc {
+			changes++
+			if !prev.end.Before(c.start) {
+				t.Errorf("%s's call %s (%s–%s) overlaps %s's %s (from %s)", prev.proc, prev.path, prev.start, prev.end, c.proc, c.path, c.start)
+			}
+		}
+		if strings.Contains(c.path, "/XBTC/") && strings.Contains(prev.path, "/XBTC/") {
+			longest = max(longest, c.start.Sub(prev.start)-cooldown)
+		}
+	}
+	if limit := 2*haTTL + haInterval; longest > limit {
+		t.Errorf("the longest time without an actor was %s, more than 2×lease_ttl + interval = %s", longest, limit)
+	}
+	// The audit logs' sent records, by time: a leadership's term never
+	// goes back, and each term is one process's.
+	var sent []journal.Record
+	for _, p := range procs {
+		for _, r := range p.audit() {
+			if r.Phase == "sent" {
+				sent = append(sent, r)
+			}
+		}
+	}
+	slices.SortFunc(sent, func(x, y journal.Record) int { return x.Time.Compare(y.Time) })
+	hostOf := map[int64]string{}
+	for i, r := range sent {
+		if r.Term == 0 {
+			t.Errorf("a call sent by %s without a term: %+v", r.Host, r)
+			continue
+		}
+		if h, ok := hostOf[r.Term]; ok && h != r.Host {
+			t.Errorf("term %d's calls were sent by %s and %s", r.Term, h, r.Host)
+		}
+		hostOf[r.Term] = r.Host
+		if i > 0 && r.Term < sent[i-1].Term {
+			t.Errorf("%s sent %s %s under term %d after %s sent under term %d", r.Host, r.Action, r.Symbol, r.Term, sent[i-1].Host, sent[i-1].Term)
+		}
+	}
+	if len(sent) != len(calls) {
+		t.Errorf("%d sent records in the audit logs, %d calls at the exchange", len(sent), len(calls))
+	}
+	t.Logf("%d etcd leader kills: %d calls, %d leaderships (terms), %d changes of the acting process, longest time without an actor %s (limit %s)",
+		kills, len(calls), len(hostOf), changes, longest.Round(time.Millisecond), 2*haTTL+haInterval)
 }

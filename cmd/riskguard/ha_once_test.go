@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/journal"
-	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/ha"
 	"github.com/riskguard/riskguard/internal/etcdtest"
 	"github.com/shopspring/decimal"
@@ -242,30 +241,6 @@ func killMidOrder(t *testing.T, mode string) {
 	}
 	t.Logf("%s: %s killed %s after the danger; %s led %s later; %d order(s) at the exchange over the takeover and 10 reads; intents at the kill %v",
 		mode, dead.name, killedAt.Sub(danger).Round(time.Millisecond), s.name, led.Round(time.Millisecond), h.orders("XBTC"), intentsAtKill)
-}
-
-// pumpXBTC makes the danger again and again until the returned stop is
-// called: XBTC back over 5× within 100 ms of each cut.
-func (h *haEnv) pumpXBTC() (stop func()) {
-	done := make(chan struct{})
-	pumped := make(chan struct{})
-	go func() {
-		defer close(pumped)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				if p, ok := h.ex.Position("XBTC"); ok && p.Leverage == 5 {
-					h.ex.SetSettings("XBTC", exchange.Settings{Leverage: 12, Cross: p.Cross})
-				}
-			}
-		}
-	}()
-	var once sync.Once
-	return func() { once.Do(func() { close(done); <-pumped }) }
 }
 
 // The seventh case of the campaign: a three-member etcd whose raft leader

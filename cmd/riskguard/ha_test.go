@@ -314,6 +314,30 @@ func (h *haEnv) position(sym string) exchange.Position {
 	return p
 }
 
+// pumpXBTC makes the danger again and again until the returned stop is
+// called: XBTC back over 5× within 100 ms of each cut.
+func (h *haEnv) pumpXBTC() (stop func()) {
+	done := make(chan struct{})
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if p, ok := h.ex.Position("XBTC"); ok && p.Leverage == 5 {
+					h.ex.SetSettings("XBTC", exchange.Settings{Leverage: 12, Cross: p.Cross})
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-pumped }) }
+}
+
 // kill -9 the leader: the standby acts on a new danger within the lease
 // TTL and etcd's reaping of the expired lease (no interval: it ticks once
 // it wins), never repeats an action inside its cooldown (the
@@ -450,24 +474,7 @@ func TestHACutOffFromEtcd(t *testing.T) {
 	procs := []*haProc{h.start("a", 0), h.start("b", 1)}
 	l, _ := h.leader(procs...)
 	// The danger, again and again: XBTC back over 5× whenever it was cut.
-	stop := make(chan struct{})
-	pumped := make(chan struct{})
-	go func() {
-		defer close(pumped)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if p, ok := h.ex.Position("XBTC"); ok && p.Leverage == 5 {
-					h.ex.SetSettings("XBTC", exchange.Settings{Leverage: 12, Cross: p.Cross})
-				}
-			}
-		}
-	}()
-	defer func() { close(stop); <-pumped }()
+	defer h.pumpXBTC()()
 	waitFor(t, "the leader acting", 20*time.Second, func() bool { return len(h.callsOn("XBTC", l.name, time.Time{})) > 0 })
 	const rounds = 5
 	for round := range rounds {

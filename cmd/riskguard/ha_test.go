@@ -86,6 +86,12 @@ type haEnv struct {
 	dir    string
 	config string
 
+	// intercept, when set (before the processes start), stands between a
+	// process and the exchange: it is handed each request of the process
+	// named proc and serve, which passes a request to the exchange, and
+	// answers (or not) itself.
+	intercept func(proc string, w http.ResponseWriter, r *http.Request, serve http.HandlerFunc)
+
 	mu    sync.Mutex
 	calls []haCall
 }
@@ -114,6 +120,13 @@ func newHAEnv(t *testing.T, members int) *haEnv {
 // newHAEnvEvery is newHAEnv with another engine.interval.
 func newHAEnvEvery(t *testing.T, members int, interval time.Duration) *haEnv {
 	t.Helper()
+	return newHAEnvWith(t, members, interval, haRules)
+}
+
+// newHAEnvWith is newHAEnvEvery with other rules (the YAML of the rules:
+// list).
+func newHAEnvWith(t *testing.T, members int, interval time.Duration, rules string) *haEnv {
+	t.Helper()
 	h := &haEnv{t: t, bin: testBinary(t), etcd: etcdtest.Start(t, members), dir: t.TempDir()}
 	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7})
 	if err != nil {
@@ -125,7 +138,7 @@ func newHAEnvEvery(t *testing.T, members int, interval time.Duration) *haEnv {
 	// shared through etcd, and the bench's rounds would open the breaker
 	// at the default 10.
 	body := fmt.Sprintf("exchange:\n  base_url: http://127.0.0.1:1\nengine:\n  interval: %s\n  listen: 127.0.0.1:0\n  max_actions_per_minute: 100\nha:\n  etcd:\n    endpoints: [%s]\n  lease_ttl: %s\n  prefix: /rg-test/\nrules:\n%s",
-		interval, h.etcd.Endpoints[0], haTTL, haRules)
+		interval, h.etcd.Endpoints[0], haTTL, rules)
 	if err := os.WriteFile(h.config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +150,11 @@ func newHAEnvEvery(t *testing.T, members int, interval time.Duration) *haEnv {
 func (h *haEnv) front(name string) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		h.ex.ServeHTTP(w, r)
+		if h.intercept != nil {
+			h.intercept(name, w, r, h.ex.ServeHTTP)
+		} else {
+			h.ex.ServeHTTP(w, r)
+		}
 		if r.Method == http.MethodPost {
 			h.mu.Lock()
 			h.calls = append(h.calls, haCall{proc: name, path: r.URL.Path, start: start, end: time.Now()})
@@ -297,6 +314,30 @@ func (h *haEnv) position(sym string) exchange.Position {
 	return p
 }
 
+// pumpXBTC makes the danger again and again until the returned stop is
+// called: XBTC back over 5× within 100 ms of each cut.
+func (h *haEnv) pumpXBTC() (stop func()) {
+	done := make(chan struct{})
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if p, ok := h.ex.Position("XBTC"); ok && p.Leverage == 5 {
+					h.ex.SetSettings("XBTC", exchange.Settings{Leverage: 12, Cross: p.Cross})
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-pumped }) }
+}
+
 // kill -9 the leader: the standby acts on a new danger within the lease
 // TTL and etcd's reaping of the expired lease (no interval: it ticks once
 // it wins), never repeats an action inside its cooldown (the
@@ -433,24 +474,7 @@ func TestHACutOffFromEtcd(t *testing.T) {
 	procs := []*haProc{h.start("a", 0), h.start("b", 1)}
 	l, _ := h.leader(procs...)
 	// The danger, again and again: XBTC back over 5× whenever it was cut.
-	stop := make(chan struct{})
-	pumped := make(chan struct{})
-	go func() {
-		defer close(pumped)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				if p, ok := h.ex.Position("XBTC"); ok && p.Leverage == 5 {
-					h.ex.SetSettings("XBTC", exchange.Settings{Leverage: 12, Cross: p.Cross})
-				}
-			}
-		}
-	}()
-	defer func() { close(stop); <-pumped }()
+	defer h.pumpXBTC()()
 	waitFor(t, "the leader acting", 20*time.Second, func() bool { return len(h.callsOn("XBTC", l.name, time.Time{})) > 0 })
 	const rounds = 5
 	for round := range rounds {

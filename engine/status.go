@@ -28,9 +28,11 @@ import (
 type Status struct {
 	Time time.Time `json:"time"`
 	// LastSuccess is the tick time of the last complete snapshot; zero
-	// before the first. SnapshotAge is Time minus it, in seconds.
+	// before the first. SnapshotAge is Time minus it, in seconds; nil
+	// (null) while no snapshot was ever read, so that "never" is not
+	// "just now".
 	LastSuccess time.Time `json:"lastSuccess,omitzero"`
-	SnapshotAge float64   `json:"snapshotAgeSeconds"`
+	SnapshotAge *float64  `json:"snapshotAgeSeconds"`
 	// LastTick is the time of the last tick, LastError its error ("" when
 	// it was complete).
 	LastTick  time.Time     `json:"lastTick,omitzero"`
@@ -53,9 +55,9 @@ type Status struct {
 	// the last check; absent before the first.
 	Model *ModelFit `json:"model,omitempty"`
 	// Liquidations are the positions the guard saw liquidated that no one
-	// has acknowledged yet (AckLiquidation), oldest first; absent when
-	// there is none.
-	Liquidations []LiquidationStatus `json:"liquidations,omitempty"`
+	// has acknowledged yet (AckLiquidation), oldest first; [] when there
+	// is none.
+	Liquidations []LiquidationStatus `json:"liquidations"`
 }
 
 // LiquidationStatus is a position the guard saw liquidated, as the status
@@ -542,6 +544,11 @@ func (e *Engine) Status(now time.Time) *Status {
 	if st.Actions == nil {
 		st.Actions = []journal.RecentAction{}
 	}
+	for i := range st.Actions {
+		if st.Actions[i].Rules == nil {
+			st.Actions[i].Rules = []string{} // a copy: the journal's list is not touched
+		}
+	}
 	st.Silences, st.Pauses = e.ctl.Silences(now), e.ctl.Pauses(now)
 	st.InFlight = e.disp.inFlight(now)
 	if st.Silences == nil {
@@ -567,10 +574,11 @@ func (b *board) statusAt(now time.Time) *Status {
 		b.status.model = modelFitOf(*b.status.fit)
 	}
 	st.Model = b.status.model
-	st.Liquidations = slices.Clone(b.liquidated)
+	st.Liquidations = append([]LiquidationStatus{}, b.liquidated...) // [], never null
 	b.mu.Unlock()
 	if !st.LastSuccess.IsZero() {
-		st.SnapshotAge = now.Sub(st.LastSuccess).Seconds()
+		age := now.Sub(st.LastSuccess).Seconds()
+		st.SnapshotAge = &age
 	}
 	br.Prune(now)
 	st.Breaker = BreakerStatus{Open: br.Open(now), Sent: len(br.Sent), Budget: budget}

@@ -57,7 +57,7 @@ func (g *fakeGuard) Status(now time.Time) *engine.Status {
 	defer g.mu.Unlock()
 	if g.status == nil {
 		return &engine.Status{Time: now, Positions: []engine.PositionStatus{}, Actions: []journal.RecentAction{},
-			Silences: []control.Silence{}, Pauses: []control.Pause{}, InFlight: []engine.CallInFlight{}}
+			Silences: []control.Silence{}, Pauses: []control.Pause{}, InFlight: []engine.CallInFlight{}, Liquidations: []engine.LiquidationStatus{}}
 	}
 	return g.status
 }
@@ -224,7 +224,7 @@ func demoStatus(now time.Time) *engine.Status {
 	dec := decimal.RequireFromString
 	dist := func(f float64) *float64 { return &f }
 	return &engine.Status{
-		Time: now, LastSuccess: now.Add(-1500 * time.Millisecond), SnapshotAge: 1.5, LastTick: now.Add(-1500 * time.Millisecond),
+		Time: now, LastSuccess: now.Add(-1500 * time.Millisecond), SnapshotAge: dist(1.5), LastTick: now.Add(-1500 * time.Millisecond),
 		Breaker: engine.BreakerStatus{Sent: 1, Budget: 10},
 		Positions: []engine.PositionStatus{
 			{Symbol: "XBTC", ID: "1_101", Side: "LONG", Size: dec("0.8"), Leverage: 10, MaxLeverage: 20, MarginMode: "cross",
@@ -244,8 +244,9 @@ func demoStatus(now time.Time) *engine.Status {
 		},
 		Silences: []control.Silence{{ID: "a1", Rule: "watch-xeth", Symbol: "XETH", StartsAt: now.Add(-30 * time.Second), Ack: true,
 			Comment: "known", CreatedBy: "frank@desk", CreatedAt: now.Add(-30 * time.Second)}},
-		Pauses:   []control.Pause{{ID: "p1", Symbol: "XBTC", StartsAt: now.Add(-20 * time.Second), Comment: "rolling", CreatedBy: "grace@desk"}},
-		InFlight: []engine.CallInFlight{{Symbol: "XSOL", Call: "POST /v1/contracts/positions/XSOL/margin", Since: now.Add(-2 * time.Second), Running: 2}},
+		Pauses:       []control.Pause{{ID: "p1", Symbol: "XBTC", StartsAt: now.Add(-20 * time.Second), Comment: "rolling", CreatedBy: "grace@desk"}},
+		InFlight:     []engine.CallInFlight{{Symbol: "XSOL", Call: "POST /v1/contracts/positions/XSOL/margin", Since: now.Add(-2 * time.Second), Running: 2}},
+		Liquidations: []engine.LiquidationStatus{},
 	}
 }
 

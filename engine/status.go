@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -160,6 +161,72 @@ type RuleStatus struct {
 	// Since is when it became pending or fired; zero when inactive or
 	// without data.
 	Since time.Time `json:"since,omitzero"`
+	// Next says, for a firing rule only, what the guard does next about
+	// it and why no more: "paused …", "cooling down until …" (after what
+	// its last attempt did: at target, skipped because …, refused …),
+	// "held: …", "circuit breaker open until …", "acts at the next tick
+	// its condition holds". Absent on the other states.
+	Next string `json:"next,omitempty"`
+}
+
+// ruleNote is what became of a rule's actions on a symbol at its last
+// attempt (nextNote): "" when they did what was asked.
+type ruleNote struct {
+	at   time.Time
+	text string
+}
+
+// nexts is what Status reads to say what the guard does next about a
+// firing rule (RuleStatus.Next).
+type nexts struct {
+	now     time.Time
+	notes   map[[2]string]ruleNote // by symbol and rule
+	pauses  []control.Pause
+	breaker BreakerStatus
+	dryRun  bool
+}
+
+// text is Next of firing rule r, as a tells of it.
+func (n *nexts) text(r *rules.Rule, a alert.Alert) string {
+	for _, p := range n.pauses {
+		if !p.StartsAt.After(n.now) && !p.Ended(n.now) && p.Holds([]string{r.Name}, a.Symbol) {
+			until := "until resumed"
+			if !p.EndsAt.IsZero() {
+				until = "until " + n.clock(p.EndsAt)
+			}
+			return fmt.Sprintf("paused %s (by %s): nothing is sent", until, p.CreatedBy)
+		}
+	}
+	note, noted := n.notes[[2]string{a.Symbol, r.Name}]
+	if !a.LastActionAt.IsZero() {
+		if until := a.LastActionAt.Add(r.Cooldown); until.After(n.now) {
+			did := "acted at " + n.clock(a.LastActionAt)
+			if n.dryRun {
+				did = "logged at " + n.clock(a.LastActionAt) + " (dry run: nothing sent)"
+			}
+			if noted && note.text != "" && !note.at.Before(a.LastActionAt) {
+				did = note.text
+			}
+			return did + "; cooling down until " + n.clock(until)
+		}
+	}
+	if n.breaker.Open {
+		return "circuit breaker open until " + n.clock(n.breaker.OpenUntil) + ": no call is sent"
+	}
+	if noted && note.text != "" && !note.at.Before(a.Since) {
+		return note.text
+	}
+	return "acts at the next tick its condition holds"
+}
+
+// clock is t as the status's texts say it: the time in UTC, with the date
+// when it is not now's.
+func (n *nexts) clock(t time.Time) string {
+	t = t.UTC()
+	if y, m, d := t.Date(); y == n.now.UTC().Year() && m == n.now.UTC().Month() && d == n.now.UTC().Day() {
+		return t.Format("15:04:05") + " UTC"
+	}
+	return t.Format("2006-01-02 15:04:05") + " UTC"
 }
 
 // board is what callers read while a tick may be running: what the last
@@ -191,6 +258,21 @@ type board struct {
 	// liquidated are the liquidations not acknowledged yet (at most
 	// maxLiquidationsKept, the oldest dropped).
 	liquidated []LiquidationStatus
+	// notes are what became of the firing rules' last attempts, by
+	// symbol and rule (a hedge-mode long and short share one), for
+	// Status's next texts; those of rules no longer active are dropped
+	// when the active ones are published.
+	notes map[[2]string]ruleNote
+}
+
+// note records what became of rule's actions on symbol at the attempt at.
+func (b *board) note(at time.Time, symbol, rule, text string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.notes == nil {
+		b.notes = make(map[[2]string]ruleNote)
+	}
+	b.notes[[2]string{symbol, rule}] = ruleNote{at: at, text: text}
 }
 
 // maxLiquidationsKept bounds the liquidations the board keeps marked.
@@ -291,10 +373,16 @@ func (b *board) setRules(set *rules.Set) {
 	b.mu.Unlock()
 }
 
-// setActive publishes the active rules.
+// setActive publishes the active rules, and forgets the notes of the
+// rules not among them.
 func (b *board) setActive(active []alert.Alert) {
 	b.mu.Lock()
 	b.active = active
+	for k := range b.notes {
+		if !slices.ContainsFunc(active, func(a alert.Alert) bool { return a.Symbol == k[0] && a.Rule == k[1] }) {
+			delete(b.notes, k)
+		}
+	}
 	b.mu.Unlock()
 }
 
@@ -509,8 +597,8 @@ func (b *board) positionsLocked() []PositionStatus {
 // complete fills what a tick leaves for Status to compute when asked
 // (a tick does not pay for a page nobody reads): the distance to
 // liquidation, and each rule's state from the rules in force and the
-// active ones.
-func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert) {
+// active ones, with what happens next to a firing one.
+func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert, n *nexts) {
 	if ps.Index.IsPositive() {
 		// Not finite (a liquidation price past a float's range): no data,
 		// never a NaN the status's JSON cannot carry.
@@ -529,6 +617,9 @@ func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert) {
 		for _, a := range active {
 			if a.Rule == r.Name && a.Symbol == ps.Symbol {
 				rs.State, rs.Since = a.State.String(), a.Since
+				if a.State == alert.Firing {
+					rs.Next = n.text(r, a)
+				}
 			}
 		}
 		ps.Rules = append(ps.Rules, rs)
@@ -539,7 +630,8 @@ func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert) {
 // publication, the last actions, the silences and pauses, the calls in
 // flight. It never waits for a tick.
 func (e *Engine) Status(now time.Time) *Status {
-	st := e.board.statusAt(now)
+	pauses := e.ctl.Pauses(now)
+	st := e.board.statusAt(now, pauses)
 	st.Actions = e.jr.Recent()
 	if st.Actions == nil {
 		st.Actions = []journal.RecentAction{}
@@ -549,7 +641,7 @@ func (e *Engine) Status(now time.Time) *Status {
 			st.Actions[i].Rules = []string{} // a copy: the journal's list is not touched
 		}
 	}
-	st.Silences, st.Pauses = e.ctl.Silences(now), e.ctl.Pauses(now)
+	st.Silences, st.Pauses = e.ctl.Silences(now), pauses
 	st.InFlight = e.disp.inFlight(now)
 	if st.Silences == nil {
 		st.Silences = []control.Silence{}
@@ -560,8 +652,9 @@ func (e *Engine) Status(now time.Time) *Status {
 	return st
 }
 
-// statusAt is what the last tick published, as Status shows it at now.
-func (b *board) statusAt(now time.Time) *Status {
+// statusAt is what the last tick published, as Status shows it at now
+// (pauses are those in force, for the next texts).
+func (b *board) statusAt(now time.Time, pauses []control.Pause) *Status {
 	b.read.Store(true)
 	b.mu.Lock()
 	st := &Status{Time: now, LastSuccess: b.lastOK, LastTick: b.status.lastTick, LastError: b.status.lastErr,
@@ -575,6 +668,7 @@ func (b *board) statusAt(now time.Time) *Status {
 	}
 	st.Model = b.status.model
 	st.Liquidations = append([]LiquidationStatus{}, b.liquidated...) // [], never null
+	n := nexts{now: now, notes: maps.Clone(b.notes), pauses: pauses, dryRun: st.DryRun}
 	b.mu.Unlock()
 	if !st.LastSuccess.IsZero() {
 		age := now.Sub(st.LastSuccess).Seconds()
@@ -588,8 +682,9 @@ func (b *board) statusAt(now time.Time) *Status {
 	slices.SortFunc(st.Positions, func(a, b PositionStatus) int {
 		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Side, b.Side))
 	})
+	n.breaker = st.Breaker
 	for i := range st.Positions {
-		st.Positions[i].complete(set, active)
+		st.Positions[i].complete(set, active, &n)
 	}
 	if st.Positions == nil {
 		st.Positions = []PositionStatus{}

@@ -36,7 +36,8 @@ func nextOf(st *engine.Status, symbol, rule string) (engine.RuleStatus, bool) {
 // 10×) two rules fire on. The one that lowered the leverage cools down
 // until its cooldown ends; the notify-only one too, having notified; at
 // its next attempt the leverage is at target and it says so; a pause of
-// the symbol holds both. An inactive rule has no next text.
+// the symbol holds both. An inactive rule has no next text. Each position
+// lists the distance thresholds of its rules that say one plainly.
 func TestStatusSaysWhatComesNext(t *testing.T) {
 	t.Parallel()
 	set, err := rules.Parse("next.yaml", []byte(`rules:
@@ -54,7 +55,9 @@ func TestStatusSaysWhatComesNext(t *testing.T) {
     severity: critical
     actions: [{action: notify}]
   - name: never
-    when: position.leverage > 1000
+    when: position.leverage > 1000 && liquidationDistance < 0.02
+    symbols: [XBTC, XETH]
+    severity: critical
     actions: [{action: notify}]
 `))
 	if err != nil {
@@ -97,10 +100,15 @@ func TestStatusSaysWhatComesNext(t *testing.T) {
 	}
 	check(t0.Add(time.Second), "sol-over-max", "acted at 09:00:00 UTC; cooling down until 09:05:00 UTC")
 	check(t0.Add(time.Second), "sol-watch", "notified; cooling down until 09:02:00 UTC")
-	if rs, _ := nextOf(e.Status(t0), "XSOL", "never"); rs.State != "inactive" || rs.Next != "" {
+	if rs, _ := nextOf(e.Status(t0), "XBTC", "never"); rs.State != "inactive" || rs.Next != "" {
 		t.Errorf("an inactive rule: %+v, want no next text", rs)
 	}
 	raw, _ = json.Marshal(e.Status(t0))
+	for _, want := range []string{`"snapshotAgeSeconds":0,`, `"distanceThresholds":[{"rule":"never","severity":"critical","below":0.02}]`, `"distanceThresholds":[]`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("status just after a read lacks %s: %s", want, raw)
+		}
+	}
 	if !strings.Contains(string(raw), `"snapshotAgeSeconds":0,`) {
 		t.Errorf("status just after a read: %s", raw)
 	}

@@ -113,6 +113,18 @@ type PositionStatus struct {
 	// fraction of the index; nil without an index price.
 	Distance *float64     `json:"liquidationDistance"`
 	Rules    []RuleStatus `json:"rules"`
+	// Thresholds are the distances under which the rules of the position
+	// fire, for those whose condition says one plainly
+	// (rules.Rule.DistanceBelow); [] when none does. The page colours the
+	// distance by them.
+	Thresholds []DistanceThreshold `json:"distanceThresholds"`
+}
+
+// DistanceThreshold is a rule's liquidation distance threshold.
+type DistanceThreshold struct {
+	Rule     string  `json:"rule"`
+	Severity string  `json:"severity"`
+	Below    float64 `json:"below"`
 }
 
 // AccountStatus is the account line of the status page, as the rules'
@@ -608,10 +620,13 @@ func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert, n *next
 	}
 	// [] when no rule applies (only account rules, or rules of other
 	// symbols): the page reads a list.
-	ps.Rules = []RuleStatus{}
+	ps.Rules, ps.Thresholds = []RuleStatus{}, []DistanceThreshold{}
 	for _, r := range set.Rules {
 		if r.Account() || !r.AppliesTo(ps.Symbol) {
 			continue
+		}
+		if d, ok := r.DistanceBelow(); ok {
+			ps.Thresholds = append(ps.Thresholds, DistanceThreshold{Rule: r.Name, Severity: string(r.Severity), Below: d})
 		}
 		rs := RuleStatus{Rule: r.Name, State: alert.Inactive.String()}
 		for _, a := range active {

@@ -94,6 +94,9 @@ func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport,
 		for _, a := range due.Notify {
 			d.emit(ctx, rep, ruleNotifyEvent(now, due.Rule, sym, a.Channels, pl.Env))
 		}
+		if due.Acct == nil {
+			d.hooks.noted(now, sym, due.Rule.Name, nextNote(due, refused))
+		}
 		if due.Acct != nil {
 			// An account rule's cooldown starts once every target's part
 			// succeeded (accountDone).
@@ -114,6 +117,48 @@ func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport,
 		if due.Acct == nil {
 			d.hooks.acted(now, market.KeyOf(pl.Pos), due.Idx, due.Rule, due.St, setAt)
 		}
+	}
+}
+
+// nextNote is what became of a due rule's actions at one attempt, in a
+// few words, as the status's next text says it: "" when they did what was
+// asked (the cooldown says the rest), else why nothing (more) went out.
+// refused are its parts the exchange refused for good (they start the
+// cooldown all the same).
+func nextNote(due *act.Due, refused []error) string {
+	oneLine := func(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+	// said is err's text after word, once: a marked error may say it.
+	said := func(word string, err error) string {
+		return word + ": " + strings.TrimPrefix(oneLine(err), word+": ")
+	}
+	switch err := due.Err; {
+	case err == nil && len(refused) > 0:
+		return said("refused", errors.Join(refused...))
+	case err == nil:
+		var notes []string
+		for _, st := range due.Asked {
+			if n, ok := st.(act.Noter); ok && n.Note() != "" && !slices.Contains(notes, n.Note()) {
+				notes = append(notes, n.Note())
+			}
+		}
+		if len(notes) == 0 && len(due.Asked) == 0 && len(due.Notify) > 0 {
+			return "notified"
+		}
+		return strings.Join(notes, "; ")
+	case errors.Is(err, control.ErrPaused):
+		return "paused: nothing sent"
+	case errors.Is(err, errInFlight):
+		return "waits: a call on the symbol is still in flight"
+	case errors.Is(err, errBackingOff):
+		return "held: the symbol backs off after failed calls"
+	case errors.Is(err, ErrStandby):
+		return "standby: the leader acts"
+	case errors.Is(err, act.ErrHeld):
+		return said("held", err)
+	case errors.Is(err, ErrBreakerOpen), errors.Is(err, ErrStaleSnapshot):
+		return "skipped: " + oneLine(err)
+	default:
+		return "failed: " + oneLine(err) + "; tried again at the next tick"
 	}
 }
 

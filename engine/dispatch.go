@@ -88,6 +88,9 @@ type ruleHooks struct {
 	// readBack marks the model's fit with what a settings call read back
 	// ("" when it matched).
 	readBack func(symbol, mismatch string)
+	// noted says what became of rule's actions on symbol at the attempt
+	// at (nextNote), for the status's next text.
+	noted func(at time.Time, symbol, rule, note string)
 }
 
 // dispatcherOptions are a dispatcher's collaborators and settings.

@@ -241,6 +241,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			model:          func(snap *market.Snapshot) *act.Model { return e.model.account(&e.view, e.rowsFor(snap)) },
 			moved:          e.model.moved,
 			readBack:       e.model.fit.noteReadBack,
+			noted:          e.board.note,
 		}})
 	e.recon = newReconciler()
 	e.recon.setConfig(cfg)

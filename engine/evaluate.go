@@ -67,6 +67,9 @@ type evaluator struct {
 	badItems map[string]string
 	// indexSeen is when each index price last changed (staleAfter).
 	indexSeen map[string]indexSeen
+	// actedSince: a rule's cooldown started since the active rules were
+	// last published (takeActed), a change no transition says.
+	actedSince bool
 
 	// rows join the tick's view with the rule states (join), of the
 	// snapshot rowsOf; rowGen counts the joins; rowFresh holds the keys
@@ -306,8 +309,16 @@ func (v *evaluator) counts() map[string]*[4]int { return v.book.Counts(v.names) 
 func (v *evaluator) acted(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set) {
 	if st := v.stateNow(key, idx, r, st, setAt); st != nil {
 		st.LastActionAt = now
+		v.actedSince = true
 		v.changed()
 	}
+}
+
+// takeActed reports whether a rule acted since it was last asked.
+func (v *evaluator) takeActed() bool {
+	a := v.actedSince
+	v.actedSince = false
+	return a
 }
 
 // evaluate runs every rule on every non-empty row of the tick's view tv

@@ -146,8 +146,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	if err != nil {
 		e.emit(ctx, nil, event{Audit: &journal.Record{Time: now, Type: "tick", Error: err.Error()}})
 	}
-	if len(rep.Transitions) > 0 {
-		e.publishActive()
+	if e.eval.takeActed() || len(rep.Transitions) > 0 {
+		e.publishActive() // the cooldowns too: Status's next texts count from them
 	}
 	e.applyPending() // a reload that arrived during the tick
 	var hot []alert.Alert

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -28,9 +29,11 @@ import (
 type Status struct {
 	Time time.Time `json:"time"`
 	// LastSuccess is the tick time of the last complete snapshot; zero
-	// before the first. SnapshotAge is Time minus it, in seconds.
+	// before the first. SnapshotAge is Time minus it, in seconds; nil
+	// (null) while no snapshot was ever read, so that "never" is not
+	// "just now".
 	LastSuccess time.Time `json:"lastSuccess,omitzero"`
-	SnapshotAge float64   `json:"snapshotAgeSeconds"`
+	SnapshotAge *float64  `json:"snapshotAgeSeconds"`
 	// LastTick is the time of the last tick, LastError its error ("" when
 	// it was complete).
 	LastTick  time.Time     `json:"lastTick,omitzero"`
@@ -53,9 +56,9 @@ type Status struct {
 	// the last check; absent before the first.
 	Model *ModelFit `json:"model,omitempty"`
 	// Liquidations are the positions the guard saw liquidated that no one
-	// has acknowledged yet (AckLiquidation), oldest first; absent when
-	// there is none.
-	Liquidations []LiquidationStatus `json:"liquidations,omitempty"`
+	// has acknowledged yet (AckLiquidation), oldest first; [] when there
+	// is none.
+	Liquidations []LiquidationStatus `json:"liquidations"`
 }
 
 // LiquidationStatus is a position the guard saw liquidated, as the status
@@ -110,6 +113,18 @@ type PositionStatus struct {
 	// fraction of the index; nil without an index price.
 	Distance *float64     `json:"liquidationDistance"`
 	Rules    []RuleStatus `json:"rules"`
+	// Thresholds are the distances under which the rules of the position
+	// fire, for those whose condition says one plainly
+	// (rules.Rule.DistanceBelow); [] when none does. The page colours the
+	// distance by them.
+	Thresholds []DistanceThreshold `json:"distanceThresholds"`
+}
+
+// DistanceThreshold is a rule's liquidation distance threshold.
+type DistanceThreshold struct {
+	Rule     string  `json:"rule"`
+	Severity string  `json:"severity"`
+	Below    float64 `json:"below"`
 }
 
 // AccountStatus is the account line of the status page, as the rules'
@@ -158,6 +173,72 @@ type RuleStatus struct {
 	// Since is when it became pending or fired; zero when inactive or
 	// without data.
 	Since time.Time `json:"since,omitzero"`
+	// Next says, for a firing rule only, what the guard does next about
+	// it and why no more: "paused …", "cooling down until …" (after what
+	// its last attempt did: at target, skipped because …, refused …),
+	// "held: …", "circuit breaker open until …", "acts at the next tick
+	// its condition holds". Absent on the other states.
+	Next string `json:"next,omitempty"`
+}
+
+// ruleNote is what became of a rule's actions on a symbol at its last
+// attempt (nextNote): "" when they did what was asked.
+type ruleNote struct {
+	at   time.Time
+	text string
+}
+
+// nexts is what Status reads to say what the guard does next about a
+// firing rule (RuleStatus.Next).
+type nexts struct {
+	now     time.Time
+	notes   map[[2]string]ruleNote // by symbol and rule
+	pauses  []control.Pause
+	breaker BreakerStatus
+	dryRun  bool
+}
+
+// text is Next of firing rule r, as a tells of it.
+func (n *nexts) text(r *rules.Rule, a alert.Alert) string {
+	for _, p := range n.pauses {
+		if !p.StartsAt.After(n.now) && !p.Ended(n.now) && p.Holds([]string{r.Name}, a.Symbol) {
+			until := "until resumed"
+			if !p.EndsAt.IsZero() {
+				until = "until " + n.clock(p.EndsAt)
+			}
+			return fmt.Sprintf("paused %s (by %s): nothing is sent", until, p.CreatedBy)
+		}
+	}
+	note, noted := n.notes[[2]string{a.Symbol, r.Name}]
+	if !a.LastActionAt.IsZero() {
+		if until := a.LastActionAt.Add(r.Cooldown); until.After(n.now) {
+			did := "acted at " + n.clock(a.LastActionAt)
+			if n.dryRun {
+				did = "logged at " + n.clock(a.LastActionAt) + " (dry run: nothing sent)"
+			}
+			if noted && note.text != "" && !note.at.Before(a.LastActionAt) {
+				did = note.text
+			}
+			return did + "; cooling down until " + n.clock(until)
+		}
+	}
+	if n.breaker.Open {
+		return "circuit breaker open until " + n.clock(n.breaker.OpenUntil) + ": no call is sent"
+	}
+	if noted && note.text != "" && !note.at.Before(a.Since) {
+		return note.text
+	}
+	return "acts at the next tick its condition holds"
+}
+
+// clock is t as the status's texts say it: the time in UTC, with the date
+// when it is not now's.
+func (n *nexts) clock(t time.Time) string {
+	t = t.UTC()
+	if y, m, d := t.Date(); y == n.now.UTC().Year() && m == n.now.UTC().Month() && d == n.now.UTC().Day() {
+		return t.Format("15:04:05") + " UTC"
+	}
+	return t.Format("2006-01-02 15:04:05") + " UTC"
 }
 
 // board is what callers read while a tick may be running: what the last
@@ -189,6 +270,21 @@ type board struct {
 	// liquidated are the liquidations not acknowledged yet (at most
 	// maxLiquidationsKept, the oldest dropped).
 	liquidated []LiquidationStatus
+	// notes are what became of the firing rules' last attempts, by
+	// symbol and rule (a hedge-mode long and short share one), for
+	// Status's next texts; those of rules no longer active are dropped
+	// when the active ones are published.
+	notes map[[2]string]ruleNote
+}
+
+// note records what became of rule's actions on symbol at the attempt at.
+func (b *board) note(at time.Time, symbol, rule, text string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.notes == nil {
+		b.notes = make(map[[2]string]ruleNote)
+	}
+	b.notes[[2]string{symbol, rule}] = ruleNote{at: at, text: text}
 }
 
 // maxLiquidationsKept bounds the liquidations the board keeps marked.
@@ -289,10 +385,16 @@ func (b *board) setRules(set *rules.Set) {
 	b.mu.Unlock()
 }
 
-// setActive publishes the active rules.
+// setActive publishes the active rules, and forgets the notes of the
+// rules not among them.
 func (b *board) setActive(active []alert.Alert) {
 	b.mu.Lock()
 	b.active = active
+	for k := range b.notes {
+		if !slices.ContainsFunc(active, func(a alert.Alert) bool { return a.Symbol == k[0] && a.Rule == k[1] }) {
+			delete(b.notes, k)
+		}
+	}
 	b.mu.Unlock()
 }
 
@@ -507,8 +609,8 @@ func (b *board) positionsLocked() []PositionStatus {
 // complete fills what a tick leaves for Status to compute when asked
 // (a tick does not pay for a page nobody reads): the distance to
 // liquidation, and each rule's state from the rules in force and the
-// active ones.
-func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert) {
+// active ones, with what happens next to a firing one.
+func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert, n *nexts) {
 	if ps.Index.IsPositive() {
 		// Not finite (a liquidation price past a float's range): no data,
 		// never a NaN the status's JSON cannot carry.
@@ -518,15 +620,21 @@ func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert) {
 	}
 	// [] when no rule applies (only account rules, or rules of other
 	// symbols): the page reads a list.
-	ps.Rules = []RuleStatus{}
+	ps.Rules, ps.Thresholds = []RuleStatus{}, []DistanceThreshold{}
 	for _, r := range set.Rules {
 		if r.Account() || !r.AppliesTo(ps.Symbol) {
 			continue
+		}
+		if d, ok := r.DistanceBelow(); ok {
+			ps.Thresholds = append(ps.Thresholds, DistanceThreshold{Rule: r.Name, Severity: string(r.Severity), Below: d})
 		}
 		rs := RuleStatus{Rule: r.Name, State: alert.Inactive.String()}
 		for _, a := range active {
 			if a.Rule == r.Name && a.Symbol == ps.Symbol {
 				rs.State, rs.Since = a.State.String(), a.Since
+				if a.State == alert.Firing {
+					rs.Next = n.text(r, a)
+				}
 			}
 		}
 		ps.Rules = append(ps.Rules, rs)
@@ -537,12 +645,18 @@ func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert) {
 // publication, the last actions, the silences and pauses, the calls in
 // flight. It never waits for a tick.
 func (e *Engine) Status(now time.Time) *Status {
-	st := e.board.statusAt(now)
+	pauses := e.ctl.Pauses(now)
+	st := e.board.statusAt(now, pauses)
 	st.Actions = e.jr.Recent()
 	if st.Actions == nil {
 		st.Actions = []journal.RecentAction{}
 	}
-	st.Silences, st.Pauses = e.ctl.Silences(now), e.ctl.Pauses(now)
+	for i := range st.Actions {
+		if st.Actions[i].Rules == nil {
+			st.Actions[i].Rules = []string{} // a copy: the journal's list is not touched
+		}
+	}
+	st.Silences, st.Pauses = e.ctl.Silences(now), pauses
 	st.InFlight = e.disp.inFlight(now)
 	if st.Silences == nil {
 		st.Silences = []control.Silence{}
@@ -553,8 +667,9 @@ func (e *Engine) Status(now time.Time) *Status {
 	return st
 }
 
-// statusAt is what the last tick published, as Status shows it at now.
-func (b *board) statusAt(now time.Time) *Status {
+// statusAt is what the last tick published, as Status shows it at now
+// (pauses are those in force, for the next texts).
+func (b *board) statusAt(now time.Time, pauses []control.Pause) *Status {
 	b.read.Store(true)
 	b.mu.Lock()
 	st := &Status{Time: now, LastSuccess: b.lastOK, LastTick: b.status.lastTick, LastError: b.status.lastErr,
@@ -567,10 +682,12 @@ func (b *board) statusAt(now time.Time) *Status {
 		b.status.model = modelFitOf(*b.status.fit)
 	}
 	st.Model = b.status.model
-	st.Liquidations = slices.Clone(b.liquidated)
+	st.Liquidations = append([]LiquidationStatus{}, b.liquidated...) // [], never null
+	n := nexts{now: now, notes: maps.Clone(b.notes), pauses: pauses, dryRun: st.DryRun}
 	b.mu.Unlock()
 	if !st.LastSuccess.IsZero() {
-		st.SnapshotAge = now.Sub(st.LastSuccess).Seconds()
+		age := now.Sub(st.LastSuccess).Seconds()
+		st.SnapshotAge = &age
 	}
 	br.Prune(now)
 	st.Breaker = BreakerStatus{Open: br.Open(now), Sent: len(br.Sent), Budget: budget}
@@ -580,8 +697,9 @@ func (b *board) statusAt(now time.Time) *Status {
 	slices.SortFunc(st.Positions, func(a, b PositionStatus) int {
 		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Side, b.Side))
 	})
+	n.breaker = st.Breaker
 	for i := range st.Positions {
-		st.Positions[i].complete(set, active)
+		st.Positions[i].complete(set, active, &n)
 	}
 	if st.Positions == nil {
 		st.Positions = []PositionStatus{}

@@ -176,6 +176,9 @@ type Rule struct {
 	reads   reads
 	// position lists the position-level names When reads.
 	position []string
+	// distanceBelow is DistanceBelow's, when hasDistanceBelow.
+	distanceBelow    float64
+	hasDistanceBelow bool
 }
 
 // Windows returns the rule's functions over the recent past, in the order
@@ -302,6 +305,7 @@ func (r *Rule) setProgram(p *vm.Program, an *analysis) {
 	r.pool = newEvaluatorPool()
 	r.reads = reads{windows: an.windows, account: an.account}
 	r.position = an.position
+	r.distanceBelow, r.hasDistanceBelow = distanceBelow(p.Node())
 }
 
 // setProgram installs the compiled leverage expression with its fast path.

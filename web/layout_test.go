@@ -51,7 +51,7 @@ func TestStatusPageLayoutInChromium(t *testing.T) {
 		t.Errorf("positions in the order %s, want %s", got, want)
 	}
 	for _, want := range []string{
-		`id="equity">23253.00</b>`, `id="free">17973.33</b>`, `id="marginratio" class="">41.3%</b>`, `model fit: <span id="modelfit">n/a</span>`,
+		`id="equity">23,253.00</b>`, `id="free">17,973.33</b>`, `id="marginratio" class="">41.3%</b>`, `model fit: <span id="modelfit">n/a</span>`,
 		// XETH's firing rule is shown; its inactive one and XBTC's two are folded.
 		`<div class="rule" data-rule="watch-xeth" data-state="firing">`,
 		`<details class="inactive-rules"><summary>1 inactive</summary><div class="rule" data-rule="over-max-leverage" data-state="inactive">`,
@@ -66,6 +66,28 @@ func TestStatusPageLayoutInChromium(t *testing.T) {
 	}
 	if strings.Contains(dom, `data-action="notify"`) {
 		t.Error("notify rows are shown by default")
+	}
+	// Times in UTC, money and prices with thousands separators, a firing
+	// rule's next step, and the distance coloured by the rules' own
+	// thresholds: XETH at 5.52% is under watch-xeth's critical 6% (red),
+	// XSOL's rules name no distance (grey), whatever 5%/10% would say.
+	rowOf := func(symbol string) string {
+		return regexp.MustCompile(`<tr data-symbol="` + symbol + `".*?</tr>`).FindString(dom)
+	}
+	for _, c := range []struct{ row, want string }{
+		{rowOf("XBTC"), `>64,911.9</td>`},
+		{rowOf("XBTC"), `>33,101</td>`},
+		{rowOf("XBTC"), `>cross 5,136</td>`},
+		{rowOf("XETH"), `<div class="next">next: notified; cooling down until 09:28:13 UTC</div>`},
+		{rowOf("XETH"), `since 2025-03-14 09:26:13 UTC (40s)`},
+		{rowOf("XETH"), `background:#c0392b`},
+		{rowOf("XSOL"), `background:#7f8c8d`},
+		{dom, `>2025-03-14 09:26:13 UTC</td>`},
+		{dom, `id="updated">updated 09:26:53 UTC</small>`},
+	} {
+		if !strings.Contains(c.row, c.want) {
+			t.Errorf("the rendered page lacks %s in %s", c.want, c.row)
+		}
 	}
 	if strings.Contains(dom, "<img") || strings.Contains(dom, "pwned</title>") {
 		t.Error("a string from outside became HTML")

@@ -56,7 +56,7 @@ func TestStatusJSON(t *testing.T) {
 	req.RemoteAddr, req.Host = loopback, "127.0.0.1:9464"
 	rec = httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
-	for _, want := range []string{`"healthy": false`, `"controlEnabled": false`,
+	for _, want := range []string{`"healthy": false`, `"controlEnabled": false`, `"snapshotAgeSeconds": null`, `"liquidations": []`,
 		`"exchange": {
     "requests": 0,
     "errors": 0,
@@ -236,7 +236,8 @@ func TestStatusPageInChromium(t *testing.T) {
 func TestStatusEncodingFailureIs500(t *testing.T) {
 	t.Parallel()
 	st := demoStatus(t0)
-	st.SnapshotAge = math.NaN()
+	nan := math.NaN()
+	st.SnapshotAge = &nan
 	var logs bytes.Buffer
 	srv, err := web.New(web.Options{Guard: &fakeGuard{status: st}, Controls: &fakeControls{}, Metrics: http.NotFoundHandler(),
 		HealthMaxAge: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return t0 }})

@@ -57,7 +57,7 @@ func (g *fakeGuard) Status(now time.Time) *engine.Status {
 	defer g.mu.Unlock()
 	if g.status == nil {
 		return &engine.Status{Time: now, Positions: []engine.PositionStatus{}, Actions: []journal.RecentAction{},
-			Silences: []control.Silence{}, Pauses: []control.Pause{}, InFlight: []engine.CallInFlight{}}
+			Silences: []control.Silence{}, Pauses: []control.Pause{}, InFlight: []engine.CallInFlight{}, Liquidations: []engine.LiquidationStatus{}}
 	}
 	return g.status
 }
@@ -224,18 +224,22 @@ func demoStatus(now time.Time) *engine.Status {
 	dec := decimal.RequireFromString
 	dist := func(f float64) *float64 { return &f }
 	return &engine.Status{
-		Time: now, LastSuccess: now.Add(-1500 * time.Millisecond), SnapshotAge: 1.5, LastTick: now.Add(-1500 * time.Millisecond),
+		Time: now, LastSuccess: now.Add(-1500 * time.Millisecond), SnapshotAge: dist(1.5), LastTick: now.Add(-1500 * time.Millisecond),
 		Breaker: engine.BreakerStatus{Sent: 1, Budget: 10},
 		Positions: []engine.PositionStatus{
 			{Symbol: "XBTC", ID: "1_101", Side: "LONG", Size: dec("0.8"), Leverage: 10, MaxLeverage: 20, MarginMode: "cross",
 				Margin: dec("5136"), Index: dec("64911.9"), LiquidationPrice: dec("33101"), Distance: dist(0.49),
-				Rules: []engine.RuleStatus{{Rule: "watch-xeth", State: "inactive"}, {Rule: "over-max-leverage", State: "inactive"}}},
+				Rules:      []engine.RuleStatus{{Rule: "watch-xeth", State: "inactive"}, {Rule: "over-max-leverage", State: "inactive"}},
+				Thresholds: []engine.DistanceThreshold{}},
 			{Symbol: "XETH", ID: "1_102", Side: "SHORT", Size: dec("12"), Leverage: 20, MaxLeverage: 25, MarginMode: "isolated",
 				Margin: dec("1830"), Index: dec("3005.92"), LiquidationPrice: dec("3172"), Distance: dist(0.0552),
-				Rules: []engine.RuleStatus{{Rule: "watch-xeth", State: "firing", Since: now.Add(-40 * time.Second)}, {Rule: "over-max-leverage", State: "inactive"}}},
+				Rules: []engine.RuleStatus{{Rule: "watch-xeth", State: "firing", Since: now.Add(-40 * time.Second), Next: "notified; cooling down until 09:28:13 UTC"},
+					{Rule: "over-max-leverage", State: "inactive"}},
+				Thresholds: []engine.DistanceThreshold{{Rule: "watch-xeth", Severity: "critical", Below: 0.06}}},
 			{Symbol: "XSOL", ID: "1_103", Side: "LONG", Size: dec("400"), Leverage: 10, MaxLeverage: 10, MarginMode: "isolated",
 				Margin: dec("6080"), Index: dec("149.85"), LiquidationPrice: dec("136.4"), Distance: dist(0.0897),
-				Rules: []engine.RuleStatus{{Rule: "watch-xeth", State: "inactive"}, {Rule: "over-max-leverage", State: "inactive"}}},
+				Rules:      []engine.RuleStatus{{Rule: "watch-xeth", State: "inactive"}, {Rule: "over-max-leverage", State: "inactive"}},
+				Thresholds: []engine.DistanceThreshold{}},
 		},
 		Actions: []journal.RecentAction{
 			{Time: now.Add(-39 * time.Second), Symbol: "XETH", Action: "notify", Rules: []string{"watch-xeth"}, Outcome: "sent"},
@@ -244,8 +248,9 @@ func demoStatus(now time.Time) *engine.Status {
 		},
 		Silences: []control.Silence{{ID: "a1", Rule: "watch-xeth", Symbol: "XETH", StartsAt: now.Add(-30 * time.Second), Ack: true,
 			Comment: "known", CreatedBy: "frank@desk", CreatedAt: now.Add(-30 * time.Second)}},
-		Pauses:   []control.Pause{{ID: "p1", Symbol: "XBTC", StartsAt: now.Add(-20 * time.Second), Comment: "rolling", CreatedBy: "grace@desk"}},
-		InFlight: []engine.CallInFlight{{Symbol: "XSOL", Call: "POST /v1/contracts/positions/XSOL/margin", Since: now.Add(-2 * time.Second), Running: 2}},
+		Pauses:       []control.Pause{{ID: "p1", Symbol: "XBTC", StartsAt: now.Add(-20 * time.Second), Comment: "rolling", CreatedBy: "grace@desk"}},
+		InFlight:     []engine.CallInFlight{{Symbol: "XSOL", Call: "POST /v1/contracts/positions/XSOL/margin", Since: now.Add(-2 * time.Second), Running: 2}},
+		Liquidations: []engine.LiquidationStatus{},
 	}
 }
 

@@ -65,8 +65,8 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 		health = "UNHEALTHY"
 	}
 	last := "no complete snapshot yet"
-	if !st.LastSuccess.IsZero() {
-		last = fmt.Sprintf("last complete snapshot %s ago", time.Duration(st.SnapshotAge*float64(time.Second)).Round(time.Millisecond))
+	if st.SnapshotAge != nil {
+		last = fmt.Sprintf("last complete snapshot %s ago", time.Duration(*st.SnapshotAge*float64(time.Second)).Round(time.Millisecond))
 	}
 	fmt.Fprintf(m.Stdout, "%s: %s, %s", control.Printable(head), health, last)
 	if st.DryRun {

@@ -39,10 +39,10 @@ func (c telegramController) Status(context.Context) string {
 	st := c.e.Status(time.Now())
 	var b strings.Builder
 	switch {
-	case st.LastSuccess.IsZero():
+	case st.SnapshotAge == nil:
 		b.WriteString("riskguard: no complete snapshot yet")
 	default:
-		fmt.Fprintf(&b, "riskguard: last complete snapshot %s ago", time.Duration(st.SnapshotAge*float64(time.Second)).Round(time.Second))
+		fmt.Fprintf(&b, "riskguard: last complete snapshot %s ago", time.Duration(*st.SnapshotAge*float64(time.Second)).Round(time.Second))
 	}
 	if st.LastError != "" {
 		fmt.Fprintf(&b, " (last tick failed: %s)", st.LastError)

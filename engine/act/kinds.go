@@ -60,6 +60,14 @@ type Step interface {
 	Done(ctx context.Context, h Host, pl *Plan) error
 }
 
+// Noter is a Step that says in a few words why its last Prepare sent
+// nothing its rules asked for, when that was no failure (at target,
+// skipped because …): the status page's "next" text of its rules. "" when
+// it readied a call, or when its error says why not.
+type Noter interface {
+	Note() string
+}
+
 // Pending is a mutating call a kind readied (Host.Prepare) and the
 // executor sends: what its phases say, and, once it ended, its Result.
 type Pending struct {

@@ -121,7 +121,12 @@ type ReduceStep struct {
 	// listed; unknown: the outcome could not be told.
 	after   *exchange.Position
 	unknown bool
+	note    string // Note
 }
+
+// Note says why the last Prepare placed no order when no error does (a
+// bound left no room, the quantity rounds to nothing).
+func (c *ReduceStep) Note() string { return c.note }
 
 // readBackTimeout bounds the read of the account after an order.
 const readBackTimeout = 5 * time.Second
@@ -167,7 +172,11 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 	name := string(rules.ReducePosition)
 	names := Dedupe(c.Rules)
 	c.before = pos.Quantity
+	c.note = ""
 	skip := func(outcome, why string, err error) ([]*Pending, error) {
+		if err == nil {
+			c.note = "skipped: " + why
+		}
 		r := journal.Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
 			Phase: "skipped", Reason: why}
 		h.Emit(ctx, journal.Event{Audit: &r, Level: slog.LevelWarn, Msg: "skipped " + name + " " + sym + ": " + why,

@@ -43,7 +43,12 @@ type SettingsStep struct {
 	err    error
 	record journal.Record // the base record, completed with the read-back
 	ev     journal.ActionEvent
+	note   string // Note
 }
+
+// Note says why the last Prepare sent no settings call: at target, or
+// every part skipped.
+func (c *SettingsStep) Note() string { return c.note }
 
 // settingsOf is the plan's settings call, made at the first kind that
 // asks for one.
@@ -113,7 +118,16 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 		h.Emit(ctx, c.skipEvent(h, pl, sk))
 	}
 	want, pred := dec.Want, dec.Pred
+	c.note = ""
 	if !dec.Change {
+		switch {
+		case len(dec.Skips) > 0:
+			c.note = "skipped: " + dec.Skips[0].Why
+		case pos.Cross:
+			c.note = fmt.Sprintf("at target: leverage %dx, cross", pos.Leverage)
+		default:
+			c.note = fmt.Sprintf("at target: leverage %dx, isolated", pos.Leverage)
+		}
 		if c.Lower > 0 || c.Isolate {
 			h.Logger().Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
 		}

@@ -105,6 +105,9 @@ type Alert struct {
 	State        State
 	// Since is when it became pending or fired; zero otherwise.
 	Since time.Time
+	// LastActionAt is when its actions last ran (its cooldown counts
+	// from it); zero when they never did.
+	LastActionAt time.Time
 }
 
 // Alerts lists the rules whose state keep says to (names are the rule
@@ -116,7 +119,7 @@ func (b *Book[X]) Alerts(names []string, keep func(State) bool) []Alert {
 			if ri >= len(names) || !keep(s.State) {
 				continue
 			}
-			a := Alert{Symbol: e.Symbol, Rule: names[ri], State: s.State}
+			a := Alert{Symbol: e.Symbol, Rule: names[ri], State: s.State, LastActionAt: s.LastActionAt}
 			switch s.State {
 			case Pending:
 				a.Since = s.ActiveAt

@@ -261,7 +261,7 @@ type RecentAction struct {
 	Time    time.Time `json:"time"`
 	Symbol  string    `json:"symbol"`
 	Action  string    `json:"action"`
-	Rules   []string  `json:"rules,omitempty"`
+	Rules   []string  `json:"rules"`
 	Outcome string    `json:"outcome"`
 	From    int       `json:"from,omitempty"`
 	To      int       `json:"to,omitempty"`

@@ -73,6 +73,15 @@ type Config struct {
 	// riskguard_telegram_control_failing say so. The engine does not read
 	// it; the daemon's control does.
 	ControlFailAfter time.Duration
+	// StressHorizon, StressSigmaFloor and StressLikely shape the stress
+	// grid every action is judged by (margin.Stress): each index's σ is
+	// the volatility of its own recent returns scaled to StressHorizon
+	// (the time a move has before someone reacts), at least
+	// StressSigmaFloor (a fraction of the index, for a quiet market); a
+	// move within ±StressLikely σ is likely.
+	StressHorizon    time.Duration
+	StressSigmaFloor float64
+	StressLikely     float64
 	// FastDistance is the liquidation distance (a fraction of the index,
 	// as the rules' liquidationDistance) under which a position puts the
 	// guard in the fast lane.

@@ -147,3 +147,85 @@ func liquidationsOf(t *testing.T, reg *prometheus.Registry, symbol string) float
 	}
 	return 0
 }
+
+// A cross pool liquidated by every index falling together is said as a
+// liquidation of each position (issue 31's thin all-cross account: XBTC
+// long 0.5 ×20 and XSOL long 200 ×10 on cross, 3,000 free). Each one's
+// listed liquidation price holds the other index still, so the −12% move
+// of both leaves each index far from its own (XBTC's about 22% under the
+// index before) while the pool, which survives about 11% together, is
+// gone: said, critically, with the pool's figures, never as a close.
+func TestCrossPoolLiquidatedTogetherIsSaid(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("watch.yaml", []byte("rules:\n  - name: watch\n    when: liquidationDistance < 0.001\n    actions: [{action: notify}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := decimal.RequireFromString
+	for _, p := range []sim.PositionSpec{
+		{Symbol: "XBTC", Direction: "LONG", Quantity: d("0.5"), EntryPrice: d("65000"), Leverage: 20, Cross: true},
+		{Symbol: "XSOL", Direction: "LONG", Quantity: d("200"), EntryPrice: d("150"), Leverage: 10, Cross: true},
+		{Symbol: "XETH", Empty: true},
+	} {
+		if err := ex.PutPosition(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex.SetBalance(d("3000"))
+	ex.SetIndexPrice("BTC", d("65000"))
+	ex.SetIndexPrice("SOL", d("150"))
+	client := overHTTP(t, ex)
+	var audit bytes.Buffer
+	note := &kinds{}
+	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Notifier: note, Audit: journal.NewAudit(&audit)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := e.Tick(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	ex.SetIndexPrice("BTC", d("57200"))
+	ex.SetIndexPrice("SOL", d("132"))
+	if len(ex.Liquidations()) != 2 {
+		t.Fatalf("the exchange liquidated %+v, want the pool", ex.Liquidations())
+	}
+	if _, err := e.Tick(ctx, now.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	said := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(audit.String()), "\n") {
+		var r journal.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.Type == "liquidated" && r.Phase == "":
+			said[r.Symbol] = r.Reason
+		case r.Type == "closed":
+			t.Errorf("a pool liquidation said as a close: %s", r.Reason)
+		}
+	}
+	for _, sym := range []string{"XBTC", "XSOL"} {
+		if !strings.Contains(said[sym], "LIQUIDATED: "+sym) || !strings.Contains(said[sym], "the cross pool was liquidated") {
+			t.Errorf("%s: %q", sym, said[sym])
+		}
+	}
+	n := 0
+	for _, m := range note.msgs {
+		if m.Kind == notify.KindLiquidation && m.Severity == "critical" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d critical liquidation messages, want 2: %+v", n, note.msgs)
+	}
+}

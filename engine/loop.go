@@ -114,6 +114,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	if snap != nil {
 		e.lane.near = nearest{} // this tick's evaluation measures it afresh
 		rows := e.join(snap)
+		e.model.vol.observe(now, e.view.Rows)
+		e.model.stress = stressSettings{horizon: e.cfg.StressHorizon, floor: e.cfg.StressSigmaFloor, likely: e.cfg.StressLikely}
 		for _, ev := range e.recon.observe(now, &e.view) {
 			e.emit(ctx, rep, ev)
 		}

@@ -31,6 +31,18 @@ type modelWatch struct {
 	inFlight string
 	// lines are the account's, reused from tick to tick.
 	lines []margin.Line
+	// vol follows the indexes' volatility; stress is the grid's settings
+	// (engine.stress_*), set each tick.
+	vol    volatility
+	stress stressSettings
+}
+
+// stressSettings are the stress grid's settings: σ over horizon, at least
+// floor; likely moves within ±likely σ.
+type stressSettings struct {
+	horizon time.Duration
+	floor   float64
+	likely  float64
 }
 
 // begin starts the tick at now, whose positions were read while the call

@@ -78,6 +78,15 @@ func (m *modelWatch) account(tv *market.View, rows []tickRow) *act.Model {
 	}
 	m.liqs.Forget(v.At)
 	v.Liqs = &m.liqs
+	index := make(map[string]string, len(ps))
+	for i := range tv.Rows {
+		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
+			index[r.Sym.Name] = r.IndexName
+		}
+	}
+	st := m.stress
+	v.Sigma = func(symbol string) float64 { return m.vol.sigma(index[symbol], st.horizon, st.floor) }
+	v.Likely = st.likely
 	m.view = v
 	return v
 }

@@ -47,6 +47,15 @@ type reconciler struct {
 	// marked, when set, keeps each liquidation marked on the status
 	// until acknowledged (the board's).
 	marked func(LiquidationStatus)
+	// poolMoved is when the guard's last settings call was sent, and
+	// poolCall what it was: a call on a cross position moves the cross
+	// pool, so the cross positions' liquidation prices read before it are
+	// no longer theirs.
+	poolMoved time.Time
+	poolCall  string
+	// poolAt is the read poolWhy was worked out for (poolLiquidated).
+	poolAt  time.Time
+	poolWhy string
 }
 
 // adopted takes an order whose outcome was never recorded: the next read
@@ -145,8 +154,12 @@ func (r *reconciler) setConfig(cfg Config) {
 // change made by someone else.
 func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
 	for i := range actions {
-		if a := &actions[i]; a.Outcome == "sent" && !a.Quantity.IsZero() {
+		a := &actions[i]
+		if a.Outcome == "sent" && !a.Quantity.IsZero() {
 			r.own[a.Symbol] = now
+		}
+		if a.Outcome == "sent" && a.From != 0 { // a settings call: leverage from
+			r.poolMoved, r.poolCall = now, a.Action+" "+a.Symbol
 		}
 	}
 }
@@ -252,6 +265,10 @@ func (r *reconciler) sameID(v *market.View, key market.Key) *lastSeen {
 // it never saw open.
 func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []event) {
 	prev := r.last[key]
+	pool := ""
+	if prev != nil && prev.cross {
+		pool = r.poolLiquidated(now) // over every cross position gone, this one still among them
+	}
 	delete(r.last, key)
 	for i, s := range r.places {
 		if s == prev {
@@ -269,7 +286,11 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	if !at.IsPositive() {
 		at = prev.index
 	}
-	if r.liquidated(prev, at) || r.liquidated(prev, prev.index) {
+	pooled := false
+	if pool != "" && !r.liquidated(prev, at) && !r.liquidated(prev, prev.index) {
+		why, pooled = why+"; "+pool, true
+	}
+	if pooled || r.liquidated(prev, at) || r.liquidated(prev, prev.index) {
 		ev := r.liquidationEvent(now, prev, at, why)
 		if r.marked != nil {
 			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Text: ev.Msg})
@@ -279,8 +300,61 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	if r.ours(prev.symbol, now) {
 		return "position closed by the guard's order", nil
 	}
+	if prev.cross && !r.poolMoved.IsZero() && !r.poolMoved.Before(prev.at) && now.Sub(prev.at) <= r.ownFor {
+		// The guard's own call moved the pool after the last read (at
+		// its tick or later), and the position is gone at the reads
+		// that followed: the liquidation price read is stale, and the
+		// call may well have liquidated it. Said as one: a liquidation
+		// is never passed off as a close.
+		why += fmt.Sprintf("; the guard's %s at %s moved the cross pool after the last read, so its liquidation price since is not known", r.poolCall, r.poolMoved.UTC().Format(time.TimeOnly))
+		ev := r.liquidationEvent(now, prev, at, why)
+		if r.marked != nil {
+			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Text: ev.Msg})
+		}
+		return reasonLiquidated, []event{ev}
+	}
 	text := fmt.Sprintf("%s %s %s closed without an order of the guard (%s)%s", prev.symbol, prev.dir, prev.qty, why, distanceText(prev, at))
 	return "position closed", []event{r.changeEvent(now, "closed", slog.LevelInfo, "info", prev, nil, text)}
+}
+
+// poolLiquidated says why the cross pool was liquidated by the moves of
+// every index since the last read ("" when it was not, or cannot be
+// told), worked out once per read (now) over the cross positions the read
+// no longer lists open. A cross position's liquidation price is where
+// the pool falls to its maintenance with the other indexes held, so the
+// pool's slack is q·|index − liquidation| of any one of them; the pool
+// is gone when the moves of all of them together lost that much (within
+// engine.liquidation_margin). Indexes falling together liquidate a pool
+// far from each position's own liquidation price.
+func (r *reconciler) poolLiquidated(now time.Time) string {
+	if r.poolAt.Equal(now) {
+		return r.poolWhy
+	}
+	r.poolAt, r.poolWhy = now, ""
+	slack, lost := decimal.Decimal{}, decimal.Zero
+	known := false
+	for _, s := range r.last {
+		if !s.cross || !s.at.Before(now) || !s.index.IsPositive() || !s.liq.IsPositive() {
+			continue
+		}
+		ix := r.prices[s.indexName]
+		if !ix.IsPositive() {
+			return ""
+		}
+		sl := s.qty.Mul(s.index.Sub(s.liq).Abs())
+		if !known || sl.LessThan(slack) {
+			slack, known = sl, true
+		}
+		move := s.qty.Mul(ix.Sub(s.index))
+		if s.dir == exchange.Short {
+			move = move.Neg()
+		}
+		lost = lost.Sub(move)
+	}
+	if known && lost.GreaterThanOrEqual(slack.Mul(decimal.NewFromInt(1).Sub(r.near))) {
+		r.poolWhy = fmt.Sprintf("the cross positions gone together lost %s on their indexes since the last read, and the pool had %s above its maintenance: the cross pool was liquidated", lost.Round(2), slack.Round(2))
+	}
+	return r.poolWhy
 }
 
 // liquidated reports whether an index at index put prev at, past or within

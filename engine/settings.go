@@ -113,6 +113,21 @@ func Settings() []Setting {
 				}
 				return ""
 			}),
+		positive("engine.stress_horizon", "StressHorizon", func(c *Config) *time.Duration { return &c.StressHorizon }, time.Hour),
+		number("engine.stress_sigma_floor", "StressSigmaFloor", func(c *Config) *float64 { return &c.StressSigmaFloor }, 0.02).
+			checked(func(c Config) string {
+				if !(c.StressSigmaFloor > 0 && c.StressSigmaFloor < 0.5) {
+					return fmt.Sprintf("must be a fraction within (0, 0.5), e.g. 0.02 for σ of at least 2%% over engine.stress_horizon, got %v", c.StressSigmaFloor)
+				}
+				return ""
+			}),
+		number("engine.stress_likely", "StressLikely", func(c *Config) *float64 { return &c.StressLikely }, 3).
+			checked(func(c Config) string {
+				if !(c.StressLikely >= 1 && c.StressLikely <= 5) {
+					return fmt.Sprintf("must be within 1..5 (σ), e.g. 3 for moves within ±3σ, got %v", c.StressLikely)
+				}
+				return ""
+			}),
 		// Symbol name → index name; nil: the symbol's baseName.
 		stringMap("exchange.index_names", "IndexNames", func(c *Config) *map[string]string { return &c.IndexNames }),
 	}

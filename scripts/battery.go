@@ -60,7 +60,7 @@ func paths() []path {
 		}
 		return a + (b-a)*(t-t0)/(t1-t0)
 	}
-	return []path{
+	ps := []path{
 		{"crash −25%", func(t float64) float64 { return lin(t, 10, 70, 1, 0.75) }, false},
 		{"wick −12% and back", func(t float64) float64 {
 			if t < 30 {
@@ -80,6 +80,32 @@ func paths() []path {
 		{"rally +15%", func(t float64) float64 { return lin(t, 10, 70, 1, 1.15) }, false},
 		{"chop ±4%", func(t float64) float64 { return 1 + 0.04*math.Sin(2*math.Pi*t/10) }, true},
 	}
+	// The wick families (issue 31): an ordinary day's moves, down and
+	// back or up and back, once or twice, 4% to 12% in two minutes and
+	// back in eight. "wick −12% and back" above is one of them.
+	wick := func(t, at, depth float64) float64 {
+		switch {
+		case t < at || t >= at+10:
+			return 0
+		case t < at+2:
+			return depth * (t - at) / 2
+		}
+		return depth * (1 - (t-at-2)/8)
+	}
+	for _, depth := range []float64{4, 8, 12} {
+		for _, sign := range []float64{-1, 1} {
+			d := sign * depth / 100
+			dir := fmt.Sprintf("−%g%%", depth)
+			if sign > 0 {
+				dir = fmt.Sprintf("+%g%%", depth)
+			}
+			if !(sign < 0 && depth == 12) { // the wick above
+				ps = append(ps, path{fmt.Sprintf("wick %s and back", dir), func(t float64) float64 { return 1 + wick(t, 30, d) }, true})
+			}
+			ps = append(ps, path{fmt.Sprintf("two wicks %s", dir), func(t float64) float64 { return 1 + wick(t, 30, d) + wick(t, 70, d) }, true})
+		}
+	}
+	return ps
 }
 
 // account is a starting account on the default scenario's symbols.
@@ -106,6 +132,11 @@ func accounts() []account {
 		{"mixed", "3000", []sim.PositionSpec{pos("XBTC", exchange.Long, "0.5", "65000", 20, true), pos("XETH", exchange.Short, "12", "3010", 20, false),
 			pos("XSOL", exchange.Long, "400", "150", 10, false)}},
 		{"shorts", "3000", []sim.PositionSpec{pos("XBTC", exchange.Short, "0.5", "65000", 20, true), pos("XETH", exchange.Short, "10", "3010", 10, true)}},
+		// Issue 31's two accounts, where isolating a healthy cross
+		// position on leverage alone turned an ordinary wick into a
+		// liquidation.
+		{"thin all-cross", "3000", []sim.PositionSpec{pos("XBTC", exchange.Long, "0.5", "65000", 20, true), pos("XSOL", exchange.Long, "200", "150", 10, true)}},
+		{"cross shorts", "4000", []sim.PositionSpec{pos("XBTC", exchange.Short, "0.5", "65000", 15, true), pos("XETH", exchange.Short, "10", "3010", 15, true)}},
 	}
 }
 
@@ -164,6 +195,7 @@ type totals struct {
 func main() {
 	rulesFlag := flag.String("rules", "", "rules or config files to test, comma-separated (default: the battery's rule sets)")
 	short := flag.Bool("short", false, "the first rule set only (for CI): its rows are the full run's, byte for byte")
+	inputs := flag.String("inputs", "", "also write each run's scenario and prices into `DIR` (PATH-ACCOUNT.scenario.json, .csv), to replay one run with riskguard backtest")
 	flag.Parse()
 	sets := ruleSets()
 	if *rulesFlag != "" {
@@ -193,7 +225,7 @@ func main() {
 			file = filepath.Join(dir, fmt.Sprintf("rules-%d.yaml", i))
 			check(withoutReduce(set.file, file))
 		}
-		bad += runSet(bin, dir, set.name, file, or)
+		bad += runSet(bin, dir, *inputs, set.name, file, or)
 	}
 	or.printUnsavable()
 	if bad > 0 {
@@ -205,7 +237,7 @@ func main() {
 
 // runSet runs one rule set on every path and account, prints its table and
 // totals, and returns the number of problems.
-func runSet(bin, dir, name, rulesFile string, or *oracle) int {
+func runSet(bin, dir, inputs, name, rulesFile string, or *oracle) int {
 	fmt.Printf("%s:\n", name)
 	reduces, err := hasReduce(rulesFile)
 	check(err)
@@ -218,6 +250,11 @@ func runSet(bin, dir, name, rulesFile string, or *oracle) int {
 			check(writePath(csv, p, step))
 			sc := filepath.Join(dir, "scenario.json")
 			check(writeScenario(sc, a))
+			if inputs != "" {
+				base := filepath.Join(inputs, strings.NewReplacer(" ", "_", "%", "", ",", "", "±", "pm", "−", "-", "+", "").Replace(p.name+"-"+a.name))
+				check(writeScenario(base+".scenario.json", a))
+				check(writePath(base+".csv", p, step))
+			}
 			cmd := exec.Command(bin, "backtest", "--config", rulesFile, "--scenario", sc, "--csv", csv, "--interval", "2s", "--json", "--log-level", "error")
 			cmd.Env = append(os.Environ(), "RISKGUARD_API_KEY=", "RISKGUARD_API_SECRET=")
 			out, err := cmd.Output()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -30,7 +31,7 @@ import (
 type backtestFlags struct {
 	config, data, csv, history, baseline, scenario, cache string
 	account                                               string
-	report                                                string
+	report, audit                                         string
 	historySource, barType                                string
 	barPrices                                             backtest.BarPrices
 	from, to                                              time.Time
@@ -78,6 +79,20 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 			fmt.Fprintln(m.Stderr, err)
 			return exitCode(1)
 		}
+	}
+	if f.audit != "" {
+		af, err := os.Create(f.audit)
+		if err != nil {
+			fmt.Fprintln(m.Stderr, "riskguard backtest: --audit:", err)
+			return exitCode(1)
+		}
+		bw := bufio.NewWriter(af)
+		defer func() {
+			if err := errors.Join(bw.Flush(), af.Close()); err != nil {
+				fmt.Fprintln(m.Stderr, "riskguard backtest: --audit:", err)
+			}
+		}()
+		opt.Audit = bw
 	}
 	src, closeSrc, err := m.backtestSource(ctx, f, cfg, logger, &opt)
 	if err != nil {
@@ -152,7 +167,7 @@ func writeReport(path string, res *backtest.Result) error {
 // reported and is an exitCode(2).
 func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	f := &backtestFlags{}
-	fs := m.newFlags("backtest", "backtest --config FILE (--data DATA | --csv FILE | --history 30d [--history-source bars --bar-type 1m]) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--scenario FILE] [--report FILE.html] [--json]", commands()["backtest"].summary)
+	fs := m.newFlags("backtest", "backtest --config FILE (--data DATA | --csv FILE | --history 30d [--history-source bars --bar-type 1m]) [--from T] [--to T] [--baseline OLD.yaml] [--interval D] [--seed N] [--scenario FILE] [--report FILE.html] [--audit FILE.jsonl] [--json]", commands()["backtest"].summary)
 	fs.StringVar(&f.config, "config", "riskguard.yaml", "configuration file: the rules under test and the engine settings")
 	fs.StringVar(&f.account, "account", "", "the account whose rules and exchange are tested, when the config lists several (accounts:)")
 	fs.StringVar(&f.data, "data", "", "recorded data (riskguard record), .gz gunzipped")
@@ -161,6 +176,7 @@ func (m *Main) parseBacktestFlags(args []string) (*backtestFlags, error) {
 	fs.StringVar(&f.baseline, "baseline", "", "a second rules (or config) file to compare the decisions with")
 	fs.StringVar(&f.scenario, "scenario", "", "starting state for --csv or --history as a simulated exchange scenario file (default: today's positions read from the exchange)")
 	fs.StringVar(&f.report, "report", "", "also write a self-contained HTML report with a chart per symbol to this file")
+	fs.StringVar(&f.audit, "audit", "", "also write the guarded run's audit log (JSON lines, as the daemon writes it) to this file")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the verdict, both runs and the rules' statistics), for scripts")
 	fs.StringVar(&f.cache, "cache", "", "cache directory of --history (default: the user cache directory's riskguard/history)")
 	fs.StringVar(&f.historySource, "history-source", "index", "what --history fetches: index (the index history) or bars (the bars of each position's symbol)")

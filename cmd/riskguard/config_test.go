@@ -70,6 +70,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ActionTimeout: 30 * time.Second, ActionConcurrency: 4, SymbolBackoffMax: time.Minute, MaxWindow: 24 * time.Hour, FastDistance: 0.05,
 		ControlFailAfter: 5 * time.Minute,
 		ModelTolerance:   0.005, LiquidationMargin: 0.01,
+		StressHorizon: time.Hour, StressSigmaFloor: 0.02, StressLikely: 3,
 	}
 	if !reflect.DeepEqual(cfg.Engine, want) || !reflect.DeepEqual(cfg.Engine, engine.DefaultConfig()) {
 		t.Errorf("engine = %+v, want %+v", cfg.Engine, want)

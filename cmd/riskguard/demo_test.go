@@ -39,7 +39,7 @@ func TestDemo(t *testing.T) {
 		"── tick 1, t+0s",
 		"as read by the tick:\nSYMBOL  SIDE   QTY  LEV  MODE      INDEX    LIQUIDATION  DISTANCE\n",
 		"XSOL    LONG   400  15x  isolated  150.00   144.91       3.40%",
-		"lower_leverage XSOL 15x→10x: sent [over-max-leverage]\n      liquidation 144.907 → 139.84 (3.40% → 6.77% away), +2026.67 margin, free balance 17973.33\n      after; XBTC liquidation 33101 → 35634.4 (49.08% → 45.18% away); account survives 3.40% → 5.38%\n      together (XSOL → XETH first, 5029.17 → 7971.91 lost), weakest alone XSOL 3.40% → XETH 5.38%\n",
+		"lower_leverage XSOL 15x→10x: sent [over-max-leverage]\n      liquidation 144.907 → 139.84 (3.40% → 6.77% away), +2026.67 margin, free balance 17973.33\n      after; XBTC liquidation 33101 → 35634.4 (49.08% → 45.18% away); account survives 3.40% → 5.38%\n      together (XSOL → XETH first, 5029.17 → 7971.91 lost), weakest alone XSOL 3.40% → XETH 5.38%;\n      stress: expected loss 84.30 → 31.84; after: expected loss 31.84 (σ XBTC 2.00%, XETH 2.00%,\n      XSOL 2.00%); within ±3σ: +5.40% (+2.7σ, every index together) liquidates XETH SHORT\n",
 		"after the actions:\nSYMBOL  SIDE  QTY  LEV  MODE      INDEX   LIQUIDATION  DISTANCE  ORDERS\nXSOL    LONG  400  10x  isolated  150.00  139.84       6.77%     0\n",
 		"lower_leverage (sent)",
 		"── with and without the guard, on the same prices",

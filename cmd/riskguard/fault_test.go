@@ -541,7 +541,7 @@ func TestFaultPartialData(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			g := newGuardEnv(t, "", overMaxRule+nearLiqXBTC)
-			g.ex.SetBalance(decimal.NewFromInt(100))
+			g.ex.SetBalance(decimal.Zero)
 			g.putNearLiquidation("XBTC", "BTC", 0.03)
 			xsolID := json.Number(decimal.NewFromInt(g.position("XSOL").SymbolID).String())
 			p := newFaultProxy(t, g.url)
@@ -597,7 +597,7 @@ func TestFaultPartialData(t *testing.T) {
 func TestFaultStaleIndexPrices(t *testing.T) {
 	t.Parallel()
 	g := newGuardEnv(t, "  stale_after: 400ms\n", nearLiqXBTC)
-	g.ex.SetBalance(decimal.NewFromInt(100))
+	g.ex.SetBalance(decimal.Zero)
 	d := g.start(campaignEnv(g.url))
 	waitFor(t, "a first complete tick", 10*time.Second, func() bool {
 		return strings.Contains(d.logs.String(), `"msg":"rule `) || len(g.ex.Calls()) > 4
@@ -655,7 +655,7 @@ func TestFaultServerClockOff(t *testing.T) {
 		waitFor(t, "a refused timestamp", 10*time.Second, func() bool {
 			return strings.Contains(strings.Join(g.tickErrors(), "\n"), "TIMESTAMP_EXPIRED")
 		})
-		g.ex.SetBalance(decimal.NewFromInt(100))
+		g.ex.SetBalance(decimal.Zero)
 		g.putNearLiquidation("XBTC", "BTC", 0.03)
 		waitFor(t, "XBTC protected after the resync", 20*time.Second, func() bool {
 			return g.ex.OpenOrders("XBTC") == 0 && !g.position("XBTC").Cross
@@ -728,7 +728,7 @@ func TestFaultActionHalfWay(t *testing.T) {
 			t.Parallel()
 			rule := strings.Replace(nearLiqXBTC, "cooldown: 5m", "cooldown: 1s", 1)
 			g := newGuardEnv(t, "", rule)
-			g.ex.SetBalance(decimal.NewFromInt(100))
+			g.ex.SetBalance(decimal.Zero)
 			g.putNearLiquidation("XBTC", "BTC", 0.03)
 			g.ex.InjectFault("/v1/contracts/orders/XBTC/cancel", sim.Fault{Status: tc.status, Times: tc.times})
 			env := campaignEnv(g.url)

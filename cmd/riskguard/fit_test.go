@@ -168,12 +168,15 @@ func TestCutNearLiquidationGoesOutWhenTheAccountGains(t *testing.T) {
 	}
 }
 
-// Isolating a failing cross position ring-fences the rest of the account:
-// XETH short ×20 cross beside XBTC with 500 free, ETH at 3,100 (XSOL
-// closed). Isolated, XETH stays 2.32% from liquidation (above the 2%
-// floor) and XBTC's pool survives a move of every index of 11.58% instead
-// of 7.72%: protective, sent without allow_closer_liquidation.
-func TestIsolationRingFencingAFailingCrossPosition(t *testing.T) {
+// Isolating a healthy cross position is refused when it makes a likely
+// move fatal (issue 31): XETH short ×20 cross beside XBTC with 500 free,
+// ETH at 3,100 (XSOL closed). By the old measure isolating XETH
+// "ring-fenced" the rest (XBTC's pool survives 7.72% → 11.58% of every
+// index together) and was sent; but XETH, 18.50% from liquidation in the
+// pool, would sit 2.32% away alone, and with σ at its 2% floor a rise of
+// 1.2σ (+2.40%) — an ordinary hour — would liquidate it. The stress grid
+// refuses it, naming that move; nothing is sent.
+func TestIsolationOfAHealthyCrossPositionRefused(t *testing.T) {
 	t.Parallel()
 	g := newGuardEnv(t, "", `
   - name: ring-fence-xeth
@@ -195,11 +198,27 @@ func TestIsolationRingFencingAFailingCrossPosition(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if g.position("XETH").Cross {
-		t.Fatalf("XETH still cross\n%s", stderr)
+	if !g.position("XETH").Cross || len(g.mutating()) != 0 {
+		t.Fatalf("XETH isolated (%d mutating calls)\n%s", len(g.mutating()), stderr)
 	}
-	if want := "set_isolated XETH cross→isolated: ring-fences XETH: the rest of the account survives 7.72% → 11.58% together"; !strings.Contains(stderr, want) {
-		t.Errorf("log lacks %q:\n%s", want, stderr)
+	for _, want := range []string{
+		"skipped set_isolated XETH: liquidation 3673.6 → 3172 (18.50% → 2.32% away)",
+		"isolating XETH would make a likely move fatal: +2.40% (+1.2σ, every index together) liquidates XETH SHORT (now no move within ±3σ does) (stress grid)",
+		"stress: expected loss 1.04 → 68.62",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr)
+		}
+	}
+	var skipped *journal.Record
+	for _, r := range g.audit() {
+		if r.Type == "action" && r.Symbol == "XETH" {
+			skipped = &r
+		}
+	}
+	if skipped == nil || skipped.Prediction == nil || skipped.Prediction.ExpectedLossAfter == nil ||
+		skipped.Prediction.ExpectedLossAfter.String() != "68.62" || !strings.Contains(skipped.Prediction.Stress, "liquidates XETH SHORT") {
+		t.Errorf("audit record %+v", skipped)
 	}
 }
 

@@ -40,7 +40,11 @@ func (g *guardEnv) isolateRecords() []journal.Record {
 
 // An action predicted to move a position's liquidation price closer is
 // not sent unless its rule opts in, and then never under the floor; the
-// skip is audited with the prediction, logged and notified.
+// skip is audited with the prediction, logged and notified. Without the
+// opt-in it is the stress grid that refuses it: the isolated XBTC, 10.61%
+// away, raises the expected loss (a healthy position is not isolated);
+// with it, the grid lets it go out — no likely move (±3σ of 2%) reaches
+// 10.61% — and the floor still binds.
 func TestHarmfulIsolationSkippedUnlessAllowed(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -50,7 +54,7 @@ func TestHarmfulIsolationSkippedUnlessAllowed(t *testing.T) {
 		wantWhy  string
 		wantLine string
 	}{
-		{"not allowed", "", false, "the rule does not allow it (allow_closer_liquidation)",
+		{"not allowed", "", false, "isolating XBTC would raise the expected loss on the stress grid from 84.30 to 88.62",
 			"skipped set_isolated XBTC: liquidation 33101 → 58101 (49.08% → 10.61% away), free balance 20000 after"},
 		{"allowed above the default floor", "    allow_closer_liquidation: true\n", true, "",
 			"set_isolated XBTC cross→isolated: liquidation 33101 → 58101 (49.08% → 10.61% away), free balance 20000 after"},

@@ -219,7 +219,7 @@ func TestRunNearLiquidationCancelsAndIsolates(t *testing.T) {
 	// With little free balance behind it, the cross position can still be
 	// isolated 3% from liquidation; with 20,000 the exchange would refuse
 	// (isolated, its liquidation price would be past the index).
-	g.ex.SetBalance(decimal.NewFromInt(100))
+	g.ex.SetBalance(decimal.Zero)
 	g.putNearLiquidation("XBTC", "BTC", 0.03)
 	if !g.position("XBTC").Cross || g.ex.OpenOrders("XBTC") == 0 {
 		t.Fatal("scenario changed: want XBTC cross with open orders")

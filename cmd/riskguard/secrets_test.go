@@ -118,7 +118,7 @@ func TestBinarySecretsNeverShown(t *testing.T) {
 	t.Parallel()
 	bin := testBinary(t)
 	s := newSecretsEnv(t, "")
-	s.ex.SetBalance(decimal.NewFromInt(100))
+	s.ex.SetBalance(decimal.Zero)
 	p, _ := s.ex.Position("XBTC")
 	s.ex.SetIndexPrice("BTC", p.LiquidationPrice.Div(decimal.RequireFromString("0.97")).Round(1))
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/shopspring/decimal"
 )
 
 // Skip is a part of a plan's settings call left out, to be said: an
@@ -43,11 +44,15 @@ type Decision struct {
 // and the exchange decides; only an isolation still needs its rules'
 // allow_closer_liquidation.
 //
-// Where it fits, every call is judged by the account measure
-// (margin.Survival): an isolation that moves the position's liquidation
-// price closer goes out when it ring-fences it — the rest of the account
-// survives larger moves, and the position stays above its rules' floor —
-// or when its rules allow it, above their floor; a leverage cut the free
+// Where it fits, every call is judged first on the stress grid
+// (margin.Stress, when the model has σ): no call goes out that makes a
+// likely move fatal to a position that survives every likely move now,
+// nor an isolation that raises the expected loss; then by the account
+// measure (margin.Survival): an isolation that moves the position's
+// liquidation price closer goes out when it ring-fences it — the rest of
+// the account survives larger moves, the position stays above its rules'
+// floor, and a likely move liquidates it anyway — or when its rules allow
+// it, above their floor; a leverage cut the free
 // balance cannot fund, or that moves more into the position than the
 // rules' margin budgets leave, or that would leave the account worse off
 // (unless allowed) or move another position under its floor, becomes the
@@ -96,20 +101,50 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 		if d.Pred == nil || d.Want.Cross == pos.Cross {
 			return
 		}
+		// An isolation of a failing cross position (a likely move
+		// liquidates it) that is not sent as asked may be sent funded:
+		// isolated at a lower leverage, the margin from the free
+		// balance, above its floor, passing the stress grid. The highest
+		// such leverage goes out instead; without one, the isolation is
+		// left out. A healthy position is not isolated at all: that
+		// trades a likely loss for protection from an unlikely one.
+		optedIn, _ := closerAllowed(pl, c.isolateKind)
+		drop := func(why string) {
+			_, failing := d.Pred.StressBefore.FatalFor(pl.Sym.Name, pos.Direction)
+			if pos.Cross && d.Pred.Stressed && failing {
+				if lev := fundedIsolation(m, pl, d.Want, rulesFloor(pl, c.isolateKind), optedIn); lev > 0 {
+					asked := d.Want.Leverage
+					d.Want.Leverage = lev
+					predict()
+					d.Stepped = fmt.Sprintf("isolated at %dx, funded from the free balance (at %dx: %s)", lev, asked, why)
+					return
+				}
+			}
+			dropIsolation(why)
+		}
+		// The stress grid first: no isolation makes a likely move fatal
+		// to a position that survives it now, or raises the expected
+		// loss; allow_closer_liquidation does not lift it.
+		if veto := d.Pred.gridVeto(pl.Sym.Name, true, optedIn); veto != "" {
+			drop("isolating " + pl.Sym.Name + " " + veto)
+			return
+		}
 		if !d.Pred.Closer() {
 			// Its own liquidation price moves away, but leaving the pool
 			// takes the position's margin and PNL out of it: the rest of
 			// the account can end worse off (the others' liquidation
-			// prices closer, even past the index). Judged by the account
-			// measure: only one that worsens it needs the opt-in.
-			if d.Pred.After.Compare(d.Pred.Before) < 0 {
+			// prices closer, even past the index). On the stress grid,
+			// which it passed, that is judged by what is likely; without
+			// one, by the account measure: only one that worsens it
+			// needs the opt-in.
+			if !d.Pred.Stressed && d.Pred.After.Compare(d.Pred.Before) < 0 {
 				if allowed, _ := closerAllowed(pl, c.isolateKind); !allowed {
 					dropIsolation("isolating would leave the account worse off (" + d.Pred.accountChange() + "); the rule does not allow it (allow_closer_liquidation)")
 				}
 			}
 			return
 		}
-		if d.Pred.ringFences(rulesFloor(pl, c.isolateKind)) {
+		if d.Pred.ringFences(rulesFloor(pl, c.isolateKind), pl.Sym.Name) {
 			d.Stepped = fmt.Sprintf("ring-fences %s: the rest of the account %s", pl.Sym.Name, margin.Change(d.Pred.RestBefore, d.Pred.RestAfter))
 			return
 		}
@@ -117,9 +152,9 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 		_, after := d.Pred.Distances()
 		switch {
 		case !allowed:
-			dropIsolation("isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)")
+			drop("isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)")
 		case after.LessThan(floor):
-			dropIsolation(fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
+			drop(fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
 				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2)))
 		}
 	}
@@ -136,6 +171,12 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 		},
 		func(p *Prediction) (bool, string) { return withinBudget(pl, c.lowerKind, now, p) },
 		accountBound(pl, c.lowerKind),
+		func(p *Prediction) (bool, string) {
+			if veto := p.gridVeto(pl.Sym.Name, false, false); veto != "" {
+				return false, fmt.Sprintf("%dx %s", p.Leverage, veto)
+			}
+			return true, ""
+		},
 	}
 	within := func(p *Prediction) (bool, string) {
 		for _, b := range bounds {
@@ -170,6 +211,28 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 	harm()
 	refusedHalf(&d, pl, predict, unchanged)
 	return d
+}
+
+// fundedIsolation is the highest leverage under want's at which isolating
+// the plan's position passes the stress grid (gridVeto), leaves it above
+// floor (and above its liquidation price: never isolated into a
+// liquidation) and moves a margin the free balance funds; 0 when none
+// does. Lower leverages only move more margin: the search stops at the
+// first the free balance cannot fund.
+func fundedIsolation(m *Model, pl *Plan, want exchange.Settings, floor decimal.Decimal, optedIn bool) int {
+	for lev := want.Leverage - 1; lev >= 1; lev-- {
+		p := m.Predict(pl, exchange.Settings{Leverage: lev, Cross: want.Cross})
+		if p == nil || !p.Stressed || !p.FreeKnown || !p.Affordable {
+			return 0
+		}
+		if _, after := p.Distances(); !after.IsPositive() || after.LessThan(floor) {
+			continue
+		}
+		if p.gridVeto(pl.Sym.Name, true, optedIn) == "" {
+			return lev
+		}
+	}
+	return 0
 }
 
 // refusedHalf tries a call the exchange refused for good from this very

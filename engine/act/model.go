@@ -2,7 +2,9 @@ package act
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/riskguard/riskguard/engine/journal"
@@ -32,6 +34,11 @@ type Model struct {
 	// Liqs, when set, remembers isolated liquidation prices across the
 	// models of successive ticks (the engine's).
 	Liqs *margin.Liquidations
+	// Sigma is each symbol's σ over the stress horizon, a fraction of its
+	// index, and Likely the likely range in σ (margin.Stress); nil Sigma:
+	// no stress grid, and the decisions are the account measure's alone.
+	Sigma  func(symbol string) float64
+	Likely float64
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
 }
@@ -53,6 +60,7 @@ type predictMemo struct {
 	moves            []decimal.Decimal // acct.Moves(liqs)
 	notional         *decimal.Decimal  // acct.Notional(), when known
 	before           map[int][2]margin.Survival
+	stress           *margin.Stress // the account before, on the stress grid
 	preds            map[predictKey]*Prediction
 	hasCross, crossK bool // hasCross(acct), once known (crossK)
 }
@@ -100,6 +108,11 @@ type Prediction struct {
 	// and after the call; RestBefore and RestAfter the same over every
 	// position but this one, which an isolation ring-fences.
 	Before, After, RestBefore, RestAfter margin.Survival
+	// StressBefore and StressAfter are the account on the stress grid
+	// before and after the call (margin.Stress); Stressed says they were
+	// computed (the model knows σ and can measure the account).
+	StressBefore, StressAfter margin.Stress
+	Stressed                  bool
 	// Unverified says why the prediction decides nothing: the model does
 	// not fit the exchange ("" when it does).
 	Unverified string
@@ -172,6 +185,14 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		}
 		p.Before, p.RestBefore = b[0], b[1]
 		p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves), memo.notional)
+		if v.Sigma != nil && v.Likely > 0 {
+			if memo.stress == nil {
+				s := v.Acct.Stress(v.Sigma, v.Likely, memo.liqs)
+				memo.stress = &s
+			}
+			p.StressBefore, p.StressAfter = *memo.stress, next.Stress(v.Sigma, v.Likely, liqsAfter)
+			p.Stressed = p.StressBefore.Known && p.StressAfter.Known
+		}
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {
@@ -257,10 +278,61 @@ func accountBound(pl *Plan, lowerKind rules.ActionKind) func(*Prediction) (bool,
 
 // ringFences reports whether isolating the plan's cross position
 // protects the rest of the account: every other position survives larger
-// moves once it is ring-fenced, and it stays at least floor away itself.
-func (p *Prediction) ringFences(floor decimal.Decimal) bool {
+// moves once it is ring-fenced, it stays at least floor away itself, and,
+// on the stress grid, it was failing within the likely range anyway (a
+// healthy position is not put at risk to protect the others from an
+// unlikely move).
+func (p *Prediction) ringFences(floor decimal.Decimal, symbol string) bool {
 	_, after := p.Distances()
-	return p.RestAfter.Compare(p.RestBefore) > 0 && !after.LessThan(floor)
+	if p.RestAfter.Compare(p.RestBefore) <= 0 || after.LessThan(floor) {
+		return false
+	}
+	if p.Stressed {
+		_, failing := p.StressBefore.FatalFor(symbol, p.direction)
+		return failing
+	}
+	return true
+}
+
+// expectedLossTolerance is how much the stress grid's expected loss may
+// grow, as a fraction of it (or a hundredth of a quote unit when it is
+// near 0), before a call is judged to raise it: the grid's own rounding.
+const expectedLossTolerance = 0.001
+
+// gridVeto is why the stress grid refuses the call on the position on
+// symbol ("" when it does not, or there is no grid): it makes a likely
+// move fatal to a position sooner than now (one that survives every
+// likely move now, or a smaller move), or, for an isolation, it raises
+// the expected loss. An isolation of a position a likely move liquidates
+// anyway may ring-fence it: its own fatal move coming sooner is not held
+// against it, but the expected loss over the whole account must not grow.
+// optedIn (the rules' allow_closer_liquidation) lifts the expected loss's
+// condition, never the likely moves'.
+func (p *Prediction) gridVeto(symbol string, isolation, optedIn bool) string {
+	if !p.Stressed {
+		return ""
+	}
+	except := ""
+	_, failing := p.StressBefore.FatalFor(symbol, p.direction)
+	if failing && isolation {
+		except = symbol
+	}
+	if nf := margin.NewlyFatal(p.StressBefore, p.StressAfter, except); len(nf) > 0 {
+		var fs []string
+		for _, f := range nf {
+			now := fmt.Sprintf("no move within ±%gσ does", p.StressAfter.Likely)
+			if fb, ok := p.StressBefore.FatalFor(f.Symbol, f.Direction); ok {
+				now = fmt.Sprintf("a move of %+.1fσ does", fb.K)
+			}
+			fs = append(fs, fmt.Sprintf("%s (now %s)", f, now))
+		}
+		return "would make a likely move fatal: " + strings.Join(fs, "; ") + " (stress grid)"
+	}
+	b, a := p.StressBefore.Expected, p.StressAfter.Expected
+	if isolation && !optedIn && a > b+math.Max(b*expectedLossTolerance, 0.01) {
+		return fmt.Sprintf("would raise the expected loss on the stress grid from %.2f to %.2f", b, a)
+	}
+	return ""
 }
 
 // hasCross reports whether the account holds an open cross position.
@@ -337,7 +409,16 @@ func (p *Prediction) String() string {
 	if p.Before.Known && p.After.Known {
 		s += "; account " + p.acctSaid
 	}
+	if p.Stressed {
+		s += "; " + p.stressSaid()
+	}
 	return s
+}
+
+// stressSaid is the stress grid's verdict as the log says it: the
+// expected loss before → after and the likely moves that are fatal after.
+func (p *Prediction) stressSaid() string {
+	return fmt.Sprintf("stress: expected loss %.2f → %.2f; after: %s", p.StressBefore.Expected, p.StressAfter.Expected, p.StressAfter.Summary())
 }
 
 // Record is the prediction as an audit record carries it.
@@ -353,6 +434,10 @@ func (p *Prediction) Record() *journal.Prediction {
 		tb, ta := p.Before.Together, p.After.Together
 		r.SurvivalBefore, r.SurvivalAfter = &tb, &ta
 		r.Account = p.acctSaid
+	}
+	if p.Stressed {
+		eb, ea := decimal.NewFromFloat(p.StressBefore.Expected).Round(2), decimal.NewFromFloat(p.StressAfter.Expected).Round(2)
+		r.ExpectedLossBefore, r.ExpectedLossAfter, r.Stress = &eb, &ea, p.StressAfter.Summary()
 	}
 	r.Unverified = p.Unverified
 	return r

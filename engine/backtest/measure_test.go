@@ -62,9 +62,13 @@ func TestBacktestWorstAccountMeasure(t *testing.T) {
 // the rest of the account worse off. ETH falls 8% and XETH's loss drags
 // the cross pool: XBTC, 7% from liquidation, is isolated on its own 12×
 // margin, farther away — but its margin leaves the pool with it, and XETH,
-// alone with the free balance, is past its liquidation price. Judged by the account measure, it needs the rule's
-// allow_closer_liquidation: without it the isolation is skipped (and said)
-// and XETH survives; with it, it goes out and XETH is lost.
+// alone with the free balance, is past its liquidation price. The stress
+// grid sees XETH made fatal by a likely move and refuses the isolation
+// whether or not the rule allows a closer liquidation (allow_closer_liquidation
+// opts into a position's own liquidation price coming closer, never into
+// another's likely loss): XETH survives either way. Before the grid, the
+// account measure refused it only without the opt-in, and XETH was lost
+// with it.
 func TestBacktestIsolationThatWeakensTheAccount(t *testing.T) {
 	t.Parallel()
 	d := decimal.RequireFromString
@@ -98,7 +102,7 @@ rules:
 		lost        bool
 	}{
 		{"without the opt-in", "", false},
-		{"with allow_closer_liquidation", "\n    allow_closer_liquidation: true", true},
+		{"with allow_closer_liquidation", "\n    allow_closer_liquidation: true", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,10 +117,10 @@ rules:
 			}
 			v := backtest.VerdictOf(res)
 			skipped := slices.ContainsFunc(v.Skips, func(s backtest.SkipCount) bool {
-				return s.Action == "set_isolated" && s.Reason == "it would leave the account worse off (allow_closer_liquidation)"
+				return s.Action == "set_isolated" && s.Reason == "it would make a likely move fatal (stress grid)"
 			})
 			if skipped == tt.lost {
-				t.Errorf("isolation skipped as leaving the account worse off: %v, want %v (skips %+v)", skipped, !tt.lost, v.Skips)
+				t.Errorf("isolation skipped as making a likely move fatal: %v, want %v (skips %+v)", skipped, !tt.lost, v.Skips)
 			}
 			if tt.lost && (v.WorstMeasureWith == nil || *v.WorstMeasureWith != 0) {
 				t.Errorf("worst measure with the guard %v, want 0 (XETH lost)", v.WorstMeasureWith)

@@ -657,6 +657,10 @@ func skipNoun(kinds rules.Kinds, action string, n int) string {
 func skipReason(why string) string {
 	has := func(phrase string) bool { return strings.Contains(why, phrase) }
 	switch {
+	case has("would make a likely move fatal"):
+		return "it would make a likely move fatal (stress grid)"
+	case has("would raise the expected loss"):
+		return "it would raise the expected loss (stress grid)"
 	case has("cannot fund"):
 		return "the free balance could not fund it"
 	case has("margin budget"):

@@ -90,6 +90,12 @@ type Prediction struct {
 	SurvivalBefore *decimal.Decimal `json:"survivalBefore,omitempty"`
 	SurvivalAfter  *decimal.Decimal `json:"survivalAfter,omitempty"`
 	Account        string           `json:"account,omitempty"`
+	// ExpectedLossBefore and ExpectedLossAfter are the stress grid's
+	// expected loss (margin.Stress, in the quote currency), and Stress the
+	// grid after as the log says it; absent without a grid.
+	ExpectedLossBefore *decimal.Decimal `json:"expectedLossBefore,omitempty"`
+	ExpectedLossAfter  *decimal.Decimal `json:"expectedLossAfter,omitempty"`
+	Stress             string           `json:"stress,omitempty"`
 	// Unverified says why the prediction decided nothing: the margin model
 	// did not fit the exchange's figures.
 	Unverified string `json:"unverified,omitempty"`

@@ -3,7 +3,6 @@ package margin
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -19,7 +18,7 @@ import (
 // comes back is an ordinary day; one that crosses a liquidation price
 // realises the loss at its worst.
 //
-// The figures are statistics (σ, the normal weights), computed in float64
+// The figures are statistics (σ, the weights), computed in float64
 // from the model's decimal figures; the liquidation of an isolated position
 // is its model liquidation price crossed, that of the cross positions the
 // pool at the moved prices falling to their maintenance margin (they go
@@ -30,12 +29,22 @@ import (
 const StressTogether = "every index together"
 
 // stressStep is the fine grid the expected loss and the fatal moves are
-// computed on, in σ; stressReach is how far it goes (the normal mass
-// beyond 6σ is under 2e-9).
+// computed on, in σ; stressReach is how far it goes.
 const (
 	stressStep  = 0.1
-	stressReach = 6.0
+	stressReach = 10.0
 )
+
+// stressWeight is the likelihood of a move of k σ: Student's t with 3
+// degrees of freedom scaled to a standard deviation of 1, (1 + k²)⁻²
+// up to a constant. Crypto returns have fat tails: on the grid a fall of
+// 5σ or more is about one in 700 (the normal says one in 3.5 million), so a
+// position an ordinary-looking 10% wick liquidates is not weighed as
+// safe.
+func stressWeight(k float64) float64 {
+	d := 1 + k*k
+	return 1 / (d * d)
+}
 
 // StressShown are the moves, in σ, that StressPoints lists for display.
 var StressShown = []float64{-5, -4, -3, -2, -1, 1, 2, 3, 4, 5}
@@ -50,8 +59,9 @@ type Stress struct {
 	// index, in the account's position order (one per symbol).
 	Sigma []SymbolSigma
 	// Expected is the expected loss: the mean over the moves weighted by
-	// their normal likelihood, half of it from every index together and
-	// half from each symbol alone (shared equally). In the quote currency.
+	// their likelihood (stressWeight), half of it from every index
+	// together and half from each symbol alone (shared equally). In the
+	// quote currency.
 	Expected float64
 	// Fatal is, for each position a likely move liquidates, the smallest
 	// such move; positions no likely move liquidates are not listed.
@@ -150,11 +160,10 @@ func (a Account) Stress(sigma func(symbol string) float64, likely float64, liqs 
 	lost := make([]bool, len(ps))
 	fatal := make([]FatalMove, len(ps))
 	steps := int(math.Round(stressReach / stressStep))
-	// Normal weights over the fine grid, normalised to 1.
+	// The weights over the fine grid, normalised to 1.
 	wsum := 0.0
 	for n := -steps; n <= steps; n++ {
-		k := float64(n) * stressStep
-		wsum += math.Exp(-k * k / 2)
+		wsum += stressWeight(float64(n) * stressStep)
 	}
 	for f := -1; f < len(syms); f++ { // -1: together
 		family, share := StressTogether, 0.5
@@ -167,7 +176,7 @@ func (a Account) Stress(sigma func(symbol string) float64, likely float64, liqs 
 		for n := -steps; n <= steps; n++ {
 			k := float64(n) * stressStep
 			loss := g.at(f, k, lost)
-			s.Expected += share * math.Exp(-k*k/2) / wsum * loss
+			s.Expected += share * stressWeight(k) / wsum * loss
 			if math.Abs(k) > likely+1e-9 {
 				continue
 			}
@@ -247,16 +256,18 @@ func (p *stressPos) pnl(ix float64) float64 {
 	return p.ev - p.q*ix
 }
 
-// NewlyFatal is the likely moves after's account makes fatal to a position
-// that no likely move liquidated in before's, skipping the position except
-// (the one an isolation ring-fences when it was failing anyway; "" none).
+// NewlyFatal is the likely moves after's account makes fatal to a
+// position sooner than before's did: one no likely move liquidated before,
+// or one a smaller move now liquidates (by more than a step of the grid),
+// skipping the position except ("" none: an isolation's own position when
+// it was failing anyway).
 func NewlyFatal(before, after Stress, except string) []FatalMove {
 	var out []FatalMove
 	for _, fa := range after.Fatal {
 		if fa.Symbol == except {
 			continue
 		}
-		if slices.ContainsFunc(before.Fatal, func(fb FatalMove) bool { return fb.Symbol == fa.Symbol && fb.Direction == fa.Direction }) {
+		if fb, ok := before.FatalFor(fa.Symbol, fa.Direction); ok && math.Abs(fa.K) >= math.Abs(fb.K)-stressStep/2 {
 			continue
 		}
 		out = append(out, fa)

@@ -15,8 +15,8 @@ func sigmaOf(s float64) func(string) float64 { return func(string) float64 { ret
 // (−6.2%). Within ±3σ nothing is fatal; within ±3.5σ that move is. The
 // expected loss is half of it from the moves together and half from XSOL
 // alone, the same moves here: its equity (margin 4,000, PNL 0) times the
-// normal mass the grid's points from −3.1σ down weigh (each point stands
-// for ±0.05σ around it: P(Z < −3.05) = 0.114%), 4.56.
+// mass the grid's points from −3.1σ down weigh (Student's t, 3 degrees of
+// freedom, at unit variance: 0.6408%), 25.63.
 func TestStressIsolated(t *testing.T) {
 	t.Parallel()
 	a := Account{Free: dec("3000"), Positions: []Position{xsol(false)}}
@@ -24,8 +24,8 @@ func TestStressIsolated(t *testing.T) {
 	if !s.Known || len(s.Fatal) != 0 {
 		t.Fatalf("±3σ: %+v, want known and nothing fatal", s)
 	}
-	if math.Abs(s.Expected-4.56) > 0.05 {
-		t.Errorf("expected loss %.3f, want about 4.56", s.Expected)
+	if math.Abs(s.Expected-25.63) > 0.01 {
+		t.Errorf("expected loss %.3f, want 25.63", s.Expected)
 	}
 	s = a.Stress(sigmaOf(0.02), 3.5, nil)
 	f, ok := s.FatalFor("XSOL", exchange.Long)

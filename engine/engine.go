@@ -336,20 +336,56 @@ func (e *Engine) saveIdle() {
 	}
 }
 
+// ModelCheck is what CheckModel found: the margin model's fit to the
+// exchange's figures, and the account on the stress grid.
+type ModelCheck struct {
+	Fit margin.Fit
+	// Stress is the account on the stress grid (margin.Stress), with the
+	// free balance the fit inferred; each index's σ is what the engine
+	// has seen of its returns, the floor (engine.stress_sigma_floor)
+	// until it has seen enough: a check has seen none. Unknown (Known
+	// false) when the account holds a cross position and the free
+	// balance could not be inferred.
+	Stress margin.Stress
+}
+
 // CheckModel reads one snapshot and checks the margin model against the
 // exchange's own figures, as a tick would, without evaluating a rule or
-// acting: `riskguard check --exchange`.
-func (e *Engine) CheckModel(ctx context.Context, now time.Time) (margin.Fit, error) {
+// acting, and puts the account on the stress grid: `riskguard check
+// --exchange`.
+func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, error) {
 	e.tick.Lock()
 	defer e.tick.Unlock()
 	snap, err := e.snaps.Read(ctx, now)
 	if err != nil {
-		return margin.Fit{}, err
+		return ModelCheck{}, err
 	}
 	e.join(snap)
 	ps, rep := e.view.Model()
 	// The fit names its positions: copies, as the view's are its own.
-	return margin.CheckFit(margin.Account{Positions: slices.Clone(ps)}, slices.Clone(rep), e.cfg.ModelTolerance), nil
+	acct := margin.Account{Positions: slices.Clone(ps)}
+	c := ModelCheck{Fit: margin.CheckFit(acct, slices.Clone(rep), e.cfg.ModelTolerance)}
+	if c.Fit.FreeKnown {
+		acct.Free = c.Fit.Free
+	} else if hasOpenCross(acct) {
+		return c, nil
+	}
+	index := map[string]string{}
+	for i := range e.view.Rows {
+		if r := &e.view.Rows[i]; r.Open && r.Sym != nil {
+			index[r.Sym.Name] = r.IndexName
+		}
+	}
+	sigma := func(symbol string) float64 {
+		return e.model.vol.sigma(index[symbol], e.cfg.StressHorizon, e.cfg.StressSigmaFloor)
+	}
+	c.Stress = acct.Stress(sigma, e.cfg.StressLikely, nil)
+	return c, nil
+}
+
+// hasOpenCross reports whether the account holds an open cross position.
+func hasOpenCross(a margin.Account) bool {
+	return slices.ContainsFunc(a.Positions, func(p margin.Position) bool { return p.Cross && p.Open() })
 }
 
 // Symbols returns the names of the contract symbols the exchange lists,

@@ -190,7 +190,18 @@ type totals struct {
 	// liquidated records); unsaid lists the runs where the two differ.
 	liquidations, said int
 	unsaid             []string
+	// costs are the equity Δ, as a fraction of the start, of the runs in
+	// which nothing would be liquidated without the guard: what the guard
+	// costs on a day it was not needed (a gain counts as 0).
+	costs []float64
+	// costlyRuns names those that cost more than maxQuietCost.
+	costlyRuns []string
 }
+
+// maxQuietCost is the most a run where nothing would be liquidated may
+// cost (a fraction of the starting equity): a guard that costs more on an
+// ordinary day is switched off by its owner.
+const maxQuietCost = 0.05
 
 func main() {
 	rulesFlag := flag.String("rules", "", "rules or config files to test, comma-separated (default: the battery's rule sets)")
@@ -291,6 +302,13 @@ func runSet(bin, dir, inputs, name, rulesFile string, or *oracle) int {
 				skipped += sk.Count
 				t.skips[[2]string{sk.Action, sk.Reason}] += sk.Count
 			}
+			if len(s.Without.Liquidations) == 0 && v.EquityStart.IsPositive() {
+				c := math.Max(0, -v.EquityDelta.Div(v.EquityStart).InexactFloat64())
+				t.costs = append(t.costs, c)
+				if c > maxQuietCost {
+					t.costlyRuns = append(t.costlyRuns, fmt.Sprintf("%s on %s (%.1f%%)", p.name, a.name, c*100))
+				}
+			}
 			t.runs++
 			t.without += v.LiquidatedWithout
 			t.avoided += len(v.AvoidedSymbols)
@@ -349,6 +367,18 @@ func runSet(bin, dir, inputs, name, rulesFile string, or *oracle) int {
 		}
 		return "; not avoided: " + strings.Join(ls, ", ")
 	}
+	if len(t.costs) > 0 {
+		cs := slices.Clone(t.costs)
+		slices.Sort(cs)
+		over := 0
+		for _, c := range cs {
+			if c > 0.01 {
+				over++
+			}
+		}
+		fmt.Printf("what it costs where nothing would be liquidated (%d runs): %d over 1%% of equity, worst %.1f%%, median %.1f%%\n",
+			len(cs), over, cs[len(cs)-1]*100, cs[len(cs)/2]*100)
+	}
 	fmt.Println("goals:")
 	fmt.Printf("  no self-inflicted liquidation: %s (%d)\n", goal(t.caused == 0), t.caused)
 	fmt.Printf("  summed equity Δ not negative: %s (%s)\n", goal(!t.delta.IsNegative()), t.delta.StringFixed(0))
@@ -358,6 +388,8 @@ func runSet(bin, dir, inputs, name, rulesFile string, or *oracle) int {
 		fmt.Printf("  with reduce_position, every liquidation on a cross account in the wick, grind and chop avoided: %s (%d of %d%s)\n",
 			goal(t.crossSoftSaved == t.crossSoft), t.crossSoftSaved, t.crossSoft, missing(t.crossSoftMissed))
 	}
+	fmt.Printf("  no run where nothing would be liquidated costs more than %.0f%% of equity: %s (%d%s)\n", maxQuietCost*100,
+		goal(len(t.costlyRuns) == 0), len(t.costlyRuns), strings.Replace(missing(t.costlyRuns), "not avoided", "over", 1))
 	fmt.Printf("  every liquidation said as one by the guard (a critical liquidated record), none said that was not: %s (%d of %d%s)\n",
 		goal(len(t.unsaid) == 0), t.said, t.liquidations, strings.Replace(missing(t.unsaid), "not avoided", "differ", 1))
 	fmt.Printf("judgement: %s\n", backtest.Judge(t.avoided, t.caused, t.delta, t.start))

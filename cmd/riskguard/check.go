@@ -104,13 +104,60 @@ func (m *Main) checkModel(ctx context.Context, cfg *config, url string) error {
 		return exitCode(1)
 	}
 	defer eng.Close()
-	f, err := eng.CheckModel(ctx, time.Now())
+	c, err := eng.CheckModel(ctx, time.Now())
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: read the account: %v\n", url, err)
 		return exitCode(1)
 	}
-	printFit(m.Stdout, f)
+	printFit(m.Stdout, c.Fit)
+	printStress(m.Stdout, c.Stress, cfg.Engine.StressHorizon)
 	return nil
+}
+
+// printStress prints the account on the stress grid: the expected loss,
+// the likely moves that liquidate, and the loss each move of the grid
+// leaves, every index together and each alone.
+func printStress(w io.Writer, s margin.Stress, horizon time.Duration) {
+	if !s.Known {
+		fmt.Fprintln(w, "\nstress grid: unknown (a position without an index price, or cross positions without a known free balance)")
+		return
+	}
+	fmt.Fprintf(w, "\nstress grid (σ over %s; a check has watched no returns, so σ is engine.stress_sigma_floor; likely: ±%gσ):\n  %s\n", horizon, s.Likely, s.Summary())
+	if len(s.Points) == 0 {
+		return
+	}
+	families := []string{}
+	loss := map[string]map[float64]margin.StressPoint{}
+	for _, p := range s.Points {
+		if loss[p.Family] == nil {
+			families = append(families, p.Family)
+			loss[p.Family] = map[float64]margin.StressPoint{}
+		}
+		loss[p.Family][p.K] = p
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "  MOVE\t")
+	for _, f := range families {
+		name := f + " alone"
+		if f == margin.StressTogether {
+			name = "TOGETHER"
+		}
+		fmt.Fprintf(tw, "%s\t", name)
+	}
+	fmt.Fprintln(tw)
+	for _, k := range margin.StressShown {
+		fmt.Fprintf(tw, "  %+gσ\t", k)
+		for _, f := range families {
+			p := loss[f][k]
+			cell := "0"
+			if p.Loss > 0 {
+				cell = fmt.Sprintf("%.2f (%s)", p.Loss, strings.Join(p.Lost, ", "))
+			}
+			fmt.Fprintf(tw, "%s\t", cell)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
 }
 
 // printFit prints the margin model's fit, one line per position.

@@ -232,6 +232,19 @@ func TestCheckPrintsTheModelFit(t *testing.T) {
 		!regexp.MustCompile(`XSOL\s+isolated\s+4053\.33333333\s+4053\.33333333\s+144\.907\s+144\.907\s+0\.0000%\s+yes`).MatchString(out) {
 		t.Errorf("check: exit %d\n%s%s", code, out, stderr)
 	}
+	// The account on the stress grid (issue 31): σ at its 2% floor, XSOL
+	// 3.40% from liquidation is lost to a likely fall, XETH to a rise.
+	for _, want := range []string{
+		"stress grid (σ over 1h0m0s; a check has watched no returns, so σ is engine.stress_sigma_floor; likely: ±3σ):",
+		"within ±3σ: +5.40% (+2.7σ, every index together) liquidates XETH SHORT; −3.40% (-1.7σ, every index together) liquidates XSOL LONG",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`-3σ\s+3253.33 \(XSOL LONG\)\s+0\s+0\s+3253.33 \(XSOL LONG\)`).MatchString(out) {
+		t.Errorf("the grid's −3σ row:\n%s", out)
+	}
 	g.ex.SkewModel(sim.ModelSkew{MaintenanceRate: mustDec("0.01")})
 	code, out, stderr = runOut(t, context.Background(), g.env, "check", "--config", g.config, "--exchange", g.url)
 	if code != 0 || !strings.Contains(out, "margin model: does not fit: ") ||

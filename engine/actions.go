@@ -115,9 +115,27 @@ func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport,
 			continue
 		}
 		if due.Acct == nil {
-			d.hooks.acted(now, market.KeyOf(pl.Pos), due.Idx, due.Rule, due.St, setAt)
+			if allSkipped(due) && d.hooks.skipped != nil {
+				d.hooks.skipped(now, market.KeyOf(pl.Pos), due.Idx, due.Rule, due.St, setAt)
+			} else {
+				d.hooks.acted(now, market.KeyOf(pl.Pos), due.Idx, due.Rule, due.St, setAt)
+			}
 		}
 	}
+}
+
+// allSkipped reports whether every call a due rule asked for was left
+// out as unfunded, bounded or harmful (act.Skipper), and it asked for one.
+func allSkipped(due *act.Due) bool {
+	n := 0
+	for _, st := range due.Asked {
+		s, ok := st.(act.Skipper)
+		if !ok || !s.Skipped() {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // nextNote is what became of a due rule's actions at one attempt, in a

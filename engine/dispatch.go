@@ -77,6 +77,10 @@ type ruleHooks struct {
 	// acted starts the cooldown of rule r (index idx), whose state on key
 	// was st under the rule set setAt: its actions succeeded at now.
 	acted func(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set)
+	// skipped starts it as acted does, its actions all left out as
+	// unfunded, bounded or harmful (act.Skipper): it decides again once
+	// the account's money changes.
+	skipped func(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set)
 	// accountSettled says an account rule's last call ended.
 	accountSettled func(now time.Time, d *act.AccountDue, setAt *rules.Set)
 	// changed marks the state to be saved.

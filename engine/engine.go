@@ -236,6 +236,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		Logger: e.log, Metrics: e.metrics, Now: e.now, Config: cfg, Tally: d.Tally && cfg.DryRun, Breaker: breaker,
 		Hooks: ruleHooks{
 			acted:          e.eval.acted,
+			skipped:        e.eval.skipped,
 			accountSettled: e.eval.accountSettled,
 			changed:        e.file.changed,
 			model:          func(snap *market.Snapshot) *act.Model { return e.model.account(&e.view, e.rowsFor(snap)) },

@@ -38,6 +38,10 @@ type evaluator struct {
 	// id: their rules' cooldowns are applied when it is first seen.
 	intents map[string][]act.Intent
 
+	// money is the tick's act.Model.MoneySig, computed when first asked
+	// (moneyChanged, skipped); nil outside a tick.
+	money func() uint64
+
 	set *rules.Set
 	// book is the rule states by position (engine/alert), names the rule
 	// set's names by index.
@@ -308,10 +312,41 @@ func (v *evaluator) counts() map[string]*[4]int { return v.book.Counts(v.names) 
 // st under the rule set setAt: its actions succeeded at now.
 func (v *evaluator) acted(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set) {
 	if st := v.stateNow(key, idx, r, st, setAt); st != nil {
-		st.LastActionAt = now
+		st.LastActionAt, st.SkippedMoney = now, 0
 		v.actedSince = true
 		v.changed()
 	}
+}
+
+// skipped starts the cooldown of rule r as acted does, its actions all
+// left out as unfunded, bounded or harmful at now: it remembers the
+// account's money then, so that the rule decides again once it changes.
+func (v *evaluator) skipped(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set) {
+	if st := v.stateNow(key, idx, r, st, setAt); st != nil {
+		st.LastActionAt, st.SkippedMoney = now, 0
+		if v.money != nil {
+			st.SkippedMoney = v.money()
+		}
+		v.actedSince = true
+		v.changed()
+	}
+}
+
+// moneyChanged reports whether a firing rule whose last actions were all
+// skipped may decide again inside its cooldown: the account's money (the
+// free balance, the positions' margins and sizes) differs from when it
+// skipped. It logs the decision made again.
+func (v *evaluator) moneyChanged(now time.Time, r *rules.Rule, st *alert.RuleState, symbol string) bool {
+	if st.SkippedMoney == 0 || st.State != alert.Firing || !st.LastTrueAt.Equal(now) || v.money == nil {
+		return false
+	}
+	sig := v.money()
+	if sig == 0 || sig == st.SkippedMoney {
+		return false
+	}
+	v.log.Info("deciding again inside the cooldown: the account's money changed since its actions were skipped", "rule", r.Name, "symbol", symbol,
+		"skipped_at", st.LastActionAt.UTC().Format(time.RFC3339))
+	return true
 }
 
 // takeActed reports whether a rule acted since it was last asked.
@@ -329,6 +364,13 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 	plans := v.plans[:0] // the positions with actions due, run once every position is evaluated
 	snap := tv.Snap
 	v.seen = 0
+	moneyKnown, money := false, uint64(0)
+	v.money = func() uint64 { // the tick's model, built when first asked
+		if !moneyKnown && v.model != nil {
+			money, moneyKnown = v.model.account(tv, rows).MoneySig(), true
+		}
+		return money
+	}
 	v.unreadable(ctx, now, snap)
 	v.win.Begin()
 	if v.win.NeedAccount() {
@@ -533,7 +575,7 @@ func (v *evaluator) step(ctx context.Context, now time.Time, rep *TickReport, r 
 	prev := *st
 	next, tr := alert.Step(prev, cond, now, alert.Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
 	*st = next
-	due := alert.ActionDue(next, now, r.Cooldown)
+	due := alert.ActionDue(next, now, r.Cooldown) || v.moneyChanged(now, r, st, symbol)
 	if tr != "" {
 		v.changed()
 		// A rule whose notify action runs now tells of its firing

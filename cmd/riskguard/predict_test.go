@@ -360,3 +360,37 @@ func TestSecondDaemonRefused(t *testing.T) {
 		t.Errorf("after the first stopped: exit %d\n%s", code, stderr)
 	}
 }
+
+// A cut skipped because the free balance could not fund it is decided
+// again when the money changes, inside its rule's cooldown (issue 31):
+// XSOL at 15× over its maximum of 10×, 50 free — no cut within it. The
+// same money at the next run: nothing decided again (the cooldown holds).
+// 20,000 added: the next run decides again and the cut goes out, said.
+func TestSkippedCutDecidedAgainWhenMoneyChanges(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	g.ex.SetBalance(mustDec("50"))
+	skips := func() int {
+		n := 0
+		for _, r := range g.audit() {
+			if r.Type == "action" && r.Action == "lower_leverage" && r.Symbol == "XSOL" && r.Phase == "skipped" {
+				n++
+			}
+		}
+		return n
+	}
+	if code, stderr := g.once(); code != 0 || skips() != 1 || len(g.mutatingOn("XSOL")) != 0 {
+		t.Fatalf("first run: exit %d, %d skips, %d calls\n%s", code, skips(), len(g.mutatingOn("XSOL")), stderr)
+	}
+	if code, stderr := g.once(); code != 0 || skips() != 1 || len(g.mutatingOn("XSOL")) != 0 {
+		t.Fatalf("the same money: exit %d, %d skips (want the cooldown to hold: 1), %d calls\n%s", code, skips(), len(g.mutatingOn("XSOL")), stderr)
+	}
+	g.ex.SetBalance(mustDec("20000"))
+	code, stderr := g.once()
+	if code != 0 || len(g.mutatingOn("XSOL")) != 1 || g.position("XSOL").Leverage != 10 {
+		t.Fatalf("money added: exit %d, %d calls, XSOL at %dx; want the cut sent inside the cooldown\n%s", code, len(g.mutatingOn("XSOL")), g.position("XSOL").Leverage, stderr)
+	}
+	if !strings.Contains(stderr, "deciding again inside the cooldown: the account's money changed since its actions were skipped") {
+		t.Errorf("the decision made again is not said:\n%s", stderr)
+	}
+}

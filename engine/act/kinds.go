@@ -68,6 +68,15 @@ type Noter interface {
 	Note() string
 }
 
+// Skipper is a Step that says whether its last Prepare left out what its
+// rules asked for a reason money can change: a cut the free balance could
+// not fund or a budget bounded, a call the margin model judged harmful on
+// this account. Its rules decide again when the account's money changes
+// (Model.MoneySig), not only after their cooldown.
+type Skipper interface {
+	Skipped() bool
+}
+
 // Pending is a mutating call a kind readied (Host.Prepare) and the
 // executor sends: what its phases say, and, once it ended, its Result.
 type Pending struct {

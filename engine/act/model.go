@@ -2,6 +2,7 @@ package act
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 	"strings"
@@ -474,4 +475,25 @@ func closerAllowed(pl *Plan, kind rules.ActionKind) (bool, decimal.Decimal) {
 		}
 	}
 	return asked, floor
+}
+
+// MoneySig identifies the account's money as the model has it: the free
+// balance (when inferred) and each position's quantity, leverage, mode and
+// margin. A rule whose call was skipped as unfunded, bounded or harmful
+// decides again when it changes (money added, a position closed by hand),
+// not only after its cooldown. 0 when the free balance is unknown: then
+// nothing tells that money was added.
+func (v *Model) MoneySig() uint64 {
+	if v == nil || !v.FreeKnown {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(v.Acct.Free.Round(2).String()))
+	for _, p := range v.Acct.Positions {
+		fmt.Fprintf(h, "|%s %s %s %d %t %s", p.Symbol, p.Direction, p.Quantity, p.Leverage, p.Cross, p.Margin().Round(2))
+	}
+	if s := h.Sum64(); s != 0 {
+		return s
+	}
+	return 1
 }

@@ -122,11 +122,16 @@ type ReduceStep struct {
 	after   *exchange.Position
 	unknown bool
 	note    string // Note
+	skipped bool   // Skipped
 }
 
 // Note says why the last Prepare placed no order when no error does (a
 // bound left no room, the quantity rounds to nothing).
 func (c *ReduceStep) Note() string { return c.note }
+
+// Skipped reports whether the last Prepare left the order out as bounded
+// (Skipper): what it would take is under the minimum, or nothing.
+func (c *ReduceStep) Skipped() bool { return c.skipped }
 
 // readBackTimeout bounds the read of the account after an order.
 const readBackTimeout = 5 * time.Second
@@ -172,11 +177,12 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 	name := string(rules.ReducePosition)
 	names := Dedupe(c.Rules)
 	c.before = pos.Quantity
-	c.note = ""
+	c.note, c.skipped = "", false
 	skip := func(outcome, why string, err error) ([]*Pending, error) {
 		if err == nil {
 			c.note = "skipped: " + why
 		}
+		c.skipped = outcome == "skipped_bounded"
 		r := journal.Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
 			Phase: "skipped", Reason: why}
 		h.Emit(ctx, journal.Event{Audit: &r, Level: slog.LevelWarn, Msg: "skipped " + name + " " + sym + ": " + why,

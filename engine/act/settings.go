@@ -38,17 +38,22 @@ type SettingsStep struct {
 	// Merge), by which the plan's rules are looked at for their bounds.
 	lowerKind, isolateKind rules.ActionKind
 
-	dec    Decision
-	p      *Pending
-	err    error
-	record journal.Record // the base record, completed with the read-back
-	ev     journal.ActionEvent
-	note   string // Note
+	dec     Decision
+	p       *Pending
+	err     error
+	record  journal.Record // the base record, completed with the read-back
+	ev      journal.ActionEvent
+	note    string // Note
+	skipped bool   // Skipped
 }
 
 // Note says why the last Prepare sent no settings call: at target, or
 // every part skipped.
 func (c *SettingsStep) Note() string { return c.note }
+
+// Skipped reports whether the last Prepare left the call out, every part
+// of it skipped as unfunded, bounded or harmful (Skipper).
+func (c *SettingsStep) Skipped() bool { return c.skipped }
 
 // settingsOf is the plan's settings call, made at the first kind that
 // asks for one.
@@ -118,11 +123,11 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 		h.Emit(ctx, c.skipEvent(h, pl, sk))
 	}
 	want, pred := dec.Want, dec.Pred
-	c.note = ""
+	c.note, c.skipped = "", false
 	if !dec.Change {
 		switch {
 		case len(dec.Skips) > 0:
-			c.note = "skipped: " + dec.Skips[0].Why
+			c.note, c.skipped = "skipped: "+dec.Skips[0].Why, true
 		case pos.Cross:
 			c.note = fmt.Sprintf("at target: leverage %dx, cross", pos.Leverage)
 		default:

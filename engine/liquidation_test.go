@@ -229,3 +229,43 @@ func TestCrossPoolLiquidatedTogetherIsSaid(t *testing.T) {
 		t.Errorf("%d critical liquidation messages, want 2: %+v", n, note.msgs)
 	}
 }
+
+// The status shows the account on the stress grid once it is read (issue
+// 31), through the client against the simulated exchange: the default
+// scenario's XSOL, 3.40% from liquidation, is lost to a likely fall
+// (−1.7σ at the σ floor of 2%), XETH to a likely rise.
+func TestStatusShowsTheStressGrid(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("watch.yaml", []byte("rules:\n  - name: watch\n    when: liquidationDistance < 0.001\n    actions: [{action: notify}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := overHTTP(t, ex)
+	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := e.Tick(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.Status(now).Stress; s != nil {
+		t.Fatalf("stress worked out before anyone read the status: %+v", s)
+	}
+	if _, err := e.Tick(ctx, now.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s := e.Status(now.Add(2 * time.Second)).Stress
+	if s == nil || s.Likely != 3 || len(s.Sigma) != 3 || s.Sigma[0].Sigma != 0.02 || !(s.ExpectedLoss > 0) {
+		t.Fatalf("stress = %+v", s)
+	}
+	if got := strings.Join(s.Fatal, "; "); !strings.Contains(got, "liquidates XSOL LONG") || !strings.Contains(got, "liquidates XETH SHORT") {
+		t.Errorf("fatal moves %q", got)
+	}
+}

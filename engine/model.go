@@ -35,6 +35,8 @@ type modelWatch struct {
 	// (engine.stress_*), set each tick.
 	vol    volatility
 	stress stressSettings
+	// stressAt is when the status's stress grid was last worked out.
+	stressAt time.Time
 }
 
 // stressSettings are the stress grid's settings: σ over horizon, at least

@@ -59,6 +59,50 @@ type Status struct {
 	// has acknowledged yet (AckLiquidation), oldest first; [] when there
 	// is none.
 	Liquidations []LiquidationStatus `json:"liquidations"`
+	// Stress is the account on the stress grid, worked out at most every
+	// stressEvery once the status is read; null before that, or when the
+	// model cannot tell (no free balance for cross positions, an index
+	// without a price).
+	Stress *StressStatus `json:"stress"`
+}
+
+// StressStatus is the account on the stress grid (margin.Stress), as the
+// status shows it.
+type StressStatus struct {
+	Time time.Time `json:"time"`
+	// ExpectedLoss is in the quote currency; Likely the likely range in σ.
+	ExpectedLoss float64 `json:"expectedLoss"`
+	Likely       float64 `json:"likelySigma"`
+	// Sigma is each symbol's σ over engine.stress_horizon, a fraction.
+	Sigma []SigmaStatus `json:"sigma"`
+	// Fatal are the likely moves that liquidate a position, smallest
+	// first per position ("−3.40% (-1.7σ, every index together)
+	// liquidates XSOL LONG"); [] when none.
+	Fatal []string `json:"fatal"`
+}
+
+// SigmaStatus is one symbol's σ.
+type SigmaStatus struct {
+	Symbol string  `json:"symbol"`
+	Sigma  float64 `json:"sigma"`
+}
+
+// stressEvery is how often the status's stress grid is worked out again.
+const stressEvery = 10 * time.Second
+
+// stressStatus is s as the status shows it, at now; nil when unknown.
+func stressStatus(s margin.Stress, now time.Time) *StressStatus {
+	if !s.Known {
+		return nil
+	}
+	st := &StressStatus{Time: now, ExpectedLoss: math.Round(s.Expected*100) / 100, Likely: s.Likely, Sigma: []SigmaStatus{}, Fatal: []string{}}
+	for _, sg := range s.Sigma {
+		st.Sigma = append(st.Sigma, SigmaStatus{Symbol: sg.Symbol, Sigma: sg.Sigma})
+	}
+	for _, f := range s.Fatal {
+		st.Fatal = append(st.Fatal, f.String())
+	}
+	return st
 }
 
 // LiquidationStatus is a position the guard saw liquidated, as the status
@@ -251,6 +295,7 @@ type board struct {
 	mu        sync.Mutex
 	lastOK    time.Time
 	current   *rules.Set    // the set in force, as Rules reports it
+	stress    *StressStatus // the last stress grid worked out (setStress)
 	active    []alert.Alert // published after every tick that changed a state
 	status    published     // what the last tick left for Status
 	wait      time.Duration
@@ -418,6 +463,13 @@ func (b *board) setListed(tr *exchange.Trades) {
 	b.mu.Unlock()
 }
 
+// setStress keeps the last stress grid for Status.
+func (b *board) setStress(s *StressStatus) {
+	b.mu.Lock()
+	b.stress = s
+	b.mu.Unlock()
+}
+
 // setFit keeps the last model fit for Status.
 func (b *board) setFit(f margin.Fit) {
 	b.mu.Lock()
@@ -502,6 +554,17 @@ func (e *Engine) publishStatus(snap *market.Snapshot, err error) {
 			p.account = accountStatus(&a)
 		}
 		rows = e.rowsFor(snap)
+		if at := e.model.stressAt; e.board.wanted() && (at.IsZero() || e.lastTick.Sub(at) >= stressEvery || e.lastTick.Before(at)) {
+			// Worked out for a reader only, and not every tick: the grid
+			// is the account's, which moves slowly.
+			e.model.stressAt = e.lastTick
+			m := e.model.account(&e.view, rows)
+			var s margin.Stress
+			if m.FreeKnown || !hasOpenCross(m.Acct) {
+				s = m.Acct.Stress(m.Sigma, m.Likely, nil)
+			}
+			e.board.setStress(stressStatus(s, e.lastTick))
+		}
 	}
 	e.board.publish(p, rows, snap != nil)
 }
@@ -683,6 +746,7 @@ func (b *board) statusAt(now time.Time, pauses []control.Pause) *Status {
 	}
 	st.Model = b.status.model
 	st.Liquidations = append([]LiquidationStatus{}, b.liquidated...) // [], never null
+	st.Stress = b.stress
 	n := nexts{now: now, notes: maps.Clone(b.notes), pauses: pauses, dryRun: st.DryRun}
 	b.mu.Unlock()
 	if !st.LastSuccess.IsZero() {

@@ -84,6 +84,8 @@ func TestStatusPageLayoutInChromium(t *testing.T) {
 		{rowOf("XSOL"), `background:#7f8c8d`},
 		{dom, `>2025-03-14 09:26:13 UTC</td>`},
 		{dom, `id="updated">updated 09:26:53 UTC</small>`},
+		// The stress grid (issue 31), its text escaped.
+		{dom, `<span id="stress"><b>expected loss 84.30</b> <span class="bad">within ±3σ: +5.40% (+2.7σ, every index together) liquidates XETH SHORT &lt;b&gt;</span></span>`},
 	} {
 		if !strings.Contains(c.row, c.want) {
 			t.Errorf("the rendered page lacks %s in %s", c.want, c.row)

@@ -251,6 +251,9 @@ func demoStatus(now time.Time) *engine.Status {
 		Pauses:       []control.Pause{{ID: "p1", Symbol: "XBTC", StartsAt: now.Add(-20 * time.Second), Comment: "rolling", CreatedBy: "grace@desk"}},
 		InFlight:     []engine.CallInFlight{{Symbol: "XSOL", Call: "POST /v1/contracts/positions/XSOL/margin", Since: now.Add(-2 * time.Second), Running: 2}},
 		Liquidations: []engine.LiquidationStatus{},
+		Stress: &engine.StressStatus{Time: now.Add(-5 * time.Second), ExpectedLoss: 84.3, Likely: 3,
+			Sigma: []engine.SigmaStatus{{Symbol: "XBTC", Sigma: 0.02}, {Symbol: "XETH", Sigma: 0.02}, {Symbol: "XSOL", Sigma: 0.02}},
+			Fatal: []string{"+5.40% (+2.7σ, every index together) liquidates XETH SHORT <b>"}},
 	}
 }
 

@@ -91,8 +91,14 @@ func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport,
 			d.log.Error("the exchange refused the action; retried after the cooldown", "rule", due.Rule.Name, "symbol", sym,
 				"cooldown", due.Rule.Cooldown, "err", errors.Join(refused...))
 		}
+		// A rule deciding again inside its cooldown because the money
+		// changed (RuleState.Skipped) told of its firing already: its
+		// notify actions wait for the cooldown.
+		redecided := due.St != nil && due.St.Skipped && now.Sub(due.St.LastActionAt) < due.Rule.Cooldown
 		for _, a := range due.Notify {
-			d.emit(ctx, rep, ruleNotifyEvent(now, due.Rule, sym, a.Channels, pl.Env))
+			if !redecided {
+				d.emit(ctx, rep, ruleNotifyEvent(now, due.Rule, sym, a.Channels, pl.Env))
+			}
 		}
 		if due.Acct == nil {
 			d.hooks.noted(now, sym, due.Rule.Name, nextNote(due, refused))

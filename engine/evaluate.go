@@ -40,7 +40,7 @@ type evaluator struct {
 
 	// money is the tick's act.Model.MoneySig, computed when first asked
 	// (moneyChanged, skipped); nil outside a tick.
-	money func() uint64
+	money func() money
 
 	set *rules.Set
 	// book is the rule states by position (engine/alert), names the rule
@@ -312,10 +312,17 @@ func (v *evaluator) counts() map[string]*[4]int { return v.book.Counts(v.names) 
 // st under the rule set setAt: its actions succeeded at now.
 func (v *evaluator) acted(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set) {
 	if st := v.stateNow(key, idx, r, st, setAt); st != nil {
-		st.LastActionAt, st.SkippedMoney = now, 0
+		st.LastActionAt, st.Skipped, st.SkippedMoney, st.SkippedFree = now, false, 0, 0
 		v.actedSince = true
 		v.changed()
 	}
+}
+
+// money is the account's money as act.Model.MoneySig says it.
+type money struct {
+	sig  uint64
+	free float64
+	ok   bool
 }
 
 // skipped starts the cooldown of rule r as acted does, its actions all
@@ -323,9 +330,11 @@ func (v *evaluator) acted(now time.Time, key market.Key, idx int, r *rules.Rule,
 // account's money then, so that the rule decides again once it changes.
 func (v *evaluator) skipped(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set) {
 	if st := v.stateNow(key, idx, r, st, setAt); st != nil {
-		st.LastActionAt, st.SkippedMoney = now, 0
+		st.LastActionAt, st.Skipped, st.SkippedMoney, st.SkippedFree = now, false, 0, 0
 		if v.money != nil {
-			st.SkippedMoney = v.money()
+			if m := v.money(); m.ok {
+				st.Skipped, st.SkippedMoney, st.SkippedFree = true, m.sig, m.free
+			}
 		}
 		v.actedSince = true
 		v.changed()
@@ -337,11 +346,11 @@ func (v *evaluator) skipped(now time.Time, key market.Key, idx int, r *rules.Rul
 // free balance, the positions' margins and sizes) differs from when it
 // skipped. It logs the decision made again.
 func (v *evaluator) moneyChanged(now time.Time, r *rules.Rule, st *alert.RuleState, symbol string) bool {
-	if st.SkippedMoney == 0 || st.State != alert.Firing || !st.LastTrueAt.Equal(now) || v.money == nil {
+	if !st.Skipped || st.State != alert.Firing || !st.LastTrueAt.Equal(now) || v.money == nil {
 		return false
 	}
-	sig := v.money()
-	if sig == 0 || sig == st.SkippedMoney {
+	m := v.money()
+	if !m.ok || (m.sig == st.SkippedMoney && !act.MoneyMoved(st.SkippedFree, m.free)) {
 		return false
 	}
 	v.log.Info("deciding again inside the cooldown: the account's money changed since its actions were skipped", "rule", r.Name, "symbol", symbol,
@@ -364,12 +373,14 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 	plans := v.plans[:0] // the positions with actions due, run once every position is evaluated
 	snap := tv.Snap
 	v.seen = 0
-	moneyKnown, money := false, uint64(0)
-	v.money = func() uint64 { // the tick's model, built when first asked
-		if !moneyKnown && v.model != nil {
-			money, moneyKnown = v.model.account(tv, rows).MoneySig(), true
+	asked := false
+	var m money
+	v.money = func() money { // the tick's model, built when first asked
+		if !asked && v.model != nil {
+			m.sig, m.free, m.ok = v.model.account(tv, rows).MoneySig()
+			asked = true
 		}
-		return money
+		return m
 	}
 	v.unreadable(ctx, now, snap)
 	v.win.Begin()

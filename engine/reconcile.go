@@ -34,8 +34,9 @@ type reconciler struct {
 	// symbol's quantity is the guard's own.
 	ownFor time.Duration
 	last   map[market.Key]*lastSeen
-	own    map[string]time.Time    // symbol → the guard's last order on it
-	turned map[market.Key]struct{} // positions that turned over: said, not closed
+	own    map[string]time.Time       // symbol → the guard's last order on it
+	ownQty map[string]decimal.Decimal // symbol → that order's quantity
+	turned map[market.Key]struct{}    // positions that turned over: said, not closed
 	// prices are the index prices of the last read (the snapshot's).
 	prices map[string]decimal.Decimal
 	// places are the figures of the position at each place of the last
@@ -137,7 +138,7 @@ type lastSeen struct {
 
 func newReconciler() *reconciler {
 	return &reconciler{
-		last: map[market.Key]*lastSeen{}, own: map[string]time.Time{}, turned: map[market.Key]struct{}{},
+		last: map[market.Key]*lastSeen{}, own: map[string]time.Time{}, ownQty: map[string]decimal.Decimal{}, turned: map[market.Key]struct{}{},
 	}
 }
 
@@ -157,6 +158,7 @@ func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
 		a := &actions[i]
 		if a.Outcome == "sent" && !a.Quantity.IsZero() {
 			r.own[a.Symbol] = now
+			r.ownQty[a.Symbol] = a.Quantity
 		}
 		if a.Outcome == "sent" && a.From != 0 { // a settings call: leverage from
 			r.poolMoved, r.poolCall = now, a.Action+" "+a.Symbol
@@ -285,6 +287,11 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	at := r.prices[prev.indexName]
 	if !at.IsPositive() {
 		at = prev.index
+	}
+	if r.ours(prev.symbol, now) && !r.ownQty[prev.symbol].LessThan(prev.qty) {
+		// The guard's own order took all that was last seen: closed by it,
+		// however near its liquidation price.
+		return "position closed by the guard's order", nil
 	}
 	pooled := false
 	if pool != "" && !r.liquidated(prev, at) && !r.liquidated(prev, prev.index) {

@@ -65,6 +65,23 @@ func TestReconcilerNamesWhatTheGuardDidNotDo(t *testing.T) {
 			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.NewFromInt(200)}})
 			return r.observe(at(2), view(reconRow(exchange.Long, "200", "90", "150")))
 		}, nil},
+		{"closed by the guard's own order near its liquidation price: not a liquidation", func(r *reconciler) []event {
+			r.observe(at(0), view(reconRow(exchange.Long, "0.1", "131.572", "132.63")))
+			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.RequireFromString("0.1")}})
+			r.observe(at(2), view(emptyRow("132.63")))
+			why, g := r.gone(at(2), long, "listed empty")
+			if why != "position closed by the guard's order" {
+				t.Errorf("closed by its own order: %q", why)
+			}
+			return g
+		}, nil},
+		{"liquidated right after a partial order of the guard", func(r *reconciler) []event {
+			r.observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "145.2")))
+			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.NewFromInt(100)}})
+			r.observe(at(2), view(emptyRow("144.5")))
+			_, g := r.gone(at(2), long, "listed empty")
+			return g
+		}, []string{"liquidated: LIQUIDATED: XSOL LONG 400"}},
 		{"turned to the other side", func(r *reconciler) []event {
 			r.observe(at(0), view(reconRow(exchange.Long, "40", "100", "150")))
 			evs := r.observe(at(2), view(reconRow(exchange.Short, "60", "200", "150")))

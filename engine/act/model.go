@@ -477,23 +477,26 @@ func closerAllowed(pl *Plan, kind rules.ActionKind) (bool, decimal.Decimal) {
 	return asked, floor
 }
 
-// MoneySig identifies the account's money as the model has it: the free
-// balance (when inferred) and each position's quantity, leverage, mode and
-// margin. A rule whose call was skipped as unfunded, bounded or harmful
-// decides again when it changes (money added, a position closed by hand),
-// not only after its cooldown. 0 when the free balance is unknown: then
-// nothing tells that money was added.
-func (v *Model) MoneySig() uint64 {
+// MoneySig identifies the account's money as the model has it: each
+// position's quantity, leverage, mode and margin (sig), and the free
+// balance (free, when inferred: ok). A rule whose call was skipped as
+// unfunded, bounded or harmful decides again when either changes (money
+// added, a position closed by hand), not only after its cooldown. ok is
+// false when the free balance is unknown: then nothing tells that money
+// was added.
+func (v *Model) MoneySig() (sig uint64, free float64, ok bool) {
 	if v == nil || !v.FreeKnown {
-		return 0
+		return 0, 0, false
 	}
 	h := fnv.New64a()
-	h.Write([]byte(v.Acct.Free.Round(2).String()))
 	for _, p := range v.Acct.Positions {
 		fmt.Fprintf(h, "|%s %s %s %d %t %s", p.Symbol, p.Direction, p.Quantity, p.Leverage, p.Cross, p.Margin().Round(2))
 	}
-	if s := h.Sum64(); s != 0 {
-		return s
-	}
-	return 1
+	return h.Sum64(), v.Acct.Free.InexactFloat64(), true
+}
+
+// MoneyMoved reports whether the free balance moved from was to now by
+// more than the inference's noise: 1% of it, and at least one unit.
+func MoneyMoved(was, now float64) bool {
+	return math.Abs(now-was) > math.Max(0.01*math.Abs(was), 1)
 }

@@ -86,11 +86,13 @@ type RuleState struct {
 	// state comparable.
 	MarginMoved float64   `json:"marginMoved,omitempty"`
 	BudgetFrom  time.Time `json:"budgetFrom,omitzero"`
-	// SkippedMoney is, when the rule's last actions were all left out as
-	// unfunded, bounded or harmful, the account's money then (act.Model's
-	// MoneySig); 0 otherwise. The rule decides again, inside its
-	// cooldown, once the money differs.
-	SkippedMoney uint64 `json:"skippedMoney,omitempty"`
+	// Skipped says the rule's last actions were all left out as
+	// unfunded, bounded or harmful; SkippedMoney and SkippedFree are the
+	// account's money then (act.Model's MoneySig). The rule decides
+	// again, inside its cooldown, once the money differs.
+	Skipped      bool    `json:"skipped,omitempty"`
+	SkippedMoney uint64  `json:"skippedMoney,omitempty"`
+	SkippedFree  float64 `json:"skippedFree,omitempty"`
 }
 
 // Timing is the part of a rule that drives its state machine.

@@ -196,6 +196,11 @@ type totals struct {
 	costs []float64
 	// costlyRuns names those that cost more than maxQuietCost.
 	costlyRuns []string
+	// closer are the calls that left a position closer to its
+	// liquidation price, with their run and what became of it;
+	// closerLost counts those whose position was then liquidated.
+	closer     []string
+	closerLost int
 }
 
 // maxQuietCost is the most a run where nothing would be liquidated may
@@ -309,6 +314,12 @@ func runSet(bin, dir, inputs, name, rulesFile string, or *oracle) int {
 					t.costlyRuns = append(t.costlyRuns, fmt.Sprintf("%s on %s (%.1f%%)", p.name, a.name, c*100))
 				}
 			}
+			for _, c := range v.Closer {
+				t.closer = append(t.closer, fmt.Sprintf("%s on %s: %s", p.name, a.name, c))
+				if !c.LiquidatedAt.IsZero() {
+					t.closerLost++
+				}
+			}
 			t.runs++
 			t.without += v.LiquidatedWithout
 			t.avoided += len(v.AvoidedSymbols)
@@ -392,7 +403,11 @@ func runSet(bin, dir, inputs, name, rulesFile string, or *oracle) int {
 		goal(len(t.costlyRuns) == 0), len(t.costlyRuns), strings.Replace(missing(t.costlyRuns), "not avoided", "over", 1))
 	fmt.Printf("  every liquidation said as one by the guard (a critical liquidated record), none said that was not: %s (%d of %d%s)\n",
 		goal(len(t.unsaid) == 0), t.said, t.liquidations, strings.Replace(missing(t.unsaid), "not avoided", "differ", 1))
-	fmt.Printf("judgement: %s\n", backtest.Judge(t.avoided, t.caused, t.delta, t.start))
+	closer := "; no call left a position closer to its liquidation price"
+	if len(t.closer) > 0 {
+		closer = fmt.Sprintf("; %d calls left a position closer to its liquidation price, %d of them then liquidated:\n  %s", len(t.closer), t.closerLost, strings.Join(t.closer, "\n  "))
+	}
+	fmt.Printf("judgement: %s%s\n", backtest.Judge(t.avoided, t.caused, t.delta, t.start), closer)
 	return t.problems
 }
 

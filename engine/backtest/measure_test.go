@@ -128,3 +128,39 @@ rules:
 		})
 	}
 }
+
+// A call that leaves its position closer to its liquidation price is
+// named in the verdict and its judgement, with what became of the
+// position (issue 31): the default scenario's XBTC (cross, 49.08% from
+// liquidation with 20,000 free) isolated by a rule that opts in, 10.61%
+// away once isolated, and not liquidated on a flat path.
+func TestVerdictNamesCallsThatLeftAPositionCloser(t *testing.T) {
+	t.Parallel()
+	d := decimal.RequireFromString
+	src := &sliceSource{}
+	for s := 0; s <= 20; s++ {
+		src.steps = append(src.steps, backtest.Step{Time: t0.Add(time.Duration(s) * time.Second),
+			Prices: map[string]decimal.Decimal{"BTC": d("65000"), "ETH": d("3010"), "SOL": d("150")}})
+	}
+	res := run(t, backtest.Options{Rules: parseRules(t, `
+rules:
+  - name: isolate-xbtc
+    symbols: [XBTC]
+    when: position.cross
+    cooldown: 1h
+    allow_closer_liquidation: true
+    actions:
+      - action: set_isolated
+`)}, src)
+	v := backtest.VerdictOf(res)
+	if len(v.Closer) != 1 {
+		t.Fatalf("closer calls %+v, want the isolation of XBTC", v.Closer)
+	}
+	c := v.Closer[0]
+	if c.Symbol != "XBTC" || c.Action != "set_isolated" || !(c.DistanceBefore > 0.49 && c.DistanceAfter < 0.11) || !c.LiquidatedAt.IsZero() {
+		t.Errorf("closer call %+v", c)
+	}
+	if !strings.Contains(v.Judgement, "; left closer to liquidation: set_isolated XBTC at 09:00:00 (49.") || !strings.HasSuffix(v.Judgement, "not liquidated") {
+		t.Errorf("judgement %q", v.Judgement)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -583,6 +584,7 @@ type lane struct {
 
 	evaluations int64
 	said        []string // the symbols the guard said liquidated, in order
+	closer      []CloserAction
 	rules       map[string]*RuleStats
 	skips       map[SkipCount]int // by action and reason, Count 0
 	startEquity decimal.Decimal
@@ -647,6 +649,9 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 	}
 	l.evaluations += int64(rep.Evaluations)
 	l.said = append(l.said, rep.Liquidated...)
+	if l.name == RunGuarded {
+		l.closerActions(t, rep)
+	}
 	for _, tr := range rep.Transitions {
 		key := [2]string{tr.Rule, tr.Symbol}
 		st := l.rules[tr.Rule]
@@ -696,6 +701,46 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 	}
 }
 
+// closerActions keeps the settings calls the tick sent that left their
+// position closer to its liquidation price than the tick found it: the
+// distance in the tick's snapshot against the exchange's after the call,
+// at the same index.
+func (l *lane) closerActions(t time.Time, rep *engine.TickReport) {
+	snap := rep.Snapshot
+	for _, a := range rep.Actions {
+		if a.Outcome != "sent" || a.From == 0 || snap == nil {
+			continue
+		}
+		var before *exchange.Position
+		for i := range snap.Positions {
+			if p := &snap.Positions[i]; !p.Empty && l.nameOf(p.SymbolID) == a.Symbol {
+				before = p
+			}
+		}
+		after, ok := l.ex.Position(a.Symbol)
+		if before == nil || !ok || after.Empty {
+			continue
+		}
+		ix := snap.IndexPrices[l.baseOf(a.Symbol)]
+		db, okB := margin.Distance(before.Direction, ix, before.LiquidationPrice)
+		da, okA := margin.Distance(after.Direction, ix, after.LiquidationPrice)
+		if okB && okA && da.LessThan(db) {
+			l.closer = append(l.closer, CloserAction{Time: t, Symbol: a.Symbol, Action: a.Action,
+				DistanceBefore: db.InexactFloat64(), DistanceAfter: da.InexactFloat64()})
+		}
+	}
+}
+
+// baseOf is the index name of a contract symbol: its base name.
+func (l *lane) baseOf(symbol string) string {
+	for _, c := range l.ex.Trades().ContractsSymbols {
+		if c.Name == symbol {
+			return c.BaseName
+		}
+	}
+	return ""
+}
+
 // describeAction is an action as a decision, without its outcome.
 func describeAction(a journal.ActionEvent) string {
 	s := fmt.Sprintf("%s %s", a.Action, a.Symbol)
@@ -737,6 +782,15 @@ func (l *lane) finish(end time.Time) RunResult {
 	})
 	for _, rl := range l.set.Rules {
 		out.Rules = append(out.Rules, *l.rules[rl.Name])
+	}
+	for _, c := range l.closer {
+		for _, lq := range l.ex.Liquidations() {
+			if lq.Symbol == c.Symbol && !lq.Time.Before(c.Time) {
+				c.LiquidatedAt = lq.Time
+				break
+			}
+		}
+		out.Closer = append(out.Closer, c)
 	}
 	for _, lq := range l.ex.Liquidations() {
 		out.Liquidations = append(out.Liquidations, Liquidation{Time: lq.Time, Symbol: lq.Symbol, Price: lq.Price,

@@ -55,6 +55,10 @@ type RunResult struct {
 	// the tick after the exchange made it, so one made at the last tick of
 	// the data is not said.
 	Said []string
+	// Closer are the guarded run's settings calls that left their
+	// position closer to its liquidation price than they found it, oldest
+	// first, with what became of the position.
+	Closer []CloserAction
 	// Balance is the free balance at the end; Margin the margin of the
 	// open positions; Equity = Balance + Margin + UnrealizedPNL.
 	Balance, Margin, RealizedPNL, UnrealizedPNL, Equity decimal.Decimal
@@ -76,6 +80,32 @@ type RunResult struct {
 	// acted (measure.go); 0 when a position was liquidated. Nil when no
 	// sample was known (an index without a price throughout), said "n/a".
 	WorstAccountMeasure *float64
+}
+
+// CloserAction is a call that left its position closer to its
+// liquidation price than it found it (an isolation, mostly), and whether
+// the position was liquidated after it.
+type CloserAction struct {
+	Time           time.Time `json:"time"`
+	Symbol         string    `json:"symbol"`
+	Action         string    `json:"action"`
+	DistanceBefore float64   `json:"distanceBefore"`
+	DistanceAfter  float64   `json:"distanceAfter"`
+	// LiquidatedAt is when the exchange liquidated the position after the
+	// call; zero when it did not.
+	LiquidatedAt time.Time `json:"liquidatedAt,omitzero"`
+}
+
+// String says the call and what became of its position: "set_isolated
+// XBTC at 09:01:00 (21.60% → 4.62% from liquidation), liquidated at
+// 09:31:20".
+func (c CloserAction) String() string {
+	s := fmt.Sprintf("%s %s at %s (%.2f%% → %.2f%% from liquidation)", c.Action, c.Symbol, c.Time.UTC().Format(time.TimeOnly),
+		c.DistanceBefore*100, c.DistanceAfter*100)
+	if c.LiquidatedAt.IsZero() {
+		return s + ", not liquidated"
+	}
+	return s + ", liquidated at " + c.LiquidatedAt.UTC().Format(time.TimeOnly)
 }
 
 // SkipCount is how many times a run left out one kind of action for one
@@ -512,6 +542,10 @@ type Verdict struct {
 	// that lost a position, nil when never known.
 	WorstMeasureWithout *float64 `json:"worstAccountMeasureWithout"`
 	WorstMeasureWith    *float64 `json:"worstAccountMeasureWith"`
+	// Closer are the calls that left a position closer to its
+	// liquidation price, with what became of it (RunResult.Closer); the
+	// judgement names them.
+	Closer []CloserAction `json:"closer"`
 	// Judgement is the verdict in one line a trader can read.
 	Judgement string `json:"judgement"`
 
@@ -550,8 +584,22 @@ func VerdictOf(res *Result) Verdict {
 		v.HarmfulSkipped += s.Harmful
 		v.Bounded += s.Bounded
 	}
-	v.Judgement = Judge(len(v.Avoided), len(v.Caused), v.EquityDelta, v.EquityStart)
+	v.Closer = append([]CloserAction{}, res.Guarded.Closer...)
+	v.Judgement = Judge(len(v.Avoided), len(v.Caused), v.EquityDelta, v.EquityStart) + closerSaid(v.Closer)
 	return v
+}
+
+// closerSaid names, for the judgement, every call that left a position
+// closer to its liquidation price and what became of it; "" when none did.
+func closerSaid(cs []CloserAction) string {
+	if len(cs) == 0 {
+		return ""
+	}
+	var said []string
+	for _, c := range cs {
+		said = append(said, c.String())
+	}
+	return "; left closer to liquidation: " + strings.Join(said, "; ")
 }
 
 // Judge says in one line what a guard did to an account: the positions it

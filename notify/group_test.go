@@ -12,10 +12,12 @@ func TestGrouperSteps(t *testing.T) {
 	t.Parallel()
 	const wait = 30 * time.Second
 	at := func(s int) time.Time { return testNow.Add(time.Duration(s) * time.Second) }
-	msg := func(kind Kind, sev string) Message { return Message{Kind: kind, Severity: sev, Text: string(kind) + " " + sev} }
+	msg := func(kind Kind, sev string) Message {
+		return Message{Kind: kind, Severity: sev, Text: string(kind) + " " + sev}
+	}
 	type step struct {
-		s     int    // seconds after testNow
-		flush bool   // flush at s instead of offering
+		s     int  // seconds after testNow
+		flush bool // flush at s instead of offering
 		m     Message
 		want  string // what goes out: "" none, else "kind severity ×count", ";"-joined for a flush
 	}
@@ -31,7 +33,7 @@ func TestGrouperSteps(t *testing.T) {
 			{s: 30, flush: true, want: "firing warning ×2"},
 			{s: 59, m: msg(KindResolved, "info")}, // within the follow-up's wait
 			{s: 60, flush: true, want: "resolved info ×1"},
-			{s: 90, flush: true},                                             // quiet now
+			{s: 90, flush: true},                                              // quiet now
 			{s: 91, m: msg(KindFiring, "warning"), want: "firing warning ×1"}, // at once again
 		}},
 		{"critical at once in a busy key, standing for what waited", []step{

@@ -30,7 +30,7 @@ type Config struct {
 	// Default names the channels of a message that names none; empty means
 	// every channel.
 	Default []string
-	// GroupWait is how long after a group's last message the ones that
+	// GroupWait is how long after the last message a group sent the ones that
 	// follow are merged into one follow-up, "(×N)", sent when it ends. The
 	// first message of a quiet group goes at once, and so does a critical
 	// one unless one of its kind went out in the group within GroupWait.

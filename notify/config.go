@@ -30,8 +30,11 @@ type Config struct {
 	// Default names the channels of a message that names none; empty means
 	// every channel.
 	Default []string
-	// GroupWait holds a message this long so that identical ones arriving
-	// meanwhile go out as one; 0 sends at once.
+	// GroupWait is how long after the last message a group sent the ones that
+	// follow are merged into one follow-up, "(×N)", sent when it ends. The
+	// first message of a quiet group goes at once, and so does a critical
+	// one unless one of its kind went out in the group within GroupWait.
+	// 0 merges nothing.
 	GroupWait time.Duration
 	// RepeatInterval is how long an unchanged message is not sent again.
 	RepeatInterval time.Duration

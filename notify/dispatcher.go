@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -20,7 +19,7 @@ const (
 	defaultMaxBackoff   = 30 * time.Second
 	defaultMaxRetryWait = 5 * time.Minute
 	// maxRemembered bounds how many sent keys a channel remembers for
-	// repeat_interval.
+	// repeat_interval, and for group_wait.
 	maxRemembered = 4096
 )
 
@@ -45,7 +44,7 @@ type ChannelStats struct {
 	Failed     uint64 // given up after the last attempt, or refused for good
 	Dropped    uint64 // pushed out of a full queue, oldest first
 	Retried    uint64 // attempts repeated after a failure
-	Merged     uint64 // folded into an identical message within group_wait
+	Merged     uint64 // folded into a group's follow-up within group_wait
 	Suppressed uint64 // unchanged and not repeated within repeat_interval
 }
 
@@ -153,9 +152,10 @@ func WithBackoff(first, max, maxHint time.Duration) Option {
 	}
 }
 
-// Dispatcher routes messages to channels: it renders them, groups
-// identical ones, queues them per channel and delivers them from one
-// worker per channel, so that a slow or dead channel delays nothing else.
+// Dispatcher routes messages to channels: it renders them, sends the first
+// of a group at once and merges those that follow within group_wait,
+// queues them per channel and delivers them from one worker per channel,
+// so that a slow or dead channel delays nothing else.
 type Dispatcher struct {
 	cfg    Config
 	opts   options
@@ -186,16 +186,9 @@ type channel struct {
 	buf    []Message // ring buffer of the queue
 	head   int
 	n      int
-	groups map[string]*group
+	groups *grouper
 	last   map[string]sentRecord
 	stats  ChannelStats
-}
-
-type group struct {
-	key   string
-	msg   Message
-	count int
-	due   time.Time
 }
 
 type sentRecord struct {
@@ -258,7 +251,7 @@ func NewDispatcher(cfg *Config, opts ...Option) (*Dispatcher, error) {
 		}
 		d.chans[name] = &channel{
 			name: name, sender: s, ready: make(chan struct{}, 1),
-			buf: make([]Message, c.QueueSize), groups: map[string]*group{}, last: map[string]sentRecord{},
+			buf: make([]Message, c.QueueSize), groups: newGrouper(c.GroupWait), last: map[string]sentRecord{},
 			stats: ChannelStats{Type: cc.Type},
 		}
 		d.names = append(d.names, name)
@@ -368,26 +361,22 @@ func (d *Dispatcher) Send(ctx context.Context, m Message) error {
 	return nil
 }
 
-// offer groups m into ch; it reports whether a new group now waits.
+// offer groups m into ch: it is queued at once or merged into its key's
+// follow-up (see grouper). It reports whether a new follow-up now waits.
 func (d *Dispatcher) offer(ch *channel, m Message, now time.Time) bool {
 	key := groupKey(m)
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if g := ch.groups[key]; g != nil {
-		g.msg = m
-		g.count++
+	g, waits := ch.groups.offer(key, m, now)
+	if g == nil {
 		ch.stats.Merged++
-		return false
+		return waits
 	}
-	if d.cfg.GroupWait <= 0 {
-		d.release(ch, key, m, 1, now)
-		return false
-	}
-	ch.groups[key] = &group{key: key, msg: m, count: 1, due: now.Add(d.cfg.GroupWait)}
-	return true
+	d.release(ch, key, g.msg, g.count, now)
+	return false
 }
 
-// Flush releases every group whose group_wait has ended by now into its
+// Flush releases every follow-up whose group_wait has ended by now into its
 // channel's queue, and returns when the next one ends (zero when none
 // waits). Start runs it on time; tests call it with a made-up now.
 func (d *Dispatcher) Flush(now time.Time) time.Time {
@@ -403,20 +392,8 @@ func (d *Dispatcher) Flush(now time.Time) time.Time {
 func (d *Dispatcher) flushChannel(ch *channel, now time.Time, all bool) time.Time {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	var due []*group
-	var next time.Time
-	for _, g := range ch.groups {
-		if all || !g.due.After(now) {
-			due = append(due, g)
-		} else if next.IsZero() || g.due.Before(next) {
-			next = g.due
-		}
-	}
-	slices.SortFunc(due, func(a, b *group) int {
-		return cmp.Or(a.due.Compare(b.due), cmp.Compare(a.key, b.key))
-	})
+	due, next := ch.groups.due(now, all)
 	for _, g := range due {
-		delete(ch.groups, g.key)
 		d.release(ch, g.key, g.msg, g.count, now)
 	}
 	return next

@@ -177,57 +177,229 @@ func TestOneMessagePerChannelPerEvent(t *testing.T) {
 	}
 }
 
-func TestFlappingRuleDoesNotFlood(t *testing.T) {
+// stateMsg is a rule's state message as the engine writes it: firing at
+// the rule's severity, resolved always info.
+func stateMsg(kind Kind, sev, rule, sym, text string) Message {
+	if kind == KindResolved {
+		sev = "info"
+	}
+	return Message{Kind: kind, Severity: sev, Rule: rule, Symbol: sym, Text: text}
+}
+
+// sendAt sends m with the clock set to at.
+func sendAt(t *testing.T, d *Dispatcher, clock *fakeClock, at time.Time, m Message) {
+	t.Helper()
+	clock.Set(at)
+	if err := d.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// texts are the rendered texts of ms.
+func texts(ms []Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Text
+	}
+	return out
+}
+
+// A quiet group's first message is queued the moment it is sent; identical
+// ones within group_wait wait and go out as one "(×N)" when the wait ends;
+// group_wait after that, with nothing new, the group is quiet again.
+func TestFirstMessageAtOnceFollowUpsMerged(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: testNow}
 	d := newTestDispatcher(t, logConfig(30*time.Second, "c"), WithClock(clock.Now))
-	send := func(at time.Time, m Message) {
-		t.Helper()
-		clock.Set(at)
-		if err := d.Send(context.Background(), m); err != nil {
-			t.Fatal(err)
-		}
+	act := Message{Kind: KindAction, Severity: "warning", Symbol: "XSOL", Action: "cancel_orders", Text: "cancelled XSOL orders"}
+
+	sendAt(t, d, clock, testNow, act)
+	if q := queued(d, "c"); len(q) != 1 || q[0].Count != 1 || q[0].Text != "🛠 cancelled XSOL orders" || !q[0].Time.Equal(testNow) {
+		t.Fatalf("first message of a quiet group: %+v, want it queued at once", q)
 	}
-	flap := func(start time.Time, last Kind) {
-		for i := range 20 {
+	for i := 1; i <= 3; i++ {
+		sendAt(t, d, clock, testNow.Add(time.Duration(i)*5*time.Second), act)
+	}
+	if next := d.Flush(testNow.Add(29 * time.Second)); !next.Equal(testNow.Add(30 * time.Second)) {
+		t.Errorf("follow-up due at %s, want group_wait after the first message", next)
+	}
+	if q := queued(d, "c"); len(q) != 0 {
+		t.Fatalf("follow-ups released before group_wait: %q", texts(q))
+	}
+	d.Flush(testNow.Add(30 * time.Second))
+	if q := queued(d, "c"); len(q) != 1 || q[0].Count != 3 || q[0].Text != "🛠 cancelled XSOL orders (×3)" {
+		t.Fatalf("follow-up: %q, want one message for the 3 that followed", texts(q))
+	}
+	// Another action on another symbol is another group: at once.
+	sendAt(t, d, clock, testNow.Add(31*time.Second), Message{Kind: KindAction, Severity: "warning", Symbol: "XBTC", Action: "cancel_orders", Text: "cancelled XBTC orders"})
+	if q := queued(d, "c"); len(q) != 1 || q[0].Text != "🛠 cancelled XBTC orders" {
+		t.Fatalf("another group's first message: %q", texts(q))
+	}
+	// The follow-up opened a new wait: what comes within it waits too.
+	sendAt(t, d, clock, testNow.Add(59*time.Second), act)
+	if q := queued(d, "c"); len(q) != 0 {
+		t.Fatalf("a message within group_wait of the follow-up went at once: %q", texts(q))
+	}
+	d.Flush(testNow.Add(60 * time.Second))
+	if q := queued(d, "c"); len(q) != 1 || q[0].Text != "🛠 cancelled XSOL orders" {
+		t.Fatalf("second follow-up: %q", texts(q))
+	}
+	// Quiet for group_wait: the next one goes at once again.
+	if next := d.Flush(testNow.Add(90 * time.Second)); !next.IsZero() {
+		t.Errorf("something still waits: next flush %s", next)
+	}
+	sendAt(t, d, clock, testNow.Add(95*time.Second), act)
+	if q := queued(d, "c"); len(q) != 1 || q[0].Count != 1 {
+		t.Fatalf("first message after the group went quiet: %q", texts(q))
+	}
+	if s := d.Stats()["c"]; s.Merged != 4 || s.Suppressed != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// A rule flapping firing/resolved twice a second does not flood: its first
+// message goes at once, the rest of the window as one follow-up. The bound:
+// a group's messages are group_wait apart, but for a critical one of a kind
+// not sent critically within group_wait; so a flapping warning rule sends
+// at most one message per group_wait, a flapping critical one two (its
+// critical firing, and the follow-up). repeat_interval then holds back a
+// follow-up that says what was already said.
+func TestFlappingRuleDoesNotFlood(t *testing.T) {
+	t.Parallel()
+	const wait = 30 * time.Second
+	flap := func(t *testing.T, d *Dispatcher, clock *fakeClock, sev string, start time.Time, seconds int, last Kind) {
+		t.Helper()
+		for i := range seconds {
 			at := start.Add(time.Duration(i) * time.Second)
 			first, second := KindFiring, KindResolved
 			if last == KindFiring {
 				first, second = KindResolved, KindFiring
 			}
-			send(at, ruleMsg(first, "near-liq", "XBTC", fmt.Sprintf("near-liq %s on XBTC: distance %.2f%%", first, 3+float64(i)/10)))
-			send(at.Add(500*time.Millisecond), ruleMsg(second, "near-liq", "XBTC", "near-liq "+string(second)+" on XBTC"))
+			text := func(k Kind) string {
+				if k == KindFiring {
+					return fmt.Sprintf("near-liq firing on XBTC: distance %.2f%%", 3+float64(i%10)/10)
+				}
+				return "near-liq resolved on XBTC"
+			}
+			// The flusher runs on time: each follow-up goes out when due.
+			d.Flush(at)
+			sendAt(t, d, clock, at, stateMsg(first, sev, "near-liq", "XBTC", text(first)))
+			d.Flush(at.Add(500 * time.Millisecond))
+			sendAt(t, d, clock, at.Add(500*time.Millisecond), stateMsg(second, sev, "near-liq", "XBTC", text(second)))
 		}
 	}
+	for _, tt := range []struct {
+		sev  string
+		icon string
+		// third is what the third flapping, ending firing, sends: the
+		// follow-up for a warning rule; the critical firing at once for a
+		// critical one, whose follow-up then repeats it and is held.
+		third      []string
+		merged     uint64
+		suppressed uint64
+		// want10m is what ten minutes of flapping and the last wait send;
+		// bound is one message per group_wait, two for a critical rule.
+		want10m, bound int
+	}{
+		{sev: "warning", icon: "🟠", third: []string{"🟠 near-liq firing on XBTC: distance 3.90% (×39)"}, merged: 3 * 39, suppressed: 1,
+			want10m: 21, bound: 600/30 + 1},
+		{sev: "critical", icon: "🔴", third: []string{"🔴 near-liq firing on XBTC: distance 3.00%"}, merged: 3*39 - 1, suppressed: 2,
+			want10m: 40, bound: 2 * (600/30 + 1)},
+	} {
+		t.Run(tt.sev, func(t *testing.T) {
+			t.Parallel()
+			clock := &fakeClock{t: testNow}
+			cfg := logConfig(wait, "c")
+			d := newTestDispatcher(t, cfg, WithClock(clock.Now))
 
-	flap(testNow, KindResolved)
-	if got := d.Flush(testNow.Add(29 * time.Second)); !got.Equal(testNow.Add(30 * time.Second)) {
-		t.Errorf("next flush at %s", got)
+			// 20 s of flapping: the first firing at once, then nothing
+			// until the wait ends, then one follow-up for the other 39.
+			flap(t, d, clock, tt.sev, testNow, 20, KindResolved)
+			q := queued(d, "c")
+			if want := tt.icon + " near-liq firing on XBTC: distance 3.00%"; len(q) != 1 || q[0].Text != want {
+				t.Fatalf("during the flapping: %q, want only %q", texts(q), want)
+			}
+			if got := d.Flush(testNow.Add(29 * time.Second)); !got.Equal(testNow.Add(wait)) {
+				t.Errorf("next flush at %s", got)
+			}
+			d.Flush(testNow.Add(wait))
+			q = queued(d, "c")
+			if len(q) != 1 || q[0].Kind != KindResolved || q[0].Count != 39 || q[0].Text != "✅ near-liq resolved on XBTC (×39)" {
+				t.Fatalf("after the first window: %q", texts(q))
+			}
+
+			// The same flapping a minute later: the group was quiet, so its
+			// first firing is news at once, and the follow-up says it
+			// resolved again.
+			flap(t, d, clock, tt.sev, testNow.Add(time.Minute), 20, KindResolved)
+			d.Flush(testNow.Add(2 * time.Minute))
+			if q, want := queued(d, "c"), []string{tt.icon + " near-liq firing on XBTC: distance 3.00%", "✅ near-liq resolved on XBTC (×39)"}; !slices.Equal(texts(q), want) {
+				t.Fatalf("second flapping: %q, want %q", texts(q), want)
+			}
+			// Starting with a resolved it already told, ending firing:
+			// repeat_interval holds what repeats the last word.
+			flap(t, d, clock, tt.sev, testNow.Add(3*time.Minute), 20, KindFiring)
+			d.Flush(testNow.Add(4 * time.Minute))
+			if q := queued(d, "c"); !slices.Equal(texts(q), tt.third) {
+				t.Fatalf("third flapping: %q, want %q", texts(q), tt.third)
+			}
+			if s := d.Stats()["c"]; s.Merged != tt.merged || s.Suppressed != tt.suppressed {
+				t.Errorf("stats %+v, want merged %d suppressed %d", s, tt.merged, tt.suppressed)
+			}
+
+			// Ten minutes of flapping without repeat_interval to hide
+			// anything: the group's own bound.
+			cfg.RepeatInterval = 0
+			clock2 := &fakeClock{t: testNow}
+			d2 := newTestDispatcher(t, cfg, WithClock(clock2.Now))
+			flap(t, d2, clock2, tt.sev, testNow, 600, KindResolved)
+			d2.Flush(testNow.Add(600*time.Second + wait))
+			got := len(queued(d2, "c"))
+			t.Logf("%s: 1200 messages in 10 minutes, %d sent (bound %d)", tt.sev, got, tt.bound)
+			if got > tt.bound || got != tt.want10m {
+				t.Errorf("%d messages sent in 10 minutes of flapping, want %d (bound %d)", got, tt.want10m, tt.bound)
+			}
+		})
 	}
-	if q := queued(d, "c"); len(q) != 0 {
-		t.Fatalf("released before group_wait: %v", q)
+}
+
+// A critical message does not wait for group_wait even when its group is
+// busy: it goes at once, standing for what waited; a second critical one of
+// the same kind within the wait is merged, so that a flapping critical
+// alert stays bounded. Another group's critical message goes at once too.
+func TestCriticalAtOnceInBusyGroup(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: testNow}
+	d := newTestDispatcher(t, logConfig(time.Hour, "c"), WithClock(clock.Now))
+	failed := func(sev, text string) Message {
+		return Message{Kind: KindActionFailed, Severity: sev, Symbol: "XSOL", Action: "reduce_position", Text: text}
 	}
-	d.Flush(testNow.Add(30 * time.Second))
+	sendAt(t, d, clock, testNow, failed("warning", "reduce_position XSOL not applied: order rejected"))
+	sendAt(t, d, clock, testNow.Add(time.Second), failed("warning", "reduce_position XSOL not applied: order rejected"))
+	sendAt(t, d, clock, testNow.Add(2*time.Second), failed("warning", "reduce_position XSOL not applied: order rejected"))
+	if q := queued(d, "c"); len(q) != 1 {
+		t.Fatalf("warnings: %q, want the first only", texts(q))
+	}
+	// The group is busy (two wait, for an hour); the critical failure and a
+	// liquidation elsewhere go now.
+	sendAt(t, d, clock, testNow.Add(3*time.Second), failed("critical", "FAILED reduce_position XSOL: the position grew"))
+	sendAt(t, d, clock, testNow.Add(4*time.Second), Message{Kind: KindLiquidation, Severity: "critical", Symbol: "XBTC", Text: "LIQUIDATED: XBTC LONG 0.8"})
 	q := queued(d, "c")
-	if len(q) != 1 || q[0].Kind != KindResolved || q[0].Count != 40 || q[0].Text != "✅ near-liq resolved on XBTC (×40)" {
-		t.Fatalf("after the first window: %+v", q)
+	if want := []string{"❌ FAILED reduce_position XSOL: the position grew (×3)", "🔴 LIQUIDATED: XBTC LONG 0.8"}; !slices.Equal(texts(q), want) {
+		t.Fatalf("critical messages: %q, want %q at once", texts(q), want)
 	}
-
-	// The same flapping, ending in the same state: nothing new to say.
-	flap(testNow.Add(time.Minute), KindResolved)
-	d.Flush(testNow.Add(2 * time.Minute))
+	// The same critical failure again within the wait is merged, and goes
+	// out when the wait ends.
+	sendAt(t, d, clock, testNow.Add(5*time.Second), failed("critical", "FAILED reduce_position XSOL: the position grew"))
 	if q := queued(d, "c"); len(q) != 0 {
-		t.Fatalf("repeated within repeat_interval: %+v", q)
+		t.Fatalf("a repeated critical message went at once: %q", texts(q))
 	}
-	// Ending firing is news.
-	flap(testNow.Add(3*time.Minute), KindFiring)
-	d.Flush(testNow.Add(4 * time.Minute))
-	if q := queued(d, "c"); len(q) != 1 || q[0].Kind != KindFiring || q[0].Count != 40 {
-		t.Fatalf("state change not told: %+v", q)
+	if next := d.Flush(testNow.Add(time.Minute)); !next.Equal(testNow.Add(3*time.Second + time.Hour)) {
+		t.Errorf("follow-up due %s, want group_wait after the critical one", next)
 	}
-	s := d.Stats()["c"]
-	if s.Merged != 117 || s.Suppressed != 1 {
-		t.Errorf("stats %+v", s)
+	d.Flush(testNow.Add(3*time.Second + time.Hour))
+	if q := queued(d, "c"); len(q) != 1 || q[0].Count != 1 || q[0].Severity != "critical" {
+		t.Fatalf("follow-up: %+v", q)
 	}
 }
 
@@ -605,8 +777,14 @@ func TestCloseLifecycle(t *testing.T) {
 	clock := &fakeClock{t: testNow}
 	d := newTestDispatcher(t, logConfig(time.Hour, "c"), WithSenders(map[string]Sender{"c": rec}), WithClock(clock.Now))
 	d.Start()
-	if err := d.Send(context.Background(), Message{Kind: KindLifecycle, Severity: "info", Text: "riskguard stopping"}); err != nil {
-		t.Fatal(err)
+	// The first goes at once, the second waits for group_wait.
+	for range 2 {
+		if err := d.Send(context.Background(), Message{Kind: KindLifecycle, Severity: "info", Text: "riskguard stopping"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := receive(t, rec.got); m.Text != "🔵 riskguard stopping" || !m.Time.Equal(testNow) {
+		t.Errorf("got %+v", m)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/riskguard/riskguard/internal/golden"
 )
@@ -95,6 +96,67 @@ func TestRunNotifiesEveryChannelOnce(t *testing.T) {
 		if msg.Kind == "action" && (msg.Symbol != "XSOL" || msg.Action != "lower_leverage") {
 			t.Errorf("webhook action message = %+v", msg)
 		}
+	}
+}
+
+// Issue 32: group_wait held the first message of every group, so "XSOL 1%
+// from liquidation" reached the phone 30 s after the guard knew. Through
+// the daemon with group_wait 30s, the start message and then the critical
+// rule's message each reach the webhook within seconds of their cause,
+// while the daemon runs (not at group_wait's end, nor in the flush at
+// shutdown).
+func TestRunCriticalNotificationNotHeldByGroupWait(t *testing.T) {
+	t.Parallel()
+	hook := newHookServer(t, "")
+	const rule = `
+  - name: near-liquidation
+    when: liquidationDistance < 0.02
+    symbols: [XSOL]
+    severity: critical
+    actions:
+      - action: notify
+`
+	g := newGuardEnv(t, "", rule+"notify:\n  channels:\n    pager: {type: webhook, url: "+hook.srv.URL+"/hook}\n  group_wait: 30s\n")
+	arrived := func(what string) func() bool {
+		return func() bool {
+			for _, b := range hook.received() {
+				if strings.Contains(b, what) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	// waitFor polls every 20 ms up to its bound; the bound is what is
+	// asserted: a few seconds, against a group_wait of 30.
+	const within = 5 * time.Second
+	start := time.Now()
+	d := g.start(nil)
+	waitFor(t, "the start message, first of its group", within, arrived("riskguard started"))
+	t.Logf("start message after %s", time.Since(start).Round(time.Millisecond))
+	if arrived("near-liquidation on XSOL")() {
+		t.Fatal("scenario changed: the rule fired before the price moved (XSOL starts 3.4% from liquidation)")
+	}
+	g.putNearLiquidation("XSOL", "SOL", 0.01)
+	moved := time.Now()
+	// The rule's notify action says its firing (the transition itself is
+	// then quiet): "[critical] near-liquidation on XSOL: … distance 1.00% …".
+	waitFor(t, "the critical message", within, arrived("[critical] near-liquidation on XSOL"))
+	t.Logf("critical message after %s (group_wait 30s)", time.Since(moved).Round(time.Millisecond))
+	d.running(t)
+	var msg struct{ Kind, Severity, Symbol string }
+	for _, b := range hook.received() {
+		if strings.Contains(b, "[critical] near-liquidation on XSOL") {
+			if err := json.Unmarshal([]byte(b), &msg); err != nil {
+				t.Fatalf("webhook body %q: %v", b, err)
+			}
+		}
+	}
+	if msg.Kind != "rule" || msg.Severity != "critical" || msg.Symbol != "XSOL" {
+		t.Errorf("critical message = %+v", msg)
+	}
+	if code := d.stop(t); code != 0 {
+		t.Errorf("exit %d", code)
 	}
 }
 

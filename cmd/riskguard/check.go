@@ -183,7 +183,7 @@ func printFit(w io.Writer, f margin.Fit) {
 		if p.Cross && !f.FreeKnown {
 			liq = "-"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Symbol, mode, p.MarginReported, p.MarginModelled.Round(8), p.LiquidationReported, liq,
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Symbol, mode, p.MarginReported.StringFixed(2), p.MarginModelled.StringFixed(2), p.LiquidationReported, liq,
 			decimal.NewFromFloat(p.Error).Shift(2).StringFixed(4)+"%", fit)
 	}
 	tw.Flush()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,5 +191,26 @@ func TestRunListenAddressTaken(t *testing.T) {
 	want := "riskguard run: listen " + taken.Addr().String() + ": "
 	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "address already in use: another riskguard (or another program) listens there: stop it, or change engine.listen") {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// https:// in exchange.base_url against an exchange that answers plain
+// HTTP (and the reverse) says which scheme to write (issue 32, item 15).
+func TestRunSchemeMismatchSaysTheScheme(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	g.url = strings.Replace(g.url, "http://", "https://", 1)
+	g.writeConfig("", overMaxRule)
+	_, stderr := g.once()
+	if !strings.Contains(stderr, "the exchange answers plain HTTP at that address: write http:// in exchange.base_url") {
+		t.Errorf("https:// against plain HTTP:\n%s", stderr)
+	}
+	tls := httptest.NewTLSServer(g.ex)
+	t.Cleanup(tls.Close)
+	g.url = strings.Replace(tls.URL, "https://", "http://", 1)
+	g.writeConfig("", overMaxRule)
+	_, stderr = g.once()
+	if !strings.Contains(stderr, "the exchange answers HTTPS at that address: write https:// in exchange.base_url") {
+		t.Errorf("http:// against HTTPS:\n%s", stderr)
 	}
 }

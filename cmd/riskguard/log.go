@@ -177,6 +177,10 @@ func nextStep(err string) string {
 		return "the host of exchange.base_url does not resolve: check it and the DNS"
 	case strings.Contains(err, "status 401"), strings.Contains(err, "status 403"):
 		return "the exchange refused the credentials: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET (README: Credentials)"
+	case strings.Contains(err, "server gave HTTP response to HTTPS client"):
+		return "the exchange answers plain HTTP at that address: write http:// in exchange.base_url (or put TLS in front of it)"
+	case strings.Contains(err, "HTTP request to an HTTPS server"), strings.Contains(err, "malformed HTTP response"):
+		return "the exchange answers HTTPS at that address: write https:// in exchange.base_url"
 	case strings.Contains(err, "certificate"):
 		return "the exchange's TLS certificate is not trusted: check exchange.base_url"
 	case strings.Contains(err, "no complete answer within"), strings.Contains(err, "i/o timeout"):

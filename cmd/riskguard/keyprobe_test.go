@@ -80,7 +80,7 @@ func TestCheckNamesPositionsItCannotJudge(t *testing.T) {
 	}{
 		{"margin NaN", "margin", `"NaN"`, nil, "unreadable: margin: ", "margin model: not checked: none of the 3 open positions could be judged (below)"},
 		{"entry price -1", "entryPrice", `"-1"`, nil, "entry price -1 is not positive", "margin model: not checked: none of the 3 open positions could be judged (below)"},
-		{"liquidation -5000", "liquidationPrice", `"-5000"`, nil, "liquidation price -5000 is not positive", "margin model: not checked: none of the 3 open positions could be judged (below)"},
+		{"liquidation -5000", "liquidationPrice", `"-5000"`, nil, "liquidation price -5000 is negative", "margin model: not checked: none of the 3 open positions could be judged (below)"},
 		{"margin 1e400", "margin", `"1e400"`, nil, "margin 1e400 is out of range", "margin model: not checked: none of the 3 open positions could be judged (below)"},
 		{"liquidation 1e400", "liquidationPrice", `1e400`, nil, "liquidation price 1e400 is out of range", "margin model: not checked: none of the 3 open positions could be judged (below)"},
 		{"one position's entry price 0", "entryPrice", `"0"`, []int64{103}, "entry price 0 is not positive", "margin model: on 2 of 3 open positions (1 not checked, below): "},

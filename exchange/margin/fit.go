@@ -93,10 +93,12 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 
 // Unjudgeable says why the model cannot judge the open position p
 // against the figures the exchange lists for it, "" when it can: a
-// direction it does not know, or a leverage, entry price, margin or
-// liquidation price that is not positive, or an entry value that is
-// negative: nonsense a fit would compare with its own figures as if it
-// were the exchange's. A figure beyond a float64's range (1e400) is
+// direction it does not know, a leverage, entry price or margin that is
+// not positive, a liquidation price or entry value that is negative:
+// nonsense a fit would compare with its own figures as if it were the
+// exchange's. A liquidation price of 0 is a long the collateral covers
+// all the way down (LiquidationPrice is at least 0), and an entry value
+// of 0 one the listing leaves out (q·P stands for it). A figure beyond a float64's range (1e400) is
 // refused too: every rule reads it as no data. The caller leaves such a
 // position out of the fit and names it.
 func Unjudgeable(p *exchange.Position) string {
@@ -113,7 +115,7 @@ func Unjudgeable(p *exchange.Position) string {
 	}{
 		{"entry price", p.EntryPrice, false},
 		{"margin", p.Margin, false},
-		{"liquidation price", p.LiquidationPrice, false},
+		{"liquidation price", p.LiquidationPrice, true},
 		{"entry value", p.EntryValue, true},
 		{"quantity", p.Quantity, false},
 	} {

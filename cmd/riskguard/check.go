@@ -77,6 +77,11 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 		}
 	}
 	if len(cfg.Accounts) > 0 {
+		if *probeKey {
+			fmt.Fprintln(m.Stderr, "riskguard check: --probe-key probes one account's key, and this file lists several (accounts:): "+
+				"write a file with one account's exchange and rules and run check --exchange URL --probe-key on it")
+			return exitCode(2)
+		}
 		printAccounts(m.Stdout, cfg)
 		return nil
 	}

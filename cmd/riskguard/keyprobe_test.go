@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -260,7 +261,8 @@ func TestCheckProbesTheKey(t *testing.T) {
 	}
 }
 
-// --probe-key needs --exchange (a usage error) and credentials.
+// --probe-key needs --exchange (a usage error), credentials, and a file
+// of one account (a usage error with accounts:).
 func TestCheckProbeKeyNeeds(t *testing.T) {
 	t.Parallel()
 	g := newGuardEnv(t, "", keyRules)
@@ -272,5 +274,14 @@ func TestCheckProbeKeyNeeds(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "--probe-key needs the API key pair: set RISKGUARD_API_KEY and RISKGUARD_API_SECRET") ||
 		!regexp.MustCompile(`\(reduce_position\)\s+cut-losing\s+not probed: no credentials`).MatchString(out) {
 		t.Errorf("without credentials: exit %d\n%s%s", code, out, stderr)
+	}
+	accounts := filepath.Join(g.dir, "accounts.yaml")
+	body := "accounts:\n  - name: a\n    exchange: {base_url: " + g.url + "}\n  - name: b\n    exchange: {base_url: " + g.url + "}\nrules:\n" + keyRules
+	if err := os.WriteFile(accounts, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = runOut(t, context.Background(), g.env, "check", "--config", accounts, "--exchange", g.url, "--probe-key")
+	if code != 2 || !strings.Contains(stderr, "--probe-key probes one account's key, and this file lists several (accounts:): write a file with one account's") {
+		t.Errorf("with accounts: exit %d\n%s%s", code, out, stderr)
 	}
 }

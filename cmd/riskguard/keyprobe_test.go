@@ -261,6 +261,28 @@ func TestCheckProbesTheKey(t *testing.T) {
 	}
 }
 
+// The key's prober is the exchange client.
+var _ keyProber = (*exchange.Client)(nil)
+
+// A key that may not read the account: check says so with the next step.
+func TestCheckKeyMayNotRead(t *testing.T) {
+	t.Parallel()
+	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7, Forbidden: []string{"/v1/contracts/positions"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ex)
+	t.Cleanup(srv.Close)
+	g := &guardEnv{t: t, ex: ex, url: srv.URL, dir: t.TempDir()}
+	g.config = filepath.Join(g.dir, "riskguard.yaml")
+	g.writeConfig("", keyRules)
+	code, out, stderr := runOut(t, context.Background(), g.env, "check", "--config", g.config, "--exchange", g.url)
+	if code != 1 || !strings.Contains(stderr, "403: FORBIDDEN") ||
+		!strings.Contains(stderr, ": the exchange refuses the key: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)") {
+		t.Errorf("exit %d\n%s%s", code, out, stderr)
+	}
+}
+
 // --probe-key needs --exchange (a usage error), credentials, and a file
 // of one account (a usage error with accounts:).
 func TestCheckProbeKeyNeeds(t *testing.T) {

@@ -340,20 +340,42 @@ func (e *Engine) saveIdle() {
 // ModelCheck is what CheckModel found: the margin model's fit to the
 // exchange's figures, and the account on the stress grid.
 type ModelCheck struct {
+	// Fit is over the judged positions only (Unjudged are left out, of
+	// the cross pool too).
 	Fit margin.Fit
 	// Stress is the account on the stress grid (margin.Stress), with the
 	// free balance the fit inferred; each index's σ is what the engine
 	// has seen of its returns, the floor (engine.stress_sigma_floor)
 	// until it has seen enough: a check has seen none. Unknown (Known
 	// false) when the account holds a cross position and the free
-	// balance could not be inferred.
+	// balance could not be inferred. Over the judged positions only.
 	Stress margin.Stress
+	// Open counts the open positions read, judged or not: an item of the
+	// positions answer that could not be decoded counts (an empty
+	// position needs only its identity to be read, so one that could not
+	// be was not empty, or had no identity).
+	Open int
+	// Unjudged are the open positions the fit and the grid leave out,
+	// each with why, in the listing's order, the undecodable items last.
+	Unjudged []Unjudged
+}
+
+// Unjudged is an open position CheckModel could not judge.
+type Unjudged struct {
+	// Symbol is the symbol's name, or "symbol id N" when the symbols do
+	// not name it; ID the position's id ("" when it could not be read).
+	Symbol, ID string
+	// Why says what is wrong, in the words of the read or the model.
+	Why string
 }
 
 // CheckModel reads one snapshot and checks the margin model against the
 // exchange's own figures, as a tick would, without evaluating a rule or
 // acting, and puts the account on the stress grid: `riskguard check
-// --exchange`.
+// --exchange`. An open position it cannot judge (undecodable, of an
+// unlisted symbol, or with figures the model cannot take:
+// margin.Unjudgeable) is left out and named in Unjudged, never passed
+// over in silence.
 func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, error) {
 	e.tick.Lock()
 	defer e.tick.Unlock()
@@ -362,10 +384,45 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 		return ModelCheck{}, err
 	}
 	e.join(snap)
+	var c ModelCheck
+	for i := range e.view.Rows {
+		r := &e.view.Rows[i]
+		if !r.Open {
+			continue
+		}
+		c.Open++
+		if r.Sym == nil {
+			c.Unjudged = append(c.Unjudged, Unjudged{Symbol: fmt.Sprintf("symbol id %d", r.P.SymbolID), ID: r.P.ID,
+				Why: unlistedWhy(snap, r.P.SymbolID)})
+		}
+	}
 	ps, rep := e.view.Model()
 	// The fit names its positions: copies, as the view's are its own.
-	acct := margin.Account{Positions: slices.Clone(ps)}
-	c := ModelCheck{Fit: margin.CheckFit(acct, slices.Clone(rep), e.cfg.ModelTolerance)}
+	var acct margin.Account
+	var judged []margin.Reported
+	for i := range ps {
+		row := e.view.ModelRow(i)
+		if why := margin.Unjudgeable(row.P); why != "" {
+			c.Unjudged = append(c.Unjudged, Unjudged{Symbol: row.Sym.Name, ID: row.P.ID, Why: why})
+			continue
+		}
+		acct.Positions = append(acct.Positions, ps[i])
+		judged = append(judged, rep[i])
+	}
+	for _, pe := range snap.Partial {
+		if pe.What != "positions" {
+			continue
+		}
+		for _, it := range pe.Items {
+			c.Open++
+			sym := fmt.Sprintf("symbol id %d", it.SymbolID)
+			if s, ok := e.snaps.Symbol(it.SymbolID); ok {
+				sym = s.Name
+			}
+			c.Unjudged = append(c.Unjudged, Unjudged{Symbol: sym, ID: it.ID, Why: "unreadable: " + it.Err.Error()})
+		}
+	}
+	c.Fit = margin.CheckFit(acct, judged, e.cfg.ModelTolerance)
 	if c.Fit.FreeKnown {
 		acct.Free = c.Fit.Free
 	} else if hasOpenCross(acct) {
@@ -382,6 +439,22 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 	}
 	c.Stress = acct.Stress(sigma, e.cfg.StressLikely, nil)
 	return c, nil
+}
+
+// unlistedWhy says why the symbols in force do not name symbol id: it
+// could not be read, or the exchange does not list it.
+func unlistedWhy(snap *market.Snapshot, id int64) string {
+	for _, pe := range snap.Partial {
+		if pe.What != "symbols" {
+			continue
+		}
+		for _, it := range pe.Items {
+			if it.SymbolID == id {
+				return fmt.Sprintf("its symbol could not be read: %v", it.Err)
+			}
+		}
+	}
+	return fmt.Sprintf("the exchange's symbol list has no contract symbol with id %d", id)
 }
 
 // hasOpenCross reports whether the account holds an open cross position.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -123,9 +124,37 @@ func (p *Position) UnmarshalJSON(data []byte) error {
 	}
 	type plain Position
 	if err := json.Unmarshal(data, (*plain)(p)); err != nil {
-		return nest(err, "position", "riskLimit")
+		return nest(fieldOf(data, err, func() any { return new(plain) }), "position", "riskLimit")
 	}
 	return nil
+}
+
+// fieldOf is err, the error decoding the object data into a fresh value
+// of fresh(), named by the first field (by name) that fails on its own:
+// a decimal's own error ("can't convert NaN to decimal") says no field.
+// A *FieldError, or an error with no field to blame, is returned as it
+// is.
+func fieldOf(data []byte, err error, fresh func() any) error {
+	var fe *FieldError
+	var m map[string]json.RawMessage
+	if errors.As(err, &fe) || json.Unmarshal(data, &m) != nil {
+		return err
+	}
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		one, merr := json.Marshal(map[string]json.RawMessage{n: m[n]})
+		if merr != nil {
+			continue
+		}
+		if ferr := json.Unmarshal(one, fresh()); ferr != nil {
+			return fmt.Errorf("%s: %w", n, err)
+		}
+	}
+	return err
 }
 
 // UnmarshalJSON decodes a contract symbol (spec 2.4). Required: id, name and

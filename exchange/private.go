@@ -13,6 +13,14 @@ import (
 // The private endpoints (spec 4.2) are signed (spec 5) with the clock
 // offset measured against the server.
 
+// Routes of the mutating calls the spec shows (4.2), as an *APIError's
+// Route names them; the order route is the client's order path
+// (DefaultOrderPath unless WithOrderPath).
+const (
+	RouteSettings = "/v1/contracts/positions/{symbol}/settings"
+	RouteCancel   = "/v1/contracts/orders/{symbol}/cancel"
+)
+
 // Positions lists the contract positions (GET on the positions path,
 // default /v1/contracts/positions). The spec shows no listing: the path and
 // a data array of contract positions (2.6) are assumptions.
@@ -101,7 +109,7 @@ func (c *Client) SetPositionSettings(ctx context.Context, symbol string, s Setti
 		return nil, fmt.Errorf("position settings %s: %w", symbol, err)
 	}
 	var p Position
-	cl := call{method: http.MethodPost, route: "/v1/contracts/positions/{symbol}/settings", path: path + "/settings", body: body}
+	cl := call{method: http.MethodPost, route: RouteSettings, path: path + "/settings", body: body}
 	if err := c.do(ctx, cl, &p); err != nil {
 		return nil, fmt.Errorf("position settings %s: %w", symbol, err)
 	}
@@ -120,7 +128,7 @@ func (c *Client) CancelOrders(ctx context.Context, symbol string) (json.RawMessa
 		return nil, fmt.Errorf("cancel orders: %w", err)
 	}
 	var raw json.RawMessage
-	cl := call{method: http.MethodPost, route: "/v1/contracts/orders/{symbol}/cancel", path: path + "/cancel"}
+	cl := call{method: http.MethodPost, route: RouteCancel, path: path + "/cancel"}
 	if err := c.do(ctx, cl, &raw); err != nil {
 		return nil, fmt.Errorf("cancel orders %s: %w", symbol, err)
 	}

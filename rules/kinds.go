@@ -69,6 +69,62 @@ type KindSpec struct {
 	// Repeatable is false for a kind whose call is not idempotent (an
 	// order): a second one is a second effect.
 	Repeatable bool
+	// Call is the exchange call the kind's actions make, which the API
+	// key must be allowed: `check --exchange` lists the calls of the
+	// rules in force and probes the key for them. "" for a kind that
+	// calls nothing on the exchange (notify).
+	Call ExchangeCall
+}
+
+// ExchangeCall names a mutating call on the exchange, as far as the API
+// key's permissions go; the exchange package owns its route and body.
+type ExchangeCall string
+
+// The calls the shipped kinds make.
+const (
+	// CallSettings is the position settings call (margin mode and
+	// leverage, POST /v1/contracts/positions/{symbol}/settings).
+	CallSettings ExchangeCall = "settings"
+	// CallCancel cancels a symbol's contract orders (POST
+	// /v1/contracts/orders/{symbol}/cancel).
+	CallCancel ExchangeCall = "cancel"
+	// CallOrder places an order: the guard's are reduce-only and
+	// immediate-or-cancel (the assumed order path, exchange.order_path).
+	CallOrder ExchangeCall = "order"
+)
+
+// CallUse is an exchange call a rule set makes: the kinds that make it
+// and the rules that use those kinds, in the file's order.
+type CallUse struct {
+	Call  ExchangeCall
+	Kinds []ActionKind
+	Rules []string
+}
+
+// Calls lists the exchange calls the set's rules make, in the order of
+// the kinds' table, each once: what the API key must be allowed.
+func (s *Set) Calls() []CallUse {
+	var out []CallUse
+	for _, k := range s.Table() {
+		if k.Call == "" || !slices.ContainsFunc(s.Rules, func(r *Rule) bool { return r.HasAction(k.Name) }) {
+			continue
+		}
+		i := slices.IndexFunc(out, func(u CallUse) bool { return u.Call == k.Call })
+		if i < 0 {
+			out = append(out, CallUse{Call: k.Call})
+			i = len(out) - 1
+		}
+		out[i].Kinds = append(out[i].Kinds, k.Name)
+	}
+	for i := range out {
+		u := &out[i]
+		for _, r := range s.Rules {
+			if slices.ContainsFunc(u.Kinds, r.HasAction) {
+				u.Rules = append(u.Rules, r.Name)
+			}
+		}
+	}
+	return out
 }
 
 // Kinds is a table of action kinds, looked up by name.
@@ -79,21 +135,21 @@ type Kinds []KindSpec
 // there, which brings this one).
 func DefaultKinds() Kinds {
 	return Kinds{
-		{Name: LowerLeverage, Params: ParamLeverage, Repeatable: true,
+		{Name: LowerLeverage, Params: ParamLeverage, Repeatable: true, Call: CallSettings,
 			Missing: "\"leverage\" (an expression giving the target leverage, e.g. riskLimit.maxLeverage / 2)",
 			Check: func(a *Action) string {
 				return string(a.Kind) + " to " + strings.Join(strings.Fields(a.Leverage), " ")
 			},
 			Noun: "leverage cut", Nouns: "leverage cuts"},
-		{Name: SetIsolated, Repeatable: true, Noun: "isolation", Nouns: "isolations",
+		{Name: SetIsolated, Repeatable: true, Call: CallSettings, Noun: "isolation", Nouns: "isolations",
 			Harm: func(r *Rule) string {
 				if r.AllowCloserLiquidation {
 					return fmt.Sprintf("%s may move the liquidation price closer, not under %g%% of the index", SetIsolated, r.MinLiquidationDistance*100)
 				}
 				return fmt.Sprintf("%s is skipped where it would move the liquidation price closer (allow_closer_liquidation)", SetIsolated)
 			}},
-		{Name: CancelOrders, Repeatable: true, Marker: "cancel"},
-		{Name: ReducePosition, Params: ParamAmount,
+		{Name: CancelOrders, Repeatable: true, Call: CallCancel, Marker: "cancel"},
+		{Name: ReducePosition, Params: ParamAmount, Call: CallOrder,
 			Missing: "fraction (of the position's quantity, in (0, 1], e.g. 0.5) or quantity (an expression in the base currency)",
 			Check: func(a *Action) string {
 				if a.Quantity != "" {

@@ -7,11 +7,13 @@ import (
 	"io"
 	iofs "io/fs"
 	"log/slog"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -27,16 +29,23 @@ import (
 // credentials) and reports every rule's symbols: entry it does not list;
 // with credentials (as run takes them) it reads the live account and
 // prints how well the margin model fits the exchange's own figures,
-// acting on nothing.
+// naming every open position it could not judge, acting on nothing; then
+// the calls the rules make on the exchange and, with --probe-key, whether
+// the key may make them, tried with calls that change nothing.
 func (m *Main) runCheck(ctx context.Context, args []string) error {
-	fs := m.newFlags("check", "check --config FILE [--exchange URL]", commands()["check"].summary)
+	fs := m.newFlags("check", "check --config FILE [--exchange URL [--probe-key]]", commands()["check"].summary)
 	configPath := fs.String("config", "riskguard.yaml", "configuration file")
 	exchangeURL := fs.String("exchange", "", "also check the rules' symbols against this exchange's public symbol list (base URL)")
+	probeKey := fs.Bool("probe-key", false, "with --exchange and credentials: try whether the API key may make the calls the rules make, with calls that change nothing (README: Credentials)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
+		return exitCode(2)
+	}
+	if *probeKey && *exchangeURL == "" {
+		fmt.Fprintln(m.Stderr, "riskguard check: --probe-key needs --exchange URL: the exchange whose key it probes")
 		return exitCode(2)
 	}
 	cfg, err := loadConfigWith(*configPath, m.Getenv, loadOptions{secretsOptional: true})
@@ -70,22 +79,34 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 		}
 	}
 	if len(cfg.Accounts) > 0 {
+		if *probeKey {
+			fmt.Fprintln(m.Stderr, "riskguard check: --probe-key probes one account's key, and this file lists several (accounts:): "+
+				"write a file with one account's exchange and rules and run check --exchange URL --probe-key on it")
+			return exitCode(2)
+		}
 		printAccounts(m.Stdout, cfg)
 		return nil
 	}
 	printSummary(m.Stdout, cfg)
 	if *exchangeURL != "" {
-		return m.checkModel(ctx, cfg, *exchangeURL)
+		return m.checkModel(ctx, cfg, *exchangeURL, *probeKey)
 	}
 	return nil
 }
 
 // checkModel reads the live account at url with the configuration's
-// credentials and prints the margin model's fit to it; without
-// credentials it says it did not.
-func (m *Main) checkModel(ctx context.Context, cfg *config, url string) error {
+// credentials and prints the margin model's fit to it, then the calls the
+// rules make on the exchange and whether the key may make them (probed
+// with probe); without credentials it says it did not. It fails when an
+// open position could not be judged or the key may not make a call.
+func (m *Main) checkModel(ctx context.Context, cfg *config, url string, probe bool) error {
 	if cfg.Exchange.APIKey == "" || cfg.Exchange.APISecret == "" {
 		fmt.Fprintln(m.Stdout, "\nmargin model: not checked against the account (no credentials: RISKGUARD_API_KEY and RISKGUARD_API_SECRET)")
+		printKeys(m.Stdout, keyCheck{cfg: cfg}.rows(ctx))
+		if probe {
+			fmt.Fprintln(m.Stderr, "riskguard check: --probe-key needs the API key pair: set RISKGUARD_API_KEY and RISKGUARD_API_SECRET (or exchange.api_key_file and api_secret_file; README: Credentials)")
+			return exitCode(1)
+		}
 		return nil
 	}
 	live := *cfg
@@ -106,18 +127,40 @@ func (m *Main) checkModel(ctx context.Context, cfg *config, url string) error {
 	defer eng.Close()
 	c, err := eng.CheckModel(ctx, time.Now())
 	if err != nil {
-		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: read the account: %v\n", url, err)
+		next := ""
+		if ae := (*exchange.APIError)(nil); errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
+			next = ": the exchange refuses the key: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)"
+		}
+		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: read the account: %v%s\n", url, err, next)
 		return exitCode(1)
 	}
-	printFit(m.Stdout, c.Fit)
-	printStress(m.Stdout, c.Stress, cfg.Engine.StressHorizon)
+	printFit(m.Stdout, c)
+	if len(c.Fit.Positions) > 0 {
+		printStress(m.Stdout, c.Stress, cfg.Engine.StressHorizon, len(c.Unjudged))
+	}
+	problems := printKeys(m.Stdout, keyCheck{cfg: &live, probe: client, probing: probe}.rows(ctx))
+	if n := len(c.Unjudged); n > 0 {
+		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %d of %d open %s could not be judged (under \"not checked\" above): "+
+			"look at %s on the exchange; figures that read well there mean its listing differs from the spec (2.6), "+
+			"and the guard cannot predict its actions on %s\n", url, n, c.Open, plural(c.Open, "position", "positions"),
+			plural(n, "it", "each"), plural(n, "it", "them"))
+	}
+	for _, p := range problems {
+		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %s\n", url, p)
+	}
+	if len(c.Unjudged) > 0 || len(problems) > 0 {
+		return exitCode(1)
+	}
 	return nil
 }
 
 // printStress prints the account on the stress grid: the expected loss,
 // the likely moves that liquidate, and the loss each move of the grid
 // leaves, every index together and each alone.
-func printStress(w io.Writer, s margin.Stress, horizon time.Duration) {
+func printStress(w io.Writer, s margin.Stress, horizon time.Duration, unjudged int) {
+	if unjudged > 0 {
+		defer fmt.Fprintf(w, "  (over the judged positions only: %d not checked, above)\n", unjudged)
+	}
 	if !s.Known {
 		fmt.Fprintln(w, "\nstress grid: unknown (a position without an index price, or cross positions without a known free balance)")
 		return
@@ -160,9 +203,43 @@ func printStress(w io.Writer, s margin.Stress, horizon time.Duration) {
 	tw.Flush()
 }
 
-// printFit prints the margin model's fit, one line per position.
-func printFit(w io.Writer, f margin.Fit) {
-	fmt.Fprintf(w, "\nmargin model: %s\n", f.Summary())
+// printFit prints the margin model's fit, one line per position, then
+// the open positions it could not judge, with why. It never says the
+// model fits when it judged none.
+func printFit(w io.Writer, c engine.ModelCheck) {
+	f := c.Fit
+	judged := len(f.Positions)
+	switch {
+	case c.Open == 0:
+		fmt.Fprintln(w, "\nmargin model: not checked: the account holds no open position")
+	case judged == 0:
+		fmt.Fprintf(w, "\nmargin model: not checked: none of the %d open %s could be judged (below)\n", c.Open, plural(c.Open, "position", "positions"))
+	case len(c.Unjudged) > 0:
+		fmt.Fprintf(w, "\nmargin model: on %d of %d open positions (%d not checked, below): %s\n", judged, c.Open, len(c.Unjudged), f.Summary())
+	default:
+		fmt.Fprintf(w, "\nmargin model: %s\n", f.Summary())
+	}
+	if judged > 0 {
+		printFitTable(w, f)
+	}
+	if len(c.Unjudged) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  not checked:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SYMBOL\tPOSITION\tWHY")
+	for _, u := range c.Unjudged {
+		id := u.ID
+		if id == "" {
+			id = "(no id)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", u.Symbol, id, u.Why)
+	}
+	tw.Flush()
+}
+
+// printFitTable prints the fit's free balance and its table.
+func printFitTable(w io.Writer, f margin.Fit) {
 	if f.FreeKnown {
 		fmt.Fprintf(w, "  free balance %s, inferred from the first cross position", f.Free.Round(2))
 		if f.FreeSpread > 0 {

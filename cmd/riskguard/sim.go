@@ -24,13 +24,18 @@ const defaultSimListen = "127.0.0.1:8790"
 // --listen address is served too, with a warning: the sim is for tests and
 // demos, and its key pair is public.
 func (m *Main) runSim(ctx context.Context, args []string) error {
-	fs := m.newFlags("sim", "sim [--listen 127.0.0.1:PORT] [--seed N] [--scenario FILE] [--step 1s] [--client-order-id-field NAME]",
+	fs := m.newFlags("sim", "sim [--listen 127.0.0.1:PORT] [--seed N] [--scenario FILE] [--step 1s] [--client-order-id-field NAME] [--forbid ROUTE]...",
 		fmt.Sprintf("Serves the simulated exchange. It accepts the key pair in RISKGUARD_API_KEY and\nRISKGUARD_API_SECRET (default %s / %s).", sim.DefaultKey, sim.DefaultSecret))
 	listen := fs.String("listen", defaultSimListen, "`address` to serve on, host:port (port 0 picks a free one)")
 	seed := fs.Int64("seed", sim.DefaultSeed, "seed of the random index walks and generated orders")
 	scenarioFile := fs.String("scenario", "", "scenario `file` (YAML or JSON); default: the built-in scenario")
 	step := fs.Duration("step", time.Second, "how often the index paths advance")
 	clientID := fs.String("client-order-id-field", "", "take an order's client order id in this body `field` and refuse one already used (as exchange.client_order_id_field sends it); default: no such field")
+	var forbidden []string
+	fs.Func("forbid", "answer this signed `route` 403 FORBIDDEN, as to a key without that permission (repeatable), e.g. "+exchange.DefaultOrderPath, func(r string) error {
+		forbidden = append(forbidden, r)
+		return nil
+	})
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -63,7 +68,7 @@ func (m *Main) runSim(ctx context.Context, args []string) error {
 		scenario = sc
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, nil))
-	ex, err := sim.New(sim.Config{Key: key, Secret: secret, Seed: *seed, Scenario: scenario, Logger: log, ClientOrderIDField: *clientID})
+	ex, err := sim.New(sim.Config{Key: key, Secret: secret, Seed: *seed, Scenario: scenario, Logger: log, ClientOrderIDField: *clientID, Forbidden: forbidden})
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}

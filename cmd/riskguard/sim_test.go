@@ -195,6 +195,7 @@ func TestSimCommandErrors(t *testing.T) {
 		{"bad scenario", []string{"--scenario", bad}, "at least one contract symbol"},
 		{"missing scenario", []string{"--scenario", filepath.Join(dir, "none.yaml")}, "no such file"},
 		{"bad address", []string{"--listen", "127.0.0.1:notaport"}, "127.0.0.1:notaport"},
+		{"forbid a public route", []string{"--forbid", "/v1/market/trades"}, `forbidden route "/v1/market/trades": not a private route the exchange serves`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

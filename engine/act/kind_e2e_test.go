@@ -35,7 +35,7 @@ const trimName rules.ActionKind = "trim_leverage"
 func (trimLeverage) Name() rules.ActionKind { return trimName }
 
 func (trimLeverage) Spec() rules.KindSpec {
-	return rules.KindSpec{Name: trimName, Params: rules.ParamLeverage, Repeatable: true,
+	return rules.KindSpec{Name: trimName, Params: rules.ParamLeverage, Repeatable: true, Call: rules.CallSettings,
 		Missing: `"leverage" (the leverage to trim to)`, Noun: "trim", Nouns: "trims"}
 }
 

@@ -52,10 +52,12 @@ type View struct {
 	// gen counts the builds of syms.
 	gen uint64
 	// model and rep are the open rows' positions with a symbol as the
-	// margin model sees them, and what the exchange lists of each, built
-	// at the first ask after a join (modelBuilt; Model).
+	// margin model sees them, and what the exchange lists of each, and
+	// modelRows the row of each, built at the first ask after a join
+	// (modelBuilt; Model).
 	model      []margin.Position
 	rep        []margin.Reported
+	modelRows  []int
 	modelBuilt bool
 	// sig is the cross positions' signature, computed at the first ask
 	// after a join (sigBuilt; CrossSig), in sigBuf.
@@ -162,7 +164,7 @@ func (v *View) Model() ([]margin.Position, []margin.Reported) {
 	if v.modelBuilt {
 		return v.model, v.rep
 	}
-	ps, rep := v.model[:0], v.rep[:0]
+	ps, rep, rows := v.model[:0], v.rep[:0], v.modelRows[:0]
 	for i := range v.Rows {
 		r := &v.Rows[i]
 		if !r.Open || r.Sym == nil {
@@ -175,9 +177,16 @@ func (v *View) Model() ([]margin.Position, []margin.Reported) {
 		}
 		ps = append(ps, mp)
 		rep = append(rep, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice})
+		rows = append(rows, i)
 	}
-	v.model, v.rep, v.modelBuilt = ps, rep, true
+	v.model, v.rep, v.modelRows, v.modelBuilt = ps, rep, rows, true
 	return ps, rep
+}
+
+// ModelRow is the row of Model's i-th position, of the same join.
+func (v *View) ModelRow(i int) *Row {
+	v.Model()
+	return &v.Rows[v.modelRows[i]]
 }
 
 // CrossSig identifies the snapshot's open cross positions with their

@@ -91,6 +91,68 @@ func CheckFit(a Account, rep []Reported, tolerance float64) Fit {
 	return new(FitScratch).CheckFit(a, rep, tolerance)
 }
 
+// Unjudgeable says why the model cannot judge the open position p
+// against the figures the exchange lists for it, "" when it can: a
+// direction it does not know, a leverage, entry price or margin that is
+// not positive, a liquidation price or entry value that is negative:
+// nonsense a fit would compare with its own figures as if it were the
+// exchange's. A liquidation price of 0 is a long the collateral covers
+// all the way down (LiquidationPrice is at least 0), and an entry value
+// of 0 one the listing leaves out (q·P stands for it). A figure beyond a float64's range (1e400) is
+// refused too: every rule reads it as no data. The caller leaves such a
+// position out of the fit and names it.
+func Unjudgeable(p *exchange.Position) string {
+	if p.Direction != exchange.Long && p.Direction != exchange.Short {
+		return fmt.Sprintf("direction %q is neither %s nor %s", p.Direction, exchange.Long, exchange.Short)
+	}
+	if p.Leverage <= 0 {
+		return fmt.Sprintf("leverage %d is not positive", p.Leverage)
+	}
+	for _, f := range [...]struct {
+		name string
+		d    decimal.Decimal
+		zero bool // 0 is allowed
+	}{
+		{"entry price", p.EntryPrice, false},
+		{"margin", p.Margin, false},
+		{"liquidation price", p.LiquidationPrice, true},
+		{"entry value", p.EntryValue, true},
+		{"quantity", p.Quantity, false},
+	} {
+		switch x := f.d.InexactFloat64(); {
+		case math.IsInf(x, 0):
+			return fmt.Sprintf("%s %s is out of range (beyond a float64: no rule can read it)", f.name, shortDec(f.d))
+		case f.d.IsNegative() || !f.zero && f.d.IsZero():
+			what := "not positive"
+			if f.zero {
+				what = "negative"
+			}
+			return fmt.Sprintf("%s %s is %s", f.name, shortDec(f.d), what)
+		}
+	}
+	return ""
+}
+
+// shortDec is d as text, in scientific notation when it is long: a
+// decimal of hundreds of digits is said as 1e400.
+func shortDec(d decimal.Decimal) string {
+	s := d.String()
+	if len(s) <= 24 {
+		return s
+	}
+	c, sign := d.Coefficient().String(), ""
+	if strings.HasPrefix(c, "-") {
+		c, sign = c[1:], "-"
+	}
+	exp := int(d.Exponent()) + len(c) - 1
+	c = strings.TrimRight(c, "0")
+	m := c[:1]
+	if len(c) > 1 {
+		m += "." + c[1:min(len(c), 7)]
+	}
+	return fmt.Sprintf("%s%se%d", sign, m, exp)
+}
+
 // CheckFitAfter is CheckFit(a, rep, tolerance), computed with the help of
 // prev: the fit CheckFit gave for prevA and prevRep (read-back mismatches
 // marked on it or not). An isolated position whose inputs are the same as

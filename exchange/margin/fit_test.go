@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/shopspring/decimal"
 )
 
@@ -372,5 +373,41 @@ func TestLiquidationsKeepAPositionAndItsPrediction(t *testing.T) {
 				t.Fatalf("account %d, step %d: priced again although only the index moved", n, step)
 			}
 		}
+	}
+}
+
+// Unjudgeable refuses the figures a fit would otherwise compare as if
+// they were the exchange's (issue 32, item 4) and takes a sane position.
+func TestUnjudgeable(t *testing.T) {
+	t.Parallel()
+	d := decimal.RequireFromString
+	sane := func() exchange.Position {
+		return exchange.Position{Direction: exchange.Long, Leverage: 10, EntryPrice: d("152"), Margin: d("6080"),
+			LiquidationPrice: d("139.84"), EntryValue: d("60800"), Quantity: d("400")}
+	}
+	for _, c := range []struct {
+		name string
+		edit func(p *exchange.Position)
+		want string
+	}{
+		{"sane", func(*exchange.Position) {}, ""},
+		{"entry value absent", func(p *exchange.Position) { p.EntryValue = decimal.Zero }, ""},
+		{"entry price -1", func(p *exchange.Position) { p.EntryPrice = d("-1") }, "entry price -1 is not positive"},
+		{"liquidation -5000", func(p *exchange.Position) { p.LiquidationPrice = d("-5000") }, "liquidation price -5000 is negative"},
+		{"liquidation 0", func(p *exchange.Position) { p.LiquidationPrice = decimal.Zero }, ""},
+		{"margin 0", func(p *exchange.Position) { p.Margin = decimal.Zero }, "margin 0 is not positive"},
+		{"margin 1e400", func(p *exchange.Position) { p.Margin = d("1e400") }, "margin 1e400 is out of range"},
+		{"entry value -2.5e401", func(p *exchange.Position) { p.EntryValue = d("-25e400") }, "entry value -2.5e401 is out of range"},
+		{"leverage 0", func(p *exchange.Position) { p.Leverage = 0 }, "leverage 0 is not positive"},
+		{"direction", func(p *exchange.Position) { p.Direction = "BOTH" }, `direction "BOTH" is neither LONG nor SHORT`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := sane()
+			c.edit(&p)
+			if got := Unjudgeable(&p); !strings.HasPrefix(got, c.want) || (c.want == "") != (got == "") {
+				t.Errorf("Unjudgeable = %q, want %q", got, c.want)
+			}
+		})
 	}
 }

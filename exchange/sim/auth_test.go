@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,4 +163,41 @@ func TestClockOffset(t *testing.T) {
 	v.ok(call{method: http.MethodGet, path: "/v1/contracts/positions", at: time.UnixMilli(ms)}, nil)
 	v.sim.SetClockOffset(0)
 	v.ok(call{method: http.MethodGet, path: "/v1/contracts/positions"}, nil)
+}
+
+// A key without a permission (Config.Forbidden): its route answers 403
+// FORBIDDEN before the request is looked at, and changes nothing; a
+// wrong signature is still 401, and the other routes answer as ever. A
+// route the exchange does not serve signed is refused by New.
+func TestForbiddenRoutes(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, sim.Config{Forbidden: []string{exchange.DefaultOrderPath, exchange.RouteSettings}})
+	before, _ := v.sim.Position("XSOL")
+	for _, c := range []struct {
+		name   string
+		c      call
+		status int
+		code   string
+	}{
+		{"order", call{method: http.MethodPost, path: "/v1/contracts/orders/XSOL/create", body: `{"side":"SELL","type":"MARKET","quantity":"1","flags":24}`},
+			http.StatusForbidden, sim.CodeForbidden},
+		{"settings", call{method: http.MethodPost, path: "/v1/contracts/positions/XSOL/settings", body: `{"cross":false,"leverage":10}`},
+			http.StatusForbidden, sim.CodeForbidden},
+		{"settings, wrong secret", call{method: http.MethodPost, path: "/v1/contracts/positions/XSOL/settings", body: `{"cross":false,"leverage":10}`, secret: "guess"},
+			http.StatusUnauthorized, sim.CodeSignatureInvalid},
+		{"cancel", call{method: http.MethodPost, path: "/v1/contracts/orders/XSOL/cancel"}, http.StatusOK, ""},
+	} {
+		r := v.do(c.c)
+		if r.status != c.status || r.env.Error != c.code {
+			t.Errorf("%s: %d %s, want %d %s: %s", c.name, r.status, r.env.Error, c.status, c.code, r.raw)
+		}
+	}
+	if after, _ := v.sim.Position("XSOL"); after.Leverage != before.Leverage || !after.Quantity.Equal(before.Quantity) {
+		t.Errorf("XSOL changed: %dx %s → %dx %s", before.Leverage, before.Quantity, after.Leverage, after.Quantity)
+	}
+	for _, route := range []string{"/v1/market/trades", "/v1/contracts/orders/{symbol}/delete"} {
+		if _, err := sim.New(sim.Config{Key: "k", Secret: "s", Forbidden: []string{route}}); err == nil || !strings.Contains(err.Error(), "not a private route the exchange serves") {
+			t.Errorf("Forbidden %s: %v", route, err)
+		}
+	}
 }

@@ -87,8 +87,8 @@ func (e *Exchange) Trades() exchange.Trades {
 
 // Routes of the direct calls, named in their errors.
 const (
-	settingsRoute = "/v1/contracts/positions/{symbol}/settings"
-	cancelRoute   = "/v1/contracts/orders/{symbol}/cancel"
+	settingsRoute = exchange.RouteSettings
+	cancelRoute   = exchange.RouteCancel
 )
 
 // SetSettings sets the margin mode and leverage of the symbol's position, as

@@ -32,6 +32,7 @@ const (
 	CodeRateLimited         = "RATE_LIMITED"
 	CodeInternalError       = "INTERNAL_ERROR"
 	CodeServiceUnavailable  = "SERVICE_UNAVAILABLE"
+	CodeForbidden           = "FORBIDDEN"
 )
 
 // errorCodes is the catalogue served by /v1/market/errorCodes.
@@ -50,6 +51,7 @@ func errorCodes() map[string]string {
 		CodeRateLimited:         "Too many requests; retry after the delay in Retry-After.",
 		CodeInternalError:       "Internal error; retry later.",
 		CodeServiceUnavailable:  "Service unavailable; retry later.",
+		CodeForbidden:           "The API key is valid but not permitted to make this call; allow it in the key's settings.",
 		CodeReduceOnlyRejected:  "A reduce-only order would not reduce the position: no position, the side that grows it, or more than it holds.",
 	}
 }
@@ -133,7 +135,7 @@ func (e *Exchange) table() []route {
 		{method: http.MethodGet, template: "/v1/contracts/positions", private: true, handle: e.positionsList},
 		{method: http.MethodPost, template: settingsRoute, private: true, handle: e.settings},
 		{method: http.MethodGet, template: "/v1/spots/balances", private: true, handle: e.spotBalancesList},
-		{method: http.MethodPost, template: "/v1/contracts/orders/{symbol}/cancel", private: true, handle: e.cancel},
+		{method: http.MethodPost, template: cancelRoute, private: true, handle: e.cancel},
 		{method: http.MethodPost, template: orderRoute, private: true, handle: e.order},
 	}
 	for i := range rs {
@@ -297,6 +299,9 @@ func (e *Exchange) answer(r *http.Request, rt *route, params map[string]string, 
 		if a := e.authenticate(r, body, now); a != nil {
 			return a.response()
 		}
+		if e.forbidden[rt.template] {
+			return fail(http.StatusForbidden, CodeForbidden, "", "the API key is not permitted to call %s %s", rt.method, rt.template)
+		}
 	}
 	if r.Method == http.MethodPost {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -401,7 +406,8 @@ type answer struct{ res response }
 type Fault struct {
 	// Status is the HTTP status; with no Body it comes with an error
 	// envelope whose code follows the status (429 RATE_LIMITED, 503
-	// SERVICE_UNAVAILABLE, other 5xx INTERNAL_ERROR, 4xx
+	// SERVICE_UNAVAILABLE, other 5xx INTERNAL_ERROR, 401
+	// API_KEY_INVALID, 403 FORBIDDEN, 404 NOT_FOUND, other 4xx
 	// PARAMETER_INVALID).
 	Status int
 	// Body replaces the response body verbatim (status 200 unless set).
@@ -567,6 +573,8 @@ func faultCode(status int) string {
 		return CodeNotFound
 	case status == http.StatusUnauthorized:
 		return CodeAPIKeyInvalid
+	case status == http.StatusForbidden:
+		return CodeForbidden
 	case status >= 500:
 		return CodeInternalError
 	}

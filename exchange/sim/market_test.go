@@ -140,7 +140,7 @@ func TestMarketEndpoints(t *testing.T) {
 			for _, c := range []string{sim.CodeParameterInvalid, sim.CodeAPIKeyInvalid, sim.CodeSignatureInvalid,
 				sim.CodeTimestampExpired, sim.CodeSymbolNotFound, sim.CodeIndexNotFound, sim.CodeInsufficientBalance,
 				sim.CodeInsufficientMargin, sim.CodeNotFound, sim.CodeMethodNotAllowed, sim.CodeRateLimited,
-				sim.CodeInternalError, sim.CodeServiceUnavailable} {
+				sim.CodeInternalError, sim.CodeServiceUnavailable, sim.CodeForbidden} {
 				if codes[c] == "" {
 					t.Errorf("errorCodes lacks %s", c)
 				}

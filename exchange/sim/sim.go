@@ -70,6 +70,13 @@ type Config struct {
 	// exchanges that take such an id do. Empty: the field is unknown and
 	// refused, like any other.
 	ClientOrderIDField string
+	// Forbidden lists the private routes, as Routes names them
+	// ("/v1/contracts/orders/{symbol}/create"), the key may not call: a
+	// key without that permission. A signed request to one is answered
+	// 403 FORBIDDEN once its signature is checked, before anything of it
+	// is looked at; the in-process calls (SetSettings, PlaceOrder, …)
+	// are not refused.
+	Forbidden []string
 }
 
 // Exchange is a simulated exchange. It is an http.Handler; its methods
@@ -118,6 +125,9 @@ type Exchange struct {
 	// each client order id was filled as.
 	clientIDField string
 	clientIDs     map[string]int64
+	// forbidden are the private routes the key may not call
+	// (Config.Forbidden).
+	forbidden map[string]bool
 }
 
 // symbolRef finds a symbol by name among spots or contracts.
@@ -188,6 +198,15 @@ func New(cfg Config) (*Exchange, error) {
 		clientIDs:     map[string]int64{},
 	}
 	e.routes = e.table()
+	for _, f := range cfg.Forbidden {
+		if !slices.ContainsFunc(e.routes, func(r route) bool { return r.private && r.template == f }) {
+			return nil, fmt.Errorf("new sim: forbidden route %q: not a private route the exchange serves; name one of Routes() that is signed, e.g. %s", f, orderRoute)
+		}
+		if e.forbidden == nil {
+			e.forbidden = map[string]bool{}
+		}
+		e.forbidden[f] = true
+	}
 	e.load(n, cfg.Seed)
 	return e, nil
 }

@@ -47,7 +47,7 @@ const (
 	plotB       = chartH - 46 // room for the time labels and caption
 	maxYTicks   = 8
 	maxXTicks   = 9
-	bandClasses = 6 // band0 … band5 in the style sheet
+	bandClasses = 12 // band0 … band11 in the style sheet
 	maxLanes    = 8 // firing lanes at the top of the plot; more rules share
 	laneH       = 7
 	denseMarks  = 60 // above this many markers they are drawn smaller
@@ -290,13 +290,21 @@ func actionRows(r *Result) []actionRow {
 	return out
 }
 
-// ruleColours gives every rule of the report one colour (a band class),
-// the same in every chart: the rules in the order of the guarded run's
-// table, then any other that fired.
+// ruleColours gives every rule that fired in the report one colour (a
+// band class), the same in every chart: in the order of the guarded run's
+// table, then any other that fired. Only rules drawn get one, so that up
+// to bandClasses of them never share a colour (a rule that never fired
+// once took a colour and made two others share one).
 func ruleColours(r *Result) map[string]int {
+	fired := map[string]bool{}
+	for _, s := range r.Symbols {
+		for _, sp := range s.Spans {
+			fired[sp.Rule] = true
+		}
+	}
 	out := map[string]int{}
 	add := func(rule string) {
-		if _, ok := out[rule]; !ok {
+		if _, ok := out[rule]; !ok && fired[rule] {
 			out[rule] = len(out) % bandClasses
 		}
 	}
@@ -768,6 +776,12 @@ svg.chart .band-lane { opacity: .9; }
 .band3 { fill: #f0e442; background: #f0e442; }
 .band4 { fill: #0072b2; background: #0072b2; }
 .band5 { fill: #999999; background: #999999; }
+.band6 { fill: #009e73; background: #009e73; }
+.band7 { fill: #d55e00; background: #d55e00; }
+.band8 { fill: #a6761d; background: #a6761d; }
+.band9 { fill: #7570b3; background: #7570b3; }
+.band10 { fill: #66a61e; background: #66a61e; }
+.band11 { fill: #e7298a; background: #e7298a; }
 svg.chart .act { fill: #0072b2; stroke: #fff; stroke-width: .8; }
 svg.chart .act-failed { fill: #c0143c; }
 svg.chart .act-idle { fill: #9ca3af; }

@@ -333,3 +333,46 @@ func TestCheckAccountsRefusesOneAccountTwice(t *testing.T) {
 		}
 	}
 }
+
+// A command is forwarded only to a live member whose lease holds the
+// leader key (issue 32, item 1): the real leader is verified; a leader
+// value written under another account by someone else — naming no member,
+// or naming a live member on a lease of its own — is not.
+func TestLiveLeaderVerifiesTheLease(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	na, sa, _ := node(t, c, "a")
+	_, sb, _ := node(t, c, "b")
+	l, o := leaderOf(t, sa, sb)
+	ctx := context.Background()
+	waitFor(t, "the standby following the leader", 5*time.Second, func() bool { cur, _ := o.Leader(); return cur.Host != "" })
+	live, err := o.LiveLeader(ctx)
+	if cur, _ := l.Leader(); err != nil || live.Host != cur.Host {
+		t.Fatalf("the real leader: %+v, %v (want %s)", live, err, cur.Host)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	forged := na.Seat("acc2")
+	if _, err := cli.Put(ctx, "/t/accounts/acc2/leader/forged", `{"host":"evil\u001b]0;x\u0007","advertise":"10.0.0.66:80"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := forged.LiveLeader(ctx); !errors.Is(err, ha.ErrLeaderUnverified) || !strings.Contains(err.Error(), "is not a live member") || strings.Contains(err.Error(), "\x1b") {
+		t.Errorf("a value naming no member: %v", err)
+	}
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(ctx, "/t/accounts/acc2/leader/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/t/accounts/acc2/leader/forged", `{"host":"a","advertise":"10.0.0.66:80"}`, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := forged.LiveLeader(ctx); !errors.Is(err, ha.ErrLeaderUnverified) || !strings.Contains(err.Error(), "not held by the lease of member a") {
+		t.Errorf("a value naming a live member on another lease: %v", err)
+	}
+}

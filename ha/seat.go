@@ -467,3 +467,60 @@ func (s *Seat) Writes() int {
 	defer s.mu.Unlock()
 	return s.writes
 }
+
+// ErrLeaderUnverified is the error of LiveLeader when etcd's leader value
+// is not backed by a live member: no member key of its host, or one on
+// another lease, or another advertised address. A value someone wrote by
+// hand under the election prefix is such a value.
+var ErrLeaderUnverified = errors.New("ha: the leader value in etcd is not a live member's")
+
+// LiveLeader reads the account's leader from etcd and checks it is a live
+// member's: the leader key is held by the lease of the member key of the
+// host it names (a process's member key and its campaigns share its
+// session's lease), and that member advertises the same address. Only
+// then may a command be forwarded to the address: one etcd key written by
+// someone else must not be enough to receive the account's commands.
+func (s *Seat) LiveLeader(ctx context.Context) (Member, error) {
+	resp, err := s.n.cli.Get(ctx, s.electionPrefix()+"/", clientv3.WithFirstCreate()...)
+	if err != nil {
+		return Member{}, fmt.Errorf("ha: read the leader of %s: %w", s.account, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Member{}, fmt.Errorf("%w: account %s has no leader", ErrLeaderUnverified, s.account)
+	}
+	lk := resp.Kvs[0]
+	var m Member
+	if err := json.Unmarshal(lk.Value, &m); err != nil || m.Host == "" {
+		return Member{}, fmt.Errorf("%w: account %s's leader value is not a member's", ErrLeaderUnverified, s.account)
+	}
+	mresp, err := s.n.cli.Get(ctx, s.n.memberPrefix()+m.Host)
+	if err != nil {
+		return Member{}, fmt.Errorf("ha: read the member %s: %w", printableHost(m.Host), err)
+	}
+	if len(mresp.Kvs) == 0 {
+		return Member{}, fmt.Errorf("%w: account %s's leader %s is not a live member", ErrLeaderUnverified, s.account, printableHost(m.Host))
+	}
+	mk := mresp.Kvs[0]
+	var live Member
+	switch {
+	case lk.Lease == 0 || mk.Lease != lk.Lease:
+		return Member{}, fmt.Errorf("%w: account %s's leader key is not held by the lease of member %s", ErrLeaderUnverified, s.account, printableHost(m.Host))
+	case json.Unmarshal(mk.Value, &live) != nil || live.Advertise != m.Advertise:
+		return Member{}, fmt.Errorf("%w: account %s's leader value names another address than member %s advertises", ErrLeaderUnverified, s.account, printableHost(m.Host))
+	}
+	return m, nil
+}
+
+// printableHost is a host name from etcd as an error may quote it: at most
+// 64 characters, control characters escaped.
+func printableHost(h string) string {
+	if len(h) > 64 {
+		h = h[:64] + "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, h)
+}

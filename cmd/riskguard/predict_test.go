@@ -210,11 +210,12 @@ func TestUnaffordableCutSentAtTheAffordableLevel(t *testing.T) {
 }
 
 // A cut no free balance can fund is skipped, and the skip counts as the
-// rule's run: money added meanwhile is used once the cooldown has passed,
-// not at once, and the cut is not skipped again at every tick in between.
-func TestSkippedCutDecidedAgainAfterCooldown(t *testing.T) {
+// rule's run: it is not skipped again at every tick while the money stays
+// the same. Money added meanwhile is used at once, inside the cooldown
+// (issue 31: it once waited for the cooldown to pass).
+func TestSkippedCutDecidedAgainWhenMoneyIsAdded(t *testing.T) {
 	t.Parallel()
-	const cooldown = 2 * time.Second
+	const cooldown = 20 * time.Second
 	g := newGuardEnv(t, "", `
   - name: quarter-xeth
     when: position.symbol == "XETH"
@@ -238,8 +239,9 @@ func TestSkippedCutDecidedAgainAfterCooldown(t *testing.T) {
 		}
 		return false
 	})
+	time.Sleep(500 * time.Millisecond) // five ticks on the same money: no skip again
 	g.ex.SetBalance(mustDec("20000"))
-	waitFor(t, "XETH cut once the cooldown passed", 20*time.Second, func() bool { return g.position("XETH").Leverage == 5 })
+	waitFor(t, "XETH cut once the money came", 10*time.Second, func() bool { return g.position("XETH").Leverage == 5 })
 	if code := d.stop(t); code != 0 {
 		t.Errorf("exit %d, want 0", code)
 	}
@@ -255,10 +257,10 @@ func TestSkippedCutDecidedAgainAfterCooldown(t *testing.T) {
 		}
 	}
 	if skips != 1 {
-		t.Errorf("%d skips of the cut, want 1 (the skip starts the cooldown)", skips)
+		t.Errorf("%d skips of the cut, want 1 (the skip starts the cooldown; the same money is not decided again)", skips)
 	}
-	if sentAt.IsZero() || sentAt.Sub(skippedAt) < cooldown {
-		t.Errorf("the cut went out at %s, %s after the skip at %s; want the cooldown of %s between them",
+	if sentAt.IsZero() || sentAt.Sub(skippedAt) >= cooldown {
+		t.Errorf("the cut went out at %s, %s after the skip at %s; want it inside the cooldown of %s, once the money came",
 			sentAt.Format(time.RFC3339Nano), sentAt.Sub(skippedAt), skippedAt.Format(time.RFC3339Nano), cooldown)
 	}
 }

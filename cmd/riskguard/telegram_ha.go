@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
@@ -52,8 +53,11 @@ func newForwarder(g *guard) *forwarder {
 	return &forwarder{seat: g.ha.seat, account: g.name, token: g.controlToken, client: &http.Client{Timeout: 10 * time.Second}}
 }
 
-// leader is the base URL of the account's leader's control API.
-func (f *forwarder) leader() (string, string, error) {
+// leader is the base URL of the account's leader's control API: the
+// address of a live member whose lease holds the leader key (ha.Seat's
+// LiveLeader), never merely what a value in etcd says. An advertised
+// address written as https://host:port is reached over TLS.
+func (f *forwarder) leader(ctx context.Context) (string, string, error) {
 	cur, mine := f.seat.Leader()
 	switch {
 	case mine:
@@ -63,15 +67,34 @@ func (f *forwarder) leader() (string, string, error) {
 	case cur.Advertise == "":
 		return "", "", fmt.Errorf("%w: account %s is led by %s, which advertises no control API address (ha.advertise)", errForward, f.seat.Account(), cur.Host)
 	case f.token == "":
-		return "", "", fmt.Errorf("%w: account %s is led by %s (http://%s); this process has no control token to reach it: make the change there", errForward, f.seat.Account(), cur.Host, cur.Advertise)
+		return "", "", fmt.Errorf("%w: account %s is led by %s (%s); this process has no control token to reach it: make the change there", errForward, f.seat.Account(), cur.Host, controlBase(cur.Advertise))
 	}
-	return "http://" + cur.Advertise, cur.Host, nil
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	live, err := f.seat.LiveLeader(lctx)
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("%w: %v: the command is not forwarded; make the change on the leader, and check who wrote the key (riskguard ha status)", errForward, err)
+	case live.Host != cur.Host || live.Advertise != cur.Advertise:
+		return "", "", fmt.Errorf("%w: the leader of account %s changed while the command was on its way; try again in a few seconds", errForward, f.seat.Account())
+	}
+	return controlBase(live.Advertise), live.Host, nil
+}
+
+// controlBase is the base URL of an advertised control address: as
+// written when it has a scheme (https://host:port reaches a TLS listener
+// or a proxy in front of one), else plain http://.
+func controlBase(advertise string) string {
+	if strings.HasPrefix(advertise, "https://") || strings.HasPrefix(advertise, "http://") {
+		return strings.TrimSuffix(advertise, "/")
+	}
+	return "http://" + advertise
 }
 
 // post sends req to the leader's path and decodes a 2xx answer into out.
 // It returns the status and the leader's name.
 func (f *forwarder) post(ctx context.Context, path string, req web.ControlRequest, out any) (int, string, error) {
-	base, host, err := f.leader()
+	base, host, err := f.leader(ctx)
 	if err != nil {
 		return 0, "", err
 	}

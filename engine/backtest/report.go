@@ -48,7 +48,7 @@ const (
 	maxYTicks   = 8
 	maxXTicks   = 9
 	bandClasses = 12 // band0 … band11 in the style sheet
-	maxLanes    = 8 // firing lanes at the top of the plot; more rules share
+	maxLanes    = 8  // firing lanes at the top of the plot; more rules share
 	laneH       = 7
 	denseMarks  = 60 // above this many markers they are drawn smaller
 )

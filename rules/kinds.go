@@ -144,9 +144,9 @@ func DefaultKinds() Kinds {
 		{Name: SetIsolated, Repeatable: true, Call: CallSettings, Noun: "isolation", Nouns: "isolations",
 			Harm: func(r *Rule) string {
 				if r.AllowCloserLiquidation {
-					return fmt.Sprintf("%s may move the liquidation price closer, not under %g%% of the index", SetIsolated, r.MinLiquidationDistance*100)
+					return fmt.Sprintf("%s may move the liquidation price closer, not under %g%% of the index, nor so that a likely move liquidates a position sooner (stress grid)", SetIsolated, r.MinLiquidationDistance*100)
 				}
-				return fmt.Sprintf("%s is skipped where it would move the liquidation price closer (allow_closer_liquidation)", SetIsolated)
+				return fmt.Sprintf("%s is skipped where it would make a likely move fatal or raise the expected loss (stress grid), or move the liquidation price closer without ring-fencing a failing position (allow_closer_liquidation)", SetIsolated)
 			}},
 		{Name: CancelOrders, Repeatable: true, Call: CallCancel, Marker: "cancel"},
 		{Name: ReducePosition, Params: ParamAmount, Call: CallOrder,

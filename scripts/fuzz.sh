@@ -22,6 +22,7 @@ targets=(
 	"./exchange/margin FuzzRiskLevel"
 	"./exchange/margin FuzzLiquidationPrice"
 	"./exchange/margin FuzzSurvival"
+	"./exchange/margin FuzzStress"
 	"./rules FuzzParse"
 	"./rules FuzzCompileExpr"
 	"./rules FuzzFastVsVM"

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
 )
 
 func sigmaOf(s float64) func(string) float64 { return func(string) float64 { return s } }
@@ -91,4 +92,52 @@ func TestStressUnknown(t *testing.T) {
 	if s := (Account{Positions: []Position{xsol(false)}}).Stress(sigmaOf(0), 3, nil); s.Known {
 		t.Error("known without σ")
 	}
+}
+
+// FuzzStress: on any account of the three positions (each cross or not,
+// any leverage, any index) and any σ, the grid is known, its expected
+// loss is finite and between 0 and the equity at stake, every fatal move
+// is within the likely range and names each position once, and an
+// account is never newly fatal against itself.
+func FuzzStress(f *testing.F) {
+	f.Add(int64(3000), int64(64000), int64(3100), int64(150), uint8(20), uint8(10), uint8(15), uint8(5), uint16(200), uint8(30))
+	f.Fuzz(func(t *testing.T, free, btc, eth, sol int64, l1, l2, l3, mask uint8, sigmaBP uint16, likelyTenths uint8) {
+		if free < 0 || free > 1e9 || btc <= 0 || btc > 1e7 || eth <= 0 || eth > 1e6 || sol <= 0 || sol > 1e5 {
+			return
+		}
+		sigma := float64(sigmaBP%5000+1) / 10000   // 0.01% … 50%
+		likely := float64(likelyTenths%41+10) / 10 // 1 … 5
+		ps := []Position{xbtc(mask&1 != 0), xeth(mask&2 != 0, "3000"), xsol(mask&4 != 0)}
+		ps[0].Index, ps[1].Index, ps[2].Index = decimal.NewFromInt(btc), decimal.NewFromInt(eth), decimal.NewFromInt(sol)
+		for i, l := range []uint8{l1, l2, l3} {
+			ps[i].Leverage = int(l%50) + 1
+		}
+		a := Account{Free: decimal.NewFromInt(free), Positions: ps}
+		s := a.Stress(sigmaOf(sigma), likely, nil)
+		if !s.Known {
+			t.Fatal("unknown")
+		}
+		stake := 0.0 // every position's equity now, and the free balance behind the cross ones
+		anyCross := false
+		for _, p := range ps {
+			stake += math.Abs(p.Margin().InexactFloat64() + p.PNL(p.Index).InexactFloat64())
+			anyCross = anyCross || p.Cross
+		}
+		if anyCross {
+			stake += float64(free)
+		}
+		if math.IsNaN(s.Expected) || math.IsInf(s.Expected, 0) || s.Expected < 0 || s.Expected > stake*(1+1e-9)+1e-6 {
+			t.Errorf("expected loss %v, stake %v", s.Expected, stake)
+		}
+		seen := map[string]bool{}
+		for _, fm := range s.Fatal {
+			if math.Abs(fm.K) > likely+1e-9 || seen[fm.Symbol+fm.Direction] {
+				t.Errorf("fatal %+v (likely ±%g, seen %v)", fm, likely, seen)
+			}
+			seen[fm.Symbol+fm.Direction] = true
+		}
+		if nf := NewlyFatal(s, s, ""); len(nf) != 0 {
+			t.Errorf("newly fatal against itself: %+v", nf)
+		}
+	})
 }

@@ -38,9 +38,12 @@ type evaluator struct {
 	// id: their rules' cooldowns are applied when it is first seen.
 	intents map[string][]act.Intent
 
-	// money is the tick's act.Model.MoneySig, computed when first asked
-	// (moneyChanged, skipped); nil outside a tick.
-	money func() money
+	// moneyTV and moneyRows are the tick's view and rows, for money;
+	// moneyVal its answer once asked (moneyAsked).
+	moneyTV    *market.View
+	moneyRows  []tickRow
+	moneyAsked bool
+	moneyVal   money
 
 	set *rules.Set
 	// book is the rule states by position (engine/alert), names the rule
@@ -325,16 +328,24 @@ type money struct {
 	ok   bool
 }
 
+// money is the tick's act.Model.MoneySig, from the tick's model built when
+// first asked (moneyChanged, skipped); not ok outside a tick.
+func (v *evaluator) money() money {
+	if !v.moneyAsked && v.model != nil && v.moneyTV != nil {
+		v.moneyVal.sig, v.moneyVal.free, v.moneyVal.ok = v.model.account(v.moneyTV, v.moneyRows).MoneySig()
+		v.moneyAsked = true
+	}
+	return v.moneyVal
+}
+
 // skipped starts the cooldown of rule r as acted does, its actions all
 // left out as unfunded, bounded or harmful at now: it remembers the
 // account's money then, so that the rule decides again once it changes.
 func (v *evaluator) skipped(now time.Time, key market.Key, idx int, r *rules.Rule, st *alert.RuleState, setAt *rules.Set) {
 	if st := v.stateNow(key, idx, r, st, setAt); st != nil {
 		st.LastActionAt, st.Skipped, st.SkippedMoney, st.SkippedFree = now, false, 0, 0
-		if v.money != nil {
-			if m := v.money(); m.ok {
-				st.Skipped, st.SkippedMoney, st.SkippedFree = true, m.sig, m.free
-			}
+		if m := v.money(); m.ok {
+			st.Skipped, st.SkippedMoney, st.SkippedFree = true, m.sig, m.free
 		}
 		v.actedSince = true
 		v.changed()
@@ -346,7 +357,7 @@ func (v *evaluator) skipped(now time.Time, key market.Key, idx int, r *rules.Rul
 // free balance, the positions' margins and sizes) differs from when it
 // skipped. It logs the decision made again.
 func (v *evaluator) moneyChanged(now time.Time, r *rules.Rule, st *alert.RuleState, symbol string) bool {
-	if !st.Skipped || st.State != alert.Firing || !st.LastTrueAt.Equal(now) || v.money == nil {
+	if !st.Skipped || st.State != alert.Firing || !st.LastTrueAt.Equal(now) {
 		return false
 	}
 	m := v.money()
@@ -373,15 +384,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 	plans := v.plans[:0] // the positions with actions due, run once every position is evaluated
 	snap := tv.Snap
 	v.seen = 0
-	asked := false
-	var m money
-	v.money = func() money { // the tick's model, built when first asked
-		if !asked && v.model != nil {
-			m.sig, m.free, m.ok = v.model.account(tv, rows).MoneySig()
-			asked = true
-		}
-		return m
-	}
+	v.moneyTV, v.moneyRows, v.moneyAsked = tv, rows, false
 	v.unreadable(ctx, now, snap)
 	v.win.Begin()
 	if v.win.NeedAccount() {
@@ -586,7 +589,10 @@ func (v *evaluator) step(ctx context.Context, now time.Time, rep *TickReport, r 
 	prev := *st
 	next, tr := alert.Step(prev, cond, now, alert.Timing{For: r.For, KeepFiringFor: r.KeepFiringFor, Cooldown: r.Cooldown})
 	*st = next
-	due := alert.ActionDue(next, now, r.Cooldown) || v.moneyChanged(now, r, st, symbol)
+	due := alert.ActionDue(next, now, r.Cooldown)
+	if !due && next.Skipped {
+		due = v.moneyChanged(now, r, st, symbol)
+	}
 	if tr != "" {
 		v.changed()
 		// A rule whose notify action runs now tells of its firing

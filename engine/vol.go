@@ -15,6 +15,11 @@ import (
 // restart, a clock jump) are not counted as a return.
 type volatility struct {
 	ix map[string]*volIndex
+	// last is when the indexes were last sampled: a tick within
+	// volSample of it samples nothing (the grid needs σ over an hour,
+	// not every tick's return, and a tick of a thousand positions should
+	// not pay for it).
+	last time.Time
 }
 
 // volIndex is one index's figures.
@@ -27,15 +32,21 @@ type volIndex struct {
 }
 
 const (
+	volSample   = 10 * time.Second
 	volHalfLife = time.Hour
 	volMaxGap   = 10 * time.Minute
-	// volMinReturns is how many returns an index needs before its own
-	// σ is used; until then σ is the floor.
+	// volMinReturns is how many returns (one per volSample at most) an
+	// index needs before its own σ is used; until then σ is the floor.
 	volMinReturns = 30
 )
 
-// observe takes the tick's index prices of the open positions' indexes.
+// observe takes the tick's index prices of the open positions' indexes,
+// at most every volSample.
 func (v *volatility) observe(now time.Time, rows []market.Row) {
+	if !v.last.IsZero() && now.Sub(v.last) < volSample && !now.Before(v.last) {
+		return
+	}
+	v.last = now
 	if v.ix == nil {
 		v.ix = map[string]*volIndex{}
 	}

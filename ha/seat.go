@@ -111,10 +111,6 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 		s.resign(ctx, sess, el)
 		return true
 	}
-	select {
-	case <-s.release: // a hand-over asked for a leadership that has ended
-	default:
-	}
 	s.mu.Lock()
 	s.leader, s.key, s.rev, s.since = true, el.Key(), el.Rev(), time.Now()
 	s.current, s.curRev = s.n.me, el.Rev()
@@ -139,6 +135,13 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 		case <-ctx.Done():
 			lead = false
 		case <-s.release:
+			if s.n.holds(s) {
+				// Asked of a leadership that has ended: this one is
+				// counted. The question is whether the spread still
+				// counts this leadership, not whether a signal came: a
+				// hand-over asked between take and here is not lost.
+				continue
+			}
 			// MayAct answers false from now on (the same lock), so no
 			// call starts; one that passed the check before is bounded
 			// by engine.action_timeout, and the margin is the same wait

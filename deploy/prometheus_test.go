@@ -29,6 +29,7 @@ func TestPromtoolRules(t *testing.T) {
 	for _, args := range [][]string{
 		{"check", "rules", "prometheus-alerts.yaml"},
 		{"test", "rules", "prometheus-alerts.test.yaml"},
+		{"test", "rules", "prometheus-alerts.ha.test.yaml"},
 	} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil {

@@ -21,3 +21,15 @@ func EndSession(n *Node) bool {
 	sess.Orphan()
 	return true
 }
+
+// LoseCampaigns makes the next k campaigns of account on n put their key
+// in etcd and lose the answer, as a campaign withdrawn while its put was on
+// its way does.
+func LoseCampaigns(n *Node, account string, k int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.loseCampaigns == nil {
+		n.loseCampaigns = map[string]int{}
+	}
+	n.loseCampaigns[account] = k
+}

@@ -95,6 +95,9 @@ type Node struct {
 	// failResigns makes that many resignations fail before they reach
 	// etcd, as a slow etcd's would (tests: export_test.go).
 	failResigns int
+	// loseCampaigns makes that many campaigns of an account put their key
+	// and lose etcd's answer (tests: export_test.go).
+	loseCampaigns map[string]int
 }
 
 // New connects to etcd (the connection is made lazily: an unreachable etcd
@@ -139,6 +142,33 @@ func (n *Node) resignOnce(el *concurrency.Election) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	return el.Resign(ctx)
+}
+
+// errCampaignLost is the error of a campaign loseCampaigns lost.
+var errCampaignLost = errors.New("campaign answer lost (test)")
+
+// loseCampaign reports whether the account's next campaign is to lose its
+// answer (loseCampaigns), counting it.
+func (n *Node) loseCampaign(account string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.loseCampaigns[account] == 0 {
+		return false
+	}
+	n.loseCampaigns[account]--
+	return true
+}
+
+// withdrawOnce deletes an election key of this process while it is on
+// lease, waiting at most a second for etcd.
+func (n *Node) withdrawOnce(key string, lease clientv3.LeaseID) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return fmt.Errorf("withdraw %s: %w", key, err)
+	}
+	return nil
 }
 
 // ErrAccountsDiffer is the error of a process whose accounts another live

@@ -84,11 +84,25 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 	cctx, ccancel := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); s.n.whileRoom(cctx, ccancel) }()
-	err := el.Campaign(cctx, value) // a cancelled campaign deletes its key
-	withdrawn := cctx.Err() != nil  // full (or ctx done), not refused
+	var err error
+	if s.n.loseCampaign(s.account) {
+		err = s.putAnswerLost(sess, value)
+	} else {
+		err = el.Campaign(cctx, value)
+	}
+	withdrawn := cctx.Err() != nil // full (or ctx done), not refused
 	ccancel()
 	<-watched
 	if err != nil {
+		// A campaign that did not win may have left its key in the
+		// election: etcd applied the put whose answer was lost (the
+		// campaign was withdrawn while the put was on its way), or
+		// Campaign's own clean-up (one Resign, its error dropped) did not
+		// reach etcd. A full process does not campaign again, so the key
+		// would stay for as long as this lease lives; once it heads the
+		// queue the account has a leader key and no guard, and every
+		// process with room waits behind it (issue 32, item 8).
+		s.withdraw(ctx, sess)
 		return withdrawn
 	}
 	if !s.n.take(s) {
@@ -96,10 +110,6 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 		// resign before ever acting, for one that has room.
 		s.resign(ctx, sess, el)
 		return true
-	}
-	select {
-	case <-s.release: // a hand-over asked for a leadership that has ended
-	default:
 	}
 	s.mu.Lock()
 	s.leader, s.key, s.rev, s.since = true, el.Key(), el.Rev(), time.Now()
@@ -125,6 +135,13 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 		case <-ctx.Done():
 			lead = false
 		case <-s.release:
+			if s.n.holds(s) {
+				// Asked of a leadership that has ended: this one is
+				// counted. The question is whether the spread still
+				// counts this leadership, not whether a signal came: a
+				// hand-over asked between take and here is not lost.
+				continue
+			}
 			// MayAct answers false from now on (the same lock), so no
 			// call starts; one that passed the check before is bounded
 			// by engine.action_timeout, and the margin is the same wait
@@ -189,6 +206,50 @@ func (s *Seat) resign(ctx context.Context, sess *concurrency.Session, el *concur
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// withdraw deletes this lease's key from the account's election, when it
+// is there, trying again until etcd answers as resign does: after a
+// campaign that did not win, no key of this process may stay in the
+// queue. The key is the one Campaign writes (the election prefix and the
+// lease in hex), deleted only while it is on this lease.
+func (s *Seat) withdraw(ctx context.Context, sess *concurrency.Session) {
+	key := fmt.Sprintf("%s/%x", s.electionPrefix(), sess.Lease())
+	for said := false; ; said = true {
+		err := s.n.withdrawOnce(key, sess.Lease())
+		if err == nil {
+			if said {
+				s.n.log.Info("ha: withdrew the account's campaign", "account", s.account)
+			}
+			return
+		}
+		if !said {
+			s.n.log.Warn("ha: could not withdraw the account's campaign; trying again until etcd answers", "account", s.account, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sess.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// putAnswerLost is a campaign whose put etcd applied and whose answer was
+// lost (tests: LoseCampaigns): the key Campaign writes, on this lease, and
+// an error.
+func (s *Seat) putAnswerLost(sess *concurrency.Session, value string) error {
+	key := fmt.Sprintf("%s/%x", s.electionPrefix(), sess.Lease())
+	// The put lands whether or not the campaign was withdrawn meanwhile.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := s.n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, value, clientv3.WithLease(sess.Lease()))).Commit()
+	if err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	return errCampaignLost
 }
 
 // Won delivers a value each time this process starts to lead the

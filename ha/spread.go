@@ -118,6 +118,15 @@ func (n *Node) drop(s *Seat) {
 	}
 }
 
+// holds reports whether the spread counts s as led by this process: false
+// once a hand-over took it off (rebalance).
+func (n *Node) holds(s *Seat) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.held[s]
+	return ok
+}
+
 // room reports whether this process may lead one more account, and the
 // channel closed at the next change.
 func (n *Node) room() (bool, <-chan struct{}) {

@@ -335,3 +335,57 @@ func TestHandOverResignsUntilEtcdAnswers(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A campaign that did not win leaves no key in the election (issue 32,
+// item 8). m, a member guarding no account, makes p1's quota one of its
+// two accounts; p1's campaign for x puts its key and loses etcd's answer
+// (as a campaign withdrawn while its put was on its way does), and p1 wins
+// y and is full, so it never campaigns for x again. Before, the key stayed
+// at the head of x's election for as long as p1's lease lived: p3, joining
+// with room for x, waited behind it, and x had a leader key and no guard.
+func TestLostCampaignLeavesNoKey(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, 1)
+	m := startSpreadNode(t, c, "m", nil)
+	waitFor(t, "m a member", 10*time.Second, func() bool { return len(m.node.Members()) == 1 })
+	p := etcdtest.NewProxy(t, c.Endpoints[0])
+	n, err := ha.New(ha.Config{Endpoints: []string{p.URL()}, LeaseTTL: ttl, Prefix: "/s/", Host: "p1", DialTimeout: time.Second}, ha.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := &spreadNode{host: "p1", node: n, proxy: p, seats: []*ha.Seat{n.Seat("x"), n.Seat("y")}}
+	ha.LoseCampaigns(n, "x", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; n.Close() })
+	waitFor(t, "p1 leading one account", 10*time.Second, func() bool { return p1.leads() == 1 })
+	if ok, _ := p1.seats[1].MayAct(time.Now()); !ok {
+		t.Fatalf("p1 leads x, want y:\n%s", spreadState([]*spreadNode{p1}))
+	}
+	if q, live := n.Quota(); q != 1 || live != 2 {
+		t.Fatalf("p1's quota %d of %d live, want 1 of 2", q, live)
+	}
+	p3 := startSpreadNode(t, c, "p3", []string{"x"})
+	joined := time.Now()
+	start := time.Now()
+	for p3.leads() != 1 {
+		if time.Since(start) > 3*ttl {
+			t.Fatalf("x without a guard %s after p3 joined with room for it:\n%s", 3*ttl, spreadState([]*spreadNode{p1, p3}))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(context.Background(), "/s/accounts/x/leader/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 {
+		t.Errorf("x's election holds %d keys, want p3's alone", len(resp.Kvs))
+	}
+	t.Logf("p3 joined at 0 and led x at %s", time.Since(joined).Round(time.Millisecond))
+}

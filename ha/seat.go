@@ -187,16 +187,25 @@ func (s *Seat) campaignOnce(ctx context.Context, sess *concurrency.Session, valu
 // key goes with it). Resign is fenced on the key's revision: a key
 // already gone, or another's, is left alone.
 func (s *Seat) resign(ctx context.Context, sess *concurrency.Session, el *concurrency.Election) {
+	s.untilAnswered(ctx, sess, "resigned the account's leadership", "could not resign the account's leadership",
+		func() error { return s.n.resignOnce(el) })
+}
+
+// untilAnswered runs once until it succeeds, every 200 ms, while ctx and
+// the session last: a write etcd did not answer is tried again, never
+// given up. The first failure is logged as failed, a later success as
+// done.
+func (s *Seat) untilAnswered(ctx context.Context, sess *concurrency.Session, done, failed string, once func() error) {
 	for said := false; ; said = true {
-		err := s.n.resignOnce(el)
+		err := once()
 		if err == nil {
 			if said {
-				s.n.log.Info("ha: resigned the account's leadership", "account", s.account)
+				s.n.log.Info("ha: "+done, "account", s.account)
 			}
 			return
 		}
 		if !said {
-			s.n.log.Warn("ha: could not resign the account's leadership; trying again until etcd answers", "account", s.account, "err", err)
+			s.n.log.Warn("ha: "+failed+"; trying again until etcd answers", "account", s.account, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -215,25 +224,8 @@ func (s *Seat) resign(ctx context.Context, sess *concurrency.Session, el *concur
 // lease in hex), deleted only while it is on this lease.
 func (s *Seat) withdraw(ctx context.Context, sess *concurrency.Session) {
 	key := fmt.Sprintf("%s/%x", s.electionPrefix(), sess.Lease())
-	for said := false; ; said = true {
-		err := s.n.withdrawOnce(key, sess.Lease())
-		if err == nil {
-			if said {
-				s.n.log.Info("ha: withdrew the account's campaign", "account", s.account)
-			}
-			return
-		}
-		if !said {
-			s.n.log.Warn("ha: could not withdraw the account's campaign; trying again until etcd answers", "account", s.account, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-sess.Done():
-			return
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	s.untilAnswered(ctx, sess, "withdrew the account's campaign", "could not withdraw the account's campaign",
+		func() error { return s.n.withdrawOnce(key, sess.Lease()) })
 }
 
 // putAnswerLost is a campaign whose put etcd applied and whose answer was

@@ -43,11 +43,6 @@ func TestLiquidationIsSaidAsOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := overHTTP(t, ex)
 	reg := prometheus.NewRegistry()
 	metrics, err := journal.NewMetrics(reg)
 	if err != nil {
@@ -55,10 +50,7 @@ func TestLiquidationIsSaidAsOne(t *testing.T) {
 	}
 	var audit bytes.Buffer
 	note := &kinds{}
-	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Notifier: note, Metrics: metrics, Audit: journal.NewAudit(&audit)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, ex := simEngineDeps(t, set, engine.Deps{Notifier: note, Metrics: metrics, Audit: journal.NewAudit(&audit)})
 	ctx := context.Background()
 	now := time.Now()
 	ex.SetIndexPrice("SOL", decimal.RequireFromString("146"))
@@ -161,10 +153,9 @@ func TestCrossPoolLiquidatedTogetherIsSaid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var audit bytes.Buffer
+	note := &kinds{}
+	e, ex := simEngineDeps(t, set, engine.Deps{Notifier: note, Audit: journal.NewAudit(&audit)})
 	d := decimal.RequireFromString
 	for _, p := range []sim.PositionSpec{
 		{Symbol: "XBTC", Direction: "LONG", Quantity: d("0.5"), EntryPrice: d("65000"), Leverage: 20, Cross: true},
@@ -178,13 +169,6 @@ func TestCrossPoolLiquidatedTogetherIsSaid(t *testing.T) {
 	ex.SetBalance(d("3000"))
 	ex.SetIndexPrice("BTC", d("65000"))
 	ex.SetIndexPrice("SOL", d("150"))
-	client := overHTTP(t, ex)
-	var audit bytes.Buffer
-	note := &kinds{}
-	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Notifier: note, Audit: journal.NewAudit(&audit)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	now := time.Now()
 	if _, err := e.Tick(ctx, now); err != nil {
@@ -240,15 +224,7 @@ func TestStatusShowsTheStressGrid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := overHTTP(t, ex)
-	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, _ := simEngineDeps(t, set, engine.Deps{})
 	defer e.Close()
 	ctx := context.Background()
 	now := time.Now()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/control"
-	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
@@ -63,15 +62,7 @@ func TestStatusSaysWhatComesNext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := overHTTP(t, ex)
-	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Notifier: &kinds{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, ex := simEngineDeps(t, set, engine.Deps{Notifier: &kinds{}})
 	ctx := context.Background()
 	t0 := time.Date(2025, 3, 14, 9, 0, 0, 0, time.UTC)
 	ex.SetIndexPrice("SOL", decimal.RequireFromString("150"))

@@ -42,17 +42,21 @@ func simEngine(t testing.TB, rs ...*rules.Rule) (*engine.Engine, *sim.Exchange) 
 // through the real client against a simulated exchange over HTTP.
 func simEngineWith(t testing.TB, set *rules.Set, n journal.Notifier) (*engine.Engine, *sim.Exchange) {
 	t.Helper()
+	return simEngineDeps(t, set, engine.Deps{Notifier: n})
+}
+
+// simEngineDeps runs the engine with set and the collaborators d (its
+// Reader and Actuator are the real client) against a simulated exchange
+// over HTTP, without rate limit.
+func simEngineDeps(t testing.TB, set *rules.Set, d engine.Deps) (*engine.Engine, *sim.Exchange) {
+	t.Helper()
 	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(ex)
-	t.Cleanup(srv.Close)
-	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Notifier: n})
+	client := overHTTP(t, ex)
+	d.Reader, d.Actuator = client, client
+	e, err := engine.New(engine.Config{}, set, d)
 	if err != nil {
 		t.Fatal(err)
 	}

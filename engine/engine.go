@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -425,7 +424,7 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 	c.Fit = margin.CheckFit(acct, judged, e.cfg.ModelTolerance)
 	if c.Fit.FreeKnown {
 		acct.Free = c.Fit.Free
-	} else if hasOpenCross(acct) {
+	} else if acct.HasOpenCross() {
 		return c, nil
 	}
 	index := map[string]string{}
@@ -457,10 +456,6 @@ func unlistedWhy(snap *market.Snapshot, id int64) string {
 	return fmt.Sprintf("the exchange's symbol list has no contract symbol with id %d", id)
 }
 
-// hasOpenCross reports whether the account holds an open cross position.
-func hasOpenCross(a margin.Account) bool {
-	return slices.ContainsFunc(a.Positions, func(p margin.Position) bool { return p.Cross && p.Open() })
-}
 
 // Symbols returns the names of the contract symbols the exchange lists,
 // from the symbols the ticks keep, read first when they are due or were

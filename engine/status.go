@@ -560,7 +560,7 @@ func (e *Engine) publishStatus(snap *market.Snapshot, err error) {
 			e.model.stressAt = e.lastTick
 			m := e.model.account(&e.view, rows)
 			var s margin.Stress
-			if m.FreeKnown || !hasOpenCross(m.Acct) {
+			if m.FreeKnown || !m.Acct.HasOpenCross() {
 				s = m.Acct.Stress(m.Sigma, m.Likely, nil)
 			}
 			e.board.setStress(stressStatus(s, e.lastTick))

@@ -63,7 +63,7 @@ type predictMemo struct {
 	before           map[int][2]margin.Survival
 	stress           *margin.Stress // the account before, on the stress grid
 	preds            map[predictKey]*Prediction
-	hasCross, crossK bool // hasCross(acct), once known (crossK)
+	hasCross, crossK bool // acct.HasOpenCross(), once known (crossK)
 }
 
 // predictKey is what a prediction reads from its plan besides the model.
@@ -153,7 +153,7 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 // predict is Predict, the account before measured once per memo.
 func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings) *Prediction {
 	if !memo.crossK {
-		memo.hasCross, memo.crossK = hasCross(v.Acct), true
+		memo.hasCross, memo.crossK = v.Acct.HasOpenCross(), true
 	}
 	// Without the free balance a cross pool cannot be measured: the
 	// measures stay unknown, neither better nor worse.
@@ -334,16 +334,6 @@ func (p *Prediction) gridVeto(symbol string, isolation, optedIn bool) string {
 		return fmt.Sprintf("would raise the expected loss on the stress grid from %.2f to %.2f", b, a)
 	}
 	return ""
-}
-
-// hasCross reports whether the account holds an open cross position.
-func hasCross(a margin.Account) bool {
-	for _, p := range a.Positions {
-		if p.Cross && p.Open() {
-			return true
-		}
-	}
-	return false
 }
 
 // Index is the index price the prediction was made at.

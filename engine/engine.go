@@ -456,7 +456,6 @@ func unlistedWhy(snap *market.Snapshot, id int64) string {
 	return fmt.Sprintf("the exchange's symbol list has no contract symbol with id %d", id)
 }
 
-
 // Symbols returns the names of the contract symbols the exchange lists,
 // from the symbols the ticks keep, read first when they are due or were
 // never read (so the tick after it reads them no sooner than usual). It

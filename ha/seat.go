@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riskguard/riskguard/internal/printable"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -566,14 +567,4 @@ func (s *Seat) LiveLeader(ctx context.Context) (Member, error) {
 
 // printableHost is a host name from etcd as an error may quote it: at most
 // 64 characters, control characters escaped.
-func printableHost(h string) string {
-	if len(h) > 64 {
-		h = h[:64] + "…"
-	}
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, h)
-}
+func printableHost(h string) string { return printable.Bounded(h, 64) }

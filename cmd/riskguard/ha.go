@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riskguard/riskguard/engine"
-	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/ha"
+	"github.com/riskguard/riskguard/internal/printable"
 	"github.com/riskguard/riskguard/internal/yamlnode"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/web"
@@ -283,12 +283,7 @@ const maxEtcdText = 64
 // cluster's prefix may have written, as a terminal may show it: control
 // characters (ESC, BEL, CR LF: a cleared screen, a set title, the
 // clipboard, a forged row) as visible escapes, at most maxEtcdText runes.
-func etcdText(s string) string {
-	if r := []rune(s); len(r) > maxEtcdText {
-		s = string(r[:maxEtcdText]) + fmt.Sprintf("… (%d more characters)", len(r)-maxEtcdText)
-	}
-	return control.Printable(s)
-}
+func etcdText(s string) string { return printable.Bounded(s, maxEtcdText) }
 
 // ClusterStatus is the seat's status as the web surface shows it.
 func (h *haGuard) ClusterStatus() web.ClusterStatus {

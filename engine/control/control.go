@@ -17,9 +17,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/riskguard/riskguard/internal/printable"
 	"github.com/riskguard/riskguard/notify"
 )
 
@@ -208,32 +208,9 @@ func fmtDuration(d time.Duration) string {
 	return fmt.Sprintf("%dh", d/time.Hour)
 }
 
-// Printable is s with its control characters (terminal escapes, carriage
-// returns, new lines, tabs) and the bidirectional overrides written as
-// visible escapes (\x1b, \u202e; invalid UTF-8 as \ufffd), for a terminal
-// or a table: a comment cannot move the cursor, recolour the screen or
-// hide text.
-func Printable(s string) string {
-	if !strings.ContainsFunc(s, unprintable) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case unprintable(r) && r < 0x100:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case unprintable(r):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-func unprintable(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == utf8.RuneError // invalid UTF-8 too
-}
+// Printable is s with its control characters and bidirectional overrides
+// written as visible escapes (printable.Text), for a terminal or a table.
+func Printable(s string) string { return printable.Text(s) }
 
 // ErrLimit is the error of a silence or pause refused because as many as
 // the store keeps are in force already.

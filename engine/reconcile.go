@@ -34,9 +34,8 @@ type reconciler struct {
 	// symbol's quantity is the guard's own.
 	ownFor time.Duration
 	last   map[market.Key]*lastSeen
-	own    map[string]time.Time       // symbol → the guard's last order on it
-	ownQty map[string]decimal.Decimal // symbol → that order's quantity
-	turned map[market.Key]struct{}    // positions that turned over: said, not closed
+	own    map[string]ownOrder     // symbol → the guard's last order on it
+	turned map[market.Key]struct{} // positions that turned over: said, not closed
 	// prices are the index prices of the last read (the snapshot's).
 	prices map[string]decimal.Decimal
 	// places are the figures of the position at each place of the last
@@ -138,7 +137,7 @@ type lastSeen struct {
 
 func newReconciler() *reconciler {
 	return &reconciler{
-		last: map[market.Key]*lastSeen{}, own: map[string]time.Time{}, ownQty: map[string]decimal.Decimal{}, turned: map[market.Key]struct{}{},
+		last: map[market.Key]*lastSeen{}, own: map[string]ownOrder{}, turned: map[market.Key]struct{}{},
 	}
 }
 
@@ -157,8 +156,7 @@ func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
 	for i := range actions {
 		a := &actions[i]
 		if a.Outcome == "sent" && !a.Quantity.IsZero() {
-			r.own[a.Symbol] = now
-			r.ownQty[a.Symbol] = a.Quantity
+			r.own[a.Symbol] = ownOrder{at: now, qty: a.Quantity}
 		}
 		if a.Outcome == "sent" && a.From != 0 { // a settings call: leverage from
 			r.poolMoved, r.poolCall = now, a.Action+" "+a.Symbol
@@ -169,8 +167,14 @@ func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
 // ours reports whether a change of symbol seen at now follows an order of
 // the guard.
 func (r *reconciler) ours(symbol string, now time.Time) bool {
-	t, ok := r.own[symbol]
-	return ok && now.Sub(t) <= r.ownFor
+	o, ok := r.own[symbol]
+	return ok && now.Sub(o.at) <= r.ownFor
+}
+
+// ownOrder is the guard's last order on a symbol: when, and how much.
+type ownOrder struct {
+	at  time.Time
+	qty decimal.Decimal
 }
 
 // observe compares the open positions of a read (the tick's view at now)
@@ -288,7 +292,7 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	if !at.IsPositive() {
 		at = prev.index
 	}
-	if r.ours(prev.symbol, now) && !r.ownQty[prev.symbol].LessThan(prev.qty) {
+	if r.ours(prev.symbol, now) && !r.own[prev.symbol].qty.LessThan(prev.qty) {
 		// The guard's own order took all that was last seen: closed by it,
 		// however near its liquidation price.
 		return "position closed by the guard's order", nil

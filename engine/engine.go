@@ -427,17 +427,14 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 	} else if acct.HasOpenCross() {
 		return c, nil
 	}
-	index := map[string]string{}
-	for i := range e.view.Rows {
-		if r := &e.view.Rows[i]; r.Open && r.Sym != nil {
-			index[r.Sym.Name] = r.IndexName
-		}
-	}
-	sigma := func(symbol string) float64 {
-		return e.model.vol.sigma(index[symbol], e.cfg.StressHorizon, e.cfg.StressSigmaFloor)
-	}
-	c.Stress = acct.Stress(sigma, e.cfg.StressLikely, nil)
+	e.model.stress = e.cfg.stress()
+	c.Stress = acct.Stress(e.model.sigmaOf(&e.view), e.model.stress.likely, nil)
 	return c, nil
+}
+
+// stress is the stress grid's settings of the config.
+func (c Config) stress() stressSettings {
+	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely}
 }
 
 // unlistedWhy says why the symbols in force do not name symbol id: it

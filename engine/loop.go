@@ -115,7 +115,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.lane.near = nearest{} // this tick's evaluation measures it afresh
 		rows := e.join(snap)
 		e.model.vol.observe(now, e.view.Rows)
-		e.model.stress = stressSettings{horizon: e.cfg.StressHorizon, floor: e.cfg.StressSigmaFloor, likely: e.cfg.StressLikely}
+		e.model.stress = e.cfg.stress()
 		for _, ev := range e.recon.observe(now, &e.view) {
 			e.emit(ctx, rep, ev)
 		}

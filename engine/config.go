@@ -103,3 +103,8 @@ const TickRequests = 3
 // minSnapshotAge is the least default MaxSnapshotAge: a short interval
 // does not make an ordinary read (a few round trips) too old to act on.
 const minSnapshotAge = 3 * time.Second
+
+// stress is the stress grid's settings of the config.
+func (c Config) stress() stressSettings {
+	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely}
+}

@@ -432,10 +432,6 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 	return c, nil
 }
 
-// stress is the stress grid's settings of the config.
-func (c Config) stress() stressSettings {
-	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely}
-}
 
 // unlistedWhy says why the symbols in force do not name symbol id: it
 // could not be read, or the exchange does not list it.

@@ -432,7 +432,6 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 	return c, nil
 }
 
-
 // unlistedWhy says why the symbols in force do not name symbol id: it
 // could not be read, or the exchange does not list it.
 func unlistedWhy(snap *market.Snapshot, id int64) string {

@@ -206,15 +206,8 @@ func TestCheckProbesTheKey(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7, Forbidden: c.forbidden})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(ex)
-			t.Cleanup(srv.Close)
-			g := &guardEnv{t: t, ex: ex, url: srv.URL, dir: t.TempDir()}
-			g.config = filepath.Join(g.dir, "riskguard.yaml")
-			g.writeConfig("", keyRules)
+			g := newGuardEnvSim(t, sim.Config{Forbidden: c.forbidden}, "", keyRules)
+			ex := g.ex
 			before := ex.Positions()
 			args := []string{"check", "--config", g.config, "--exchange", g.url}
 			if c.probe {
@@ -267,15 +260,7 @@ var _ keyProber = (*exchange.Client)(nil)
 // A key that may not read the account: check says so with the next step.
 func TestCheckKeyMayNotRead(t *testing.T) {
 	t.Parallel()
-	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7, Forbidden: []string{"/v1/contracts/positions"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(ex)
-	t.Cleanup(srv.Close)
-	g := &guardEnv{t: t, ex: ex, url: srv.URL, dir: t.TempDir()}
-	g.config = filepath.Join(g.dir, "riskguard.yaml")
-	g.writeConfig("", keyRules)
+	g := newGuardEnvSim(t, sim.Config{Forbidden: []string{"/v1/contracts/positions"}}, "", keyRules)
 	code, out, stderr := runOut(t, context.Background(), g.env, "check", "--config", g.config, "--exchange", g.url)
 	if code != 1 || !strings.Contains(stderr, "403: FORBIDDEN") ||
 		!strings.Contains(stderr, ": the exchange refuses the key: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)") {

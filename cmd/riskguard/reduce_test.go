@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -298,14 +297,7 @@ func TestMissingCredentialNamed(t *testing.T) {
 // such field; TestRunReducesPositionNearLiquidation's body).
 func TestRunSendsTheClientOrderID(t *testing.T) {
 	t.Parallel()
-	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7, ClientOrderIDField: "newClientOrderId"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(ex)
-	t.Cleanup(srv.Close)
-	g := &guardEnv{t: t, ex: ex, url: srv.URL, dir: t.TempDir()}
-	g.config = filepath.Join(g.dir, "riskguard.yaml")
+	g := newGuardEnvSim(t, sim.Config{ClientOrderIDField: "newClientOrderId"}, "", reduceRule("5m"))
 	body := fmt.Sprintf("exchange:\n  base_url: %s\n  client_order_id_field: newClientOrderId\nengine:\n  interval: 100ms\n  audit_log: %s\n  state_file: %s\nrules:\n%s",
 		g.url, filepath.Join(g.dir, "audit.jsonl"), filepath.Join(g.dir, "state.json"), reduceRule("5m"))
 	if err := os.WriteFile(g.config, []byte(body), 0o600); err != nil {

@@ -68,7 +68,19 @@ const nearLiqRule = `
 
 func newGuardEnv(t *testing.T, engineYAML, rulesYAML string) *guardEnv {
 	t.Helper()
-	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: 7})
+	return newGuardEnvSim(t, sim.Config{}, engineYAML, rulesYAML)
+}
+
+// newGuardEnvSim is newGuardEnv over a simulated exchange of cfg (its key
+// pair the sim's default, its seed 7 unless set): one that forbids a
+// route, takes a client order id, ….
+func newGuardEnvSim(t *testing.T, cfg sim.Config, engineYAML, rulesYAML string) *guardEnv {
+	t.Helper()
+	cfg.Key, cfg.Secret = sim.DefaultKey, sim.DefaultSecret
+	if cfg.Seed == 0 {
+		cfg.Seed = 7
+	}
+	ex, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

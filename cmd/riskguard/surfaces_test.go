@@ -171,13 +171,14 @@ func TestStatusWithNoRuleOnAPosition(t *testing.T) {
 			t.Parallel()
 			g := newGuardEnv(t, "  listen: 127.0.0.1:0\n", rules)
 			addr, _, stop := g.serve()
-			// The account figures are made for the status once it has been
-			// read (no rule here reads them): wait for them too, so that
-			// every null left would be a list or a figure the page cannot
-			// show.
-			waitFor(t, "positions and the account in the status", 10*time.Second, func() bool {
+			// The account figures and the stress grid are made for the
+			// status once it has been read (the grid at the tick after the
+			// first read, even where a rule made the account already): wait
+			// for them too, so that every null left would be a list or a
+			// figure the page cannot show.
+			waitFor(t, "positions, the account and the stress grid in the status", 10*time.Second, func() bool {
 				s := statusOf(t, addr)
-				return positionOf(s, "XSOL") != nil && s["account"] != nil
+				return positionOf(s, "XSOL") != nil && s["account"] != nil && s["stress"] != nil
 			})
 			_, body := get(t, "http://"+addr+"/api/v1/status", "")
 			if strings.Contains(body, "null") {

@@ -561,7 +561,7 @@ func (e *Engine) publishStatus(snap *market.Snapshot, err error) {
 			m := e.model.account(&e.view, rows)
 			var s margin.Stress
 			if m.FreeKnown || !m.Acct.HasOpenCross() {
-				s = m.Acct.Stress(m.Sigma, m.Likely, nil)
+				s = m.Acct.StressJudged(m.Sigma, m.Likely, nil)
 			}
 			e.board.setStress(stressStatus(s, e.lastTick))
 		}

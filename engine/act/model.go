@@ -188,10 +188,10 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves), memo.notional)
 		if v.Sigma != nil && v.Likely > 0 {
 			if memo.stress == nil {
-				s := v.Acct.Stress(v.Sigma, v.Likely, memo.liqs)
+				s := v.Acct.StressJudged(v.Sigma, v.Likely, memo.liqs)
 				memo.stress = &s
 			}
-			p.StressBefore, p.StressAfter = *memo.stress, next.Stress(v.Sigma, v.Likely, liqsAfter)
+			p.StressBefore, p.StressAfter = *memo.stress, next.StressJudged(v.Sigma, v.Likely, liqsAfter)
 			p.Stressed = p.StressBefore.Known && p.StressAfter.Known
 		}
 	}

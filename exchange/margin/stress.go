@@ -101,6 +101,7 @@ type StressPoint struct {
 // stressPos is a position's figures as the grid uses them.
 type stressPos struct {
 	symbol, dir string
+	name        string // "XBTC LONG"
 	long        bool
 	q, ev       float64 // quantity, entry value
 	index, liq  float64
@@ -115,6 +116,18 @@ type stressPos struct {
 // liqs are the positions' liquidation prices as LiquidationPrices gives
 // them (nil: computed).
 func (a Account) Stress(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal) Stress {
+	return a.stress(sigma, likely, liqs, true)
+}
+
+// StressJudged is Stress without the Points shown: the expected loss and
+// the fatal moves a decision reads, at less cost (no names listed at the
+// shown moves).
+func (a Account) StressJudged(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal) Stress {
+	return a.stress(sigma, likely, liqs, false)
+}
+
+// stress is Stress, with the Points when points is set.
+func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal, points bool) Stress {
 	s := Stress{Likely: likely}
 	var ps []stressPos
 	var syms []SymbolSigma
@@ -142,7 +155,7 @@ func (a Account) Stress(sigma func(symbol string) float64, likely float64, liqs 
 			symAt[p.Symbol] = j
 			syms = append(syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
 		}
-		sp := stressPos{symbol: p.Symbol, dir: p.Direction, long: p.Direction != exchange.Short, q: toF(p.Quantity), ev: toF(p.EntryValue()),
+		sp := stressPos{symbol: p.Symbol, dir: p.Direction, name: p.Symbol + " " + p.Direction, long: p.Direction != exchange.Short, q: toF(p.Quantity), ev: toF(p.EntryValue()),
 			index: toF(p.Index), liq: toF(liqs[i]), margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross, sym: j}
 		sp.equity = sp.margin + sp.pnl(sp.index)
 		if sp.cross {
@@ -156,14 +169,22 @@ func (a Account) Stress(sigma func(symbol string) float64, likely float64, liqs 
 	if len(ps) == 0 {
 		return s
 	}
-	g := stressGrid{ps: ps, syms: syms, free: free, pool: pool, poolMM: poolMM, anyCross: anyCross, factor: make([]float64, len(syms))}
+	g := newStressGrid(ps, syms, free, pool, poolMM, anyCross)
 	lost := make([]bool, len(ps))
 	fatal := make([]FatalMove, len(ps))
+	var poolFatal FatalMove // the cross pool's: every cross position's
 	steps := int(math.Round(stressReach / stressStep))
 	// The weights over the fine grid, normalised to 1.
 	wsum := 0.0
 	for n := -steps; n <= steps; n++ {
 		wsum += stressWeight(float64(n) * stressStep)
+	}
+	// mark keeps a fatal move when it is the smallest so far (the first of
+	// equals, in the order families and moves are tried).
+	mark := func(fm *FatalMove, family string, k float64) {
+		if fm.Family == "" || math.Abs(k) < math.Abs(fm.K) {
+			*fm = FatalMove{Family: family, K: k}
+		}
 	}
 	for f := -1; f < len(syms); f++ { // -1: together
 		family, share := StressTogether, 0.5
@@ -175,54 +196,111 @@ func (a Account) Stress(sigma func(symbol string) float64, likely float64, liqs 
 		}
 		for n := -steps; n <= steps; n++ {
 			k := float64(n) * stressStep
-			loss := g.at(f, k, lost)
+			loss, poolLost := g.at(f, k, lost)
 			s.Expected += share * stressWeight(k) / wsum * loss
 			if math.Abs(k) > likely+1e-9 {
 				continue
 			}
-			for i, l := range lost {
-				if l && (fatal[i].Family == "" || math.Abs(k) < math.Abs(fatal[i].K)) {
-					fatal[i] = FatalMove{Symbol: ps[i].symbol, Direction: ps[i].dir, Family: family, K: k, Move: k * syms[ps[i].sym].Sigma}
+			// Alone, only the positions on f can be lost by the move
+			// (and the pool): the others are lost at every move only
+			// if they are at no move, which the moves together (first)
+			// marked at 0σ.
+			if f < 0 {
+				for i, p := range ps {
+					if lost[i] && !p.cross {
+						mark(&fatal[i], family, k)
+					}
 				}
+			} else {
+				for _, i := range g.bySym[f] {
+					if lost[i] && !ps[i].cross {
+						mark(&fatal[i], family, k)
+					}
+				}
+			}
+			if poolLost {
+				mark(&poolFatal, family, k)
 			}
 		}
 		for _, k := range StressShown {
-			loss := g.at(f, k, lost)
+			if !points {
+				break
+			}
+			loss, poolLost := g.at(f, k, lost)
 			pt := StressPoint{Family: family, K: k, Loss: loss}
-			for i, l := range lost {
-				if l {
-					pt.Lost = append(pt.Lost, ps[i].symbol+" "+ps[i].dir)
+			for i, p := range ps {
+				isoLost := lost[i] // together, or alone on f
+				if f >= 0 && p.sym != f {
+					isoLost = g.baseLost[i]
+				}
+				if p.cross && poolLost || !p.cross && isoLost {
+					pt.Lost = append(pt.Lost, p.name)
 				}
 			}
 			s.Points = append(s.Points, pt)
 		}
 	}
-	for _, fm := range fatal {
+	for i, p := range ps {
+		fm := fatal[i]
+		if p.cross {
+			fm = poolFatal
+		}
 		if fm.Family != "" {
+			fm.Symbol, fm.Direction, fm.Move = p.symbol, p.dir, fm.K*syms[p.sym].Sigma
 			s.Fatal = append(s.Fatal, fm)
 		}
 	}
 	return s
 }
 
-// stressGrid evaluates the account at the moves of the grid.
+// stressGrid evaluates the account at the moves of the grid. A move of
+// one index alone touches only the positions on its symbol and the cross
+// pool, so it costs those positions, not the account's: an account of
+// hundreds of symbols is judged in time linear in its positions per
+// family, not quadratic.
 type stressGrid struct {
 	ps           []stressPos
 	syms         []SymbolSigma
 	free         float64
 	pool, poolMM float64 // the cross pool now and its maintenance
 	anyCross     bool
-	factor       []float64 // each symbol's index factor at the move
+	factor       []float64 // each symbol's index factor at the move (together)
+	// bySym lists the positions on each symbol; baseLost marks the
+	// isolated positions past their liquidation price already (lost at
+	// every move that leaves their index still), baseLoss their equity
+	// over the account and baseLossOn over each symbol.
+	bySym      [][]int
+	baseLost   []bool
+	baseLoss   float64
+	baseLossOn []float64
+}
+
+// newStressGrid prepares the grid of the positions ps.
+func newStressGrid(ps []stressPos, syms []SymbolSigma, free, pool, poolMM float64, anyCross bool) *stressGrid {
+	g := &stressGrid{ps: ps, syms: syms, free: free, pool: pool, poolMM: poolMM, anyCross: anyCross,
+		factor: make([]float64, len(syms)), bySym: make([][]int, len(syms)), baseLost: make([]bool, len(ps)), baseLossOn: make([]float64, len(syms))}
+	for i := range ps {
+		p := &ps[i]
+		g.bySym[p.sym] = append(g.bySym[p.sym], i)
+		if !p.cross && p.lostAt(p.index) {
+			g.baseLost[i] = true
+			g.baseLoss += math.Max(p.equity, 0)
+			g.baseLossOn[p.sym] += math.Max(p.equity, 0)
+		}
+	}
+	return g
 }
 
 // at is the loss at the move k σ of family f (−1: together; else the
-// symbol f alone), marking the positions lost.
-func (g *stressGrid) at(f int, k float64, lost []bool) float64 {
+// symbol f alone) and whether it liquidates the cross pool. It marks in
+// lost the isolated positions the move liquidates among those it moves:
+// every one together, those on f alone (the others are as baseLost says).
+func (g *stressGrid) at(f int, k float64, lost []bool) (float64, bool) {
+	if f >= 0 {
+		return g.alone(f, k, lost)
+	}
 	for j := range g.factor {
-		g.factor[j] = 1
-		if f < 0 || f == j {
-			g.factor[j] = math.Max(0, 1+k*g.syms[j].Sigma)
-		}
+		g.factor[j] = math.Max(0, 1+k*g.syms[j].Sigma)
 	}
 	loss := 0.0
 	poolAt := g.free
@@ -234,18 +312,48 @@ func (g *stressGrid) at(f int, k float64, lost []bool) float64 {
 			poolAt += p.margin + p.pnl(ix)
 			continue
 		}
-		if p.liq > 0 && ((p.long && ix <= p.liq) || (!p.long && ix >= p.liq)) {
+		if p.lostAt(ix) {
 			lost[i] = true
 			loss += math.Max(p.equity, 0)
 		}
 	}
-	if g.anyCross && poolAt <= g.poolMM {
-		for i := range g.ps {
-			lost[i] = lost[i] || g.ps[i].cross
-		}
+	poolLost := g.anyCross && poolAt <= g.poolMM
+	if poolLost {
 		loss += math.Max(g.pool, 0)
 	}
-	return loss
+	return loss, poolLost
+}
+
+// alone is at for the symbol f's index alone: the isolated positions on
+// other symbols stay as they are now, and the pool moves by the PNL of
+// the cross positions on f.
+func (g *stressGrid) alone(f int, k float64, lost []bool) (float64, bool) {
+	factor := math.Max(0, 1+k*g.syms[f].Sigma)
+	loss := g.baseLoss - g.baseLossOn[f]
+	poolAt := g.pool
+	for _, i := range g.bySym[f] {
+		p := &g.ps[i]
+		lost[i] = false
+		ix := p.index * factor
+		if p.cross {
+			poolAt += p.pnl(ix) - p.pnl(p.index)
+			continue
+		}
+		if p.lostAt(ix) {
+			lost[i] = true
+			loss += math.Max(p.equity, 0)
+		}
+	}
+	poolLost := g.anyCross && poolAt <= g.poolMM
+	if poolLost {
+		loss += math.Max(g.pool, 0)
+	}
+	return loss, poolLost
+}
+
+// lostAt reports whether an isolated position is liquidated at index ix.
+func (p *stressPos) lostAt(ix float64) bool {
+	return p.liq > 0 && ((p.long && ix <= p.liq) || (!p.long && ix >= p.liq))
 }
 
 // pnl is the position's PNL at index ix.

@@ -97,8 +97,9 @@ func TestStressUnknown(t *testing.T) {
 // FuzzStress: on any account of the three positions (each cross or not,
 // any leverage, any index) and any σ, the grid is known, its expected
 // loss is finite and between 0 and the equity at stake, every fatal move
-// is within the likely range and names each position once, and an
-// account is never newly fatal against itself.
+// is within the likely range and names each position once, an account
+// is never newly fatal against itself, and the grid is the reference's
+// (stressReference).
 func FuzzStress(f *testing.F) {
 	f.Add(int64(3000), int64(64000), int64(3100), int64(150), uint8(20), uint8(10), uint8(15), uint8(5), uint16(200), uint8(30))
 	f.Fuzz(func(t *testing.T, free, btc, eth, sol int64, l1, l2, l3, mask uint8, sigmaBP uint16, likelyTenths uint8) {
@@ -135,6 +136,9 @@ func FuzzStress(f *testing.F) {
 				t.Errorf("fatal %+v (likely ±%g, seen %v)", fm, likely, seen)
 			}
 			seen[fm.Symbol+fm.Direction] = true
+		}
+		if d := sameStress(s, stressReference(a, sigmaOf(sigma), likely, nil)); d != "" {
+			t.Errorf("not the reference grid: %s", d)
 		}
 		if nf := NewlyFatal(s, s, ""); len(nf) != 0 {
 			t.Errorf("newly fatal against itself: %+v", nf)

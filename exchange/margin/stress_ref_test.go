@@ -1,0 +1,241 @@
+package margin
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// stressReference is the grid as first written: every move of every
+// family evaluates every position (quadratic in the symbols). Stress must
+// say the same. It judges the account on the grid: sigma gives each symbol's σ over
+// the horizon (a fraction of its index), likely the likely range in σ.
+// liqs are the positions' liquidation prices as LiquidationPrices gives
+// them (nil: computed).
+func stressReference(a Account, sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal) Stress {
+	s := Stress{Likely: likely}
+	var ps []stressPos
+	var syms []SymbolSigma
+	symAt := map[string]int{}
+	free := toF(a.Free)
+	pool, poolMM := free, 0.0
+	anyCross := false
+	if liqs == nil {
+		liqs = a.LiquidationPrices()
+	}
+	for i, p := range a.Positions {
+		if !p.Open() {
+			continue
+		}
+		if !p.Index.IsPositive() {
+			return s
+		}
+		j, ok := symAt[p.Symbol]
+		if !ok {
+			sg := sigma(p.Symbol)
+			if !(sg > 0) || math.IsInf(sg, 0) {
+				return s
+			}
+			j = len(syms)
+			symAt[p.Symbol] = j
+			syms = append(syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
+		}
+		sp := stressPos{symbol: p.Symbol, dir: p.Direction, long: p.Direction != exchange.Short, q: toF(p.Quantity), ev: toF(p.EntryValue()),
+			index: toF(p.Index), liq: toF(liqs[i]), margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross, sym: j}
+		sp.equity = sp.margin + sp.pnl(sp.index)
+		if sp.cross {
+			anyCross = true
+			pool += sp.margin + sp.pnl(sp.index)
+			poolMM += sp.mm
+		}
+		ps = append(ps, sp)
+	}
+	s.Known, s.Sigma = true, syms
+	if len(ps) == 0 {
+		return s
+	}
+	g := refGrid{ps: ps, syms: syms, free: free, pool: pool, poolMM: poolMM, anyCross: anyCross, factor: make([]float64, len(syms))}
+	lost := make([]bool, len(ps))
+	fatal := make([]FatalMove, len(ps))
+	steps := int(math.Round(stressReach / stressStep))
+	// The weights over the fine grid, normalised to 1.
+	wsum := 0.0
+	for n := -steps; n <= steps; n++ {
+		wsum += stressWeight(float64(n) * stressStep)
+	}
+	for f := -1; f < len(syms); f++ { // -1: together
+		family, share := StressTogether, 0.5
+		if f >= 0 {
+			family, share = syms[f].Symbol, 0.5/float64(len(syms))
+		}
+		if len(syms) == 1 && f == 0 {
+			share = 0.5 // alone is together: both halves the same moves
+		}
+		for n := -steps; n <= steps; n++ {
+			k := float64(n) * stressStep
+			loss := g.at(f, k, lost)
+			s.Expected += share * stressWeight(k) / wsum * loss
+			if math.Abs(k) > likely+1e-9 {
+				continue
+			}
+			for i, l := range lost {
+				if l && (fatal[i].Family == "" || math.Abs(k) < math.Abs(fatal[i].K)) {
+					fatal[i] = FatalMove{Symbol: ps[i].symbol, Direction: ps[i].dir, Family: family, K: k, Move: k * syms[ps[i].sym].Sigma}
+				}
+			}
+		}
+		for _, k := range StressShown {
+			loss := g.at(f, k, lost)
+			pt := StressPoint{Family: family, K: k, Loss: loss}
+			for i, l := range lost {
+				if l {
+					pt.Lost = append(pt.Lost, ps[i].symbol+" "+ps[i].dir)
+				}
+			}
+			s.Points = append(s.Points, pt)
+		}
+	}
+	for _, fm := range fatal {
+		if fm.Family != "" {
+			s.Fatal = append(s.Fatal, fm)
+		}
+	}
+	return s
+}
+
+// refGrid evaluates the account at the moves of the grid.
+type refGrid struct {
+	ps           []stressPos
+	syms         []SymbolSigma
+	free         float64
+	pool, poolMM float64 // the cross pool now and its maintenance
+	anyCross     bool
+	factor       []float64 // each symbol's index factor at the move
+}
+
+// at is the loss at the move k σ of family f (−1: together; else the
+// symbol f alone), marking the positions lost.
+func (g *refGrid) at(f int, k float64, lost []bool) float64 {
+	for j := range g.factor {
+		g.factor[j] = 1
+		if f < 0 || f == j {
+			g.factor[j] = math.Max(0, 1+k*g.syms[j].Sigma)
+		}
+	}
+	loss := 0.0
+	poolAt := g.free
+	for i := range g.ps {
+		p := &g.ps[i]
+		lost[i] = false
+		ix := p.index * g.factor[p.sym]
+		if p.cross {
+			poolAt += p.margin + p.pnl(ix)
+			continue
+		}
+		if p.liq > 0 && ((p.long && ix <= p.liq) || (!p.long && ix >= p.liq)) {
+			lost[i] = true
+			loss += math.Max(p.equity, 0)
+		}
+	}
+	if g.anyCross && poolAt <= g.poolMM {
+		for i := range g.ps {
+			lost[i] = lost[i] || g.ps[i].cross
+		}
+		loss += math.Max(g.pool, 0)
+	}
+	return loss
+}
+
+// sameStress reports where got and want (stressReference's) differ: the
+// figures within a relative 1e-9 (the sums run in another order), the
+// fatal moves and the names lost the same.
+func sameStress(got, want Stress) string {
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b))) }
+	switch {
+	case got.Known != want.Known:
+		return fmt.Sprintf("known %v, want %v", got.Known, want.Known)
+	case !near(got.Expected, want.Expected):
+		return fmt.Sprintf("expected loss %v, want %v", got.Expected, want.Expected)
+	case len(got.Fatal) != len(want.Fatal):
+		return fmt.Sprintf("fatal %+v, want %+v", got.Fatal, want.Fatal)
+	case len(got.Points) != len(want.Points):
+		return fmt.Sprintf("%d points, want %d", len(got.Points), len(want.Points))
+	}
+	for i, f := range got.Fatal {
+		w := want.Fatal[i]
+		if f.Symbol != w.Symbol || f.Direction != w.Direction || f.Family != w.Family || f.K != w.K || !near(f.Move, w.Move) {
+			return fmt.Sprintf("fatal %d: %+v, want %+v", i, f, w)
+		}
+	}
+	for i, p := range got.Points {
+		w := want.Points[i]
+		if p.Family != w.Family || p.K != w.K || !near(p.Loss, w.Loss) || strings.Join(p.Lost, ",") != strings.Join(w.Lost, ",") {
+			return fmt.Sprintf("point %d: %+v, want %+v", i, p, w)
+		}
+	}
+	return ""
+}
+
+// stressAccount is an account of n positions on up to n symbols (some
+// symbols hold a long and a short), each cross or isolated at any
+// leverage, its index moved up to ±30% from the entry (so some isolated
+// positions are past their liquidation price already), and a σ per
+// symbol.
+func stressAccount(r *rand.Rand, n int) (Account, func(string) float64) {
+	sigma := map[string]float64{}
+	a := Account{Free: decimal.NewFromInt(r.Int64N(50000))}
+	for i := 0; i < n; i++ {
+		sym := fmt.Sprintf("X%02d", r.IntN(n))
+		if _, ok := sigma[sym]; !ok {
+			sigma[sym] = 0.002 + r.Float64()*0.1
+		}
+		entry := decimal.NewFromInt(100 + r.Int64N(100000))
+		move := 1 + (r.Float64()-0.5)*0.6
+		dir := exchange.Long
+		if r.IntN(2) == 0 {
+			dir = exchange.Short
+		}
+		a.Positions = append(a.Positions, Position{Symbol: sym, Direction: dir, Quantity: decimal.NewFromInt(1 + r.Int64N(20)), Entry: entry,
+			Leverage: 1 + r.IntN(50), Cross: r.IntN(2) == 0, RiskLimit: rl(50, "0.005"), Index: entry.Mul(decimal.NewFromFloat(move)).Round(2), Scale: 2})
+	}
+	return a, func(s string) float64 { return sigma[s] }
+}
+
+// The grid's alone families touch only the moved symbol's positions and
+// the pool; they say what evaluating every position at every move says.
+func TestStressMatchesReference(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(31, 1))
+	for run := 0; run < 300; run++ {
+		a, sigma := stressAccount(r, 1+r.IntN(24))
+		likely := 1 + r.Float64()*4
+		if d := sameStress(a.Stress(sigma, likely, nil), stressReference(a, sigma, likely, nil)); d != "" {
+			t.Fatalf("run %d (%d positions): %s", run, len(a.Positions), d)
+		}
+	}
+}
+
+// BenchmarkStress judges an account of 10 and of 300 positions (mixed
+// cross and isolated) on the grid: judged, as a settings call's
+// prediction does for the account after it, and with the points shown,
+// as riskguard check prints it.
+func BenchmarkStress(b *testing.B) {
+	for _, n := range []int{10, 300} {
+		for _, shown := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%d/shown=%v", n, shown), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(7, uint64(n)))
+				a, sigma := stressAccount(r, n)
+				liqs := a.LiquidationPrices()
+				b.ReportAllocs()
+				for b.Loop() {
+					a.stress(sigma, 3, liqs, shown)
+				}
+			})
+		}
+	}
+}

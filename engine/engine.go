@@ -349,6 +349,9 @@ type ModelCheck struct {
 	// false) when the account holds a cross position and the free
 	// balance could not be inferred. Over the judged positions only.
 	Stress margin.Stress
+	// SigmaFrom says where the grid's σ came from: each index's history
+	// (how many returns), or the floor where none could be read.
+	SigmaFrom string
 	// Open counts the open positions read, judged or not: an item of the
 	// positions answer that could not be decoded counts (an empty
 	// position needs only its identity to be read, so one that could not
@@ -428,6 +431,7 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 		return c, nil
 	}
 	e.model.stress = e.cfg.stress()
+	c.SigmaFrom = e.warmForCheck(ctx, now)
 	c.Stress = acct.Stress(e.model.sigmaOf(&e.view), e.model.stress.likely, nil)
 	return c, nil
 }

@@ -86,7 +86,8 @@ func reads(ex *sim.Exchange) map[string]int {
 }
 
 // In steady state a tick makes two calls, whatever the number of positions:
-// positions and index prices. Symbols are read once.
+// positions and index prices. Symbols are read once, and each open
+// position's index history once (the stress grid's σ starts from it).
 func TestCallsPerTick(t *testing.T) {
 	t.Parallel()
 	e, ex := simEngine(t, &rules.Rule{Name: "far", When: "liquidationDistance < 0.0001", OnNoData: rules.NoDataAlert,
@@ -108,8 +109,12 @@ func TestCallsPerTick(t *testing.T) {
 	for _, n := range got {
 		total += n
 	}
-	if total != 2*ticks+2 {
-		t.Errorf("total calls %d over %d ticks, want %d (2 per tick + symbols + clock)", total, ticks, 2*ticks+2)
+	history := got["/v1/market/indexes/{name}"]
+	if history != 3 {
+		t.Errorf("%d index histories read, want 3 (BTC, ETH, SOL: the open positions' indexes)", history)
+	}
+	if total != 2*ticks+2+history {
+		t.Errorf("total calls %d over %d ticks, want %d (2 per tick + symbols + clock + each index's history)", total, ticks, 2*ticks+2+history)
 	}
 }
 

@@ -1,10 +1,17 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/window"
 )
 
 // volatility follows each index's recent returns for the stress grid
@@ -20,15 +27,21 @@ type volatility struct {
 	// not every tick's return, and a tick of a thousand positions should
 	// not pay for it).
 	last time.Time
+	// cold lists the indexes first seen whose history has not been read
+	// yet (warmVolatility), in the order seen.
+	cold []string
 }
 
 // volIndex is one index's figures.
 type volIndex struct {
-	price     float64
-	at        time.Time
-	varPerSec float64 // the weighted mean of r²/Δt
-	weight    float64 // the sum of the weights so far, for the start
-	n         int     // returns counted
+	price float64
+	at    time.Time
+	// first and firstPrice are the first read, where the history ends.
+	first      time.Time
+	firstPrice float64
+	varPerSec  float64 // the weighted mean of r²/Δt
+	weight     float64 // the sum of the weights so far, for the start
+	n          int     // returns counted
 }
 
 const (
@@ -38,6 +51,15 @@ const (
 	// volMinReturns is how many returns (one per volSample at most) an
 	// index needs before its own σ is used; until then σ is the floor.
 	volMinReturns = 30
+	// volWarmSpan is how much of an index's history is read when it is
+	// first seen: a half-life, 360 returns at one every volSample, and
+	// one page of the exchange's history at a row a second (5,000 rows);
+	// volWarmPerTick bounds the indexes read in one tick, so that the
+	// reads do not drain the rate limit the next tick's reads need (a
+	// start with hundreds of indexes spreads them over as many ticks,
+	// each σ the floor until its own are read).
+	volWarmSpan    = volHalfLife
+	volWarmPerTick = 1
 )
 
 // observe takes the tick's index prices of the open positions' indexes,
@@ -57,22 +79,64 @@ func (v *volatility) observe(now time.Time, rows []market.Row) {
 		}
 		x := v.ix[r.IndexName]
 		if x == nil {
-			v.ix[r.IndexName] = &volIndex{price: r.IndexF, at: now}
+			v.ix[r.IndexName] = &volIndex{price: r.IndexF, at: now, first: now, firstPrice: r.IndexF}
+			v.cold = append(v.cold, r.IndexName)
 			continue
 		}
-		dt := now.Sub(x.at)
-		if dt <= 0 {
-			continue // the same read (two positions on one index) or a clock that ran back
-		}
-		if dt <= volMaxGap {
-			ret := math.Log(r.IndexF / x.price)
-			w := 1 - math.Exp2(-dt.Seconds()/volHalfLife.Seconds())
-			x.weight = x.weight*(1-w) + w
-			x.varPerSec = x.varPerSec*(1-w) + w*(ret*ret/dt.Seconds())
-			x.n++
-		}
-		x.price, x.at = r.IndexF, now
+		x.add(now, r.IndexF) // the same read twice (two positions on one index) adds nothing
 	}
+}
+
+// add counts the return from the last price to price at at: weighed in
+// when at most volMaxGap after it, skipped when not after it (the same
+// read, or a clock that ran back).
+func (x *volIndex) add(at time.Time, price float64) {
+	dt := at.Sub(x.at)
+	if dt <= 0 {
+		return
+	}
+	if dt <= volMaxGap {
+		ret := math.Log(price / x.price)
+		w := 1 - math.Exp2(-dt.Seconds()/volHalfLife.Seconds())
+		x.weight = x.weight*(1-w) + w
+		x.varPerSec = x.varPerSec*(1-w) + w*(ret*ret/dt.Seconds())
+		x.n++
+	}
+	x.price, x.at = price, at
+}
+
+// seed starts index's figures from its history (oldest first, at our
+// time): the returns between samples at least volSample apart before the
+// first read, then to the first read, as observe would have counted them
+// had it been running; the returns counted since the first read are kept
+// on top, the history's weighed down by the time they span. Samples that
+// are not prices, or not before the first read, are skipped.
+func (v *volatility) seed(index string, hist []window.Sample) {
+	x := v.ix[index]
+	if x == nil {
+		return
+	}
+	var h *volIndex
+	for _, s := range hist {
+		if !(s.Price > 0) || math.IsInf(s.Price, 0) || !s.At.Before(x.first) {
+			continue
+		}
+		if h == nil {
+			h = &volIndex{price: s.Price, at: s.At}
+			continue
+		}
+		if s.At.Sub(h.at) >= volSample {
+			h.add(s.At, s.Price)
+		}
+	}
+	if h == nil {
+		return
+	}
+	h.add(x.first, x.firstPrice)
+	decay := math.Exp2(-x.at.Sub(x.first).Seconds() / volHalfLife.Seconds())
+	x.weight += h.weight * decay
+	x.varPerSec += h.varPerSec * decay
+	x.n += h.n
 }
 
 // sigma is the index's σ over horizon as a fraction of its price: its
@@ -88,4 +152,60 @@ func (v *volatility) sigma(index string, horizon time.Duration, floor float64) f
 		return floor
 	}
 	return s
+}
+
+// warmVolatility reads the history of up to volWarmPerTick indexes first
+// seen and not read yet (volatility.cold), after the tick has decided, so
+// that σ is the market's own from a start's first ticks instead of the
+// floor until volMinReturns returns are watched. A read that fails is
+// said and not tried again: the index keeps the floor until its own
+// returns are enough. Without a history reader (a replay, an adapter
+// without the call) nothing is read.
+func (e *Engine) warmVolatility(ctx context.Context, now time.Time) {
+	v := &e.model.vol
+	n := min(len(v.cold), volWarmPerTick)
+	for _, index := range v.cold[:n] {
+		hist, err := e.eval.win.IndexHistory(ctx, index, now, volWarmSpan)
+		switch {
+		case errors.Is(err, window.ErrNoHistory):
+			v.cold = v.cold[:0]
+			return
+		case err != nil:
+			e.log.Warn("index history for the stress grid's σ not read in full: σ starts from the rows read", "index", index, "rows", len(hist), "err", err)
+		}
+		v.seed(index, hist)
+	}
+	v.cold = append(v.cold[:0], v.cold[n:]...)
+}
+
+// warmForCheck observes the view's indexes and reads the history of every
+// one (riskguard check --exchange watches no returns of its own), and
+// says where the σ come from: "σ from the last 3h of each index's history
+// (BTC 1079 returns, SOL 12: the floor), at least
+// engine.stress_sigma_floor", or why it is the floor.
+func (e *Engine) warmForCheck(ctx context.Context, now time.Time) string {
+	v := &e.model.vol
+	v.observe(now, e.view.Rows)
+	for len(v.cold) > 0 {
+		e.warmVolatility(ctx, now)
+	}
+	var parts, counts []string
+	read, enough := false, false
+	for _, index := range slices.Sorted(maps.Keys(v.ix)) {
+		n := v.ix[index].n
+		read, enough = read || n > 0, enough || n >= volMinReturns
+		counts = append(counts, fmt.Sprintf("%s %d", index, n))
+		part := fmt.Sprintf("%s %d returns", index, n)
+		if n < volMinReturns {
+			part += ": the floor"
+		}
+		parts = append(parts, part)
+	}
+	switch {
+	case !read:
+		return "σ is engine.stress_sigma_floor: no index history could be read"
+	case !enough:
+		return fmt.Sprintf("σ is engine.stress_sigma_floor: the index history holds fewer than %d returns (%s)", volMinReturns, strings.Join(counts, ", "))
+	}
+	return fmt.Sprintf("σ from the last %gh of each index's history (%s), at least engine.stress_sigma_floor", volWarmSpan.Hours(), strings.Join(parts, ", "))
 }

@@ -136,7 +136,7 @@ func (m *Main) checkModel(ctx context.Context, cfg *config, url string, probe bo
 	}
 	printFit(m.Stdout, c)
 	if len(c.Fit.Positions) > 0 {
-		printStress(m.Stdout, c.Stress, cfg.Engine.StressHorizon, len(c.Unjudged))
+		printStress(m.Stdout, c.Stress, cfg.Engine.StressHorizon, c.SigmaFrom, len(c.Unjudged))
 	}
 	problems := printKeys(m.Stdout, keyCheck{cfg: &live, probe: client, probing: probe}.rows(ctx))
 	if n := len(c.Unjudged); n > 0 {
@@ -157,7 +157,7 @@ func (m *Main) checkModel(ctx context.Context, cfg *config, url string, probe bo
 // printStress prints the account on the stress grid: the expected loss,
 // the likely moves that liquidate, and the loss each move of the grid
 // leaves, every index together and each alone.
-func printStress(w io.Writer, s margin.Stress, horizon time.Duration, unjudged int) {
+func printStress(w io.Writer, s margin.Stress, horizon time.Duration, sigmaFrom string, unjudged int) {
 	if unjudged > 0 {
 		defer fmt.Fprintf(w, "  (over the judged positions only: %d not checked, above)\n", unjudged)
 	}
@@ -165,7 +165,7 @@ func printStress(w io.Writer, s margin.Stress, horizon time.Duration, unjudged i
 		fmt.Fprintln(w, "\nstress grid: unknown (a position without an index price, or cross positions without a known free balance)")
 		return
 	}
-	fmt.Fprintf(w, "\nstress grid (σ over %s; a check has watched no returns, so σ is engine.stress_sigma_floor; likely: ±%gσ):\n  %s\n", horizon, s.Likely, s.Summary())
+	fmt.Fprintf(w, "\nstress grid (σ over %s; %s; likely: ±%gσ):\n  %s\n", horizon, sigmaFrom, s.Likely, s.Summary())
 	if len(s.Points) == 0 {
 		return
 	}

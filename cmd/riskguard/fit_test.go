@@ -235,7 +235,7 @@ func TestCheckPrintsTheModelFit(t *testing.T) {
 	// The account on the stress grid (issue 31): σ at its 2% floor, XSOL
 	// 3.40% from liquidation is lost to a likely fall, XETH to a rise.
 	for _, want := range []string{
-		"stress grid (σ over 1h0m0s; a check has watched no returns, so σ is engine.stress_sigma_floor; likely: ±3σ):",
+		"stress grid (σ over 1h0m0s; σ is engine.stress_sigma_floor: the index history holds fewer than 30 returns (BTC ", // the sim started a moment ago
 		"within ±3σ: +5.40% (+2.7σ, every index together) liquidates XETH SHORT; −3.40% (-1.7σ, every index together) liquidates XSOL LONG",
 	} {
 		if !strings.Contains(out, want) {

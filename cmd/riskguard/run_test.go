@@ -254,15 +254,16 @@ func TestRunNearLiquidationCancelsAndIsolates(t *testing.T) {
 	if strings.Join(paths, " ") != strings.Join(want, " ") {
 		t.Errorf("mutating calls = %v, want %v", paths, want)
 	}
-	// Two reads per tick (positions, index prices) plus the first symbols read.
+	// Two reads per tick (positions, index prices) plus the first symbols
+	// read, and the history of one index for the stress grid's σ.
 	reads := 0
 	for _, c := range g.ex.Calls() {
 		if !c.Mutating && c.Route != "/v1/market/timestamp" {
 			reads++
 		}
 	}
-	if reads != 3 {
-		t.Errorf("reads = %d, want 3 (trades, positions, indexPrices)", reads)
+	if reads != 4 {
+		t.Errorf("reads = %d, want 4 (trades, positions, indexPrices, an index's history)", reads)
 	}
 }
 

@@ -2,6 +2,7 @@ package window
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -309,6 +310,33 @@ func (s *Store) warm(ctx context.Context, now time.Time, r *ring, index string) 
 		r.push(p.t, p.v)
 	}
 }
+
+// Sample is one price of an index's history, at our time.
+type Sample struct {
+	At    time.Time
+	Price float64
+}
+
+// IndexHistory reads the index's prices over the span that ends at now,
+// oldest first, as the windows' warm-up reads them (the exchange's clock
+// placed at ours, at most maxWarmPages pages): the stress grid's
+// volatility starts from them. Without a history reader it reads nothing
+// and says so (ErrNoHistory).
+func (s *Store) IndexHistory(ctx context.Context, index string, now time.Time, span time.Duration) ([]Sample, error) {
+	if s.hist == nil {
+		return nil, ErrNoHistory
+	}
+	rows, _, err := s.readHistory(ctx, index, now, span)
+	out := make([]Sample, len(rows))
+	for i, r := range rows {
+		out[i] = Sample{At: r.t, Price: r.v}
+	}
+	return out, err
+}
+
+// ErrNoHistory is IndexHistory's answer when the reader cannot read an
+// index's history (a replay's, or an adapter without the call).
+var ErrNoHistory = errors.New("no index history reader")
 
 // readHistory reads the index's history over the span that ends at now,
 // by the exchange's clock, paging forward; the rows come back at our time,

@@ -1006,37 +1006,6 @@ table.actions tr.failed td { background: #fdf2f2; }
 {{- end}}
 </tbody>
 </table>
-{{- if .Stress}}
-
-<h2>Stress grid <span class="note">— each index alone and all together moved ±1…5σ; the loss is the equity of the positions a move liquidates</span></h2>
-{{- range .Stress}}
-<h3>{{.Title}}</h3>
-{{- if .Unknown}}
-<p class="facts">unknown: a position without an index price</p>
-{{- else}}
-<p class="facts">expected loss <strong>{{.Expected}}</strong> · {{.Sigma}}</p>
-{{- if .Fatal}}
-<ul class="plain">
-{{- range .Fatal}}
-<li>{{.}}</li>
-{{- end}}
-</ul>
-{{- else}}
-<p class="facts">{{.NoFatal}}</p>
-{{- end}}
-{{- if .Rows}}
-<table class="stress">
-<thead><tr>{{range .Heads}}<th>{{.}}</th>{{end}}</tr></thead>
-<tbody>
-{{- range .Rows}}
-<tr><td>{{.Move}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
-{{- end}}
-</tbody>
-</table>
-{{- end}}
-{{- end}}
-{{- end}}
-{{- end}}
 {{- if .Warnings}}
 
 <h2>Warnings</h2>
@@ -1077,6 +1046,37 @@ table.actions tr.failed td { background: #fdf2f2; }
 <h2>Charts</h2>
 {{- range .Charts}}
 {{template "chart" .}}
+{{- end}}
+{{- if .Stress}}
+
+<h2>Stress grid <span class="note">— each index alone and all together moved ±1…5σ; the loss is the equity of the positions a move liquidates</span></h2>
+{{- range .Stress}}
+<h3>{{.Title}}</h3>
+{{- if .Unknown}}
+<p class="facts">unknown: a position without an index price</p>
+{{- else}}
+<p class="facts">expected loss <strong>{{.Expected}}</strong> · {{.Sigma}}</p>
+{{- if .Fatal}}
+<ul class="plain">
+{{- range .Fatal}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- else}}
+<p class="facts">{{.NoFatal}}</p>
+{{- end}}
+{{- if .Rows}}
+<table class="stress">
+<thead><tr>{{range .Heads}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr><td>{{.Move}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
+{{- end}}
+</tbody>
+</table>
+{{- end}}
+{{- end}}
+{{- end}}
 {{- end}}
 {{- if .Actions}}
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,51 @@ func TestWriteReportStressGrid(t *testing.T) {
 	cell := fmt.Sprintf("<td>%s → %s</td>", before.StringFixed(2), after.StringFixed(2))
 	if !strings.Contains(actions, cell) {
 		t.Errorf("the actions table lacks %s:\n%s", cell, actions)
+	}
+}
+
+// Once the engine has seen enough of an index's returns, the grid at the
+// worst moment takes σ from them, as the engine judges by it, and the
+// report says so: SOL swings ±0.5% every 10 s while it drifts down for
+// half an hour (σ over 1h about 9%, far above the 2% floor), so the worst
+// account measure is near the end.
+func TestWriteReportStressGridOwnSigma(t *testing.T) {
+	t.Parallel()
+	src := &sliceSource{}
+	for i := 0; i <= 180; i++ {
+		p := 150 - 0.01*float64(i)
+		if i%2 == 1 {
+			p -= 0.75
+		}
+		src.steps = append(src.steps, backtest.Step{Time: t0.Add(time.Duration(10*i) * time.Second),
+			Prices: map[string]decimal.Decimal{"SOL": decimal.NewFromFloat(p).Round(3)}})
+	}
+	res := run(t, backtest.Options{Rules: parseRules(t, overMaxLeverageNotify)}, src)
+	for _, r := range []*backtest.RunResult{&res.Guarded, &res.Unguarded} {
+		g := r.StressWorst
+		if g == nil {
+			t.Fatalf("%s: no grid at the worst", r.Name)
+		}
+		if g.Time.Sub(t0) < 20*time.Minute {
+			t.Errorf("%s: worst at +%s, want near the end", r.Name, g.Time.Sub(t0))
+		}
+		if s := g.Inputs.SigmaOf("XSOL"); !(s > 0.05) || g.Inputs.AtFloor("XSOL") {
+			t.Errorf("%s: σ of XSOL %v, want its own, above 5%%", r.Name, s)
+		}
+		if got, want := g.Stress.Sigma, g.Inputs.SigmaOf("XSOL"); !slices.ContainsFunc(got, func(s margin.SymbolSigma) bool { return s.Symbol == "XSOL" && s.Sigma == want }) {
+			t.Errorf("%s: the grid's σ %+v, want XSOL's %v", r.Name, got, want)
+		}
+	}
+	var b bytes.Buffer
+	if err := backtest.WriteReport(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	got := html.UnescapeString(b.String())
+	sigma := fmt.Sprintf("σ over 1h, from the index returns the engine had seen: XBTC 2.00%% (the floor), XETH 2.00%% (the floor), XSOL %.2f%%", res.Guarded.StressWorst.Inputs.SigmaOf("XSOL")*100)
+	if !strings.Contains(got, sigma) {
+		t.Errorf("the report lacks %q:\n%s", sigma, regexp.MustCompile(`(?s)<h2>Stress grid.*?(<h2>|</body>)`).FindString(got))
+	}
+	if !strings.Contains(got, "σ: the floor, 2.00% over 1h") {
+		t.Error("the grid at the start does not say its σ is the floor")
 	}
 }

@@ -337,7 +337,9 @@ func (d *dispatcher) finish(rep *TickReport, pc *act.Pending) error {
 		d.lead.Ended(act.IntentID(pc.Base.Symbol, pc.Base.Action, pc.Base.Time))
 	}
 	if rep != nil && pc.Event.Outcome != "" {
-		rep.Actions = append(rep.Actions, *pc.Event)
+		a := *pc.Event
+		a.Predicted(&pc.Base)
+		rep.Actions = append(rep.Actions, a)
 	}
 	return pc.Result.Err
 }

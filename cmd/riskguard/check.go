@@ -169,15 +169,7 @@ func printStress(w io.Writer, s margin.Stress, horizon time.Duration, sigmaFrom 
 	if len(s.Points) == 0 {
 		return
 	}
-	families := []string{}
-	loss := map[string]map[float64]margin.StressPoint{}
-	for _, p := range s.Points {
-		if loss[p.Family] == nil {
-			families = append(families, p.Family)
-			loss[p.Family] = map[float64]margin.StressPoint{}
-		}
-		loss[p.Family][p.K] = p
-	}
+	families, rows := s.Table()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "  MOVE\t")
 	for _, f := range families {
@@ -188,15 +180,10 @@ func printStress(w io.Writer, s margin.Stress, horizon time.Duration, sigmaFrom 
 		fmt.Fprintf(tw, "%s\t", name)
 	}
 	fmt.Fprintln(tw)
-	for _, k := range margin.StressShown {
-		fmt.Fprintf(tw, "  %+gσ\t", k)
-		for _, f := range families {
-			p := loss[f][k]
-			cell := "0"
-			if p.Loss > 0 {
-				cell = fmt.Sprintf("%.2f (%s)", p.Loss, strings.Join(p.Lost, ", "))
-			}
-			fmt.Fprintf(tw, "%s\t", cell)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "  %+gσ\t", r.K)
+		for _, p := range r.Points {
+			fmt.Fprintf(tw, "%s\t", p.Cell())
 		}
 		fmt.Fprintln(tw)
 	}

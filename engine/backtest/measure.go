@@ -21,6 +21,8 @@ type worstMeasure struct {
 	sampled bool
 	worst   decimal.Decimal
 	acted   bool // the last tick sent an action
+	// grid is the account on the stress grid at the worst sample.
+	grid *StressGrid
 }
 
 // sampleMeasure samples the lane's account measure when the tick can have
@@ -39,7 +41,15 @@ func (l *lane) sampleMeasure(moved bool) {
 	}
 	if !l.measure.sampled || m.LessThan(l.measure.worst) {
 		l.measure.worst, l.measure.sampled = m, true
+		l.measure.grid = l.stressGrid()
 	}
+}
+
+// stressGrid is the run's account on the stress grid now, with σ as its
+// engine had it at its last tick.
+func (l *lane) stressGrid() *StressGrid {
+	in := l.eng.StressInputs()
+	return &StressGrid{Time: l.clock.t, Stress: l.ex.Stress(in.SigmaOf, in.Likely), Inputs: in}
 }
 
 // worstAccountMeasure is the run's measure at its worst: 0 when the

@@ -593,6 +593,7 @@ type lane struct {
 	decide      bool                     // keep decisions: a baseline run is compared
 	report      *engine.TickReport
 	measure     worstMeasure
+	stressStart *StressGrid // the account on the stress grid at the start
 }
 
 type activeSpan struct {
@@ -634,6 +635,7 @@ func (r *replay) newLane(name string, sc *sim.Scenario, set *rules.Set, dryRun b
 	for _, p := range ex.Positions() {
 		l.start[l.names[p.SymbolID]] = p
 	}
+	l.stressStart = l.stressGrid()
 	return l, nil
 }
 
@@ -816,6 +818,7 @@ func (l *lane) finish(end time.Time) RunResult {
 	}
 	out.Equity = out.Balance.Add(out.Margin).Add(out.UnrealizedPNL)
 	out.WorstAccountMeasure = l.worstAccountMeasure(len(out.Liquidations) > 0)
+	out.StressStart, out.StressWorst = l.stressStart, l.measure.grid
 	return out
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
@@ -76,6 +77,8 @@ type reportView struct {
 	DiffsMore    int
 	Warnings     []string
 	Charts       []chartView
+	// Stress are the runs' accounts on the stress grid.
+	Stress []stressView
 }
 
 type summaryRow struct {
@@ -93,6 +96,9 @@ const maxActionRows = 300
 // same error when it failed.
 type actionRow struct {
 	Time, Symbol, Rules, Action, Outcome, Effect, Actual string
+	// ExpectedLoss is the stress grid's expected loss before → after
+	// ("" without a grid).
+	ExpectedLoss string
 	// Count is how many times it was decided, Last the last time.
 	Count  int
 	Last   string
@@ -229,6 +235,7 @@ func newReportView(r *Result) *reportView {
 	}
 	v.DiffsMore = r.DiffCount - len(r.Diffs)
 	v.Warnings = r.Warnings
+	v.Stress = stressViews(r)
 
 	colours := ruleColours(r)
 	for i := range r.Symbols {
@@ -273,7 +280,7 @@ func actionRows(r *Result) []actionRow {
 				continue
 			}
 			k := &keyed{at: m.Time, last: m.Time, row: actionRow{Symbol: s.Symbol, Rules: strings.Join(m.Rules, ", "), Action: action,
-				Outcome: outcome, Effect: m.Effect, Actual: m.Actual, Count: 1, Failed: m.Outcome == "error"}}
+				Outcome: outcome, Effect: m.Effect, Actual: m.Actual, ExpectedLoss: expectedLossText(m), Count: 1, Failed: m.Outcome == "error"}}
 			byKey[key] = k
 			rows = append(rows, k)
 		}
@@ -288,6 +295,149 @@ func actionRows(r *Result) []actionRow {
 		out = append(out, k.row)
 	}
 	return out
+}
+
+// expectedLossText is a marker's expected loss before → after, "" without
+// a grid.
+func expectedLossText(m Marker) string {
+	if m.ExpectedLossBefore == nil || m.ExpectedLossAfter == nil {
+		return ""
+	}
+	return m.ExpectedLossBefore.StringFixed(2) + " → " + m.ExpectedLossAfter.StringFixed(2)
+}
+
+// stressView is one run's account on the stress grid at one moment, as
+// a small table: the expected loss, σ, the likely fatal moves and the
+// loss at the shown moves, together and each symbol alone.
+type stressView struct {
+	Title    string
+	Unknown  bool
+	Expected string
+	Sigma    string
+	Fatal    []string
+	NoFatal  string
+	Heads    []string
+	Rows     []stressRowView
+}
+
+type stressRowView struct {
+	Move  string
+	Cells []string
+}
+
+// stressViews are the grids of the runs: at the start (once when both
+// runs start the same, as they do from one scenario) and at each run's
+// worst account measure.
+func stressViews(r *Result) []stressView {
+	var out []stressView
+	g, u := r.Guarded.StressStart, r.Unguarded.StressStart
+	switch {
+	case g != nil && u != nil && sameGrid(g, u):
+		out = append(out, newStressView("both runs, at the start", g))
+	default:
+		if u != nil {
+			out = append(out, newStressView("without guard, at the start", u))
+		}
+		if g != nil {
+			out = append(out, newStressView("with guard, at the start", g))
+		}
+	}
+	worst := func(name string, run *RunResult) {
+		if run.StressWorst == nil {
+			return
+		}
+		title := name + ", at its lowest account measure"
+		if m := run.WorstAccountMeasure; m != nil && *m > 0 {
+			title += fmt.Sprintf(" (%.2f%%)", *m*100)
+		}
+		out = append(out, newStressView(title, run.StressWorst))
+	}
+	worst("without guard", &r.Unguarded)
+	worst("with guard", &r.Guarded)
+	return out
+}
+
+// sameGrid reports whether two grids say the same.
+func sameGrid(a, b *StressGrid) bool {
+	if a.Stress.Summary() != b.Stress.Summary() {
+		return false
+	}
+	fa, ra := a.Stress.Table()
+	fb, rb := b.Stress.Table()
+	return fmt.Sprint(fa, ra) == fmt.Sprint(fb, rb)
+}
+
+func newStressView(title string, g *StressGrid) stressView {
+	s := g.Stress
+	v := stressView{Title: title + " — " + fmtTime(g.Time)}
+	if !s.Known {
+		v.Unknown = true
+		return v
+	}
+	v.Expected = fmt.Sprintf("%.2f", s.Expected)
+	v.Sigma = sigmaText(g)
+	for _, f := range s.Fatal {
+		v.Fatal = append(v.Fatal, f.String())
+	}
+	if len(s.Fatal) == 0 {
+		v.NoFatal = fmt.Sprintf("no move within ±%gσ liquidates a position", s.Likely)
+	}
+	families, rows := s.Table()
+	if len(rows) == 0 {
+		return v
+	}
+	v.Heads = append(v.Heads, "move")
+	for _, f := range families {
+		if f == margin.StressTogether {
+			v.Heads = append(v.Heads, "every index together")
+		} else {
+			v.Heads = append(v.Heads, f+" alone")
+		}
+	}
+	for _, row := range rows {
+		rv := stressRowView{Move: fmt.Sprintf("%+gσ", row.K)}
+		for _, p := range row.Points {
+			rv.Cells = append(rv.Cells, p.Cell())
+		}
+		v.Rows = append(v.Rows, rv)
+	}
+	return v
+}
+
+// sigmaText says the grid's σ and where it came from: "σ: the floor,
+// 2.00% over 1h" when every symbol's is the floor (the engine had seen
+// too few returns), else each symbol's, the floor marked.
+func sigmaText(g *StressGrid) string {
+	in, s := g.Inputs, g.Stress
+	h := fmtHorizon(in.Horizon)
+	floor := true
+	for _, sg := range s.Sigma {
+		floor = floor && in.AtFloor(sg.Symbol)
+	}
+	if floor {
+		return fmt.Sprintf("σ: the floor, %.2f%% over %s (engine.stress_sigma_floor: the engine had seen too few returns of any index); likely: ±%gσ", in.Floor*100, h, s.Likely)
+	}
+	var parts []string
+	for _, sg := range s.Sigma {
+		p := fmt.Sprintf("%s %.2f%%", sg.Symbol, sg.Sigma*100)
+		if in.AtFloor(sg.Symbol) {
+			p += " (the floor)"
+		}
+		parts = append(parts, p)
+	}
+	return fmt.Sprintf("σ over %s, from the index returns the engine had seen: %s; likely: ±%gσ", h, strings.Join(parts, ", "), s.Likely)
+}
+
+// fmtHorizon is a duration without its zero tails: 1h, 30m, 1h30m.
+func fmtHorizon(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // ruleColours gives every rule that fired in the report one colour (a
@@ -897,14 +1047,45 @@ table.actions tr.failed td { background: #fdf2f2; }
 {{- range .Charts}}
 {{template "chart" .}}
 {{- end}}
+{{- if .Stress}}
+
+<h2>Stress grid <span class="note">— each index alone and all together moved ±1…5σ; the loss is the equity of the positions a move liquidates</span></h2>
+{{- range .Stress}}
+<h3>{{.Title}}</h3>
+{{- if .Unknown}}
+<p class="facts">unknown: a position without an index price</p>
+{{- else}}
+<p class="facts">expected loss <strong>{{.Expected}}</strong> · {{.Sigma}}</p>
+{{- if .Fatal}}
+<ul class="plain">
+{{- range .Fatal}}
+<li>{{.}}</li>
+{{- end}}
+</ul>
+{{- else}}
+<p class="facts">{{.NoFatal}}</p>
+{{- end}}
+{{- if .Rows}}
+<table class="stress">
+<thead><tr>{{range .Heads}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr><td>{{.Move}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
+{{- end}}
+</tbody>
+</table>
+{{- end}}
+{{- end}}
+{{- end}}
+{{- end}}
 {{- if .Actions}}
 
 <h2>Actions of the guarded run <span class="note">— the same action repeated is one row (×N, first and last time)</span></h2>
 <table class="actions">
-<thead><tr><th>time</th><th>symbol</th><th>rule</th><th>action</th><th>outcome</th><th>predicted effect, or why not sent</th><th>actual</th></tr></thead>
+<thead><tr><th>time</th><th>symbol</th><th>rule</th><th>action</th><th>outcome</th><th>predicted effect, or why not sent</th><th>expected loss before → after</th><th>actual</th></tr></thead>
 <tbody>
 {{- range .Actions}}
-<tr{{if .Failed}} class="failed"{{end}}><td>{{.Time}}{{if .Last}}<br><span class="note">last {{.Last}}</span>{{end}}</td><td>{{.Symbol}}</td><td>{{.Rules}}</td><td>{{.Action}}{{if gt .Count 1}} <strong>×{{.Count}}</strong>{{end}}</td><td>{{.Outcome}}</td><td>{{.Effect}}</td><td>{{.Actual}}</td></tr>
+<tr{{if .Failed}} class="failed"{{end}}><td>{{.Time}}{{if .Last}}<br><span class="note">last {{.Last}}</span>{{end}}</td><td>{{.Symbol}}</td><td>{{.Rules}}</td><td>{{.Action}}{{if gt .Count 1}} <strong>×{{.Count}}</strong>{{end}}</td><td>{{.Outcome}}</td><td>{{.Effect}}</td><td>{{.ExpectedLoss}}</td><td>{{.Actual}}</td></tr>
 {{- end}}
 </tbody>
 </table>

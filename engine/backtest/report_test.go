@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/shopspring/decimal"
 )
 
@@ -57,14 +59,39 @@ func reportFixture() *Result {
 		{Rule: "over-max-leverage", Firings: 1, Actions: 1, Pending: 0, Firing: 30 * time.Second},
 		{Rule: hostileRule, Firings: 1, Notifications: 1, Pending: 5 * time.Second, Firing: 5 * time.Minute},
 	}
+	// The grids: one account at the start (XSOL alone on it, as the grid
+	// sees it), and each run's at its worst; the guarded run's engine had
+	// seen enough returns for XSOL's own σ.
+	grid := func(sec int, expected, sigma float64, lost float64) *StressGrid {
+		s := margin.Stress{Known: true, Likely: 3, Sigma: []margin.SymbolSigma{{Symbol: "XSOL", Sigma: sigma}}, Expected: expected}
+		for _, family := range []string{margin.StressTogether, "XSOL"} {
+			for _, k := range margin.StressShown {
+				p := margin.StressPoint{Family: family, K: k}
+				if k <= -4 {
+					p.Loss, p.Lost = lost, []string{"XSOL LONG"}
+				}
+				s.Points = append(s.Points, p)
+			}
+		}
+		if expected > 50 {
+			s.Fatal = []margin.FatalMove{{Symbol: "XSOL", Direction: "LONG", Family: margin.StressTogether, K: -2.5, Move: -2.5 * sigma}}
+		}
+		return &StressGrid{Time: at(sec), Stress: s, Inputs: engine.StressInputs{Sigma: map[string]float64{"XSOL": sigma}, Floor: 0.02, Horizon: time.Hour, Likely: 3}}
+	}
+	start := grid(0, 25.63, 0.02, 2026.67)
+	guarded := run(RunGuarded, nil, "17973.33", guardedRules, []PositionEnd{xethEnd,
+		{Symbol: "XSOL", StartLeverage: 15, Leverage: 10, LiquidationPrice: d("139.84")}})
+	guarded.StressStart, guarded.StressWorst = start, grid(330, 12.5, 0.031, 4053.33)
+	unguarded := run(RunUnguarded, []Liquidation{liq}, "20000", []RuleStats{
+		{Rule: "over-max-leverage", Firings: 1, Actions: 1, Firing: 6 * time.Minute},
+		{Rule: hostileRule, Firings: 1, Notifications: 1, Pending: 5 * time.Second, Firing: time.Minute},
+	}, []PositionEnd{xethEnd, {Symbol: "XSOL", StartLeverage: 15, Leverage: 15, Liquidated: true}})
+	unguarded.StressStart, unguarded.StressWorst = start, grid(300, 96.2, 0.02, 2026.67)
+	lossBefore, lossAfter := d("25.63"), d("12.5")
 	return &Result{
 		From: t0, To: at(600), Steps: 21, Ticks: 601,
-		Guarded: run(RunGuarded, nil, "17973.33", guardedRules, []PositionEnd{xethEnd,
-			{Symbol: "XSOL", StartLeverage: 15, Leverage: 10, LiquidationPrice: d("139.84")}}),
-		Unguarded: run(RunUnguarded, []Liquidation{liq}, "20000", []RuleStats{
-			{Rule: "over-max-leverage", Firings: 1, Actions: 1, Firing: 6 * time.Minute},
-			{Rule: hostileRule, Firings: 1, Notifications: 1, Pending: 5 * time.Second, Firing: time.Minute},
-		}, []PositionEnd{xethEnd, {Symbol: "XSOL", StartLeverage: 15, Leverage: 15, Liquidated: true}}),
+		Guarded:   guarded,
+		Unguarded: unguarded,
 		Baseline: &RunResult{Name: RunBaseline, Liquidations: []Liquidation{liq}, Balance: d("20000"),
 			Rules: []RuleStats{{Rule: "over-max-leverage", Firings: 1, Notifications: 1, Firing: 6 * time.Minute}}},
 		Diffs:     []Diff{{Time: at(120), Run: RunGuarded, Decision: "lower_leverage XSOL 15→10 by over-max-leverage"}},
@@ -73,7 +100,8 @@ func reportFixture() *Result {
 			{Symbol: "XETH", Index: "ETH", Points: xeth},
 			{Symbol: "XSOL", Index: "SOL", Points: xsol,
 				Markers: []Marker{
-					{Time: at(120), Action: "lower_leverage", Rules: []string{"over-max-leverage"}, Outcome: "sent", From: 15, To: 10},
+					{Time: at(120), Action: "lower_leverage", Rules: []string{"over-max-leverage"}, Outcome: "sent", From: 15, To: 10,
+						ExpectedLossBefore: &lossBefore, ExpectedLossAfter: &lossAfter},
 					{Time: at(305), Action: "notify", Rules: []string{hostileRule}, Outcome: "sent"},
 					{Time: at(330), Action: "cancel_orders", Rules: []string{"over-max-leverage"}, Outcome: "error", Error: "status 500: INTERNAL_ERROR: ledger busy"},
 				},

@@ -8,8 +8,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -80,6 +82,20 @@ type RunResult struct {
 	// acted (measure.go); 0 when a position was liquidated. Nil when no
 	// sample was known (an index without a price throughout), said "n/a".
 	WorstAccountMeasure *float64
+	// StressStart is the account on the stress grid at the start;
+	// StressWorst at the sample where the account measure was lowest
+	// (WorstAccountMeasure's; nil without a sample).
+	StressStart, StressWorst *StressGrid
+}
+
+// StressGrid is a run's account on the stress grid (margin.Stress) at one
+// moment, from the simulated exchange's account, with σ as the run's
+// engine had it then (engine.StressInputs: the floor until an index has
+// shown enough returns, so always at the start).
+type StressGrid struct {
+	Time   time.Time
+	Stress margin.Stress
+	Inputs engine.StressInputs
 }
 
 // CloserAction is a call that left its position closer to its
@@ -216,6 +232,10 @@ type Marker struct {
 	Effect, Actual string
 	// Error is the exchange's answer to a failed action.
 	Error string
+	// ExpectedLossBefore and ExpectedLossAfter are the stress grid's
+	// expected loss before and after, as the audit record says them; nil
+	// without a grid.
+	ExpectedLossBefore, ExpectedLossAfter *decimal.Decimal
 }
 
 // Span is a time a rule was firing on the symbol in the guarded run; an End
@@ -256,7 +276,8 @@ func (r *replay) observeMarkers(t time.Time) {
 			s.Dropped++
 			continue
 		}
-		m := Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual}
+		m := Marker{Time: t, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome, From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual,
+			ExpectedLossBefore: a.ExpectedLossBefore, ExpectedLossAfter: a.ExpectedLossAfter}
 		if a.Err != nil {
 			m.Error = a.Err.Error()
 		}

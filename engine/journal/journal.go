@@ -58,6 +58,21 @@ type ActionEvent struct {
 	// Reason is why a skipped_harmful or skipped_bounded action was left
 	// out, without the prediction (engine/act's Skip.Why).
 	Reason string
+	// ExpectedLossBefore and ExpectedLossAfter are the stress grid's
+	// expected loss before and after the call, as its audit record's
+	// prediction carries them (Predicted). Nil without a grid.
+	ExpectedLossBefore, ExpectedLossAfter *decimal.Decimal
+}
+
+// Predicted copies into the action what the tick's report shows of its
+// audit record's prediction (r nil, or without one: nothing), so that the
+// report says the figures the audit log says. Emit calls it for the
+// actions it reports, the executor for the calls it ends.
+func (a *ActionEvent) Predicted(r *Record) {
+	if r == nil || r.Prediction == nil {
+		return
+	}
+	a.ExpectedLossBefore, a.ExpectedLossAfter = r.Prediction.ExpectedLossBefore, r.Prediction.ExpectedLossAfter
 }
 
 // Event is one thing the guard saw or did. An output it does not belong to
@@ -140,7 +155,9 @@ func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
 		rep.Transitions = append(rep.Transitions, *ev.Transition)
 	}
 	if rep != nil && ev.Action != nil {
-		rep.Actions = append(rep.Actions, *ev.Action)
+		a := *ev.Action
+		a.Predicted(ev.Audit)
+		rep.Actions = append(rep.Actions, a)
 	}
 	if rep != nil && ev.Audit != nil && ev.Audit.Type == "liquidated" && ev.Audit.Phase == "" {
 		rep.Liquidated = append(rep.Liquidated, ev.Audit.Symbol)

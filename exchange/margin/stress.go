@@ -421,6 +421,52 @@ func (s Stress) Summary() string {
 	return out + "; within ±" + fmt.Sprint(s.Likely) + "σ: " + strings.Join(fs, "; ")
 }
 
+// StressRow is one shown move of the grid as a table lays it out: the
+// point of each family at K, in the order Table gives the families.
+type StressRow struct {
+	K      float64
+	Points []StressPoint
+}
+
+// Table lays the Points out as a table, for every display of the grid to
+// read the same: the families in the grid's order (StressTogether first,
+// then each symbol alone) and one row per move of StressShown. A family
+// without a point at a move has a zero point there (no loss).
+func (s Stress) Table() (families []string, rows []StressRow) {
+	at := map[string]map[float64]StressPoint{}
+	for _, p := range s.Points {
+		if at[p.Family] == nil {
+			families = append(families, p.Family)
+			at[p.Family] = map[float64]StressPoint{}
+		}
+		at[p.Family][p.K] = p
+	}
+	if len(families) == 0 {
+		return nil, nil
+	}
+	for _, k := range StressShown {
+		r := StressRow{K: k}
+		for _, f := range families {
+			p, ok := at[f][k]
+			if !ok {
+				p = StressPoint{Family: f, K: k}
+			}
+			r.Points = append(r.Points, p)
+		}
+		rows = append(rows, r)
+	}
+	return families, rows
+}
+
+// Cell says the point as a table cell: "0" when the move liquidates
+// nothing, else the loss and what it liquidates, "12.30 (XBTC LONG)".
+func (p StressPoint) Cell() string {
+	if !(p.Loss > 0) {
+		return "0"
+	}
+	return fmt.Sprintf("%.2f (%s)", p.Loss, strings.Join(p.Lost, ", "))
+}
+
 // signedPct is a fraction as a signed percentage, two decimals, with a
 // minus sign for a fall.
 func signedPct(f float64) string {

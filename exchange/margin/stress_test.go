@@ -2,6 +2,7 @@ package margin
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -144,4 +145,45 @@ func FuzzStress(f *testing.F) {
 			t.Errorf("newly fatal against itself: %+v", nf)
 		}
 	})
+}
+
+// Table lays the shown points out one row per move, the families in the
+// grid's order, and Cell says each: a single-symbol account has two
+// families (together, the symbol alone) with the same losses.
+func TestStressTable(t *testing.T) {
+	t.Parallel()
+	a := Account{Free: dec("3000"), Positions: []Position{xsol(false)}}
+	s := a.Stress(sigmaOf(0.02), 3, nil)
+	families, rows := s.Table()
+	if want := []string{StressTogether, "XSOL"}; strings.Join(families, "|") != strings.Join(want, "|") {
+		t.Fatalf("families %q, want %q", families, want)
+	}
+	if len(rows) != len(StressShown) {
+		t.Fatalf("%d rows, want %d", len(rows), len(StressShown))
+	}
+	tests := []struct {
+		k    float64
+		want string
+	}{
+		{-5, "4000.00 (XSOL LONG)"},
+		{-4, "4000.00 (XSOL LONG)"},
+		{-3, "0"},
+		{1, "0"},
+		{5, "0"},
+	}
+	for _, tt := range tests {
+		i := slices.Index(StressShown, tt.k)
+		r := rows[i]
+		if r.K != tt.k || len(r.Points) != 2 {
+			t.Fatalf("row %d: %+v, want %gσ with 2 points", i, r, tt.k)
+		}
+		for _, p := range r.Points {
+			if got := p.Cell(); got != tt.want {
+				t.Errorf("%s %gσ: cell %q, want %q", p.Family, tt.k, got, tt.want)
+			}
+		}
+	}
+	if f, r := (Stress{Known: true}).Table(); f != nil || r != nil {
+		t.Errorf("no points: %q %v, want none", f, r)
+	}
 }

@@ -65,3 +65,15 @@ type measureScratch struct {
 	positions []margin.Position
 	liqs      []decimal.Decimal
 }
+
+// Stress is the whole account on the stress grid (margin.Account.Stress)
+// at the current index prices, as this exchange's model sees it, from the
+// liquidation prices it holds (as Together reads them): sigma gives each
+// symbol's σ over the horizon, likely the likely range in σ. A backtest
+// shows it for the account at its start and at its worst.
+func (e *Exchange) Stress(sigma func(symbol string) float64, likely float64) margin.Stress {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	acct, liqs := e.measureAccount()
+	return acct.Stress(sigma, likely, liqs)
+}

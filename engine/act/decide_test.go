@@ -16,7 +16,7 @@ func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
 // xbtc is a cross long of 1 at 100,000 and 25x with a free balance of
 // free behind it, and the plan of rule r on it.
-func xbtc(t *testing.T, free string, r *rules.Rule, kinds ...rules.ActionKind) (*Model, *Plan) {
+func xbtc(t testing.TB, free string, r *rules.Rule, kinds ...rules.ActionKind) (*Model, *Plan) {
 	t.Helper()
 	rl := exchange.RiskLimit{ID: 1, InitialMarginRate: dec("0.01"), MaintenanceMarginRate: dec("0.005"), MaxLeverage: 20, MaxQuantity: dec("100")}
 	pos := &exchange.Position{ID: "1_1", SymbolID: 1, Direction: exchange.Long, Cross: true, Leverage: 25, Quantity: dec("1"),

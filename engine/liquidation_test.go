@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -243,5 +244,27 @@ func TestStatusShowsTheStressGrid(t *testing.T) {
 	}
 	if got := strings.Join(s.Fatal, "; "); !strings.Contains(got, "liquidates XSOL LONG") || !strings.Contains(got, "liquidates XETH SHORT") {
 		t.Errorf("fatal moves %q", got)
+	}
+	// The loss at each shown move: a fall of 5σ together and of XSOL
+	// alone liquidates the XSOL long, a rise of 5σ the XETH short; a move
+	// of 1σ nothing.
+	if len(s.Moves) != 10 {
+		t.Fatalf("%d moves, want ±1…5σ: %+v", len(s.Moves), s.Moves)
+	}
+	for _, mv := range s.Moves {
+		switch mv.Sigma {
+		case -5:
+			if !(mv.Together > 0) || !slices.Contains(mv.TogetherLost, "XSOL LONG") || mv.AloneSymbol != "XSOL" || !(mv.Alone > 0) {
+				t.Errorf("−5σ: %+v", mv)
+			}
+		case 5:
+			if !slices.Contains(mv.TogetherLost, "XETH SHORT") || mv.AloneSymbol != "XETH" {
+				t.Errorf("+5σ: %+v", mv)
+			}
+		case -1, 1:
+			if mv.Together != 0 || mv.Alone != 0 || mv.AloneSymbol != "" || mv.TogetherLost == nil {
+				t.Errorf("%+gσ: %+v", mv.Sigma, mv)
+			}
+		}
 	}
 }

@@ -79,6 +79,22 @@ type StressStatus struct {
 	// first per position ("−3.40% (-1.7σ, every index together)
 	// liquidates XSOL LONG"); [] when none.
 	Fatal []string `json:"fatal"`
+	// Moves are the loss each move of ±1…5σ leaves (margin.StressShown),
+	// every index together and the worst of one index alone.
+	Moves []StressMove `json:"moves"`
+}
+
+// StressMove is the loss one move of the grid leaves: every index
+// together, and the index alone whose move costs the most (the first of
+// equals; "" and 0 when none costs anything). Lost names what each
+// liquidates ("XBTC LONG").
+type StressMove struct {
+	Sigma        float64  `json:"sigma"`
+	Together     float64  `json:"together"`
+	TogetherLost []string `json:"togetherLost"`
+	Alone        float64  `json:"alone"`
+	AloneSymbol  string   `json:"aloneSymbol"`
+	AloneLost    []string `json:"aloneLost"`
 }
 
 // SigmaStatus is one symbol's σ.
@@ -101,6 +117,21 @@ func stressStatus(s margin.Stress, now time.Time) *StressStatus {
 	}
 	for _, f := range s.Fatal {
 		st.Fatal = append(st.Fatal, f.String())
+	}
+	families, rows := s.Table()
+	st.Moves = []StressMove{}
+	for _, r := range rows {
+		mv := StressMove{Sigma: r.K, TogetherLost: []string{}, AloneLost: []string{}}
+		for i, p := range r.Points {
+			loss := math.Round(p.Loss*100) / 100
+			switch {
+			case families[i] == margin.StressTogether:
+				mv.Together, mv.TogetherLost = loss, append(mv.TogetherLost, p.Lost...)
+			case loss > mv.Alone:
+				mv.Alone, mv.AloneSymbol, mv.AloneLost = loss, families[i], append([]string{}, p.Lost...)
+			}
+		}
+		st.Moves = append(st.Moves, mv)
 	}
 	return st
 }
@@ -561,7 +592,7 @@ func (e *Engine) publishStatus(snap *market.Snapshot, err error) {
 			m := e.model.account(&e.view, rows)
 			var s margin.Stress
 			if m.FreeKnown || !m.Acct.HasOpenCross() {
-				s = m.Acct.StressJudged(m.Sigma, m.Likely, nil)
+				s = m.Acct.Stress(m.Sigma, m.Likely, nil) // with the points the page shows
 			}
 			e.board.setStress(stressStatus(s, e.lastTick))
 		}

@@ -84,6 +84,11 @@ func TestStatusPageLayoutInChromium(t *testing.T) {
 		{rowOf("XSOL"), `background:#7f8c8d`},
 		{dom, `>2025-03-14 09:26:13 UTC</td>`},
 		{dom, `id="updated">updated 09:26:53 UTC</small>`},
+		// The stress grid's loss at each move, folded, its text escaped.
+		{dom, `<details id="stressmoves"><summary>loss at each move (σ XBTC 2.00%, XETH 2.00%, XSOL 2.00%)</summary>`},
+		{dom, `<td class="num" data-label="move">-2σ</td><td data-label="together">3,253.33 (XSOL LONG)</td><td data-label="worst alone">XSOL: 3,253.33 (XSOL LONG)</td>`},
+		{dom, `<td class="num" data-label="move">-1σ</td><td data-label="together">0</td><td data-label="worst alone">0</td>`},
+		{dom, `<td data-label="together">2,310.00 (XETH SHORT &lt;b&gt;)</td><td data-label="worst alone">XETH &lt;i&gt;: 2,310.00 (XETH SHORT &lt;b&gt;)</td>`},
 		// The stress grid (issue 31), its text escaped.
 		{dom, `<span id="stress"><b>expected loss 84.30</b> <span class="bad">within ±3σ: +5.40% (+2.7σ, every index together) liquidates XETH SHORT &lt;b&gt;</span></span>`},
 	} {

@@ -58,7 +58,8 @@ const (
 // and each position is a card whose symbol, side, distance and
 // liquidation price are within the screen's width and come before its
 // other figures. At 1280×900 it is still the table, one line a position,
-// and nothing overflows either. The demo's positions, a hostile one and a
+// and nothing overflows either. The stress grid's loss at each move is
+// open (#stress=1) and within the width too. The demo's positions, a hostile one and a
 // dry run (its banner on top).
 func TestStatusPageOnAPhone(t *testing.T) {
 	t.Parallel()
@@ -82,7 +83,7 @@ func TestStatusPageOnAPhone(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got pageLayout
-			measure(t, hs.URL+"/", tc.vp, layoutJS(len(st.Positions)), &got)
+			measure(t, hs.URL+"/#stress=1", tc.vp, layoutJS(len(st.Positions)), &got) // the stress grid's moves open
 			if !got.Ready {
 				t.Fatal("the page did not render its positions within 10 s")
 			}

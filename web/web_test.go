@@ -253,7 +253,11 @@ func demoStatus(now time.Time) *engine.Status {
 		Liquidations: []engine.LiquidationStatus{},
 		Stress: &engine.StressStatus{Time: now.Add(-5 * time.Second), ExpectedLoss: 84.3, Likely: 3,
 			Sigma: []engine.SigmaStatus{{Symbol: "XBTC", Sigma: 0.02}, {Symbol: "XETH", Sigma: 0.02}, {Symbol: "XSOL", Sigma: 0.02}},
-			Fatal: []string{"+5.40% (+2.7σ, every index together) liquidates XETH SHORT <b>"}},
+			Fatal: []string{"+5.40% (+2.7σ, every index together) liquidates XETH SHORT <b>"},
+			Moves: []engine.StressMove{
+				{Sigma: -2, Together: 3253.33, TogetherLost: []string{"XSOL LONG"}, Alone: 3253.33, AloneSymbol: "XSOL", AloneLost: []string{"XSOL LONG"}},
+				{Sigma: -1, TogetherLost: []string{}, AloneLost: []string{}},
+				{Sigma: 3, Together: 2310, TogetherLost: []string{"XETH SHORT <b>"}, Alone: 2310, AloneSymbol: "XETH <i>", AloneLost: []string{"XETH SHORT <b>"}}}},
 	}
 }
 

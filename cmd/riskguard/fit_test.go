@@ -218,7 +218,13 @@ func TestIsolationOfAHealthyCrossPositionRefused(t *testing.T) {
 	}
 	if skipped == nil || skipped.Prediction == nil || skipped.Prediction.ExpectedLossAfter == nil ||
 		skipped.Prediction.ExpectedLossAfter.String() != "68.62" || !strings.Contains(skipped.Prediction.Stress, "liquidates XETH SHORT") {
-		t.Errorf("audit record %+v", skipped)
+		t.Fatalf("audit record %+v", skipped)
+	}
+	// The loss at −5σ … +5σ together, before and after: +2σ (the 7th)
+	// liquidates XETH only once isolated.
+	lb, la := skipped.Prediction.StressLossBefore, skipped.Prediction.StressLossAfter
+	if len(lb) != 10 || len(la) != 10 || !lb[6].IsZero() || !la[6].IsPositive() {
+		t.Errorf("the audit record's losses at each move: before %v, after %v", lb, la)
 	}
 }
 

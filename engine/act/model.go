@@ -429,9 +429,19 @@ func (p *Prediction) Record() *journal.Prediction {
 	if p.Stressed {
 		eb, ea := decimal.NewFromFloat(p.StressBefore.Expected).Round(2), decimal.NewFromFloat(p.StressAfter.Expected).Round(2)
 		r.ExpectedLossBefore, r.ExpectedLossAfter, r.Stress = &eb, &ea, p.StressAfter.Summary()
+		r.StressLossBefore, r.StressLossAfter = roundedLosses(p.StressBefore.TogetherAt), roundedLosses(p.StressAfter.TogetherAt)
 	}
 	r.Unverified = p.Unverified
 	return r
+}
+
+// roundedLosses are the grid's losses as money, to the cent.
+func roundedLosses(fs []float64) []decimal.Decimal {
+	out := make([]decimal.Decimal, len(fs))
+	for i, f := range fs {
+		out[i] = decimal.NewFromFloat(f).Round(2)
+	}
+	return out
 }
 
 // rulesFloor is the highest min_liquidation_distance of the rules asking

@@ -96,6 +96,11 @@ type Prediction struct {
 	ExpectedLossBefore *decimal.Decimal `json:"expectedLossBefore,omitempty"`
 	ExpectedLossAfter  *decimal.Decimal `json:"expectedLossAfter,omitempty"`
 	Stress             string           `json:"stress,omitempty"`
+	// StressLossBefore and StressLossAfter are the loss at each move of
+	// −5σ … −1σ, +1σ … +5σ (margin.StressShown), every index together,
+	// before and after the call.
+	StressLossBefore []decimal.Decimal `json:"stressLossBefore,omitempty"`
+	StressLossAfter  []decimal.Decimal `json:"stressLossAfter,omitempty"`
 	// Unverified says why the prediction decided nothing: the margin model
 	// did not fit the exchange's figures.
 	Unverified string `json:"unverified,omitempty"`

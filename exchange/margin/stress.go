@@ -66,8 +66,12 @@ type Stress struct {
 	// Fatal is, for each position a likely move liquidates, the smallest
 	// such move; positions no likely move liquidates are not listed.
 	Fatal []FatalMove
-	// Points are the moves of StressShown, together and alone.
+	// Points are the moves of StressShown, together and alone, with what
+	// each liquidates (Stress; StressJudged leaves them out).
 	Points []StressPoint
+	// TogetherAt is the loss at each move of StressShown, every index
+	// together: always worked out, for the audit record.
+	TogetherAt []float64
 }
 
 // SymbolSigma is one symbol's σ over the horizon, as a fraction.
@@ -223,10 +227,16 @@ func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs 
 			}
 		}
 		for _, k := range StressShown {
-			if !points {
+			if !points && f >= 0 {
 				break
 			}
 			loss, poolLost := g.at(f, k, lost)
+			if f < 0 {
+				s.TogetherAt = append(s.TogetherAt, loss)
+			}
+			if !points {
+				continue
+			}
 			pt := StressPoint{Family: family, K: k, Loss: loss}
 			for i, p := range ps {
 				isoLost := lost[i] // together, or alone on f

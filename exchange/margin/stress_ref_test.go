@@ -172,6 +172,20 @@ func sameStress(got, want Stress) string {
 			return fmt.Sprintf("fatal %d: %+v, want %+v", i, f, w)
 		}
 	}
+	var together []float64
+	for _, p := range want.Points {
+		if p.Family == StressTogether {
+			together = append(together, p.Loss)
+		}
+	}
+	if len(got.TogetherAt) != len(together) {
+		return fmt.Sprintf("losses together %v, want %v", got.TogetherAt, together)
+	}
+	for i, l := range got.TogetherAt {
+		if !near(l, together[i]) {
+			return fmt.Sprintf("losses together %v, want %v", got.TogetherAt, together)
+		}
+	}
 	for i, p := range got.Points {
 		w := want.Points[i]
 		if p.Family != w.Family || p.K != w.K || !near(p.Loss, w.Loss) || strings.Join(p.Lost, ",") != strings.Join(w.Lost, ",") {
@@ -214,8 +228,15 @@ func TestStressMatchesReference(t *testing.T) {
 	for run := 0; run < 300; run++ {
 		a, sigma := stressAccount(r, 1+r.IntN(24))
 		likely := 1 + r.Float64()*4
-		if d := sameStress(a.Stress(sigma, likely, nil), stressReference(a, sigma, likely, nil)); d != "" {
+		full := a.Stress(sigma, likely, nil)
+		if d := sameStress(full, stressReference(a, sigma, likely, nil)); d != "" {
 			t.Fatalf("run %d (%d positions): %s", run, len(a.Positions), d)
+		}
+		// Judged: the same figures and losses together, no points.
+		judged := a.StressJudged(sigma, likely, nil)
+		judged.Points = full.Points
+		if d := sameStress(judged, stressReference(a, sigma, likely, nil)); d != "" || a.StressJudged(sigma, likely, nil).Points != nil {
+			t.Fatalf("run %d judged: %s", run, d)
 		}
 	}
 }

@@ -60,6 +60,9 @@ const (
 	// each σ the floor until its own are read).
 	volWarmSpan    = volHalfLife
 	volWarmPerTick = 1
+	// volWarmLimit bounds a history read within a tick (or the tick's
+	// interval, when shorter).
+	volWarmLimit = time.Second
 )
 
 // observe takes the tick's index prices of the open positions' indexes,
@@ -161,11 +164,20 @@ func (v *volatility) sigma(index string, horizon time.Duration, floor float64) f
 // said and not tried again: the index keeps the floor until its own
 // returns are enough. Without a history reader (a replay, an adapter
 // without the call) nothing is read.
-func (e *Engine) warmVolatility(ctx context.Context, now time.Time) {
+//
+// Within a tick a read may take at most limit (0: no bound): a history
+// call the exchange stalls must not hold up the next tick's reads, which
+// are what the guard's reaction time is made of.
+func (e *Engine) warmVolatility(ctx context.Context, now time.Time, limit time.Duration) {
 	v := &e.model.vol
 	n := min(len(v.cold), volWarmPerTick)
 	for _, index := range v.cold[:n] {
-		hist, err := e.eval.win.IndexHistory(ctx, index, now, volWarmSpan)
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if limit > 0 {
+			rctx, cancel = context.WithTimeout(ctx, limit)
+		}
+		hist, err := e.eval.win.IndexHistory(rctx, index, now, volWarmSpan)
+		cancel()
 		switch {
 		case errors.Is(err, window.ErrNoHistory):
 			v.cold = v.cold[:0]
@@ -180,14 +192,14 @@ func (e *Engine) warmVolatility(ctx context.Context, now time.Time) {
 
 // warmForCheck observes the view's indexes and reads the history of every
 // one (riskguard check --exchange watches no returns of its own), and
-// says where the σ come from: "σ from the last 3h of each index's history
+// says where the σ come from: "σ from the last 1h of each index's history
 // (BTC 1079 returns, SOL 12: the floor), at least
 // engine.stress_sigma_floor", or why it is the floor.
 func (e *Engine) warmForCheck(ctx context.Context, now time.Time) string {
 	v := &e.model.vol
 	v.observe(now, e.view.Rows)
 	for len(v.cold) > 0 {
-		e.warmVolatility(ctx, now)
+		e.warmVolatility(ctx, now, 0)
 	}
 	var parts, counts []string
 	read, enough := false, false

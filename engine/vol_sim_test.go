@@ -1,8 +1,12 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,5 +92,67 @@ func TestSigmaWarmedFromIndexHistory(t *testing.T) {
 	}
 	if got := sigmaOf(true); got != 0.02 {
 		t.Errorf("σ of XBTC without a history = %.4f, want the floor 0.02", got)
+	}
+}
+
+// A history read the exchange stalls does not hold up the tick: it is
+// given up after a second (the tick's interval, when shorter), said, and
+// not tried again; σ stays the floor until the index's own returns are
+// enough.
+func TestStalledIndexHistoryDoesNotHoldTheTick(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("watch.yaml", []byte("rules:\n  - name: watch\n    when: liquidationDistance < 0.001\n    actions: [{action: notify}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stalled atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/market/indexes/") && r.URL.Path != "/v1/market/indexes/indexValue" {
+			stalled.Add(1)
+			select { // held until the guard gives up (a minute at most)
+			case <-r.Context().Done():
+			case <-time.After(time.Minute):
+			}
+			return
+		}
+		ex.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer // the ticks log from this goroutine
+	e, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	start := time.Now()
+	for i := range 3 {
+		if _, err := e.Tick(context.Background(), start.Add(time.Duration(i)*2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("three ticks took %s behind stalled history reads", took)
+	}
+	if n := stalled.Load(); n != 3 {
+		t.Errorf("%d history reads, want 3 (one index a tick, none tried again)", n)
+	}
+	if !strings.Contains(logs.String(), "index history for the stress grid's σ not read in full") {
+		t.Errorf("the stalled read was not said:\n%s", logs.String())
+	}
+	now := start.Add(4 * time.Second)
+	e.Status(now)
+	if _, err := e.Tick(context.Background(), now.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.Status(now.Add(2 * time.Second)).Stress; s == nil || len(s.Sigma) == 0 || s.Sigma[0].Sigma != 0.02 {
+		t.Errorf("stress after stalled reads = %+v, want σ at the floor", s)
 	}
 }

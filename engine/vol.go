@@ -63,6 +63,13 @@ const (
 	// volWarmLimit bounds a history read within a tick (or the tick's
 	// interval, when shorter).
 	volWarmLimit = time.Second
+	// volMaxReturn bounds a return's log move (about ±22%): one bad print
+	// in the history or the index feed must not make every move likely
+	// for hours (a print of 1e9 among prices of 100 made σ thousands of
+	// percent); a real move that large counts as one of this size. It is
+	// not bounded by the index's own σ: a wick of 1% every 10 s must raise
+	// σ as fast as it comes.
+	volMaxReturn = 0.2
 )
 
 // observe takes the tick's index prices of the open positions' indexes,
@@ -91,15 +98,15 @@ func (v *volatility) observe(now time.Time, rows []market.Row) {
 }
 
 // add counts the return from the last price to price at at: weighed in
-// when at most volMaxGap after it, skipped when not after it (the same
-// read, or a clock that ran back).
+// when at most volMaxGap after it (its log move within ±volMaxReturn),
+// skipped when not after it (the same read, or a clock that ran back).
 func (x *volIndex) add(at time.Time, price float64) {
 	dt := at.Sub(x.at)
 	if dt <= 0 {
 		return
 	}
 	if dt <= volMaxGap {
-		ret := math.Log(price / x.price)
+		ret := math.Max(-volMaxReturn, math.Min(volMaxReturn, math.Log(price/x.price)))
 		w := 1 - math.Exp2(-dt.Seconds()/volHalfLife.Seconds())
 		x.weight = x.weight*(1-w) + w
 		x.varPerSec = x.varPerSec*(1-w) + w*(ret*ret/dt.Seconds())

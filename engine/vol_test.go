@@ -14,7 +14,7 @@ import (
 // 19% over the hour, from its history alone; samples closer than 10 s,
 // not prices, at or after the first read, or across a gap of more than
 // 10 minutes add no return; the returns watched since the first read
-// stay counted.
+// stay counted; a bad print counts as a move of ±0.2 at most.
 func TestSeedFromHistory(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	alternating := func(from time.Time, n int, every time.Duration) []window.Sample {
@@ -45,6 +45,14 @@ func TestSeedFromHistory(t *testing.T) {
 		{"not prices, and after the first read", append(alternating(first.Add(-600*time.Second), 60, 10*time.Second),
 			window.Sample{At: first, Price: 50}, window.Sample{At: first.Add(time.Second), Price: math.NaN()}, window.Sample{At: first.Add(-time.Second), Price: -1}), 60, want},
 		{"none", nil, 0, 0},
+		// One print of 1e9 among prices of 100: its two returns count as
+		// ±0.2 each, σ about 72% over the hour from these ten minutes (19%
+		// without it) instead of 5,600% (checked below).
+		{"a bad print", func() []window.Sample {
+			h := alternating(first.Add(-600*time.Second), 60, 10*time.Second)
+			h[50].Price = 1e9
+			return h
+		}(), 60, -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,6 +67,12 @@ func TestSeedFromHistory(t *testing.T) {
 				t.Errorf("returns counted = %d, want %d", x.n, tt.n)
 			}
 			got := v.sigma("BTC", time.Hour, 0.02)
+			if tt.sigma < 0 {
+				if got > 1 || got < want {
+					t.Errorf("σ with a bad print = %.4f, want it bounded (over %.4f, under 1)", got, want)
+				}
+				return
+			}
 			if tt.sigma == 0 {
 				if tt.n < volMinReturns && got != 0.02 {
 					t.Errorf("σ = %v, want the floor", got)

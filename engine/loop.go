@@ -127,7 +127,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.disp.runPlans(ctx, now, snap, plans, rep, e.eval.ruleSet())
 		e.recon.acted(now, rep.Actions)
 		e.eval.finish(ctx, now, due, rep)
-		e.warmVolatility(ctx, now, min(volWarmLimit, e.cfg.Interval))
+		e.warmVolatility(ctx, now, volWarmLimit)
 	}
 	e.publishStatus(snap, err) // what Status shows
 	if err == nil {

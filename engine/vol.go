@@ -60,8 +60,11 @@ const (
 	// each σ the floor until its own are read).
 	volWarmSpan    = volHalfLife
 	volWarmPerTick = 1
-	// volWarmLimit bounds a history read within a tick (or the tick's
-	// interval, when shorter).
+	// volWarmLimit bounds a history read within a tick: a page of an
+	// hour comes back in tens of milliseconds, and one stalled read
+	// delays the next tick by this much at most, once per index (not the
+	// interval: a fast lane's 250 ms would give up reads that are only
+	// slow, and σ would stay the floor).
 	volWarmLimit = time.Second
 	// volMaxReturn bounds a return's log move (about ±22%): one bad print
 	// in the history or the index feed must not make every move likely

@@ -96,9 +96,8 @@ func TestSigmaWarmedFromIndexHistory(t *testing.T) {
 }
 
 // A history read the exchange stalls does not hold up the tick: it is
-// given up after a second (the tick's interval, when shorter), said, and
-// not tried again; σ stays the floor until the index's own returns are
-// enough.
+// given up after a second, said, and not tried again; σ stays the floor
+// until the index's own returns are enough.
 func TestStalledIndexHistoryDoesNotHoldTheTick(t *testing.T) {
 	t.Parallel()
 	set, err := rules.Parse("watch.yaml", []byte("rules:\n  - name: watch\n    when: liquidationDistance < 0.001\n    actions: [{action: notify}]\n"))

@@ -150,6 +150,31 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 	return p
 }
 
+// stressBefore is the account before on the stress grid, worked out once
+// per memo; ok is false without σ, or with cross positions whose free
+// balance is not known (the pool cannot be measured).
+func (v *Model) stressBefore() (margin.Stress, bool) {
+	if v.Sigma == nil || !(v.Likely > 0) {
+		return margin.Stress{}, false
+	}
+	memo := v.memoFor()
+	if !memo.crossK {
+		memo.hasCross, memo.crossK = v.Acct.HasOpenCross(), true
+	}
+	if !v.FreeKnown && memo.hasCross {
+		return margin.Stress{}, false
+	}
+	if memo.stress == nil {
+		liqs := memo.liqs
+		if liqs == nil {
+			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
+		}
+		s := v.Acct.StressJudged(v.Sigma, v.Likely, liqs)
+		memo.stress = &s
+	}
+	return *memo.stress, true
+}
+
 // predict is Predict, the account before measured once per memo.
 func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings) *Prediction {
 	if !memo.crossK {
@@ -186,12 +211,8 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		}
 		p.Before, p.RestBefore = b[0], b[1]
 		p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves), memo.notional)
-		if v.Sigma != nil && v.Likely > 0 {
-			if memo.stress == nil {
-				s := v.Acct.StressJudged(v.Sigma, v.Likely, memo.liqs)
-				memo.stress = &s
-			}
-			p.StressBefore, p.StressAfter = *memo.stress, next.StressJudged(v.Sigma, v.Likely, liqsAfter)
+		if sb, ok := v.stressBefore(); ok {
+			p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, liqsAfter)
 			p.Stressed = p.StressBefore.Known && p.StressAfter.Known
 		}
 	}
@@ -427,12 +448,19 @@ func (p *Prediction) Record() *journal.Prediction {
 		r.Account = p.acctSaid
 	}
 	if p.Stressed {
-		eb, ea := decimal.NewFromFloat(p.StressBefore.Expected).Round(2), decimal.NewFromFloat(p.StressAfter.Expected).Round(2)
-		r.ExpectedLossBefore, r.ExpectedLossAfter, r.Stress = &eb, &ea, p.StressAfter.Summary()
-		r.StressLossBefore, r.StressLossAfter = roundedLosses(p.StressBefore.TogetherAt), roundedLosses(p.StressAfter.TogetherAt)
+		stressRecord(r, p.StressBefore, p.StressAfter)
 	}
 	r.Unverified = p.Unverified
 	return r
+}
+
+// stressRecord puts the stress grid before and after an action into its
+// audit record: the expected loss, the grid after in a line, and the loss
+// at each shown move together.
+func stressRecord(r *journal.Prediction, before, after margin.Stress) {
+	eb, ea := decimal.NewFromFloat(before.Expected).Round(2), decimal.NewFromFloat(after.Expected).Round(2)
+	r.ExpectedLossBefore, r.ExpectedLossAfter, r.Stress = &eb, &ea, after.Summary()
+	r.StressLossBefore, r.StressLossAfter = roundedLosses(before.TogetherAt), roundedLosses(after.TogetherAt)
 }
 
 // roundedLosses are the grid's losses as money, to the cent.

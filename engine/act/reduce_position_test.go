@@ -189,3 +189,36 @@ func TestReducePredictionUnverifiedWhereTheModelDoesNotFit(t *testing.T) {
 		t.Errorf("audit record's unverified = %q", r.Unverified)
 	}
 }
+
+// A reduce order's prediction shows the stress grid before and after (its
+// text, its audit record) without being decided by it: halving a cross
+// long whose pool a likely move liquidates lowers the expected loss and
+// pushes the fatal move out; without σ there is no grid to show.
+func TestReducePredictionShowsTheStressGrid(t *testing.T) {
+	t.Parallel()
+	m, pl, asked := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0.4")
+	m.Acct.Free = dec("500") // the pool 7.3% from its liquidation: within 3σ of 3%
+	m.Sigma, m.Likely = func(string) float64 { return 0.03 }, 3
+	d := DecideReduce(m, pl, asked)
+	p := d.Pred
+	if p == nil || !p.Stressed {
+		t.Fatalf("no grid: %+v", p)
+	}
+	fb, failing := p.StressBefore.FatalFor("XBTC", exchange.Long)
+	fa, stillFailing := p.StressAfter.FatalFor("XBTC", exchange.Long)
+	if !failing || !(p.StressAfter.Expected < p.StressBefore.Expected) || (stillFailing && fa.K >= fb.K) {
+		t.Errorf("grid before %+v, after %+v", p.StressBefore, p.StressAfter)
+	}
+	if s := p.String(); !strings.Contains(s, "; stress: expected loss ") || !strings.Contains(s, "(beside the PNL realised)") {
+		t.Errorf("prediction said %q", s)
+	}
+	r := p.Record()
+	if r.ExpectedLossBefore == nil || r.ExpectedLossAfter == nil || !r.ExpectedLossAfter.LessThan(*r.ExpectedLossBefore) ||
+		len(r.StressLossBefore) != 10 || len(r.StressLossAfter) != 10 || r.Stress == "" {
+		t.Errorf("audit record %+v", r)
+	}
+	m, pl, asked = reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0.4")
+	if p := DecideReduce(m, pl, asked).Pred; p == nil || p.Stressed || strings.Contains(p.String(), "stress") || p.Record().ExpectedLossBefore != nil {
+		t.Errorf("without σ: %+v", p)
+	}
+}

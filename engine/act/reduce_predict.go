@@ -24,6 +24,12 @@ type ReducePrediction struct {
 	Unverified string
 	// Next is the account after the fill.
 	Next margin.Account
+	// StressBefore and StressAfter are the account on the stress grid
+	// before and after the fill; Stressed says they were worked out. The
+	// grid shows an order, it does not decide one: the PNL it realises is
+	// no loss a move leaves, and the order goes out as the rules ask.
+	StressBefore, StressAfter margin.Stress
+	Stressed                  bool
 }
 
 // PredictReduce predicts filling a reduce order of qty on the plan's
@@ -42,7 +48,12 @@ func (v *Model) PredictReduce(pl *Plan, qty decimal.Decimal) *ReducePrediction {
 	if err != nil {
 		return nil
 	}
-	return &ReducePrediction{Reduction: r, QuantityBefore: v.Acct.Positions[i].Quantity, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Unverified: v.Unfit, Next: next}
+	p := &ReducePrediction{Reduction: r, QuantityBefore: v.Acct.Positions[i].Quantity, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Unverified: v.Unfit, Next: next}
+	if sb, ok := v.stressBefore(); ok {
+		p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, next.LiquidationPricesWith(v.Liqs))
+		p.Stressed = sb.Known && p.StressAfter.Known
+	}
+	return p
 }
 
 // Reduced is the reduced position's liquidation move.
@@ -87,6 +98,9 @@ func (p *ReducePrediction) String() string {
 			fmt.Fprintf(&b, " (%s%% away → none)", db.Shift(2).StringFixed(2))
 		}
 	}
+	if p.Stressed {
+		fmt.Fprintf(&b, "; stress: expected loss %.2f → %.2f (beside the PNL realised); after: %s", p.StressBefore.Expected, p.StressAfter.Expected, p.StressAfter.Summary())
+	}
 	return b.String()
 }
 
@@ -111,6 +125,9 @@ func (p *ReducePrediction) Record() *journal.Prediction {
 	if p.FreeKnown {
 		free := p.FreeAfter
 		r.FreeAfter = &free
+	}
+	if p.Stressed {
+		stressRecord(r, p.StressBefore, p.StressAfter)
 	}
 	return r
 }

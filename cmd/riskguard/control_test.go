@@ -283,9 +283,16 @@ func TestControlAckEndsWhenResolved(t *testing.T) {
 	waitFor(t, "the resolved message", 10*time.Second, func() bool {
 		return slices.ContainsFunc(ruleMessages(hook, "xbtc-near"), func(b string) bool { return strings.Contains(b, `"kind":"resolved"`) })
 	})
-	if got := g.records(func(r journal.Record) bool {
-		return r.Type == "silence" && r.To == "expired" && strings.Contains(r.Reason, "the alert resolved")
-	}); len(got) != 1 {
+	// The acknowledgement's end is written right after the transition it
+	// follows (control.Service.ResolveAcks), whose message may reach the
+	// hook first: waited for, then counted.
+	ackEnds := func() []journal.Record {
+		return g.records(func(r journal.Record) bool {
+			return r.Type == "silence" && r.To == "expired" && strings.Contains(r.Reason, "the alert resolved")
+		})
+	}
+	waitFor(t, "the acknowledgement's end in the audit log", 10*time.Second, func() bool { return len(ackEnds()) > 0 })
+	if got := ackEnds(); len(got) != 1 {
 		t.Errorf("ack end records = %d, want 1", len(got))
 	}
 	if _, body := api(t, addr, "GET", "/api/v1/silences", "", nil); strings.TrimSpace(body) != "[]" {

@@ -311,7 +311,13 @@ func runSet(bin, dir, inputs, name, rulesFile string, or *oracle) int {
 				c := math.Max(0, -v.EquityDelta.Div(v.EquityStart).InexactFloat64())
 				t.costs = append(t.costs, c)
 				if c > maxQuietCost {
-					t.costlyRuns = append(t.costlyRuns, fmt.Sprintf("%s on %s (%.1f%%)", p.name, a.name, c*100))
+					// How near the account came without the guard says what
+					// the guard was up against.
+					near := ""
+					if w := v.WorstMeasureWithout; w != nil {
+						near = fmt.Sprintf(", %.2f%% from its liquidation without the guard", *w*100)
+					}
+					t.costlyRuns = append(t.costlyRuns, fmt.Sprintf("%s on %s (%.1f%%%s)", p.name, a.name, c*100, near))
 				}
 			}
 			for _, c := range v.Closer {

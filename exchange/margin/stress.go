@@ -109,7 +109,8 @@ type stressPos struct {
 	long        bool
 	q, ev       float64 // quantity, entry value
 	index, liq  float64
-	equity      float64 // margin + PNL now (isolated)
+	pnlNow      float64 // PNL at the index now
+	equity      float64 // margin + PNL now
 	margin, mm  float64
 	cross       bool
 	sym         int // index into the symbols
@@ -133,47 +134,16 @@ func (a Account) StressJudged(sigma func(symbol string) float64, likely float64,
 // stress is Stress, with the Points when points is set.
 func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal, points bool) Stress {
 	s := Stress{Likely: likely}
-	var ps []stressPos
-	var syms []SymbolSigma
-	symAt := map[string]int{}
-	free := toF(a.Free)
-	pool, poolMM := free, 0.0
-	anyCross := false
-	if liqs == nil {
-		liqs = a.LiquidationPrices()
+	b, ok := a.stressBook(sigma, liqs)
+	if !ok {
+		return s
 	}
-	for i, p := range a.Positions {
-		if !p.Open() {
-			continue
-		}
-		if !p.Index.IsPositive() {
-			return s
-		}
-		j, ok := symAt[p.Symbol]
-		if !ok {
-			sg := sigma(p.Symbol)
-			if !(sg > 0) || math.IsInf(sg, 0) {
-				return s
-			}
-			j = len(syms)
-			symAt[p.Symbol] = j
-			syms = append(syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
-		}
-		sp := stressPos{symbol: p.Symbol, dir: p.Direction, name: p.Symbol + " " + p.Direction, long: p.Direction != exchange.Short, q: toF(p.Quantity), ev: toF(p.EntryValue()),
-			index: toF(p.Index), liq: toF(liqs[i]), margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross, sym: j}
-		sp.equity = sp.margin + sp.pnl(sp.index)
-		if sp.cross {
-			anyCross = true
-			pool += sp.margin + sp.pnl(sp.index)
-			poolMM += sp.mm
-		}
-		ps = append(ps, sp)
-	}
+	ps, syms := b.ps, b.syms
 	s.Known, s.Sigma = true, syms
 	if len(ps) == 0 {
 		return s
 	}
-	g := newStressGrid(ps, syms, free, pool, poolMM, anyCross)
+	g := newStressGrid(b)
 	lost := make([]bool, len(ps))
 	fatal := make([]FatalMove, len(ps))
 	var poolFatal FatalMove // the cross pool's: every cross position's
@@ -263,34 +233,86 @@ func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs 
 	return s
 }
 
+// stressBook is the account's open positions as the grid reads them, in
+// the account's order, their symbols' σ, and the cross pool: the free
+// balance, the pool now (free balance, the cross positions' margin and
+// PNL) and its maintenance.
+type stressBook struct {
+	ps           []stressPos
+	syms         []SymbolSigma
+	free         float64
+	pool, poolMM float64
+	anyCross     bool
+}
+
+// stressBook reads the account for the grid; ok is false when an open
+// position has no index price or its symbol no σ (the grid is unknown).
+func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
+	var b stressBook
+	symAt := map[string]int{}
+	b.free = toF(a.Free)
+	b.pool = b.free
+	if liqs == nil {
+		liqs = a.LiquidationPrices()
+	}
+	for i, p := range a.Positions {
+		if !p.Open() {
+			continue
+		}
+		if !p.Index.IsPositive() {
+			return stressBook{}, false
+		}
+		j, ok := symAt[p.Symbol]
+		if !ok {
+			sg := sigma(p.Symbol)
+			if !(sg > 0) || math.IsInf(sg, 0) {
+				return stressBook{}, false
+			}
+			j = len(b.syms)
+			symAt[p.Symbol] = j
+			b.syms = append(b.syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
+		}
+		sp := stressPos{symbol: p.Symbol, dir: p.Direction, name: p.Symbol + " " + p.Direction, long: p.Direction != exchange.Short, q: toF(p.Quantity), ev: toF(p.EntryValue()),
+			index: toF(p.Index), liq: toF(liqs[i]), margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross, sym: j}
+		sp.pnlNow = sp.pnl(sp.index)
+		sp.equity = sp.margin + sp.pnlNow
+		if sp.cross {
+			b.anyCross = true
+			b.pool += sp.equity
+			b.poolMM += sp.mm
+		}
+		b.ps = append(b.ps, sp)
+	}
+	return b, true
+}
+
 // stressGrid evaluates the account at the moves of the grid. A move of
 // one index alone touches only the positions on its symbol and the cross
 // pool, so it costs those positions, not the account's: an account of
 // hundreds of symbols is judged in time linear in its positions per
 // family, not quadratic.
 type stressGrid struct {
-	ps           []stressPos
-	syms         []SymbolSigma
-	free         float64
-	pool, poolMM float64 // the cross pool now and its maintenance
-	anyCross     bool
-	factor       []float64 // each symbol's index factor at the move (together)
-	// bySym lists the positions on each symbol; baseLost marks the
-	// isolated positions past their liquidation price already (lost at
-	// every move that leaves their index still), baseLoss their equity
-	// over the account and baseLossOn over each symbol.
+	stressBook
+	factor []float64 // each moved symbol's index factor at the move
+	// all lists every position (the moves together move them all),
+	// bySym the positions on each symbol; baseLost marks the isolated
+	// positions past their liquidation price already (lost at every move
+	// that leaves their index still), baseLoss their equity over the
+	// account and baseLossOn over each symbol.
+	all        []int
 	bySym      [][]int
 	baseLost   []bool
 	baseLoss   float64
 	baseLossOn []float64
 }
 
-// newStressGrid prepares the grid of the positions ps.
-func newStressGrid(ps []stressPos, syms []SymbolSigma, free, pool, poolMM float64, anyCross bool) *stressGrid {
-	g := &stressGrid{ps: ps, syms: syms, free: free, pool: pool, poolMM: poolMM, anyCross: anyCross,
-		factor: make([]float64, len(syms)), bySym: make([][]int, len(syms)), baseLost: make([]bool, len(ps)), baseLossOn: make([]float64, len(syms))}
-	for i := range ps {
-		p := &ps[i]
+// newStressGrid prepares the grid of the book b.
+func newStressGrid(b stressBook) *stressGrid {
+	g := &stressGrid{stressBook: b, factor: make([]float64, len(b.syms)), all: make([]int, len(b.ps)),
+		bySym: make([][]int, len(b.syms)), baseLost: make([]bool, len(b.ps)), baseLossOn: make([]float64, len(b.syms))}
+	for i := range b.ps {
+		p := &b.ps[i]
+		g.all[i] = i
 		g.bySym[p.sym] = append(g.bySym[p.sym], i)
 		if !p.cross && p.lostAt(p.index) {
 			g.baseLost[i] = true
@@ -302,51 +324,28 @@ func newStressGrid(ps []stressPos, syms []SymbolSigma, free, pool, poolMM float6
 }
 
 // at is the loss at the move k σ of family f (−1: together; else the
-// symbol f alone) and whether it liquidates the cross pool. It marks in
-// lost the isolated positions the move liquidates among those it moves:
-// every one together, those on f alone (the others are as baseLost says).
+// symbol f alone) and whether it liquidates the cross pool. Only the
+// positions the move moves are visited — every one together, those on f
+// alone: the isolated ones elsewhere stay as baseLost says, and the pool
+// moves by the PNL of the cross positions moved. It marks in lost the
+// isolated positions the move liquidates among those it moves.
 func (g *stressGrid) at(f int, k float64, lost []bool) (float64, bool) {
-	if f >= 0 {
-		return g.alone(f, k, lost)
+	moved, loss := g.all, 0.0
+	if f < 0 {
+		for j := range g.factor {
+			g.factor[j] = math.Max(0, 1+k*g.syms[j].Sigma)
+		}
+	} else {
+		g.factor[f] = math.Max(0, 1+k*g.syms[f].Sigma) // the others are not read
+		moved, loss = g.bySym[f], g.baseLoss-g.baseLossOn[f]
 	}
-	for j := range g.factor {
-		g.factor[j] = math.Max(0, 1+k*g.syms[j].Sigma)
-	}
-	loss := 0.0
-	poolAt := g.free
-	for i := range g.ps {
+	poolAt := g.pool
+	for _, i := range moved {
 		p := &g.ps[i]
 		lost[i] = false
 		ix := p.index * g.factor[p.sym]
 		if p.cross {
-			poolAt += p.margin + p.pnl(ix)
-			continue
-		}
-		if p.lostAt(ix) {
-			lost[i] = true
-			loss += math.Max(p.equity, 0)
-		}
-	}
-	poolLost := g.anyCross && poolAt <= g.poolMM
-	if poolLost {
-		loss += math.Max(g.pool, 0)
-	}
-	return loss, poolLost
-}
-
-// alone is at for the symbol f's index alone: the isolated positions on
-// other symbols stay as they are now, and the pool moves by the PNL of
-// the cross positions on f.
-func (g *stressGrid) alone(f int, k float64, lost []bool) (float64, bool) {
-	factor := math.Max(0, 1+k*g.syms[f].Sigma)
-	loss := g.baseLoss - g.baseLossOn[f]
-	poolAt := g.pool
-	for _, i := range g.bySym[f] {
-		p := &g.ps[i]
-		lost[i] = false
-		ix := p.index * factor
-		if p.cross {
-			poolAt += p.pnl(ix) - p.pnl(p.index)
+			poolAt += p.pnl(ix) - p.pnlNow
 			continue
 		}
 		if p.lostAt(ix) {

@@ -13,53 +13,20 @@ import (
 
 // stressReference is the grid as first written: every move of every
 // family evaluates every position (quadratic in the symbols). Stress must
-// say the same. It judges the account on the grid: sigma gives each symbol's σ over
-// the horizon (a fraction of its index), likely the likely range in σ.
-// liqs are the positions' liquidation prices as LiquidationPrices gives
-// them (nil: computed).
+// say the same. It reads the account as Stress does (stressBook); sigma,
+// likely and liqs are Stress's.
 func stressReference(a Account, sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal) Stress {
 	s := Stress{Likely: likely}
-	var ps []stressPos
-	var syms []SymbolSigma
-	symAt := map[string]int{}
-	free := toF(a.Free)
-	pool, poolMM := free, 0.0
-	anyCross := false
-	if liqs == nil {
-		liqs = a.LiquidationPrices()
+	b, ok := a.stressBook(sigma, liqs) // the account read as Stress reads it
+	if !ok {
+		return s
 	}
-	for i, p := range a.Positions {
-		if !p.Open() {
-			continue
-		}
-		if !p.Index.IsPositive() {
-			return s
-		}
-		j, ok := symAt[p.Symbol]
-		if !ok {
-			sg := sigma(p.Symbol)
-			if !(sg > 0) || math.IsInf(sg, 0) {
-				return s
-			}
-			j = len(syms)
-			symAt[p.Symbol] = j
-			syms = append(syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
-		}
-		sp := stressPos{symbol: p.Symbol, dir: p.Direction, long: p.Direction != exchange.Short, q: toF(p.Quantity), ev: toF(p.EntryValue()),
-			index: toF(p.Index), liq: toF(liqs[i]), margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross, sym: j}
-		sp.equity = sp.margin + sp.pnl(sp.index)
-		if sp.cross {
-			anyCross = true
-			pool += sp.margin + sp.pnl(sp.index)
-			poolMM += sp.mm
-		}
-		ps = append(ps, sp)
-	}
+	ps, syms := b.ps, b.syms
 	s.Known, s.Sigma = true, syms
 	if len(ps) == 0 {
 		return s
 	}
-	g := refGrid{ps: ps, syms: syms, free: free, pool: pool, poolMM: poolMM, anyCross: anyCross, factor: make([]float64, len(syms))}
+	g := refGrid{stressBook: b, factor: make([]float64, len(syms))}
 	lost := make([]bool, len(ps))
 	fatal := make([]FatalMove, len(ps))
 	steps := int(math.Round(stressReach / stressStep))
@@ -110,12 +77,8 @@ func stressReference(a Account, sigma func(symbol string) float64, likely float6
 
 // refGrid evaluates the account at the moves of the grid.
 type refGrid struct {
-	ps           []stressPos
-	syms         []SymbolSigma
-	free         float64
-	pool, poolMM float64 // the cross pool now and its maintenance
-	anyCross     bool
-	factor       []float64 // each symbol's index factor at the move
+	stressBook
+	factor []float64 // each symbol's index factor at the move
 }
 
 // at is the loss at the move k σ of family f (−1: together; else the

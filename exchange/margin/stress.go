@@ -179,17 +179,9 @@ func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs 
 			// (and the pool): the others are lost at every move only
 			// if they are at no move, which the moves together (first)
 			// marked at 0σ.
-			if f < 0 {
-				for i, p := range ps {
-					if lost[i] && !p.cross {
-						mark(&fatal[i], family, k)
-					}
-				}
-			} else {
-				for _, i := range g.bySym[f] {
-					if lost[i] && !ps[i].cross {
-						mark(&fatal[i], family, k)
-					}
+			for _, i := range g.moved(f) {
+				if lost[i] && !ps[i].cross {
+					mark(&fatal[i], family, k)
 				}
 			}
 			if poolLost {
@@ -330,17 +322,17 @@ func newStressGrid(b stressBook) *stressGrid {
 // moves by the PNL of the cross positions moved. It marks in lost the
 // isolated positions the move liquidates among those it moves.
 func (g *stressGrid) at(f int, k float64, lost []bool) (float64, bool) {
-	moved, loss := g.all, 0.0
+	loss := 0.0
 	if f < 0 {
 		for j := range g.factor {
 			g.factor[j] = math.Max(0, 1+k*g.syms[j].Sigma)
 		}
 	} else {
 		g.factor[f] = math.Max(0, 1+k*g.syms[f].Sigma) // the others are not read
-		moved, loss = g.bySym[f], g.baseLoss-g.baseLossOn[f]
+		loss = g.baseLoss - g.baseLossOn[f]
 	}
 	poolAt := g.pool
-	for _, i := range moved {
+	for _, i := range g.moved(f) {
 		p := &g.ps[i]
 		lost[i] = false
 		ix := p.index * g.factor[p.sym]
@@ -358,6 +350,15 @@ func (g *stressGrid) at(f int, k float64, lost []bool) (float64, bool) {
 		loss += math.Max(g.pool, 0)
 	}
 	return loss, poolLost
+}
+
+// moved lists the positions family f moves: every one together (f < 0),
+// those on the symbol f alone.
+func (g *stressGrid) moved(f int) []int {
+	if f < 0 {
+		return g.all
+	}
+	return g.bySym[f]
 }
 
 // lostAt reports whether an isolated position is liquidated at index ix.

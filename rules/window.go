@@ -73,7 +73,7 @@ func (w Window) String() string {
 	if w.Fn == FnTimeToLiquidation {
 		return FnTimeToLiquidation
 	}
-	return fmt.Sprintf("%s(%s, %q)", w.Fn, w.Series, formatSpan(w.Span))
+	return fmt.Sprintf("%s(%s, %q)", w.Fn, w.Series, FormatSpan(w.Span))
 }
 
 // Account reports whether the series is the account's (one series for the
@@ -97,8 +97,10 @@ func (w Window) Read(env *Env) (float64, bool) {
 	return v, ok && finite(v)
 }
 
-// formatSpan writes a span the way a rule would: 5m, 1h, 24h.
-func formatSpan(d time.Duration) string {
+// FormatSpan writes a duration the way a rule would: 5m, 1h, 24h, 1h30m
+// (Go's form without its zero tails). Every place that shows a duration
+// to a reader uses it.
+func FormatSpan(d time.Duration) string {
 	s := d.String()
 	if t, ok := strings.CutSuffix(s, "m0s"); ok {
 		s = t + "m"
@@ -288,7 +290,7 @@ func windowCall(c *ast.CallNode) (Window, bool, error) {
 		return Window{}, true, fmt.Errorf("%s: %w", id.Value, err)
 	}
 	if span <= 0 || span > MaxWindowSpan {
-		return Window{}, true, fmt.Errorf("%s: window %q must be above 0 and at most %s", id.Value, lit.Value, formatSpan(MaxWindowSpan))
+		return Window{}, true, fmt.Errorf("%s: window %q must be above 0 and at most %s", id.Value, lit.Value, FormatSpan(MaxWindowSpan))
 	}
 	w := Window{Fn: id.Value, Series: strings.Join(path, "."), Span: span, read: read.asFloat()}
 	if path[0] == "account" && len(path) == 2 {

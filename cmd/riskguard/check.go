@@ -305,7 +305,7 @@ func printSummary(w io.Writer, cfg *config) {
 		}
 		fmt.Fprintf(w, "  when:     %s\n", strings.Join(strings.Fields(r.When), " "))
 		fmt.Fprintf(w, "  timing:   for %s, keep firing %s, cooldown %s, on no data: %s\n",
-			short(r.For), short(r.KeepFiringFor), short(r.Cooldown), r.OnNoData)
+			rules.FormatSpan(r.For), rules.FormatSpan(r.KeepFiringFor), rules.FormatSpan(r.Cooldown), r.OnNoData)
 		switch {
 		case r.Account():
 			targets := r.Targets.String()
@@ -354,18 +354,6 @@ func describeActions(set *rules.Set, actions []rules.Action) string {
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-// short prints a duration without zero units: 5m, not 5m0s.
-func short(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 func plural(n int, one, many string) string {

@@ -314,7 +314,7 @@ func (l *loader) windowLimits(set *rules.Set, limit time.Duration) {
 		for _, w := range r.Windows() {
 			if w.Span > limit {
 				l.errs = append(l.errs, &rules.Error{File: l.rulesPath, Line: at.Line, Col: at.Column, Rule: r.Name, RuleIndex: i + 1,
-					Msg: fmt.Sprintf("when: %s: the window is longer than engine.max_window (%s)", w, short(limit))})
+					Msg: fmt.Sprintf("when: %s: the window is longer than engine.max_window (%s)", w, rules.FormatSpan(limit))})
 			}
 		}
 	}

@@ -409,7 +409,7 @@ func newStressView(title string, g *StressGrid) stressView {
 // too few returns), else each symbol's, the floor marked.
 func sigmaText(g *StressGrid) string {
 	in, s := g.Inputs, g.Stress
-	h := fmtHorizon(in.Horizon)
+	h := rules.FormatSpan(in.Horizon)
 	floor := true
 	for _, sg := range s.Sigma {
 		floor = floor && in.AtFloor(sg.Symbol)
@@ -426,18 +426,6 @@ func sigmaText(g *StressGrid) string {
 		parts = append(parts, p)
 	}
 	return fmt.Sprintf("σ over %s, from the index returns the engine had seen: %s; likely: ±%gσ", h, strings.Join(parts, ", "), s.Likely)
-}
-
-// fmtHorizon is a duration without its zero tails: 1h, 30m, 1h30m.
-func fmtHorizon(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
 }
 
 // ruleColours gives every rule that fired in the report one colour (a

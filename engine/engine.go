@@ -432,7 +432,7 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 	}
 	e.model.stress = e.cfg.stress()
 	c.SigmaFrom = e.warmForCheck(ctx, now)
-	c.Stress = acct.Stress(e.model.sigmaOf(&e.view), e.model.stress.likely, nil)
+	c.Stress = acct.Stress(e.model.sigmaOf(&e.view, e.model.stress), e.model.stress.likely, nil)
 	return c, nil
 }
 

@@ -78,23 +78,22 @@ func (m *modelWatch) account(tv *market.View, rows []tickRow) *act.Model {
 	}
 	m.liqs.Forget(v.At)
 	v.Liqs = &m.liqs
-	v.Sigma, v.Likely = m.sigmaOf(tv), m.stress.likely
+	v.Sigma, v.Likely = m.sigmaOf(tv, m.stress), m.stress.likely
 	m.view = v
 	return v
 }
 
 // sigmaOf is each open position's symbol's σ over the stress horizon in
-// view tv (its index's, volatility.sigma), under the tick's stress
-// settings: the stress grid's input, for the tick's model and for a
-// check.
-func (m *modelWatch) sigmaOf(tv *market.View) func(symbol string) float64 {
+// view tv (its index's, volatility.sigma), under the stress settings st:
+// the stress grid's input, for the tick's model, a check and a backtest's
+// report (StressInputs).
+func (m *modelWatch) sigmaOf(tv *market.View, st stressSettings) func(symbol string) float64 {
 	index := make(map[string]string, len(tv.Rows))
 	for i := range tv.Rows {
 		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
 			index[r.Sym.Name] = r.IndexName
 		}
 	}
-	st := m.stress
 	return func(symbol string) float64 { return m.vol.sigma(index[symbol], st.horizon, st.floor) }
 }
 

@@ -39,9 +39,10 @@ func (e *Engine) StressInputs() StressInputs {
 	defer e.tick.Unlock()
 	st := e.cfg.stress()
 	in := StressInputs{Floor: st.floor, Horizon: st.horizon, Likely: st.likely, Sigma: map[string]float64{}}
+	sigma := e.model.sigmaOf(&e.view, st)
 	for i := range e.view.Rows {
 		if r := &e.view.Rows[i]; r.Open && r.Sym != nil {
-			in.Sigma[r.Sym.Name] = e.model.vol.sigma(r.IndexName, st.horizon, st.floor)
+			in.Sigma[r.Sym.Name] = sigma(r.Sym.Name)
 		}
 	}
 	return in

@@ -343,9 +343,9 @@ type ModelCheck struct {
 	// the cross pool too).
 	Fit margin.Fit
 	// Stress is the account on the stress grid (margin.Stress), with the
-	// free balance the fit inferred; each index's σ is what the engine
-	// has seen of its returns, the floor (engine.stress_sigma_floor)
-	// until it has seen enough: a check has seen none. Unknown (Known
+	// free balance the fit inferred; each index's σ is from its history
+	// (read by the check: SigmaFrom), the floor (engine.stress_sigma_floor)
+	// where that holds too few returns. Unknown (Known
 	// false) when the account holds a cross position and the free
 	// balance could not be inferred. Over the judged positions only.
 	Stress margin.Stress

@@ -490,12 +490,20 @@ func main() {
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/riskguard").CombinedOutput(); err != nil {
 		fail("go build: %v\n%s", err, out)
 	}
-	files := make([]string, len(sets))
+	// files are each set's file as each interval of the paths runs it:
+	// the engine's own interval (engine.interval) is the path's, so that a
+	// guard looking every 15 s is configured to (how long after its own
+	// order a change is its own, how stale a read may be, follow it).
+	files := make([]map[time.Duration]string, len(sets))
 	for i, set := range sets {
-		files[i] = set.file
-		if set.dropReduce {
-			files[i] = filepath.Join(dir, fmt.Sprintf("rules-%d.yaml", i))
-			check(withoutReduce(set.file, files[i]))
+		files[i] = map[time.Duration]string{}
+		for _, p := range ps {
+			if _, ok := files[i][p.interval]; ok {
+				continue
+			}
+			f := filepath.Join(dir, fmt.Sprintf("rules-%d-%s.yaml", i, p.interval))
+			check(derive(set.file, f, set.dropReduce, p.interval))
+			files[i][p.interval] = f
 		}
 	}
 	if *inputs != "" {
@@ -521,7 +529,7 @@ func main() {
 		ts := make([]totals, len(sets))
 		for i, set := range sets {
 			fmt.Println()
-			ts[i] = report(set, files[i], g.key, ps, res[i], res[len(sets)-1], or)
+			ts[i] = report(set, set.file, g.key, ps, res[i], res[len(sets)-1], or)
 			if set.peer {
 				peerBad += ts[i].problems
 			} else {
@@ -560,7 +568,7 @@ type group struct{ key, name string }
 
 // runAll runs every rule file on every path and account, parallel at a
 // time, and returns the summaries by file, path and account.
-func runAll(bin, dir string, files []string, ps []path, parallel int) [][][]backtest.JSONSummary {
+func runAll(bin, dir string, files []map[time.Duration]string, ps []path, parallel int) [][][]backtest.JSONSummary {
 	as := accounts()
 	res := make([][][]backtest.JSONSummary, len(files))
 	for i := range res {
@@ -593,14 +601,14 @@ func runAll(bin, dir string, files []string, ps []path, parallel int) [][][]back
 					errs <- err
 					return
 				}
-				cmd := exec.Command(bin, "backtest", "--config", files[j.file], "--scenario", sc, "--csv", csv, "--interval", p.interval.String(), "--json", "--log-level", "error")
+				cmd := exec.Command(bin, "backtest", "--config", files[j.file][p.interval], "--scenario", sc, "--csv", csv, "--interval", p.interval.String(), "--json", "--log-level", "error")
 				cmd.Env = append(os.Environ(), "RISKGUARD_API_KEY=", "RISKGUARD_API_SECRET=")
 				out, err := cmd.Output()
 				if err == nil {
 					err = json.Unmarshal(out, &res[j.file][j.path][j.acct])
 				}
 				if err != nil {
-					errs <- fmt.Errorf("%s / %s / %s: %w\n%s", files[j.file], p.name, a.name, err, out)
+					errs <- fmt.Errorf("%s / %s / %s: %w\n%s", files[j.file][p.interval], p.name, a.name, err, out)
 					return
 				}
 			}
@@ -637,6 +645,7 @@ func report(set ruleSet, rulesFile, g string, ps []path, res, peer [][]backtest.
 	fmt.Printf("%s:\n", set.name)
 	reduces, err := hasReduce(rulesFile)
 	check(err)
+	reduces = reduces && !set.dropReduce
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	head := "path\taccount\tliquidated without\twith guard\tavoided\tself-inflicted\tequity Δ\tΔ % of start\tworst measure without → with\tskipped"
 	if !set.peer {
@@ -1168,9 +1177,10 @@ func (o *oracle) printUnsavable() {
 	}
 }
 
-// withoutReduce writes the rules or config file in without its
-// reduce_position actions to out.
-func withoutReduce(in, out string) error {
+// derive writes the rules or config file in to out with engine.interval
+// set to interval, and without its reduce_position actions when
+// dropReduce.
+func derive(in, out string, dropReduce bool, interval time.Duration) error {
 	b, err := os.ReadFile(in)
 	if err != nil {
 		return err
@@ -1179,9 +1189,23 @@ func withoutReduce(in, out string) error {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return fmt.Errorf("%s: not a mapping", in)
+	}
+	top := doc.Content[0]
+	eng := mapValue(top, "engine")
+	if eng == nil {
+		eng = &yaml.Node{Kind: yaml.MappingNode}
+		top.Content = append(top.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "engine"}, eng)
+	}
+	if v := mapValue(eng, "interval"); v != nil {
+		v.Value = interval.String()
+	} else {
+		eng.Content = append(eng.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "interval"}, &yaml.Node{Kind: yaml.ScalarNode, Value: interval.String()})
+	}
 	for _, rule := range ruleNodes(&doc) {
 		acts := mapValue(rule, "actions")
-		if acts == nil || acts.Kind != yaml.SequenceNode {
+		if !dropReduce || acts == nil || acts.Kind != yaml.SequenceNode {
 			continue
 		}
 		acts.Content = slices.DeleteFunc(acts.Content, func(a *yaml.Node) bool {

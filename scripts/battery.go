@@ -170,7 +170,9 @@ type realSet struct {
 	// whose moves it follows: BTC the set's BTC, the others the set's
 	// other market (the alt) when it has one.
 	follow map[string]string
-	// short is the start of the window -short runs: the set's largest move.
+	// short is the start of the window -short runs: one through the
+	// set's named event (its README): the 2022-01-24 crash and turn, the
+	// CPI spike, the ETH sell-off of 2017-09-04.
 	short time.Time
 }
 

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -122,7 +124,8 @@ func testVenues() venues {
 }
 
 // venueConfig is a configuration on venue whose second rule cuts half
-// the position, the other lowering leverage.
+// the position, the other lowering leverage: a dry run without an audit
+// log, which writes no file if it runs.
 func venueConfig(venue, url string) string {
 	return fmt.Sprintf(`exchange:
   venue: %s
@@ -130,6 +133,7 @@ func venueConfig(venue, url string) string {
 engine:
   interval: 1s
   dry_run: true
+  audit_log: ""
 rules:
   - name: lower
     when: position.leverage > riskLimit.maxLeverage
@@ -153,7 +157,7 @@ rules:
 func TestLoadRefusesKindsTheVenueLacks(t *testing.T) {
 	t.Parallel()
 	path := writeConfig(t, venueConfig("noorders", "http://127.0.0.1:9"))
-	want := path + `:17:17: rule "cut-half": reduce_position needs PlaceOrder, which venue "noorders" does not offer (it offers Positions, IndexPrices, Trades, SetPositionSettings, CancelOrders)`
+	want := path + `:18:17: rule "cut-half": reduce_position needs PlaceOrder, which venue "noorders" does not offer (it offers Positions, IndexPrices, Trades, SetPositionSettings, CancelOrders)`
 	for _, args := range [][]string{
 		{"check", "--config", path},
 		{"run", "--config", path, "--once"},
@@ -216,7 +220,7 @@ func TestRunBuildsTheConfiguredVenue(t *testing.T) {
 	srv := httptest.NewServer(ex)
 	t.Cleanup(srv.Close)
 	body := strings.Split(venueConfig("noorders", srv.URL), "  - name: cut-half")[0]
-	body = strings.Replace(body, "  dry_run: true\n", fmt.Sprintf("  state_file: %s/state.json\n  audit_log: \"\"\n", t.TempDir()), 1)
+	body = strings.Replace(body, "  dry_run: true\n", fmt.Sprintf("  state_file: %s/state.json\n", t.TempDir()), 1)
 	path := writeConfig(t, body)
 	reg := testVenues()
 	var built atomic.Bool
@@ -238,5 +242,56 @@ func TestRunBuildsTheConfiguredVenue(t *testing.T) {
 	}
 	if !built.Load() {
 		t.Error("run did not build the venue through its row")
+	}
+}
+
+// TestReloadRefusesKindsTheVenueLacks: a reload that adds a rule whose
+// kind needs a call the running venue does not offer is refused, all or
+// nothing, as check refuses it; the old rules keep running.
+func TestReloadRefusesKindsTheVenueLacks(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	body, err := os.ReadFile(g.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(g.config, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := strings.Replace(string(body), "exchange:\n", "exchange:\n  venue: noorders\n", 1)
+	write(start)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs, reload, done := &lockedBuffer{}, make(chan os.Signal, 1), make(chan error, 1)
+	m := &Main{Stdout: io.Discard, Stderr: logs, Getenv: g.env, Reload: reload, venues: testVenues()}
+	go func() { done <- m.Run(ctx, []string{"run", "--config", g.config, "--log-format", "json"}) }()
+	waitFor(t, "the start", 10*time.Second, func() bool { return strings.Contains(logs.String(), "riskguard started") })
+
+	write(start + `
+  - name: cut-half
+    when: liquidationDistance < 0.02
+    actions:
+      - action: reduce_position
+        fraction: 0.5
+`)
+	reload <- nil
+	waitFor(t, "the reload to be refused", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "config reload rejected") &&
+			strings.Contains(logs.String(), `rule \"cut-half\": reduce_position needs PlaceOrder, which venue \"noorders\" does not offer`)
+	})
+	if strings.Contains(logs.String(), "config reloaded") {
+		t.Errorf("the refused reload was applied:\n%s", logs.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon did not stop within 20s")
 	}
 }

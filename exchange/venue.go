@@ -23,7 +23,8 @@ import (
 //
 // The consumers keep their own, narrower interfaces (engine/market.Reader,
 // engine/act.Exchange, engine/window.HistoryReader, …); each is satisfied
-// by the contract, which their tests check at compile time.
+// by the contract, which cmd/riskguard's venues_test.go checks at compile
+// time.
 
 // Reader is what a tick reads of the account: its positions, the index
 // prices and the listed symbols with their risk limits.

@@ -1,7 +1,7 @@
 // Package conformance is the one suite of tests every venue of the
 // exchange contract passes: the signed client over HTTP, the simulated
-// exchange in process, and any venue added later (as database/sql drivers
-// share one suite). It checks what the guard relies on, not the wire: the
+// exchange in process, and any venue added later (as the CSI and OCI
+// conformance tests serve every implementation). It checks what the guard relies on, not the wire: the
 // reads' shapes, decimals kept to their last digit, a reduce-only order
 // that reduces and is answered with its fill (and one that would grow the
 // position refused), a cancel that can be repeated, a settings call that

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -73,6 +74,11 @@ func (r *reconciler) settleIntents(now time.Time, v *market.View) []event {
 				shows = fmt.Sprintf("%s %s", row.P.Direction, row.P.Quantity)
 			}
 		}
+		if in.Quantity != nil && !in.Quantity.IsZero() {
+			// Its fill may show only in the reads that follow (a listing
+			// that lags): a change of the symbol then is the guard's.
+			r.own[in.Symbol] = ownOrder{at: now, qty: *in.Quantity}
+		}
 		text := fmt.Sprintf("order %s (%s %s of %s, by %s) left without a recorded outcome: taken as sent; the account now shows %s of %s, and its rules' cooldowns count from %s",
 			in.ID, in.Action, in.Quantity, in.Symbol, strings.Join(in.Rules, ","), shows, in.Symbol, in.At.UTC().Format(time.RFC3339Nano))
 		evs = append(evs, event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"action", in.Action, "symbol", in.Symbol},
@@ -132,7 +138,11 @@ type lastSeen struct {
 	leverage        int
 	cross           bool
 	at              time.Time
-	updatedAt       int64 // the exchange's updatedAt, when it gives one
+	// missing counts the reads in a row that left the position out while
+	// its index was at, past or near its liquidation price (leftOut);
+	// said is what was said of it then: "probably" or "liquidated".
+	missing int
+	said    string
 }
 
 func newReconciler() *reconciler {
@@ -155,7 +165,10 @@ func (r *reconciler) setConfig(cfg Config) {
 func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
 	for i := range actions {
 		a := &actions[i]
-		if a.Outcome == "sent" && !a.Quantity.IsZero() {
+		// An order whose answer was lost may have filled: a change that
+		// a later read settles it by is the guard's too.
+		order := a.Outcome == "sent" || a.Outcome == "error" && errors.Is(a.Err, act.ErrUnknownOutcome)
+		if order && !a.Quantity.IsZero() {
 			r.own[a.Symbol] = ownOrder{at: now, qty: a.Quantity}
 		}
 		if a.Outcome == "sent" && a.From != 0 { // a settings call: leverage from
@@ -180,8 +193,8 @@ type ownOrder struct {
 // observe compares the open positions of a read (the tick's view at now)
 // with the last ones and returns what changed without the guard. A
 // position at the same place of the answer as in the last read is found
-// there, without a lookup, and its quantity is compared only when the
-// exchange says it was updated.
+// there, without a lookup; its quantity is compared on every read (the
+// spec gives updatedAt no meaning for trades: it is no change marker).
 func (r *reconciler) observe(now time.Time, v *market.View) []event {
 	var evs []event
 	if len(r.intents) > 0 {
@@ -205,7 +218,7 @@ func (r *reconciler) observe(now time.Time, v *market.View) []event {
 			prev = r.last[row.Key]
 			r.places[i] = prev
 		}
-		if prev != nil && (p.UpdatedAt != 0 && p.UpdatedAt == prev.updatedAt || prev.qty.Equal(p.Quantity)) {
+		if prev != nil && prev.qty.Equal(p.Quantity) {
 			prev.liq, prev.margin, prev.leverage, prev.cross, prev.at = p.LiquidationPrice, p.Margin, p.Leverage, p.Cross, now
 			if row.HasIndex {
 				prev.index = row.Index
@@ -233,7 +246,7 @@ func (r *reconciler) observe(now time.Time, v *market.View) []event {
 			r.places[i] = prev
 		}
 		*prev = lastSeen{symbol: sym, id: p.ID, dir: p.Direction, indexName: row.IndexName, qty: p.Quantity, liq: p.LiquidationPrice, margin: p.Margin,
-			leverage: p.Leverage, cross: p.Cross, at: now, updatedAt: p.UpdatedAt}
+			leverage: p.Leverage, cross: p.Cross, at: now}
 		if row.HasIndex {
 			prev.index = row.Index
 		}

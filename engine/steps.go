@@ -96,6 +96,9 @@ func (h *stepHost) Positions(ctx context.Context) ([]exchange.Position, error) {
 	return h.d.reader.Positions(ctx)
 }
 
+// ListingLag is engine.listing_lag.
+func (h *stepHost) ListingLag() time.Duration { return h.d.cfg.ListingLag }
+
 // FirstHarm reports whether no harmful action of the plan's rules was
 // notified yet in their current firing, and marks it so.
 func (h *stepHost) FirstHarm(pl *act.Plan) bool {

@@ -138,8 +138,8 @@ type ReduceStep struct {
 	inconsistent bool
 	order        *exchange.Order // the answer, when one came
 	direction    string
-	note    string // Note
-	skipped bool   // Skipped
+	note         string // Note
+	skipped      bool   // Skipped
 }
 
 // Note says why the last Prepare placed no order when no error does (a

@@ -341,6 +341,9 @@ func (e *Exchange) answer(r *http.Request, rt *route, params map[string]string, 
 		}
 		e.answers[key] = answer{res: res}
 	}
+	if f != nil && f.LeaveOutEmpty && rt.template == positionsRoute && res.status == http.StatusOK {
+		res = e.openPositionsList()
+	}
 	if f != nil && res.status == http.StatusOK {
 		if f.Empty {
 			res.body = emptied(res.body)
@@ -453,6 +456,10 @@ type Fault struct {
 	// position instead of taking it off: an exchange that ignored
 	// REDUCE_ONLY (the guard's read-back must catch it).
 	Grows bool
+	// LeaveOutEmpty, on the positions listing, leaves the empty
+	// positions out of it (a closed or liquidated position is no longer
+	// listed, rather than listed empty).
+	LeaveOutEmpty bool
 	// ListingLags, on the order route, processes the order (it fills)
 	// and makes the next ListingLags answers of the positions listing
 	// show the account as it was just before it: a read model behind the

@@ -90,7 +90,9 @@ func TestRunLiquidationLeftOutSaidWithinReads(t *testing.T) {
 `)
 	g.ex.InjectFault("/v1/contracts/positions", sim.Fault{LeaveOutEmpty: true})
 	d := g.start(nil)
-	firing := func(r journal.Record) bool { return r.Type == "transition" && r.Rule == "near-edge" && r.To == "firing" }
+	firing := func(r journal.Record) bool {
+		return r.Type == "transition" && r.Rule == "near-edge" && r.To == "firing"
+	}
 	waitFor(t, "the rule firing on XSOL", 10*time.Second, func() bool { return len(g.records(firing)) > 0 })
 	g.ex.SetIndexPrice("SOL", decimal.RequireFromString("144.5")) // through 144.907
 	if ls := g.ex.Liquidations(); len(ls) != 1 || ls[0].Symbol != "XSOL" {

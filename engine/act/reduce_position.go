@@ -415,6 +415,11 @@ func (k *reducePosition) settle(ctx context.Context, h Host, sym string, o *open
 	if o.filled.IsPositive() {
 		how = "answered filled " + o.filled.String()
 	}
+	defer func() {
+		if k.open[sym] == nil && !o.counted {
+			h.Settled(o.id) // its intent kept until now (ha)
+		}
+	}()
 	switch {
 	case pos.Direction != o.direction || pos.Quantity.GreaterThan(o.before):
 		delete(k.open, sym)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -161,5 +162,119 @@ func TestGrowthWithUpdatedAtUnchangedIsSaid(t *testing.T) {
 	}
 	if !warned {
 		t.Errorf("no warning among %+v", note.msgs)
+	}
+}
+
+// The cross position XBTC doubles (0.8 → 1.6) while the listing's version
+// stays the same: the account's figures follow the quantity, as a fresh
+// engine reading the same account makes them. Before, the maintenance
+// margin was cached per version and the inferred free balance per the
+// cross positions' versions, so the margin ratio stayed the old one for up
+// to a minute (issue 37: no field the spec gives no meaning stands in for
+// a comparison).
+func TestAccountFollowsTheQuantityNotTheVersion(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("acct.yaml", []byte(`rules:
+  - name: ratio
+    when: account.marginRatio > 0.99
+    actions: [{action: notify}]
+  - name: watch
+    when: position.leverage > 0
+    cooldown: 10m
+    actions: [{action: notify}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ex := simEngineDeps(t, set, engine.Deps{})
+	ctx := context.Background()
+	at := -1
+	for i, p := range ex.Positions() {
+		if p.Cross && !p.Empty {
+			at = i // XBTC's place in the listing
+		}
+	}
+	if at < 0 {
+		t.Fatal("no cross position in the simulated exchange")
+	}
+	ex.InjectFault("/v1/contracts/positions", sim.Fault{Item: &sim.ItemFault{Path: strconv.Itoa(at) + ".version", Value: "7"}})
+	now := time.Now()
+	for i := range 2 { // the second tick works out figures the states keep
+		if _, err := e.Tick(ctx, now.Add(time.Duration(i-1)*2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ratio := func(e *engine.Engine, at time.Time) float64 {
+		a := e.Status(at).Account
+		if a == nil || a.MarginRatio == nil {
+			t.Fatalf("no margin ratio in the status: %+v", a)
+		}
+		return *a.MarginRatio
+	}
+	before := ratio(e, now)
+	p, _ := ex.Position("XBTC")
+	if err := ex.PutPosition(sim.PositionSpec{Symbol: "XBTC", Direction: p.Direction, Quantity: p.Quantity.Mul(decimal.NewFromInt(2)),
+		EntryPrice: p.EntryPrice, Leverage: p.Leverage, Cross: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Tick(ctx, now.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got := ratio(e, now.Add(2*time.Second))
+	client := overHTTP(t, ex) // the same account, read afresh by a new engine
+	f, err := engine.New(engine.Config{}, set, engine.Deps{Reader: client, Actuator: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Tick(ctx, now.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want := ratio(f, now.Add(2*time.Second))
+	if got != want || got == before {
+		t.Errorf("margin ratio %v → %v after XBTC doubled under the same version; a fresh read makes %v", before, got, want)
+	}
+}
+
+// Money added to the account moves the cross position's liquidation price
+// while the listing's version stays the same: the free balance inferred
+// from it follows at the next read. Before, it was cached per the cross
+// positions' versions and leverages for a minute (issue 37).
+func TestFreeBalanceFollowsTheFiguresNotTheVersion(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("acct.yaml", []byte(`rules:
+  - name: free
+    when: account.freeBalance < 0
+    actions: [{action: notify}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ex := simEngineDeps(t, set, engine.Deps{})
+	ctx := context.Background()
+	at := -1
+	for i, p := range ex.Positions() {
+		if p.Cross && !p.Empty {
+			at = i
+		}
+	}
+	ex.InjectFault("/v1/contracts/positions", sim.Fault{Item: &sim.ItemFault{Path: strconv.Itoa(at) + ".version", Value: "7"}})
+	now := time.Now()
+	free := func(e *engine.Engine, at time.Time) float64 {
+		a := e.Status(at).Account
+		if a == nil || a.FreeBalance == nil {
+			t.Fatalf("no free balance in the status: %+v", a)
+		}
+		return *a.FreeBalance
+	}
+	if _, err := e.Tick(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	before := free(e, now)
+	ex.SetBalance(ex.Balance().Add(decimal.NewFromInt(10000)))
+	if _, err := e.Tick(ctx, now.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := free(e, now.Add(2*time.Second)), before+10000; math.Abs(got-want) > 1 {
+		t.Errorf("free balance %v → %v after 10000 were added under the same version, want about %v", before, got, want)
 	}
 }

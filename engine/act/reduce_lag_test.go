@@ -33,7 +33,7 @@ func TestFilledAnswerThenLaggingListing(t *testing.T) {
 		not      []string
 	}{
 		{name: "lags two reads", cooldown: "10m", lags: 2,
-			want: []string{`"phase":"result"`, `"phase":"lagged"`, "the positions listing lagged order", "agreed at the 2nd read after"},
+			want: []string{`"phase":"result"`, `"phase":"lagged"`, "the positions listing lagged order", "and showed 200 at the 2nd read after"},
 			not:  []string{"settings not applied", `"phase":"error"`, "INCONSISTENT", "without an order of the guard"}},
 		// The cooldown ends while the listing still disagrees: the rule
 		// is due again, and the symbol's orders wait for the listing.

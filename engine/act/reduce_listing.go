@@ -51,12 +51,8 @@ func answeredFill(got *exchange.Order) (decimal.Decimal, bool) {
 // else (smaller, gone, left out, grown, turned over) is judged as the
 // read-back always is; only this is a listing that may lag a fill.
 func unchanged(ps []exchange.Position, key market.Key, before decimal.Decimal) bool {
-	for i := range ps {
-		if !ps[i].Empty && market.KeyOf(&ps[i]) == key {
-			return ps[i].Quantity.Equal(before)
-		}
-	}
-	return false
+	q, ok := listedQuantity(ps, key)
+	return ok && q.Equal(before)
 }
 
 // lagRead is what reading a lagging listing again found.
@@ -111,13 +107,28 @@ func readUntilAgrees(ctx context.Context, h Host, lag time.Duration, key market.
 
 // lagText says a listing that lagged an order's fill, once: how long it
 // showed the position as before, and what it then showed.
-func lagText(sym string, id int64, status string, filled, before decimal.Decimal, r lagRead) string {
+func lagText(sym string, key market.Key, id int64, status string, filled, before decimal.Decimal, r lagRead) string {
 	if r.agreed {
-		return fmt.Sprintf("the positions listing lagged order %d (%s, filled %s): it still showed %s %s at the read-back, and agreed at the %s read after (%s later)",
-			id, status, filled, sym, before, ordinal(r.reads), r.took)
+		shows := "left it out"
+		if q, ok := listedQuantity(r.ps, key); ok {
+			shows = "showed " + q.String()
+		}
+		return fmt.Sprintf("the positions listing lagged order %d (%s, filled %s): it still showed %s %s at the read-back, and %s at the %s read after (%s later)",
+			id, status, filled, sym, before, shows, ordinal(r.reads), r.took)
 	}
 	return fmt.Sprintf("INCONSISTENT EXCHANGE: order %d on %s was answered %s, filled %s, but the positions listing still shows %s after %d more reads over %s (engine.listing_lag); the fill is the order's outcome: no order goes out on %s until a listing agrees",
 		id, sym, status, filled, before, r.reads, r.took, sym)
+}
+
+// listedQuantity is the quantity ps lists for the position key, and
+// whether it lists it open.
+func listedQuantity(ps []exchange.Position, key market.Key) (decimal.Decimal, bool) {
+	for i := range ps {
+		if !ps[i].Empty && market.KeyOf(&ps[i]) == key {
+			return ps[i].Quantity, true
+		}
+	}
+	return decimal.Zero, false
 }
 
 func ordinal(n int) string {

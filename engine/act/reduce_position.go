@@ -278,7 +278,7 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 			// The answer says it filled: a listing that disagrees lags
 			// (reduce_listing.go).
 			lr := readUntilAgrees(ctx, h, h.ListingLag(), key, c.before)
-			c.lag, c.direction = lagText(sym, got.ID, got.Status, filled, c.before, lr), posCopy.Direction
+			c.lag, c.direction = lagText(sym, key, got.ID, got.Status, filled, c.before, lr), posCopy.Direction
 			if !lr.agreed {
 				c.inconsistent = true
 				actEv.Actual = fmt.Sprintf("filled %s by the answer; the positions listing still shows %s", filled, c.before)
@@ -403,8 +403,8 @@ func (c *ReduceStep) Done(ctx context.Context, h Host, pl *Plan) error {
 // with the error its rules hear: held while still unknown, errSettled
 // once the read shows the fill (the decision is done: its rules' cooldown
 // starts, and it is no refusal), and a growth or a turn to the other side
-// stops the kind. An order whose answer said it filled while the listing
-// disagreed waits for the listing only (settleListing).
+// stops the kind. An order whose answer said it filled is never settled
+// as not filled: the symbol's orders wait for a listing that shows it.
 func (k *reducePosition) settle(ctx context.Context, h Host, sym string, o *openOrder, pos *exchange.Position, now time.Time) (string, error) {
 	name := string(rules.ReducePosition)
 	say := func(level slog.Level, text string) {

@@ -304,7 +304,7 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	if pooled || r.liquidated(prev, at) || r.liquidated(prev, prev.index) {
 		ev := r.liquidationEvent(now, prev, at, why)
 		if r.marked != nil {
-			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Text: ev.Msg})
+			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Margin: prev.margin, Cross: prev.cross, Text: ev.Msg})
 		}
 		return reasonLiquidated, []event{ev}
 	}
@@ -320,7 +320,7 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 		why += fmt.Sprintf("; the guard's %s at %s moved the cross pool after the last read, so its liquidation price since is not known", r.poolCall, r.poolMoved.UTC().Format(time.TimeOnly))
 		ev := r.liquidationEvent(now, prev, at, why)
 		if r.marked != nil {
-			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Text: ev.Msg})
+			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Margin: prev.margin, Cross: prev.cross, Text: ev.Msg})
 		}
 		return reasonLiquidated, []event{ev}
 	}

@@ -262,7 +262,7 @@ func NewDispatcher(cfg *Config, opts ...Option) (*Dispatcher, error) {
 		}
 	}
 	if c.HeartbeatURL != "" {
-		d.hb = &heartbeat{url: c.HeartbeatURL, slot: make(chan bool, 1), redact: newRedactor(c.HeartbeatURL)}
+		d.hb = &heartbeat{url: c.HeartbeatURL, slot: make(chan bool, 1), redact: newRedactor().withURL(c.HeartbeatURL)}
 	}
 	return d, nil
 }

@@ -91,7 +91,7 @@ func newEmail(cc ChannelConfig, tc *tls.Config, now func() time.Time) (*email, e
 	return &email{
 		addr: cc.SMTP, host: host, port: port, from: cc.From, to: cc.To,
 		username: cc.Username, password: cc.Password, tlsConfig: tc,
-		redact: newRedactor(cc.secrets()...), now: now,
+		redact: cc.redactor(), now: now,
 	}, nil
 }
 

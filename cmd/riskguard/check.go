@@ -7,13 +7,11 @@ import (
 	"io"
 	iofs "io/fs"
 	"log/slog"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
-	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -70,7 +68,7 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 		}
 		unknown, err := unknownSymbols(ctx, publicSymbols(client), cfg.Rules)
 		if err != nil {
-			fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %v\n", *exchangeURL, err)
+			fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %v\n", *exchangeURL, exchangeTarget("the --exchange URL", *exchangeURL).Wrap(err))
 			return exitCode(1)
 		}
 		if len(unknown) > 0 {
@@ -127,11 +125,7 @@ func (m *Main) checkModel(ctx context.Context, cfg *config, url string, probe bo
 	defer eng.Close()
 	c, err := eng.CheckModel(ctx, time.Now())
 	if err != nil {
-		next := ""
-		if ae := (*exchange.APIError)(nil); errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
-			next = ": the exchange refuses the key: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)"
-		}
-		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: read the account: %v%s\n", url, err, next)
+		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %v\n", url, exchangeTarget("the --exchange URL", url).Wrap(fmt.Errorf("read the account: %w", err)))
 		return exitCode(1)
 	}
 	printFit(m.Stdout, c)

@@ -263,7 +263,7 @@ func TestCheckKeyMayNotRead(t *testing.T) {
 	g := newGuardEnvSim(t, sim.Config{Forbidden: []string{"/v1/contracts/positions"}}, "", keyRules)
 	code, out, stderr := runOut(t, context.Background(), g.env, "check", "--config", g.config, "--exchange", g.url)
 	if code != 1 || !strings.Contains(stderr, "403: FORBIDDEN") ||
-		!strings.Contains(stderr, ": the exchange refuses the key: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)") {
+		!strings.Contains(stderr, ": the exchange refused the credentials: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)") {
 		t.Errorf("exit %d\n%s%s", code, out, stderr)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,12 +182,15 @@ func TestDemoVerdictStatusPageAndControl(t *testing.T) {
 
 	// The printed command, as a user pastes it: RISKGUARD_CONTROL_TOKEN=T
 	// riskguard pause --addr A --for 5m.
+	// (How the program is named is TestDemoPrintsACommandThatRuns's.)
 	f := strings.Fields(line)
-	if len(f) < 3 || !strings.HasPrefix(f[0], "RISKGUARD_CONTROL_TOKEN=") || f[1] != "riskguard" {
+	at := slices.Index(f, "pause")
+	if at < 2 || !strings.HasPrefix(f[0], "RISKGUARD_CONTROL_TOKEN=") {
 		t.Fatalf("control line %q", line)
 	}
+	f = append(f[:1], f[at:]...)
 	token := strings.TrimPrefix(f[0], "RISKGUARD_CONTROL_TOKEN=")
-	code, _, cerr := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": token}), append(f[2:], "--by", "test")...)
+	code, _, cerr := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": token}), append(f[1:], "--by", "test")...)
 	if code != 0 {
 		t.Errorf("%s: exit %d\n%s", line, code, cerr)
 	}
@@ -193,7 +198,7 @@ func TestDemoVerdictStatusPageAndControl(t *testing.T) {
 		t.Errorf("the pause is not in the status:\n%s", body)
 	}
 	// A wrong token is refused.
-	if code, _, _ := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": "wrong"}), append(f[2:], "--by", "test")...); code == 0 {
+	if code, _, _ := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": "wrong"}), append(f[1:], "--by", "test")...); code == 0 {
 		t.Error("pause with a wrong token succeeded")
 	}
 
@@ -242,7 +247,60 @@ func TestDemoKeepsTheShellsTokenOffTheScreen(t *testing.T) {
 	if out := stdout.String() + stderr.String(); strings.Contains(out, secret) {
 		t.Errorf("the shell's token was printed:\n%s", out)
 	}
-	if !strings.Contains(stdout.String(), "with the same RISKGUARD_CONTROL_TOKEN exported (pause, resume, silence, ack):\n  riskguard pause --addr 127.0.0.1:") {
+	if !regexp.MustCompile(`with the same RISKGUARD_CONTROL_TOKEN exported \(pause, resume, silence, ack\):\n  \S.* pause --addr 127\.0\.0\.1:`).MatchString(stdout.String()) {
 		t.Errorf("no control line naming the variable:\n%s", stdout.String())
+	}
+}
+
+// The control command the demo prints runs, pasted into another shell, at
+// the point of README's Start here where the demo is: with riskguard
+// installed on PATH it is "riskguard …", and without, the program's own
+// path (under go run, "go run ./cmd/riskguard …"), never a riskguard the
+// shell cannot find (issue 40, item 5).
+func TestDemoPrintsACommandThatRuns(t *testing.T) {
+	t.Parallel()
+	bin := testBinary(t)
+	scenario := filepath.Join(t.TempDir(), "fast.yaml")
+	if err := os.WriteFile(scenario, []byte(fastScenario), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"installed, on PATH", filepath.Dir(bin) + string(filepath.ListSeparator) + "/usr/bin:/bin", "riskguard"},
+		{"not on PATH", "/usr/bin:/bin", bin},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		demo := exec.CommandContext(ctx, bin, "demo", "--config", "../../rules.example.yaml", "--scenario", scenario,
+			"--duration", "20s", "--interval", "200ms")
+		demo.Env = []string{"PATH=" + tc.path, "HOME=" + t.TempDir()}
+		out, err := demo.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := demo.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		line := ""
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "control, from another shell") && sc.Scan() {
+				line = strings.TrimSpace(sc.Text())
+				break
+			}
+		}
+		go io.Copy(io.Discard, out)
+		if f := strings.Fields(line); len(f) < 3 || f[1] != tc.want {
+			t.Errorf("%s: control line %q, want the command %s", tc.name, line, tc.want)
+		}
+		// Pasted into a shell with the same PATH, as a user would.
+		sh := exec.CommandContext(ctx, "/bin/sh", "-c", line+" --by test")
+		sh.Env, sh.Dir = demo.Env, t.TempDir()
+		if b, err := sh.CombinedOutput(); err != nil || !strings.Contains(string(b), "paused") {
+			t.Errorf("%s: %s: %v\n%s", tc.name, line, err, b)
+		}
+		demo.Process.Signal(os.Interrupt)
+		demo.Wait()
+		cancel()
 	}
 }

@@ -82,15 +82,27 @@ func TestStartHere(t *testing.T) {
 		}
 		return s
 	}
-	var dryRunChecked bool
+	var dryRunChecked, installed bool
 	follow := func(line string) {
 		t.Helper()
 		f := strings.Fields(sub(line))
 		switch {
-		case line == "go run ./cmd/riskguard demo":
-			// TestDemo and TestDemoVerdictStatusPageAndControl.
+		case line == "riskguard demo":
+			// TestDemo, TestDemoVerdictStatusPageAndControl and
+			// TestDemoPrintsACommandThatRuns (its control command runs
+			// at this point, riskguard installed on PATH or not).
+			if !installed {
+				t.Fatal("Start here runs riskguard before installing it")
+			}
 		case line == "go install ./cmd/riskguard":
-			// testBinary built it.
+			installed = true // testBinary built it
+		case line == `export PATH="$(go env GOPATH)/bin:$PATH"`:
+			// Where go install puts it: the test's binary's directory.
+			out, err := exec.Command("go", "env", "GOPATH").Output()
+			if err != nil || strings.TrimSpace(string(out)) == "" {
+				t.Fatalf("go env GOPATH: %v", err)
+			}
+			env[0] = "PATH=" + filepath.Dir(bin) + string(filepath.ListSeparator) + os.Getenv("PATH")
 		case line == "cp rules.example.yaml riskguard.yaml":
 			b, err := os.ReadFile("../../rules.example.yaml")
 			if err != nil {
@@ -122,6 +134,8 @@ func TestStartHere(t *testing.T) {
 				t.Errorf("sim banner: %q", sc.Text())
 			}
 			go io.Copy(io.Discard, out)
+		case f[0] == "riskguard" && !installed:
+			t.Fatalf("Start here runs %q before installing riskguard", line)
 		case f[0] == "riskguard" && len(f) >= 2 && f[1] == "check":
 			out, err := riskguard(f[1:]...).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "riskguard.yaml: OK, ") {
@@ -158,6 +172,21 @@ func TestStartHere(t *testing.T) {
 	}
 	if !dryRunChecked {
 		t.Error("Start here never reaches riskguard run --dry-run")
+	}
+	// What Start here left in the directory, had it been the clone, is
+	// ignored by git: following README leaves the clone clean (issue 40,
+	// item 8).
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		if e.Name() == ".cache" || e.Name() == ".config" || e.Name() == "go" { // HOME's, not the clone's
+			continue
+		}
+		if err := exec.Command("git", "-C", "../..", "check-ignore", "-q", "--no-index", e.Name()).Run(); err != nil {
+			t.Errorf("Start here leaves %s, which .gitignore does not cover (git check-ignore: %v)", e.Name(), err)
+		}
 	}
 	// The last block is the user's own account: the same commands, against
 	// their exchange.

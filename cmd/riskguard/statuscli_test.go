@@ -2,10 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/shopspring/decimal"
 )
 
@@ -67,3 +72,48 @@ const watchOnly = `  - name: near-edge
     severity: critical
     actions: [{action: notify}]
 `
+
+// The daemon names an open position the margin model cannot judge, as
+// check --exchange does (margin.Unjudgeable), once, not at every tick;
+// and says so again when it judges every one (issue 40, left over).
+func TestRunNamesAPositionItCannotJudgeOnce(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "", overMaxRule)
+	g.url = corrupting(t, g.ex, "entryPrice", `"0"`, 103) // XSOL
+	g.writeConfig("  listen: 127.0.0.1:0\n", overMaxRule)
+	addr, logs, stop := g.serve()
+	defer stop()
+	waitHealthy(t, addr)
+	waitFor(t, "the position named", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "the margin model cannot judge XSOL (position ")
+	})
+	// Ten ticks more, counted by the metrics.
+	ticks := func() int {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`riskguard_ticks_total\{result="ok"\} (\d+)`).FindSubmatch(b)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	then := ticks()
+	waitFor(t, "ten more ticks", 20*time.Second, func() bool { return ticks() >= then+10 })
+	out := logs.String()
+	if n := strings.Count(out, "the margin model cannot judge XSOL"); n != 1 {
+		t.Errorf("said %d times, want once:\n%s", n, out)
+	}
+	if !strings.Contains(out, "entry price 0 is not positive") {
+		t.Errorf("the reason is not said:\n%s", out)
+	}
+	if n := len(g.records(func(r journal.Record) bool {
+		return r.Type == "model" && strings.Contains(r.Reason, "cannot judge XSOL")
+	})); n != 1 {
+		t.Errorf("%d audit records, want 1", n)
+	}
+}

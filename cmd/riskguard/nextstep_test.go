@@ -164,6 +164,9 @@ func TestNotifyWebhookSchemeMismatchSaysTheScheme(t *testing.T) {
 		if code != 1 || !strings.Contains(out, tc.want) {
 			t.Errorf("%s: exit %d, want 1 and %q:\n%s", tc.name, code, tc.want, out)
 		}
+		if strings.Contains(tc.name, "://") && !strings.Contains(out, "attempts=1 ") {
+			t.Errorf("%s: a scheme mismatch was tried again (it cannot change):\n%s", tc.name, out)
+		}
 		if strings.Contains(out, "SECRET") {
 			t.Errorf("%s: a secret part of the URL is shown:\n%s", tc.name, out)
 		}

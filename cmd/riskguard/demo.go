@@ -181,7 +181,9 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		if fromShell {
 			fmt.Fprintf(m.Stdout, "control, from another shell with the same RISKGUARD_CONTROL_TOKEN exported (pause, resume, silence, ack):\n  %s pause --addr %s\n", self, addr)
 		} else {
-			fmt.Fprintf(m.Stdout, "control, from another shell (pause, resume, silence, ack):\n  RISKGUARD_CONTROL_TOKEN=%s %s pause --addr %s\n", cfg.ControlToken, self, addr)
+			// Two lines, each within the demo's width whatever the
+			// program is called.
+			fmt.Fprintf(m.Stdout, "control, from another shell (pause, resume, silence, ack):\n  export RISKGUARD_CONTROL_TOKEN=%s\n  %s pause --addr %s\n", cfg.ControlToken, self, addr)
 		}
 	}
 	if err := g.engine.Run(ctx); err != nil {

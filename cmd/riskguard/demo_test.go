@@ -125,21 +125,27 @@ func TestDemoVerdictStatusPageAndControl(t *testing.T) {
 		outW.Close()
 	}()
 	var out lockedBuffer
-	control := make(chan string, 1)
+	control := make(chan [2]string, 1) // the export line and the command
 	go func() {
 		sc := bufio.NewScanner(outR)
-		next := false
+		next := 0
+		var lines [2]string
 		for sc.Scan() {
 			out.Write(append(sc.Bytes(), '\n'))
-			if next {
-				control <- strings.TrimSpace(sc.Text())
+			if next > 0 {
+				lines[2-next] = strings.TrimSpace(sc.Text())
+				if next--; next == 0 {
+					control <- lines
+				}
 			}
-			next = strings.HasPrefix(sc.Text(), "control, from another shell")
+			if strings.HasPrefix(sc.Text(), "control, from another shell") {
+				next = 2
+			}
 		}
 	}()
-	var line string
+	var lines [2]string
 	select {
-	case line = <-control:
+	case lines = <-control:
 	case err := <-done:
 		t.Fatalf("demo ended before printing its control command: %v\n%s\n%s", err, out.String(), stderr.String())
 	case <-time.After(20 * time.Second):
@@ -180,16 +186,17 @@ func TestDemoVerdictStatusPageAndControl(t *testing.T) {
 		return false
 	})
 
-	// The printed command, as a user pastes it: RISKGUARD_CONTROL_TOKEN=T
-	// riskguard pause --addr A --for 5m.
+	// The printed commands, as a user pastes them: export
+	// RISKGUARD_CONTROL_TOKEN=T, then riskguard pause --addr A.
 	// (How the program is named is TestDemoPrintsACommandThatRuns's.)
-	f := strings.Fields(line)
+	token, ok := strings.CutPrefix(lines[0], "export RISKGUARD_CONTROL_TOKEN=")
+	f := strings.Fields(lines[1])
 	at := slices.Index(f, "pause")
-	if at < 2 || !strings.HasPrefix(f[0], "RISKGUARD_CONTROL_TOKEN=") {
-		t.Fatalf("control line %q", line)
+	if !ok || token == "" || at < 1 {
+		t.Fatalf("control lines %q", lines)
 	}
-	f = append(f[:1], f[at:]...)
-	token := strings.TrimPrefix(f[0], "RISKGUARD_CONTROL_TOKEN=")
+	f = append([]string{""}, f[at:]...)
+	line := lines[1]
 	code, _, cerr := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": token}), append(f[1:], "--by", "test")...)
 	if code != 0 {
 		t.Errorf("%s: exit %d\n%s", line, code, cerr)
@@ -282,19 +289,21 @@ func TestDemoPrintsACommandThatRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc := bufio.NewScanner(out)
-		line := ""
+		var export, line string
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "control, from another shell") && sc.Scan() {
+				export = strings.TrimSpace(sc.Text())
+				sc.Scan()
 				line = strings.TrimSpace(sc.Text())
 				break
 			}
 		}
 		go io.Copy(io.Discard, out)
-		if f := strings.Fields(line); len(f) < 3 || f[1] != tc.want {
-			t.Errorf("%s: control line %q, want the command %s", tc.name, line, tc.want)
+		if f := strings.Fields(line); !strings.HasPrefix(export, "export RISKGUARD_CONTROL_TOKEN=") || len(f) < 2 || f[0] != tc.want {
+			t.Errorf("%s: control lines %q, %q, want the command %s", tc.name, export, line, tc.want)
 		}
 		// Pasted into a shell with the same PATH, as a user would.
-		sh := exec.CommandContext(ctx, "/bin/sh", "-c", line+" --by test")
+		sh := exec.CommandContext(ctx, "/bin/sh", "-c", export+"\n"+line+" --by test")
 		sh.Env, sh.Dir = demo.Env, t.TempDir()
 		if b, err := sh.CombinedOutput(); err != nil || !strings.Contains(string(b), "paused") {
 			t.Errorf("%s: %s: %v\n%s", tc.name, line, err, b)

@@ -82,7 +82,7 @@ func (t Target) For(err error) string {
 	if k == none {
 		k = kindOfText(err.Error())
 	}
-	return t.step(k)
+	return t.withScheme(err.Error()).step(k)
 }
 
 // ForText is For on an error known only by its text (a log line's err).
@@ -90,7 +90,20 @@ func (t Target) ForText(s string) string {
 	if s == "" {
 		return ""
 	}
-	return t.step(kindOfText(s))
+	return t.withScheme(s).step(kindOfText(s))
+}
+
+// withScheme is t with the URL an error quotes (net/http's `Get
+// "http://…"`) when t names none: a logger shared by every call knows the
+// address only from the error.
+func (t Target) withScheme(text string) Target {
+	if t.URL == "" {
+		if _, rest, ok := strings.Cut(text, `"http://`); ok {
+			h, _, _ := strings.Cut(rest, "/")
+			t.URL = "http://" + strings.TrimSuffix(h, `"`)
+		}
+	}
+	return t
 }
 
 // ForStatus is the step for an HTTP answer with status code, "" for a
@@ -221,16 +234,16 @@ func (t Target) step(k kind) string {
 // where is the setting, and the host and port of the URL when it has one
 // (never its path, query or user: they may hold a secret).
 func (t Target) where() string {
-	h := Host(t.URL)
+	h := host(t.URL)
 	if h == "" || h == t.Setting {
 		return t.Setting
 	}
 	return t.Setting + " (" + h + ")"
 }
 
-// Host is the host and port of address (a URL or host:port), "" when it
+// host is the host and port of address (a URL or host:port), "" when it
 // has none.
-func Host(address string) string {
+func host(address string) string {
 	if !strings.Contains(address, "://") {
 		return address
 	}

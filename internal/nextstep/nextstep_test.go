@@ -61,6 +61,9 @@ func TestStepOfEachFailure(t *testing.T) {
 		}, "the host of exchange.base_url does not resolve"},
 		{"a reset http:// connection", "http://127.0.0.1:1", func(string) error { return errors.New("read tcp 127.0.0.1:1: read: connection reset by peer") },
 			"the exchange closed the connection to an http:// address: if it serves HTTPS there, write https:// in exchange.base_url"},
+		{"a reset of an http:// address the error quotes", "", func(string) error {
+			return errors.New(`GET /v1/market/trades: Get "http://127.0.0.1:1/v1/market/trades": read tcp 127.0.0.1:5->127.0.0.1:1: read: connection reset by peer`)
+		}, "the exchange closed the connection to an http:// address: if it serves HTTPS there, write https:// in exchange.base_url"},
 		{"a reset https:// connection says nothing", "https://127.0.0.1:1", func(string) error { return errors.New("read: connection reset by peer") }, ""},
 		{"401", "http://x", func(string) error { return errors.New("GET /v1/x: status 401: UNAUTHORIZED") },
 			"the exchange refused the credentials: check RISKGUARD_API_KEY"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/journal"
@@ -42,6 +43,10 @@ type fitWatch struct {
 	// why is fit.Why() once asked (whyKnown), until the fit changes.
 	why      string
 	whyKnown bool
+	// unjudged names the open positions of the last fit the model cannot
+	// judge (margin.Unjudgeable), as last said: said again only when it
+	// changes.
+	unjudged string
 }
 
 // whyUnfit is the fit's Why, computed once per fit: the account view of a
@@ -193,7 +198,37 @@ func (m *modelWatch) checkFit(ctx context.Context, now time.Time, v *market.View
 		w.unfit = unfit
 		say.Emit(ctx, nil, fitEvent(now, f))
 	}
+	if u := unjudgedOf(v, len(vps)); u != w.unjudged {
+		w.unjudged = u
+		say.Emit(ctx, nil, unjudgedEvent(now, u))
+	}
 	return f, true
+}
+
+// unjudgedOf names the first n model positions of v that the model
+// cannot judge (margin.Unjudgeable): "XSOL (position 1_103): entry price
+// 0 is not positive", joined by "; ", "" when it can judge them all. It
+// runs with a fresh fit only: the same positions judge the same.
+func unjudgedOf(v *market.View, n int) string {
+	var parts []string
+	for i := range n {
+		row := v.ModelRow(i)
+		if why := margin.Unjudgeable(row.P); why != "" {
+			parts = append(parts, fmt.Sprintf("%s (position %s): %s", row.Sym.Name, row.P.ID, why))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// unjudgedEvent says which open positions the model cannot judge, as
+// check --exchange names them, or that it judges every one again.
+func unjudgedEvent(now time.Time, unjudged string) event {
+	if unjudged == "" {
+		text := "the margin model judges every open position again"
+		return event{Level: slog.LevelInfo, Msg: text, Audit: &journal.Record{Time: now, Type: "model", Reason: text}}
+	}
+	text := "the margin model cannot judge " + unjudged + ": the exchange lists figures it cannot take, so the guard cannot predict its actions there; look at the position on the exchange (check --exchange names it too)"
+	return event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "model", Reason: text}}
 }
 
 // holdsIn is margin.FitHolds of the last fit, under tolerance tol, and

@@ -121,10 +121,30 @@ func evidence(wg *sync.WaitGroup, r ClosedOrderReader, jr *journal.Journal, l Li
 			rec.Reason = "the closed orders could not be read as evidence of the liquidation"
 		} else {
 			rec.Response, _ = json.Marshal(page)
-			rec.Reason = fmt.Sprintf("the exchange's closed orders of %s (%d, raw), as evidence of the liquidation of %s", page.Range, len(page.Results), l.Symbol)
+			rec.Reason = evidenceText(page, l.Symbol)
 		}
 		jr.Emit(ctx, nil, journal.Event{Audit: &rec, Level: slog.LevelInfo, Msg: rec.Reason, Attrs: []any{"symbol", l.Symbol}})
 	}()
+}
+
+// evidenceText says in words what a liquidation's evidence record holds:
+// the month read, how many closed orders the exchange listed, and that
+// they are kept in the record's response as the exchange wrote them.
+func evidenceText(page *exchange.ClosedOrdersPage, symbol string) string {
+	month := page.Range
+	if t, err := time.Parse("200601", page.Range); err == nil {
+		month = t.Format("January 2006")
+	}
+	switch n := len(page.Results); {
+	case n == 0:
+		return fmt.Sprintf("the exchange listed no closed order for %s when read as evidence of the liquidation of %s", month, symbol)
+	case page.HasMore:
+		return fmt.Sprintf("the exchange's first %d closed orders of %s (more not read), kept in this record's response as the exchange wrote them, as evidence of the liquidation of %s", n, month, symbol)
+	case n == 1:
+		return fmt.Sprintf("the exchange's one closed order of %s, kept in this record's response as the exchange wrote it, as evidence of the liquidation of %s", month, symbol)
+	default:
+		return fmt.Sprintf("the exchange's %d closed orders of %s, kept in this record's response as the exchange wrote them, as evidence of the liquidation of %s", n, month, symbol)
+	}
 }
 
 // The reasons the rules of a position gone resolve with, beside "position
@@ -428,7 +448,7 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	if pooled || r.liquidated(prev, at) || r.liquidated(prev, prev.index) {
 		ev := r.liquidationEvent(now, prev, at, why)
 		if r.marked != nil {
-			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Text: ev.Msg})
+			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Margin: prev.margin, Cross: prev.cross, Text: ev.Msg})
 		}
 		return reasonLiquidated, []event{ev}
 	}
@@ -444,7 +464,7 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 		why += fmt.Sprintf("; the guard's %s at %s moved the cross pool after the last read, so its liquidation price since is not known", r.poolCall, r.poolMoved.UTC().Format(time.TimeOnly))
 		ev := r.liquidationEvent(now, prev, at, why)
 		if r.marked != nil {
-			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Text: ev.Msg})
+			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Margin: prev.margin, Cross: prev.cross, Text: ev.Msg})
 		}
 		return reasonLiquidated, []event{ev}
 	}

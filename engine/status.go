@@ -145,8 +145,28 @@ type LiquidationStatus struct {
 	Quantity         decimal.Decimal `json:"quantity"`
 	LiquidationPrice decimal.Decimal `json:"liquidationPrice"`
 	Index            decimal.Decimal `json:"index"`
+	// Margin is the position's margin at the last read before it was
+	// gone; Cross says it was a cross position.
+	Margin decimal.Decimal `json:"margin"`
+	Cross  bool            `json:"cross"`
+	// Loss says what the liquidation cost, as far as the last read tells
+	// (lossText): the page's banner and riskguard status name it.
+	Loss string `json:"loss"`
 	// Text is what the critical notification said.
 	Text string `json:"text"`
+}
+
+// lossText is what a liquidation cost as far as the last read tells: an
+// isolated position loses its margin; a cross one its margin and what the
+// shared pool covered, which no read shows.
+func (l LiquidationStatus) lossText() string {
+	switch {
+	case !l.Margin.IsPositive():
+		return "its margin (not read)"
+	case l.Cross:
+		return "its margin " + l.Margin.Round(2).StringFixed(2) + " and what the cross pool covered"
+	}
+	return "its margin " + l.Margin.Round(2).StringFixed(2) + " (isolated)"
 }
 
 // CallInFlight is a mutating call still running.
@@ -179,9 +199,12 @@ type PositionStatus struct {
 	Size     decimal.Decimal `json:"size"`
 	Leverage int             `json:"leverage"`
 	// MaxLeverage is the risk limit's; 0 when unknown.
-	MaxLeverage      int             `json:"maxLeverage"`
-	MarginMode       string          `json:"marginMode"` // cross or isolated
-	Margin           decimal.Decimal `json:"margin"`
+	MaxLeverage int             `json:"maxLeverage"`
+	MarginMode  string          `json:"marginMode"` // cross or isolated
+	Margin      decimal.Decimal `json:"margin"`
+	// QuoteScale is the symbol's quoteScale: the decimals its money is
+	// shown with (the margin as read may carry more); 0 when unknown.
+	QuoteScale       int             `json:"quoteScale"`
 	Index            decimal.Decimal `json:"index"`
 	LiquidationPrice decimal.Decimal `json:"liquidationPrice"`
 	// Distance is how far the index is from the liquidation price, a
@@ -368,6 +391,9 @@ const maxLiquidationsKept = 100
 
 // liquidation keeps l marked until it is acknowledged.
 func (b *board) liquidation(l LiquidationStatus) {
+	if l.Loss == "" {
+		l.Loss = l.lossText()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.liquidated = append(b.liquidated, l)
@@ -676,7 +702,7 @@ func (sr *statusRow) status() PositionStatus {
 		ps.MarginMode = "cross"
 	}
 	if sym := sr.sym; sym != nil {
-		ps.Symbol = sym.Name
+		ps.Symbol, ps.QuoteScale = sym.Name, sym.QuoteScale
 		if ps.MaxLeverage == 0 {
 			ps.MaxLeverage = sym.RiskLimit.MaxLeverage
 		}

@@ -84,5 +84,5 @@ func (d *Dispatcher) newSender(cc ChannelConfig) (Sender, error) {
 // poster is the HTTP client of channel cc: the dispatcher's client and
 // clock, with cc's secrets kept out of errors.
 func (o *options) poster(cc ChannelConfig) httpPoster {
-	return httpPoster{hc: o.hc, redact: newRedactor(cc.secrets()...), now: o.now}
+	return httpPoster{hc: o.hc, redact: cc.redactor(), target: cc.target(), now: o.now}
 }

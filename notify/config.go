@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/internal/nextstep"
 	"github.com/riskguard/riskguard/internal/yamlnode"
 )
 
@@ -83,21 +84,31 @@ func (c *ChannelConfig) secrets() []string {
 	for _, v := range c.Headers {
 		s = append(s, v)
 	}
-	if t, ok := channelTypeOf(c.Type); ok && t.secretURL {
-		s = append(s, c.URL)
-		if u, err := url.Parse(c.URL); err == nil {
-			if len(u.Path) > 1 {
-				s = append(s, u.Path, u.EscapedPath())
-			}
-			if u.RawQuery != "" {
-				s = append(s, u.RawQuery)
-			}
-			if u.User != nil {
-				s = append(s, u.User.String())
-			}
-		}
-	}
 	return s
+}
+
+// redactor keeps c's secrets out of errors; a URL that holds one is shown
+// by its scheme, host and port.
+func (c *ChannelConfig) redactor() redactor {
+	r := newRedactor(c.secrets()...)
+	if t, ok := channelTypeOf(c.Type); ok && t.secretURL {
+		r = r.withURL(c.URL)
+	}
+	return r
+}
+
+// target is c for nextstep: the channel, where its address is written.
+func (c *ChannelConfig) target() nextstep.Target {
+	setting := "notify.channels." + c.Name + ".url"
+	if c.Type == TypeEmail {
+		setting = "notify.channels." + c.Name + ".smtp"
+	}
+	return nextstep.Target{
+		Name:    "channel " + c.Name,
+		Setting: setting,
+		URL:     c.URL,
+		Timeout: "raise notify.timeout",
+	}
 }
 
 // channelName is what a channel may be called: it appears in metrics labels

@@ -138,7 +138,7 @@ func NewTelegramControl(cc ChannelConfig, ctrl Controller, opts ...TelegramContr
 	for _, o := range opts {
 		o(t)
 	}
-	t.bot = newTelegram(cc, httpPoster{hc: &http.Client{Timeout: t.poll + 15*time.Second}, redact: newRedactor(cc.secrets()...), now: t.now,
+	t.bot = newTelegram(cc, httpPoster{hc: &http.Client{Timeout: t.poll + 15*time.Second}, redact: cc.redactor(), target: cc.target(), now: t.now,
 		limit: maxUpdatesAnswer})
 	return t, nil
 }

@@ -262,7 +262,7 @@ func NewDispatcher(cfg *Config, opts ...Option) (*Dispatcher, error) {
 		}
 	}
 	if c.HeartbeatURL != "" {
-		d.hb = &heartbeat{url: c.HeartbeatURL, slot: make(chan bool, 1), redact: newRedactor(c.HeartbeatURL)}
+		d.hb = &heartbeat{url: c.HeartbeatURL, slot: make(chan bool, 1), redact: newRedactor().withURL(c.HeartbeatURL)}
 	}
 	return d, nil
 }
@@ -372,7 +372,7 @@ func (d *Dispatcher) offer(ch *channel, m Message, now time.Time) bool {
 		ch.stats.Merged++
 		return waits
 	}
-	d.release(ch, key, g.msg, g.count, now)
+	d.release(ch, key, g, now)
 	return false
 }
 
@@ -394,16 +394,18 @@ func (d *Dispatcher) flushChannel(ch *channel, now time.Time, all bool) time.Tim
 	defer ch.mu.Unlock()
 	due, next := ch.groups.due(now, all)
 	for _, g := range due {
-		d.release(ch, g.key, g.msg, g.count, now)
+		d.release(ch, g.key, g, now)
 	}
 	return next
 }
 
-// release renders m and queues it, unless it repeats what was last sent
-// under its key within repeat_interval. ch.mu is held.
-func (d *Dispatcher) release(ch *channel, key string, m Message, count int, now time.Time) {
-	m.Count = count
-	if suppressible(m.Kind) && d.cfg.RepeatInterval > 0 {
+// release renders g's message and queues it, unless it repeats what was
+// last sent under its key within repeat_interval: a re-fire (the rule
+// resolved in between, untold) is news, never held. ch.mu is held.
+func (d *Dispatcher) release(ch *channel, key string, g *group, now time.Time) {
+	m := g.msg
+	m.Count = g.count
+	if suppressible(m.Kind) && d.cfg.RepeatInterval > 0 && !g.refire {
 		c := content(m)
 		if l, ok := ch.last[key]; ok && l.content == c && now.Sub(l.at) < d.cfg.RepeatInterval {
 			ch.stats.Suppressed++
@@ -470,15 +472,17 @@ func (ch *channel) pop() (Message, bool) {
 }
 
 // groupKey is what makes two messages "the same" for grouping and
-// repeat_interval: one alert (rule and symbol) whatever its state, one
-// action on one symbol, or the words of a message about neither.
+// repeat_interval: one alert (rule and symbol) whatever its state — its
+// transitions and its notify action's messages alike, so that a rule's
+// resolution is seen between two of its firings —, one action on one
+// symbol, or the words of a message about neither.
 func groupKey(m Message) string {
-	class := string(m.Kind)
+	class, action := string(m.Kind), m.Action
 	switch m.Kind {
-	case KindFiring, KindResolved, KindNoData:
-		class = "state"
+	case KindFiring, KindResolved, KindNoData, KindRule:
+		class, action = "state", "" // a notify action's message names its action
 	}
-	key := class + "\x00" + m.Rule + "\x00" + m.Symbol + "\x00" + m.Action
+	key := class + "\x00" + m.Rule + "\x00" + m.Symbol + "\x00" + action
 	if m.Account != "" {
 		key = m.Account + "\x00" + key // one account's alert never groups with another's
 	}

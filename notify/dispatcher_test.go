@@ -260,10 +260,12 @@ func TestFirstMessageAtOnceFollowUpsMerged(t *testing.T) {
 // A rule flapping firing/resolved twice a second does not flood: its first
 // message goes at once, the rest of the window as one follow-up. The bound:
 // a group's messages are group_wait apart, but for a critical one of a kind
-// not sent critically within group_wait; so a flapping warning rule sends
-// at most one message per group_wait, a flapping critical one two (its
-// critical firing, and the follow-up). repeat_interval then holds back a
-// follow-up that says what was already said.
+// not sent critically within group_wait, and one critical re-fire per
+// group_wait (issue 40: a rule that resolved and fired critically again is
+// news, not merged); so a flapping warning rule sends at most one message
+// per group_wait, a flapping critical one three (its critical firing, one
+// re-fire, and the follow-up). repeat_interval then holds back a follow-up
+// that says what was already said.
 func TestFlappingRuleDoesNotFlood(t *testing.T) {
 	t.Parallel()
 	const wait = 30 * time.Second
@@ -291,6 +293,16 @@ func TestFlappingRuleDoesNotFlood(t *testing.T) {
 	for _, tt := range []struct {
 		sev  string
 		icon string
+		// during is what the first 20 s of flapping send at once: the
+		// first firing; for a critical rule also its first re-fire (it
+		// resolved, untold, and fired again: news, standing for the
+		// resolved), which starts the wait anew (firstDue).
+		during   []string
+		firstDue time.Duration
+		// afterFirst is the follow-up of the first window.
+		afterFirst string
+		// second is what the same flapping a minute later sends.
+		second []string
 		// third is what the third flapping, ending firing, sends: the
 		// follow-up for a warning rule; the critical firing at once for a
 		// critical one, whose follow-up then repeats it and is held.
@@ -298,13 +310,20 @@ func TestFlappingRuleDoesNotFlood(t *testing.T) {
 		merged     uint64
 		suppressed uint64
 		// want10m is what ten minutes of flapping and the last wait send;
-		// bound is one message per group_wait, two for a critical rule.
+		// bound is one message per group_wait, three for a critical rule
+		// (its critical firing, one re-fire, the follow-up).
 		want10m, bound int
 	}{
-		{sev: "warning", icon: "🟠", third: []string{"🟠 near-liq firing on XBTC: distance 3.90% (×39)"}, merged: 3 * 39, suppressed: 1,
+		{sev: "warning", icon: "🟠", during: []string{"🟠 near-liq firing on XBTC: distance 3.00%"}, firstDue: wait,
+			afterFirst: "✅ near-liq resolved on XBTC (×39)",
+			second:     []string{"🟠 near-liq firing on XBTC: distance 3.00%", "✅ near-liq resolved on XBTC (×39)"},
+			third:      []string{"🟠 near-liq firing on XBTC: distance 3.90% (×39)"}, merged: 3 * 39, suppressed: 1,
 			want10m: 21, bound: 600/30 + 1},
-		{sev: "critical", icon: "🔴", third: []string{"🔴 near-liq firing on XBTC: distance 3.00%"}, merged: 3*39 - 1, suppressed: 2,
-			want10m: 40, bound: 2 * (600/30 + 1)},
+		{sev: "critical", icon: "🔴", during: []string{"🔴 near-liq firing on XBTC: distance 3.00%", "🔴 near-liq firing on XBTC: distance 3.10% (×2)"}, firstDue: wait + time.Second,
+			afterFirst: "✅ near-liq resolved on XBTC (×37)",
+			second:     []string{"🔴 near-liq firing on XBTC: distance 3.00%", "🔴 near-liq firing on XBTC: distance 3.10% (×2)", "✅ near-liq resolved on XBTC (×37)"},
+			third:      []string{"🔴 near-liq firing on XBTC: distance 3.00%", "🔴 near-liq firing on XBTC: distance 3.10% (×2)"}, merged: 3*38 - 1, suppressed: 2,
+			want10m: 60, bound: 3 * (600/30 + 1)},
 	} {
 		t.Run(tt.sev, func(t *testing.T) {
 			t.Parallel()
@@ -312,20 +331,20 @@ func TestFlappingRuleDoesNotFlood(t *testing.T) {
 			cfg := logConfig(wait, "c")
 			d := newTestDispatcher(t, cfg, WithClock(clock.Now))
 
-			// 20 s of flapping: the first firing at once, then nothing
-			// until the wait ends, then one follow-up for the other 39.
+			// 20 s of flapping: the first firing at once (and a critical
+			// rule's first re-fire), then nothing until the wait ends,
+			// then one follow-up for the rest.
 			flap(t, d, clock, tt.sev, testNow, 20, KindResolved)
-			q := queued(d, "c")
-			if want := tt.icon + " near-liq firing on XBTC: distance 3.00%"; len(q) != 1 || q[0].Text != want {
-				t.Fatalf("during the flapping: %q, want only %q", texts(q), want)
+			if q := queued(d, "c"); !slices.Equal(texts(q), tt.during) {
+				t.Fatalf("during the flapping: %q, want %q", texts(q), tt.during)
 			}
-			if got := d.Flush(testNow.Add(29 * time.Second)); !got.Equal(testNow.Add(wait)) {
+			if got := d.Flush(testNow.Add(29 * time.Second)); !got.Equal(testNow.Add(tt.firstDue)) {
 				t.Errorf("next flush at %s", got)
 			}
-			d.Flush(testNow.Add(wait))
-			q = queued(d, "c")
-			if len(q) != 1 || q[0].Kind != KindResolved || q[0].Count != 39 || q[0].Text != "✅ near-liq resolved on XBTC (×39)" {
-				t.Fatalf("after the first window: %q", texts(q))
+			d.Flush(testNow.Add(tt.firstDue))
+			q := queued(d, "c")
+			if len(q) != 1 || q[0].Kind != KindResolved || q[0].Text != tt.afterFirst {
+				t.Fatalf("after the first window: %q, want %q", texts(q), tt.afterFirst)
 			}
 
 			// The same flapping a minute later: the group was quiet, so its
@@ -333,8 +352,8 @@ func TestFlappingRuleDoesNotFlood(t *testing.T) {
 			// resolved again.
 			flap(t, d, clock, tt.sev, testNow.Add(time.Minute), 20, KindResolved)
 			d.Flush(testNow.Add(2 * time.Minute))
-			if q, want := queued(d, "c"), []string{tt.icon + " near-liq firing on XBTC: distance 3.00%", "✅ near-liq resolved on XBTC (×39)"}; !slices.Equal(texts(q), want) {
-				t.Fatalf("second flapping: %q, want %q", texts(q), want)
+			if q := queued(d, "c"); !slices.Equal(texts(q), tt.second) {
+				t.Fatalf("second flapping: %q, want %q", texts(q), tt.second)
 			}
 			// Starting with a resolved it already told, ending firing:
 			// repeat_interval holds what repeats the last word.

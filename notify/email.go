@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/riskguard/riskguard/internal/nextstep"
 )
 
 // TypeEmail is e-mail over SMTP.
@@ -80,7 +82,9 @@ type email struct {
 	password         string
 	tlsConfig        *tls.Config // nil: system roots
 	redact           redactor
-	now              func() time.Time
+	// target says what to do when the server cannot be reached.
+	target nextstep.Target
+	now    func() time.Time
 }
 
 func newEmail(cc ChannelConfig, tc *tls.Config, now func() time.Time) (*email, error) {
@@ -91,7 +95,7 @@ func newEmail(cc ChannelConfig, tc *tls.Config, now func() time.Time) (*email, e
 	return &email{
 		addr: cc.SMTP, host: host, port: port, from: cc.From, to: cc.To,
 		username: cc.Username, password: cc.Password, tlsConfig: tc,
-		redact: newRedactor(cc.secrets()...), now: now,
+		redact: cc.redactor(), target: cc.target(), now: now,
 	}, nil
 }
 
@@ -126,6 +130,9 @@ func (e *email) Send(ctx context.Context, m Message) error {
 			return de
 		}
 		d := &DeliveryError{Msg: e.redact.apply(err.Error())}
+		if step := e.target.For(err); step != "" {
+			d.Msg = step + ": " + d.Msg
+		}
 		var te *textproto.Error
 		if errors.As(err, &te) {
 			d.Status = te.Code

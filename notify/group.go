@@ -14,14 +14,19 @@ import (
 // keeps being merged. A critical message goes at once even when its key is
 // busy, unless a critical message of its kind went out under the key within
 // group_wait: then it is merged too, or a flapping critical rule would
-// flood. A key is quiet again group_wait after its last release with
+// flood — but for a re-fire: a critical message of a kind after a message
+// of another kind came under the key (the rule resolved, then fired
+// critically again) goes at once, standing for what waited, once per
+// group_wait. A key is quiet again group_wait after its last release with
 // nothing waiting.
 //
 // The bound this gives: a key's releases are at least group_wait apart,
 // but for a critical message of a kind that has not gone out critically
-// under the key within group_wait. So a key sends at most one message per
-// group_wait, plus one per kind it sends critically: a rule flapping
-// between critical firing and resolved, two.
+// under the key within group_wait, and one re-fire of a kind per
+// group_wait. So a key sends at most one message per group_wait, plus two
+// per kind it sends critically: a rule flapping between critical firing
+// and resolved, three (in practice two: the re-fire takes the place of
+// the follow-up it stands for).
 //
 // It is owned by its channel and used under the channel's lock.
 type grouper struct {
@@ -34,6 +39,14 @@ type keyState struct {
 	quietAt  time.Time          // group_wait after the key's last release
 	pending  *group             // what came since, merged; goes out at pending.due
 	critical map[Kind]time.Time // when a critical message of each kind last went out
+	// between marks the critical kinds after whose last release a
+	// message of another kind came (a rule resolved after it fired
+	// critically): the next one of the kind is a re-fire, new word.
+	between map[Kind]bool
+	// refired is when a critical kind last went out at once as a re-fire
+	// within group_wait of its previous release: once per group_wait,
+	// so that a flapping rule stays bounded.
+	refired map[Kind]time.Time
 }
 
 // group is a message with the count of those it stands for, and when it
@@ -43,6 +56,10 @@ type group struct {
 	msg   Message
 	count int
 	due   time.Time
+	// refire: a critical message of a kind that went out critically
+	// within group_wait, after the rule said something else (resolved):
+	// news, which repeat_interval does not hold back.
+	refire bool
 }
 
 func newGrouper(wait time.Duration) *grouper {
@@ -64,8 +81,17 @@ func (gr *grouper) offer(key string, m Message, now time.Time) (release *group, 
 		s = &keyState{}
 		gr.keys[key] = s
 	}
+	for k := range s.critical {
+		if k != m.Kind {
+			if s.between == nil {
+				s.between = map[Kind]bool{}
+			}
+			s.between[k] = true
+		}
+	}
 	busy := now.Before(s.quietAt) || s.pending != nil
-	if busy && !(critical(m) && !s.sentCritical(m.Kind, now, gr.wait)) {
+	refire := critical(m) && s.sentCritical(m.Kind, now, gr.wait) && s.between[m.Kind] && !s.refiredWithin(m.Kind, now, gr.wait)
+	if busy && !(critical(m) && (!s.sentCritical(m.Kind, now, gr.wait) || refire)) {
 		if s.pending == nil {
 			s.pending = &group{key: key, msg: m, count: 1, due: s.quietAt}
 			return nil, true
@@ -80,6 +106,13 @@ func (gr *grouper) offer(key string, m Message, now time.Time) (release *group, 
 		// and stands for what waited.
 		g.count += s.pending.count
 		s.pending = nil
+	}
+	if refire {
+		g.refire = true
+		if s.refired == nil {
+			s.refired = map[Kind]time.Time{}
+		}
+		s.refired[m.Kind] = now
 	}
 	s.released(m, now, gr.wait)
 	return g, false
@@ -139,7 +172,15 @@ func (s *keyState) released(m Message, now time.Time, wait time.Duration) {
 			s.critical = map[Kind]time.Time{}
 		}
 		s.critical[m.Kind] = now
+		delete(s.between, m.Kind)
 	}
+}
+
+// refiredWithin says whether a critical message of kind went out at once
+// as a re-fire under the key within wait before now.
+func (s *keyState) refiredWithin(k Kind, now time.Time, wait time.Duration) bool {
+	at, ok := s.refired[k]
+	return ok && now.Sub(at) < wait
 }
 
 // sentCritical says whether a critical message of kind went out under the

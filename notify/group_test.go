@@ -40,11 +40,21 @@ func TestGrouperSteps(t *testing.T) {
 			{s: 0, m: msg(KindFiring, "warning"), want: "firing warning ×1"},
 			{s: 1, m: msg(KindResolved, "info")},
 			{s: 2, m: msg(KindFiring, "critical"), want: "firing critical ×2"},
-			{s: 3, m: msg(KindResolved, "info")},
-			{s: 4, m: msg(KindFiring, "critical")}, // its kind went critically 2 s ago
+			{s: 3, m: msg(KindFiring, "critical")}, // its kind went critically 1 s ago, nothing between
 			{s: 31, flush: true},                   // the critical one started a new wait
-			{s: 32, flush: true, want: "firing critical ×2"},
+			{s: 32, flush: true, want: "firing critical ×1"},
 			{s: 33, m: msg(KindNoData, "critical"), want: "nodata critical ×1"}, // another kind: at once
+		}},
+		{"a critical re-fire at once, once per wait (issue 40)", []step{
+			{s: 0, m: msg(KindFiring, "critical"), want: "firing critical ×1"},
+			{s: 3, m: msg(KindResolved, "info")},
+			{s: 10, m: msg(KindFiring, "critical"), want: "firing critical ×2"}, // resolved, then fired again: news, standing for the resolved
+			{s: 11, m: msg(KindResolved, "info")},
+			{s: 12, m: msg(KindFiring, "critical")}, // a second re-fire within the wait: flapping, merged
+			{s: 39, flush: true},
+			{s: 40, flush: true, want: "firing critical ×2"},
+			{s: 41, m: msg(KindResolved, "info")},
+			{s: 45, m: msg(KindFiring, "critical"), want: "firing critical ×2"}, // 35 s after the last re-fire: at once again
 		}},
 		{"a critical kind at once again once its own wait is over", []step{
 			{s: 0, m: msg(KindFiring, "critical"), want: "firing critical ×1"},

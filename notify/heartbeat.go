@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+
+	"github.com/riskguard/riskguard/internal/nextstep"
 )
 
 // heartbeat pings a dead man's switch (healthchecks.io's convention: GET the
@@ -94,7 +96,7 @@ func (d *Dispatcher) ping(ctx context.Context, ok bool) error {
 	req.Header.Set("User-Agent", "riskguard")
 	resp, err := d.opts.hc.Do(req)
 	if err != nil {
-		return d.hb.redact.transportError(err)
+		return d.hb.redact.transportError(err, nextstep.Target{Name: "the heartbeat", Setting: "notify.heartbeat_url", URL: d.hb.url, Timeout: "raise notify.timeout"})
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponse))

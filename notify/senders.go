@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/riskguard/riskguard/internal/nextstep"
 )
 
 // Sender delivers one rendered message to one channel. Each channel type has
@@ -59,34 +61,76 @@ func (e *DeliveryError) Error() string {
 
 func (e *DeliveryError) Unwrap() error { return e.Err }
 
-// redactor replaces secrets in text.
-type redactor []string
+// redactor replaces secrets in text: a URL that holds one by its scheme,
+// host and port (https://hooks.example.org/REDACTED), so that an error
+// still says where it went, and every other secret by REDACTED.
+type redactor struct {
+	// pairs are the replacements in order: the URL's forms first, then the
+	// secrets, longest first, so that a secret containing another is
+	// replaced whole.
+	pairs []replacement
+}
+
+type replacement struct{ old, new string }
 
 func newRedactor(secrets ...string) redactor {
-	var r redactor
+	var r []string
 	for _, s := range secrets {
 		if s == "" {
 			continue
 		}
 		r = append(r, s, url.PathEscape(s), url.QueryEscape(s))
 	}
-	// Longest first, so that a secret containing another is replaced whole.
 	slices.SortFunc(r, func(a, b string) int { return len(b) - len(a) })
-	return slices.Compact(r)
+	var out redactor
+	for _, s := range slices.Compact(r) {
+		out.pairs = append(out.pairs, replacement{s, "REDACTED"})
+	}
+	return out
+}
+
+// withURL returns r that also shows the secret URL u, in the forms
+// net/http quotes it, as nextstep.ShownURL.
+func (r redactor) withURL(u string) redactor {
+	if u == "" {
+		return r
+	}
+	shown := nextstep.ShownURL(u)
+	forms := []string{u}
+	var parts []string // in case the URL is quoted in yet another form
+	if pu, err := url.Parse(u); err == nil {
+		forms = append(forms, pu.String(), pu.Redacted())
+		if len(pu.Path) > 1 {
+			parts = append(parts, pu.Path, pu.EscapedPath())
+		}
+		if pu.RawQuery != "" {
+			parts = append(parts, pu.RawQuery)
+		}
+		if pu.User != nil {
+			parts = append(parts, pu.User.String())
+		}
+	}
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	var out redactor
+	for _, f := range slices.Compact(forms) {
+		out.pairs = append(out.pairs, replacement{f, shown})
+	}
+	out.pairs = append(out.pairs, newRedactor(parts...).pairs...)
+	out.pairs = append(out.pairs, r.pairs...)
+	return out
 }
 
 func (r redactor) apply(s string) string {
-	for _, sec := range r {
-		if sec != "" {
-			s = strings.ReplaceAll(s, sec, "REDACTED")
-		}
+	for _, p := range r.pairs {
+		s = strings.ReplaceAll(s, p.old, p.new)
 	}
 	return s
 }
 
 // transportError turns a failed round trip into a DeliveryError without the
-// URL's secrets (net/http errors quote the whole URL).
-func (r redactor) transportError(err error) error {
+// URL's secrets (net/http errors quote the whole URL), its next step first
+// (nextstep: the wrong scheme, nothing listening, …).
+func (r redactor) transportError(err error, next nextstep.Target) error {
 	de := &DeliveryError{Msg: r.apply(err.Error())}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -98,6 +142,12 @@ func (r redactor) transportError(err error) error {
 	if de.Err == nil && errors.As(err, &ue) && ue.Timeout() {
 		de.Err, de.Msg = context.DeadlineExceeded, "timed out"
 	}
+	if de.Err == nil {
+		if step := next.For(err); step != "" {
+			de.Msg = step + ": " + de.Msg
+		}
+		de.Permanent = nextstep.Lasting(err)
+	}
 	return de
 }
 
@@ -106,6 +156,8 @@ func (r redactor) transportError(err error) error {
 type httpPoster struct {
 	hc     *http.Client
 	redact redactor
+	// target says what to do when the service cannot be reached.
+	target nextstep.Target
 	now    func() time.Time
 	// limit, when set, bounds an answer: a longer one is an error rather
 	// than cut at maxResponse (the Telegram control's getUpdates, whose
@@ -135,7 +187,7 @@ func (p *httpPoster) postJSON(ctx context.Context, u string, v any, headers map[
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
-		return nil, p.redact.transportError(err)
+		return nil, p.redact.transportError(err, p.target)
 	}
 	defer resp.Body.Close()
 	limit := int64(maxResponse)
@@ -144,7 +196,7 @@ func (p *httpPoster) postJSON(ctx context.Context, u string, v any, headers map[
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
-		return nil, p.redact.transportError(err)
+		return nil, p.redact.transportError(err, p.target)
 	}
 	if p.limit > 0 && int64(len(data)) > p.limit {
 		return nil, &DeliveryError{Status: resp.StatusCode, Msg: fmt.Sprintf("answer longer than %d bytes; not read", p.limit), Err: ErrAnswerTooLarge}
@@ -158,11 +210,18 @@ func (p *httpPoster) statusError(a *httpAnswer, hint time.Duration) error {
 	if hint == 0 {
 		hint = retryAfterHeader(a.header.Get("Retry-After"), p.now())
 	}
+	msg := p.redact.apply(snippet(a.body, http.StatusText(a.status)))
+	if a.status == http.StatusBadRequest {
+		// A TLS server's plain-text answer to an http:// request.
+		if step := p.target.ForText(msg); step != "" {
+			msg = step + ": " + msg
+		}
+	}
 	return &DeliveryError{
 		Status:     a.status,
 		RetryAfter: hint,
 		Permanent:  a.status != http.StatusTooManyRequests && a.status != http.StatusRequestTimeout && a.status < 500,
-		Msg:        p.redact.apply(snippet(a.body, http.StatusText(a.status))),
+		Msg:        msg,
 	}
 }
 

@@ -82,7 +82,7 @@ func TestStatusPageLayoutInChromium(t *testing.T) {
 		{rowOf("XETH"), `since 2025-03-14 09:26:13 UTC (40s)`},
 		{rowOf("XETH"), `background:#c0392b`},
 		{rowOf("XSOL"), `background:#7f8c8d`},
-		{dom, `>2025-03-14 09:26:13 UTC</td>`},
+		{dom, `<span class="nw">2025-03-14 09:26:13 UTC</span>`},
 		{dom, `id="updated">updated 09:26:53 UTC</small>`},
 		// The stress grid's loss at each move, folded, its text escaped.
 		{dom, `<details id="stressmoves"><summary>loss at each move (σ XBTC 2.00%, XETH 2.00%, XSOL 2.00%)</summary>`},

@@ -7,13 +7,11 @@ import (
 	"io"
 	iofs "io/fs"
 	"log/slog"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/riskguard/riskguard/engine"
-	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -70,7 +68,7 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 		}
 		unknown, err := unknownSymbols(ctx, publicSymbols(client), cfg.Rules)
 		if err != nil {
-			fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %v\n", *exchangeURL, err)
+			fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %v\n", *exchangeURL, exchangeTarget("the --exchange URL", *exchangeURL).Wrap(err))
 			return exitCode(1)
 		}
 		if len(unknown) > 0 {
@@ -79,19 +77,43 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 		}
 	}
 	if len(cfg.Accounts) > 0 {
-		if *probeKey {
-			fmt.Fprintln(m.Stderr, "riskguard check: --probe-key probes one account's key, and this file lists several (accounts:): "+
-				"write a file with one account's exchange and rules and run check --exchange URL --probe-key on it")
-			return exitCode(2)
-		}
 		printAccounts(m.Stdout, cfg)
-		return nil
+		if *exchangeURL == "" {
+			return nil
+		}
+		return m.checkAccounts(ctx, cfg, *exchangeURL, *probeKey)
 	}
 	printSummary(m.Stdout, cfg)
 	if *exchangeURL != "" {
 		return m.checkModel(ctx, cfg, *exchangeURL, *probeKey)
 	}
 	return nil
+}
+
+// checkAccounts is checkModel for each account of cfg whose exchange is
+// url, each with its own key pair; an account on another exchange is
+// named and left for a check against its own (a key is never probed
+// against an exchange it does not belong to).
+func (m *Main) checkAccounts(ctx context.Context, cfg *config, url string, probe bool) error {
+	same := func(a, b string) bool { return strings.TrimRight(a, "/") == strings.TrimRight(b, "/") }
+	var read int
+	var failed error
+	for _, a := range cfg.Accounts {
+		if !same(a.Exchange.BaseURL, url) {
+			fmt.Fprintf(m.Stdout, "\n== account %s: not read: its exchange is %s (check --exchange %s reads it) ==\n", a.Name, a.Exchange.BaseURL, a.Exchange.BaseURL)
+			continue
+		}
+		read++
+		fmt.Fprintf(m.Stdout, "\n== account %s, at %s ==\n", a.Name, url)
+		if err := m.checkModel(ctx, a, url, probe); err != nil {
+			failed = err
+		}
+	}
+	if read == 0 {
+		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: no account of %s is on that exchange: pass one of their exchange.base_url\n", url, cfg.Path)
+		return exitCode(1)
+	}
+	return failed
 }
 
 // checkModel reads the live account at url with the configuration's
@@ -108,6 +130,10 @@ func (m *Main) checkModel(ctx context.Context, cfg *config, url string, probe bo
 			return exitCode(1)
 		}
 		return nil
+	}
+	where := "--exchange " + url
+	if cfg.Name != "" {
+		where = "account " + cfg.Name + ": " + where
 	}
 	live := *cfg
 	live.Exchange.BaseURL = url
@@ -127,11 +153,7 @@ func (m *Main) checkModel(ctx context.Context, cfg *config, url string, probe bo
 	defer eng.Close()
 	c, err := eng.CheckModel(ctx, time.Now())
 	if err != nil {
-		next := ""
-		if ae := (*exchange.APIError)(nil); errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden) {
-			next = ": the exchange refuses the key: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)"
-		}
-		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: read the account: %v%s\n", url, err, next)
+		fmt.Fprintf(m.Stderr, "riskguard check: %s: %v\n", where, exchangeTarget("the --exchange URL", url).Wrap(fmt.Errorf("read the account: %w", err)))
 		return exitCode(1)
 	}
 	printFit(m.Stdout, c)
@@ -140,13 +162,13 @@ func (m *Main) checkModel(ctx context.Context, cfg *config, url string, probe bo
 	}
 	problems := printKeys(m.Stdout, keyCheck{cfg: &live, probe: client, probing: probe}.rows(ctx))
 	if n := len(c.Unjudged); n > 0 {
-		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %d of %d open %s could not be judged (under \"not checked\" above): "+
-			"look at %s on the exchange; figures that read well there mean its listing differs from the spec (2.6), "+
-			"and the guard cannot predict its actions on %s\n", url, n, c.Open, plural(c.Open, "position", "positions"),
+		fmt.Fprintf(m.Stderr, "riskguard check: %s: %d of %d open %s could not be judged (under \"not checked\" above): "+
+			"look at %s on the exchange; figures that read well there mean its listing differs from the interface (docs/exchange.md, 2.6), "+
+			"and the guard cannot predict its actions on %s\n", where, n, c.Open, plural(c.Open, "position", "positions"),
 			plural(n, "it", "each"), plural(n, "it", "them"))
 	}
 	for _, p := range problems {
-		fmt.Fprintf(m.Stderr, "riskguard check: --exchange %s: %s\n", url, p)
+		fmt.Fprintf(m.Stderr, "riskguard check: %s: %s\n", where, p)
 	}
 	if len(c.Unjudged) > 0 || len(problems) > 0 {
 		return exitCode(1)

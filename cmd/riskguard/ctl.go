@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/internal/nextstep"
 	"github.com/riskguard/riskguard/web"
 )
 
@@ -29,6 +30,9 @@ type ctlClient struct {
 	// only one.
 	account string
 	http    *http.Client
+	// target says what to do when the daemon cannot be reached or
+	// refuses the token.
+	target nextstep.Target
 }
 
 // ctlFlags are the flags every control command has.
@@ -99,6 +103,13 @@ func (m *Main) clientNoAccountCheck(f ctlFlags) (*ctlClient, error) {
 
 func (m *Main) newCtlClient(f ctlFlags, checkAccount bool) (*ctlClient, error) {
 	addr, token := *f.addr, strings.TrimSpace(m.Getenv("RISKGUARD_CONTROL_TOKEN"))
+	setting, tokenFrom := "--addr", "RISKGUARD_CONTROL_TOKEN"
+	if addr == "" {
+		setting = "engine.listen of " + *f.config
+	}
+	if token == "" {
+		tokenFrom = ""
+	}
 	if addr == "" || token == "" {
 		cfg, err := loadConfigWith(*f.config, m.Getenv, loadOptions{secretsOptional: true})
 		switch {
@@ -106,7 +117,9 @@ func (m *Main) newCtlClient(f ctlFlags, checkAccount bool) (*ctlClient, error) {
 			if addr == "" {
 				addr = cfg.Listen
 			}
-			token = cfg.ControlToken
+			if token == "" && cfg.ControlToken != "" {
+				token, tokenFrom = cfg.ControlToken, "engine.control_token_file of "+cfg.Path
+			}
 			if err := checkAccountFlag(cfg, *f.account); err != nil && checkAccount {
 				return nil, err
 			}
@@ -126,7 +139,26 @@ func (m *Main) newCtlClient(f ctlFlags, checkAccount bool) (*ctlClient, error) {
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	return &ctlClient{base: strings.TrimRight(base, "/"), token: token, by: by, account: *f.account, http: &http.Client{Timeout: 10 * time.Second}}, nil
+	return &ctlClient{base: strings.TrimRight(base, "/"), token: token, by: by, account: *f.account, http: &http.Client{Timeout: 10 * time.Second},
+		target: daemonTarget(setting, base, tokenFrom)}, nil
+}
+
+// daemonTarget is the running daemon for nextstep: its address written at
+// setting (--addr, or the config's engine.listen), reached at base, and
+// where the token the command sent came from ("" when it sent none).
+func daemonTarget(setting, base, tokenFrom string) nextstep.Target {
+	creds := "this command sent no token: export RISKGUARD_CONTROL_TOKEN with the daemon's (the value of its RISKGUARD_CONTROL_TOKEN or engine.control_token_file)"
+	if tokenFrom != "" {
+		creds = "the token from " + tokenFrom + " is not the daemon's: export RISKGUARD_CONTROL_TOKEN with the daemon's (the value of its RISKGUARD_CONTROL_TOKEN or engine.control_token_file)"
+	}
+	return nextstep.Target{
+		Name:        "the daemon",
+		Setting:     setting,
+		URL:         base,
+		Start:       "no riskguard daemon runs there: start `riskguard run`, or pass --addr HOST:PORT of the one running (its engine.listen)",
+		Credentials: creds,
+		Timeout:     "pass --addr HOST:PORT of the daemon",
+	}
 }
 
 // checkAccountFlag refuses an --account that cfg does not list, and a
@@ -172,19 +204,26 @@ func (c *ctlClient) do(ctx context.Context, method, path string, body, out any) 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return c.target.Wrap(fmt.Errorf("%s %s: %w", method, path, err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return c.target.Wrap(fmt.Errorf("%s %s: %w", method, path, err))
 	}
 	if resp.StatusCode/100 != 2 {
 		var ae web.ErrorBody
 		if json.Unmarshal(data, &ae) == nil && ae.Error != "" {
-			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, ae.Error)
+			err = fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, ae.Error)
+		} else {
+			// Not the daemon's answer (a TLS server's plain-text 400 to
+			// an http:// request, a proxy's page): its start says what.
+			err = fmt.Errorf("%s %s: %s: %q", method, path, resp.Status, snippetOf(data))
 		}
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		if resp.StatusCode == http.StatusUnauthorized {
+			return &nextstep.Error{Next: c.target.ForStatus(resp.StatusCode), Err: err}
+		}
+		return c.target.Wrap(err)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -192,6 +231,12 @@ func (c *ctlClient) do(ctx context.Context, method, path string, body, out any) 
 		}
 	}
 	return nil
+}
+
+// snippetOf is the start of an answer's body on one line.
+func snippetOf(b []byte) string {
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(b[:min(len(b), 200)]), "?")), " ")
+	return s
 }
 
 // ctlFail reports a failed control command.

@@ -177,10 +177,13 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		defer psrv.Close()
 		addr := pln.Addr().String()
 		fmt.Fprintf(m.Stdout, "status page: http://%s/ (while the demo runs)\n", addr)
+		self := m.invocation()
 		if fromShell {
-			fmt.Fprintf(m.Stdout, "control, from another shell with the same RISKGUARD_CONTROL_TOKEN exported (pause, resume, silence, ack):\n  riskguard pause --addr %s\n", addr)
+			fmt.Fprintf(m.Stdout, "control, from another shell with the same RISKGUARD_CONTROL_TOKEN exported (pause, resume, silence, ack):\n  %s pause --addr %s\n", self, addr)
 		} else {
-			fmt.Fprintf(m.Stdout, "control, from another shell (pause, resume, silence, ack):\n  RISKGUARD_CONTROL_TOKEN=%s riskguard pause --addr %s\n", cfg.ControlToken, addr)
+			// Two lines, each within the demo's width whatever the
+			// program is called.
+			fmt.Fprintf(m.Stdout, "control, from another shell (pause, resume, silence, ack):\n  export RISKGUARD_CONTROL_TOKEN=%s\n  %s pause --addr %s\n", cfg.ControlToken, self, addr)
 		}
 	}
 	if err := g.engine.Run(ctx); err != nil {
@@ -465,4 +468,38 @@ func wrap(s string, n int) []string {
 		out = append(out, fit(line, n))
 	}
 	return out
+}
+
+// invocation is how to run this program from another shell at this
+// point, for the commands the demo prints: "riskguard" when PATH finds
+// this very executable (installed, on PATH), "go run ./cmd/riskguard"
+// under go run (a build in Go's temporary directory), else the
+// executable's own path. A newcomer pastes what works.
+func (m *Main) invocation() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "riskguard"
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "riskguard"
+	}
+	self, err := os.Stat(exe)
+	if err != nil {
+		return "riskguard"
+	}
+	for _, dir := range filepath.SplitList(m.Getenv("PATH")) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue // a relative PATH entry resolves against the other shell's directory
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "riskguard")); err == nil && !fi.IsDir() {
+			if os.SameFile(fi, self) {
+				return "riskguard"
+			}
+			break // another riskguard comes first on PATH
+		}
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/riskguard"
+	}
+	return exe
 }

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,21 +125,27 @@ func TestDemoVerdictStatusPageAndControl(t *testing.T) {
 		outW.Close()
 	}()
 	var out lockedBuffer
-	control := make(chan string, 1)
+	control := make(chan [2]string, 1) // the export line and the command
 	go func() {
 		sc := bufio.NewScanner(outR)
-		next := false
+		next := 0
+		var lines [2]string
 		for sc.Scan() {
 			out.Write(append(sc.Bytes(), '\n'))
-			if next {
-				control <- strings.TrimSpace(sc.Text())
+			if next > 0 {
+				lines[2-next] = strings.TrimSpace(sc.Text())
+				if next--; next == 0 {
+					control <- lines
+				}
 			}
-			next = strings.HasPrefix(sc.Text(), "control, from another shell")
+			if strings.HasPrefix(sc.Text(), "control, from another shell") {
+				next = 2
+			}
 		}
 	}()
-	var line string
+	var lines [2]string
 	select {
-	case line = <-control:
+	case lines = <-control:
 	case err := <-done:
 		t.Fatalf("demo ended before printing its control command: %v\n%s\n%s", err, out.String(), stderr.String())
 	case <-time.After(20 * time.Second):
@@ -178,14 +186,18 @@ func TestDemoVerdictStatusPageAndControl(t *testing.T) {
 		return false
 	})
 
-	// The printed command, as a user pastes it: RISKGUARD_CONTROL_TOKEN=T
-	// riskguard pause --addr A --for 5m.
-	f := strings.Fields(line)
-	if len(f) < 3 || !strings.HasPrefix(f[0], "RISKGUARD_CONTROL_TOKEN=") || f[1] != "riskguard" {
-		t.Fatalf("control line %q", line)
+	// The printed commands, as a user pastes them: export
+	// RISKGUARD_CONTROL_TOKEN=T, then riskguard pause --addr A.
+	// (How the program is named is TestDemoPrintsACommandThatRuns's.)
+	token, ok := strings.CutPrefix(lines[0], "export RISKGUARD_CONTROL_TOKEN=")
+	f := strings.Fields(lines[1])
+	at := slices.Index(f, "pause")
+	if !ok || token == "" || at < 1 {
+		t.Fatalf("control lines %q", lines)
 	}
-	token := strings.TrimPrefix(f[0], "RISKGUARD_CONTROL_TOKEN=")
-	code, _, cerr := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": token}), append(f[2:], "--by", "test")...)
+	f = append([]string{""}, f[at:]...)
+	line := lines[1]
+	code, _, cerr := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": token}), append(f[1:], "--by", "test")...)
 	if code != 0 {
 		t.Errorf("%s: exit %d\n%s", line, code, cerr)
 	}
@@ -193,7 +205,7 @@ func TestDemoVerdictStatusPageAndControl(t *testing.T) {
 		t.Errorf("the pause is not in the status:\n%s", body)
 	}
 	// A wrong token is refused.
-	if code, _, _ := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": "wrong"}), append(f[2:], "--by", "test")...); code == 0 {
+	if code, _, _ := runOut(t, context.Background(), envMap(map[string]string{"RISKGUARD_CONTROL_TOKEN": "wrong"}), append(f[1:], "--by", "test")...); code == 0 {
 		t.Error("pause with a wrong token succeeded")
 	}
 
@@ -242,7 +254,62 @@ func TestDemoKeepsTheShellsTokenOffTheScreen(t *testing.T) {
 	if out := stdout.String() + stderr.String(); strings.Contains(out, secret) {
 		t.Errorf("the shell's token was printed:\n%s", out)
 	}
-	if !strings.Contains(stdout.String(), "with the same RISKGUARD_CONTROL_TOKEN exported (pause, resume, silence, ack):\n  riskguard pause --addr 127.0.0.1:") {
+	if !regexp.MustCompile(`with the same RISKGUARD_CONTROL_TOKEN exported \(pause, resume, silence, ack\):\n  \S.* pause --addr 127\.0\.0\.1:`).MatchString(stdout.String()) {
 		t.Errorf("no control line naming the variable:\n%s", stdout.String())
+	}
+}
+
+// The control command the demo prints runs, pasted into another shell, at
+// the point of README's Start here where the demo is: with riskguard
+// installed on PATH it is "riskguard …", and without, the program's own
+// path (under go run, "go run ./cmd/riskguard …"), never a riskguard the
+// shell cannot find (issue 40, item 5).
+func TestDemoPrintsACommandThatRuns(t *testing.T) {
+	t.Parallel()
+	bin := testBinary(t)
+	scenario := filepath.Join(t.TempDir(), "fast.yaml")
+	if err := os.WriteFile(scenario, []byte(fastScenario), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"installed, on PATH", filepath.Dir(bin) + string(filepath.ListSeparator) + "/usr/bin:/bin", "riskguard"},
+		{"not on PATH", "/usr/bin:/bin", bin},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		demo := exec.CommandContext(ctx, bin, "demo", "--config", "../../rules.example.yaml", "--scenario", scenario,
+			"--duration", "20s", "--interval", "200ms")
+		demo.Env = []string{"PATH=" + tc.path, "HOME=" + t.TempDir()}
+		out, err := demo.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := demo.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		var export, line string
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "control, from another shell") && sc.Scan() {
+				export = strings.TrimSpace(sc.Text())
+				sc.Scan()
+				line = strings.TrimSpace(sc.Text())
+				break
+			}
+		}
+		go io.Copy(io.Discard, out)
+		if f := strings.Fields(line); !strings.HasPrefix(export, "export RISKGUARD_CONTROL_TOKEN=") || len(f) < 2 || f[0] != tc.want {
+			t.Errorf("%s: control lines %q, %q, want the command %s", tc.name, export, line, tc.want)
+		}
+		// Pasted into a shell with the same PATH, as a user would.
+		sh := exec.CommandContext(ctx, "/bin/sh", "-c", export+"\n"+line+" --by test")
+		sh.Env, sh.Dir = demo.Env, t.TempDir()
+		if b, err := sh.CombinedOutput(); err != nil || !strings.Contains(string(b), "paused") {
+			t.Errorf("%s: %s: %v\n%s", tc.name, line, err, b)
+		}
+		demo.Process.Signal(os.Interrupt)
+		demo.Wait()
+		cancel()
 	}
 }

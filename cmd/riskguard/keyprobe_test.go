@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -263,13 +264,12 @@ func TestCheckKeyMayNotRead(t *testing.T) {
 	g := newGuardEnvSim(t, sim.Config{Forbidden: []string{"/v1/contracts/positions"}}, "", keyRules)
 	code, out, stderr := runOut(t, context.Background(), g.env, "check", "--config", g.config, "--exchange", g.url)
 	if code != 1 || !strings.Contains(stderr, "403: FORBIDDEN") ||
-		!strings.Contains(stderr, ": the exchange refuses the key: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)") {
+		!strings.Contains(stderr, ": the exchange refused the credentials: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)") {
 		t.Errorf("exit %d\n%s%s", code, out, stderr)
 	}
 }
 
-// --probe-key needs --exchange (a usage error), credentials, and a file
-// of one account (a usage error with accounts:).
+// --probe-key needs --exchange (a usage error) and credentials.
 func TestCheckProbeKeyNeeds(t *testing.T) {
 	t.Parallel()
 	g := newGuardEnv(t, "", keyRules)
@@ -282,13 +282,65 @@ func TestCheckProbeKeyNeeds(t *testing.T) {
 		!regexp.MustCompile(`\(reduce_position\)\s+cut-losing\s+not probed: no credentials`).MatchString(out) {
 		t.Errorf("without credentials: exit %d\n%s%s", code, out, stderr)
 	}
-	accounts := filepath.Join(g.dir, "accounts.yaml")
-	body := "accounts:\n  - name: a\n    exchange: {base_url: " + g.url + "}\n  - name: b\n    exchange: {base_url: " + g.url + "}\nrules:\n" + keyRules
-	if err := os.WriteFile(accounts, []byte(body), 0o600); err != nil {
+}
+
+// check --exchange URL --probe-key with accounts: reads and probes each
+// account on that exchange with its own key pair, under its name, and
+// names an account on another exchange without sending its key there
+// (issue 40, left over from issue 37).
+func TestCheckProbeKeyWithAccounts(t *testing.T) {
+	t.Parallel()
+	a := newGuardEnvSim(t, sim.Config{Forbidden: []string{exchange.DefaultOrderPath}}, "", keyRules) // may not place orders
+	b := newGuardEnv(t, "", keyRules)
+	var accts strings.Builder
+	for _, x := range []struct{ name, url string }{{"a", a.url}, {"b", b.url}} {
+		k, s := filepath.Join(a.dir, x.name+".key"), filepath.Join(a.dir, x.name+".secret")
+		for f, v := range map[string]string{k: sim.DefaultKey, s: sim.DefaultSecret} {
+			if err := os.WriteFile(f, []byte(v+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fmt.Fprintf(&accts, "  - name: %s\n    exchange: {base_url: %s, api_key_file: %s, api_secret_file: %s}\n", x.name, x.url, k, s)
+	}
+	accounts := filepath.Join(a.dir, "accounts.yaml")
+	if err := os.WriteFile(accounts, []byte("accounts:\n"+accts.String()+"rules:\n"+keyRules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr = runOut(t, context.Background(), g.env, "check", "--config", accounts, "--exchange", g.url, "--probe-key")
-	if code != 2 || !strings.Contains(stderr, "--probe-key probes one account's key, and this file lists several (accounts:): write a file with one account's") {
-		t.Errorf("with accounts: exit %d\n%s%s", code, out, stderr)
+	refused := regexp.MustCompile(`\(reduce_position\)\s+cut-losing\s+NO: 403 FORBIDDEN`)
+	allowed := regexp.MustCompile(`\(reduce_position\)\s+cut-losing\s+yes \(a reduce-only IOC SELL`)
+	for _, tc := range []struct {
+		name, url, read, other string
+		code                   int
+		probe                  *regexp.Regexp
+		stderr                 string
+	}{
+		{"a's exchange", a.url, "a", "b", 1, refused,
+			"riskguard check: account a: --exchange " + a.url + ": POST /v1/contracts/orders/{symbol}/create (rule cut-losing): the exchange refuses the key"},
+		{"b's exchange", b.url, "b", "a", 0, allowed, ""},
+	} {
+		before := map[string]int{"a": len(a.ex.Calls()), "b": len(b.ex.Calls())}
+		code, out, stderr := runOut(t, context.Background(), envMap(nil), "check", "--config", accounts, "--exchange", tc.url, "--probe-key")
+		if code != tc.code {
+			t.Errorf("%s: exit %d, want %d", tc.name, code, tc.code)
+		}
+		if !strings.Contains(out, "\n== account "+tc.read+", at "+tc.url+" ==\n") || !strings.Contains(out, "\n== account "+tc.other+": not read: its exchange is ") {
+			t.Errorf("%s: the accounts read and not read are not named", tc.name)
+		}
+		if n := len(tc.probe.FindAllString(out, -1)); n != 1 {
+			t.Errorf("%s: %d probe rows matching %s, want 1", tc.name, n, tc.probe)
+		}
+		if tc.stderr != "" && !strings.Contains(stderr, tc.stderr) || tc.stderr == "" && stderr != "" {
+			t.Errorf("%s: stderr, want %q", tc.name, tc.stderr)
+		}
+		// The key of the account not read went nowhere.
+		otherEx := map[string]*sim.Exchange{"a": a.ex, "b": b.ex}[tc.other]
+		for _, c := range otherEx.Calls()[before[tc.other]:] {
+			if !strings.HasPrefix(c.Path, "/v1/market/") {
+				t.Errorf("%s: account %s's exchange got %s %s", tc.name, tc.other, c.Method, c.Path)
+			}
+		}
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", out, stderr)
+		}
 	}
 }

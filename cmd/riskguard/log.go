@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lmittmann/tint"
+	"github.com/riskguard/riskguard/internal/nextstep"
 	"github.com/riskguard/riskguard/notify"
 )
 
@@ -103,7 +104,7 @@ func (c *collapser) Handle(ctx context.Context, r slog.Record) error {
 	}
 	key := c.attrs + "\x00" + r.Message
 	var errText string
-	hasErr := false
+	hasErr, channel := false, false
 	r.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
 		case "err":
@@ -113,6 +114,7 @@ func (c *collapser) Handle(ctx context.Context, r slog.Record) error {
 				key += "\x00" + errText
 			}
 		case "rule", "symbol", "action", "reason", "channel":
+			channel = channel || a.Key == "channel"
 			if r.Message != retryMsg {
 				key += "\x00" + a.Key + "=" + a.Value.String()
 			}
@@ -145,7 +147,9 @@ func (c *collapser) Handle(ctx context.Context, r slog.Record) error {
 	if left > 0 {
 		r.AddAttrs(slog.String("repeated", fmt.Sprintf("%d more times in the last %s, not logged", left, c.window)))
 	}
-	if next := nextStep(errText); next != "" {
+	// A channel's failure carries its own next step (notify); the others
+	// are the exchange's.
+	if next := exchangeTarget("exchange.base_url", "").ForText(errText); next != "" && !channel {
 		r.AddAttrs(slog.String("next", next))
 	}
 	return c.h.Handle(ctx, r)
@@ -165,28 +169,18 @@ func (c *collapser) WithGroup(name string) slog.Handler {
 	return &collapser{h: c.h.WithGroup(name), window: c.window, seen: c.seen, attrs: c.attrs + "\x00g:" + name}
 }
 
-// nextStep is what to do about a failure to reach the exchange, from the
-// error's text; "" when there is no advice better than the error itself.
-func nextStep(err string) string {
-	switch {
-	case err == "":
-		return ""
-	case strings.Contains(err, "connection refused"):
-		return "nothing listens at exchange.base_url: check it (riskguard sim serves the simulated exchange at http://" + defaultSimListen + ")"
-	case strings.Contains(err, "no such host"):
-		return "the host of exchange.base_url does not resolve: check it and the DNS"
-	case strings.Contains(err, "status 401"), strings.Contains(err, "status 403"):
-		return "the exchange refused the credentials: check RISKGUARD_API_KEY and RISKGUARD_API_SECRET (README: Credentials)"
-	case strings.Contains(err, "server gave HTTP response to HTTPS client"):
-		return "the exchange answers plain HTTP at that address: write http:// in exchange.base_url (or put TLS in front of it)"
-	case strings.Contains(err, "HTTP request to an HTTPS server"), strings.Contains(err, "malformed HTTP response"):
-		return "the exchange answers HTTPS at that address: write https:// in exchange.base_url"
-	case strings.Contains(err, "certificate"):
-		return "the exchange's TLS certificate is not trusted: check exchange.base_url"
-	case strings.Contains(err, "no complete answer within"), strings.Contains(err, "i/o timeout"):
-		return "the exchange is slow or unreachable: check the network, or raise exchange.timeout"
+// exchangeTarget is the exchange for nextstep: its address written at
+// setting (exchange.base_url, or check's --exchange), and where its key
+// pair comes from.
+func exchangeTarget(setting, url string) nextstep.Target {
+	return nextstep.Target{
+		Name:        "the exchange",
+		Setting:     setting,
+		URL:         url,
+		Start:       "check it (riskguard sim serves the simulated exchange at http://" + defaultSimListen + ")",
+		Credentials: "check RISKGUARD_API_KEY and RISKGUARD_API_SECRET, and that the key may read the account (README: Credentials)",
+		Timeout:     "raise exchange.timeout",
 	}
-	return ""
 }
 
 // colour reports whether the text log is coloured: on a terminal, unless

@@ -210,3 +210,47 @@ func TestCheckWarnsReadableNotifySecret(t *testing.T) {
 		t.Error("check printed the webhook URL")
 	}
 }
+
+// A critical rule that fires, resolves and fires again within group_wait
+// (30s): the re-fire reaches the webhook within seconds, not merged into
+// the follow-up at the wait's end (issue 40, left over). For a rule whose
+// firing is its transition, and for one whose notify action says it.
+func TestRunCriticalRefireNotHeldByGroupWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, actions, says string }{
+		{"transition", "", "near-liquidation firing on XSOL"},
+		{"notify action", "    cooldown: 0s\n    actions:\n      - action: notify\n", "[critical] near-liquidation on XSOL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			hook := newHookServer(t, "")
+			rule := "\n  - name: near-liquidation\n    when: liquidationDistance < 0.02\n    symbols: [XSOL]\n    severity: critical\n" + tc.actions
+			g := newGuardEnv(t, "", rule+"notify:\n  channels:\n    pager: {type: webhook, url: "+hook.srv.URL+"/hook}\n  group_wait: 30s\n")
+			count := func(what string) int {
+				n := 0
+				for _, b := range hook.received() {
+					if strings.Contains(b, what) {
+						n++
+					}
+				}
+				return n
+			}
+			const within = 5 * time.Second // against a group_wait of 30
+			d := g.start(nil)
+			waitFor(t, "the start message", within, func() bool { return count("riskguard started") == 1 })
+			g.putNearLiquidation("XSOL", "SOL", 0.01)
+			waitFor(t, "the first firing", within, func() bool { return count(tc.says) == 1 })
+			g.putNearLiquidation("XSOL", "SOL", 0.05) // resolved: merged, told at the wait's end
+			waitFor(t, "the resolution in the engine", within, func() bool {
+				return strings.Contains(d.logs.String(), "resolved")
+			})
+			g.putNearLiquidation("XSOL", "SOL", 0.01) // fires again
+			refired := time.Now()
+			waitFor(t, "the re-fire at the webhook", within, func() bool { return count(tc.says) == 2 })
+			t.Logf("re-fire after %s (group_wait 30s)", time.Since(refired).Round(time.Millisecond))
+			if code := d.stop(t); code != 0 {
+				t.Errorf("exit %d", code)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -82,15 +83,27 @@ func TestStartHere(t *testing.T) {
 		}
 		return s
 	}
-	var dryRunChecked bool
+	var dryRunChecked, installed bool
 	follow := func(line string) {
 		t.Helper()
 		f := strings.Fields(sub(line))
 		switch {
-		case line == "go run ./cmd/riskguard demo":
-			// TestDemo and TestDemoVerdictStatusPageAndControl.
+		case line == "riskguard demo":
+			// TestDemo, TestDemoVerdictStatusPageAndControl and
+			// TestDemoPrintsACommandThatRuns (its control command runs
+			// at this point, riskguard installed on PATH or not).
+			if !installed {
+				t.Fatal("Start here runs riskguard before installing it")
+			}
 		case line == "go install ./cmd/riskguard":
-			// testBinary built it.
+			installed = true // testBinary built it
+		case line == `export PATH="$(go env GOPATH)/bin:$PATH"`:
+			// Where go install puts it: the test's binary's directory.
+			out, err := exec.Command("go", "env", "GOPATH").Output()
+			if err != nil || strings.TrimSpace(string(out)) == "" {
+				t.Fatalf("go env GOPATH: %v", err)
+			}
+			env[0] = "PATH=" + filepath.Dir(bin) + string(filepath.ListSeparator) + os.Getenv("PATH")
 		case line == "cp rules.example.yaml riskguard.yaml":
 			b, err := os.ReadFile("../../rules.example.yaml")
 			if err != nil {
@@ -122,6 +135,8 @@ func TestStartHere(t *testing.T) {
 				t.Errorf("sim banner: %q", sc.Text())
 			}
 			go io.Copy(io.Discard, out)
+		case f[0] == "riskguard" && !installed:
+			t.Fatalf("Start here runs %q before installing riskguard", line)
 		case f[0] == "riskguard" && len(f) >= 2 && f[1] == "check":
 			out, err := riskguard(f[1:]...).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "riskguard.yaml: OK, ") {
@@ -158,6 +173,21 @@ func TestStartHere(t *testing.T) {
 	}
 	if !dryRunChecked {
 		t.Error("Start here never reaches riskguard run --dry-run")
+	}
+	// What Start here left in the directory, had it been the clone, is
+	// ignored by git: following README leaves the clone clean (issue 40,
+	// item 8).
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		if e.Name() == ".cache" || e.Name() == ".config" || e.Name() == "go" { // HOME's, not the clone's
+			continue
+		}
+		if err := exec.Command("git", "-C", "../..", "check-ignore", "-q", "--no-index", e.Name()).Run(); err != nil {
+			t.Errorf("Start here leaves %s, which .gitignore does not cover (git check-ignore: %v)", e.Name(), err)
+		}
 	}
 	// The last block is the user's own account: the same commands, against
 	// their exchange.
@@ -217,5 +247,53 @@ func checkDryRunPage(t *testing.T, base string) {
 		if p.Symbol == "XSOL" && p.Leverage.String() != "15" {
 			t.Errorf("XSOL at %sx in a dry run, want 15x untouched", p.Leverage)
 		}
+	}
+}
+
+// The repository stands alone: every relative link of README and docs/
+// names a file of the repository, and none names the specification the
+// guard was first written from, which a clone does not have (issue 40,
+// item 7): docs/exchange.md says it in the repository's own words.
+func TestDocsStayInTheRepository(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(root, "README.md"))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(root, f)
+		for _, bad := range []string{"../shared", "000_c5c3bc99d7f7abf5", "STYLE.md"} {
+			if strings.Contains(string(b), bad) {
+				t.Errorf("%s names %s, outside the repository", name, bad)
+			}
+		}
+		prose := regexp.MustCompile("`[^`]*`").ReplaceAllString(string(b), "") // code is no link
+		for _, m := range link.FindAllStringSubmatch(prose, -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			p := filepath.Clean(filepath.Join(filepath.Dir(f), target))
+			if rel, err := filepath.Rel(root, p); err != nil || strings.HasPrefix(rel, "..") {
+				t.Errorf("%s links %s, outside the repository", name, m[1])
+				continue
+			}
+			if _, err := os.Stat(p); err != nil {
+				t.Errorf("%s links %s, which the repository does not have", name, m[1])
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "docs", "exchange.md")); err != nil {
+		t.Errorf("no docs/exchange.md: %v", err)
 	}
 }

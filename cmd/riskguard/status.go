@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"text/tabwriter"
@@ -18,7 +20,8 @@ import (
 // status page shows it, in a few lines. With several accounts and no
 // --account it lists the accounts, one line each.
 func (m *Main) runStatus(ctx context.Context, args []string) error {
-	cmd := m.newCtlCommand("status", "status [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["status"].summary)
+	cmd := m.newCtlCommand("status", "status [--json] [--account NAME] [--addr HOST:PORT | --config FILE]", commands()["status"].summary)
+	asJSON := cmd.fs.Bool("json", false, "print the status as JSON (the liquidations not acknowledged first, each with its acknowledge command)")
 	if err := cmd.parse(args, ""); err != nil {
 		return err
 	}
@@ -30,6 +33,9 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 		var list []web.AccountSummary
 		if err := c.do(ctx, http.MethodGet, "/api/v1/accounts", nil, &list); err != nil {
 			return cmd.fail(err)
+		}
+		if len(list) > 1 && *asJSON {
+			return writeJSON(m.Stdout, list)
 		}
 		if len(list) > 1 {
 			tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
@@ -55,6 +61,25 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 	}
 	if err := c.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err != nil {
 		return cmd.fail(err)
+	}
+	// A liquidation stays first, loudest, until someone acknowledges it,
+	// as on the page.
+	liqs := make([]liquidationLine, len(st.Liquidations))
+	for i, l := range st.Liquidations {
+		liqs[i] = liquidationLine{LiquidationStatus: l, Acknowledge: ackCommand(l.Symbol, c.account)}
+	}
+	if *asJSON {
+		return writeJSON(m.Stdout, struct {
+			Liquidations []liquidationLine `json:"liquidations"`
+			Account      string            `json:"account,omitempty"`
+			Healthy      bool              `json:"healthy"`
+			engine.Status
+		}{liqs, c.account, st.Healthy, st.Status})
+	}
+	for _, l := range liqs {
+		fmt.Fprintf(m.Stdout, "LIQUIDATED %s %s %s at %s: lost %s; liquidation price %s, index %s\n  acknowledge: %s\n",
+			control.Printable(l.Symbol), l.Side, l.Quantity, l.Time.UTC().Format("2006-01-02 15:04:05 UTC"), control.Printable(l.Loss),
+			l.LiquidationPrice, l.Index, control.Printable(l.Acknowledge))
 	}
 	head := "riskguard"
 	if c.account != "" {
@@ -92,7 +117,13 @@ func (m *Main) runStatus(ctx context.Context, args []string) error {
 				active = append(active, r.Rule+" "+r.State)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%dx\t%s\t%s\t%s\n", control.Printable(p.Symbol), p.Side, p.Leverage, p.MarginMode, dist, control.Printable(strings.Join(active, ", ")))
+		mg := p.MarginMode
+		if p.QuoteScale > 0 {
+			mg += " " + p.Margin.Round(int32(p.QuoteScale)).StringFixed(int32(p.QuoteScale))
+		} else {
+			mg += " " + p.Margin.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%dx\t%s\t%s\t%s\n", control.Printable(p.Symbol), p.Side, p.Leverage, mg, dist, control.Printable(strings.Join(active, ", ")))
 	}
 	return tw.Flush()
 }
@@ -104,4 +135,27 @@ func (m *Main) statusClient(f ctlFlags) (*ctlClient, error) {
 		return m.client(f)
 	}
 	return m.clientNoAccountCheck(f)
+}
+
+// liquidationLine is a marked liquidation as status prints it: with the
+// command that acknowledges it.
+type liquidationLine struct {
+	engine.LiquidationStatus
+	Acknowledge string `json:"acknowledge"`
+}
+
+// ackCommand is the command that unmarks the liquidation of symbol.
+func ackCommand(symbol, account string) string {
+	s := "riskguard ack --liquidation " + symbol
+	if account != "" {
+		s += " --account " + account
+	}
+	return s
+}
+
+// writeJSON prints v indented.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -54,7 +54,8 @@ func TestUnknownSymbolsReported(t *testing.T) {
 		t.Errorf("check without --exchange reads no exchange, so it passes: exit %d\n%s", code, stderr)
 	}
 	code, _, stderr = runOut(t, context.Background(), envMap(nil), "check", "--config", g.config, "--exchange", "http://127.0.0.1:1")
-	if code != 1 || !strings.Contains(stderr, "riskguard check: --exchange http://127.0.0.1:1: read the exchange's symbols:") {
+	if code != 1 || !strings.Contains(stderr, "riskguard check: --exchange http://127.0.0.1:1: nothing listens at the --exchange URL (127.0.0.1:1): ") ||
+		!strings.Contains(stderr, ": read the exchange's symbols:") {
 		t.Errorf("check --exchange with no exchange there: exit %d\n%s", code, stderr)
 	}
 

@@ -82,6 +82,13 @@ type Config struct {
 	StressHorizon    time.Duration
 	StressSigmaFloor float64
 	StressLikely     float64
+	// FastMove and FastMoveWindow say when an index is in a fast move: it
+	// spanned at least FastMove (a fraction: highest / lowest − 1) within
+	// the last FastMoveWindow. No call moves a position closer to its
+	// liquidation price while its index is in one: a wick is no time to
+	// move margin.
+	FastMove       float64
+	FastMoveWindow time.Duration
 	// FastDistance is the liquidation distance (a fraction of the index,
 	// as the rules' liquidationDistance) under which a position puts the
 	// guard in the fast lane.
@@ -106,5 +113,14 @@ const minSnapshotAge = 3 * time.Second
 
 // stress is the stress grid's settings of the config.
 func (c Config) stress() stressSettings {
-	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely}
+	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely, fastMove: c.FastMove, fastWindow: c.FastMoveWindow}
+}
+
+// laneDistance is the fast lane's distance when the lane is on, 0 when it
+// is off: a floor of the settings calls (act.Model.Floor).
+func (c Config) laneDistance() float64 {
+	if c.FastInterval <= 0 || c.FastInterval >= c.Interval {
+		return 0
+	}
+	return c.FastDistance
 }

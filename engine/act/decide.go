@@ -122,7 +122,13 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 			}
 			dropIsolation(why)
 		}
-		// The stress grid first: no isolation makes a likely move fatal
+		// The bounds no estimate lifts first: never into the cut zone,
+		// never closer in a fast move.
+		if why := m.invariant(d.Pred, pl.Sym.Name); why != "" {
+			drop("isolating " + pl.Sym.Name + " " + why)
+			return
+		}
+		// The stress grid: no isolation makes a likely move fatal
 		// to a position that survives it now, or raises the expected
 		// loss; allow_closer_liquidation does not lift it.
 		if veto := d.Pred.gridVeto(pl.Sym.Name, true, optedIn); veto != "" {
@@ -172,6 +178,12 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 		func(p *Prediction) (bool, string) { return withinBudget(pl, c.lowerKind, now, p) },
 		accountBound(pl, c.lowerKind),
 		func(p *Prediction) (bool, string) {
+			if why := m.invariant(p, pl.Sym.Name); why != "" {
+				return false, fmt.Sprintf("%dx %s", p.Leverage, why)
+			}
+			return true, ""
+		},
+		func(p *Prediction) (bool, string) {
 			if veto := p.gridVeto(pl.Sym.Name, false, false); veto != "" {
 				return false, fmt.Sprintf("%dx %s", p.Leverage, veto)
 			}
@@ -210,13 +222,21 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 
 	harm()
 	refusedHalf(&d, pl, predict, unchanged)
+	if d.Change && d.Pred != nil && m.Unfit == "" {
+		if why := m.invariant(d.Pred, pl.Sym.Name); why != "" {
+			d.Skips = append(d.Skips, Skip{Isolation: d.Want.Cross != pos.Cross, Want: d.Want, Asked: d.Want.Leverage, Pred: d.Pred, Why: fmt.Sprintf("%dx %s", d.Want.Leverage, why)})
+			d.Want, d.Change, d.Stepped = exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}, false, ""
+			d.Pred = nil
+		}
+	}
 	return d
 }
 
 // fundedIsolation is the highest leverage under want's at which isolating
 // the plan's position passes the stress grid (gridVeto), leaves it above
-// floor (and above its liquidation price: never isolated into a
-// liquidation) and moves a margin the free balance funds; 0 when none
+// floor and the model's (Model.invariant: never into the cut zone, never
+// closer in a fast move, never into a liquidation) and moves a margin the
+// free balance funds; 0 when none
 // does. Lower leverages only move more margin: the search stops at the
 // first the free balance cannot fund.
 func fundedIsolation(m *Model, pl *Plan, want exchange.Settings, floor decimal.Decimal, optedIn bool) int {
@@ -225,7 +245,7 @@ func fundedIsolation(m *Model, pl *Plan, want exchange.Settings, floor decimal.D
 		if p == nil || !p.Stressed || !p.FreeKnown || !p.Affordable {
 			return 0
 		}
-		if _, after := p.Distances(); !after.IsPositive() || after.LessThan(floor) {
+		if _, after := p.Distances(); !after.IsPositive() || after.LessThan(floor) || m.invariant(p, pl.Sym.Name) != "" {
 			continue
 		}
 		if p.gridVeto(pl.Sym.Name, true, optedIn) == "" {

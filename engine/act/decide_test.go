@@ -78,3 +78,44 @@ func TestDecideSettings(t *testing.T) {
 		}
 	})
 }
+
+// The bounds no estimate lifts: an isolation its rules allow still never
+// lands the position inside the zone where the account's own rules cut it,
+// nor moves it closer while its index is in a fast move; a leverage cut,
+// which moves the position away, still goes out in a fast move.
+func TestDecideSettingsInvariants(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	allowed := func() *rules.Rule { return &rules.Rule{Name: "iso", AllowCloserLiquidation: true} }
+	for _, tc := range []struct {
+		name  string
+		floor float64
+		fast  string
+		kind  rules.ActionKind
+		why   string // "" when the call goes out as asked
+	}{
+		{name: "allowed, no floor", kind: rules.SetIsolated},
+		{name: "allowed, above the cut zone", floor: 0.03, kind: rules.SetIsolated},
+		// Isolated at 20x the long is 4.50% from its liquidation price.
+		{name: "into the cut zone", floor: 0.05, kind: rules.SetIsolated, why: "would leave XBTC 4.50% from its liquidation price, inside the 5.00% where the rules cut it"},
+		{name: "in a fast move", fast: "BTC moved 4.20% within 5m (100000 → 95800)", kind: rules.SetIsolated,
+			why: "would move XBTC's liquidation price closer (4.50% away after) during a fast move: BTC moved 4.20% within 5m"},
+		{name: "a cut in a fast move", fast: "BTC moved 4.20% within 5m (100000 → 95800)", kind: rules.LowerLeverage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, pl := xbtc(t, "50000", allowed(), tc.kind)
+			m.Floor = func(string) float64 { return tc.floor }
+			m.Fast = func(string) string { return tc.fast }
+			d := DecideSettings(m, pl, settingsOf(pl), now)
+			if tc.why == "" {
+				if !d.Change || len(d.Skips) != 0 {
+					t.Fatalf("want the call as asked, got %+v", d)
+				}
+				return
+			}
+			if d.Want.Cross != true || len(d.Skips) != 1 || !strings.Contains(d.Skips[0].Why, tc.why) {
+				t.Fatalf("want the isolation left out (%s), got %+v", tc.why, d)
+			}
+		})
+	}
+}

@@ -40,6 +40,17 @@ type Model struct {
 	// no stress grid, and the decisions are the account measure's alone.
 	Sigma  func(symbol string) float64
 	Likely float64
+	// Floor is each symbol's least distance to liquidation (a fraction
+	// of its index) under which no settings call may leave a position it
+	// moves closer: the account's own cut zone (rules.Set.CutZone) or the
+	// fast lane's distance, the larger. A call that lands a position
+	// there is undone by the next tick's cut, at a loss. nil: no floor.
+	Floor func(symbol string) float64
+	// Fast says how a symbol's index is in a fast move ("" when it is
+	// not): no call moves a position closer to its liquidation price
+	// then, whatever the estimates say (σ jumps in a wick and the likely
+	// range stops binding). nil: never.
+	Fast func(symbol string) string
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
 }
@@ -268,6 +279,47 @@ func (o otherEffect) closer() bool { return o.distAfter.LessThan(o.distBefore) }
 func (o otherEffect) String() string {
 	return fmt.Sprintf("%s liquidation %s → %s (%s → %s away)", o.symbol, o.before, o.after,
 		o.distBefore.Shift(2).StringFixed(2)+"%", o.distAfter.Shift(2).StringFixed(2)+"%")
+}
+
+// invariant is why a call predicted as p on the position of symbol
+// breaks a bound no estimate lifts ("" when it does not): it leaves a
+// position it moves closer to its liquidation price under that symbol's
+// floor (Floor: the zone where the account's own rules cut it), or moves
+// one closer while its index is in a fast move (Fast). It holds for the
+// position the call is on and for every other one it moves (a cut that
+// takes free balance from a cross pool).
+func (v *Model) invariant(p *Prediction, symbol string) string {
+	if p == nil {
+		return ""
+	}
+	check := func(sym string, after decimal.Decimal) string {
+		if v.Floor != nil {
+			if f := v.Floor(sym); f > 0 && after.LessThan(decimal.NewFromFloat(f)) {
+				return fmt.Sprintf("would leave %s %s%% from its liquidation price, inside the %s%% where the rules cut it", sym,
+					after.Shift(2).StringFixed(2), decimal.NewFromFloat(f).Shift(2).StringFixed(2))
+			}
+		}
+		if v.Fast != nil {
+			if how := v.Fast(sym); how != "" {
+				return fmt.Sprintf("would move %s's liquidation price closer (%s%% away after) during a fast move: %s", sym, after.Shift(2).StringFixed(2), how)
+			}
+		}
+		return ""
+	}
+	if p.Closer() {
+		_, after := p.Distances()
+		if why := check(symbol, after); why != "" {
+			return why
+		}
+	}
+	for _, o := range p.others {
+		if o.closer() {
+			if why := check(o.symbol, o.distAfter); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
 }
 
 // OthersFloor is how far from liquidation another position must stay when

@@ -726,6 +726,10 @@ func skipNoun(kinds rules.Kinds, action string, n int) string {
 func skipReason(why string) string {
 	has := func(phrase string) bool { return strings.Contains(why, phrase) }
 	switch {
+	case has("where the rules cut it"):
+		return "it would leave a position inside its rules' cut zone"
+	case has("during a fast move"):
+		return "it would move a liquidation price closer during a fast move"
 	case has("would make a likely move fatal"):
 		return "it would make a likely move fatal (stress grid)"
 	case has("would raise the expected loss"):

@@ -114,6 +114,7 @@ type stressPos struct {
 	margin, mm  float64
 	cross       bool
 	sym         int // index into the symbols
+	at          int // index into the account's positions
 }
 
 // Stress judges the account on the grid: sigma gives each symbol's σ over
@@ -265,7 +266,7 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 			b.syms = append(b.syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
 		}
 		sp := stressPos{symbol: p.Symbol, dir: p.Direction, name: p.Symbol + " " + p.Direction, long: p.Direction != exchange.Short, q: toF(p.Quantity), ev: toF(p.EntryValue()),
-			index: toF(p.Index), liq: toF(liqs[i]), margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross, sym: j}
+			index: toF(p.Index), liq: toF(liqs[i]), margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross, sym: j, at: i}
 		sp.pnlNow = sp.pnl(sp.index)
 		sp.equity = sp.margin + sp.pnlNow
 		if sp.cross {

@@ -2,6 +2,7 @@ package act
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -87,6 +88,12 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 				dropIsolation("the model does not fit the exchange (" + m.Unfit + "), so isolating a cross position needs the rule's opt-in (allow_closer_liquidation)")
 			}
 		}
+		refusedHalf(&d, pl, predict, unchanged)
+		return d
+	}
+
+	if m != nil && d.Pred != nil && d.Pred.Scored {
+		decideByCost(m, pl, c, now, &d)
 		refusedHalf(&d, pl, predict, unchanged)
 		return d
 	}
@@ -266,4 +273,162 @@ func refusedHalf(d *Decision, pl *Plan, predict func(), unchanged func() bool) {
 		d.Change = !unchanged()
 		predict()
 	}
+}
+
+// decideByCost decides a plan's settings call by comparing candidates by
+// their expected cost (cost.go) on a model that scores them: doing
+// nothing; what the rules asked; every leverage between the one asked and
+// the position's (never below the one asked), in the mode asked and, when
+// an isolation was asked with a cut, in the position's own mode; and an
+// isolation asked alone at every lower leverage the free balance funds.
+// A candidate out of the bounds no estimate lifts (Model.invariant), of
+// the rules' min_liquidation_distance, of a margin_budget a rule sets, or
+// that the free balance cannot fund, or that isolates a position into
+// its liquidation, is not a candidate. What the rules asked goes out when
+// no candidate is cheaper; else the cheapest, or nothing, said with the
+// figures.
+func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decision) {
+	pos, sym := pl.Pos, pl.Sym.Name
+	asked, askedPred := d.Want, d.Pred
+	current := exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
+	type cand struct {
+		want exchange.Settings
+		p    *Prediction
+	}
+	var cands []cand
+	out := map[exchange.Settings]string{}
+	consider := func(w exchange.Settings) bool {
+		if w == current {
+			return true
+		}
+		p := m.Predict(pl, w)
+		if p == nil || !p.Scored {
+			out[w] = "the model cannot measure it"
+			return true
+		}
+		if why := admissible(m, pl, c, now, p); why != "" {
+			out[w] = why
+			return !strings.HasPrefix(why, "the free balance cannot fund")
+		}
+		cands = append(cands, cand{w, p})
+		return true
+	}
+	top := pos.Leverage
+	if ml := pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
+		top = ml
+	}
+	modes := []bool{asked.Cross}
+	if asked.Cross != pos.Cross && asked.Leverage < pos.Leverage {
+		modes = append(modes, pos.Cross)
+	}
+	for _, cross := range modes {
+		for lev := asked.Leverage; lev <= top; lev++ {
+			consider(exchange.Settings{Leverage: lev, Cross: cross})
+		}
+	}
+	if asked.Cross != pos.Cross && asked.Leverage >= top {
+		// An isolation asked alone: funded at a lower leverage, while the
+		// free balance funds it (each lower one moves more).
+		for lev := asked.Leverage - 1; lev >= 1; lev-- {
+			if !consider(exchange.Settings{Leverage: lev, Cross: asked.Cross}) {
+				break
+			}
+		}
+	}
+
+	before := askedPred.ForfeitBefore
+	costNothing := before.Expected
+	var best *cand
+	var askedC *cand
+	for i := range cands {
+		cd := &cands[i]
+		if best == nil || cheaper(cd.p.ForfeitAfter.Expected, best.p.ForfeitAfter.Expected) {
+			best = cd
+		}
+		if cd.want == asked {
+			askedC = cd
+		}
+	}
+	describe := func(w exchange.Settings) string {
+		mode := "cross"
+		if !w.Cross {
+			mode = "isolated"
+		}
+		return fmt.Sprintf("%s at %dx", mode, w.Leverage)
+	}
+	askedSaid := fmt.Sprintf("as asked (%s): ", describe(asked))
+	if askedC != nil {
+		askedSaid += fmt.Sprintf("%.2f", askedC.p.ForfeitAfter.Expected)
+	} else {
+		askedSaid += out[asked]
+	}
+	var chosen *cand
+	switch {
+	case askedC != nil && !cheaper(best.p.ForfeitAfter.Expected, askedC.p.ForfeitAfter.Expected) && !cheaper(costNothing, askedC.p.ForfeitAfter.Expected):
+		chosen = askedC
+	case best != nil && !cheaper(costNothing, best.p.ForfeitAfter.Expected):
+		chosen = best
+	}
+	if chosen == nil {
+		// Nothing is cheapest (or nothing else is admissible): said with
+		// the figures of the call asked.
+		why := fmt.Sprintf("would not lower the expected loss to liquidations over the horizon, first passage: now %.2f", costNothing)
+		if n := nearest(before); n != "" {
+			why += " (" + n + ")"
+		}
+		why += "; " + askedSaid
+		if best != nil && best != askedC {
+			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), best.p.ForfeitAfter.Expected)
+		}
+		if asked.Cross != pos.Cross {
+			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred, Why: "isolating " + sym + " " + why})
+		}
+		if asked.Leverage < pos.Leverage {
+			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: fmt.Sprintf("%dx %s", asked.Leverage, why)})
+		}
+		if asked.Cross != pos.Cross {
+			c.Isolate = false
+		}
+		d.Want, d.Change, d.Pred, d.Stepped = current, false, nil, ""
+		return
+	}
+	if chosen.want.Cross != asked.Cross {
+		c.Isolate = false
+		d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred,
+			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), chosen.p.ForfeitAfter.Expected, costNothing)})
+	}
+	if chosen != askedC {
+		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, chosen.p.ForfeitAfter.Expected, askedSaid)
+	}
+	d.Want, d.Change, d.Pred = chosen.want, chosen.want != current, chosen.p
+}
+
+// admissible is why a candidate's prediction p is no candidate ("" when
+// it is one): the bounds no estimate lifts (Model.invariant), an
+// isolation into its liquidation, the rules' min_liquidation_distance for
+// a call that moves the position closer, a margin_budget a rule sets (the
+// default share binds only where calls are not scored: the measure
+// counts what the pool loses), and what the free balance cannot fund.
+func admissible(m *Model, pl *Plan, c *SettingsStep, now time.Time, p *Prediction) string {
+	if why := m.invariant(p, pl.Sym.Name); why != "" {
+		return why
+	}
+	if p.Closer() {
+		_, after := p.Distances()
+		if !after.IsPositive() {
+			return fmt.Sprintf("%dx would put it past its liquidation price", p.Leverage)
+		}
+		floor := decimal.Max(rulesFloor(pl, c.isolateKind), rulesFloor(pl, c.lowerKind))
+		if after.LessThan(floor) {
+			return fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
+				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2))
+		}
+	}
+	if p.FreeKnown && !p.Affordable {
+		return fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", p.Leverage, p.MarginMoved.Round(2), p.FreeAfter.Add(p.MarginMoved).Round(2))
+	}
+	if ok, why := withinSetBudget(pl, c.lowerKind, now, p); !ok {
+		return why
+	}
+	return ""
 }

@@ -51,6 +51,14 @@ type Model struct {
 	// then, whatever the estimates say (σ jumps in a wick and the likely
 	// range stops binding). nil: never.
 	Fast func(symbol string) string
+	// OrderCost is what an order pays the market, a fraction of its
+	// notional: the taker fee and half the spread (engine.order_cost). It
+	// is what a reduce costs at mark to market (cost.go).
+	OrderCost float64
+	// DustNotional is the notional under which what a reduce would leave
+	// of a position is dust: the order closes it whole instead, and a
+	// position that is dust already is left (engine.dust_notional).
+	DustNotional decimal.Decimal
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
 }
@@ -73,6 +81,7 @@ type predictMemo struct {
 	notional         *decimal.Decimal  // acct.Notional(), when known
 	before           map[int][2]margin.Survival
 	stress           *margin.Stress // the account before, on the stress grid
+	forfeit          *margin.Forfeit // the account before, first passage (forfeitBefore)
 	preds            map[predictKey]*Prediction
 	hasCross, crossK bool // acct.HasOpenCross(), once known (crossK)
 }
@@ -125,6 +134,11 @@ type Prediction struct {
 	// computed (the model knows σ and can measure the account).
 	StressBefore, StressAfter margin.Stress
 	Stressed                  bool
+	// ForfeitBefore and ForfeitAfter are the account's expected forfeit
+	// to liquidations before and after the call, first passage
+	// (margin.Forfeit); Scored says both are known and decide (cost.go).
+	ForfeitBefore, ForfeitAfter margin.Forfeit
+	Scored                      bool
 	// Unverified says why the prediction decides nothing: the model does
 	// not fit the exchange ("" when it does).
 	Unverified string
@@ -225,6 +239,10 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		if sb, ok := v.stressBefore(); ok {
 			p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, liqsAfter)
 			p.Stressed = p.StressBefore.Known && p.StressAfter.Known
+		}
+		if v.scored() {
+			p.ForfeitBefore, p.ForfeitAfter = v.forfeitBefore(), next.Forfeit(v.Sigma, liqsAfter)
+			p.Scored = p.ForfeitBefore.Known && p.ForfeitAfter.Known
 		}
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {

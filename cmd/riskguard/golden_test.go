@@ -45,8 +45,10 @@ import (
 // output is produced twice and must be the same both times. Nothing is
 // normalised except the wall-clock "time" of JSON log lines on stderr (see
 // normaliseStderr); none is written by these runs today. The battery runs
-// `go run scripts/battery.go -short` (about 20 s) and is skipped with
-// -short or without the go command.
+// `go run scripts/battery.go -short` (the first rule set and the one-line
+// stop, on the synthetic paths and one window of each real set: about a
+// minute on two cores) and is skipped with -short or without the go
+// command.
 func TestOutputsUnchanged(t *testing.T) {
 	if *update {
 		if err := os.MkdirAll(filepath.Join("testdata", "golden"), 0o755); err != nil {
@@ -168,13 +170,13 @@ func backtestAudit(t *testing.T, config, scenario, csv string, interval time.Dur
 func testBatteryUnchanged(t *testing.T, name string) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("the battery takes about 20 s")
+		t.Skip("the battery takes about a minute")
 	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command to run scripts/battery.go")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gobin, "run", "scripts/battery.go", "-short")
 	cmd.Dir = filepath.Join("..", "..")

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/shopspring/decimal"
+)
 
 // Config is the engine's part of the configuration file. Each field is one
 // row of Settings (settings.go): its key, its default, whether a reload
@@ -89,6 +93,14 @@ type Config struct {
 	// move margin.
 	FastMove       float64
 	FastMoveWindow time.Duration
+	// OrderCost is what an order pays the market, a fraction of its
+	// notional (the taker fee and half the spread): what a reduce costs at
+	// mark to market when the decision compares it with holding.
+	OrderCost float64
+	// DustNotional is the notional (quote currency) under which what is
+	// left of a position is dust: a reduce that would leave less closes
+	// it whole.
+	DustNotional float64
 	// FastDistance is the liquidation distance (a fraction of the index,
 	// as the rules' liquidationDistance) under which a position puts the
 	// guard in the fast lane.
@@ -113,7 +125,8 @@ const minSnapshotAge = 3 * time.Second
 
 // stress is the stress grid's settings of the config.
 func (c Config) stress() stressSettings {
-	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely, fastMove: c.FastMove, fastWindow: c.FastMoveWindow}
+	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely, fastMove: c.FastMove, fastWindow: c.FastMoveWindow,
+		orderCost: c.OrderCost, dust: decimal.NewFromFloat(c.DustNotional)}
 }
 
 // laneDistance is the fast lane's distance when the lane is on, 0 when it

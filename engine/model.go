@@ -6,6 +6,7 @@ import (
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
 )
 
 // modelWatch is the margin model as the tick uses it (tick-owned): the fit
@@ -55,6 +56,9 @@ type stressSettings struct {
 	// fastWindow is in a fast move (volatility.fast).
 	fastMove   float64
 	fastWindow time.Duration
+	// orderCost and dust: act.Model.OrderCost and DustNotional.
+	orderCost float64
+	dust      decimal.Decimal
 }
 
 // begin starts the tick at now, whose positions were read while the call

@@ -145,6 +145,22 @@ func Settings() []Setting {
 				}
 				return ""
 			}),
+		// 0.05%: a perpetual's taker fee (0.04–0.06% on the large venues)
+		// and half a major's spread.
+		number("engine.order_cost", "OrderCost", func(c *Config) *float64 { return &c.OrderCost }, 0.0005).
+			checked(func(c Config) string {
+				if !(c.OrderCost > 0 && c.OrderCost < 0.05) {
+					return fmt.Sprintf("must be a fraction within (0, 0.05), e.g. 0.0005 for 0.05%% of an order's notional, got %v", c.OrderCost)
+				}
+				return ""
+			}),
+		number("engine.dust_notional", "DustNotional", func(c *Config) *float64 { return &c.DustNotional }, 20).
+			checked(func(c Config) string {
+				if !(c.DustNotional > 0) {
+					return fmt.Sprintf("must be a notional above 0 in the quote currency, e.g. 20, got %v", c.DustNotional)
+				}
+				return ""
+			}),
 		// Symbol name → index name; nil: the symbol's baseName.
 		stringMap("exchange.index_names", "IndexNames", func(c *Config) *map[string]string { return &c.IndexNames }),
 	}

@@ -113,3 +113,99 @@ func (v *Model) forfeitBefore() margin.Forfeit {
 func (v *Model) orderFee(qty, price decimal.Decimal) float64 {
 	return v.OrderCost * qty.Mul(price).Abs().InexactFloat64()
 }
+
+// judgeReduce judges a reduce order of qty on the plan's position, asked
+// by its rules (the quantity already capped, rounded and raised to the
+// minimum), and returns the quantity to send, or why none is (skip):
+//
+//   - dust: a position worth less than DustNotional is closed whole when
+//     the exchange takes an order that size (said), and left otherwise; a
+//     reduce that would leave less than DustNotional, or under the
+//     position's minimum order quantity, closes it whole instead;
+//   - at mark to market, on a model that scores it: the candidates are
+//     doing nothing and the quantity asked, a quarter, a half and three
+//     quarters of it (never more than asked: an order cannot be taken
+//     back), each costing its fee and spread plus the expected forfeit of
+//     the account after it. The quantity asked goes out unless another is
+//     cheaper; none goes out when doing nothing is cheapest, said with the
+//     figures.
+//
+// d's Note says how the quantity changed.
+func (v *Model) judgeReduce(pl *Plan, qty decimal.Decimal, d *ReduceDecision) (decimal.Decimal, string) {
+	i, ok := v.At[pl.Sym.Name]
+	if !ok {
+		return qty, ""
+	}
+	pos := pl.Pos
+	ix := v.Acct.Positions[i].Index
+	if !ix.IsPositive() {
+		return qty, ""
+	}
+	minQ, inc := pos.MinQuantity, pl.Sym.BaseMinimumIncrement
+	dust := func(q decimal.Decimal) bool {
+		return q.IsPositive() && (q.LessThan(minQ) || v.DustNotional.IsPositive() && q.Mul(ix).LessThan(v.DustNotional))
+	}
+	if dust(pos.Quantity) {
+		if pos.Quantity.LessThan(minQ) {
+			return qty, fmt.Sprintf("left: the position's %s is dust (%s, under the minimum order quantity %s or engine.dust_notional %s) and no order that small is taken",
+				pos.Quantity, pos.Quantity.Mul(ix).Round(2), minQ, v.DustNotional)
+		}
+		if !qty.Equal(pos.Quantity) {
+			d.Note = joinNonEmpty(d.Note, fmt.Sprintf("closed whole: the position's %s is dust (%s, under engine.dust_notional %s)", pos.Quantity, pos.Quantity.Mul(ix).Round(2), v.DustNotional))
+		}
+		return pos.Quantity, ""
+	}
+	if left := pos.Quantity.Sub(qty); dust(left) {
+		d.Note = joinNonEmpty(d.Note, fmt.Sprintf("closed whole: the %s left would be dust (%s, under the minimum order quantity %s or engine.dust_notional %s)", left, left.Mul(ix).Round(2), minQ, v.DustNotional))
+		return pos.Quantity, ""
+	}
+	if !v.scored() {
+		return qty, ""
+	}
+	before := v.forfeitBefore()
+	if !before.Known {
+		return qty, ""
+	}
+	type cand struct {
+		q    decimal.Decimal
+		cost Cost
+	}
+	costOf := func(q decimal.Decimal) (Cost, bool) {
+		next, _, err := v.Acct.Reduce(i, q, ix)
+		if err != nil {
+			return Cost{}, false
+		}
+		f := next.Forfeit(v.Sigma, next.LiquidationPricesWith(v.Liqs))
+		return Cost{Fee: v.orderFee(q, ix), Forfeit: f}, f.Known
+	}
+	askedCost, ok := costOf(qty)
+	if !ok {
+		return qty, ""
+	}
+	best := cand{qty, askedCost}
+	for _, f := range []string{"0.25", "0.5", "0.75"} {
+		q := qty.Mul(decimal.RequireFromString(f))
+		if inc.IsPositive() {
+			q = q.Div(inc).Floor().Mul(inc)
+		}
+		if !q.IsPositive() || q.LessThan(minQ) || dust(pos.Quantity.Sub(q)) {
+			continue
+		}
+		if c, ok := costOf(q); ok && cheaper(c.Total(), best.cost.Total()) {
+			best = cand{q, c}
+		}
+	}
+	nothing := before.Expected
+	if !cheaper(best.cost.Total(), nothing) {
+		why := fmt.Sprintf("holding is as cheap in expectation: the expected loss to liquidations over the horizon is %.2f", nothing)
+		if n := nearest(before); n != "" {
+			why += " (" + n + ")"
+		}
+		why += fmt.Sprintf("; reducing %s pays %.2f in fee and spread and leaves %.2f", qty, askedCost.Fee, askedCost.Forfeit.Expected)
+		return qty, why
+	}
+	if !best.q.Equal(qty) {
+		d.Note = joinNonEmpty(d.Note, fmt.Sprintf("%s of the %s asked, the cheapest in expectation: %s against %s", best.q, qty, best.cost, askedCost))
+	}
+	return best.q, ""
+}

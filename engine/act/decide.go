@@ -424,6 +424,20 @@ func admissible(m *Model, pl *Plan, c *SettingsStep, now time.Time, p *Predictio
 				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2))
 		}
 	}
+	// A call on one position does not sacrifice another: no position it
+	// moves closer ends under OthersFloor (or the rules' floor), and none
+	// that survives every likely move now is made to fail one.
+	others := decimal.Max(decimal.Max(rulesFloor(pl, c.lowerKind), rulesFloor(pl, c.isolateKind)), decimal.NewFromFloat(OthersFloor))
+	for _, o := range p.others {
+		if o.closer() && o.distAfter.LessThan(others) {
+			return fmt.Sprintf("%dx would move %s, under %s%%", p.Leverage, o, others.Shift(2).StringFixed(2))
+		}
+	}
+	if p.Stressed {
+		if nf := margin.NewlyFatal(p.StressBefore, p.StressAfter, pl.Sym.Name); len(nf) > 0 {
+			return fmt.Sprintf("%dx would make a likely move fatal to %s (stress grid)", p.Leverage, nf[0])
+		}
+	}
 	if p.FreeKnown && !p.Affordable {
 		return fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", p.Leverage, p.MarginMoved.Round(2), p.FreeAfter.Add(p.MarginMoved).Round(2))
 	}

@@ -80,7 +80,7 @@ type predictMemo struct {
 	moves            []decimal.Decimal // acct.Moves(liqs)
 	notional         *decimal.Decimal  // acct.Notional(), when known
 	before           map[int][2]margin.Survival
-	stress           *margin.Stress // the account before, on the stress grid
+	stress           *margin.Stress  // the account before, on the stress grid
 	forfeit          *margin.Forfeit // the account before, first passage (forfeitBefore)
 	preds            map[predictKey]*Prediction
 	hasCross, crossK bool // acct.HasOpenCross(), once known (crossK)

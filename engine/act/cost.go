@@ -100,8 +100,9 @@ func (v *Model) forfeitBefore() margin.Forfeit {
 	if memo.forfeit == nil {
 		liqs := memo.liqs
 		if liqs == nil {
+			// Not kept in the memo: predict fills liqs with the moves
+			// and notional that go with them.
 			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
-			memo.liqs = liqs
 		}
 		f := v.Acct.Forfeit(v.Sigma, liqs)
 		memo.forfeit = &f

@@ -133,7 +133,7 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 		if p.cross {
 			if !seen[p.sym] {
 				seen[p.sym] = true
-				poolSyms = append(poolSyms, p.symbol)
+				poolSyms = append(poolSyms, b.symbol(i))
 			}
 			bySym[p.sym] = append(bySym[p.sym], i)
 			cross = append(cross, i)
@@ -142,13 +142,13 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 		if !(p.liq > 0) {
 			continue // no price liquidates it
 		}
-		syms := []string{p.symbol}
+		syms := []string{b.symbol(i)}
 		if p.lostAt(p.index) {
-			add(ForfeitPart{Symbols: syms, Direction: p.dir, At: p.at, Weight: 1, Prob: 1, Amount: math.Max(p.equity, 0)})
+			add(ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Weight: 1, Prob: 1, Amount: math.Max(p.equity, 0)})
 			continue
 		}
 		k := (p.liq/p.index - 1) / b.syms[p.sym].Sigma
-		part := ForfeitPart{Symbols: syms, Direction: p.dir, At: p.at, Family: StressTogether, Weight: together, K: k, Prob: Touch(k),
+		part := ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Family: StressTogether, Weight: together, K: k, Prob: Touch(k),
 			Amount: math.Max(p.margin+p.pnl(p.liq), 0)}
 		add(part)
 		part.Family, part.Weight = b.syms[p.sym].Symbol, alone

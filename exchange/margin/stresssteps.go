@@ -32,6 +32,11 @@ type stressWeights struct {
 	shownGrid []int // StressShown as moves of the grid (n)
 }
 
+// gridWeights are the grid's weights, worked out once: a table, never
+// written after (as pow10f is a table), where every judgement worked out
+// its 201 weights again.
+var gridWeights = newStressWeights()
+
 // newStressWeights works out the grid's weights.
 func newStressWeights() stressWeights {
 	steps := int(math.Round(stressReach / stressStep))
@@ -305,7 +310,7 @@ func (g *stressGrid) togetherPool(moved []int, sw *stressWeights, lost []bool) {
 // σ, and the losses at the shown moves every index together, from each
 // part's edge on the grid: the figures the walk over every move gives.
 func (g *stressGrid) judge(s *Stress, likely float64) {
-	sw := newStressWeights()
+	sw := &gridWeights
 	steps := sw.steps
 	ps, syms := g.ps, g.syms
 	together, alone := 0.5, 0.5/float64(len(syms))
@@ -322,7 +327,7 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		if p.cross {
 			continue
 		}
-		e := g.isoEdge(p, &sw)
+		e := g.isoEdge(p, sw)
 		edges[i] = e
 		eq := math.Max(p.equity, 0)
 		var w float64
@@ -358,7 +363,7 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 				poolFatal = FatalMove{Family: family, K: gridK(n)}
 			}
 		}
-		g.togetherPool(g.crossAll, &sw, lostT)
+		g.togetherPool(g.crossAll, sw, lostT)
 		wT, nearT, okT := 0.0, 0, false
 		for n := -steps; n <= steps; n++ {
 			if lostT[n+steps] {
@@ -380,8 +385,8 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 				}
 				continue
 			}
-			set := g.alonePool(moved, syms[f].Sigma, &sw)
-			s.Expected += alone * poolLoss * set.weight(&sw) / sw.sum
+			set := g.alonePool(moved, syms[f].Sigma, sw)
+			s.Expected += alone * poolLoss * set.weight(sw) / sw.sum
 			n, ok := set.nearest()
 			mark(syms[f].Symbol, n, ok)
 		}

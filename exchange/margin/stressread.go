@@ -1,7 +1,5 @@
 package margin
 
-import "github.com/shopspring/decimal"
-
 // The grid reads each position's entry value, margin and maintenance as
 // float64s, the value the decimal figure (EntryValue, Margin,
 // Maintenance) rounds to. Worked out in decimals they cost a
@@ -26,15 +24,13 @@ func exactFloat(v int64, e int32) (float64, bool) {
 	return 0, false
 }
 
-// fixedFloat is d as a float64 through exactFloat, or
-// d.InexactFloat64().
-func fixedFloat(f fixed, ok bool, d func() decimal.Decimal) float64 {
-	if ok {
-		if x, ok := exactFloat(f.v, f.e); ok {
-			return x
-		}
+// fixedFloat is f as a float64 through exactFloat; ok false when f is
+// not known (!known) or exactFloat cannot say.
+func fixedFloat(f fixed, known bool) (float64, bool) {
+	if !known {
+		return 0, false
 	}
-	return toF(d())
+	return exactFloat(f.v, f.e)
 }
 
 // stressFigures are p's entry value, margin and maintenance as float64s:
@@ -51,12 +47,14 @@ func (p *Position) stressFigures() (ev, margin, mm float64) {
 	} else {
 		evF, evOK = toFixed(p.Value)
 	}
-	ev = fixedFloat(evF, evOK, p.EntryValue)
+	var ok bool
+	if ev, ok = fixedFloat(evF, evOK); !ok {
+		ev = toF(p.EntryValue())
+	}
 	if !p.Held.IsZero() {
 		margin = toF(p.Held)
-	} else {
-		m, ok := marginFixed(evF, evOK, p.Leverage)
-		margin = fixedFloat(m, ok, p.Margin)
+	} else if margin, ok = fixedFloat(marginFixed(evF, evOK, p.Leverage)); !ok {
+		margin = toF(p.Margin())
 	}
 	switch {
 	case !p.MM.IsZero():
@@ -68,7 +66,9 @@ func (p *Position) stressFigures() (ev, margin, mm float64) {
 		if ok {
 			m, ok = r.mul(evF)
 		}
-		mm = fixedFloat(m, ok, p.Maintenance)
+		if mm, ok = fixedFloat(m, ok); !ok {
+			mm = toF(p.Maintenance())
+		}
 	default:
 		mm = toF(p.Maintenance())
 	}

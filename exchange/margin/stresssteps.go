@@ -75,19 +75,17 @@ func (sw *stressWeights) above(lo int) float64 {
 	return sw.suf[max(lo, -sw.steps)+sw.steps]
 }
 
-// lastTrue is the last n in [lo, hi] where pred holds, for a pred that
-// holds on a prefix of it (lo − 1 when it holds nowhere), by bisection.
-func lastTrue(lo, hi int, pred func(int) bool) int {
-	a, b := lo-1, hi+1 // pred(a) true, pred(b) false, as if
-	for b-a > 1 {
-		m := a + (b-a)/2
-		if pred(m) {
-			a = m
-		} else {
-			b = m
-		}
+// stepTo is the last n in [lo, hi] where pred holds (lo − 1 when none),
+// for a pred that holds on a prefix of it, stepping from n (a guess near
+// it, in [lo − 1, hi]).
+func stepTo(n, lo, hi int, pred func(int) bool) int {
+	for n < hi && pred(n+1) {
+		n++
 	}
-	return a
+	for n >= lo && !pred(n) {
+		n--
+	}
+	return n
 }
 
 // gridK is the move of the grid's point n, as the walk computes it.
@@ -100,7 +98,8 @@ func gridK(n int) float64 { return float64(n) * stressStep }
 func (g *stressGrid) isoEdge(p *stressPos, sw *stressWeights) int {
 	s := sw.steps
 	sg := g.syms[p.sym].Sigma
-	lost := func(n int) bool { return p.lostAt(p.index * math.Max(0, 1+gridK(n)*sg)) }
+	// max is math.Max's value (and inlined).
+	lost := func(n int) bool { return p.lostAt(p.index * max(0, 1+gridK(n)*sg)) }
 	if !(p.liq > 0) {
 		if p.long {
 			return -s - 1
@@ -142,7 +141,7 @@ func (g *stressGrid) poolExact(moved []int, n int) float64 {
 	pool := g.pool
 	for _, i := range moved {
 		p := &g.ps[i]
-		pool += p.pnl(p.index*math.Max(0, 1+k*g.syms[p.sym].Sigma)) - p.pnlNow
+		pool += p.pnl(p.index*max(0, 1+k*g.syms[p.sym].Sigma)) - p.pnlNow
 	}
 	return pool
 }
@@ -241,10 +240,19 @@ func (g *stressGrid) alonePool(moved []int, sg float64, sw *stressWeights) poolS
 		dir = -1
 	}
 	gap := func(m int) float64 { // m = n·dir
-		return g.pool + net*(math.Max(0, 1+gridK(m*dir)*sg)-1) - g.poolMM
+		return g.pool + net*(max(0, 1+gridK(m*dir)*sg)-1) - g.poolMM
 	}
-	sure := lastTrue(-s, s, func(m int) bool { return gap(m) <= -tol })
-	maybe := lastTrue(-s, s, func(m int) bool { return gap(m) <= tol })
+	// Solved above its floor (gap = pool − mm + |net|·σ·m·step), then
+	// stepped to the edge.
+	guess := func(target float64) int {
+		k := (target - g.pool + g.poolMM) / (math.Abs(net) * sg)
+		if math.IsNaN(k) || math.IsInf(k, 0) {
+			return 0
+		}
+		return int(math.Max(float64(-s-1), math.Min(float64(s), math.Floor(k/stressStep))))
+	}
+	sure := stepTo(guess(-tol), -s, s, func(m int) bool { return gap(m) <= -tol })
+	maybe := stepTo(guess(tol), -s, s, func(m int) bool { return gap(m) <= tol })
 	var out poolSet
 	if dir > 0 {
 		out.lo, out.hi = -s, sure
@@ -329,7 +337,7 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		}
 		e := g.isoEdge(p, sw)
 		edges[i] = e
-		eq := math.Max(p.equity, 0)
+		eq := max(p.equity, 0)
 		var w float64
 		var near int // the lost move nearest 0
 		if p.long {
@@ -393,19 +401,26 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 	}
 	// The losses at the shown moves together, summed as the walk sums
 	// them: the lost isolated positions in order, then the pool.
-	for _, n := range sw.shownGrid {
-		loss := 0.0
-		for i := range ps {
-			p := &ps[i]
-			if !p.cross && (p.long && n <= edges[i] || !p.long && n >= edges[i]) {
-				loss += math.Max(p.equity, 0)
+	var at [16]float64
+	shown := at[:len(sw.shownGrid)]
+	for i := range ps {
+		p := &ps[i]
+		if p.cross {
+			continue
+		}
+		eq, e := max(p.equity, 0), edges[i]
+		for j, n := range sw.shownGrid {
+			if p.long && n <= e || !p.long && n >= e {
+				shown[j] += eq
 			}
 		}
-		if g.anyCross && lostT[n+steps] {
-			loss += poolLoss
-		}
-		s.TogetherAt = append(s.TogetherAt, loss)
 	}
+	for j, n := range sw.shownGrid {
+		if g.anyCross && lostT[n+steps] {
+			shown[j] += poolLoss
+		}
+	}
+	s.TogetherAt = append(s.TogetherAt, shown...)
 	nf := 0
 	for i, p := range ps {
 		if p.cross && poolFatal.Family != "" || !p.cross && fatal[i] != none {

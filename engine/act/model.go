@@ -61,6 +61,41 @@ type Model struct {
 	DustNotional decimal.Decimal
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
+	// grids keeps the stress grids of the accounts the tick's predictions
+	// left (their StressAfter): once a call is sent and the model moves on
+	// to the account it left (Acct = Prediction.Next), that account's grid
+	// is the one already worked out. Copies of the model share it.
+	grids *gridCache
+}
+
+// gridCache is the stress grids of the last few accounts predicted, by
+// account (sameAccount): a tick moves on to one of them at most once per
+// call it sends.
+type gridCache struct {
+	entries [8]gridEntry
+	next    int
+}
+
+type gridEntry struct {
+	acct margin.Account
+	s    margin.Stress
+	set  bool
+}
+
+// put keeps s as acct's grid, in place of the oldest.
+func (c *gridCache) put(acct margin.Account, s margin.Stress) {
+	c.entries[c.next] = gridEntry{acct: acct, s: s, set: true}
+	c.next = (c.next + 1) % len(c.entries)
+}
+
+// get is acct's grid, when kept.
+func (c *gridCache) get(acct margin.Account) (margin.Stress, bool) {
+	for i := range c.entries {
+		if e := &c.entries[i]; e.set && sameAccount(e.acct, acct) {
+			return e.s, true
+		}
+	}
+	return margin.Stress{}, false
 }
 
 // predictMemo keeps the predictions made on one account. DecideSettings
@@ -189,6 +224,11 @@ func (v *Model) stressBefore() (margin.Stress, bool) {
 	if !v.FreeKnown && memo.hasCross {
 		return margin.Stress{}, false
 	}
+	if memo.stress == nil && v.grids != nil {
+		if s, ok := v.grids.get(v.Acct); ok {
+			memo.stress = &s
+		}
+	}
 	if memo.stress == nil {
 		liqs := memo.liqs
 		if liqs == nil {
@@ -239,6 +279,10 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		if sb, ok := v.stressBefore(); ok {
 			p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, liqsAfter)
 			p.Stressed = p.StressBefore.Known && p.StressAfter.Known
+			if v.grids == nil {
+				v.grids = &gridCache{}
+			}
+			v.grids.put(next, p.StressAfter)
 		}
 		if v.scored() {
 			p.ForfeitBefore, p.ForfeitAfter = v.forfeitBefore(), next.Forfeit(v.Sigma, liqsAfter)

@@ -52,7 +52,7 @@ func stressReference(a Account, sigma func(symbol string) float64, likely float6
 			}
 			for i, l := range lost {
 				if l && (fatal[i].Family == "" || math.Abs(k) < math.Abs(fatal[i].K)) {
-					fatal[i] = FatalMove{Symbol: ps[i].symbol, Direction: ps[i].dir, Family: family, K: k, Move: k * syms[ps[i].sym].Sigma}
+					fatal[i] = FatalMove{Symbol: b.symbol(i), Direction: b.dir(i), Family: family, K: k, Move: k * syms[ps[i].sym].Sigma}
 				}
 			}
 		}
@@ -61,7 +61,7 @@ func stressReference(a Account, sigma func(symbol string) float64, likely float6
 			pt := StressPoint{Family: family, K: k, Loss: loss}
 			for i, l := range lost {
 				if l {
-					pt.Lost = append(pt.Lost, ps[i].symbol+" "+ps[i].dir)
+					pt.Lost = append(pt.Lost, b.name(i))
 				}
 			}
 			s.Points = append(s.Points, pt)

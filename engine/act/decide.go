@@ -338,11 +338,16 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 
 	before := askedPred.ForfeitBefore
 	costNothing := before.Expected
+	i := m.At[sym]
+	costs := make(map[exchange.Settings]float64, len(cands))
+	for _, cd := range cands {
+		costs[cd.want] = settingsCost(cd.p, i, cd.want)
+	}
 	var best *cand
 	var askedC *cand
 	for i := range cands {
 		cd := &cands[i]
-		if best == nil || cheaper(cd.p.ForfeitAfter.Expected, best.p.ForfeitAfter.Expected) {
+		if best == nil || cheaper(costs[cd.want], costs[best.want]) {
 			best = cd
 		}
 		if cd.want == asked {
@@ -358,15 +363,15 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	}
 	askedSaid := fmt.Sprintf("as asked (%s): ", describe(asked))
 	if askedC != nil {
-		askedSaid += fmt.Sprintf("%.2f", askedC.p.ForfeitAfter.Expected)
+		askedSaid += fmt.Sprintf("%.2f", costs[asked])
 	} else {
 		askedSaid += out[asked]
 	}
 	var chosen *cand
 	switch {
-	case askedC != nil && !cheaper(best.p.ForfeitAfter.Expected, askedC.p.ForfeitAfter.Expected) && !cheaper(costNothing, askedC.p.ForfeitAfter.Expected):
+	case askedC != nil && !cheaper(costs[best.want], costs[asked]) && !cheaper(costNothing, costs[asked]):
 		chosen = askedC
-	case best != nil && !cheaper(costNothing, best.p.ForfeitAfter.Expected):
+	case best != nil && !cheaper(costNothing, costs[best.want]):
 		chosen = best
 	}
 	if chosen == nil {
@@ -378,7 +383,7 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 		}
 		why += "; " + askedSaid
 		if best != nil && best != askedC {
-			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), best.p.ForfeitAfter.Expected)
+			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), costs[best.want])
 		}
 		if asked.Cross != pos.Cross {
 			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred, Why: "isolating " + sym + " " + why})
@@ -395,12 +400,33 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	if chosen.want.Cross != asked.Cross {
 		c.Isolate = false
 		d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred,
-			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), chosen.p.ForfeitAfter.Expected, costNothing)})
+			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), costs[chosen.want], costNothing)})
 	}
 	if chosen != askedC {
-		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, chosen.p.ForfeitAfter.Expected, askedSaid)
+		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, costs[chosen.want], askedSaid)
 	}
 	d.Want, d.Change, d.Pred = chosen.want, chosen.want != current, chosen.p
+}
+
+// settingsCost is a settings call's expected cost (its prediction p, on
+// the position at index i of the account, set to want): the account's
+// expected forfeit after it, plus the margin it moves into an isolated
+// position times the probability that the position's liquidation point
+// is touched: that margin is forfeited with it (a cut that pours the free
+// balance into a position falling all day loses the margin it moved, where
+// the position alone would have lost its own).
+func settingsCost(p *Prediction, i int, want exchange.Settings) float64 {
+	c := p.ForfeitAfter.Expected
+	if want.Cross || !p.MarginMoved.IsPositive() {
+		return c
+	}
+	touch := 0.0
+	for _, part := range p.ForfeitAfter.Parts {
+		if part.At == i {
+			touch += part.Weight * part.Prob
+		}
+	}
+	return c + min(touch, 1)*p.MarginMoved.InexactFloat64()
 }
 
 // admissible is why a candidate's prediction p is no candidate ("" when

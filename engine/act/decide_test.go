@@ -1,6 +1,7 @@
 package act
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -87,36 +88,50 @@ func TestDecideSettingsInvariants(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	allowed := func() *rules.Rule { return &rules.Rule{Name: "iso", AllowCloserLiquidation: true} }
-	for _, tc := range []struct {
-		name  string
-		floor float64
-		fast  string
-		kind  rules.ActionKind
-		why   string // "" when the call goes out as asked
-	}{
-		{name: "allowed, no floor", kind: rules.SetIsolated},
-		{name: "allowed, above the cut zone", floor: 0.03, kind: rules.SetIsolated},
-		// Isolated at 20x the long is 4.50% from its liquidation price.
-		{name: "into the cut zone", floor: 0.05, kind: rules.SetIsolated, why: "would leave XBTC 4.50% from its liquidation price, inside the 5.00% where the rules cut it"},
-		{name: "in a fast move", fast: "BTC moved 4.20% within 5m (100000 → 95800)", kind: rules.SetIsolated,
-			why: "would move XBTC's liquidation price closer (4.50% away after) during a fast move: BTC moved 4.20% within 5m"},
-		{name: "a cut in a fast move", fast: "BTC moved 4.20% within 5m (100000 → 95800)", kind: rules.LowerLeverage},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, pl := xbtc(t, "50000", allowed(), tc.kind)
-			m.Floor = func(string) float64 { return tc.floor }
-			m.Fast = func(string) string { return tc.fast }
-			d := DecideSettings(m, pl, settingsOf(pl), now)
-			if tc.why == "" {
-				if !d.Change || len(d.Skips) != 0 {
-					t.Fatalf("want the call as asked, got %+v", d)
+	for _, scored := range []bool{false, true} {
+		for _, tc := range []struct {
+			name  string
+			floor float64
+			fast  string
+			kind  rules.ActionKind
+			why   string // "" when the call goes out as asked
+		}{
+			{name: "allowed, no floor", kind: rules.SetIsolated},
+			{name: "allowed, above the cut zone", floor: 0.03, kind: rules.SetIsolated},
+			// Isolated at 20x the long is 4.50% from its liquidation price.
+			{name: "into the cut zone", floor: 0.05, kind: rules.SetIsolated, why: "would leave XBTC 4.50% from its liquidation price, inside the 5.00% where the rules cut it"},
+			{name: "in a fast move", fast: "BTC moved 4.20% within 5m (100000 → 95800)", kind: rules.SetIsolated,
+				why: "would move XBTC's liquidation price closer (4.50% away after) during a fast move: BTC moved 4.20% within 5m"},
+			{name: "a cut in a fast move", fast: "BTC moved 4.20% within 5m (100000 → 95800)", kind: rules.LowerLeverage},
+		} {
+			t.Run(fmt.Sprintf("%s, scored %t", tc.name, scored), func(t *testing.T) {
+				m, pl := xbtc(t, "50000", allowed(), tc.kind)
+				if scored {
+					// σ 0.5%: the isolation is then as cheap as holding
+					// (its point 4.5% away is 9σ), and the bounds alone
+					// leave it out.
+					m.Sigma, m.Likely = func(string) float64 { return 0.005 }, 3
 				}
-				return
-			}
-			if d.Want.Cross != true || len(d.Skips) != 1 || !strings.Contains(d.Skips[0].Why, tc.why) {
-				t.Fatalf("want the isolation left out (%s), got %+v", tc.why, d)
-			}
-		})
+				m.Floor = func(string) float64 { return tc.floor }
+				m.Fast = func(string) string { return tc.fast }
+				d := DecideSettings(m, pl, settingsOf(pl), now)
+				why := tc.why
+				if scored && why == "" && tc.kind == rules.SetIsolated {
+					// Scored, the healthy position's isolation (53.50%
+					// → 4.50% away) costs more than holding.
+					why = "costs more in expectation"
+				}
+				if why == "" {
+					if !d.Change || len(d.Skips) != 0 {
+						t.Fatalf("want the call as asked, got %+v", d)
+					}
+					return
+				}
+				if d.Want.Cross != true || len(d.Skips) == 0 || !strings.Contains(d.Skips[0].Why, why) {
+					t.Fatalf("want the isolation left out (%s), got %+v", why, d)
+				}
+			})
+		}
 	}
 }
 

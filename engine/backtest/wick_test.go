@@ -3,7 +3,6 @@ package backtest_test
 import (
 	"math"
 	"os"
-	"strings"
 	"testing"
 	"time"
 

@@ -333,7 +333,10 @@ func (d *dispatcher) finish(rep *TickReport, pc *act.Pending) error {
 	if res := pc.Result; !res.Sent || res.Err != nil {
 		d.breaker.Refund(pc.Base.Time)
 	}
-	if pc.Result.Sent {
+	if pc.Result.Sent && !errors.Is(pc.Result.Err, act.ErrUnknownOutcome) {
+		// An order of unknown outcome keeps its intent until a read
+		// settles it (act.Host.Settled): a leader taking over meanwhile
+		// takes it as sent, never decides it afresh.
 		d.lead.Ended(act.IntentID(pc.Base.Symbol, pc.Base.Action, pc.Base.Time))
 	}
 	if rep != nil && pc.Event.Outcome != "" {

@@ -57,6 +57,17 @@ type Config struct {
 	// at the last read, for its disappearance to be said as a liquidation
 	// rather than a close.
 	LiquidationMargin float64
+	// ListingLag is how long after an answer that says an order filled
+	// the positions listing may still show the position as before it (a
+	// read model behind the matching engine): it is read again within it,
+	// and one that still disagrees is an inconsistency of the exchange,
+	// never a reason to send the order again.
+	ListingLag time.Duration
+	// LiquidationConfirmReads is how many reads in a row a position at,
+	// past or near its liquidation price (LiquidationMargin) must be left
+	// out of the listing before it is said liquidated; the first says it
+	// probably was. A position listed empty is said at once.
+	LiquidationConfirmReads int
 	// UnreachableAfter is how long the reads may keep failing before a
 	// critical notification says the exchange is unreachable; one more says
 	// when it is back.

@@ -130,10 +130,10 @@ type posExtra struct {
 	// listed the position non-empty and empty: a second non-empty row in
 	// one build is a duplicate, an empty one closes the position.
 	rowGen, closedGen uint64
-	// mm is the position's maintenance margin at mmVersion.
-	mm        decimal.Decimal
-	mmFloat   float64
-	mmVersion int64
+	// mm is the position's maintenance margin, worked out from mmIn.
+	mm      decimal.Decimal
+	mmFloat float64
+	mmIn    mmInputs
 	// series is the position's samples for the windowed terms.
 	series window.Series
 	// refused is the last settings call the exchange refused for good,

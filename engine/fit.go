@@ -8,7 +8,6 @@ import (
 
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
-	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 )
 
@@ -78,18 +77,26 @@ type ModelFitPosition struct {
 }
 
 // fitKey identifies what the fit is computed from, for one open
-// position: its version, leverage and mode (the exchange changes the
-// version when its figures change).
+// position: its leverage and mode, and the figures the fit reads as the
+// view converted them (the spec gives the position's version no meaning:
+// it is no sign that its figures changed).
 type fitKey struct {
 	id, direction string
 	version       int64
 	leverage      int
 	cross         bool
+	qty, ev       float64
+	margin, liq   float64
 }
 
-// fitKeyOf is the key of an open position.
-func fitKeyOf(p *exchange.Position) fitKey {
-	return fitKey{id: p.ID, direction: p.Direction, version: p.Version, leverage: p.Leverage, cross: p.Cross}
+// fitKeyOf is the key of an open position's row.
+func fitKeyOf(r *market.Row) fitKey {
+	p := r.P
+	k := fitKey{id: p.ID, direction: p.Direction, version: p.Version, leverage: p.Leverage, cross: p.Cross}
+	if n := r.N; n != nil {
+		k.qty, k.ev, k.margin, k.liq = n.Quantity, n.EntryValue, n.Margin, n.LiquidationPrice
+	}
+	return k
 }
 
 // sameFitKeys reports whether the view's open positions are keys, in
@@ -101,7 +108,7 @@ func sameFitKeys(keys []fitKey, v *market.View) bool {
 		if !r.Open {
 			continue
 		}
-		if n == len(keys) || keys[n] != fitKeyOf(r.P) {
+		if n == len(keys) || keys[n] != fitKeyOf(r) {
 			return false
 		}
 		n++
@@ -113,7 +120,7 @@ func sameFitKeys(keys []fitKey, v *market.View) bool {
 func appendFitKeys(dst []fitKey, v *market.View) []fitKey {
 	for i := range v.Rows {
 		if r := &v.Rows[i]; r.Open {
-			dst = append(dst, fitKeyOf(r.P))
+			dst = append(dst, fitKeyOf(r))
 		}
 	}
 	return dst

@@ -131,18 +131,39 @@ func (m *modelWatch) fastOf(tv *market.View, st stressSettings) func(symbol stri
 }
 
 // maintenance is the position's maintenance margin, cached in its state
-// ps (nil: not cached) per position version (it changes with the quantity, the entry price and
-// the risk limit only), with its float64 for the account's figures.
+// ps (nil: not cached) while the figures it is worked out from are the
+// same (the quantity, the entry price and value, the risk limit's rates;
+// the spec gives the position's version no meaning, so it is no sign of a
+// change), with its float64 for the account's figures.
 func maintenance(ps *posState, p *exchange.Position, mp *margin.Position) (decimal.Decimal, float64) {
 	if ps == nil {
 		mm := mp.Maintenance()
 		return mm, market.ToFloat(mm)
 	}
-	if ps.X.mmVersion != p.Version || ps.X.mm.IsZero() {
-		ps.X.mm, ps.X.mmVersion = mp.Maintenance(), p.Version
-		ps.X.mmFloat = market.ToFloat(ps.X.mm)
+	x := &ps.X
+	if in := mmInputsOf(p); x.mm.IsZero() || !x.mmIn.same(&in) {
+		x.mm, x.mmIn = mp.Maintenance(), in
+		x.mmFloat = market.ToFloat(x.mm)
 	}
-	return ps.X.mm, ps.X.mmFloat
+	return x.mm, x.mmFloat
+}
+
+// mmInputs are the figures a maintenance margin is worked out from.
+type mmInputs struct {
+	qty, entry, ev, rate, step, base, limitStep decimal.Decimal
+	maxSteps                                    int
+}
+
+func mmInputsOf(p *exchange.Position) mmInputs {
+	rl := &p.RiskLimit
+	return mmInputs{qty: p.Quantity, entry: p.EntryPrice, ev: p.EntryValue, rate: rl.MaintenanceMarginRate, step: rl.MarginRateStep,
+		base: rl.RiskLimitBase, limitStep: rl.RiskLimitStep, maxSteps: rl.MaxRiskLimitSteps}
+}
+
+// same reports whether a and b are the same figures, in value.
+func (a *mmInputs) same(b *mmInputs) bool {
+	return a.maxSteps == b.maxSteps && a.qty.Equal(b.qty) && a.entry.Equal(b.entry) && a.ev.Equal(b.ev) && a.rate.Equal(b.rate) &&
+		a.step.Equal(b.step) && a.base.Equal(b.base) && a.limitStep.Equal(b.limitStep)
 }
 
 // cachedFree is the free balance inferred for the same cross positions

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +33,10 @@ type reconciler struct {
 	// position must have been for its disappearance to count as a
 	// liquidation (engine.liquidation_margin).
 	near decimal.Decimal
+	// confirm is how many reads in a row must leave out a position with
+	// that evidence before it is said liquidated
+	// (engine.liquidation_confirm_reads; leftOut).
+	confirm int
 	// ownFor is how long after an order of the guard a change of its
 	// symbol's quantity is the guard's own.
 	ownFor time.Duration
@@ -72,6 +79,11 @@ func (r *reconciler) settleIntents(now time.Time, v *market.View) []event {
 			if row := &v.Rows[i]; row.Open && row.Sym != nil && row.Sym.Name == in.Symbol {
 				shows = fmt.Sprintf("%s %s", row.P.Direction, row.P.Quantity)
 			}
+		}
+		if in.Quantity != nil && !in.Quantity.IsZero() {
+			// Its fill may show only in the reads that follow (a listing
+			// that lags): a change of the symbol then is the guard's.
+			r.own[in.Symbol] = ownOrder{at: now, qty: *in.Quantity}
 		}
 		text := fmt.Sprintf("order %s (%s %s of %s, by %s) left without a recorded outcome: taken as sent; the account now shows %s of %s, and its rules' cooldowns count from %s",
 			in.ID, in.Action, in.Quantity, in.Symbol, strings.Join(in.Rules, ","), shows, in.Symbol, in.At.UTC().Format(time.RFC3339Nano))
@@ -132,12 +144,16 @@ type lastSeen struct {
 	leverage        int
 	cross           bool
 	at              time.Time
-	updatedAt       int64 // the exchange's updatedAt, when it gives one
+	// missing counts the reads in a row that left the position out while
+	// its index was at, past or near its liquidation price (leftOut);
+	// said is what was said of it then: "probably" or "liquidated".
+	missing int
+	said    string
 }
 
 func newReconciler() *reconciler {
 	return &reconciler{
-		last: map[market.Key]*lastSeen{}, own: map[string]ownOrder{}, turned: map[market.Key]struct{}{},
+		last: map[market.Key]*lastSeen{}, own: map[string]ownOrder{}, turned: map[market.Key]struct{}{}, confirm: 2,
 	}
 }
 
@@ -146,6 +162,7 @@ func newReconciler() *reconciler {
 // after its own order a change is the guard's.
 func (r *reconciler) setConfig(cfg Config) {
 	r.near = decimal.NewFromFloat(cfg.LiquidationMargin)
+	r.confirm = max(cfg.LiquidationConfirmReads, 1)
 	r.ownFor = 2*cfg.Interval + 5*time.Second
 }
 
@@ -155,7 +172,10 @@ func (r *reconciler) setConfig(cfg Config) {
 func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
 	for i := range actions {
 		a := &actions[i]
-		if a.Outcome == "sent" && !a.Quantity.IsZero() {
+		// An order whose answer was lost may have filled: a change that
+		// a later read settles it by is the guard's too.
+		order := a.Outcome == "sent" || a.Outcome == "error" && errors.Is(a.Err, act.ErrUnknownOutcome)
+		if order && !a.Quantity.IsZero() {
 			r.own[a.Symbol] = ownOrder{at: now, qty: a.Quantity}
 		}
 		if a.Outcome == "sent" && a.From != 0 { // a settings call: leverage from
@@ -180,8 +200,8 @@ type ownOrder struct {
 // observe compares the open positions of a read (the tick's view at now)
 // with the last ones and returns what changed without the guard. A
 // position at the same place of the answer as in the last read is found
-// there, without a lookup, and its quantity is compared only when the
-// exchange says it was updated.
+// there, without a lookup; its quantity is compared on every read (the
+// spec gives updatedAt no meaning for trades: it is no change marker).
 func (r *reconciler) observe(now time.Time, v *market.View) []event {
 	var evs []event
 	if len(r.intents) > 0 {
@@ -205,7 +225,12 @@ func (r *reconciler) observe(now time.Time, v *market.View) []event {
 			prev = r.last[row.Key]
 			r.places[i] = prev
 		}
-		if prev != nil && (p.UpdatedAt != 0 && p.UpdatedAt == prev.updatedAt || prev.qty.Equal(p.Quantity)) {
+		if prev != nil && prev.said != "" {
+			// Listed again after it was said (probably) liquidated.
+			evs = append(evs, r.withdrawn(now, prev))
+			prev = nil
+		}
+		if prev != nil && prev.qty.Equal(p.Quantity) {
 			prev.liq, prev.margin, prev.leverage, prev.cross, prev.at = p.LiquidationPrice, p.Margin, p.Leverage, p.Cross, now
 			if row.HasIndex {
 				prev.index = row.Index
@@ -233,12 +258,108 @@ func (r *reconciler) observe(now time.Time, v *market.View) []event {
 			r.places[i] = prev
 		}
 		*prev = lastSeen{symbol: sym, id: p.ID, dir: p.Direction, indexName: row.IndexName, qty: p.Quantity, liq: p.LiquidationPrice, margin: p.Margin,
-			leverage: p.Leverage, cross: p.Cross, at: now, updatedAt: p.UpdatedAt}
+			leverage: p.Leverage, cross: p.Cross, at: now}
 		if row.HasIndex {
 			prev.index = row.Index
 		}
 	}
+	return r.leftOut(now, v, evs)
+}
+
+// leftOut says, for each position the last reads listed open and read v
+// (at now) leaves out, whether it was liquidated, on the evidence alone:
+// its index (now or at the last read) at, past or within
+// engine.liquidation_margin of its liquidation price, or the cross pool
+// lost. The first read that leaves it out says it probably was, at once;
+// engine.liquidation_confirm_reads in a row say it was (the liquidation,
+// marked on the status); a read that lists it again withdraws it
+// (observe). A position listed empty is forgetGone's, at once, and one
+// without that evidence waits for its grace there: missing is not closed.
+// No rule's cooldown or for bounds how soon a liquidation is said.
+func (r *reconciler) leftOut(now time.Time, v *market.View, evs []event) []event {
+	var out []*lastSeen
+	for _, s := range r.last {
+		if !s.at.Equal(now) && s.said != "liquidated" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return evs
+	}
+	listed := map[string]bool{} // ids the read lists, open or not, or could not read
+	for i := range v.Rows {
+		listed[v.Rows[i].P.ID] = true
+	}
+	if v.Snap != nil {
+		for _, pe := range v.Snap.Partial {
+			for _, it := range pe.Items {
+				if pe.What == "positions" {
+					listed[it.ID] = true // "" when an item had no id: nothing can be told
+				}
+			}
+		}
+	}
+	if listed[""] {
+		return evs
+	}
+	slices.SortFunc(out, func(a, b *lastSeen) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.dir, b.dir)) })
+	for _, s := range out {
+		if listed[s.id] {
+			continue
+		}
+		if r.ours(s.symbol, now) && !r.own[s.symbol].qty.LessThan(s.qty) {
+			continue // the guard's own order took it all
+		}
+		at := r.prices[s.indexName]
+		if !at.IsPositive() {
+			at = s.index
+		}
+		why := ""
+		switch {
+		case r.liquidated(s, at) || r.liquidated(s, s.index):
+		case s.cross && r.poolLiquidated(now) != "":
+			why = "; " + r.poolLiquidated(now)
+		default:
+			continue // no evidence: forgetGone's grace decides
+		}
+		s.missing++
+		if s.missing >= r.confirm {
+			s.said = "liquidated"
+			ev := r.liquidationEvent(now, s, at, fmt.Sprintf("left out of the listing for %d reads in a row%s", s.missing, why))
+			if r.marked != nil {
+				r.marked(LiquidationStatus{Time: now, Symbol: s.symbol, Side: s.dir, Quantity: s.qty, LiquidationPrice: s.liq, Index: at, Text: ev.Msg})
+			}
+			evs = append(evs, ev)
+			continue
+		}
+		if s.said == "" {
+			s.said = "probably"
+			evs = append(evs, r.probableEvent(now, s, at, why))
+		}
+	}
 	return evs
+}
+
+// probableEvent says a position left out of one read at, past or near its
+// liquidation price: probably liquidated, confirmed or withdrawn by the
+// next reads.
+func (r *reconciler) probableEvent(now time.Time, s *lastSeen, index decimal.Decimal, why string) event {
+	text := fmt.Sprintf("PROBABLY LIQUIDATED: %s %s %s at %dx is left out of the positions listing with its index %s at or near its liquidation price %s%s; said liquidated if %d reads in a row leave it out (engine.liquidation_confirm_reads), withdrawn if one lists it",
+		s.symbol, s.dir, s.qty, s.leverage, index, s.liq, why, r.confirm)
+	qty := s.qty
+	return event{Level: slog.LevelError, Msg: text, Attrs: []any{"symbol", s.symbol, "position", s.id, "liquidationPrice", s.liq.String(), "index", index.String()},
+		Audit: &journal.Record{Time: now, Type: "liquidated", Phase: "probable", Symbol: s.symbol, Position: s.id, Quantity: &qty, Leverage: s.leverage, Reason: text},
+		Note:  &notify.Message{Time: now, Kind: notify.KindLiquidation, Severity: "critical", Symbol: s.symbol, Text: text}}
+}
+
+// withdrawn says a position listed again after a read left it out and it
+// was said (probably) liquidated.
+func (r *reconciler) withdrawn(now time.Time, s *lastSeen) event {
+	text := fmt.Sprintf("%s %s %s is listed again after %d reads left it out: not liquidated; the %s said before is withdrawn",
+		s.symbol, s.dir, s.qty, s.missing, map[string]string{"probably": "\"probably liquidated\"", "liquidated": "liquidation (acknowledge its mark)"}[s.said])
+	return event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", s.symbol, "position", s.id},
+		Audit: &journal.Record{Time: now, Type: "liquidated", Phase: "withdrawn", Symbol: s.symbol, Position: s.id, Reason: text},
+		Note:  &notify.Message{Time: now, Kind: notify.KindLiquidation, Severity: "warning", Symbol: s.symbol, Text: text}}
 }
 
 // sameID is the last figures of the position with key's id on the other
@@ -287,6 +408,9 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	}
 	if prev == nil {
 		return "", nil
+	}
+	if prev.said == "liquidated" {
+		return reasonLiquidated, nil // said by leftOut, reads ago
 	}
 	at := r.prices[prev.indexName]
 	if !at.IsPositive() {

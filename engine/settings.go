@@ -113,6 +113,8 @@ func Settings() []Setting {
 				}
 				return ""
 			}),
+		positive("engine.listing_lag", "ListingLag", func(c *Config) *time.Duration { return &c.ListingLag }, 2*time.Second),
+		atLeastOne("engine.liquidation_confirm_reads", "LiquidationConfirmReads", func(c *Config) *int { return &c.LiquidationConfirmReads }, 2),
 		positive("engine.stress_horizon", "StressHorizon", func(c *Config) *time.Duration { return &c.StressHorizon }, time.Hour),
 		number("engine.stress_sigma_floor", "StressSigmaFloor", func(c *Config) *float64 { return &c.StressSigmaFloor }, 0.02).
 			checked(func(c Config) string {

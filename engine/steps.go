@@ -96,6 +96,13 @@ func (h *stepHost) Positions(ctx context.Context) ([]exchange.Position, error) {
 	return h.d.reader.Positions(ctx)
 }
 
+// Settled drops the intent of an order settled after its call ended,
+// after the next save.
+func (h *stepHost) Settled(id string) { h.d.lead.Ended(id) }
+
+// ListingLag is engine.listing_lag.
+func (h *stepHost) ListingLag() time.Duration { return h.d.cfg.ListingLag }
+
 // FirstHarm reports whether no harmful action of the plan's rules was
 // notified yet in their current firing, and marks it so.
 func (h *stepHost) FirstHarm(pl *act.Plan) bool {

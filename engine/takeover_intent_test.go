@@ -161,3 +161,154 @@ func takeoverOnce(t *testing.T, action, part string) {
 		t.Fatalf("%d calls reached the exchange inside the 60 s cooldown, want the dead leader's one", n)
 	}
 }
+
+// loseFirstOrder passes every request to the exchange, and closes the
+// connection instead of answering the first order, which the exchange
+// filled: a lost answer.
+type loseFirstOrder struct {
+	ex   *sim.Exchange
+	lost atomic.Bool
+}
+
+func (l *loseFirstOrder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/create") || l.lost.Swap(true) {
+		l.ex.ServeHTTP(w, r)
+		return
+	}
+	l.ex.ServeHTTP(httptest.NewRecorder(), r) // the exchange fills it
+	if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+		conn.Close()
+	}
+}
+
+// The leader's order is filled, its answer lost, and the positions listing
+// lags: the read-back shows the position unchanged, so the outcome is
+// unknown when the call ends. The leader dies before a read settles it.
+// Its intent stays in the shared state until a read settles the order, so
+// the new leader takes it as sent and does not decide it afresh on the
+// lagging listing. Before, the intent was dropped when the call ended, and
+// the new leader sent the order again: two fills (issue 37).
+func TestTakeoverKeepsTheIntentOfAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("once.yaml", []byte(`rules:
+  - name: halve
+    when: position.leverage > 1
+    symbols: [XSOL]
+    cooldown: 60s
+    actions: [{action: reduce_position, fraction: 0.5}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex.InjectFault(exchange.DefaultOrderPath, sim.Fault{ListingLags: 3, Times: 1})
+	srv := httptest.NewServer(&loseFirstOrder{ex: ex})
+	t.Cleanup(srv.Close)
+	shared := &memShared{parts: map[string][]byte{}}
+	newEngine := func(s *seat) *engine.Engine {
+		client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0), exchange.WithRetry(exchange.RetryPolicy{MaxAttempts: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(engine.Config{Interval: 2 * time.Second}, set, engine.Deps{Reader: client, Actuator: client, Leadership: s, Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	sa, sb := &seat{}, &seat{}
+	sa.term.Store(1)
+	a, b := newEngine(sa), newEngine(sb)
+	now := time.Now()
+	rep, err := a.Tick(context.Background(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := false
+	for _, x := range rep.Actions {
+		unknown = unknown || x.Action == "reduce_position" && x.Outcome == "error" && strings.Contains(x.Err.Error(), "outcome unknown")
+	}
+	if !unknown {
+		t.Fatalf("the leader's order did not end with an unknown outcome: %+v", rep.Actions)
+	}
+	// a dies: it never ticks again. b leads.
+	sa.term.Store(0)
+	sb.term.Store(2)
+	for i := range 4 {
+		if _, err := b.Tick(context.Background(), now.Add(time.Duration(1+i)*2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orders := 0
+	for _, c := range ex.Calls() {
+		if c.Method == http.MethodPost && strings.HasSuffix(c.Path, "/create") {
+			orders++
+		}
+	}
+	if orders != 1 {
+		t.Fatalf("%d orders reached the exchange inside the 60 s cooldown, want the dead leader's one", orders)
+	}
+}
+
+// The same order settled by the leader's own later read: its intent is
+// dropped then, none is left in the shared state.
+func TestSettledUnknownOutcomeDropsItsIntent(t *testing.T) {
+	t.Parallel()
+	set, err := rules.Parse("once.yaml", []byte(`rules:
+  - name: halve
+    when: position.leverage > 1
+    symbols: [XSOL]
+    cooldown: 60s
+    actions: [{action: reduce_position, fraction: 0.5}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex.InjectFault(exchange.DefaultOrderPath, sim.Fault{ListingLags: 2, Times: 1})
+	srv := httptest.NewServer(&loseFirstOrder{ex: ex})
+	t.Cleanup(srv.Close)
+	shared := &memShared{parts: map[string][]byte{}}
+	client, err := exchange.New(srv.URL, "k", "s", exchange.WithRateLimit(0, 0), exchange.WithRetry(exchange.RetryPolicy{MaxAttempts: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &seat{}
+	s.term.Store(1)
+	e, err := engine.New(engine.Config{Interval: 2 * time.Second}, set, engine.Deps{Reader: client, Actuator: client, Leadership: s, Shared: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	intents := func() int {
+		shared.mu.Lock()
+		defer shared.mu.Unlock()
+		n := 0
+		for k := range shared.parts {
+			if strings.HasPrefix(k, "intents/") {
+				n++
+			}
+		}
+		return n
+	}
+	if _, err := e.Tick(context.Background(), now); err != nil {
+		t.Fatal(err)
+	}
+	if n := intents(); n != 1 {
+		t.Fatalf("%d intents after the order of unknown outcome, want its one", n)
+	}
+	for i := range 3 {
+		if _, err := e.Tick(context.Background(), now.Add(time.Duration(1+i)*2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := intents(); n != 0 {
+		t.Errorf("%d intents left once a read settled the order", n)
+	}
+}

@@ -74,6 +74,12 @@ type KindSpec struct {
 	// rules in force and probes the key for them. "" for a kind that
 	// calls nothing on the exchange (notify).
 	Call ExchangeCall
+	// Needs are the calls of the venue contract the kind's steps make,
+	// named as package exchange names them (exchange.Call: "PlaceOrder"):
+	// the configuration is refused at load when a rule's kind needs a
+	// call its venue does not offer, naming the rule and the call. Empty
+	// for a kind that calls nothing on the venue (notify).
+	Needs []string
 }
 
 // ExchangeCall names a mutating call on the exchange, as far as the API
@@ -135,21 +141,21 @@ type Kinds []KindSpec
 // there, which brings this one).
 func DefaultKinds() Kinds {
 	return Kinds{
-		{Name: LowerLeverage, Params: ParamLeverage, Repeatable: true, Call: CallSettings,
+		{Name: LowerLeverage, Params: ParamLeverage, Repeatable: true, Call: CallSettings, Needs: []string{"SetPositionSettings"},
 			Missing: "\"leverage\" (an expression giving the target leverage, e.g. riskLimit.maxLeverage / 2)",
 			Check: func(a *Action) string {
 				return string(a.Kind) + " to " + strings.Join(strings.Fields(a.Leverage), " ")
 			},
 			Noun: "leverage cut", Nouns: "leverage cuts"},
-		{Name: SetIsolated, Repeatable: true, Call: CallSettings, Noun: "isolation", Nouns: "isolations",
+		{Name: SetIsolated, Repeatable: true, Call: CallSettings, Needs: []string{"SetPositionSettings"}, Noun: "isolation", Nouns: "isolations",
 			Harm: func(r *Rule) string {
 				if r.AllowCloserLiquidation {
 					return fmt.Sprintf("%s may move the liquidation price closer, not under %g%% of the index, nor so that a likely move liquidates a position sooner (stress grid)", SetIsolated, r.MinLiquidationDistance*100)
 				}
 				return fmt.Sprintf("%s is skipped where it would make a likely move fatal or raise the expected loss (stress grid), or move the liquidation price closer without ring-fencing a failing position (allow_closer_liquidation)", SetIsolated)
 			}},
-		{Name: CancelOrders, Repeatable: true, Call: CallCancel, Marker: "cancel"},
-		{Name: ReducePosition, Params: ParamAmount, Call: CallOrder,
+		{Name: CancelOrders, Repeatable: true, Call: CallCancel, Needs: []string{"CancelOrders"}, Marker: "cancel"},
+		{Name: ReducePosition, Params: ParamAmount, Call: CallOrder, Needs: []string{"PlaceOrder", "Positions"}, // the order, then its read-back
 			Missing: "fraction (of the position's quantity, in (0, 1], e.g. 0.5) or quantity (an expression in the base currency)",
 			Check: func(a *Action) string {
 				if a.Quantity != "" {

@@ -170,7 +170,9 @@ type realSet struct {
 	// whose moves it follows: BTC the set's BTC, the others the set's
 	// other market (the alt) when it has one.
 	follow map[string]string
-	// short is the start of the window -short runs: the set's largest move.
+	// short is the start of the window -short runs: one through the
+	// set's named event (its README): the 2022-01-24 crash and turn, the
+	// CPI spike, the ETH sell-off of 2017-09-04.
 	short time.Time
 }
 
@@ -408,6 +410,8 @@ type totals struct {
 	// never came within nearLiquidation of it: what the guard costs on a
 	// day it was not needed (a gain counts as 0).
 	costs []float64
+	// worstRun names the quiet run that cost the most (the first of them).
+	worstRun string
 	// costlyRuns names those that cost more than maxQuietCost.
 	costlyRuns []string
 	// near are the runs in which nothing would be liquidated without the
@@ -464,7 +468,7 @@ func main() {
 	var ps []path
 	var groups []group
 	if want(synthetic) {
-		groups = append(groups, group{synthetic, fmt.Sprintf("the synthetic paths (%d of two hours, a row every %s, a tick every 2 s)", len(paths()), step)})
+		groups = append(groups, group{synthetic, fmt.Sprintf("the synthetic paths (%d of two hours, a row every %g s, a tick every 2 s)", len(paths()), step.Seconds())})
 		ps = append(ps, paths()...)
 	}
 	for _, rs := range realSets() {
@@ -516,6 +520,7 @@ func main() {
 			}
 		}
 	}
+	fmt.Fprintf(os.Stderr, "battery: %d backtests (%d rule sets × %d paths × %d accounts), %d at a time\n", len(sets)*len(ps)*len(accounts()), len(sets), len(ps), len(accounts()), max(1, *parallel))
 	res := runAll(bin, dir, files, ps, *parallel)
 	or := newOracle()
 	bad, peerBad := 0, 0 // the stop's problems are printed, not an exit status: it is the measure, not the product
@@ -692,6 +697,9 @@ func report(set ruleSet, rulesFile, g string, ps []path, res, peer [][]backtest.
 				if w := v.WorstMeasureWithout; w != nil && *w < nearLiquidation {
 					t.near = append(t.near, nearRun{Path: p.name, Account: a.name, Nearest: *w, Cost: c})
 				} else {
+					if c > 0 && !slices.ContainsFunc(t.costs, func(o float64) bool { return o >= c }) {
+						t.worstRun = fmt.Sprintf("%s on %s", p.name, a.name)
+					}
 					t.costs = append(t.costs, c)
 					if c > maxQuietCost {
 						t.costlyRuns = append(t.costlyRuns, fmt.Sprintf("%s on %s (%.1f%%, %s from its liquidation without the guard)", p.name, a.name, c*100, measure(v.WorstMeasureWithout)))
@@ -775,8 +783,12 @@ func report(set ruleSet, rulesFile, g string, ps []path, res, peer [][]backtest.
 				over++
 			}
 		}
-		fmt.Printf("what it costs where nothing would be liquidated and the account never came within %.0f%% of it (%d runs): %d over 1%% of equity, worst %.1f%%, median %.1f%%\n",
-			nearLiquidation*100, len(cs), over, cs[len(cs)-1]*100, cs[len(cs)/2]*100)
+		worst := ""
+		if t.worstRun != "" {
+			worst = " (" + t.worstRun + ")"
+		}
+		fmt.Printf("what it costs where nothing would be liquidated and the account never came within %.0f%% of it (%d runs): %d over 1%% of equity, worst %.1f%%%s, median %.1f%%\n",
+			nearLiquidation*100, len(cs), over, cs[len(cs)-1]*100, worst, cs[len(cs)/2]*100)
 	}
 	if len(t.near) > 0 {
 		fmt.Printf("where nothing would be liquidated but the account came within %.0f%% of it without the guard (%d runs, apart):\n", nearLiquidation*100, len(t.near))
@@ -823,13 +835,14 @@ type measures struct {
 	QuietRuns int       `json:"quietRuns"`
 	Over5     int       `json:"quietRunsOver5Percent"`
 	Worst     float64   `json:"quietWorstCost"`
+	WorstRun  string    `json:"quietWorstRun"` // "" when no quiet run cost anything
 	Near      []nearRun `json:"near"`
 }
 
 // measuresOf are the totals as measures.
 func measuresOf(set ruleSet, t totals) measures {
 	m := measures{Set: set.name, Peer: set.peer, Runs: t.runs, LiquidatedWithout: t.without, Avoided: t.avoided, SelfInflicted: t.caused,
-		EquityDelta: t.delta, EquityStart: t.start, QuietRuns: len(t.costs), Over5: len(t.costlyRuns), Near: t.near}
+		EquityDelta: t.delta, EquityStart: t.start, QuietRuns: len(t.costs), Over5: len(t.costlyRuns), WorstRun: t.worstRun, Near: t.near}
 	for _, c := range t.costs {
 		m.Worst = math.Max(m.Worst, c)
 	}
@@ -894,14 +907,14 @@ func compare(g group, sets []ruleSet, ts []totals) ([]verdict, groupSummary) {
 	}
 	fmt.Printf("\n%s, side by side:\n", g.name)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "rule set\tavoided\tself-inflicted\tsummed equity Δ\tquiet runs\tover 5%%\tworst\twithin %.0f%%, apart: worst cost\n", nearLiquidation*100)
+	fmt.Fprintf(tw, "rule set\tavoided\tself-inflicted\tsummed equity Δ\tquiet runs\tover 5%%\tworst\twithin %.0f%%, apart: worst cost\tthe worst quiet run\n", nearLiquidation*100)
 	for _, m := range sum.Measures {
 		nearWorst := 0.0
 		for _, n := range m.Near {
 			nearWorst = math.Max(nearWorst, n.Cost)
 		}
-		fmt.Fprintf(tw, "%s\t%d of %d\t%d\t%s (%s)\t%d\t%d\t%.1f%%\t%d: %.1f%%\n", m.Set, m.Avoided, m.LiquidatedWithout, m.SelfInflicted, m.EquityDelta.StringFixed(0),
-			share(m.EquityDelta, m.EquityStart), m.QuietRuns, m.Over5, m.Worst*100, len(m.Near), nearWorst*100)
+		fmt.Fprintf(tw, "%s\t%d of %d\t%d\t%s (%s)\t%d\t%d\t%.1f%%\t%d: %.1f%%\t%s\n", m.Set, m.Avoided, m.LiquidatedWithout, m.SelfInflicted, m.EquityDelta.StringFixed(0),
+			share(m.EquityDelta, m.EquityStart), m.QuietRuns, m.Over5, m.Worst*100, len(m.Near), nearWorst*100, cmp.Or(m.WorstRun, "-"))
 	}
 	tw.Flush()
 	peer := sum.Measures[len(sum.Measures)-1]

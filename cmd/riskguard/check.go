@@ -48,7 +48,7 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard check: --probe-key needs --exchange URL: the exchange whose key it probes")
 		return exitCode(2)
 	}
-	cfg, err := loadConfigWith(*configPath, m.Getenv, loadOptions{secretsOptional: true})
+	cfg, err := loadConfigWith(*configPath, m.Getenv, loadOptions{secretsOptional: true, venues: m.venues})
 	if errors.Is(err, iofs.ErrNotExist) {
 		fmt.Fprintln(m.Stderr, noConfig("check", *configPath)) // the next step, as run says it
 		return exitCode(1)

@@ -37,6 +37,9 @@ type config struct {
 	// top-level config then holds the first account's values.
 	Accounts []*config
 	Exchange exchangeConfig
+	// venue is the row of the registry of venues that Exchange.Venue
+	// names: what the daemon builds.
+	venue venue
 	// Engine is the engine section over engine.DefaultConfig(): every row
 	// of engine.Settings, exchange.index_names included.
 	Engine engine.Config
@@ -72,10 +75,16 @@ type loadOptions struct {
 	// rulesOnly accepts a file with neither an exchange nor an engine
 	// section (a rule-test or baseline rules file).
 	rulesOnly bool
+	// venues is the registry exchange.venue names a row of; nil is the
+	// shipped one.
+	venues venues
 }
 
 // exchangeConfig is the exchange section.
 type exchangeConfig struct {
+	// Venue is exchange.venue: the name of a row of the registry of
+	// venues (venues.go).
+	Venue   string
 	BaseURL string
 	// APIKey and APISecret come from RISKGUARD_API_KEY / RISKGUARD_API_SECRET,
 	// else from api_key_file / api_secret_file (trimmed), else from the
@@ -148,6 +157,7 @@ func (k configKey) envName() string {
 // engine.state_file.
 func configKeys() []configKey {
 	keys := []configKey{
+		{"exchange", "venue", kindString, false},
 		{"exchange", "base_url", kindString, false},
 		{"exchange", "api_key", kindString, true},
 		{"exchange", "api_secret", kindString, true},
@@ -278,7 +288,10 @@ func loadDocument(path string, doc *rules.Document, getenv func(string) string, 
 	// would only repeat that.
 	usable := func(s string) bool { return sections[s] || yamlnode.Value(doc.Root, s) == nil }
 	if !cfg.RulesOnly && usable("exchange") {
+		cfg.venue = l.venueOf(opts.venues.orDefault())
+		cfg.Exchange.Venue = cfg.venue.Name
 		l.exchange(&cfg.Exchange, &cfg.Engine)
+		l.venueNeeds(set, cfg.venue)
 	}
 	if !cfg.RulesOnly && usable("engine") {
 		l.engine(&cfg.Engine, &cfg.Listen)

@@ -71,6 +71,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ControlFailAfter: 5 * time.Minute,
 		ModelTolerance:   0.005, LiquidationMargin: 0.01,
 		StressHorizon: time.Hour, StressSigmaFloor: 0.02, StressLikely: 3,
+		ListingLag: 2 * time.Second, LiquidationConfirmReads: 2,
 	}
 	if !reflect.DeepEqual(cfg.Engine, want) || !reflect.DeepEqual(cfg.Engine, engine.DefaultConfig()) {
 		t.Errorf("engine = %+v, want %+v", cfg.Engine, want)

@@ -46,6 +46,10 @@ type Main struct {
 	// help is set when the command's arguments ask for its usage, which
 	// then goes to stdout.
 	help bool
+	// venues is the registry of venues the configuration's
+	// exchange.venue is looked up in; nil is the shipped one (tests add
+	// rows).
+	venues venues
 }
 
 // exitCode is an error that carries the process exit status and has already

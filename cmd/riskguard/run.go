@@ -32,7 +32,7 @@ type guard struct {
 	// name is the account's name under accounts:, "" without the section.
 	name     string
 	engine   *engine.Engine
-	client   *exchange.Client
+	client   exchange.Venue
 	registry *prometheus.Registry
 	notifier *notifiers
 	interval time.Duration
@@ -169,7 +169,11 @@ func newAccountGuard(cfg, acct *config, sh *shared, logger *slog.Logger, dryRun 
 		metrics.ObserveRequest(ri.Route, ri.Status)
 		stats.observe(ri, time.Now())
 	})
-	client, err := newClient(acct, logger, append([]exchange.Option{hook}, extra...)...)
+	build := acct.venue.New
+	if build == nil { // a configuration built by hand, not loaded
+		build = defaultVenues()[0].New
+	}
+	client, err := build(acct, logger, append([]exchange.Option{hook}, extra...)...)
 	if err != nil {
 		if acct.Name != "" {
 			err = fmt.Errorf("account %s: %w", acct.Name, err)
@@ -392,7 +396,7 @@ func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config, *slo
 		fmt.Fprintf(m.Stderr, "riskguard %s: %v\n", cmd, err)
 		return nil, nil, exitCode(2)
 	}
-	cfg, err := loadConfig(configPath, m.Getenv)
+	cfg, err := loadConfigWith(configPath, m.Getenv, loadOptions{venues: m.venues})
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintln(m.Stderr, noConfig(cmd, configPath))
 		return nil, nil, exitCode(1)
@@ -469,7 +473,7 @@ func (m *Main) reloads(ctx context.Context, path string, running *config, f *fle
 				logger.Info("audit log reopened", "account", g.name)
 			}
 		}
-		cfg, err := loadConfig(path, m.Getenv)
+		cfg, err := loadConfigWith(path, m.Getenv, loadOptions{venues: m.venues})
 		if err == nil && !slices.Equal(running.accountNames(), cfg.accountNames()) {
 			err = fmt.Errorf("the accounts changed (%s, was %s), which takes a restart to apply; nothing was reloaded (all or nothing): restart the daemon, or undo the change",
 				orNone(cfg.accountNames()), orNone(running.accountNames()))

@@ -143,6 +143,14 @@ type Host interface {
 	Exchange() Exchange
 	// Positions reads the account's positions (a read-back).
 	Positions(ctx context.Context) ([]exchange.Position, error)
+	// Settled says that the order of intent id, whose outcome was
+	// unknown when its call ended, is settled: its durable intent (ha)
+	// may go once the state is saved.
+	Settled(id string)
+	// ListingLag is how long after an answer that says an order filled
+	// the positions listing may still show the position as before it
+	// (engine.listing_lag): it is read again within it.
+	ListingLag() time.Duration
 	// FirstHarm reports whether no harmful action of the plan's rules was
 	// notified yet in their current firing, and marks it so.
 	FirstHarm(pl *Plan) bool

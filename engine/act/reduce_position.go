@@ -88,6 +88,13 @@ type openOrder struct {
 	before    decimal.Decimal
 	qty       decimal.Decimal
 	rules     []string
+	// filled is what the order's answer said filled, when the positions
+	// listing still disagreed after engine.listing_lag (reduce_listing.go):
+	// the fill is known, only the listing is waited for.
+	filled decimal.Decimal
+	// counted: the order was settled by its answer, and its rules'
+	// cooldown counts from it (the listing still disagreed).
+	counted bool
 }
 
 // settleAfter is how long after an order of unknown outcome a read that
@@ -101,6 +108,10 @@ const settleAfter = 5 * time.Second
 // account read back does not show it either way. It is never sent again;
 // the symbol's orders wait until a read settles it (ErrHeld).
 var ErrUnknownOutcome error = &marked{"outcome unknown", ErrHeld}
+
+// errSettled is what settle returns for an order of unknown outcome that a
+// read shows filled: the decision is done, never a refusal.
+var errSettled = errors.New("settled: the order filled")
 
 // ErrReduceGrew is the error of a reduce-only order after which the
 // exchange read back a larger position: what a reduce-only order can never
@@ -161,8 +172,14 @@ type ReduceStep struct {
 	// listed; unknown: the outcome could not be told.
 	after   *exchange.Position
 	unknown bool
-	note    string // Note
-	skipped bool   // Skipped
+	// lag says a listing that lagged the answer's fill (reduce_listing.go);
+	// inconsistent: it still disagreed after engine.listing_lag.
+	lag          string
+	inconsistent bool
+	order        *exchange.Order // the answer, when one came
+	direction    string
+	note         string // Note
+	skipped      bool   // Skipped
 }
 
 // Note says why the last Prepare placed no order when no error does (a
@@ -234,7 +251,12 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 	}
 	placer, canPlace := h.Exchange().(OrderPlacer)
 	if o := c.kind.open[sym]; o != nil && c.kind.stopped == nil {
-		if wait, err := c.kind.settle(ctx, h, sym, o, pos, now); wait != "" {
+		if wait, err := c.kind.settle(ctx, h, sym, o, pos, now); err == errSettled {
+			// The order filled: its rules' cooldown starts (no error), and
+			// nothing else goes out for the decision it settled.
+			c.note, c.err = wait, nil
+			return nil, nil
+		} else if wait != "" {
 			return skip("skipped_held", wait, err)
 		}
 	}
@@ -281,6 +303,9 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 			return nil, err
 		}
 		got, sendErr := placer.PlaceOrder(ctx, sym, o)
+		if sendErr == nil {
+			c.order = got
+		}
 		if sendErr != nil && !unknownOutcome(sendErr) {
 			return nil, sendErr // refused: nothing was done
 		}
@@ -301,6 +326,18 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 				return nil, fmt.Errorf("%w: %v; reading the position back failed too (%v): the account is read again before any other order on %s", ErrUnknownOutcome, sendErr, err, sym)
 			}
 			return raw, fmt.Errorf("order %d sent (%s filled %s); reading the position back failed: %w", got.ID, got.Status, got.FilledQuantity, err)
+		}
+		if filled, ok := answeredFill(got); ok && sendErr == nil && unchanged(ps, key, c.before) {
+			// The answer says it filled: a listing that disagrees lags
+			// (reduce_listing.go).
+			lr := readUntilAgrees(ctx, h, h.ListingLag(), key, c.before)
+			c.lag, c.direction = lagText(sym, key, got.ID, got.Status, filled, c.before, lr), posCopy.Direction
+			if !lr.agreed {
+				c.inconsistent = true
+				actEv.Actual = fmt.Sprintf("filled %s by the answer; the positions listing still shows %s", filled, c.before)
+				return raw, nil
+			}
+			ps = lr.ps
 		}
 		other := false
 		for i := range ps {
@@ -384,10 +421,12 @@ func (c *ReduceStep) Done(ctx context.Context, h Host, pl *Plan) error {
 			c.kind.open = map[string]*openOrder{}
 		}
 		o := c.dec.Order
-		c.kind.open[sym] = &openOrder{id: IntentID(sym, name, at), at: at, direction: pl.Pos.Direction, before: c.before, qty: o.Quantity, rules: Dedupe(c.Rules)}
+		filled, _ := answeredFill(c.order) // an answer that said filled, the listing leaving the position out
+		c.kind.open[sym] = &openOrder{id: IntentID(sym, name, at), at: at, direction: pl.Pos.Direction, before: c.before, qty: o.Quantity, rules: Dedupe(c.Rules), filled: filled}
 		return c.err // said by the call's error phase; no backoff: nothing is known to have failed
 	}
 	h.Outcome(ctx, sym, c.err)
+	c.sayLag(ctx, h, sym, at)
 	if errors.Is(c.err, ErrReduceGrew) && c.kind.stopped == nil {
 		c.kind.stopped = c.err
 		names := Dedupe(c.Rules)
@@ -403,7 +442,7 @@ func (c *ReduceStep) Done(ctx context.Context, h Host, pl *Plan) error {
 	if c.err != nil || pred == nil {
 		return c.err
 	}
-	if c.after != nil && !c.after.Empty {
+	if c.after != nil && !c.after.Empty && !c.inconsistent {
 		r := pred.Reduced()
 		h.ReadBack(ctx, at, sym, r.After, c.after.LiquidationPrice, r.Index, false)
 	}
@@ -414,30 +453,53 @@ func (c *ReduceStep) Done(ctx context.Context, h Host, pl *Plan) error {
 // settle looks at an order of unknown outcome o on the position as this
 // tick read it (pos, at now). It returns "" once the order is settled as
 // not filled (the plan may decide anew), or why the symbol's orders wait,
-// with the error its rules hear: held while still unknown, refused (the
-// cooldown starts) once the read shows the fill, and a growth or a turn to
-// the other side stops the kind.
+// with the error its rules hear: held while still unknown, errSettled
+// once the read shows the fill (the decision is done: its rules' cooldown
+// starts, and it is no refusal), and a growth or a turn to the other side
+// stops the kind. An order whose answer said it filled is never settled
+// as not filled: the symbol's orders wait for a listing that shows it.
 func (k *reducePosition) settle(ctx context.Context, h Host, sym string, o *openOrder, pos *exchange.Position, now time.Time) (string, error) {
 	name := string(rules.ReducePosition)
 	say := func(level slog.Level, text string) {
 		h.Emit(ctx, journal.Event{Level: level, Msg: text, Attrs: []any{"action", name, "symbol", sym, "rule", strings.Join(o.rules, ",")},
 			Audit: &journal.Record{Time: now, Type: "action", Phase: "settled", Action: name, Symbol: sym, Rules: o.rules, Reason: text}})
 	}
+	how := "answer lost"
+	if o.filled.IsPositive() {
+		how = "answered filled " + o.filled.String()
+	}
+	defer func() {
+		if k.open[sym] == nil && !o.counted {
+			h.Settled(o.id) // its intent kept until now (ha)
+		}
+	}()
 	switch {
 	case pos.Direction != o.direction || pos.Quantity.GreaterThan(o.before):
 		delete(k.open, sym)
-		k.stopped = fmt.Errorf("%w: %s %s %s → %s %s after order %s (its answer was lost)", ErrReduceGrew, sym, o.direction, o.before, pos.Direction, pos.Quantity, o.id)
+		k.stopped = fmt.Errorf("%w: %s %s %s → %s %s after order %s (%s)", ErrReduceGrew, sym, o.direction, o.before, pos.Direction, pos.Quantity, o.id, how)
 		text := fmt.Sprintf("CRITICAL: %v; %s is stopped: no reduce order goes out until riskguard restarts", k.stopped, name)
 		h.Emit(ctx, journal.Event{Level: slog.LevelError, Msg: text, Attrs: []any{"action", name, "symbol", sym, "err", k.stopped},
 			Audit: &journal.Record{Time: now, Type: "stopped", Action: name, Symbol: sym, Rules: o.rules, Reason: text},
 			Note:  &notify.Message{Time: now, Kind: notify.KindActionFailed, Severity: "critical", Symbol: sym, Action: name, Rule: strings.Join(o.rules, ","), Text: text},
 			Count: func(m *journal.Metrics) { m.Action(name, "stopped") }})
 		return "", nil // the stop is said; the caller skips as stopped
+	case pos.Quantity.LessThan(o.before) && o.counted:
+		// The order was settled by its answer (its cooldown counted from
+		// it); only the listing was waited for.
+		delete(k.open, sym)
+		say(slog.LevelWarn, fmt.Sprintf("the positions listing agrees with order %s (%s) at last: quantity %s → %s", o.id, how, o.before, pos.Quantity))
+		return "", nil
 	case pos.Quantity.LessThan(o.before):
 		delete(k.open, sym)
-		text := fmt.Sprintf("order %s (%s %s, answer lost) filled: quantity %s → %s read back; the rules wait for their cooldown before another", o.id, name, o.qty, o.before, pos.Quantity)
+		text := fmt.Sprintf("order %s (%s %s, %s) filled: quantity %s → %s read back; the rules wait for their cooldown before another", o.id, name, o.qty, how, o.before, pos.Quantity)
 		say(slog.LevelWarn, text)
-		return text, &marked{text, ErrRefused}
+		return text, errSettled
+	case o.filled.IsPositive():
+		// The answer said it filled: an unchanged listing lags, however
+		// long; it is never taken as "not filled".
+		text := fmt.Sprintf("waits: order %s (%s %s) was answered filled %s, and the positions listing still shows %s %s (since %s): no order on %s until a listing agrees",
+			o.id, name, o.qty, o.filled, sym, pos.Quantity, o.at.UTC().Format(time.RFC3339), sym)
+		return text, fmt.Errorf("%w: %s", ErrHeld, text)
 	case now.Sub(o.at) >= settleAfter:
 		delete(k.open, sym)
 		say(slog.LevelWarn, fmt.Sprintf("order %s (%s %s, answer lost) did not fill: quantity still %s %s after; the rules decide afresh", o.id, name, o.qty, pos.Quantity, now.Sub(o.at).Round(time.Millisecond)))

@@ -359,7 +359,9 @@ const maxAuditScan = 4 << 20
 
 // Unfinished returns the action records of the audit log at path that were
 // sent and have no outcome after them (result, error, skipped, dry_run or
-// interrupted): the process stopped with the call in flight. Only the last
+// interrupted; an order whose answer was lost, a later settled record of
+// its action and symbol): the process stopped with the call in flight, or
+// before a read settled it. Only the last
 // maxAuditScan bytes are read; a missing file has none.
 func Unfinished(path string) ([]Record, error) {
 	data, err := auditTail(path, maxAuditScan)
@@ -382,6 +384,15 @@ func Unfinished(path string) ([]Record, error) {
 		case "sent":
 			open[k] = len(sent)
 			sent = append(sent, r)
+		case "settled":
+			// An order whose answer was lost, settled by a later read:
+			// closed, whatever the tick that settled it.
+			for k, i := range open {
+				if k.action == r.Action && k.symbol == r.Symbol && k.t <= r.Time.UnixNano() {
+					sent[i].Phase = ""
+					delete(open, k)
+				}
+			}
 		case "result", "error", "skipped", "dry_run", "interrupted":
 			if r.Phase == "error" && strings.Contains(r.Error, "outcome unknown") {
 				continue // an order whose answer was lost stays open until settled

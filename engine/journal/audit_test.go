@@ -191,3 +191,46 @@ func TestAuditBacklogBounded(t *testing.T) {
 		t.Errorf("%d records, first %+v, second %+v; want the loss said, then records from the 6th", len(rs), rs[0], rs[1])
 	}
 }
+
+// An order whose answer was lost stays unfinished until a settled record
+// of its action and symbol, written by the later tick whose read settled
+// it: a restart after that adopts nothing (it once said "left without a
+// recorded outcome" of an order settled long before, issue 37).
+func TestUnfinishedClosedBySettled(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	sent := Record{Time: t0, Type: "action", Action: "reduce_position", Symbol: "XSOL", Phase: "sent"}
+	lost := Record{Time: t0, Type: "action", Action: "reduce_position", Symbol: "XSOL", Phase: "error", Error: "outcome unknown: EOF"}
+	settled := func(sym string) Record {
+		return Record{Time: t0.Add(4 * time.Second), Type: "action", Action: "reduce_position", Symbol: sym, Phase: "settled"}
+	}
+	for _, tc := range []struct {
+		name string
+		recs []Record
+		want int
+	}{
+		{"answer lost", []Record{sent, lost}, 1},
+		{"settled by a later read", []Record{sent, lost, settled("XSOL")}, 0},
+		{"another symbol settled", []Record{sent, lost, settled("XBTC")}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "audit.jsonl")
+			var b []byte
+			for _, r := range tc.recs {
+				line, err := json.Marshal(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = append(append(b, line...), '\n')
+			}
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Unfinished(path)
+			if err != nil || len(got) != tc.want {
+				t.Errorf("Unfinished = %+v, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}

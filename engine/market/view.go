@@ -1,7 +1,9 @@
 package market
 
 import (
+	"encoding/binary"
 	"hash/fnv"
+	"math"
 	"strconv"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -190,8 +192,10 @@ func (v *View) ModelRow(i int) *Row {
 }
 
 // CrossSig identifies the snapshot's open cross positions with their
-// versions and leverages (a change of either may move the cross pool):
-// computed once per join, at the first ask.
+// leverages and figures (quantity, entry value, margin, liquidation price:
+// a change of any may move the cross pool; the spec gives the version no
+// meaning, so it is no sign of a change): computed once per join, at the
+// first ask.
 func (v *View) CrossSig() uint64 {
 	if v.sigBuilt {
 		return v.sig
@@ -206,6 +210,13 @@ func (v *View) CrossSig() uint64 {
 		b := append(v.sigBuf[:0], p.ID...)
 		b = strconv.AppendInt(append(b, '/'), p.Version, 10)
 		b = strconv.AppendInt(append(b, '/'), int64(p.Leverage), 10)
+		if n := r.N; n != nil {
+			for _, f := range [...]float64{n.Quantity, n.EntryValue, n.Margin, n.LiquidationPrice} {
+				b = binary.LittleEndian.AppendUint64(append(b, '/'), math.Float64bits(f))
+			}
+		} else {
+			b = append(append(b, '/'), p.Quantity.String()...)
+		}
 		v.sigBuf = append(b, ';')
 		sig.Write(v.sigBuf)
 	}

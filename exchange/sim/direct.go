@@ -143,6 +143,13 @@ type Local struct{ ex *Exchange }
 // Local returns the exchange's in-process client.
 func (e *Exchange) Local() Local { return Local{ex: e} }
 
+// Local is a venue of the exchange contract that places orders; it serves
+// no history and lists no closed orders (exchange/conformance runs on it).
+var (
+	_ exchange.Venue       = Local{}
+	_ exchange.OrderPlacer = Local{}
+)
+
 // InProcess tells the engine that reads are plain calls: it need not read
 // index prices and positions concurrently.
 func (l Local) InProcess() bool { return true }

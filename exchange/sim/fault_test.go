@@ -296,3 +296,32 @@ func TestFaultEvery(t *testing.T) {
 		t.Errorf("positions per call = %v, want every third empty", sizes)
 	}
 }
+
+// LeaveOutEmpty lists the open positions only: a liquidated one is no
+// longer listed, rather than listed empty.
+func TestLeaveOutEmptyFault(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, sim.Config{})
+	v.sim.SetIndexPrice("SOL", dec("144.5")) // XSOL liquidated
+	count := func() (open, empty int) {
+		var ps []struct {
+			Empty bool `json:"empty"`
+		}
+		v.get("/v1/contracts/positions", "", &ps)
+		for _, p := range ps {
+			if p.Empty {
+				empty++
+			} else {
+				open++
+			}
+		}
+		return open, empty
+	}
+	if open, empty := count(); empty == 0 {
+		t.Fatalf("without the fault: %d open, %d empty; want XSOL listed empty", open, empty)
+	}
+	v.sim.InjectFault("/v1/contracts/positions", sim.Fault{LeaveOutEmpty: true})
+	if open, empty := count(); empty != 0 || open == 0 {
+		t.Fatalf("with the fault: %d open, %d empty; want the open ones only", open, empty)
+	}
+}

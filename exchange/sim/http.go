@@ -132,7 +132,7 @@ func (e *Exchange) table() []route {
 		{method: http.MethodGet, template: "/v1/market/indexPrices", handle: e.indexPrices},
 		{method: http.MethodGet, template: "/v1/market/errorCodes", handle: e.errorCodes},
 		{method: http.MethodGet, template: "/v1/contracts/orders/closed", private: true, handle: e.closedOrders},
-		{method: http.MethodGet, template: "/v1/contracts/positions", private: true, handle: e.positionsList},
+		{method: http.MethodGet, template: positionsRoute, private: true, handle: e.positionsList},
 		{method: http.MethodPost, template: settingsRoute, private: true, handle: e.settings},
 		{method: http.MethodGet, template: "/v1/spots/balances", private: true, handle: e.spotBalancesList},
 		{method: http.MethodPost, template: cancelRoute, private: true, handle: e.cancel},
@@ -319,15 +319,30 @@ func (e *Exchange) answer(r *http.Request, rt *route, params map[string]string, 
 	if f != nil && f.NotApplied && rt.template == settingsRoute {
 		return e.positionAnswer(params["symbol"])
 	}
-	if f != nil && f.Grows && rt.template == orderRoute {
-		return e.grownOrder(&request{params: params, query: r.URL.Query(), body: body, now: now})
+	if e.lagging != nil && rt.template == positionsRoute {
+		return e.laggingListing()
 	}
-	res := rt.handle(&request{params: params, query: r.URL.Query(), body: body, now: now})
+	var before response
+	if f != nil && f.ListingLags > 0 && rt.template == orderRoute {
+		before = e.positionsList(nil) // what the listing shows for its next reads
+	}
+	var res response
+	if f != nil && f.Grows && rt.template == orderRoute {
+		res = e.grownOrder(&request{params: params, query: r.URL.Query(), body: body, now: now})
+	} else {
+		res = rt.handle(&request{params: params, query: r.URL.Query(), body: body, now: now})
+	}
+	if f != nil && f.ListingLags > 0 && rt.template == orderRoute && res.status == http.StatusOK {
+		e.lagging = &lagged{res: before, reads: f.ListingLags}
+	}
 	if r.Method == http.MethodGet && res.status == http.StatusOK {
 		if len(e.answers) >= maxAnswers {
 			clear(e.answers)
 		}
 		e.answers[key] = answer{res: res}
+	}
+	if f != nil && f.LeaveOutEmpty && rt.template == positionsRoute && res.status == http.StatusOK {
+		res = e.openPositionsList()
 	}
 	if f != nil && res.status == http.StatusOK {
 		if f.Empty {
@@ -441,6 +456,15 @@ type Fault struct {
 	// position instead of taking it off: an exchange that ignored
 	// REDUCE_ONLY (the guard's read-back must catch it).
 	Grows bool
+	// LeaveOutEmpty, on the positions listing, leaves the empty
+	// positions out of it (a closed or liquidated position is no longer
+	// listed, rather than listed empty).
+	LeaveOutEmpty bool
+	// ListingLags, on the order route, processes the order (it fills)
+	// and makes the next ListingLags answers of the positions listing
+	// show the account as it was just before it: a read model behind the
+	// matching engine, which real venues have.
+	ListingLags int
 	// Every applies the fault to one call in Every (the Every-th, the
 	// 2×Every-th, …) and lets the others pass: an answer that is empty or
 	// truncated now and then. 0 or 1: every call.
@@ -524,6 +548,27 @@ func emptied(b []byte) []byte {
 		return b
 	}
 	return out
+}
+
+// positionsRoute is the positions listing's path template.
+const positionsRoute = "/v1/contracts/positions"
+
+// lagged is a positions listing that lags an order (Fault.ListingLags):
+// the answer before the order, for reads more reads.
+type lagged struct {
+	res   response
+	reads int
+}
+
+// laggingListing answers a positions read with the listing from before
+// the order, counting the read. Call with e.mu held.
+func (e *Exchange) laggingListing() response {
+	res := e.lagging.res
+	e.lagging.reads--
+	if e.lagging.reads <= 0 {
+		e.lagging = nil
+	}
+	return res
 }
 
 // htmlPage is the body of an HTML fault.

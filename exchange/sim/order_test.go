@@ -159,3 +159,33 @@ func TestOrderClientOrderID(t *testing.T) {
 	plain := newEnv(t, sim.Config{})
 	wantError(t, plain.do(call{method: http.MethodPost, path: orderOf("XBTC"), body: body(`"rg1"`)}), 400, sim.CodeParameterInvalid, "clientOrderId")
 }
+
+// The ListingLags fault fills the order and lists the account as it was
+// before it for the next reads: a read model behind the matching engine.
+func TestOrderListingLagsFault(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, sim.Config{})
+	v.sim.InjectFault(exchange.DefaultOrderPath, sim.Fault{ListingLags: 2, Times: 1})
+	v.ok(call{method: http.MethodPost, path: orderOf("XBTC"), body: `{"side":"SELL","type":"MARKET","quantity":"0.4","flags":24}`}, nil)
+	p, _ := v.sim.Position("XBTC")
+	wantDec(t, "quantity at the exchange", p.Quantity, "0.4")
+	listed := func() string {
+		var ps []struct {
+			SymbolID int64  `json:"symbolId"`
+			Quantity string `json:"quantity"`
+			Empty    bool   `json:"empty"`
+		}
+		v.ok(call{method: http.MethodGet, path: "/v1/contracts/positions"}, &ps)
+		for _, lp := range ps {
+			if lp.SymbolID == p.SymbolID {
+				return lp.Quantity
+			}
+		}
+		return "none"
+	}
+	for i, want := range []string{"0.8", "0.8", "0.4", "0.4"} {
+		if got := listed(); got != want {
+			t.Errorf("read %d lists XBTC %s, want %s", i+1, got, want)
+		}
+	}
+}

@@ -33,6 +33,19 @@ func (e *Exchange) positionsList(*request) response {
 	return success(out)
 }
 
+// openPositionsList is the positions listing without its empty positions
+// (Fault.LeaveOutEmpty).
+func (e *Exchange) openPositionsList() response {
+	ps := e.positionList(make([]exchange.Position, 0, len(e.positions)))
+	out := make([]positionWire, 0, len(ps))
+	for _, p := range ps {
+		if !p.Empty {
+			out = append(out, positionWireOf(p))
+		}
+	}
+	return success(out)
+}
+
 // spotBalancesList (response not shown by the spec): one record per
 // currency, in currency order, {"currency": name, "available": decimal
 // string, "frozen": "0"}.

@@ -108,14 +108,17 @@ type Exchange struct {
 	positions    map[string]*exchange.Position // by contract symbol name
 	// slots holds the same positions by contract index (nil: none), for
 	// the loops of every step over the contracts; putPosition sets both.
-	slots        []*exchange.Position
-	measure      measureScratch // Together's buffers, reused under mu
-	openOrders   map[string]int
-	closed       []closedOrder // ascending id
-	nextOrderID  int64
-	orderRand    *rand.Rand
-	faults       map[string]*Fault
-	answers      map[string]answer
+	slots       []*exchange.Position
+	measure     measureScratch // Together's buffers, reused under mu
+	openOrders  map[string]int
+	closed      []closedOrder // ascending id
+	nextOrderID int64
+	orderRand   *rand.Rand
+	faults      map[string]*Fault
+	answers     map[string]answer
+	// lagging, when set, answers the positions listing's next reads with
+	// the listing from before an order (Fault.ListingLags).
+	lagging      *lagged
 	calls        []Call
 	liquidations []Liquidation
 	// cross is the last cross pool computed (crossPool).

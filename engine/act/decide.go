@@ -369,7 +369,7 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	}
 	var chosen *cand
 	switch {
-	case askedC != nil && !cheaper(costs[best.want], costs[asked]) && !cheaper(costNothing, costs[asked]):
+	case askedC != nil && !clearlyCheaper(costs[best.want], costs[asked]) && !cheaper(costNothing, costs[asked]):
 		chosen = askedC
 	case best != nil && !cheaper(costNothing, costs[best.want]):
 		chosen = best

@@ -224,6 +224,13 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 		sp.ev, sp.margin, sp.mm = p.stressFigures()
 		sp.pnlNow = sp.pnl(sp.index)
 		sp.equity = sp.margin + sp.pnlNow
+		// A figure a float cannot hold (an index of 1e400) is no data:
+		// never a NaN in the expected loss.
+		for _, f := range []float64{sp.q, sp.index, sp.liq, sp.equity, sp.mm} {
+			if math.IsInf(f, 0) || math.IsNaN(f) {
+				return stressBook{}, false
+			}
+		}
 		if sp.cross {
 			b.anyCross = true
 			b.pool += sp.equity

@@ -112,6 +112,10 @@ type Config struct {
 	// left of a position is dust: a reduce that would leave less closes
 	// it whole.
 	DustNotional float64
+	// OrdersAsAsked sends a reduce order as its rules ask, unjudged: for
+	// rules that reduce for a reason of their own (exposure, not the risk
+	// of liquidation), which the expected cost does not see.
+	OrdersAsAsked bool
 	// FastDistance is the liquidation distance (a fraction of the index,
 	// as the rules' liquidationDistance) under which a position puts the
 	// guard in the fast lane.
@@ -137,7 +141,7 @@ const minSnapshotAge = 3 * time.Second
 // stress is the stress grid's settings of the config.
 func (c Config) stress() stressSettings {
 	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely, fastMove: c.FastMove, fastWindow: c.FastMoveWindow,
-		orderCost: c.OrderCost, dust: decimal.NewFromFloat(c.DustNotional)}
+		orderCost: c.OrderCost, dust: decimal.NewFromFloat(c.DustNotional), asAsked: c.OrdersAsAsked}
 }
 
 // laneDistance is the fast lane's distance when the lane is on, 0 when it

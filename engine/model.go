@@ -59,6 +59,7 @@ type stressSettings struct {
 	// orderCost and dust: act.Model.OrderCost and DustNotional.
 	orderCost float64
 	dust      decimal.Decimal
+	asAsked   bool
 }
 
 // begin starts the tick at now, whose positions were read while the call

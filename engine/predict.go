@@ -80,7 +80,7 @@ func (m *modelWatch) account(tv *market.View, rows []tickRow) *act.Model {
 	v.Liqs = &m.liqs
 	v.Sigma, v.Likely = m.sigmaOf(tv, m.stress), m.stress.likely
 	v.Floor, v.Fast = m.floorOf(), m.fastOf(tv, m.stress)
-	v.OrderCost, v.DustNotional = m.stress.orderCost, m.stress.dust
+	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.stress.orderCost, m.stress.dust, m.stress.asAsked
 	m.view = v
 	return v
 }

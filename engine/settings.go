@@ -163,6 +163,7 @@ func Settings() []Setting {
 				}
 				return ""
 			}),
+		value("engine.orders_as_asked", "OrdersAsAsked", func(c *Config) *bool { return &c.OrdersAsAsked }, false),
 		// Symbol name → index name; nil: the symbol's baseName.
 		stringMap("exchange.index_names", "IndexNames", func(c *Config) *map[string]string { return &c.IndexNames }),
 	}

@@ -173,7 +173,7 @@ func (v *Model) judgeReduce(pl *Plan, qty decimal.Decimal, d *ReduceDecision) (d
 		d.Note = joinNonEmpty(d.Note, fmt.Sprintf("closed whole: the %s left would be dust (%s, under the minimum order quantity %s or engine.dust_notional %s)", left, left.Mul(ix).Round(2), minQ, v.DustNotional))
 		return pos.Quantity, ""
 	}
-	if !v.scored() {
+	if v.OrdersAsAsked || !v.scored() {
 		return qty, ""
 	}
 	before := v.forfeitBefore()

@@ -59,6 +59,9 @@ type Model struct {
 	// of a position is dust: the order closes it whole instead, and a
 	// position that is dust already is left (engine.dust_notional).
 	DustNotional decimal.Decimal
+	// OrdersAsAsked: a reduce goes out as its rules ask, not judged at
+	// mark to market (engine.orders_as_asked); dust is still closed whole.
+	OrdersAsAsked bool
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
 	// grids keeps the stress grids of the accounts the tick's predictions

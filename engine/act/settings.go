@@ -116,6 +116,12 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 		next := *m
 		next.Acct = *pl.Next
 		m = &next
+		if i, ok := m.At[sym]; ok && !m.Acct.Positions[i].Open() {
+			// The plan's reduce order closes the position whole: no
+			// leverage or mode is left to set.
+			c.note = "skipped: the plan's reduce order closes the position"
+			return nil, nil
+		}
 	}
 	c.dec = DecideSettings(m, pl, c, now)
 	dec := &c.dec

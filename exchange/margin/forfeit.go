@@ -113,6 +113,12 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 	if !ok {
 		return Forfeit{}
 	}
+	for i := range b.ps {
+		// A figure past float64's range (an index of 1e400) is no data.
+		if p := &b.ps[i]; !finite(p.index) || !finite(p.equity) || !finite(p.liq) || !finite(p.mm) {
+			return Forfeit{}
+		}
+	}
 	out := Forfeit{Known: true}
 	if len(b.ps) == 0 {
 		return out
@@ -280,3 +286,6 @@ func (b *stressBook) poolPoints(moved []int, buf *[]poolTerm) (down, up float64)
 	}
 	return 0, up
 }
+
+// finite reports whether x is a number and not infinite.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -377,7 +377,9 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 				near = steps + 1
 			}
 		}
-		s.Expected += eq * w * (together + alone) / sw.sum
+		if w > 0 { // as the walk, which adds a loss only where it is lost (an infinite equity times no weight is no number)
+			s.Expected += eq * w * (together + alone) / sw.sum
+		}
 		fatal[i] = none
 		if near >= -steps && near <= steps && within(near) {
 			fatal[i] = near
@@ -398,7 +400,9 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 			}
 		}
 		setT = g.togetherPool(g.crossAll, sw)
-		s.Expected += together * poolLoss * setT.weight(sw) / sw.sum
+		if w := setT.weight(sw); w > 0 {
+			s.Expected += together * poolLoss * w / sw.sum
+		}
 		nearT, okT := setT.nearest()
 		mark(StressTogether, nearT, okT)
 		still := g.pool <= g.poolMM // the pool a family leaves still
@@ -412,7 +416,9 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 				continue
 			}
 			set := g.alonePool(moved, syms[f].Sigma, sw)
-			s.Expected += alone * poolLoss * set.weight(sw) / sw.sum
+			if w := set.weight(sw); w > 0 {
+				s.Expected += alone * poolLoss * w / sw.sum
+			}
 			n, ok := set.nearest()
 			mark(syms[f].Symbol, n, ok)
 		}

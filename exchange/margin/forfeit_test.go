@@ -195,6 +195,10 @@ func TestForfeitUnknown(t *testing.T) {
 	if f := (Account{Positions: []Position{xsol(false)}}).Forfeit(sigmaOf(0), nil); f.Known {
 		t.Errorf("no σ: %+v", f)
 	}
+	p.Index = dec("1e400") // past float64's range
+	if f := (Account{Positions: []Position{xbtc(true), p}}).Forfeit(sigmaOf(0.02), nil); f.Known {
+		t.Errorf("an index of 1e400: %+v", f)
+	}
 	if f := (Account{Free: dec("5")}).Forfeit(sigmaOf(0.02), nil); !f.Known || f.Expected != 0 || len(f.Parts) != 0 {
 		t.Errorf("no position: %+v", f)
 	}

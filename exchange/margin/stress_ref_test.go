@@ -223,3 +223,25 @@ func BenchmarkStress(b *testing.B) {
 		}
 	}
 }
+
+// An index past float64's range (a print of 1e400) makes a position's
+// equity infinite: the grid says what the walk says, an infinite equity
+// counted only where a move loses it (no weight times infinity: the
+// status page could not encode the NaN).
+func TestStressIndexPastFloatRange(t *testing.T) {
+	t.Parallel()
+	for _, cross := range []bool{false, true} {
+		sol := xsol(cross)
+		sol.Index = dec("1e400")
+		a := Account{Free: dec("3000"), Positions: []Position{xbtc(false), sol, xeth(true, "3000")}}
+		got := a.Stress(sigmaOf(0.02), 3, nil)
+		if d := sameStress(got, stressReference(a, sigmaOf(0.02), 3, nil)); d != "" || math.IsNaN(got.Expected) {
+			t.Errorf("cross %v: %s (expected %v)", cross, d, got.Expected)
+		}
+		for i, l := range got.TogetherAt {
+			if math.IsNaN(l) {
+				t.Errorf("cross %v: loss at %gσ is NaN", cross, StressShown[i])
+			}
+		}
+	}
+}

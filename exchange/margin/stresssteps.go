@@ -217,12 +217,10 @@ func abs(n int) int {
 }
 
 // alonePool is where the pool is lost on the grid when one symbol moves:
-// its moved cross positions add S·(max(0, 1 + kσ) − 1) to it, S their net
-// notional (a long's q·index counts +, a short's −), monotone in the move.
-// The moves where the closed form is within poolTol of the maintenance are
-// summed as the walk sums them.
+// its moved cross positions add net·(max(0, 1 + kσ) − 1) to it, net
+// their notional (a long's q·index counts +, a short's −): monotone in
+// the move.
 func (g *stressGrid) alonePool(moved []int, sg float64, sw *stressWeights) poolSet {
-	s := sw.steps
 	net := 0.0
 	for _, i := range moved {
 		p := &g.ps[i]
@@ -232,6 +230,16 @@ func (g *stressGrid) alonePool(moved []int, sg float64, sw *stressWeights) poolS
 			net -= p.q * p.index
 		}
 	}
+	return g.monotonePool(moved, net, sg, sw)
+}
+
+// monotonePool is where the pool is lost on the grid when its closed form
+// is monotone in the move: pool + net·(max(0, 1 + kσ) − 1) for one symbol
+// (sg > 0), pool + k·net for every symbol when no index reaches its floor
+// on the grid (sg = 0). The moves where the closed form is within poolTol
+// of the maintenance are summed as the walk sums them.
+func (g *stressGrid) monotonePool(moved []int, net, sg float64, sw *stressWeights) poolSet {
+	s := sw.steps
 	tol := g.poolTol(moved)
 	// gap at n: the closed form's pool minus the maintenance; non-decreasing
 	// in n when net ≥ 0 (lost on the falls), else mirrored.
@@ -239,13 +247,20 @@ func (g *stressGrid) alonePool(moved []int, sg float64, sw *stressWeights) poolS
 	if net < 0 {
 		dir = -1
 	}
+	slope := math.Abs(net)       // gap's slope in m·step, above any floor
 	gap := func(m int) float64 { // m = n·dir
+		if sg == 0 {
+			return g.pool + gridK(m*dir)*net - g.poolMM
+		}
 		return g.pool + net*(max(0, 1+gridK(m*dir)*sg)-1) - g.poolMM
 	}
-	// Solved above its floor (gap = pool − mm + |net|·σ·m·step), then
+	if sg > 0 {
+		slope *= sg
+	}
+	// Solved above its floor (gap = pool − mm + slope·m·step), then
 	// stepped to the edge.
 	guess := func(target float64) int {
-		k := (target - g.pool + g.poolMM) / (math.Abs(net) * sg)
+		k := (target - g.pool + g.poolMM) / slope
 		if math.IsNaN(k) || math.IsInf(k, 0) {
 			return 0
 		}
@@ -268,11 +283,12 @@ func (g *stressGrid) alonePool(moved []int, sg float64, sw *stressWeights) poolS
 }
 
 // togetherPool is where the pool is lost on the grid when every index
-// moves: piecewise linear in the move (each cross position's term is flat
-// below its index's floor, k = −1/σ), so walked point by point in its
+// moves: linear in the move while no index reaches its floor on the grid
+// (monotonePool); else piecewise linear (each cross position's term is
+// flat below its index's floor, k = −1/σ), so walked point by point in its
 // closed form, the moves within poolTol of the maintenance summed as the
-// walk sums them. lost[n+steps] says each move.
-func (g *stressGrid) togetherPool(moved []int, sw *stressWeights, lost []bool) {
+// walk sums them.
+func (g *stressGrid) togetherPool(moved []int, sw *stressWeights) poolSet {
 	type term struct{ sa, sigma float64 }
 	var ts []term // the terms with a floor on the grid
 	off := 0.0    // the terms below their floor: −s·a each
@@ -292,10 +308,14 @@ func (g *stressGrid) togetherPool(moved []int, sw *stressWeights, lost []bool) {
 		ts = append(ts, term{sa, sg})
 		off -= sa
 	}
+	if len(ts) == 0 {
+		return g.monotonePool(moved, slope, 0, sw)
+	}
 	// A term leaves its floor as the move rises past −1/σ: the smallest σ
 	// first.
 	slices.SortFunc(ts, func(x, y term) int { return cmp.Compare(x.sigma, y.sigma) })
 	tol := g.poolTol(moved)
+	out := poolSet{lo: 1, hi: 0} // the lost moves all listed
 	j := 0
 	for n := -sw.steps; n <= sw.steps; n++ {
 		k := gridK(n)
@@ -305,13 +325,19 @@ func (g *stressGrid) togetherPool(moved []int, sw *stressWeights, lost []bool) {
 			j++
 		}
 		gap := g.pool + k*slope + off - g.poolMM
-		switch {
-		case gap <= -tol:
-			lost[n+sw.steps] = true
-		case gap <= tol:
-			lost[n+sw.steps] = g.poolExact(moved, n) <= g.poolMM
+		if gap <= -tol || gap <= tol && g.poolExact(moved, n) <= g.poolMM {
+			out.extra = append(out.extra, n)
 		}
 	}
+	return out
+}
+
+// has reports whether the move n is in the set.
+func (ps *poolSet) has(n int) bool {
+	if ps.lo <= n && n <= ps.hi {
+		return true
+	}
+	return slices.Contains(ps.extra, n)
 }
 
 // judge is the grid's expected loss, its fatal moves within ±likely
@@ -351,7 +377,9 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 				near = steps + 1
 			}
 		}
-		s.Expected += eq * w * (together + alone) / sw.sum
+		if w > 0 { // as the walk, which adds a loss only where it is lost (an infinite equity times no weight is no number)
+			s.Expected += eq * w * (together + alone) / sw.sum
+		}
 		fatal[i] = none
 		if near >= -steps && near <= steps && within(near) {
 			fatal[i] = near
@@ -364,24 +392,18 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 	}
 	var poolFatal FatalMove
 	poolLoss := math.Max(g.pool, 0)
-	lostT := make([]bool, 2*steps+1)
+	var setT poolSet // the pool's lost moves together
 	if g.anyCross {
 		mark := func(family string, n int, ok bool) {
 			if ok && within(n) && (poolFatal.Family == "" || math.Abs(gridK(n)) < math.Abs(poolFatal.K)) {
 				poolFatal = FatalMove{Family: family, K: gridK(n)}
 			}
 		}
-		g.togetherPool(g.crossAll, sw, lostT)
-		wT, nearT, okT := 0.0, 0, false
-		for n := -steps; n <= steps; n++ {
-			if lostT[n+steps] {
-				wT += sw.w[n+steps]
-				if !okT || abs(n) < abs(nearT) {
-					nearT, okT = n, true
-				}
-			}
+		setT = g.togetherPool(g.crossAll, sw)
+		if w := setT.weight(sw); w > 0 {
+			s.Expected += together * poolLoss * w / sw.sum
 		}
-		s.Expected += together * poolLoss * wT / sw.sum
+		nearT, okT := setT.nearest()
 		mark(StressTogether, nearT, okT)
 		still := g.pool <= g.poolMM // the pool a family leaves still
 		for f := range syms {
@@ -394,7 +416,9 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 				continue
 			}
 			set := g.alonePool(moved, syms[f].Sigma, sw)
-			s.Expected += alone * poolLoss * set.weight(sw) / sw.sum
+			if w := set.weight(sw); w > 0 {
+				s.Expected += alone * poolLoss * w / sw.sum
+			}
 			n, ok := set.nearest()
 			mark(syms[f].Symbol, n, ok)
 		}
@@ -416,7 +440,7 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		}
 	}
 	for j, n := range sw.shownGrid {
-		if g.anyCross && lostT[n+steps] {
+		if g.anyCross && setT.has(n) {
 			shown[j] += poolLoss
 		}
 	}

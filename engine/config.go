@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/shopspring/decimal"
+)
 
 // Config is the engine's part of the configuration file. Each field is one
 // row of Settings (settings.go): its key, its default, whether a reload
@@ -93,6 +97,25 @@ type Config struct {
 	StressHorizon    time.Duration
 	StressSigmaFloor float64
 	StressLikely     float64
+	// FastMove and FastMoveWindow say when an index is in a fast move: it
+	// spanned at least FastMove (a fraction: highest / lowest − 1) within
+	// the last FastMoveWindow. No call moves a position closer to its
+	// liquidation price while its index is in one: a wick is no time to
+	// move margin.
+	FastMove       float64
+	FastMoveWindow time.Duration
+	// OrderCost is what an order pays the market, a fraction of its
+	// notional (the taker fee and half the spread): what a reduce costs at
+	// mark to market when the decision compares it with holding.
+	OrderCost float64
+	// DustNotional is the notional (quote currency) under which what is
+	// left of a position is dust: a reduce that would leave less closes
+	// it whole.
+	DustNotional float64
+	// OrdersAsAsked sends a reduce order as its rules ask, unjudged: for
+	// rules that reduce for a reason of their own (exposure, not the risk
+	// of liquidation), which the expected cost does not see.
+	OrdersAsAsked bool
 	// FastDistance is the liquidation distance (a fraction of the index,
 	// as the rules' liquidationDistance) under which a position puts the
 	// guard in the fast lane.
@@ -117,5 +140,15 @@ const minSnapshotAge = 3 * time.Second
 
 // stress is the stress grid's settings of the config.
 func (c Config) stress() stressSettings {
-	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely}
+	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely, fastMove: c.FastMove, fastWindow: c.FastMoveWindow,
+		orderCost: c.OrderCost, dust: decimal.NewFromFloat(c.DustNotional), asAsked: c.OrdersAsAsked}
+}
+
+// laneDistance is the fast lane's distance when the lane is on, 0 when it
+// is off: a floor of the settings calls (act.Model.Floor).
+func (c Config) laneDistance() float64 {
+	if c.FastInterval <= 0 || c.FastInterval >= c.Interval {
+		return 0
+	}
+	return c.FastDistance
 }

@@ -134,7 +134,10 @@ func TestLeverageAboveMaxIsLowered(t *testing.T) {
 
 func TestMergedActionsOneSettingsCall(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{}, overMax, nearLiq, veryNearLiq)
+	// σ 0.1%: XBTC's isolation at 20x (4.5% from its liquidation price,
+	// 45σ) costs nothing in expectation and goes out as the rules ask;
+	// what is tested is how the actions merge, not the decision.
+	h := newHarness(t, Config{StressSigmaFloor: 0.001}, overMax, nearLiq, veryNearLiq)
 	// XBTC long at 100000 with liquidation at 95500: 4.5% away, so
 	// near-liquidation and over-max fire, very-near does not.
 	h.tick(0)
@@ -211,7 +214,9 @@ func TestCooldownHolds(t *testing.T) {
 
 func TestDryRunSendsNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, Config{DryRun: true}, overMax, nearLiq)
+	// σ 0.1%: the isolation costs nothing and is part of the call (as in
+	// TestMergedActionsOneSettingsCall).
+	h := newHarness(t, Config{DryRun: true, StressSigmaFloor: 0.001}, overMax, nearLiq)
 	h.tick(0)
 	if settings, cancels := h.fx.calls(); len(settings)+len(cancels) != 0 {
 		t.Fatalf("dry run sent %v %v", settings, cancels)

@@ -116,6 +116,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		rows := e.join(snap)
 		e.model.vol.observe(now, e.view.Rows)
 		e.model.stress = e.cfg.stress()
+		e.model.rules, e.model.fastDistance = e.eval.ruleSet(), e.cfg.laneDistance()
 		for _, ev := range e.recon.observe(now, &e.view) {
 			e.emit(ctx, rep, ev)
 		}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
 )
 
 // modelWatch is the margin model as the tick uses it (tick-owned): the fit
@@ -37,6 +39,11 @@ type modelWatch struct {
 	stress stressSettings
 	// stressAt is when the status's stress grid was last worked out.
 	stressAt time.Time
+	// rules are the rules in force and fastDistance the fast lane's
+	// distance (0 when the lane is off), set each tick: the floor no
+	// settings call may leave a position under (floorOf).
+	rules        *rules.Set
+	fastDistance float64
 }
 
 // stressSettings are the stress grid's settings: σ over horizon, at least
@@ -45,6 +52,14 @@ type stressSettings struct {
 	horizon time.Duration
 	floor   float64
 	likely  float64
+	// fastMove and fastWindow: an index that spanned fastMove within
+	// fastWindow is in a fast move (volatility.fast).
+	fastMove   float64
+	fastWindow time.Duration
+	// orderCost and dust: act.Model.OrderCost and DustNotional.
+	orderCost float64
+	dust      decimal.Decimal
+	asAsked   bool
 }
 
 // begin starts the tick at now, whose positions were read while the call

@@ -79,6 +79,8 @@ func (m *modelWatch) account(tv *market.View, rows []tickRow) *act.Model {
 	m.liqs.Forget(v.At)
 	v.Liqs = &m.liqs
 	v.Sigma, v.Likely = m.sigmaOf(tv, m.stress), m.stress.likely
+	v.Floor, v.Fast = m.floorOf(), m.fastOf(tv, m.stress)
+	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.stress.orderCost, m.stress.dust, m.stress.asAsked
 	m.view = v
 	return v
 }
@@ -95,6 +97,37 @@ func (m *modelWatch) sigmaOf(tv *market.View, st stressSettings) func(symbol str
 		}
 	}
 	return func(symbol string) float64 { return m.vol.sigma(index[symbol], st.horizon, st.floor) }
+}
+
+// floorOf is each symbol's floor for the tick's model (act.Model.Floor):
+// the rules' cut zone or the fast lane's distance, the larger.
+func (m *modelWatch) floorOf() func(symbol string) float64 {
+	set, lane := m.rules, m.fastDistance
+	return func(symbol string) float64 { return max(set.CutZone(symbol), lane) }
+}
+
+// fastOf says, for the tick's model (act.Model.Fast), how each open
+// position's index is in a fast move (volatility.fast) at the tick's
+// index price.
+func (m *modelWatch) fastOf(tv *market.View, st stressSettings) func(symbol string) string {
+	type ix struct {
+		name  string
+		price float64
+	}
+	index := make(map[string]ix, len(tv.Rows))
+	for i := range tv.Rows {
+		if r := &tv.Rows[i]; r.Open && r.Sym != nil && r.HasIndex {
+			index[r.Sym.Name] = ix{r.IndexName, r.IndexF}
+		}
+	}
+	now := m.now
+	return func(symbol string) string {
+		x, ok := index[symbol]
+		if !ok {
+			return ""
+		}
+		return m.vol.fast(x.name, now, x.price, st.fastWindow, st.fastMove)
+	}
 }
 
 // maintenance is the position's maintenance margin, cached in its state

@@ -130,6 +130,40 @@ func Settings() []Setting {
 				}
 				return ""
 			}),
+		// 2% within 5 minutes: about a 1σ hour of a quiet market in a
+		// twelfth of the time; the battery's wicks (4%…12% in minutes) are
+		// fast moves, an ordinary hour's drift is not.
+		number("engine.fast_move", "FastMove", func(c *Config) *float64 { return &c.FastMove }, 0.02).
+			checked(func(c Config) string {
+				if !(c.FastMove > 0 && c.FastMove < 1) {
+					return fmt.Sprintf("must be a fraction within (0, 1), e.g. 0.02 for a 2%% span within engine.fast_move_window, got %v", c.FastMove)
+				}
+				return ""
+			}),
+		positive("engine.fast_move_window", "FastMoveWindow", func(c *Config) *time.Duration { return &c.FastMoveWindow }, 5*time.Minute).
+			checked(func(c Config) string {
+				if c.FastMoveWindow > time.Hour {
+					return fmt.Sprintf("must be at most 1h, got %s", c.FastMoveWindow)
+				}
+				return ""
+			}),
+		// 0.05%: a perpetual's taker fee (0.04–0.06% on the large venues)
+		// and half a major's spread.
+		number("engine.order_cost", "OrderCost", func(c *Config) *float64 { return &c.OrderCost }, 0.0005).
+			checked(func(c Config) string {
+				if !(c.OrderCost > 0 && c.OrderCost < 0.05) {
+					return fmt.Sprintf("must be a fraction within (0, 0.05), e.g. 0.0005 for 0.05%% of an order's notional, got %v", c.OrderCost)
+				}
+				return ""
+			}),
+		number("engine.dust_notional", "DustNotional", func(c *Config) *float64 { return &c.DustNotional }, 20).
+			checked(func(c Config) string {
+				if !(c.DustNotional > 0) {
+					return fmt.Sprintf("must be a notional above 0 in the quote currency, e.g. 20, got %v", c.DustNotional)
+				}
+				return ""
+			}),
+		value("engine.orders_as_asked", "OrdersAsAsked", func(c *Config) *bool { return &c.OrdersAsAsked }, false),
 		// Symbol name → index name; nil: the symbol's baseName.
 		stringMap("exchange.index_names", "IndexNames", func(c *Config) *map[string]string { return &c.IndexNames }),
 	}

@@ -75,6 +75,10 @@ func TestDefaultConfig(t *testing.T) {
 		StressHorizon:           time.Hour,
 		StressSigmaFloor:        0.02,
 		StressLikely:            3,
+		FastMove:                0.02,
+		FastMoveWindow:          5 * time.Minute,
+		OrderCost:               0.0005,
+		DustNotional:            20,
 		AuditLog:                "riskguard-audit.jsonl",
 		StateFile:               "riskguard-state.json",
 	}
@@ -99,6 +103,7 @@ func TestWithDefaults(t *testing.T) {
 		MaxSnapshotAge: 6, MaxWindow: 7, SymbolBackoffMax: 8, UnreachableAfter: 9, FastInterval: 10, FastDistance: 0.3,
 		AllowedHosts: []string{"guard.example.org"}, ControlFailAfter: 11, ModelTolerance: 0.01, LiquidationMargin: 0.02,
 		StressHorizon: 12, StressSigmaFloor: 0.03, StressLikely: 2, ListingLag: 13, LiquidationConfirmReads: 14,
+		FastMove: 0.04, FastMoveWindow: 15, OrderCost: 0.001, DustNotional: 5,
 	}
 	with := func(c Config, f func(*Config)) Config { f(&c); return c }
 	for _, tc := range []struct {
@@ -112,7 +117,7 @@ func TestWithDefaults(t *testing.T) {
 			Interval: -1, MaxActionsPerMinute: -1, BreakerReset: -1, SymbolsRefresh: -1, StaleAfter: -1, ActionTimeout: -1,
 			ActionConcurrency: -1, MaxSnapshotAge: -1, MaxWindow: -1, SymbolBackoffMax: -1, UnreachableAfter: -1, FastInterval: -1, FastDistance: -1,
 			ControlFailAfter: -1, ModelTolerance: -1, LiquidationMargin: -1, StressHorizon: -1, StressSigmaFloor: -1, StressLikely: -1,
-			ListingLag: -1, LiquidationConfirmReads: -1,
+			ListingLag: -1, LiquidationConfirmReads: -1, FastMove: -1, FastMoveWindow: -1, OrderCost: -1, DustNotional: -1,
 		}, with(filled, func(c *Config) { c.StaleAfter = -1 })},
 		// MaxSnapshotAge: two intervals, at least minSnapshotAge.
 		{"short interval", Config{Interval: 100 * time.Millisecond}, with(filled, func(c *Config) { c.Interval, c.MaxSnapshotAge = 100*time.Millisecond, minSnapshotAge })},

@@ -7,11 +7,13 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/engine/window"
+	"github.com/riskguard/riskguard/rules"
 )
 
 // volatility follows each index's recent returns for the stress grid
@@ -42,7 +44,20 @@ type volIndex struct {
 	varPerSec  float64 // the weighted mean of r²/Δt
 	weight     float64 // the sum of the weights so far, for the start
 	n          int     // returns counted
+	// recent are the prices sampled within the last volRecentSpan, oldest
+	// first: what fast reads.
+	recent []volPrice
 }
+
+// volPrice is an index price sampled at a time.
+type volPrice struct {
+	at    time.Time
+	price float64
+}
+
+// volRecentSpan is how long the sampled prices are kept for fast: the
+// longest engine.fast_move_window.
+const volRecentSpan = time.Hour
 
 const (
 	volSample   = 10 * time.Second
@@ -92,12 +107,63 @@ func (v *volatility) observe(now time.Time, rows []market.Row) {
 		}
 		x := v.ix[r.IndexName]
 		if x == nil {
-			v.ix[r.IndexName] = &volIndex{price: r.IndexF, at: now, first: now, firstPrice: r.IndexF}
+			v.ix[r.IndexName] = &volIndex{price: r.IndexF, at: now, first: now, firstPrice: r.IndexF, recent: []volPrice{{now, r.IndexF}}}
 			v.cold = append(v.cold, r.IndexName)
 			continue
 		}
+		if x.at.Before(now) {
+			x.keep(now, r.IndexF)
+		}
 		x.add(now, r.IndexF) // the same read twice (two positions on one index) adds nothing
 	}
+}
+
+// keep samples price at now for fast, forgetting what is older than
+// volRecentSpan (and everything after a clock that ran back).
+func (x *volIndex) keep(now time.Time, price float64) {
+	drop := 0
+	for drop < len(x.recent) && (now.Sub(x.recent[drop].at) > volRecentSpan || x.recent[drop].at.After(now)) {
+		drop++
+	}
+	if drop > 0 {
+		x.recent = append(x.recent[:0], x.recent[drop:]...)
+	}
+	x.recent = append(x.recent, volPrice{now, price})
+}
+
+// fast says whether the index is in a fast move at now, its price then
+// being price: the prices sampled within window and price span at least
+// span (highest / lowest − 1). It says how, e.g. "BTC moved 4.20% within
+// 5m (40000 → 38388)", or "" when it is not, or nothing was sampled
+// within the window (no data is no fast move: the other bounds still
+// hold).
+func (v *volatility) fast(index string, now time.Time, price float64, window time.Duration, span float64) string {
+	x := v.ix[index]
+	if x == nil || !(price > 0) || !(span > 0) {
+		return ""
+	}
+	hi, lo := price, price
+	var hiAt, loAt time.Time = now, now
+	for _, p := range x.recent {
+		if now.Sub(p.at) > window || p.at.After(now) {
+			continue
+		}
+		if p.price > hi {
+			hi, hiAt = p.price, p.at
+		}
+		if p.price < lo {
+			lo, loAt = p.price, p.at
+		}
+	}
+	if !(hi/lo-1 >= span) {
+		return ""
+	}
+	from, to := lo, hi
+	if hiAt.Before(loAt) {
+		from, to = hi, lo
+	}
+	return fmt.Sprintf("%s moved %.2f%% within %s (%s → %s)", index, (hi/lo-1)*100, rules.FormatSpan(window),
+		strconv.FormatFloat(from, 'f', -1, 64), strconv.FormatFloat(to, 'f', -1, 64))
 }
 
 // add counts the return from the last price to price at at: weighed in

@@ -85,3 +85,50 @@ func TestSeedFromHistory(t *testing.T) {
 		})
 	}
 }
+
+// A fast move is the span of the prices sampled within the window and the
+// tick's own: a wick that came back is still one while it is in the
+// window; a move spread over more than the window is not; nothing sampled
+// is no fast move.
+func TestFastMove(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		prices []float64 // one every 10 s from t0
+		now    float64   // the tick's price, 10 s after the last
+		want   string
+	}{
+		{"quiet", []float64{100, 100.2, 99.9, 100.1}, 100, ""},
+		{"a wick down", []float64{100, 99, 97.5}, 97.9, "BTC moved 2.56% within 5m (100 → 97.5)"},
+		{"a wick up and back", []float64{100, 103, 100}, 100, "BTC moved 3.00% within 5m (103 → 100)"},
+		{"the tick's own price", []float64{100, 100}, 97, "BTC moved 3.09% within 5m (100 → 97)"},
+		{"nothing sampled", nil, 90, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var v volatility
+			at := t0
+			for _, p := range tc.prices {
+				v.observe(at, []market.Row{{Open: true, HasIndex: true, IndexName: "BTC", IndexF: p}})
+				at = at.Add(volSample)
+			}
+			if got := v.fast("BTC", at, tc.now, 5*time.Minute, 0.02); got != tc.want {
+				t.Errorf("fast = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("slower than the window", func(t *testing.T) {
+		var v volatility
+		at := t0
+		for i := range 60 { // −0.1% every 10 s: 6% over 10 minutes, 3% over any 5
+			v.observe(at, []market.Row{{Open: true, HasIndex: true, IndexName: "BTC", IndexF: 100 * (1 - 0.001*float64(i))}})
+			at = at.Add(volSample)
+		}
+		if got := v.fast("BTC", at, 94, 5*time.Minute, 0.04); got != "" {
+			t.Errorf("a 3%% move over any 5 minutes is no 4%% fast move: %q", got)
+		}
+		if got := v.fast("BTC", at, 94, 5*time.Minute, 0.02); got == "" {
+			t.Error("a 3% move within 5 minutes is a 2% fast move")
+		}
+	})
+}

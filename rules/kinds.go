@@ -152,7 +152,7 @@ func DefaultKinds() Kinds {
 				if r.AllowCloserLiquidation {
 					return fmt.Sprintf("%s may move the liquidation price closer, not under %g%% of the index, nor so that a likely move liquidates a position sooner (stress grid)", SetIsolated, r.MinLiquidationDistance*100)
 				}
-				return fmt.Sprintf("%s is skipped where it would make a likely move fatal or raise the expected loss (stress grid), or move the liquidation price closer without ring-fencing a failing position (allow_closer_liquidation)", SetIsolated)
+				return fmt.Sprintf("%s goes out where it lowers the expected cost to liquidations (first passage), never into the rules' cut zone or during a fast move; where the account cannot be scored, it is skipped where it would make a likely move fatal or raise the expected loss (stress grid), or move the liquidation price closer without ring-fencing a failing position (allow_closer_liquidation)", SetIsolated)
 			}},
 		{Name: CancelOrders, Repeatable: true, Call: CallCancel, Needs: []string{"CancelOrders"}, Marker: "cancel"},
 		{Name: ReducePosition, Params: ParamAmount, Call: CallOrder, Needs: []string{"PlaceOrder", "Positions"}, // the order, then its read-back

@@ -52,3 +52,24 @@ func number(n ast.Node) (float64, bool) {
 	}
 	return 0, false
 }
+
+// CutZone is the liquidation distance under which the set's own rules
+// would cut the position of symbol: the largest DistanceBelow of the
+// position rules that apply to it and lower its leverage or reduce it
+// (0 when none does). No settings call may move a position into it: a
+// call that does so is undone by the next tick's cut, at a loss.
+func (s *Set) CutZone(symbol string) float64 {
+	zone := 0.0
+	if s == nil {
+		return zone
+	}
+	for _, r := range s.Rules {
+		if r.Account() || !r.AppliesTo(symbol) || !(r.HasAction(LowerLeverage) || r.HasAction(ReducePosition)) {
+			continue
+		}
+		if d, ok := r.DistanceBelow(); ok && d > zone && d < 1 {
+			zone = d
+		}
+	}
+	return zone
+}

@@ -29,3 +29,46 @@ func TestDistanceBelow(t *testing.T) {
 		}
 	}
 }
+
+// The cut zone is the widest distance at which a rule that cuts or reduces
+// the position fires; notify-only, isolating and account rules do not count.
+func TestCutZone(t *testing.T) {
+	t.Parallel()
+	set, err := Parse("rules.yaml", []byte(`
+rules:
+  - name: warn
+    when: liquidationDistance < 0.10
+    actions: [{action: notify}]
+  - name: isolate
+    when: liquidationDistance < 0.05
+    actions: [{action: set_isolated}]
+  - name: cut
+    when: liquidationDistance < 0.03
+    actions: [{action: lower_leverage, leverage: position.leverage / 2}]
+  - name: reduce
+    when: liquidationDistance < 0.02
+    actions: [{action: reduce_position, fraction: 0.5}]
+  - name: eth-only
+    symbols: [XETH]
+    when: liquidationDistance < 0.04 && position.leverage > 10
+    actions: [{action: reduce_position, fraction: 0.25}]
+  - name: pool
+    scope: account
+    when: account.minLiquidationDistance < 0.2
+    actions: [{action: notify}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		symbol string
+		want   float64
+	}{{"XBTC", 0.03}, {"XETH", 0.04}} {
+		if got := set.CutZone(tc.symbol); got != tc.want {
+			t.Errorf("CutZone(%s) = %g, want %g", tc.symbol, got, tc.want)
+		}
+	}
+	if got := (*Set)(nil).CutZone("XBTC"); got != 0 {
+		t.Errorf("a nil set's cut zone = %g, want 0", got)
+	}
+}

@@ -23,6 +23,7 @@ targets=(
 	"./exchange/margin FuzzLiquidationPrice"
 	"./exchange/margin FuzzSurvival"
 	"./exchange/margin FuzzStress"
+	"./exchange/margin FuzzForfeit"
 	"./rules FuzzParse"
 	"./rules FuzzCompileExpr"
 	"./rules FuzzFastVsVM"

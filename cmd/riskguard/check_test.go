@@ -69,7 +69,7 @@ func TestCheckInProcess(t *testing.T) {
 		}
 		out := stdout.String()
 		for _, want := range []string{
-			"rules.example.yaml: OK, 11 rules; exchange https://api.example.com, every 2s",
+			"rules.example.yaml: OK, 12 rules; exchange https://api.example.com, every 2s",
 			"liquidation-distance-5pct  [critical]",
 			"when:     liquidationDistance < 0.05",
 			"actions:  cancel_orders; set_isolated; notify",
@@ -167,7 +167,7 @@ func TestCheckBinary(t *testing.T) {
 	}
 	t.Run("example", func(t *testing.T) {
 		code, stdout, stderr := run(t, "check", "--config", "../../rules.example.yaml")
-		if code != 0 || !strings.Contains(stdout, "OK, 11 rules") || stderr != "" {
+		if code != 0 || !strings.Contains(stdout, "OK, 12 rules") || stderr != "" {
 			t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
 	})

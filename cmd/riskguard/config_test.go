@@ -72,6 +72,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ModelTolerance:   0.005, LiquidationMargin: 0.01,
 		StressHorizon: time.Hour, StressSigmaFloor: 0.02, StressLikely: 3,
 		ListingLag: 2 * time.Second, LiquidationConfirmReads: 2,
+		FastMove: 0.02, FastMoveWindow: 5 * time.Minute, OrderCost: 0.0005, DustNotional: 20,
 	}
 	if !reflect.DeepEqual(cfg.Engine, want) || !reflect.DeepEqual(cfg.Engine, engine.DefaultConfig()) {
 		t.Errorf("engine = %+v, want %+v", cfg.Engine, want)

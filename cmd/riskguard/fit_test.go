@@ -174,8 +174,10 @@ func TestCutNearLiquidationGoesOutWhenTheAccountGains(t *testing.T) {
 // "ring-fenced" the rest (XBTC's pool survives 7.72% → 11.58% of every
 // index together) and was sent; but XETH, 18.50% from liquidation in the
 // pool, would sit 2.32% away alone, and with σ at its 2% floor a rise of
-// 1.2σ (+2.40%) — an ordinary hour — would liquidate it. The stress grid
-// refuses it, naming that move; nothing is sent.
+// 1.2σ (+2.40%) — an ordinary hour — would liquidate it. The scored
+// decision (issue 38) refuses it: the expected cost to liquidations goes
+// from 0.31 to 38.23 at 20x (34.05 at 16x, the cheapest funded
+// isolation), and the grid after shows the move; nothing is sent.
 func TestIsolationOfAHealthyCrossPositionRefused(t *testing.T) {
 	t.Parallel()
 	g := newGuardEnv(t, "", `
@@ -203,7 +205,9 @@ func TestIsolationOfAHealthyCrossPositionRefused(t *testing.T) {
 	}
 	for _, want := range []string{
 		"skipped set_isolated XETH: liquidation 3673.6 → 3172 (18.50% → 2.32% away)",
-		"isolating XETH would make a likely move fatal: +2.40% (+1.2σ, every index together) liquidates XETH SHORT (now no move within ±3σ does) (stress grid)",
+		"within ±3σ: +2.40% (+1.2σ, every index together) liquidates XETH SHORT",
+		"isolating XETH would not lower the expected loss to liquidations over the horizon, first passage: now 0.31",
+		"as asked (isolated at 20x): 38.23",
 		"stress: expected loss 1.04 → 68.62",
 	} {
 		if !strings.Contains(stderr, want) {
@@ -266,10 +270,13 @@ func TestCheckPrintsTheModelFit(t *testing.T) {
 	}
 }
 
-// A cut that leaves the account worse off needs allow_closer_liquidation:
-// XETH short at 3× is far from liquidation (34%) while XBTC's cross pool,
-// backed by 10,000 free, is what goes first (29.84%); cutting XETH to 2×
-// takes 6,100 from that pool (29.84% → 18.11%).
+// A cut that leaves the account worse off is not sent: XETH short at 3×
+// is far from liquidation (34%) while XBTC's cross pool, backed by 10,000
+// free, is what goes first (29.84%); cutting XETH to 2× takes 6,100 from
+// that pool (29.84% → 18.11%). Scored (issue 38), it raises the expected
+// cost to liquidations (0.05 → 0.23), and allow_closer_liquidation does
+// not lift the measure (it lifts the account measure's condition only
+// where the account cannot be scored).
 func TestCutThatWorsensTheAccountNeedsOptIn(t *testing.T) {
 	t.Parallel()
 	for _, allow := range []bool{false, true} {
@@ -299,9 +306,9 @@ func TestCutThatWorsensTheAccountNeedsOptIn(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d\n%s", code, stderr)
 		}
-		want, line := 3, "skipped lower_leverage XETH: 2x would leave the account worse off (survives 29.84% → 18.11% together (cross pool first, "
-		if allow {
-			want, line = 2, "lower_leverage XETH 3→2: liquidation "
+		want, line := 3, "skipped lower_leverage XETH: 2x would not lower the expected loss to liquidations over the horizon, first passage: now 0.05"
+		if !strings.Contains(stderr, "as asked (isolated at 2x): 0.23") {
+			t.Errorf("allow %t: log lacks the cut's cost:\n%s", allow, stderr)
 		}
 		if got := g.position("XETH").Leverage; got != want {
 			t.Errorf("allow %t: XETH at %dx, want %dx\n%s", allow, got, want, stderr)
@@ -312,12 +319,13 @@ func TestCutThatWorsensTheAccountNeedsOptIn(t *testing.T) {
 	}
 }
 
-// Among the cuts within bounds, the one the account measure prefers: XETH
-// short ×20 isolated, 5.38% from liquidation, beside XBTC at 20× cross
-// with 6,000 free. A quarter, 5×, would take XBTC's pool under the others'
-// floor of 10% (from 6×); of 7×…19×, 8× lets the account survive the
-// largest move of every index together (11.94%, the pool first; 7× leaves
-// 10.68%, 9× 11.57% with XETH first), so it is sent, not 7×.
+// Among the cuts within bounds, the cheapest in expectation: XETH short
+// ×20 isolated, 5.38% from liquidation, beside XBTC at 20× cross with
+// 6,000 free. A quarter, 5×, would take XBTC's pool under the others'
+// floor of 10% (from 6×); of 7×…19×, 7× leaves the lowest expected cost
+// to liquidations over the hour (5.24 → 3.41, the margin it moves in
+// counted as forfeited with XETH), so it is sent. (The account measure
+// preferred 8×, the largest move survived; issue 38 replaced it.)
 func TestCutStepTheAccountPrefers(t *testing.T) {
 	t.Parallel()
 	g := newGuardEnv(t, "", `
@@ -342,10 +350,10 @@ func TestCutStepTheAccountPrefers(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if got := g.position("XETH").Leverage; got != 8 {
-		t.Errorf("XETH at %dx, want 8x\n%s", got, stderr)
+	if got := g.position("XETH").Leverage; got != 7 {
+		t.Errorf("XETH at %dx, want 7x\n%s", got, stderr)
 	}
-	if want := "under 10.00%: lowered to 8x, which the account measure prefers to 7x (survives 10.68% → 11.94% together (cross pool first"; !strings.Contains(stderr, want) {
+	if want := "lower_leverage XETH 20→7: isolated at 7x: expected loss to liquidations 5.24 → 3.41, the cheapest (as asked (isolated at 5x): 5x would move XBTC liquidation"; !strings.Contains(stderr, want) {
 		t.Errorf("log lacks %q:\n%s", want, stderr)
 	}
 }

@@ -136,8 +136,10 @@ func newHAEnvWith(t *testing.T, members int, interval time.Duration, rules strin
 	h.config = filepath.Join(h.dir, "riskguard.yaml")
 	// max_actions_per_minute 100: the action budget is the account's,
 	// shared through etcd, and the bench's rounds would open the breaker
-	// at the default 10.
-	body := fmt.Sprintf("exchange:\n  base_url: http://127.0.0.1:1\nengine:\n  interval: %s\n  listen: 127.0.0.1:0\n  max_actions_per_minute: 100\nha:\n  etcd:\n    endpoints: [%s]\n  lease_ttl: %s\n  prefix: /rg-test/\nrules:\n%s",
+	// at the default 10. orders_as_asked: the orders the tests' rules ask
+	// far from any liquidation go out unjudged (what is tested is that each
+	// goes out once).
+	body := fmt.Sprintf("exchange:\n  base_url: http://127.0.0.1:1\nengine:\n  interval: %s\n  listen: 127.0.0.1:0\n  max_actions_per_minute: 100\n  orders_as_asked: true\nha:\n  etcd:\n    endpoints: [%s]\n  lease_ttl: %s\n  prefix: /rg-test/\nrules:\n%s",
 		interval, h.etcd.Endpoints[0], haTTL, rules)
 	if err := os.WriteFile(h.config, []byte(body), 0o600); err != nil {
 		t.Fatal(err)

@@ -286,7 +286,10 @@ func TestRunDryRunSendsNothing(t *testing.T) {
 	// isolated one past the index: the guard says so and does not plan it.
 	// XSOL's cut would take XBTC's free balance with XBTC 3% from
 	// liquidation: past it. The guard says so and does not plan it.
-	for _, want := range []string{"skipped lower_leverage XSOL: 10x would move XBTC liquidation 33101 → 35634.4 (3.00% → -4.42% away), under 10.00%",
+	// (The cut is no candidate: the scored decision says what it weighed,
+	// then why the cut asked is out.)
+	for _, want := range []string{"skipped lower_leverage XSOL: 10x would not lower the expected loss to liquidations",
+		"as asked (isolated at 10x): 10x would move XBTC liquidation 33101 → 35634.4 (3.00% → -4.42% away), under 10.00%",
 		"would cancel_orders XBTC", "skipped set_isolated XBTC: liquidation 33101 → 58101 (3.00% → -70.26% away)"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("log lacks %q:\n%s", want, stderr)

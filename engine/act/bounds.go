@@ -50,12 +50,23 @@ func preferredWithin(m *Model, pl *Plan, want exchange.Settings, bound func(*Pre
 // A budget that is a share of the free balance cannot be checked when the
 // free balance is unknown: nothing is then within it.
 func withinBudget(pl *Plan, lowerKind rules.ActionKind, now time.Time, p *Prediction) (bool, string) {
+	return budgetBound(pl, lowerKind, now, p, false)
+}
+
+// withinSetBudget is withinBudget over the budgets the rules set
+// themselves (margin_budget): a scored decision counts what a cut takes
+// from the cross pool, so the default share does not bind it.
+func withinSetBudget(pl *Plan, lowerKind rules.ActionKind, now time.Time, p *Prediction) (bool, string) {
+	return budgetBound(pl, lowerKind, now, p, true)
+}
+
+func budgetBound(pl *Plan, lowerKind rules.ActionKind, now time.Time, p *Prediction, setOnly bool) (bool, string) {
 	if !p.MarginMoved.IsPositive() {
 		return true, ""
 	}
 	for _, d := range pl.Due {
 		r := d.Rule
-		if r.MarginBudget == 0 || !r.HasAction(lowerKind) {
+		if r.MarginBudget == 0 || !r.HasAction(lowerKind) || setOnly && !r.BudgetSet {
 			continue
 		}
 		if !r.BudgetSet {

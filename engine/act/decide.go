@@ -2,6 +2,7 @@ package act
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -91,6 +92,12 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 		return d
 	}
 
+	if m != nil && d.Pred != nil && d.Pred.Scored {
+		decideByCost(m, pl, c, now, &d)
+		refusedHalf(&d, pl, predict, unchanged)
+		return d
+	}
+
 	// harm drops isolation from the plan when it would move the
 	// liquidation price closer without ring-fencing the position, and its
 	// rules do not allow it (or it would end under their floor). It runs
@@ -122,7 +129,13 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 			}
 			dropIsolation(why)
 		}
-		// The stress grid first: no isolation makes a likely move fatal
+		// The bounds no estimate lifts first: never into the cut zone,
+		// never closer in a fast move.
+		if why := m.invariant(d.Pred, pl.Sym.Name); why != "" {
+			drop("isolating " + pl.Sym.Name + " " + why)
+			return
+		}
+		// The stress grid: no isolation makes a likely move fatal
 		// to a position that survives it now, or raises the expected
 		// loss; allow_closer_liquidation does not lift it.
 		if veto := d.Pred.gridVeto(pl.Sym.Name, true, optedIn); veto != "" {
@@ -172,6 +185,12 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 		func(p *Prediction) (bool, string) { return withinBudget(pl, c.lowerKind, now, p) },
 		accountBound(pl, c.lowerKind),
 		func(p *Prediction) (bool, string) {
+			if why := m.invariant(p, pl.Sym.Name); why != "" {
+				return false, fmt.Sprintf("%dx %s", p.Leverage, why)
+			}
+			return true, ""
+		},
+		func(p *Prediction) (bool, string) {
 			if veto := p.gridVeto(pl.Sym.Name, false, false); veto != "" {
 				return false, fmt.Sprintf("%dx %s", p.Leverage, veto)
 			}
@@ -210,13 +229,21 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 
 	harm()
 	refusedHalf(&d, pl, predict, unchanged)
+	if d.Change && d.Pred != nil && m.Unfit == "" {
+		if why := m.invariant(d.Pred, pl.Sym.Name); why != "" {
+			d.Skips = append(d.Skips, Skip{Isolation: d.Want.Cross != pos.Cross, Want: d.Want, Asked: d.Want.Leverage, Pred: d.Pred, Why: fmt.Sprintf("%dx %s", d.Want.Leverage, why)})
+			d.Want, d.Change, d.Stepped = exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}, false, ""
+			d.Pred = nil
+		}
+	}
 	return d
 }
 
 // fundedIsolation is the highest leverage under want's at which isolating
 // the plan's position passes the stress grid (gridVeto), leaves it above
-// floor (and above its liquidation price: never isolated into a
-// liquidation) and moves a margin the free balance funds; 0 when none
+// floor and the model's (Model.invariant: never into the cut zone, never
+// closer in a fast move, never into a liquidation) and moves a margin the
+// free balance funds; 0 when none
 // does. Lower leverages only move more margin: the search stops at the
 // first the free balance cannot fund.
 func fundedIsolation(m *Model, pl *Plan, want exchange.Settings, floor decimal.Decimal, optedIn bool) int {
@@ -225,7 +252,7 @@ func fundedIsolation(m *Model, pl *Plan, want exchange.Settings, floor decimal.D
 		if p == nil || !p.Stressed || !p.FreeKnown || !p.Affordable {
 			return 0
 		}
-		if _, after := p.Distances(); !after.IsPositive() || after.LessThan(floor) {
+		if _, after := p.Distances(); !after.IsPositive() || after.LessThan(floor) || m.invariant(p, pl.Sym.Name) != "" {
 			continue
 		}
 		if p.gridVeto(pl.Sym.Name, true, optedIn) == "" {
@@ -246,4 +273,202 @@ func refusedHalf(d *Decision, pl *Plan, predict func(), unchanged func() bool) {
 		d.Change = !unchanged()
 		predict()
 	}
+}
+
+// decideByCost decides a plan's settings call by comparing candidates by
+// their expected cost (cost.go) on a model that scores them: doing
+// nothing; what the rules asked; every leverage between the one asked and
+// the position's (never below the one asked), in the mode asked and, when
+// an isolation was asked with a cut, in the position's own mode; and an
+// isolation asked alone at every lower leverage the free balance funds.
+// A candidate out of the bounds no estimate lifts (Model.invariant), of
+// the rules' min_liquidation_distance, of a margin_budget a rule sets, or
+// that the free balance cannot fund, or that isolates a position into
+// its liquidation, is not a candidate. What the rules asked goes out when
+// no candidate is cheaper; else the cheapest, or nothing, said with the
+// figures.
+func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decision) {
+	pos, sym := pl.Pos, pl.Sym.Name
+	asked, askedPred := d.Want, d.Pred
+	current := exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
+	type cand struct {
+		want exchange.Settings
+		p    *Prediction
+	}
+	var cands []cand
+	out := map[exchange.Settings]string{}
+	consider := func(w exchange.Settings) bool {
+		if w == current {
+			return true
+		}
+		p := m.Predict(pl, w)
+		if p == nil || !p.Scored {
+			out[w] = "the model cannot measure it"
+			return true
+		}
+		if why := admissible(m, pl, c, now, p); why != "" {
+			out[w] = why
+			return !strings.HasPrefix(why, "the free balance cannot fund")
+		}
+		cands = append(cands, cand{w, p})
+		return true
+	}
+	top := pos.Leverage
+	if ml := pos.RiskLimit.MaxLeverage; ml > 0 && ml < top {
+		top = ml
+	}
+	modes := []bool{asked.Cross}
+	if asked.Cross != pos.Cross && asked.Leverage < pos.Leverage {
+		modes = append(modes, pos.Cross)
+	}
+	for _, cross := range modes {
+		for lev := asked.Leverage; lev <= top; lev++ {
+			consider(exchange.Settings{Leverage: lev, Cross: cross})
+		}
+	}
+	if asked.Cross != pos.Cross && asked.Leverage >= top {
+		// An isolation asked alone: funded at a lower leverage, while the
+		// free balance funds it (each lower one moves more).
+		for lev := asked.Leverage - 1; lev >= 1; lev-- {
+			if !consider(exchange.Settings{Leverage: lev, Cross: asked.Cross}) {
+				break
+			}
+		}
+	}
+
+	before := askedPred.ForfeitBefore
+	costNothing := before.Expected
+	i := m.At[sym]
+	costs := make(map[exchange.Settings]float64, len(cands))
+	for _, cd := range cands {
+		costs[cd.want] = settingsCost(cd.p, i, cd.want)
+	}
+	var best *cand
+	var askedC *cand
+	for i := range cands {
+		cd := &cands[i]
+		if best == nil || cheaper(costs[cd.want], costs[best.want]) {
+			best = cd
+		}
+		if cd.want == asked {
+			askedC = cd
+		}
+	}
+	describe := func(w exchange.Settings) string {
+		mode := "cross"
+		if !w.Cross {
+			mode = "isolated"
+		}
+		return fmt.Sprintf("%s at %dx", mode, w.Leverage)
+	}
+	askedSaid := fmt.Sprintf("as asked (%s): ", describe(asked))
+	if askedC != nil {
+		askedSaid += fmt.Sprintf("%.2f", costs[asked])
+	} else {
+		askedSaid += out[asked]
+	}
+	var chosen *cand
+	switch {
+	case askedC != nil && !clearlyCheaper(costs[best.want], costs[asked]) && !cheaper(costNothing, costs[asked]):
+		chosen = askedC
+	case best != nil && !cheaper(costNothing, costs[best.want]):
+		chosen = best
+	}
+	if chosen == nil {
+		// Nothing is cheapest (or nothing else is admissible): said with
+		// the figures of the call asked.
+		why := fmt.Sprintf("would not lower the expected loss to liquidations over the horizon, first passage: now %.2f", costNothing)
+		if n := nearest(before); n != "" {
+			why += " (" + n + ")"
+		}
+		why += "; " + askedSaid
+		if best != nil && best != askedC {
+			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), costs[best.want])
+		}
+		if asked.Cross != pos.Cross {
+			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred, Why: "isolating " + sym + " " + why})
+		}
+		if asked.Leverage < pos.Leverage {
+			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: fmt.Sprintf("%dx %s", asked.Leverage, why)})
+		}
+		if asked.Cross != pos.Cross {
+			c.Isolate = false
+		}
+		d.Want, d.Change, d.Pred, d.Stepped = current, false, nil, ""
+		return
+	}
+	if chosen.want.Cross != asked.Cross {
+		c.Isolate = false
+		d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred,
+			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), costs[chosen.want], costNothing)})
+	}
+	if chosen != askedC {
+		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, costs[chosen.want], askedSaid)
+	}
+	d.Want, d.Change, d.Pred = chosen.want, chosen.want != current, chosen.p
+}
+
+// settingsCost is a settings call's expected cost (its prediction p, on
+// the position at index i of the account, set to want): the account's
+// expected forfeit after it, plus the margin it moves into an isolated
+// position times the probability that the position's liquidation point
+// is touched: that margin is forfeited with it (a cut that pours the free
+// balance into a position falling all day loses the margin it moved, where
+// the position alone would have lost its own).
+func settingsCost(p *Prediction, i int, want exchange.Settings) float64 {
+	c := p.ForfeitAfter.Expected
+	if want.Cross || !p.MarginMoved.IsPositive() {
+		return c
+	}
+	touch := 0.0
+	for _, part := range p.ForfeitAfter.Parts {
+		if part.At == i {
+			touch += part.Weight * part.Prob
+		}
+	}
+	return c + min(touch, 1)*p.MarginMoved.InexactFloat64()
+}
+
+// admissible is why a candidate's prediction p is no candidate ("" when
+// it is one): the bounds no estimate lifts (Model.invariant), an
+// isolation into its liquidation, the rules' min_liquidation_distance for
+// a call that moves the position closer, a margin_budget a rule sets (the
+// default share binds only where calls are not scored: the measure
+// counts what the pool loses), and what the free balance cannot fund.
+func admissible(m *Model, pl *Plan, c *SettingsStep, now time.Time, p *Prediction) string {
+	if why := m.invariant(p, pl.Sym.Name); why != "" {
+		return why
+	}
+	if p.Closer() {
+		_, after := p.Distances()
+		if !after.IsPositive() {
+			return fmt.Sprintf("%dx would put it past its liquidation price", p.Leverage)
+		}
+		floor := decimal.Max(rulesFloor(pl, c.isolateKind), rulesFloor(pl, c.lowerKind))
+		if after.LessThan(floor) {
+			return fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
+				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2))
+		}
+	}
+	// A call on one position does not sacrifice another: no position it
+	// moves closer ends under OthersFloor (or the rules' floor), and none
+	// that survives every likely move now is made to fail one.
+	others := decimal.Max(decimal.Max(rulesFloor(pl, c.lowerKind), rulesFloor(pl, c.isolateKind)), decimal.NewFromFloat(OthersFloor))
+	for _, o := range p.others {
+		if o.closer() && o.distAfter.LessThan(others) {
+			return fmt.Sprintf("%dx would move %s, under %s%%", p.Leverage, o, others.Shift(2).StringFixed(2))
+		}
+	}
+	if p.Stressed {
+		if nf := margin.NewlyFatal(p.StressBefore, p.StressAfter, pl.Sym.Name); len(nf) > 0 {
+			return fmt.Sprintf("%dx would make a likely move fatal to %s (stress grid)", p.Leverage, nf[0])
+		}
+	}
+	if p.FreeKnown && !p.Affordable {
+		return fmt.Sprintf("the free balance cannot fund %dx (%s more margin, %s free)", p.Leverage, p.MarginMoved.Round(2), p.FreeAfter.Add(p.MarginMoved).Round(2))
+	}
+	if ok, why := withinSetBudget(pl, c.lowerKind, now, p); !ok {
+		return why
+	}
+	return ""
 }

@@ -40,8 +40,65 @@ type Model struct {
 	// no stress grid, and the decisions are the account measure's alone.
 	Sigma  func(symbol string) float64
 	Likely float64
+	// Floor is each symbol's least distance to liquidation (a fraction
+	// of its index) under which no settings call may leave a position it
+	// moves closer: the account's own cut zone (rules.Set.CutZone) or the
+	// fast lane's distance, the larger. A call that lands a position
+	// there is undone by the next tick's cut, at a loss. nil: no floor.
+	Floor func(symbol string) float64
+	// Fast says how a symbol's index is in a fast move ("" when it is
+	// not): no call moves a position closer to its liquidation price
+	// then, whatever the estimates say (σ jumps in a wick and the likely
+	// range stops binding). nil: never.
+	Fast func(symbol string) string
+	// OrderCost is what an order pays the market, a fraction of its
+	// notional: the taker fee and half the spread (engine.order_cost). It
+	// is what a reduce costs at mark to market (cost.go).
+	OrderCost float64
+	// DustNotional is the notional under which what a reduce would leave
+	// of a position is dust: the order closes it whole instead, and a
+	// position that is dust already is left (engine.dust_notional).
+	DustNotional decimal.Decimal
+	// OrdersAsAsked: a reduce goes out as its rules ask, not judged at
+	// mark to market (engine.orders_as_asked); dust is still closed whole.
+	OrdersAsAsked bool
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
+	// grids keeps the stress grids of the accounts the tick's predictions
+	// left (their StressAfter): once a call is sent and the model moves on
+	// to the account it left (Acct = Prediction.Next), that account's grid
+	// is the one already worked out. Copies of the model share it.
+	grids *gridCache
+}
+
+// gridCache is the stress grids of the last few accounts predicted, by
+// account (sameAccount): a tick moves on to one of them at most once per
+// call it sends.
+type gridCache struct {
+	entries [8]gridEntry
+	next    int
+}
+
+type gridEntry struct {
+	acct margin.Account
+	s    margin.Stress
+	set  bool
+}
+
+// put keeps s as acct's grid, in place of the oldest.
+func (c *gridCache) put(acct margin.Account, s margin.Stress) {
+	c.entries[c.next] = gridEntry{acct: acct, s: s, set: true}
+	c.next = (c.next + 1) % len(c.entries)
+}
+
+// get is acct's grid, when kept.
+func (c *gridCache) get(acct margin.Account) (margin.Stress, bool) {
+	for i := range c.entries {
+		if e := &c.entries[i]; e.set && sameAccount(e.acct, acct) {
+			return e.s, true
+		}
+	}
+	return margin.Stress{}, false
 }
 
 // predictMemo keeps the predictions made on one account. DecideSettings
@@ -61,7 +118,8 @@ type predictMemo struct {
 	moves            []decimal.Decimal // acct.Moves(liqs)
 	notional         *decimal.Decimal  // acct.Notional(), when known
 	before           map[int][2]margin.Survival
-	stress           *margin.Stress // the account before, on the stress grid
+	stress           *margin.Stress  // the account before, on the stress grid
+	forfeit          *margin.Forfeit // the account before, first passage (forfeitBefore)
 	preds            map[predictKey]*Prediction
 	hasCross, crossK bool // acct.HasOpenCross(), once known (crossK)
 }
@@ -114,6 +172,11 @@ type Prediction struct {
 	// computed (the model knows σ and can measure the account).
 	StressBefore, StressAfter margin.Stress
 	Stressed                  bool
+	// ForfeitBefore and ForfeitAfter are the account's expected forfeit
+	// to liquidations before and after the call, first passage
+	// (margin.Forfeit); Scored says both are known and decide (cost.go).
+	ForfeitBefore, ForfeitAfter margin.Forfeit
+	Scored                      bool
 	// Unverified says why the prediction decides nothing: the model does
 	// not fit the exchange ("" when it does).
 	Unverified string
@@ -163,6 +226,11 @@ func (v *Model) stressBefore() (margin.Stress, bool) {
 	}
 	if !v.FreeKnown && memo.hasCross {
 		return margin.Stress{}, false
+	}
+	if memo.stress == nil && v.grids != nil {
+		if s, ok := v.grids.get(v.Acct); ok {
+			memo.stress = &s
+		}
 	}
 	if memo.stress == nil {
 		liqs := memo.liqs
@@ -214,6 +282,14 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		if sb, ok := v.stressBefore(); ok {
 			p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, liqsAfter)
 			p.Stressed = p.StressBefore.Known && p.StressAfter.Known
+			if v.grids == nil {
+				v.grids = &gridCache{}
+			}
+			v.grids.put(next, p.StressAfter)
+		}
+		if v.scored() {
+			p.ForfeitBefore, p.ForfeitAfter = v.forfeitBefore(), next.Forfeit(v.Sigma, liqsAfter)
+			p.Scored = p.ForfeitBefore.Known && p.ForfeitAfter.Known
 		}
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
@@ -268,6 +344,47 @@ func (o otherEffect) closer() bool { return o.distAfter.LessThan(o.distBefore) }
 func (o otherEffect) String() string {
 	return fmt.Sprintf("%s liquidation %s → %s (%s → %s away)", o.symbol, o.before, o.after,
 		o.distBefore.Shift(2).StringFixed(2)+"%", o.distAfter.Shift(2).StringFixed(2)+"%")
+}
+
+// invariant is why a call predicted as p on the position of symbol
+// breaks a bound no estimate lifts ("" when it does not): it leaves a
+// position it moves closer to its liquidation price under that symbol's
+// floor (Floor: the zone where the account's own rules cut it), or moves
+// one closer while its index is in a fast move (Fast). It holds for the
+// position the call is on and for every other one it moves (a cut that
+// takes free balance from a cross pool).
+func (v *Model) invariant(p *Prediction, symbol string) string {
+	if p == nil {
+		return ""
+	}
+	check := func(sym string, after decimal.Decimal) string {
+		if v.Floor != nil {
+			if f := v.Floor(sym); f > 0 && after.LessThan(decimal.NewFromFloat(f)) {
+				return fmt.Sprintf("would leave %s %s%% from its liquidation price, inside the %s%% where the rules cut it", sym,
+					after.Shift(2).StringFixed(2), decimal.NewFromFloat(f).Shift(2).StringFixed(2))
+			}
+		}
+		if v.Fast != nil {
+			if how := v.Fast(sym); how != "" {
+				return fmt.Sprintf("would move %s's liquidation price closer (%s%% away after) during a fast move: %s", sym, after.Shift(2).StringFixed(2), how)
+			}
+		}
+		return ""
+	}
+	if p.Closer() {
+		_, after := p.Distances()
+		if why := check(symbol, after); why != "" {
+			return why
+		}
+	}
+	for _, o := range p.others {
+		if o.closer() {
+			if why := check(o.symbol, o.distAfter); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
 }
 
 // OthersFloor is how far from liquidation another position must stay when

@@ -37,6 +37,46 @@ type reducePosition struct {
 	stopped error
 	// open are the orders whose outcome is unknown, by symbol.
 	open map[string]*openOrder
+	// last is each isolated position's last reduce sent (repeatedReduce).
+	last map[string]lastReduce
+}
+
+// lastReduce is a reduce sent on an isolated position: how far it was from
+// its liquidation price, and its quantity before.
+type lastReduce struct {
+	distance float64
+	before   decimal.Decimal
+}
+
+// reduceCloser is how much closer to its liquidation price (a fraction of
+// the distance at the last reduce) an isolated position must come before
+// it is reduced again: reducing it does not move its liquidation price,
+// so a second reduce at the same distance realises a second loss for
+// nothing the first did not (a 2% tier halving it every cooldown took
+// 0.25 BTC to 0.001). A tenth is more than a quiet minute's noise there.
+const reduceCloser = 0.10
+
+// repeatedReduce says why a reduce of the isolated position pos (at
+// distance from its liquidation price) is not sent again ("" when it may
+// be): the last one on it filled and the price has not come closer by
+// reduceCloser since. The memory is let go when the position is not
+// smaller than before the last reduce (it did not fill, or grew), is
+// cross (a reduce moves the pool's price), or moved away to twice the
+// distance.
+func (k *reducePosition) repeatedReduce(sym string, pos *exchange.Position, distance float64) string {
+	l, ok := k.last[sym]
+	if !ok {
+		return ""
+	}
+	if pos.Cross || !pos.Quantity.LessThan(l.before) || distance > 2*l.distance {
+		delete(k.last, sym)
+		return ""
+	}
+	if again := l.distance * (1 - reduceCloser); distance > again {
+		return fmt.Sprintf("%s was reduced %.2f%% from its liquidation price and is %.2f%% from it now: a reduce does not move an isolated position's liquidation price, so it is reduced again once %.2f%% away (a tenth closer), not at the same distance",
+			sym, l.distance*100, distance*100, again*100)
+	}
+	return ""
 }
 
 // openOrder is an order whose outcome is unknown: what the position was
@@ -226,10 +266,23 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 	case !canPlace:
 		return skip("skipped", errNoOrders.Error(), errNoOrders)
 	}
+	distance, hasDistance := 0.0, pl.Env != nil && pl.Env.IndexPrice > 0
+	if hasDistance {
+		distance = pl.Env.LiquidationDistance
+		if why := c.kind.repeatedReduce(sym, pos, distance); why != "" {
+			return skip("skipped_bounded", why, nil)
+		}
+	}
 	c.dec = DecideReduce(m, pl, c.Asked)
 	d := c.dec
 	if d.Order == nil {
 		return skip("skipped_bounded", d.Skip, nil)
+	}
+	if hasDistance && !pos.Cross {
+		if c.kind.last == nil {
+			c.kind.last = map[string]lastReduce{}
+		}
+		c.kind.last[sym] = lastReduce{distance: distance, before: pos.Quantity}
 	}
 	o := *d.Order
 	o.ClientOrderID = ClientOrderID(IntentID(sym, name, now))
@@ -538,6 +591,13 @@ func DecideReduce(m *Model, pl *Plan, asked decimal.Decimal) ReduceDecision {
 	if !qty.IsPositive() {
 		d.Skip = fmt.Sprintf("%s asked rounds down to 0 at the increment %s", asked, sym.BaseMinimumIncrement)
 		return d
+	}
+	if m != nil {
+		var skip string
+		if qty, skip = m.judgeReduce(pl, qty, &d); skip != "" {
+			d.Skip = skip
+			return d
+		}
 	}
 	o := exchange.ReduceOnlyIOC(exchange.CloseSide(pos.Direction), qty)
 	if err := CheckReduces(pos, o); err != nil {

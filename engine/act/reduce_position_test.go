@@ -222,3 +222,106 @@ func TestReducePredictionShowsTheStressGrid(t *testing.T) {
 		t.Errorf("without σ: %+v", p)
 	}
 }
+
+// An order is judged at mark to market: it costs its fee and spread, and
+// saves the expected forfeit it removes. Far from liquidation holding is
+// cheaper and nothing goes out, said with the figures; near it the order
+// goes out as asked.
+func TestDecideReduceAtMarkToMarket(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		free  string
+		sigma float64
+		want  string // "" when skipped
+		skip  string
+	}{
+		// 20,000 free behind 0.8 BTC: the pool's point is far beyond any
+		// likely move; halving pays 0.4 × 62,000 × 0.05% = 12.40.
+		{name: "far: holding is cheaper", free: "20000", sigma: 0.02, skip: "holding is as cheap in expectation: the expected loss to liquidations over the horizon is 0.01 (the cross pool (XBTC): 0.0% to touch its liquidation point at -23.3σ (every index together) and lose 256.80); reducing 0.4 pays 12.40 in fee and spread"},
+		// Nothing free: the pool's point is 6.3% away, 1.3σ at σ 5%.
+		{name: "near: the order goes out", free: "0", sigma: 0.05, want: "0.4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, pl, asked := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0.4")
+			m.Acct.Free = dec(tc.free)
+			m.Sigma = func(string) float64 { return tc.sigma }
+			m.Likely, m.OrderCost = 3, 0.0005
+			d := DecideReduce(m, pl, asked)
+			if tc.want == "" {
+				if d.Order != nil || !strings.Contains(d.Skip, tc.skip) {
+					t.Fatalf("decision %+v, want skipped with %q", d, tc.skip)
+				}
+				return
+			}
+			if d.Order == nil || !d.Order.Quantity.Equal(dec(tc.want)) {
+				t.Fatalf("decision %+v (skip %q), want an order of %s", d, d.Skip, tc.want)
+			}
+		})
+	}
+}
+
+// Dust: what a reduce would leave under engine.dust_notional closes the
+// position whole; a position that is dust already is closed whole, or left
+// when no order that small is taken.
+func TestDecideReduceDust(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, qty, minQ, asked string
+		want, note, skip       string
+	}{
+		{name: "the rest would be dust", qty: "0.8", minQ: "0.001", asked: "0.79", want: "0.8", note: "closed whole: the 0.01 left would be dust (620"},
+		{name: "the rest is not dust", qty: "0.8", minQ: "0.001", asked: "0.4", want: "0.4"},
+		{name: "dust already", qty: "0.01", minQ: "0.001", asked: "0.005", want: "0.01", note: "closed whole: the position's 0.01 is dust (620"},
+		{name: "dust under the minimum", qty: "0.0005", minQ: "0.001", asked: "0.0005", skip: "under the minimum order quantity"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, pl, asked := reducePlan(t, exchange.Long, tc.qty, tc.minQ, "0.0001", tc.asked)
+			m.DustNotional = dec("1000")
+			d := DecideReduce(m, pl, asked)
+			if tc.want == "" {
+				if d.Order != nil || !strings.Contains(d.Skip, tc.skip) {
+					t.Fatalf("decision %+v, want skipped with %q", d, tc.skip)
+				}
+				return
+			}
+			if d.Order == nil || !d.Order.Quantity.Equal(dec(tc.want)) || !strings.Contains(d.Note, tc.note) {
+				t.Fatalf("decision %+v (skip %q), want %s with note %q", d, d.Skip, tc.want, tc.note)
+			}
+		})
+	}
+}
+
+// An isolated position reduced once is not reduced again at the same
+// distance (a reduce does not move its liquidation price): only once the
+// price came a tenth closer, and the memory goes when the order did not
+// fill, the position is cross, or the price moved well away.
+func TestRepeatedReduce(t *testing.T) {
+	t.Parallel()
+	iso := func(q string) *exchange.Position { return &exchange.Position{Quantity: dec(q)} }
+	for _, tc := range []struct {
+		name     string
+		pos      *exchange.Position
+		distance float64
+		blocked  bool
+		kept     bool
+	}{
+		{"the same distance", iso("0.125"), 0.0199, true, true},
+		{"a little closer", iso("0.125"), 0.0185, true, true},
+		{"a tenth closer", iso("0.125"), 0.0179, false, true},
+		{"not filled", iso("0.25"), 0.0199, false, false},
+		{"cross", &exchange.Position{Quantity: dec("0.125"), Cross: true}, 0.0199, false, false},
+		{"moved well away", iso("0.125"), 0.041, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &reducePosition{last: map[string]lastReduce{"XBTC": {distance: 0.02, before: dec("0.25")}}}
+			why := k.repeatedReduce("XBTC", tc.pos, tc.distance)
+			if (why != "") != tc.blocked {
+				t.Errorf("repeatedReduce = %q, want blocked %t", why, tc.blocked)
+			}
+			if _, kept := k.last["XBTC"]; kept != tc.kept {
+				t.Errorf("memory kept %t, want %t", kept, tc.kept)
+			}
+		})
+	}
+}

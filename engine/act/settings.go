@@ -116,6 +116,12 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 		next := *m
 		next.Acct = *pl.Next
 		m = &next
+		if i, ok := m.At[sym]; ok && !m.Acct.Positions[i].Open() {
+			// The plan's reduce order closes the position whole: no
+			// leverage or mode is left to set.
+			c.note = "skipped: the plan's reduce order closes the position"
+			return nil, nil
+		}
 	}
 	c.dec = DecideSettings(m, pl, c, now)
 	dec := &c.dec
@@ -155,7 +161,9 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 		c.record.Prediction = pred.Record()
 	}
 	if dec.Stepped != "" {
-		effect = dec.Stepped + "; " + effect
+		if !h.Tally() {
+			effect = dec.Stepped + "; " + effect
+		}
 		c.record.Reason = dec.Stepped
 	}
 	c.ev = journal.ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Effect: effect}
@@ -226,8 +234,14 @@ func (c *SettingsStep) skipEvent(h Host, pl *Plan, sk Skip) journal.Event {
 		base := journal.Record{Time: now, Type: "action", Action: string(c.isolateKind), Symbol: sym, Position: pos.ID, Rules: Dedupe(c.IsolateRules),
 			Cross: &iso.Cross, Leverage: iso.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
 		ev := harmEvent(base, sk.Pred, sk.Why, h.FirstHarm(pl))
+		effect := sk.Pred.String() + "; " + sk.Why
+		if h.Tally() {
+			// Counted only, as the calls made are: nothing audited,
+			// notified or said of it but its outcome and reason.
+			ev.Audit, ev.Note, effect = nil, nil, ""
+		}
 		ev.Action = &journal.ActionEvent{Symbol: sym, Action: base.Action, Rules: base.Rules, Outcome: "skipped_harmful",
-			From: pos.Leverage, To: sk.Want.Leverage, Effect: sk.Pred.String() + "; " + sk.Why, Reason: sk.Why}
+			From: pos.Leverage, To: sk.Want.Leverage, Effect: effect, Reason: sk.Why}
 		return ev
 	}
 	base := journal.Record{Time: now, Type: "action", Action: string(c.lowerKind), Symbol: sym, Position: pos.ID, Rules: Dedupe(c.LowerRules),

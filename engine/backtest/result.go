@@ -726,6 +726,18 @@ func skipNoun(kinds rules.Kinds, action string, n int) string {
 func skipReason(why string) string {
 	has := func(phrase string) bool { return strings.Contains(why, phrase) }
 	switch {
+	case has("holding is as cheap in expectation"):
+		return "holding is as cheap in expectation (the order's fee and spread)"
+	case has("is reduced again once"):
+		return "an isolated position reduced at this distance already"
+	case has("is dust"):
+		return "the position is dust"
+	case has("would not lower the expected loss to liquidations"), has("costs more in expectation"):
+		return "it would not lower the expected cost (first passage)"
+	case has("where the rules cut it"):
+		return "it would leave a position inside its rules' cut zone"
+	case has("during a fast move"):
+		return "it would move a liquidation price closer during a fast move"
 	case has("would make a likely move fatal"):
 		return "it would make a likely move fatal (stress grid)"
 	case has("would raise the expected loss"):

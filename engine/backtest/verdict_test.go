@@ -42,6 +42,12 @@ func TestSkipReason(t *testing.T) {
 		{"isolating would leave the account worse off (survives 2.33% → 0.00% together (cross pool first, 3533.11 → 0 lost)); the rule does not allow it (allow_closer_liquidation)",
 			"it would leave the account worse off (allow_closer_liquidation)"},
 		{"the liquidation price would end 2.00% away, under the floor of 5.00% (min_liquidation_distance)", "it would end under its floor (min_liquidation_distance)"},
+		{"isolating XBTC would leave XBTC 2.42% from its liquidation price, inside the 3.00% where the rules cut it", "it would leave a position inside its rules' cut zone"},
+		{"holding is as cheap in expectation: the expected loss to liquidations over the horizon is 0.01; reducing 0.4 pays 12.40 in fee and spread and leaves 0.00", "holding is as cheap in expectation (the order's fee and spread)"},
+		{"XSOL was reduced 1.95% from its liquidation price and is 1.97% from it now: a reduce does not move an isolated position's liquidation price, so it is reduced again once 1.76% away (a tenth closer), not at the same distance", "an isolated position reduced at this distance already"},
+		{"isolating XBTC would not lower the expected loss to liquidations over the horizon, first passage: now 1.00", "it would not lower the expected cost (first passage)"},
+		{"isolating XBTC costs more in expectation: as asked (isolated at 20x): 0.86; cross at 20x: 0.00 (now 0.00)", "it would not lower the expected cost (first passage)"},
+		{"isolating XBTC would move XBTC's liquidation price closer (2.45% away after) during a fast move: BTC moved 4.20% within 5m (40000 → 38320)", "it would move a liquidation price closer during a fast move"},
 		{"the account measure would fall from 12% to 9%", "the account measure would fall from"},
 		{"", "unknown"},
 	}

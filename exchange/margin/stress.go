@@ -102,18 +102,19 @@ type StressPoint struct {
 	Lost []string
 }
 
-// stressPos is a position's figures as the grid uses them.
+// stressPos is a position's figures as the grid uses them (no pointers:
+// the account's hundreds of them are allocated without being scanned; its
+// symbol and direction are the account's, at).
 type stressPos struct {
-	symbol, dir string
-	name        string // "XBTC LONG"
-	long        bool
-	q, ev       float64 // quantity, entry value
-	index, liq  float64
-	pnlNow      float64 // PNL at the index now
-	equity      float64 // margin + PNL now
-	margin, mm  float64
-	cross       bool
-	sym         int // index into the symbols
+	long       bool
+	q, ev      float64 // quantity, entry value
+	index, liq float64
+	pnlNow     float64 // PNL at the index now
+	equity     float64 // margin + PNL now
+	margin, mm float64
+	cross      bool
+	sym        int // index into the symbols
+	at         int // index into the account's positions
 }
 
 // Stress judges the account on the grid: sigma gives each symbol's σ over
@@ -144,61 +145,23 @@ func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs 
 		return s
 	}
 	g := newStressGrid(b)
-	lost := make([]bool, len(ps))
-	fatal := make([]FatalMove, len(ps))
-	var poolFatal FatalMove // the cross pool's: every cross position's
-	steps := int(math.Round(stressReach / stressStep))
-	// The weights over the fine grid, normalised to 1.
-	wsum := 0.0
-	for n := -steps; n <= steps; n++ {
-		wsum += stressWeight(float64(n) * stressStep)
+	g.judge(&s, likely)
+	if !points {
+		return s
 	}
-	// mark keeps a fatal move when it is the smallest so far (the first of
-	// equals, in the order families and moves are tried).
-	mark := func(fm *FatalMove, family string, k float64) {
-		if fm.Family == "" || math.Abs(k) < math.Abs(fm.K) {
-			*fm = FatalMove{Family: family, K: k}
-		}
+	// The shown moves, each family's, with what each liquidates.
+	lost := make([]bool, len(ps))
+	names := make([]string, len(ps))
+	for i := range ps {
+		names[i] = b.name(i)
 	}
 	for f := -1; f < len(syms); f++ { // -1: together
-		family, share := StressTogether, 0.5
+		family := StressTogether
 		if f >= 0 {
-			family, share = syms[f].Symbol, 0.5/float64(len(syms))
-		}
-		if len(syms) == 1 && f == 0 {
-			share = 0.5 // alone is together: both halves the same moves
-		}
-		for n := -steps; n <= steps; n++ {
-			k := float64(n) * stressStep
-			loss, poolLost := g.at(f, k, lost)
-			s.Expected += share * stressWeight(k) / wsum * loss
-			if math.Abs(k) > likely+1e-9 {
-				continue
-			}
-			// Alone, only the positions on f can be lost by the move
-			// (and the pool): the others are lost at every move only
-			// if they are at no move, which the moves together (first)
-			// marked at 0σ.
-			for _, i := range g.moved(f) {
-				if lost[i] && !ps[i].cross {
-					mark(&fatal[i], family, k)
-				}
-			}
-			if poolLost {
-				mark(&poolFatal, family, k)
-			}
+			family = syms[f].Symbol
 		}
 		for _, k := range StressShown {
-			if !points && f >= 0 {
-				break
-			}
 			loss, poolLost := g.at(f, k, lost)
-			if f < 0 {
-				s.TogetherAt = append(s.TogetherAt, loss)
-			}
-			if !points {
-				continue
-			}
 			pt := StressPoint{Family: family, K: k, Loss: loss}
 			for i, p := range ps {
 				isoLost := lost[i] // together, or alone on f
@@ -206,20 +169,10 @@ func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs 
 					isoLost = g.baseLost[i]
 				}
 				if p.cross && poolLost || !p.cross && isoLost {
-					pt.Lost = append(pt.Lost, p.name)
+					pt.Lost = append(pt.Lost, names[i])
 				}
 			}
 			s.Points = append(s.Points, pt)
-		}
-	}
-	for i, p := range ps {
-		fm := fatal[i]
-		if p.cross {
-			fm = poolFatal
-		}
-		if fm.Family != "" {
-			fm.Symbol, fm.Direction, fm.Move = p.symbol, p.dir, fm.K*syms[p.sym].Sigma
-			s.Fatal = append(s.Fatal, fm)
 		}
 	}
 	return s
@@ -230,6 +183,7 @@ func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs 
 // balance, the pool now (free balance, the cross positions' margin and
 // PNL) and its maintenance.
 type stressBook struct {
+	acct         []Position // the account's positions
 	ps           []stressPos
 	syms         []SymbolSigma
 	free         float64
@@ -240,14 +194,15 @@ type stressBook struct {
 // stressBook reads the account for the grid; ok is false when an open
 // position has no index price or its symbol no σ (the grid is unknown).
 func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
-	var b stressBook
-	symAt := map[string]int{}
+	b := stressBook{acct: a.Positions, ps: make([]stressPos, 0, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
+	symAt := make(map[string]int, len(a.Positions))
 	b.free = toF(a.Free)
 	b.pool = b.free
 	if liqs == nil {
 		liqs = a.LiquidationPrices()
 	}
-	for i, p := range a.Positions {
+	for i := range a.Positions {
+		p := &a.Positions[i]
 		if !p.Open() {
 			continue
 		}
@@ -264,10 +219,18 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 			symAt[p.Symbol] = j
 			b.syms = append(b.syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
 		}
-		sp := stressPos{symbol: p.Symbol, dir: p.Direction, name: p.Symbol + " " + p.Direction, long: p.Direction != exchange.Short, q: toF(p.Quantity), ev: toF(p.EntryValue()),
-			index: toF(p.Index), liq: toF(liqs[i]), margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross, sym: j}
+		sp := stressPos{long: p.Direction != exchange.Short, q: toF(p.Quantity),
+			index: toF(p.Index), liq: toF(liqs[i]), cross: p.Cross, sym: j, at: i}
+		sp.ev, sp.margin, sp.mm = p.stressFigures()
 		sp.pnlNow = sp.pnl(sp.index)
 		sp.equity = sp.margin + sp.pnlNow
+		// A figure a float cannot hold (an index of 1e400) is no data:
+		// never a NaN in the expected loss.
+		for _, f := range []float64{sp.q, sp.index, sp.liq, sp.equity, sp.mm} {
+			if math.IsInf(f, 0) || math.IsNaN(f) {
+				return stressBook{}, false
+			}
+		}
 		if sp.cross {
 			b.anyCross = true
 			b.pool += sp.equity
@@ -278,6 +241,13 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 	return b, true
 }
 
+// symbol and dir are the symbol and the direction of the book's position i.
+func (b *stressBook) symbol(i int) string { return b.acct[b.ps[i].at].Symbol }
+func (b *stressBook) dir(i int) string    { return b.acct[b.ps[i].at].Direction }
+
+// name is the book's position i as the grid's points name it: "XBTC LONG".
+func (b *stressBook) name(i int) string { return b.symbol(i) + " " + b.dir(i) }
+
 // stressGrid evaluates the account at the moves of the grid. A move of
 // one index alone touches only the positions on its symbol and the cross
 // pool, so it costs those positions, not the account's: an account of
@@ -286,26 +256,66 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 type stressGrid struct {
 	stressBook
 	factor []float64 // each moved symbol's index factor at the move
-	// all lists every position (the moves together move them all),
-	// bySym the positions on each symbol; baseLost marks the isolated
-	// positions past their liquidation price already (lost at every move
-	// that leaves their index still), baseLoss their equity over the
-	// account and baseLossOn over each symbol.
+	// all lists every position (the moves together move them all), on
+	// the positions on each symbol and cross the cross ones on each
+	// (the account's order within each);
+	// baseLost marks the isolated positions past their liquidation price
+	// already (lost at every move that leaves their index still),
+	// baseLoss their equity over the account and baseLossOn over each
+	// symbol.
 	all        []int
-	bySym      [][]int
+	crossAll   []int // the cross positions, in the account's order
+	on, cross  symGroups
 	baseLost   []bool
 	baseLoss   float64
 	baseLossOn []float64
 }
 
+// symGroups are positions grouped by symbol, each group in the account's
+// order: the group of symbol j is pos[start[j]:start[j+1]].
+type symGroups struct {
+	start, pos []int
+}
+
+// of is the group of symbol j.
+func (s symGroups) of(j int) []int { return s.pos[s.start[j]:s.start[j+1]] }
+
+// groups are the book's positions (the cross ones only, when cross) by
+// symbol, counted then placed: linear in the positions.
+func (b *stressBook) groups(cross bool) symGroups {
+	g := symGroups{start: make([]int, len(b.syms)+1)}
+	n := 0
+	for i := range b.ps {
+		if !cross || b.ps[i].cross {
+			g.start[b.ps[i].sym+1]++
+			n++
+		}
+	}
+	for j := range b.syms {
+		g.start[j+1] += g.start[j]
+	}
+	g.pos = make([]int, n)
+	next := make([]int, len(b.syms))
+	copy(next, g.start)
+	for i := range b.ps {
+		if !cross || b.ps[i].cross {
+			j := b.ps[i].sym
+			g.pos[next[j]] = i
+			next[j]++
+		}
+	}
+	return g
+}
+
 // newStressGrid prepares the grid of the book b.
 func newStressGrid(b stressBook) *stressGrid {
-	g := &stressGrid{stressBook: b, factor: make([]float64, len(b.syms)), all: make([]int, len(b.ps)),
-		bySym: make([][]int, len(b.syms)), baseLost: make([]bool, len(b.ps)), baseLossOn: make([]float64, len(b.syms))}
+	g := &stressGrid{stressBook: b, baseLost: make([]bool, len(b.ps)), baseLossOn: make([]float64, len(b.syms))}
+	g.cross = g.groups(true)
 	for i := range b.ps {
 		p := &b.ps[i]
-		g.all[i] = i
-		g.bySym[p.sym] = append(g.bySym[p.sym], i)
+		if p.cross {
+			g.crossAll = append(g.crossAll, i)
+		}
 		if !p.cross && p.lostAt(p.index) {
 			g.baseLost[i] = true
 			g.baseLoss += math.Max(p.equity, 0)
@@ -323,6 +333,7 @@ func newStressGrid(b stressBook) *stressGrid {
 // isolated positions the move liquidates among those it moves.
 func (g *stressGrid) at(f int, k float64, lost []bool) (float64, bool) {
 	loss := 0.0
+	moved := g.moved(f)
 	if f < 0 {
 		for j := range g.factor {
 			g.factor[j] = math.Max(0, 1+k*g.syms[j].Sigma)
@@ -332,7 +343,7 @@ func (g *stressGrid) at(f int, k float64, lost []bool) (float64, bool) {
 		loss = g.baseLoss - g.baseLossOn[f]
 	}
 	poolAt := g.pool
-	for _, i := range g.moved(f) {
+	for _, i := range moved {
 		p := &g.ps[i]
 		lost[i] = false
 		ix := p.index * g.factor[p.sym]
@@ -353,12 +364,21 @@ func (g *stressGrid) at(f int, k float64, lost []bool) (float64, bool) {
 }
 
 // moved lists the positions family f moves: every one together (f < 0),
-// those on the symbol f alone.
+// those on the symbol f alone. The walk (at) needs them; the judgement
+// does not, so they are listed at the first walk.
 func (g *stressGrid) moved(f int) []int {
+	if g.all == nil {
+		g.factor = make([]float64, len(g.syms))
+		g.all = make([]int, len(g.ps))
+		for i := range g.all {
+			g.all[i] = i
+		}
+		g.on = g.groups(false)
+	}
 	if f < 0 {
 		return g.all
 	}
-	return g.bySym[f]
+	return g.on.of(f)
 }
 
 // lostAt reports whether an isolated position is liquidated at index ix.

@@ -52,7 +52,7 @@ func stressReference(a Account, sigma func(symbol string) float64, likely float6
 			}
 			for i, l := range lost {
 				if l && (fatal[i].Family == "" || math.Abs(k) < math.Abs(fatal[i].K)) {
-					fatal[i] = FatalMove{Symbol: ps[i].symbol, Direction: ps[i].dir, Family: family, K: k, Move: k * syms[ps[i].sym].Sigma}
+					fatal[i] = FatalMove{Symbol: b.symbol(i), Direction: b.dir(i), Family: family, K: k, Move: k * syms[ps[i].sym].Sigma}
 				}
 			}
 		}
@@ -61,7 +61,7 @@ func stressReference(a Account, sigma func(symbol string) float64, likely float6
 			pt := StressPoint{Family: family, K: k, Loss: loss}
 			for i, l := range lost {
 				if l {
-					pt.Lost = append(pt.Lost, ps[i].symbol+" "+ps[i].dir)
+					pt.Lost = append(pt.Lost, b.name(i))
 				}
 			}
 			s.Points = append(s.Points, pt)
@@ -220,6 +220,28 @@ func BenchmarkStress(b *testing.B) {
 					a.stress(sigma, 3, liqs, shown)
 				}
 			})
+		}
+	}
+}
+
+// An index past float64's range (a print of 1e400) makes a position's
+// equity infinite: the grid says what the walk says, an infinite equity
+// counted only where a move loses it (no weight times infinity: the
+// status page could not encode the NaN).
+func TestStressIndexPastFloatRange(t *testing.T) {
+	t.Parallel()
+	for _, cross := range []bool{false, true} {
+		sol := xsol(cross)
+		sol.Index = dec("1e400")
+		a := Account{Free: dec("3000"), Positions: []Position{xbtc(false), sol, xeth(true, "3000")}}
+		got := a.Stress(sigmaOf(0.02), 3, nil)
+		if d := sameStress(got, stressReference(a, sigmaOf(0.02), 3, nil)); d != "" || math.IsNaN(got.Expected) {
+			t.Errorf("cross %v: %s (expected %v)", cross, d, got.Expected)
+		}
+		for i, l := range got.TogetherAt {
+			if math.IsNaN(l) {
+				t.Errorf("cross %v: loss at %gσ is NaN", cross, StressShown[i])
+			}
 		}
 	}
 }

@@ -93,6 +93,16 @@ func TestStressUnknown(t *testing.T) {
 	if s := (Account{Positions: []Position{xsol(false)}}).Stress(sigmaOf(0), 3, nil); s.Known {
 		t.Error("known without σ")
 	}
+	// An index a float cannot hold: no data, never a NaN (the status's
+	// JSON cannot carry one).
+	p = xsol(true)
+	p.Index = dec("1e400")
+	if s := (Account{Free: dec("3000"), Positions: []Position{p}}).Stress(sigmaOf(0.02), 3, nil); s.Known || math.IsNaN(s.Expected) {
+		t.Errorf("an index of 1e400: known %t, expected loss %v", s.Known, s.Expected)
+	}
+	if f := (Account{Free: dec("3000"), Positions: []Position{p}}).Forfeit(sigmaOf(0.02), nil); f.Known || math.IsNaN(f.Expected) {
+		t.Errorf("an index of 1e400: forfeit known %t, expected %v", f.Known, f.Expected)
+	}
 }
 
 // FuzzStress: on any account of the three positions (each cross or not,

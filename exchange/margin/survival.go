@@ -197,7 +197,7 @@ func (a Account) survivalFrom(skip int, given, moves []decimal.Decimal, c crossS
 			s.Together, s.First = d, p.Symbol
 		}
 	}
-	slices.SortStableFunc(s.Alone, func(x, y Move) int { return x.Move.Cmp(y.Move) })
+	sortMoves(s.Alone)
 	s.Lost = s.Together.Mul(c.notional).Round(2)
 	return s
 }
@@ -593,3 +593,45 @@ func Change(before, after Survival) string {
 
 // fraction formats a fraction as a percentage with 2 places.
 func fraction(d decimal.Decimal) string { return d.Shift(2).StringFixed(2) + "%" }
+
+// sortMoves sorts moves by Move, stably, as comparing the decimals does:
+// each move's value is first approximated in float64 (movesKey), which
+// orders two moves whose keys differ by more than their error; the
+// decimals decide the rest. Comparing hundreds of decimals of 16 places
+// rescaled them in math/big at every comparison.
+func sortMoves(ms []Move) {
+	if len(ms) < 2 {
+		return
+	}
+	type keyed struct {
+		k float64
+		m Move
+	}
+	ks := make([]keyed, len(ms))
+	for i, m := range ms {
+		ks[i] = keyed{moveKey(m.Move), m}
+	}
+	slices.SortStableFunc(ks, func(x, y keyed) int {
+		if d := x.k - y.k; math.Abs(d) > 1e-12*math.Max(math.Abs(x.k), math.Abs(y.k)) {
+			if d < 0 {
+				return -1
+			}
+			return 1
+		}
+		return x.m.Move.Cmp(y.m.Move)
+	})
+	for i := range ks {
+		ms[i] = ks[i].m
+	}
+}
+
+// moveKey is d in float64 within a few units of its rounding (NaN when
+// its coefficient does not fit an int64: every comparison then goes to
+// the decimals).
+func moveKey(d decimal.Decimal) float64 {
+	f, ok := toFixed(d)
+	if !ok {
+		return math.NaN()
+	}
+	return f.float()
+}

@@ -1,6 +1,7 @@
 package margin
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -244,4 +245,37 @@ func TestTogetherMatchesSurvival(t *testing.T) {
 // crossPoolFree reports whether no position is cross.
 func (a Account) crossPoolFree() bool {
 	return !slices.ContainsFunc(a.Positions, func(p Position) bool { return p.Cross })
+}
+
+// sortMoves orders as the decimals' stable sort does, near ties (the 16th
+// place), equal values written apart (1.5 and 1.50) and coefficients past
+// int64 included.
+func TestSortMovesAsDecimals(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 2))
+	for run := 0; run < 200; run++ {
+		var ms []Move
+		for i := 0; i < 1+r.IntN(40); i++ {
+			var d decimal.Decimal
+			switch r.IntN(4) {
+			case 0: // 16 places near a few values
+				d = decimal.New(int64(r.IntN(3))*1e15+int64(r.IntN(3)), -16)
+			case 1: // the same value at another exponent
+				d = decimal.New(int64(r.IntN(3))*1e14, -15)
+			case 2: // over 18 digits
+				d = decimal.RequireFromString(fmt.Sprintf("0.%d%019d", r.IntN(3), r.IntN(3)))
+			default:
+				d = decimal.NewFromFloat(r.Float64()*2 - 1).Round(16)
+			}
+			ms = append(ms, Move{Symbol: fmt.Sprint(i), Move: d})
+		}
+		want := slices.Clone(ms)
+		slices.SortStableFunc(want, func(x, y Move) int { return x.Move.Cmp(y.Move) })
+		sortMoves(ms)
+		for i := range ms {
+			if ms[i].Symbol != want[i].Symbol {
+				t.Fatalf("run %d: %v, want %v", run, ms, want)
+			}
+		}
+	}
 }

@@ -1,0 +1,291 @@
+package margin
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/shopspring/decimal"
+)
+
+// Under a price without drift, holding a position is worth its mark: a
+// loss that comes back is no loss, and a loss realised is the mark already
+// counted. What a liquidation costs is what it forfeits at its liquidation
+// point: the equity left there, which the exchange keeps (the model has no
+// liquidation fee; a venue that charges one would add it here). For an
+// isolated position that is its margin and its PNL at its liquidation
+// price, margin moved into it included; for the cross pool, every cross
+// position going together, the pool at the moved prices where it falls to
+// their maintenance margin.
+//
+// A liquidation is a first passage: a wick that touches the point and comes
+// back has still liquidated. Under the grid's law (Student's t, 3 degrees
+// of freedom, unit variance) and the reflection principle, a move of k σ
+// over the horizon is touched with probability min(1, 2·tail(|k|)).
+//
+// The families are the stress grid's (every index together, each index
+// alone, weighted as Stress weighs them), the moves the same (an index at
+// k σ is index·max(0, 1 + k·σ)).
+
+// Forfeit is the account's expected loss to liquidations over the horizon,
+// first passage.
+type Forfeit struct {
+	// Known is false when a position has no index price or its symbol no
+	// σ: no data is never a number.
+	Known bool
+	// Expected is Σ Weight·Prob·Amount over the Parts, in the quote
+	// currency.
+	Expected float64
+	// Parts are one per isolated position and one for the cross pool, per
+	// family, with Prob > 0, nearest first (|K| ascending). A part already
+	// past its point is lost whatever moves: it is listed once, with Family
+	// "" and Weight 1.
+	Parts []ForfeitPart
+}
+
+// ForfeitPart is what one isolated position, or the cross pool, forfeits
+// if a family's move touches its liquidation point.
+type ForfeitPart struct {
+	Symbols   []string // the position's symbol, or every symbol of the cross pool
+	Direction string   // LONG/SHORT, or "" for the pool
+	// At is the position's index in Account.Positions; −1 for the pool.
+	At int
+	// Family names the family as StressPoint.Family does; "" for a part
+	// already past its point (every family alike).
+	Family string
+	// Weight is the family's share of Expected (the grid's: ½ every index
+	// together, ½ shared among the symbols alone); 1 for a part past its
+	// point.
+	Weight float64
+	// K is the signed σ-move to its liquidation point (0 when already
+	// past). For the pool, the nearer of its points below and above (the
+	// one below on a tie), and KFar the other (0 when there is none).
+	K, KFar float64
+	// Prob is the probability of touching it within the horizon (for the
+	// pool, of touching either of its points: the two summed, at most 1).
+	Prob float64
+	// Amount is what it forfeits there.
+	Amount float64
+}
+
+// Touch is the probability that a driftless move touches k σ (either
+// sign) within the horizon, under the grid's law: min(1, 2·tail(|k|)),
+// tail the upper tail of Student's t with 3 degrees of freedom scaled to
+// unit variance, whose density is (2/π)(1 + x²)⁻², so
+// 2·tail(x) = 1 − (2/π)(atan x + x/(1 + x²)).
+func Touch(k float64) float64 {
+	x := math.Abs(k)
+	switch {
+	case math.IsNaN(x):
+		return math.NaN()
+	case x <= 1:
+		return 1 - 2/math.Pi*(math.Atan(x)+x/(1+x*x))
+	case x < 20:
+		// atan x = π/2 − atan(1/x): the 1 cancels without losing the tail.
+		u := 1 / x
+		return 2 / math.Pi * (math.Atan(u) - u/(1+u*u))
+	default:
+		// The series of atan u − u/(1 + u²) = Σ (−1)^(m+1)·2m/(2m+1)·u^(2m+1),
+		// u = 1/x: the two cancel to (2/3)u³ at first order.
+		u := 1 / x
+		u2 := u * u
+		s, t := 0.0, u*u2
+		for m := 1; m <= 6; m++ {
+			c := float64(2*m) / float64(2*m+1)
+			if m%2 == 0 {
+				c = -c
+			}
+			s += c * t
+			t *= u2
+		}
+		return 2 / math.Pi * s
+	}
+}
+
+// Forfeit is the account's expected loss to liquidations over the horizon:
+// sigma gives each symbol's σ over the horizon (a fraction of its index);
+// liqs are the positions' liquidation prices as LiquidationPrices gives
+// them (nil: computed). It takes time O(n log n) in the positions: each
+// isolated position's point is solved from its liquidation price, the
+// pool's from its equity, linear in the move between the indices' floors.
+func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decimal) Forfeit {
+	b, ok := a.stressBook(sigma, liqs)
+	if !ok {
+		return Forfeit{}
+	}
+	for i := range b.ps {
+		// A figure past float64's range (an index of 1e400) is no data.
+		if p := &b.ps[i]; !finite(p.index) || !finite(p.equity) || !finite(p.liq) || !finite(p.mm) {
+			return Forfeit{}
+		}
+	}
+	out := Forfeit{Known: true}
+	if len(b.ps) == 0 {
+		return out
+	}
+	// At most two parts per isolated position, one per family for the pool.
+	out.Parts = make([]ForfeitPart, 0, 2*len(b.ps)+len(b.syms)+1)
+	nsym := len(b.syms)
+	together, alone := 0.5, 0.5/float64(nsym)
+	add := func(p ForfeitPart) {
+		if p.Prob > 0 {
+			out.Parts = append(out.Parts, p)
+		}
+	}
+	var poolSyms []string
+	own := make([]string, len(b.ps)) // each position's symbol, for its parts
+	for i := range own {
+		own[i] = b.symbol(i)
+	}
+	seen := make([]bool, nsym)
+	bySym := make([][]int, nsym) // the cross positions on each symbol
+	var cross []int
+	for i := range b.ps {
+		p := &b.ps[i]
+		if p.cross {
+			if !seen[p.sym] {
+				seen[p.sym] = true
+				poolSyms = append(poolSyms, b.symbol(i))
+			}
+			bySym[p.sym] = append(bySym[p.sym], i)
+			cross = append(cross, i)
+			continue
+		}
+		if !(p.liq > 0) {
+			continue // no price liquidates it
+		}
+		syms := own[i : i+1 : i+1]
+		if p.lostAt(p.index) {
+			add(ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Weight: 1, Prob: 1, Amount: math.Max(p.equity, 0)})
+			continue
+		}
+		k := (p.liq/p.index - 1) / b.syms[p.sym].Sigma
+		part := ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Family: StressTogether, Weight: together, K: k, Prob: Touch(k),
+			Amount: math.Max(p.margin+p.pnl(p.liq), 0)}
+		add(part)
+		part.Family, part.Weight = b.syms[p.sym].Symbol, alone
+		add(part)
+	}
+	if b.anyCross {
+		if b.pool <= b.poolMM {
+			add(ForfeitPart{Symbols: poolSyms, At: -1, Weight: 1, Prob: 1, Amount: math.Max(b.pool, 0)})
+		} else {
+			amount := math.Max(b.poolMM, 0)
+			var buf []poolTerm // poolPoints' terms, reused
+			pool := func(family string, weight float64, moved []int) {
+				down, up := b.poolPoints(moved, &buf)
+				part := ForfeitPart{Symbols: poolSyms, At: -1, Family: family, Weight: weight, Amount: amount}
+				switch {
+				case down < 0 && up > 0:
+					part.K, part.KFar = down, up
+					if up < -down {
+						part.K, part.KFar = up, down
+					}
+					part.Prob = math.Min(1, Touch(down)+Touch(up))
+				case down < 0:
+					part.K, part.Prob = down, Touch(down)
+				case up > 0:
+					part.K, part.Prob = up, Touch(up)
+				}
+				add(part)
+			}
+			pool(StressTogether, together, cross)
+			for j, on := range bySym {
+				if len(on) > 0 {
+					pool(b.syms[j].Symbol, alone, on)
+				}
+			}
+		}
+	}
+	// Nearest first: the parts' keys sorted by |K|, ties in the order
+	// they were found (a stable sort, written as one), then the parts laid
+	// out in it (sorting the parts themselves moves 136 bytes a swap).
+	type key struct {
+		k float64
+		i int32
+	}
+	keys := make([]key, len(out.Parts))
+	for i := range keys {
+		keys[i] = key{math.Abs(out.Parts[i].K), int32(i)}
+	}
+	slices.SortFunc(keys, func(x, y key) int {
+		if c := cmp.Compare(x.k, y.k); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.i, y.i)
+	})
+	sorted := make([]ForfeitPart, len(out.Parts))
+	for i, k := range keys {
+		sorted[i] = out.Parts[k.i]
+		out.Expected += sorted[i].Weight * sorted[i].Prob * sorted[i].Amount
+	}
+	out.Parts = sorted
+	return out
+}
+
+// poolTerm is a moved cross position's term of the pool: s·a and σ.
+type poolTerm struct{ sa, sigma float64 }
+
+// poolPoints are the nearest moves below and above 0 (in σ) at which the
+// cross pool, the positions moved by the move (moved, every cross one or
+// those on one symbol), falls to its maintenance margin; 0 where none does.
+// The pool is piecewise linear in the move: each moved position adds
+// s·a·(max(0, 1 + kσ) − 1) to it (a = q·index, s = +1 long, −1 short), so
+// above 0 its slope is Σ s·a·σ, and below it loses a position's term at
+// each index's floor (k = −1/σ), nearest floor first. The pool must be
+// above its maintenance now.
+func (b *stressBook) poolPoints(moved []int, buf *[]poolTerm) (down, up float64) {
+	ts := (*buf)[:0]
+	defer func() { *buf = ts }()
+	slope := 0.0
+	for _, i := range moved {
+		p := &b.ps[i]
+		sa := p.q * p.index
+		if !p.long {
+			sa = -sa
+		}
+		sg := b.syms[p.sym].Sigma
+		ts = append(ts, poolTerm{sa, sg})
+		slope += sa * sg
+	}
+	gap := b.poolMM - b.pool // < 0: the pool must fall by −gap
+	if slope < 0 {
+		up = gap / slope
+	}
+	// Below 0: pool(k) = pool + k·slope + off, off the terms already at
+	// their floor (−s·a each); the floors nearest 0 are the largest σ.
+	bySigma := func(x, y poolTerm) int { return cmp.Compare(y.sigma, x.sigma) }
+	if !slices.IsSortedFunc(ts, bySigma) { // one symbol's are
+		slices.SortFunc(ts, bySigma)
+	}
+	off, from := 0.0, 0.0
+	for j := 0; j <= len(ts); j++ {
+		to := math.Inf(-1)
+		if j < len(ts) {
+			to = -1 / ts[j].sigma
+		}
+		// On [to, from] the pool is b.pool + k·slope + off; it starts above
+		// the maintenance at from.
+		if j == len(ts) {
+			// Every index at its floor: the pool stays as it is there
+			// (its slope is 0 but for rounding).
+			if off <= gap {
+				return from, up
+			}
+			break
+		}
+		if slope > 0 {
+			k := (gap - off) / slope
+			if k >= to && k <= from {
+				return k, up
+			}
+		}
+		slope -= ts[j].sa * ts[j].sigma
+		off -= ts[j].sa
+		from = to
+	}
+	return 0, up
+}
+
+// finite reports whether x is a number and not infinite.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -269,7 +269,11 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 	distance, hasDistance := 0.0, pl.Env != nil && pl.Env.IndexPrice > 0
 	if hasDistance {
 		distance = pl.Env.LiquidationDistance
-		if why := c.kind.repeatedReduce(sym, pos, distance); why != "" {
+		// A close of the whole position is never held back: it leaves
+		// nothing to be reduced again (an isolated XETH reduced at 3%
+		// was left to its liquidation when the 2% rule's close waited
+		// for a tenth closer).
+		if why := c.kind.repeatedReduce(sym, pos, distance); why != "" && c.Asked.LessThan(pos.Quantity) {
 			return skip("skipped_bounded", why, nil)
 		}
 	}

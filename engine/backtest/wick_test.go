@@ -72,3 +72,55 @@ func TestNoCloserCallInAWick(t *testing.T) {
 		t.Errorf("no isolation left out in the wick; skips %+v", v.Skips)
 	}
 }
+
+// A close of the whole position is never held back by the rule that an
+// isolated position is reduced again only once a tenth closer: on FTX's
+// 2022-01-23 a 3% tier took a quarter of an isolated XETH 2.06% from its
+// liquidation price, the 2% close asked at 1.96% was held back, and a wick
+// liquidated the rest. Here XSOL (isolated long ×10, liquidation 138) jumps
+// to 2.05% away (a quarter taken off), then 1.96% (closed), then past its
+// liquidation price: the guard closes it before the jump.
+func TestCloseNotHeldBackByAnEarlierReduce(t *testing.T) {
+	t.Parallel()
+	d := decimal.RequireFromString
+	sc := sim.DefaultScenario()
+	sc.OpenOrders = nil
+	sc.Positions = []sim.PositionSpec{
+		{Symbol: "XSOL", Direction: "LONG", Quantity: d("400"), EntryPrice: d("150"), Leverage: 10, Cross: false},
+	}
+	src := &sliceSource{}
+	for s := 0; s <= 120; s += 5 {
+		price := "143.00" // 3.50% away
+		switch {
+		case s >= 80:
+			price = "137.00" // past 138
+		case s >= 75:
+			price = "140.76" // 1.96% away
+		case s >= 35:
+			price = "140.89" // 2.05% away
+		}
+		src.steps = append(src.steps, backtest.Step{Time: t0.Add(time.Duration(s) * time.Second),
+			Prices: map[string]decimal.Decimal{"BTC": d("65000"), "ETH": d("3010"), "SOL": d(price)}})
+	}
+	res := run(t, backtest.Options{Rules: parseRules(t, `
+rules:
+  - name: reduce-at-3pct
+    when: liquidationDistance < 0.03
+    cooldown: 30s
+    actions:
+      - action: reduce_position
+        fraction: 0.25
+  - name: close-at-2pct
+    when: liquidationDistance < 0.02
+    cooldown: 10s
+    actions:
+      - action: reduce_position
+        fraction: 1
+`), Scenario: sc}, src)
+	if len(res.Unguarded.Liquidations) != 1 {
+		t.Fatalf("without the guard: liquidations %+v, want XSOL's", res.Unguarded.Liquidations)
+	}
+	if len(res.Guarded.Liquidations) != 0 {
+		t.Errorf("with the guard: liquidations %+v, want none (closed at 1.96%%)", res.Guarded.Liquidations)
+	}
+}

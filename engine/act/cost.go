@@ -136,7 +136,9 @@ func (v *Model) orderFee(qty, price decimal.Decimal) float64 {
 //     the exchange takes an order that size (said), and left otherwise; a
 //     reduce that would leave less than DustNotional, or under the
 //     position's minimum order quantity, closes it whole instead;
-//   - at mark to market, on a model that scores it: the candidates are
+//   - at mark to market, on a model that scores it and outside a fast
+//     move of the position's index (where the order goes out as asked):
+//     the candidates are
 //     doing nothing and the quantity asked, a quarter, a half and three
 //     quarters of it (never more than asked: an order cannot be taken
 //     back), each costing its fee and spread plus the expected forfeit of
@@ -174,6 +176,13 @@ func (v *Model) judgeReduce(pl *Plan, qty decimal.Decimal, d *ReduceDecision) (d
 		return pos.Quantity, ""
 	}
 	if v.OrdersAsAsked || !v.scored() {
+		return qty, ""
+	}
+	if v.Fast != nil && v.Fast(pl.Sym.Name) != "" {
+		// In a fast move σ lags the market (it is an hour's), and the
+		// estimate would hold back the last resort: the rules' ask
+		// stands (a 50% crash in two minutes liquidated a cross XBTC
+		// whose halving at 5% was judged too dear at σ's 2% floor).
 		return qty, ""
 	}
 	before := v.forfeitBefore()

@@ -233,6 +233,7 @@ func TestDecideReduceAtMarkToMarket(t *testing.T) {
 		name  string
 		free  string
 		sigma float64
+		fast  string
 		want  string // "" when skipped
 		skip  string
 	}{
@@ -241,12 +242,15 @@ func TestDecideReduceAtMarkToMarket(t *testing.T) {
 		{name: "far: holding is cheaper", free: "20000", sigma: 0.02, skip: "holding is as cheap in expectation: the expected loss to liquidations over the horizon is 0.01 (the cross pool (XBTC): 0.0% to touch its liquidation point at -23.3σ (every index together) and lose 256.80); reducing 0.4 pays 12.40 in fee and spread"},
 		// Nothing free: the pool's point is 6.3% away, 1.3σ at σ 5%.
 		{name: "near: the order goes out", free: "0", sigma: 0.05, want: "0.4"},
+		// Far, but the index is in a fast move: σ lags, the ask stands.
+		{name: "far in a fast move: the order goes out", free: "20000", sigma: 0.02, fast: "BTC moved 6.00% within 5m", want: "0.4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, pl, asked := reducePlan(t, exchange.Long, "0.8", "0.001", "0.001", "0.4")
 			m.Acct.Free = dec(tc.free)
 			m.Sigma = func(string) float64 { return tc.sigma }
 			m.Likely, m.OrderCost = 3, 0.0005
+			m.Fast = func(string) string { return tc.fast }
 			d := DecideReduce(m, pl, asked)
 			if tc.want == "" {
 				if d.Order != nil || !strings.Contains(d.Skip, tc.skip) {

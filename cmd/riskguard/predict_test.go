@@ -39,32 +39,34 @@ func (g *guardEnv) isolateRecords() []journal.Record {
 }
 
 // An action predicted to move a position's liquidation price closer is
-// not sent unless its rule opts in, and then never under the floor; the
-// skip is audited with the prediction, logged and notified. Without the
-// opt-in it is the stress grid that refuses it: the isolated XBTC, 10.61%
-// away, raises the expected loss (a healthy position is not isolated);
-// with it, the grid lets it go out — no likely move (±3σ of 2%) reaches
-// 10.61% — and the floor still binds.
+// decided by its expected cost (issue 38), and never under the rules'
+// floor; a skip is audited with the prediction, logged and notified. With
+// σ at its 2% floor the isolated XBTC, 10.61% away, raises the expected
+// cost (a healthy position is not isolated), opt-in or not; with σ at
+// 0.1% (10.61% is 100σ) it costs nothing and goes out as asked
+// (TestIsolationFundedAboveTheRulesFloor: and the rules' floor binds).
 func TestHarmfulIsolationSkippedUnlessAllowed(t *testing.T) {
 	t.Parallel()
+	const tinySigma = "  stress_sigma_floor: 0.001\n"
 	tests := []struct {
 		name     string
+		engine   string
 		extra    string
 		sent     bool
 		wantWhy  string
 		wantLine string
 	}{
-		{"not allowed", "", false, "isolating XBTC would raise the expected loss on the stress grid from 84.30 to 88.62",
+		{"costs more", "", "", false, "isolating XBTC would not lower the expected loss to liquidations over the horizon, first passage: now 53.59",
 			"skipped set_isolated XBTC: liquidation 33101 → 58101 (49.08% → 10.61% away), free balance 20000 after"},
-		{"allowed above the default floor", "    allow_closer_liquidation: true\n", true, "",
+		{"costs more, opted in", "", "    allow_closer_liquidation: true\n", false, "isolating XBTC would not lower the expected loss to liquidations",
+			"skipped set_isolated XBTC: liquidation 33101 → 58101 (49.08% → 10.61% away), free balance 20000 after"},
+		{"costs nothing", tinySigma, "", true, "",
 			"set_isolated XBTC cross→isolated: liquidation 33101 → 58101 (49.08% → 10.61% away), free balance 20000 after"},
-		{"allowed but under its floor", "    allow_closer_liquidation: true\n    min_liquidation_distance: 0.15\n", false,
-			"would end 10.61% away, under the floor of 15.00%", "skipped set_isolated XBTC"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			g := newGuardEnv(t, "", isolateXBTC(tt.extra))
+			g := newGuardEnv(t, tt.engine, isolateXBTC(tt.extra))
 			code, stderr := g.once()
 			if code != 0 {
 				t.Fatalf("exit %d\n%s", code, stderr)
@@ -273,8 +275,8 @@ func TestSkippedCutDecidedAgainWhenMoneyIsAdded(t *testing.T) {
 }
 
 // A rule's margin budget bounds how much free balance its leverage cuts
-// move into one position: the cut stops at the budget, and once it is
-// spent the rule moves no more in that firing.
+// move into one position: a cut past it is no candidate. (Once spent, the
+// rule moves no more in that firing: act's budget tests.)
 func TestMarginBudget(t *testing.T) {
 	t.Parallel()
 	rule := func(budget string) string {
@@ -294,12 +296,16 @@ func TestMarginBudget(t *testing.T) {
 		want         int
 		first, then  string
 	}{
-		// XETH short 12 @ 3,050 ×20: 5x needs 5,490 more margin. 1,000
-		// funds 13x (985.38); 14.62 is left, which funds no further cut.
-		{"amount", "1000", 13, "rule quarter-xeth's margin budget leaves 1000 (1000 per firing, 0 moved) and 5x needs 5490: lowered to 13x",
-			"rule quarter-xeth's margin budget leaves 14.62 (1000 per firing, 985.38 moved)"},
-		// 25% of the 20,000 free is 5,000: 6x (4,270) is the lowest cut within it.
-		{"share of the free balance", `"25%"`, 6, "rule quarter-xeth's margin budget leaves 5000 (5000 per firing, 0 moved) and 5x needs 5490: lowered to 6x", ""},
+		// XETH short 12 @ 3,050 ×20: 5x needs 5,490 more margin, over
+		// either budget, so it is no candidate (issue 38: the scored
+		// decision compares the cuts within the budget). Of the cuts
+		// 1,000 funds (13x…19x) none lowers the account's expected cost
+		// (each margin moved in is forfeited with XETH if it is
+		// liquidated): nothing is sent, and nothing of the budget spent.
+		{"amount", "1000", 20, "as asked (isolated at 5x): rule quarter-xeth's margin budget leaves 1000 (1000 per firing, 0 moved) and 5x needs 5490", ""},
+		// 25% of the 20,000 free is 5,000: of 6x…19x, 6x (4,270) is the
+		// cheapest and goes out.
+		{"share of the free balance", `"25%"`, 6, "lower_leverage XETH 20→6: isolated at 6x: expected loss to liquidations 53.59 → 51.08, the cheapest (as asked (isolated at 5x): rule quarter-xeth's margin budget leaves 5000 (5000 per firing, 0 moved) and 5x needs 5490)", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -401,5 +407,29 @@ func TestSkippedCutDecidedAgainWhenMoneyChanges(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "deciding again inside the cooldown: the account's money changed since its actions were skipped") {
 		t.Errorf("the decision made again is not said:\n%s", stderr)
+	}
+}
+
+// The rules' min_liquidation_distance binds a scored isolation: at 10x the
+// isolated XBTC would end 10.61% from its liquidation price, under the
+// floor of 15%, so it is no candidate; the isolation at 6x, funded from the
+// free balance, ends 17.20% away and costs nothing more (σ 0.1%): it goes
+// out instead, said with the 10x's reason.
+func TestIsolationFundedAboveTheRulesFloor(t *testing.T) {
+	t.Parallel()
+	g := newGuardEnv(t, "  stress_sigma_floor: 0.001\n", isolateXBTC("    allow_closer_liquidation: true\n    min_liquidation_distance: 0.15\n"))
+	code, stderr := g.once()
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if p := g.position("XBTC"); p.Cross || p.Leverage != 6 {
+		t.Errorf("XBTC cross %t at %dx, want isolated at 6x\n%s", p.Cross, p.Leverage, stderr)
+	}
+	for _, want := range []string{"set_isolated XBTC 10→6 cross→isolated: isolated at 6x",
+		"as asked (isolated at 10x): the liquidation price would end 10.61% away, under the floor of 15.00% (min_liquidation_distance)",
+		"liquidation 33101 → 53821 (49.08% → 17.20% away)"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr)
+		}
 	}
 }

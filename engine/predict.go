@@ -114,14 +114,19 @@ func (m *modelWatch) fastOf(tv *market.View, st stressSettings) func(symbol stri
 		name  string
 		price float64
 	}
-	index := make(map[string]ix, len(tv.Rows))
-	for i := range tv.Rows {
-		if r := &tv.Rows[i]; r.Open && r.Sym != nil && r.HasIndex {
-			index[r.Sym.Name] = ix{r.IndexName, r.IndexF}
-		}
-	}
+	// The rows are looked up when first asked: most ticks' models never
+	// ask (only a call that moves a liquidation price closer does).
+	var index map[string]ix
 	now := m.now
 	return func(symbol string) string {
+		if index == nil {
+			index = make(map[string]ix, len(tv.Rows))
+			for i := range tv.Rows {
+				if r := &tv.Rows[i]; r.Open && r.Sym != nil && r.HasIndex {
+					index[r.Sym.Name] = ix{r.IndexName, r.IndexF}
+				}
+			}
+		}
 		x, ok := index[symbol]
 		if !ok {
 			return ""

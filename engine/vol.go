@@ -56,8 +56,13 @@ type volPrice struct {
 }
 
 // volRecentSpan is how long the sampled prices are kept for fast: the
-// longest engine.fast_move_window.
-const volRecentSpan = time.Hour
+// longest engine.fast_move_window. volRecentCap is how many samples that
+// is at one every volSample (and a spare): the list is made that large
+// once, so that a tick's sample never allocates.
+const (
+	volRecentSpan = time.Hour
+	volRecentCap  = int(volRecentSpan/volSample) + 2
+)
 
 const (
 	volSample   = 10 * time.Second
@@ -107,7 +112,9 @@ func (v *volatility) observe(now time.Time, rows []market.Row) {
 		}
 		x := v.ix[r.IndexName]
 		if x == nil {
-			v.ix[r.IndexName] = &volIndex{price: r.IndexF, at: now, first: now, firstPrice: r.IndexF, recent: []volPrice{{now, r.IndexF}}}
+			x := &volIndex{price: r.IndexF, at: now, first: now, firstPrice: r.IndexF, recent: make([]volPrice, 0, volRecentCap)}
+			x.recent = append(x.recent, volPrice{now, r.IndexF})
+			v.ix[r.IndexName] = x
 			v.cold = append(v.cold, r.IndexName)
 			continue
 		}
@@ -124,6 +131,9 @@ func (x *volIndex) keep(now time.Time, price float64) {
 	drop := 0
 	for drop < len(x.recent) && (now.Sub(x.recent[drop].at) > volRecentSpan || x.recent[drop].at.After(now)) {
 		drop++
+	}
+	if drop == 0 && len(x.recent) > 0 && len(x.recent) == cap(x.recent) {
+		drop = 1 // more samples than volRecentCap: the oldest goes
 	}
 	if drop > 0 {
 		x.recent = append(x.recent[:0], x.recent[drop:]...)

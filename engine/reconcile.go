@@ -208,14 +208,22 @@ func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
 // the guard.
 func (r *reconciler) ours(symbol string, now time.Time) bool {
 	o, ok := r.own[symbol]
-	return ok && now.Sub(o.at) <= r.ownFor
+	return ok && (now.Sub(o.at) <= r.ownFor || o.reads <= ownReads)
 }
 
 // ownOrder is the guard's last order on a symbol: when, and how much.
 type ownOrder struct {
 	at  time.Time
 	qty decimal.Decimal
+	// reads counts the reads observed since the order.
+	reads int
 }
+
+// ownReads is how many reads after an order of the guard a change of its
+// symbol stays the guard's own, however long they take: a slow exchange
+// whose reads come more than ownFor apart made the guard's own close near
+// a liquidation price read as a liquidation.
+const ownReads = 2
 
 // observe compares the open positions of a read (the tick's view at now)
 // with the last ones and returns what changed without the guard. A
@@ -224,6 +232,12 @@ type ownOrder struct {
 // spec gives updatedAt no meaning for trades: it is no change marker).
 func (r *reconciler) observe(now time.Time, v *market.View) []event {
 	var evs []event
+	for sym, o := range r.own {
+		if o.reads <= ownReads {
+			o.reads++
+			r.own[sym] = o
+		}
+	}
 	if len(r.intents) > 0 {
 		evs = r.settleIntents(now, v)
 	}

@@ -75,6 +75,18 @@ func TestReconcilerNamesWhatTheGuardDidNotDo(t *testing.T) {
 			}
 			return g
 		}, nil},
+		{"closed by the guard's own order, the next read 20 s later: still not a liquidation", func(r *reconciler) []event {
+			// ownFor is 9 s at a 2 s interval; a slow exchange's next read
+			// comes later, and it is still the read after the order.
+			r.observe(at(0), view(reconRow(exchange.Long, "0.1", "131.572", "132.63")))
+			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.RequireFromString("0.1")}})
+			r.observe(at(20), view(emptyRow("132.63")))
+			why, g := r.gone(at(20), long, "listed empty")
+			if why != "position closed by the guard's order" {
+				t.Errorf("closed by its own order, read 20 s later: %q", why)
+			}
+			return g
+		}, nil},
 		{"liquidated right after a partial order of the guard", func(r *reconciler) []event {
 			r.observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "145.2")))
 			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.NewFromInt(100)}})

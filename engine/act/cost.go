@@ -99,11 +99,7 @@ func (v *Model) scored() bool {
 	if v == nil || v.Sigma == nil || v.Unfit != "" {
 		return false
 	}
-	memo := v.memoFor()
-	if !memo.crossK {
-		memo.hasCross, memo.crossK = v.Acct.HasOpenCross(), true
-	}
-	return v.FreeKnown || !memo.hasCross
+	return v.measured(v.memoFor())
 }
 
 // forfeitBefore is the account's forfeit before any call, worked out once
@@ -162,10 +158,8 @@ func (v *Model) judgeReduce(pl *Plan, qty decimal.Decimal, d *ReduceDecision) (d
 		return q.IsPositive() && (q.LessThan(minQ) || v.DustNotional.IsPositive() && q.Mul(ix).LessThan(v.DustNotional))
 	}
 	if dust(pos.Quantity) {
-		if pos.Quantity.LessThan(minQ) {
-			return qty, fmt.Sprintf("left: the position's %s is dust (%s, under the minimum order quantity %s or engine.dust_notional %s) and no order that small is taken",
-				pos.Quantity, pos.Quantity.Mul(ix).Round(2), minQ, v.DustNotional)
-		}
+		// (A position under its minimum order quantity never gets here:
+		// DecideReduce leaves it, saying so.)
 		if !qty.Equal(pos.Quantity) {
 			d.Note = joinNonEmpty(d.Note, fmt.Sprintf("closed whole: the position's %s is dust (%s, under engine.dust_notional %s)", pos.Quantity, pos.Quantity.Mul(ix).Round(2), v.DustNotional))
 		}
@@ -206,8 +200,11 @@ func (v *Model) judgeReduce(pl *Plan, qty decimal.Decimal, d *ReduceDecision) (d
 		return qty, ""
 	}
 	best := cand{qty, askedCost}
-	for _, f := range []string{"0.25", "0.5", "0.75"} {
-		q := qty.Mul(decimal.RequireFromString(f))
+	// The parts of the quantity asked a reduce may send instead, when
+	// one is clearly cheaper.
+	shares := [...]decimal.Decimal{decimal.New(25, -2), decimal.New(5, -1), decimal.New(75, -2)}
+	for _, f := range shares {
+		q := qty.Mul(f)
 		if inc.IsPositive() {
 			q = q.Div(inc).Floor().Mul(inc)
 		}

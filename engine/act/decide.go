@@ -2,7 +2,6 @@ package act
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -95,6 +94,7 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 	if m != nil && d.Pred != nil && d.Pred.Scored {
 		decideByCost(m, pl, c, now, &d)
 		refusedHalf(&d, pl, predict, unchanged)
+		holdInvariant(m, pl, &d)
 		return d
 	}
 
@@ -229,14 +229,23 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 
 	harm()
 	refusedHalf(&d, pl, predict, unchanged)
-	if d.Change && d.Pred != nil && m.Unfit == "" {
-		if why := m.invariant(d.Pred, pl.Sym.Name); why != "" {
-			d.Skips = append(d.Skips, Skip{Isolation: d.Want.Cross != pos.Cross, Want: d.Want, Asked: d.Want.Leverage, Pred: d.Pred, Why: fmt.Sprintf("%dx %s", d.Want.Leverage, why)})
-			d.Want, d.Change, d.Stepped = exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}, false, ""
-			d.Pred = nil
-		}
-	}
+	holdInvariant(m, pl, &d)
 	return d
+}
+
+// holdInvariant leaves out a decided call that breaks a bound no estimate
+// lifts (Model.invariant) on a model that fits: the last word of either
+// decision, whatever stepped it (a refused call tried halfway included).
+func holdInvariant(m *Model, pl *Plan, d *Decision) {
+	pos := pl.Pos
+	if !d.Change || d.Pred == nil || m.Unfit != "" {
+		return
+	}
+	if why := m.invariant(d.Pred, pl.Sym.Name); why != "" {
+		d.Skips = append(d.Skips, Skip{Isolation: d.Want.Cross != pos.Cross, Want: d.Want, Asked: d.Want.Leverage, Pred: d.Pred, Why: fmt.Sprintf("%dx %s", d.Want.Leverage, why)})
+		d.Want, d.Change, d.Stepped = exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}, false, ""
+		d.Pred = nil
+	}
 }
 
 // fundedIsolation is the highest leverage under want's at which isolating
@@ -308,7 +317,9 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 		}
 		if why := admissible(m, pl, c, now, p); why != "" {
 			out[w] = why
-			return !strings.HasPrefix(why, "the free balance cannot fund")
+			// Lower leverages only move more margin: once the free
+			// balance cannot fund one, it funds none below.
+			return !p.FreeKnown || p.Affordable
 		}
 		cands = append(cands, cand{w, p})
 		return true
@@ -439,12 +450,12 @@ func admissible(m *Model, pl *Plan, c *SettingsStep, now time.Time, p *Predictio
 	if why := m.invariant(p, pl.Sym.Name); why != "" {
 		return why
 	}
+	floor := decimal.Max(rulesFloor(pl, c.isolateKind), rulesFloor(pl, c.lowerKind))
 	if p.Closer() {
 		_, after := p.Distances()
 		if !after.IsPositive() {
 			return fmt.Sprintf("%dx would put it past its liquidation price", p.Leverage)
 		}
-		floor := decimal.Max(rulesFloor(pl, c.isolateKind), rulesFloor(pl, c.lowerKind))
 		if after.LessThan(floor) {
 			return fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
 				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2))
@@ -453,7 +464,7 @@ func admissible(m *Model, pl *Plan, c *SettingsStep, now time.Time, p *Predictio
 	// A call on one position does not sacrifice another: no position it
 	// moves closer ends under OthersFloor (or the rules' floor), and none
 	// that survives every likely move now is made to fail one.
-	others := decimal.Max(decimal.Max(rulesFloor(pl, c.lowerKind), rulesFloor(pl, c.isolateKind)), decimal.NewFromFloat(OthersFloor))
+	others := decimal.Max(floor, decimal.NewFromFloat(OthersFloor))
 	for _, o := range p.others {
 		if o.closer() && o.distAfter.LessThan(others) {
 			return fmt.Sprintf("%dx would move %s, under %s%%", p.Leverage, o, others.Shift(2).StringFixed(2))

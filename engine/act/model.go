@@ -213,6 +213,16 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 	return p
 }
 
+// measured reports whether the model can measure the account of memo:
+// its free balance is known, or no open cross pool needs it (whether one
+// is open is worked out once per memo).
+func (v *Model) measured(memo *predictMemo) bool {
+	if !memo.crossK {
+		memo.hasCross, memo.crossK = v.Acct.HasOpenCross(), true
+	}
+	return v.FreeKnown || !memo.hasCross
+}
+
 // stressBefore is the account before on the stress grid, worked out once
 // per memo; ok is false without σ, or with cross positions whose free
 // balance is not known (the pool cannot be measured).
@@ -221,10 +231,7 @@ func (v *Model) stressBefore() (margin.Stress, bool) {
 		return margin.Stress{}, false
 	}
 	memo := v.memoFor()
-	if !memo.crossK {
-		memo.hasCross, memo.crossK = v.Acct.HasOpenCross(), true
-	}
-	if !v.FreeKnown && memo.hasCross {
+	if !v.measured(memo) {
 		return margin.Stress{}, false
 	}
 	if memo.stress == nil && v.grids != nil {
@@ -245,12 +252,9 @@ func (v *Model) stressBefore() (margin.Stress, bool) {
 
 // predict is Predict, the account before measured once per memo.
 func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings) *Prediction {
-	if !memo.crossK {
-		memo.hasCross, memo.crossK = v.Acct.HasOpenCross(), true
-	}
 	// Without the free balance a cross pool cannot be measured: the
 	// measures stay unknown, neither better nor worse.
-	measured := v.FreeKnown || !memo.hasCross
+	measured := v.measured(memo)
 	var next margin.Account
 	var eff margin.Effect
 	var liqsAfter []decimal.Decimal // every position's after the call, when measured

@@ -103,7 +103,18 @@ func (m *modelWatch) sigmaOf(tv *market.View, st stressSettings) func(symbol str
 // the rules' cut zone or the fast lane's distance, the larger.
 func (m *modelWatch) floorOf() func(symbol string) float64 {
 	set, lane := m.rules, m.fastDistance
-	return func(symbol string) float64 { return max(set.CutZone(symbol), lane) }
+	var zone map[string]float64 // each symbol's, once asked: every candidate asks again
+	return func(symbol string) float64 {
+		z, ok := zone[symbol]
+		if !ok {
+			if zone == nil {
+				zone = map[string]float64{}
+			}
+			z = max(set.CutZone(symbol), lane)
+			zone[symbol] = z
+		}
+		return z
+	}
 }
 
 // fastOf says, for the tick's model (act.Model.Fast), how each open

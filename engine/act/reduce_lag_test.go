@@ -2,7 +2,6 @@ package act_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -58,15 +57,7 @@ func TestFilledAnswerThenLaggingListing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t0 := time.Now()
-			for i := range 6 {
-				if _, err := e.Tick(context.Background(), t0.Add(time.Duration(i)*2*time.Second)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
+			tickEvery2s(t, e, 6)
 			orders, after := ordersAt(ex), xsolLeft(ex)
 			said := audit.String()
 			if orders != 1 || !after.Equal(before.Div(decimal.NewFromInt(2))) {
@@ -112,15 +103,7 @@ func TestLostAnswerThenLaggingListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Now()
-	for i := range 6 {
-		if _, err := e.Tick(context.Background(), t0.Add(time.Duration(i)*2*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
+	tickEvery2s(t, e, 6)
 	orders, after := ordersAt(ex), xsolLeft(ex)
 	said := audit.String()
 	if orders != 1 || !after.Equal(before.Div(decimal.NewFromInt(2))) {

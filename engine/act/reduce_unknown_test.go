@@ -90,15 +90,7 @@ func TestLostAnswerIsSettledByTheAccount(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t0 := time.Now()
-			for i := range 6 { // 12 s of ticks: past the settle window, inside the cooldown
-				if _, err := e.Tick(context.Background(), t0.Add(time.Duration(i)*2*time.Second)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := e.Close(); err != nil {
-				t.Fatal(err)
-			}
+			tickEvery2s(t, e, 6) // 12 s of ticks: past the settle window, inside the cooldown
 			orders := ordersAt(ex)
 			after := xsolQuantity(t, ex)
 			if orders != 1 || !after.Equal(before.Div(decimal.NewFromInt(2))) {
@@ -153,15 +145,7 @@ func TestMissingThenGrownStopsTheKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Now()
-	for i := range 4 {
-		if _, err := e.Tick(context.Background(), t0.Add(time.Duration(i)*2*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
+	tickEvery2s(t, e, 4)
 	orders := ordersAt(ex)
 	said := audit.String()
 	if orders != 1 {
@@ -189,6 +173,21 @@ func halveRules(t *testing.T, cooldown string) *rules.Set {
 		t.Fatal(err)
 	}
 	return set
+}
+
+// tickEvery2s ticks e n times, 2 s apart from now, and closes it: the
+// calls in flight end before the test reads the exchange.
+func tickEvery2s(t *testing.T, e *engine.Engine, n int) {
+	t.Helper()
+	t0 := time.Now()
+	for i := range n {
+		if _, err := e.Tick(context.Background(), t0.Add(time.Duration(i)*2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // ordersAt counts the orders that reached the simulated exchange.

@@ -651,6 +651,15 @@ func report(set ruleSet, rulesFile, g string, ps []path, res, peer [][]backtest.
 	reduces, err := hasReduce(rulesFile)
 	check(err)
 	reduces = reduces && !set.dropReduce
+	t := runTable(set, g, ps, res, peer, or)
+	t.printSkips()
+	t.printGoals(reduces, g)
+	return t
+}
+
+// runTable prints a group's table, a row per path and account, and sums
+// its runs into the totals.
+func runTable(set ruleSet, g string, ps []path, res, peer [][]backtest.JSONSummary, or *oracle) totals {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	head := "path\taccount\tliquidated without\twith guard\tavoided\tself-inflicted\tequity Δ\tΔ % of start\tworst measure without → with\tskipped"
 	if !set.peer {
@@ -663,80 +672,8 @@ func report(set ruleSet, rulesFile, g string, ps []path, res, peer [][]backtest.
 			continue
 		}
 		for ai, a := range accounts() {
-			s := res[pi][ai]
-			v := s.Verdict
-			mark := ""
-			for _, r := range []backtest.RunJSON{s.Without, s.With} {
-				if r.Equity.IsNegative() && len(r.Liquidations) == 0 {
-					mark, t.problems = " NEGATIVE EQUITY, NOTHING LIQUIDATED", t.problems+1
-				}
-			}
-			if len(v.CausedSymbols) > 0 {
-				t.problems++
-			}
-			for _, r := range []struct {
-				name string
-				run  backtest.RunJSON
-			}{{"without", s.Without}, {"with", s.With}} {
-				t.liquidations += len(r.run.Liquidations)
-				said := sameSymbols(r.run.Liquidations, r.run.LiquidationsSaid)
-				t.said += said
-				if said != len(r.run.Liquidations) || len(r.run.LiquidationsSaid) != len(r.run.Liquidations) {
-					t.unsaid = append(t.unsaid, fmt.Sprintf("%s on %s %s the guard: the exchange %s, the guard said %s", p.name, a.name, r.name,
-						list(r.run.Liquidations), list(r.run.LiquidationsSaid)))
-					t.problems++
-				}
-			}
-			skipped := 0
-			for _, sk := range v.Skips {
-				skipped += sk.Count
-				t.skips[[2]string{sk.Action, sk.Reason}] += sk.Count
-			}
-			if len(s.Without.Liquidations) == 0 && v.EquityStart.IsPositive() {
-				c := math.Max(0, -v.EquityDelta.Div(v.EquityStart).InexactFloat64())
-				if w := v.WorstMeasureWithout; w != nil && *w < nearLiquidation {
-					t.near = append(t.near, nearRun{Path: p.name, Account: a.name, Nearest: *w, Cost: c})
-				} else {
-					if c > 0 && !slices.ContainsFunc(t.costs, func(o float64) bool { return o >= c }) {
-						t.worstRun = fmt.Sprintf("%s on %s", p.name, a.name)
-					}
-					t.costs = append(t.costs, c)
-					if c > maxQuietCost {
-						t.costlyRuns = append(t.costlyRuns, fmt.Sprintf("%s on %s (%.1f%%, %s from its liquidation without the guard)", p.name, a.name, c*100, measure(v.WorstMeasureWithout)))
-					}
-				}
-			}
-			for _, c := range v.Closer {
-				t.closer = append(t.closer, fmt.Sprintf("%s on %s: %s", p.name, a.name, c))
-				if !c.LiquidatedAt.IsZero() {
-					t.closerLost++
-				}
-			}
-			t.runs++
-			t.without += v.LiquidatedWithout
-			t.avoided += len(v.AvoidedSymbols)
-			t.caused += len(v.CausedSymbols)
-			t.delta = t.delta.Add(v.EquityDelta)
-			t.start = t.start.Add(v.EquityStart)
-			if best := or.canAvoid(p, a, s.Without.Liquidations).best; best > 0 { // memoised per path and account
-				t.savable += best
-				t.savedOfSavable += min(len(v.AvoidedSymbols), best)
-				if len(v.AvoidedSymbols) < best {
-					t.missed = append(t.missed, fmt.Sprintf("%s on %s, %d of %d (%s)", p.name, a.name, len(v.AvoidedSymbols), best, or.canAvoid(p, a, nil).move))
-				}
-			}
-			for _, sym := range s.Without.Liquidations {
-				saved := !slices.Contains(s.With.Liquidations, sym)
-				where := fmt.Sprintf("%s in %s on %s", sym, p.name, a.name)
-				if p.soft && a.cross() {
-					t.crossSoft++
-					if saved {
-						t.crossSoftSaved++
-					} else {
-						t.crossSoftMissed = append(t.crossSoftMissed, where)
-					}
-				}
-			}
+			s, v := res[pi][ai], res[pi][ai].Verdict
+			mark, skipped := t.add(p, a, s, or)
 			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s → %s\t%d", p.name, a.name, list(s.Without.Liquidations), list(s.With.Liquidations),
 				list(v.AvoidedSymbols), list(v.CausedSymbols), v.EquityDelta.StringFixed(0), share(v.EquityDelta, v.EquityStart),
 				measure(v.WorstMeasureWithout), measure(v.WorstMeasureWith), skipped)
@@ -747,6 +684,88 @@ func report(set ruleSet, rulesFile, g string, ps []path, res, peer [][]backtest.
 		}
 	}
 	tw.Flush()
+	return t
+}
+
+// add sums one run of path p on account a into the totals; it returns
+// the row's mark (a problem the row shows) and the actions skipped.
+func (t *totals) add(p path, a account, s backtest.JSONSummary, or *oracle) (mark string, skipped int) {
+	v := s.Verdict
+	for _, r := range []backtest.RunJSON{s.Without, s.With} {
+		if r.Equity.IsNegative() && len(r.Liquidations) == 0 {
+			mark, t.problems = " NEGATIVE EQUITY, NOTHING LIQUIDATED", t.problems+1
+		}
+	}
+	if len(v.CausedSymbols) > 0 {
+		t.problems++
+	}
+	for _, r := range []struct {
+		name string
+		run  backtest.RunJSON
+	}{{"without", s.Without}, {"with", s.With}} {
+		t.liquidations += len(r.run.Liquidations)
+		said := sameSymbols(r.run.Liquidations, r.run.LiquidationsSaid)
+		t.said += said
+		if said != len(r.run.Liquidations) || len(r.run.LiquidationsSaid) != len(r.run.Liquidations) {
+			t.unsaid = append(t.unsaid, fmt.Sprintf("%s on %s %s the guard: the exchange %s, the guard said %s", p.name, a.name, r.name,
+				list(r.run.Liquidations), list(r.run.LiquidationsSaid)))
+			t.problems++
+		}
+	}
+	for _, sk := range v.Skips {
+		skipped += sk.Count
+		t.skips[[2]string{sk.Action, sk.Reason}] += sk.Count
+	}
+	if len(s.Without.Liquidations) == 0 && v.EquityStart.IsPositive() {
+		c := math.Max(0, -v.EquityDelta.Div(v.EquityStart).InexactFloat64())
+		if w := v.WorstMeasureWithout; w != nil && *w < nearLiquidation {
+			t.near = append(t.near, nearRun{Path: p.name, Account: a.name, Nearest: *w, Cost: c})
+		} else {
+			if c > 0 && !slices.ContainsFunc(t.costs, func(o float64) bool { return o >= c }) {
+				t.worstRun = fmt.Sprintf("%s on %s", p.name, a.name)
+			}
+			t.costs = append(t.costs, c)
+			if c > maxQuietCost {
+				t.costlyRuns = append(t.costlyRuns, fmt.Sprintf("%s on %s (%.1f%%, %s from its liquidation without the guard)", p.name, a.name, c*100, measure(v.WorstMeasureWithout)))
+			}
+		}
+	}
+	for _, c := range v.Closer {
+		t.closer = append(t.closer, fmt.Sprintf("%s on %s: %s", p.name, a.name, c))
+		if !c.LiquidatedAt.IsZero() {
+			t.closerLost++
+		}
+	}
+	t.runs++
+	t.without += v.LiquidatedWithout
+	t.avoided += len(v.AvoidedSymbols)
+	t.caused += len(v.CausedSymbols)
+	t.delta = t.delta.Add(v.EquityDelta)
+	t.start = t.start.Add(v.EquityStart)
+	if best := or.canAvoid(p, a, s.Without.Liquidations).best; best > 0 { // memoised per path and account
+		t.savable += best
+		t.savedOfSavable += min(len(v.AvoidedSymbols), best)
+		if len(v.AvoidedSymbols) < best {
+			t.missed = append(t.missed, fmt.Sprintf("%s on %s, %d of %d (%s)", p.name, a.name, len(v.AvoidedSymbols), best, or.canAvoid(p, a, nil).move))
+		}
+	}
+	for _, sym := range s.Without.Liquidations {
+		saved := !slices.Contains(s.With.Liquidations, sym)
+		where := fmt.Sprintf("%s in %s on %s", sym, p.name, a.name)
+		if p.soft && a.cross() {
+			t.crossSoft++
+			if saved {
+				t.crossSoftSaved++
+			} else {
+				t.crossSoftMissed = append(t.crossSoftMissed, where)
+			}
+		}
+	}
+	return mark, skipped
+}
+
+// printSkips prints the actions skipped, by reason, most first.
+func (t *totals) printSkips() {
 	if len(t.skips) > 0 {
 		fmt.Println("\nskipped, by reason:")
 		keys := make([][2]string, 0, len(t.skips))
@@ -760,6 +779,11 @@ func report(set ruleSet, rulesFile, g string, ps []path, res, peer [][]backtest.
 			fmt.Printf("  %d %s: %s\n", t.skips[k], k[0], k[1])
 		}
 	}
+}
+
+// printGoals prints the totals, what the set costs where nothing would be
+// liquidated, the goals met or not, and the judgement.
+func (t *totals) printGoals(reduces bool, g string) {
 	fmt.Printf("\ntotals over %d runs: liquidations avoided %d of %d, self-inflicted %d, equity Δ %s (%s of the starting equities, %s)\n",
 		t.runs, t.avoided, t.without, t.caused, t.delta.StringFixed(0), share(t.delta, t.start), t.start.StringFixed(0))
 	goal := func(ok bool) string {
@@ -814,7 +838,6 @@ func report(set ruleSet, rulesFile, g string, ps []path, res, peer [][]backtest.
 		closer = fmt.Sprintf("; %d calls left a position closer to its liquidation price, %d of them then liquidated:\n  %s", len(t.closer), t.closerLost, strings.Join(t.closer, "\n  "))
 	}
 	fmt.Printf("judgement: %s%s\n", backtest.Judge(t.avoided, t.caused, t.delta, t.start), closer)
-	return t
 }
 
 // measures are a rule set's figures on one group of paths, as the

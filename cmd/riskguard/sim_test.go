@@ -255,17 +255,18 @@ func TestSimBannerKeyPair(t *testing.T) {
 	}
 }
 
-// README's scenario example is a valid scenario file: every key it shows
-// exists and the values pass validation.
+// The scenario example of docs/simulator.md (moved there from README) is a
+// valid scenario file: every key it shows exists and the values pass
+// validation.
 func TestReadmeScenarioExample(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/simulator.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "### Scenario files")
+	_, rest, ok := strings.Cut(string(doc), "## Scenario files")
 	if !ok {
-		t.Fatal("README has no Scenario files section")
+		t.Fatal("docs/simulator.md has no Scenario files section")
 	}
 	_, rest, _ = strings.Cut(rest, "```yaml\n")
 	block, _, ok := strings.Cut(rest, "```")
@@ -278,7 +279,7 @@ func TestReadmeScenarioExample(t *testing.T) {
 	}
 	sc, err := sim.LoadScenario(path)
 	if err != nil {
-		t.Fatalf("README's scenario: %v", err)
+		t.Fatalf("docs/simulator.md's scenario: %v", err)
 	}
 	if len(sc.Contracts) != 1 || len(sc.Positions) != 1 || len(sc.Indexes) != 2 {
 		t.Errorf("scenario read as %+v", sc)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // startHere returns the commands of the sh blocks of README's "Start
@@ -292,8 +294,62 @@ func TestDocsStayInTheRepository(t *testing.T) {
 				t.Errorf("%s links %s, which the repository does not have", name, m[1])
 			}
 		}
+		// Every anchor names a heading of the page it links to.
+		for _, m := range link.FindAllStringSubmatch(prose, -1) {
+			target, anchor, ok := strings.Cut(m[1], "#")
+			if !ok || strings.Contains(target, "://") || (target != "" && !strings.HasSuffix(target, ".md")) {
+				continue
+			}
+			page := f
+			if target != "" {
+				page = filepath.Clean(filepath.Join(filepath.Dir(f), target))
+			}
+			b, err := os.ReadFile(page)
+			if err != nil {
+				continue // said above
+			}
+			if !anchors(string(b))[anchor] {
+				t.Errorf("%s links %s: no heading of %s has the anchor #%s", name, m[1], filepath.Base(page), anchor)
+			}
+		}
 	}
 	if _, err := os.Stat(filepath.Join(root, "docs", "exchange.md")); err != nil {
 		t.Errorf("no docs/exchange.md: %v", err)
 	}
+}
+
+// anchors returns the anchors of a Markdown page's headings as GitHub
+// makes them: the text in lower case, its punctuation dropped, spaces as
+// hyphens, a repeated one numbered. Lines in code blocks are no headings.
+func anchors(md string) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	fenced := false
+	for _, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+			continue
+		}
+		text := strings.TrimLeft(l, "#")
+		if fenced || text == l || !strings.HasPrefix(text, " ") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(text)) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			out[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			out[a] = true
+		}
+		seen[a]++
+	}
+	return out
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/exchange"
@@ -49,7 +50,7 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard demo:", err)
 		return exitCode(2)
 	}
-	cfg, err := loadConfig(*configPath, m.Getenv)
+	cfg, err := config.Load(*configPath, m.Getenv, config.Options{Venues: m.venues.specs()})
 	if err != nil {
 		fmt.Fprintln(m.Stderr, err)
 		if errors.Is(err, os.ErrNotExist) {
@@ -156,7 +157,7 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 			printTick(m.Stdout, sum.ticks, rep.Time.Sub(start), rep, cfg.Engine.IndexNames, ex, sum.active)
 		}
 	}
-	g, err := newGuard(cfg, logger, *dryRun, onTick)
+	g, err := newGuard(cfg, m.venues, logger, *dryRun, onTick)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/backtest"
@@ -49,8 +50,8 @@ var (
 
 // simVenueConfig is an account's configuration for the simulated
 // exchange served at url, with the key pair it accepts.
-func simVenueConfig(url string) *config {
-	return &config{Exchange: exchangeConfig{BaseURL: url, APIKey: "k", APISecret: "s", MaxRetries: 1}}
+func simVenueConfig(url string) *config.Config {
+	return &config.Config{Exchange: config.Exchange{BaseURL: url, APIKey: "k", APISecret: "s", MaxRetries: 1}}
 }
 
 // TestVenueRowsOfferWhatTheyBuild builds every row of the registry (the
@@ -113,7 +114,7 @@ func testVenues() venues {
 	return append(defaultVenues(), venue{
 		Name:   "noorders",
 		Offers: exchange.Calls{exchange.CallPositions, exchange.CallIndexPrices, exchange.CallTrades, exchange.CallSetPositionSettings, exchange.CallCancelOrders},
-		New: func(cfg *config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
+		New: func(cfg *config.Config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
 			c, err := newClient(cfg, logger, opts...)
 			if err != nil {
 				return nil, err
@@ -226,7 +227,7 @@ func TestRunBuildsTheConfiguredVenue(t *testing.T) {
 	var built atomic.Bool
 	row := &reg[len(reg)-1]
 	build := row.New
-	row.New = func(cfg *config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
+	row.New = func(cfg *config.Config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
 		built.Store(true)
 		return build(cfg, logger, opts...)
 	}

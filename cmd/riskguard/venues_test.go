@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -294,5 +295,40 @@ func TestReloadRefusesKindsTheVenueLacks(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the daemon did not stop within 20s")
+	}
+}
+
+// record reads through the venue exchange.venue names, built by its row
+// as run builds it, not through the signed client by name.
+func TestRecordBuildsTheConfiguredVenue(t *testing.T) {
+	t.Parallel()
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ex)
+	t.Cleanup(srv.Close)
+	path := writeConfig(t, strings.Split(venueConfig("noorders", srv.URL), "  - name: cut-half")[0])
+	reg := testVenues()
+	var built atomic.Bool
+	row := &reg[len(reg)-1]
+	build := row.New
+	row.New = func(cfg *config.Config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
+		built.Store(true)
+		return build(cfg, logger, opts...)
+	}
+	out := filepath.Join(t.TempDir(), "data.jsonl")
+	var stdout, stderr bytes.Buffer
+	m := &Main{Stdout: &stdout, Stderr: &stderr, Getenv: envMap(map[string]string{"RISKGUARD_API_KEY": "k", "RISKGUARD_API_SECRET": "s"}), venues: reg}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Run(ctx, []string{"record", "--config", path, "--out", out, "--duration", "300ms", "--interval", "50ms", "--log-format", "text"}); err != nil {
+		t.Fatalf("record: %v\n%s", err, stderr.String())
+	}
+	if !built.Load() {
+		t.Error("record did not build the venue through its row")
+	}
+	if data, err := os.ReadFile(out); err != nil || !strings.Contains(string(data), "XSOL") {
+		t.Errorf("recorded %q, %v; want snapshots with XSOL\n%s", data, err, stderr.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -330,5 +331,14 @@ func TestRecordBuildsTheConfiguredVenue(t *testing.T) {
 	}
 	if data, err := os.ReadFile(out); err != nil || !strings.Contains(string(data), "XSOL") {
 		t.Errorf("recorded %q, %v; want snapshots with XSOL\n%s", data, err, stderr.String())
+	}
+}
+
+// The loader's default venues (a Load without Options.Venues) are the
+// registry's shipped rows, by name and calls.
+func TestShippedVenuesAreTheLoadersDefault(t *testing.T) {
+	t.Parallel()
+	if got, want := defaultVenues().specs(), config.DefaultVenues(); !reflect.DeepEqual(got, want) {
+		t.Errorf("registry %v, loader's default %v", got, want)
 	}
 }

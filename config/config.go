@@ -94,7 +94,9 @@ type Options struct {
 type Exchange struct {
 	// Venue is exchange.venue: the name of one of Options.Venues, which
 	// the program maps to the venue's constructor.
-	Venue   string
+	Venue string
+	// BaseURL is the venue's API root, e.g. https://api.example.com;
+	// required, checked as the client checks it.
 	BaseURL string
 	// APIKey and APISecret come from RISKGUARD_API_KEY / RISKGUARD_API_SECRET,
 	// else from api_key_file / api_secret_file (trimmed), else from the

@@ -17,6 +17,7 @@ import (
 // credentials). The program maps the name to the venue's constructor
 // (cmd/riskguard/venues.go); the configuration only names it.
 type Venue struct {
+	// Name is what exchange.venue says.
 	Name string
 	// Offers are the calls it offers, in the contract's order.
 	Offers exchange.Calls

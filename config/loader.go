@@ -17,7 +17,7 @@ import (
 	"github.com/riskguard/riskguard/rules"
 )
 
-// loader carries the state of one loadConfig.
+// loader carries the state of one Load (of one account, with accounts:).
 type loader struct {
 	path   string
 	getenv func(string) string

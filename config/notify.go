@@ -14,7 +14,7 @@ import (
 
 // notify validates the notify section with notify.CheckConfig, placing
 // each of its errors at the key it names. A secret whose environment
-// variable is unset is an error, or a warning with secretsOptional.
+// variable is unset is an error, or a warning with Options.SecretsOptional.
 func (l *loader) notify(raw any, opts Options) *notify.Config {
 	if raw == nil {
 		return nil

@@ -28,7 +28,7 @@ targets=(
 	"./rules FuzzCompileExpr"
 	"./rules FuzzFastVsVM"
 	"./notify FuzzParseConfig"
-	"./cmd/riskguard FuzzLoadConfig"
+	"./config FuzzLoadConfig"
 	"./engine FuzzControlTimesKeepStateWritable"
 )
 start=$SECONDS

@@ -354,7 +354,7 @@ accounts:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.accountNames(), ","); got != "main,bot-2,c" {
+	if got := strings.Join(cfg.AccountNames(), ","); got != "main,bot-2,c" {
 		t.Fatalf("accounts = %s", got)
 	}
 	m, b, c := cfg.Accounts[0], cfg.Accounts[1], cfg.Accounts[2]

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine/backtest"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
@@ -54,7 +55,7 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard backtest:", err)
 		return exitCode(2)
 	}
-	cfg, err := loadConfigWith(f.config, m.Getenv, loadOptions{secretsOptional: true})
+	cfg, err := config.Load(f.config, m.Getenv, config.Options{SecretsOptional: true, Venues: m.venues.specs()})
 	if err != nil {
 		fmt.Fprintln(m.Stderr, err)
 		return exitCode(1)
@@ -289,7 +290,7 @@ func parseSpan(s string) (time.Duration, error) {
 // loadRules reads the rules of a rules file or of a whole configuration,
 // with the checks of every other command.
 func loadRules(path string, getenv func(string) string) (*rules.Set, error) {
-	cfg, err := loadConfigWith(path, getenv, loadOptions{secretsOptional: true, rulesOnly: true})
+	cfg, err := config.Load(path, getenv, config.Options{SecretsOptional: true, RulesOnly: true})
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return nil, fmt.Errorf("read baseline: %w", pe)
@@ -301,7 +302,7 @@ func loadRules(path string, getenv func(string) string) (*rules.Set, error) {
 }
 
 // backtestSource opens the data and sets the starting state in opt.
-func (m *Main) backtestSource(ctx context.Context, f *backtestFlags, cfg *config, logger *slog.Logger, opt *backtest.Options) (backtest.Source, func() error, error) {
+func (m *Main) backtestSource(ctx context.Context, f *backtestFlags, cfg *config.Config, logger *slog.Logger, opt *backtest.Options) (backtest.Source, func() error, error) {
 	if f.data != "" {
 		d, err := backtest.OpenData(f.data)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
@@ -46,7 +47,7 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stderr, "riskguard check: --probe-key needs --exchange URL: the exchange whose key it probes")
 		return exitCode(2)
 	}
-	cfg, err := loadConfigWith(*configPath, m.Getenv, loadOptions{secretsOptional: true, venues: m.venues})
+	cfg, err := config.Load(*configPath, m.Getenv, config.Options{SecretsOptional: true, Venues: m.venues.specs()})
 	if errors.Is(err, iofs.ErrNotExist) {
 		fmt.Fprintln(m.Stderr, noConfig("check", *configPath)) // the next step, as run says it
 		return exitCode(1)
@@ -94,7 +95,7 @@ func (m *Main) runCheck(ctx context.Context, args []string) error {
 // url, each with its own key pair; an account on another exchange is
 // named and left for a check against its own (a key is never probed
 // against an exchange it does not belong to).
-func (m *Main) checkAccounts(ctx context.Context, cfg *config, url string, probe bool) error {
+func (m *Main) checkAccounts(ctx context.Context, cfg *config.Config, url string, probe bool) error {
 	same := func(a, b string) bool { return strings.TrimRight(a, "/") == strings.TrimRight(b, "/") }
 	var read int
 	var failed error
@@ -121,7 +122,7 @@ func (m *Main) checkAccounts(ctx context.Context, cfg *config, url string, probe
 // rules make on the exchange and whether the key may make them (probed
 // with probe); without credentials it says it did not. It fails when an
 // open position could not be judged or the key may not make a call.
-func (m *Main) checkModel(ctx context.Context, cfg *config, url string, probe bool) error {
+func (m *Main) checkModel(ctx context.Context, cfg *config.Config, url string, probe bool) error {
 	if cfg.Exchange.APIKey == "" || cfg.Exchange.APISecret == "" {
 		fmt.Fprintln(m.Stdout, "\nmargin model: not checked against the account (no credentials: RISKGUARD_API_KEY and RISKGUARD_API_SECRET)")
 		printKeys(m.Stdout, keyCheck{cfg: cfg}.rows(ctx))
@@ -285,7 +286,7 @@ func (m *Main) printErrors(path string, errs []*rules.Error) {
 
 // printAccounts is check's summary of a file with accounts:: a line per
 // account, then each account's rules as printSummary says them.
-func printAccounts(w io.Writer, cfg *config) {
+func printAccounts(w io.Writer, cfg *config.Config) {
 	fmt.Fprintf(w, "%s: OK, %d accounts\n", cfg.Path, len(cfg.Accounts))
 	for _, a := range cfg.Accounts {
 		n := len(a.Rules.Rules)
@@ -313,7 +314,7 @@ func orNoFile(p string) string {
 }
 
 // printSummary shows what the guard will do with this configuration.
-func printSummary(w io.Writer, cfg *config) {
+func printSummary(w io.Writer, cfg *config.Config) {
 	n := len(cfg.Rules.Rules)
 	fmt.Fprintf(w, "%s: OK, %d %s; exchange %s, every %s", cfg.Path, n, plural(n, "rule", "rules"), cfg.Exchange.BaseURL, cfg.Engine.Interval)
 	if cfg.Engine.DryRun {

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/internal/nextstep"
 	"github.com/riskguard/riskguard/web"
@@ -111,7 +112,7 @@ func (m *Main) newCtlClient(f ctlFlags, checkAccount bool) (*ctlClient, error) {
 		tokenFrom = ""
 	}
 	if addr == "" || token == "" {
-		cfg, err := loadConfigWith(*f.config, m.Getenv, loadOptions{secretsOptional: true})
+		cfg, err := config.Load(*f.config, m.Getenv, config.Options{SecretsOptional: true, Venues: m.venues.specs()})
 		switch {
 		case err == nil:
 			if addr == "" {
@@ -163,8 +164,8 @@ func daemonTarget(setting, base, tokenFrom string) nextstep.Target {
 
 // checkAccountFlag refuses an --account that cfg does not list, and a
 // missing one when it lists several, naming the accounts.
-func checkAccountFlag(cfg *config, account string) error {
-	names := cfg.accountNames()
+func checkAccountFlag(cfg *config.Config, account string) error {
+	names := cfg.AccountNames()
 	switch {
 	case len(names) == 0 && account != "":
 		return fmt.Errorf("--account %s: %s has no accounts: section (it guards one account): leave --account out", account, cfg.Path)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -18,38 +19,34 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/sim"
 )
 
+// demoFlags are demo's flags.
+type demoFlags struct {
+	configPath, scenario, dir, listen, logFormat, logLevel string
+	duration, interval                                     time.Duration
+	seed                                                   int64
+	dryRun                                                 bool
+}
+
+// runDemo runs the rules against two simulated exchanges on the same
+// prices, one guarded and one left alone, and prints both at the end.
 func (m *Main) runDemo(ctx context.Context, args []string) error {
-	fs := m.newFlags("demo", "demo [--duration 90s] [--interval 1s] [--config FILE] [--scenario FILE] [--seed N] [--dry-run] [--dir DIR] [--listen 127.0.0.1:0]", commands()["demo"].summary+
-		"\n\nIt runs the rules twice on the same prices: with the guard acting, and without anybody acting;\nat the end it shows both side by side. The status page is served on --listen while it runs.")
-	configPath := fs.String("config", "rules.example.yaml", "rules file to run against the simulated exchange")
-	duration := fs.Duration("duration", 90*time.Second, "how long the demo runs (with the built-in scenario, XSOL is liquidated at about 65 s without the guard)")
-	interval := fs.Duration("interval", time.Second, "time between two ticks")
-	seed := fs.Int64("seed", sim.DefaultSeed, "seed of the simulated price paths")
-	scenario := fs.String("scenario", "", "scenario file for the simulated exchange (default: the built-in one)")
-	dryRun := fs.Bool("dry-run", false, "log the actions instead of sending them")
-	dir := fs.String("dir", "", "where the audit log and state file go (default: a new temporary directory)")
-	listen := fs.String("listen", "127.0.0.1:0", "`address` of the status page and control API (port 0 picks a free one; \"off\" serves none)")
-	logFormat := fs.String("log-format", "auto", "log format: text, json, or auto")
-	logLevel := fs.String("log-level", "info", "log level")
-	if err := parseFlags(fs, args); err != nil {
+	f, err := m.parseDemoFlags(args)
+	if err != nil {
 		return err
 	}
-	if *duration <= 0 || *interval <= 0 {
-		fmt.Fprintln(m.Stderr, "riskguard demo: --duration and --interval must be positive")
-		return exitCode(2)
-	}
-	logger, err := m.newLogger(*logFormat, *logLevel)
+	logger, err := m.newLogger(f.logFormat, f.logLevel)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard demo:", err)
 		return exitCode(2)
 	}
-	cfg, err := loadConfig(*configPath, m.Getenv)
+	cfg, err := config.Load(f.configPath, m.Getenv, config.Options{Venues: m.venues.specs()})
 	if err != nil {
 		fmt.Fprintln(m.Stderr, err)
 		if errors.Is(err, os.ErrNotExist) {
@@ -62,33 +59,13 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	// second is the same account with nobody acting, what would have
 	// happened without the guard. They start at the same instant (their
 	// price paths are laid on a grid from it) and are stepped together.
-	newExchange := func(start time.Time) (*sim.Exchange, error) {
-		var sc *sim.Scenario
-		if *scenario != "" {
-			loaded, err := sim.LoadScenario(*scenario)
-			if err != nil {
-				return nil, err
-			}
-			sc = loaded
-		}
-		building := true // sim.New reads its start from the clock
-		clock := func() time.Time {
-			if building {
-				return start
-			}
-			return time.Now()
-		}
-		ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: *seed, Scenario: sc, Now: clock})
-		building = false
-		return ex, err
-	}
 	start := time.Now()
-	ex, err := newExchange(start)
+	ex, err := newDemoExchange(start, f.scenario, f.seed)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard demo:", err)
 		return exitCode(1)
 	}
-	without, err := newExchange(start)
+	without, err := newDemoExchange(start, f.scenario, f.seed)
 	if err != nil {
 		return fmt.Errorf("simulated exchange: %w", err)
 	}
@@ -100,8 +77,111 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	ctx, cancel := context.WithTimeout(ctx, *duration)
+	ctx, cancel := context.WithTimeout(ctx, f.duration)
 	defer cancel()
+	stepped := stepDemo(ctx, ex, without)
+
+	ownDir := f.dir == ""
+	if ownDir {
+		if f.dir, err = os.MkdirTemp("", "riskguard-demo-"); err != nil {
+			return err
+		}
+		// The demo's own directory goes with it; --dir keeps the files.
+		defer os.RemoveAll(f.dir)
+	}
+	fromShell := m.demoConfig(cfg, f, "http://"+ln.Addr().String())
+	fmt.Fprintf(m.Stdout, "riskguard demo: %d rules from %s, for %s (dry run %t)\n",
+		len(cfg.Rules.Rules), f.configPath, f.duration, f.dryRun || cfg.Engine.DryRun)
+	fmt.Fprintf(m.Stdout, "simulated exchange: %s (key %s, secret %s)\n", cfg.Exchange.BaseURL, sim.DefaultKey, sim.DefaultSecret)
+	fmt.Fprintf(m.Stdout, "audit log: %s\n", cfg.Engine.AuditLog)
+
+	var sum demoSummary
+	onTick := func(rep *engine.TickReport, _ error) {
+		sum.add(rep)
+		if rep != nil && (sum.ticks == 1 || len(rep.Transitions)+len(rep.Actions) > 0 || sum.ticks%10 == 0) {
+			printTick(m.Stdout, sum.ticks, rep.Time.Sub(start), rep, cfg.Engine.IndexNames, ex, sum.active)
+		}
+	}
+	g, err := newGuard(cfg, m.venues, logger, f.dryRun, onTick)
+	if err != nil {
+		return err
+	}
+	defer g.close(ctx, logger)
+	sum.active = g.engine.Active
+	if f.listen != "off" && f.listen != "" {
+		closePage, err := m.serveDemoPage(g, logger, f.listen, cfg.ControlToken, fromShell)
+		if err != nil {
+			return err
+		}
+		defer closePage()
+	}
+	if err := g.engine.Run(ctx); err != nil {
+		return err
+	}
+	<-stepped
+	fmt.Fprintf(m.Stdout, "\n── at the end, t+%s %s\n", time.Since(start).Round(time.Second), strings.Repeat("─", 40))
+	printPositions(m.Stdout, ex.Positions(), ex.IndexPrices(), symbolNames(ex), cfg.Engine.IndexNames, ex.OpenOrders)
+	printRules(m.Stdout, g.engine.Active())
+	sum.print(m.Stdout)
+	printVerdict(m.Stdout, start, ex, without, f.dryRun || cfg.Engine.DryRun)
+	if ownDir {
+		fmt.Fprintln(m.Stdout, "(the demo's audit log and state file were removed; --dir DIR keeps them)")
+	}
+	return nil
+}
+
+// parseDemoFlags parses demo's flags; a usage error is said and is exit
+// code 2.
+func (m *Main) parseDemoFlags(args []string) (*demoFlags, error) {
+	fs := m.newFlags("demo", "demo [--duration 90s] [--interval 1s] [--config FILE] [--scenario FILE] [--seed N] [--dry-run] [--dir DIR] [--listen 127.0.0.1:0]", commands()["demo"].summary+
+		"\n\nIt runs the rules twice on the same prices: with the guard acting, and without anybody acting;\nat the end it shows both side by side. The status page is served on --listen while it runs.")
+	f := &demoFlags{}
+	fs.StringVar(&f.configPath, "config", "rules.example.yaml", "rules file to run against the simulated exchange")
+	fs.DurationVar(&f.duration, "duration", 90*time.Second, "how long the demo runs (with the built-in scenario, XSOL is liquidated at about 65 s without the guard)")
+	fs.DurationVar(&f.interval, "interval", time.Second, "time between two ticks")
+	fs.Int64Var(&f.seed, "seed", sim.DefaultSeed, "seed of the simulated price paths")
+	fs.StringVar(&f.scenario, "scenario", "", "scenario file for the simulated exchange (default: the built-in one)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "log the actions instead of sending them")
+	fs.StringVar(&f.dir, "dir", "", "where the audit log and state file go (default: a new temporary directory)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:0", "`address` of the status page and control API (port 0 picks a free one; \"off\" serves none)")
+	fs.StringVar(&f.logFormat, "log-format", "auto", "log format: text, json, or auto")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level")
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if f.duration <= 0 || f.interval <= 0 {
+		fmt.Fprintln(m.Stderr, "riskguard demo: --duration and --interval must be positive")
+		return nil, exitCode(2)
+	}
+	return f, nil
+}
+
+// newDemoExchange is a simulated exchange whose price paths start at
+// start: two made with the same start and seed move on the same prices.
+func newDemoExchange(start time.Time, scenario string, seed int64) (*sim.Exchange, error) {
+	var sc *sim.Scenario
+	if scenario != "" {
+		loaded, err := sim.LoadScenario(scenario)
+		if err != nil {
+			return nil, err
+		}
+		sc = loaded
+	}
+	building := true // sim.New reads its start from the clock
+	clock := func() time.Time {
+		if building {
+			return start
+		}
+		return time.Now()
+	}
+	ex, err := sim.New(sim.Config{Key: sim.DefaultKey, Secret: sim.DefaultSecret, Seed: seed, Scenario: sc, Now: clock})
+	building = false
+	return ex, err
+}
+
+// stepDemo moves both exchanges' prices on together until ctx is done;
+// the channel closes when it stopped.
+func stepDemo(ctx context.Context, ex, without *sim.Exchange) <-chan struct{} {
 	stepped := make(chan struct{})
 	go func() {
 		defer close(stepped)
@@ -118,87 +198,55 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 			}
 		}
 	}()
+	return stepped
+}
 
-	ownDir := *dir == ""
-	if ownDir {
-		if *dir, err = os.MkdirTemp("", "riskguard-demo-"); err != nil {
-			return err
-		}
-		// The demo's own directory goes with it; --dir keeps the files.
-		defer os.RemoveAll(*dir)
-	}
-	cfg.Exchange.BaseURL = "http://" + ln.Addr().String()
+// demoConfig points cfg at the simulated exchange at baseURL, with the
+// demo's interval, files in f.dir and control token, and reports whether
+// the token is the operator's own.
+func (m *Main) demoConfig(cfg *config.Config, f *demoFlags, baseURL string) (fromShell bool) {
+	cfg.Exchange.BaseURL = baseURL
 	cfg.Exchange.APIKey, cfg.Exchange.APISecret = sim.DefaultKey, sim.DefaultSecret
-	cfg.Engine.Interval = *interval
+	cfg.Engine.Interval = f.interval
 	cfg.Listen = ""
-	cfg.Engine.AuditLog = filepath.Join(*dir, "audit.jsonl")
-	cfg.Engine.StateFile = filepath.Join(*dir, "state.json")
+	cfg.Engine.AuditLog = filepath.Join(f.dir, "audit.jsonl")
+	cfg.Engine.StateFile = filepath.Join(f.dir, "state.json")
 	// The demo's control token is made for the run and printed: the
 	// commands it shows work as they are, and nothing outlives the demo.
 	// The operator's own (RISKGUARD_CONTROL_TOKEN) is never printed: into
 	// scroll-back, CI logs and history; the command names the variable.
-	fromShell := false
 	if cfg.ControlToken = strings.TrimSpace(m.Getenv("RISKGUARD_CONTROL_TOKEN")); cfg.ControlToken == "" {
 		cfg.ControlToken = rand.Text()
-	} else {
-		fromShell = true
+		return false
 	}
+	return true
+}
 
-	fmt.Fprintf(m.Stdout, "riskguard demo: %d rules from %s, for %s (dry run %t)\n",
-		len(cfg.Rules.Rules), *configPath, *duration, *dryRun || cfg.Engine.DryRun)
-	fmt.Fprintf(m.Stdout, "simulated exchange: %s (key %s, secret %s)\n", cfg.Exchange.BaseURL, sim.DefaultKey, sim.DefaultSecret)
-	fmt.Fprintf(m.Stdout, "audit log: %s\n", cfg.Engine.AuditLog)
-
-	var sum demoSummary
-	onTick := func(rep *engine.TickReport, _ error) {
-		sum.add(rep)
-		if rep != nil && (sum.ticks == 1 || len(rep.Transitions)+len(rep.Actions) > 0 || sum.ticks%10 == 0) {
-			printTick(m.Stdout, sum.ticks, rep.Time.Sub(start), rep, cfg.Engine.IndexNames, ex, sum.active)
-		}
-	}
-	g, err := newGuard(cfg, logger, *dryRun, onTick)
+// serveDemoPage serves g's status page and control API on listen while the
+// demo runs, and says how to reach them; the function returned stops it.
+func (m *Main) serveDemoPage(g *guard, logger *slog.Logger, listen, token string, fromShell bool) (func() error, error) {
+	page, err := g.web(logger)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer g.close(ctx, logger)
-	sum.active = g.engine.Active
-	if *listen != "off" && *listen != "" {
-		page, err := g.web(logger)
-		if err != nil {
-			return err
-		}
-		pln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			fmt.Fprintf(m.Stderr, "riskguard demo: --listen %s: %v\n", *listen, err)
-			return exitCode(1)
-		}
-		psrv := &http.Server{Handler: page, ReadHeaderTimeout: 5 * time.Second}
-		go psrv.Serve(pln)
-		defer psrv.Close()
-		addr := pln.Addr().String()
-		fmt.Fprintf(m.Stdout, "status page: http://%s/ (while the demo runs)\n", addr)
-		self := m.invocation()
-		if fromShell {
-			fmt.Fprintf(m.Stdout, "control, from another shell with the same RISKGUARD_CONTROL_TOKEN exported (pause, resume, silence, ack):\n  %s pause --addr %s\n", self, addr)
-		} else {
-			// Two lines, each within the demo's width whatever the
-			// program is called.
-			fmt.Fprintf(m.Stdout, "control, from another shell (pause, resume, silence, ack):\n  export RISKGUARD_CONTROL_TOKEN=%s\n  %s pause --addr %s\n", cfg.ControlToken, self, addr)
-		}
+	pln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "riskguard demo: --listen %s: %v\n", listen, err)
+		return nil, exitCode(1)
 	}
-	if err := g.engine.Run(ctx); err != nil {
-		return err
+	psrv := &http.Server{Handler: page, ReadHeaderTimeout: 5 * time.Second}
+	go psrv.Serve(pln)
+	addr := pln.Addr().String()
+	fmt.Fprintf(m.Stdout, "status page: http://%s/ (while the demo runs)\n", addr)
+	self := m.invocation()
+	if fromShell {
+		fmt.Fprintf(m.Stdout, "control, from another shell with the same RISKGUARD_CONTROL_TOKEN exported (pause, resume, silence, ack):\n  %s pause --addr %s\n", self, addr)
+	} else {
+		// Two lines, each within the demo's width whatever the
+		// program is called.
+		fmt.Fprintf(m.Stdout, "control, from another shell (pause, resume, silence, ack):\n  export RISKGUARD_CONTROL_TOKEN=%s\n  %s pause --addr %s\n", token, self, addr)
 	}
-	<-stepped
-	fmt.Fprintf(m.Stdout, "\n── at the end, t+%s %s\n", time.Since(start).Round(time.Second), strings.Repeat("─", 40))
-	printPositions(m.Stdout, ex.Positions(), ex.IndexPrices(), symbolNames(ex), cfg.Engine.IndexNames, ex.OpenOrders)
-	printRules(m.Stdout, g.engine.Active())
-	sum.print(m.Stdout)
-	printVerdict(m.Stdout, start, ex, without, *dryRun || cfg.Engine.DryRun)
-	if ownDir {
-		fmt.Fprintln(m.Stdout, "(the demo's audit log and state file were removed; --dir DIR keeps them)")
-	}
-	return nil
+	return psrv.Close, nil
 }
 
 // printVerdict compares the run with the guard to the same run without it:

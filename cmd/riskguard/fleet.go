@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/web"
@@ -26,16 +27,16 @@ type fleet struct {
 
 // accountsOf lists the accounts of cfg: its accounts: section, or cfg
 // itself without one.
-func accountsOf(cfg *config) []*config {
+func accountsOf(cfg *config.Config) []*config.Config {
 	if len(cfg.Accounts) > 0 {
 		return cfg.Accounts
 	}
-	return []*config{cfg}
+	return []*config.Config{cfg}
 }
 
-// newFleet wires every account of cfg.
-func newFleet(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine.TickReport, error)) (*fleet, error) {
-	sh, err := newShared(cfg, logger)
+// newFleet wires every account of cfg, each venue built by vs.
+func newFleet(cfg *config.Config, vs venues, logger *slog.Logger, dryRun bool, onTick func(*engine.TickReport, error)) (*fleet, error) {
+	sh, err := newShared(cfg, vs, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine/backtest"
 	"github.com/riskguard/riskguard/exchange/sim"
 	"github.com/riskguard/riskguard/internal/golden"
@@ -136,13 +137,13 @@ func normaliseStderr(s string) string {
 	return logTime.ReplaceAllString(s, `{"time":"<time>"`)
 }
 
-// backtestAudit replays csv from scenario through the rules of config as
+// backtestAudit replays csv from scenario through the rules of configPath as
 // `riskguard backtest --scenario … --csv … --interval …` does, and returns
 // the guarded run's audit log, which the command has no flag to write: its
 // times are the replay's simulated clock.
-func backtestAudit(t *testing.T, config, scenario, csv string, interval time.Duration) string {
+func backtestAudit(t *testing.T, configPath, scenario, csv string, interval time.Duration) string {
 	t.Helper()
-	cfg, err := loadConfigWith(config, envMap(nil), loadOptions{secretsOptional: true})
+	cfg, err := config.Load(configPath, envMap(nil), config.Options{SecretsOptional: true})
 	if err != nil {
 		t.Fatal(err)
 	}

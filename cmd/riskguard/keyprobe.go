@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -38,7 +39,7 @@ type keyProber interface {
 // (rules.Set.Calls, from the kinds' table) and, with --probe-key, a probe
 // of each that changes nothing.
 type keyCheck struct {
-	cfg *config
+	cfg *config.Config
 	// probe is nil without credentials; else the client the probes go
 	// through, when --probe-key asked for them (probing), or not.
 	probe   keyProber

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/notify"
 )
@@ -23,7 +24,7 @@ type notifiers struct {
 }
 
 // newNotifiers builds the notification path of cfg.
-func newNotifiers(cfg *config, logger *slog.Logger, reg prometheus.Registerer) (*notifiers, error) {
+func newNotifiers(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*notifiers, error) {
 	s := &notifiers{reg: reg}
 	n, d, err := newNotifier(cfg, logger, reg)
 	if err != nil {
@@ -55,7 +56,7 @@ func (s *notifiers) heartbeat(ok bool) {
 // replace builds the channels of cfg and puts them in place of the current
 // ones, which deliver what they have queued before they close. On error
 // nothing changes.
-func (s *notifiers) replace(ctx context.Context, cfg *config, logger *slog.Logger) error {
+func (s *notifiers) replace(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	s.mu.Lock()
 	old := s.d
 	if old != nil && s.reg != nil {

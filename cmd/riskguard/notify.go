@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/notify"
 )
 
@@ -29,7 +30,7 @@ func (m *Main) runNotify(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*configPath, m.Getenv)
+	cfg, err := config.Load(*configPath, m.Getenv, config.Options{Venues: m.venues.specs()})
 	if err != nil {
 		fmt.Fprintln(m.Stderr, err)
 		return exitCode(1)

@@ -46,7 +46,8 @@ func (m *Main) runRecord(ctx context.Context, args []string) error {
 	if *interval == 0 {
 		*interval = cfg.Engine.Interval
 	}
-	client, err := newClient(cfg, logger)
+	// The venue exchange.venue names, as run builds it.
+	venue, err := m.venues.build(cfg, logger)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard record:", err)
 		return exitCode(1)
@@ -68,7 +69,7 @@ func (m *Main) runRecord(ctx context.Context, args []string) error {
 	// The guard's own reader: a tick the guard could not act on (positions
 	// or index prices missing) is skipped, a failed symbols refresh keeps
 	// the cached list.
-	reader := engine.NewSnapshotReader(client, cfg.Engine.SymbolsRefresh, logger)
+	reader := engine.NewSnapshotReader(venue, cfg.Engine.SymbolsRefresh, logger)
 	var written, skipped int
 	var werr error
 	engine.Every(loop, *interval, time.Now, func(now time.Time) {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/ruletest"
 	"github.com/riskguard/riskguard/rules"
@@ -83,7 +84,7 @@ func (m *Main) runTest(ctx context.Context, args []string) error {
 // a rules-only file (no exchange or engine section) with the engine's
 // defaults.
 func loadTestRules(path string) (*rules.Set, *engine.Config, error) {
-	cfg, err := loadConfigWith(path, func(string) string { return "" }, loadOptions{secretsOptional: true, rulesOnly: true})
+	cfg, err := config.Load(path, func(string) string { return "" }, config.Options{SecretsOptional: true, RulesOnly: true})
 	if err != nil {
 		return nil, nil, err
 	}

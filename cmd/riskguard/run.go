@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/exchange"
@@ -58,22 +59,24 @@ type shared struct {
 	// node is this process's place in the cluster (ha:), made with the
 	// first account that acts; nil without ha or in a dry run.
 	node *ha.Node
+	// venues maps each account's exchange.venue to its constructor.
+	venues venues
 }
 
 // newShared builds the registry, with the Go and process collectors, and
-// the notifications of cfg.
-func newShared(cfg *config, logger *slog.Logger) (*shared, error) {
+// the notifications of cfg; vs builds the accounts' venues.
+func newShared(cfg *config.Config, vs venues, logger *slog.Logger) (*shared, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	notifier, err := newNotifiers(cfg, logger, reg)
 	if err != nil {
 		return nil, err
 	}
-	return &shared{registry: reg, notifier: notifier}, nil
+	return &shared{registry: reg, notifier: notifier, venues: vs}, nil
 }
 
 // newClient builds the exchange client the configuration describes.
-func newClient(cfg *config, logger *slog.Logger, extra ...exchange.Option) (*exchange.Client, error) {
+func newClient(cfg *config.Config, logger *slog.Logger, extra ...exchange.Option) (*exchange.Client, error) {
 	x := cfg.Exchange
 	if x.APIKey == "" || x.APISecret == "" {
 		// Say which is missing: a key set and a secret forgotten reads
@@ -117,7 +120,7 @@ func newClient(cfg *config, logger *slog.Logger, extra ...exchange.Option) (*exc
 
 // newNotifier builds what the engine notifies through: the dispatcher of
 // the notify section's channels, or the log when there is none.
-func newNotifier(cfg *config, logger *slog.Logger, reg prometheus.Registerer) (journal.Notifier, *notify.Dispatcher, error) {
+func newNotifier(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (journal.Notifier, *notify.Dispatcher, error) {
 	if cfg.Notify == nil {
 		return newLogNotifier(logger), nil, nil
 	}
@@ -132,11 +135,12 @@ func newNotifier(cfg *config, logger *slog.Logger, reg prometheus.Registerer) (j
 	return d, d, nil
 }
 
-// newGuard wires a client, the notifications and an engine from the
-// configuration of one account. onTick, when set, is called after every
-// tick of Run (the demo draws its table from it).
-func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine.TickReport, error), extra ...exchange.Option) (*guard, error) {
-	sh, err := newShared(cfg, logger)
+// newGuard wires a client (the venue of vs that cfg names), the
+// notifications and an engine from the configuration of one account.
+// onTick, when set, is called after every tick of Run (the demo draws its
+// table from it).
+func newGuard(cfg *config.Config, vs venues, logger *slog.Logger, dryRun bool, onTick func(*engine.TickReport, error), extra ...exchange.Option) (*guard, error) {
+	sh, err := newShared(cfg, vs, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +158,7 @@ func newGuard(cfg *config, logger *slog.Logger, dryRun bool, onTick func(*engine
 // process shares. Under accounts: every metric the account registers
 // carries account="NAME", and its audit records and notifications carry
 // the name; without it nothing is added, so nothing changes.
-func newAccountGuard(cfg, acct *config, sh *shared, logger *slog.Logger, dryRun bool, onTick func(*engine.TickReport, error), extra ...exchange.Option) (*guard, error) {
+func newAccountGuard(cfg, acct *config.Config, sh *shared, logger *slog.Logger, dryRun bool, onTick func(*engine.TickReport, error), extra ...exchange.Option) (*guard, error) {
 	var reg prometheus.Registerer = sh.registry
 	if acct.Name != "" {
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"account": acct.Name}, reg)
@@ -169,11 +173,7 @@ func newAccountGuard(cfg, acct *config, sh *shared, logger *slog.Logger, dryRun 
 		metrics.ObserveRequest(ri.Route, ri.Status)
 		stats.observe(ri, time.Now())
 	})
-	build := acct.venue.New
-	if build == nil { // a configuration built by hand, not loaded
-		build = defaultVenues()[0].New
-	}
-	client, err := build(acct, logger, append([]exchange.Option{hook}, extra...)...)
+	client, err := sh.venues.build(acct, logger, append([]exchange.Option{hook}, extra...)...)
 	if err != nil {
 		if acct.Name != "" {
 			err = fmt.Errorf("account %s: %w", acct.Name, err)
@@ -223,7 +223,7 @@ func newAccountGuard(cfg, acct *config, sh *shared, logger *slog.Logger, dryRun 
 // loopback: engine.allowed_hosts and, under ha:, the address this process
 // advertises, which the other processes' Telegram forwarding and the CLI
 // sent on by a standby's 421 name in their Host header.
-func servedHosts(cfg *config) []string {
+func servedHosts(cfg *config.Config) []string {
 	hosts := cfg.Engine.AllowedHosts
 	if cfg.HA != nil && cfg.HA.Advertise != "" {
 		hosts = append(slices.Clip(hosts), cfg.HA.Advertise)
@@ -281,7 +281,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		return err
 	}
 	sd := newSystemd(m.Getenv, cfg.Engine.Interval, logger)
-	f, err := newFleet(cfg, logger, *dryRun, sd.onTick)
+	f, err := newFleet(cfg, m.venues, logger, *dryRun, sd.onTick)
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "riskguard run:", err)
 		return exitCode(1)
@@ -335,7 +335,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			logger.Info("account guarded", "account", a.Name, "rules", len(a.Rules.Rules), "dry_run", a.Engine.DryRun || *dryRun, "exchange", a.Exchange.BaseURL)
 		}
 		logger.Info("riskguard started", "accounts", len(accts), "rules", rulesN, "interval", cfg.Engine.Interval, "fast_interval", cfg.Engine.FastInterval, "dry_run", dry)
-		text = fmt.Sprintf("riskguard started: %d accounts (%s), %d rules, dry run %t", len(accts), strings.Join(cfg.accountNames(), ", "), rulesN, dry)
+		text = fmt.Sprintf("riskguard started: %d accounts (%s), %d rules, dry run %t", len(accts), strings.Join(cfg.AccountNames(), ", "), rulesN, dry)
 	} else {
 		logger.Info("riskguard started", "rules", len(cfg.Rules.Rules), "interval", cfg.Engine.Interval, "fast_interval", cfg.Engine.FastInterval, "dry_run", dry, "exchange", cfg.Exchange.BaseURL)
 	}
@@ -371,7 +371,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 // checkFleetSymbols runs checkSymbols for every account, at once (an
 // account whose exchange is slow to answer does not hold the others'), and
 // joins the refusals, each prefixed with its account under accounts:.
-func checkFleetSymbols(ctx context.Context, f *fleet, accts []*config, allowUnknown, reload bool, logger *slog.Logger) error {
+func checkFleetSymbols(ctx context.Context, f *fleet, accts []*config.Config, allowUnknown, reload bool, logger *slog.Logger) error {
 	if !f.multi() {
 		return checkSymbols(ctx, f.guards[0], accts[0], allowUnknown, reload, logger)
 	}
@@ -390,13 +390,13 @@ func checkFleetSymbols(ctx context.Context, f *fleet, accts []*config, allowUnkn
 
 // setup builds the logger and loads the configuration, reporting problems
 // on stderr; a non-nil error is the exit status, already reported.
-func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config, *slog.Logger, error) {
+func (m *Main) setup(cmd, configPath, logFormat, logLevel string) (*config.Config, *slog.Logger, error) {
 	logger, err := m.newLogger(logFormat, logLevel)
 	if err != nil {
 		fmt.Fprintf(m.Stderr, "riskguard %s: %v\n", cmd, err)
 		return nil, nil, exitCode(2)
 	}
-	cfg, err := loadConfigWith(configPath, m.Getenv, loadOptions{venues: m.venues})
+	cfg, err := config.Load(configPath, m.Getenv, config.Options{Venues: m.venues.specs()})
 	if errors.Is(err, fs.ErrNotExist) {
 		fmt.Fprintln(m.Stderr, noConfig(cmd, configPath))
 		return nil, nil, exitCode(1)
@@ -424,7 +424,7 @@ func noConfig(cmd, path string) string {
 //
 // At start the engine reads the symbols (its first tick then uses them); a
 // reload checks against the list the ticks last read, waiting for no tick.
-func checkSymbols(ctx context.Context, g *guard, cfg *config, allowUnknown, reload bool, logger *slog.Logger) error {
+func checkSymbols(ctx context.Context, g *guard, cfg *config.Config, allowUnknown, reload bool, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	list := func(ctx context.Context) ([]string, error) { return g.engine.Symbols(ctx, time.Now()) }
@@ -457,7 +457,7 @@ func checkSymbols(ctx context.Context, g *guard, cfg *config, allowUnknown, relo
 // after reopening the audit log (logrotate's convention for SIGHUP). A
 // file that does not load is rejected whole: the old rules keep running
 // with their state.
-func (m *Main) reloads(ctx context.Context, path string, running *config, f *fleet, ctls *controls, allowUnknown bool, logger *slog.Logger) {
+func (m *Main) reloads(ctx context.Context, path string, running *config.Config, f *fleet, ctls *controls, allowUnknown bool, logger *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -473,10 +473,10 @@ func (m *Main) reloads(ctx context.Context, path string, running *config, f *fle
 				logger.Info("audit log reopened", "account", g.name)
 			}
 		}
-		cfg, err := loadConfigWith(path, m.Getenv, loadOptions{venues: m.venues})
-		if err == nil && !slices.Equal(running.accountNames(), cfg.accountNames()) {
+		cfg, err := config.Load(path, m.Getenv, config.Options{Venues: m.venues.specs()})
+		if err == nil && !slices.Equal(running.AccountNames(), cfg.AccountNames()) {
 			err = fmt.Errorf("the accounts changed (%s, was %s), which takes a restart to apply; nothing was reloaded (all or nothing): restart the daemon, or undo the change",
-				orNone(cfg.accountNames()), orNone(running.accountNames()))
+				orNone(cfg.AccountNames()), orNone(running.AccountNames()))
 		}
 		if err == nil {
 			err = checkFleetSymbols(ctx, f, accountsOf(cfg), allowUnknown, true, logger)
@@ -544,7 +544,7 @@ func orNone(names []string) string {
 // Restart (interval, dry_run, audit_log, state_file) and engine.listen.
 // Every other setting, the notify section and the rules are applied by a
 // reload.
-func restartOnly(running, next *config) []string {
+func restartOnly(running, next *config.Config) []string {
 	var out []string
 	va, vb := reflect.ValueOf(running.Exchange), reflect.ValueOf(next.Exchange)
 	for i := range va.NumField() {
@@ -565,7 +565,7 @@ func restartOnly(running, next *config) []string {
 
 // hotChanges names the settings a reload changes without a restart: the
 // engine settings whose row is not Restart, and the notify section.
-func hotChanges(running, next *config) []string {
+func hotChanges(running, next *config.Config) []string {
 	var out []string
 	for _, s := range engineSettings() {
 		if !s.Restart && !s.Equal(running.Engine, next.Engine) {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/ha"
 )
@@ -17,12 +18,12 @@ func TestServedHostsIncludeTheAdvertisedAddress(t *testing.T) {
 	allowed := []string{"guard.example.org"}
 	for _, tc := range []struct {
 		name string
-		cfg  *config
+		cfg  *config.Config
 		want []string
 	}{
-		{"no ha", &config{Engine: engine.Config{AllowedHosts: allowed}}, allowed},
-		{"ha advertising a name", &config{Engine: engine.Config{AllowedHosts: allowed}, HA: &haConfig{Config: ha.Config{Advertise: "node1.example:9464"}}}, []string{"guard.example.org", "node1.example:9464"}},
-		{"ha without an address", &config{Engine: engine.Config{}, HA: &haConfig{}}, nil},
+		{"no ha", &config.Config{Engine: engine.Config{AllowedHosts: allowed}}, allowed},
+		{"ha advertising a name", &config.Config{Engine: engine.Config{AllowedHosts: allowed}, HA: &config.HA{Config: ha.Config{Advertise: "node1.example:9464"}}}, []string{"guard.example.org", "node1.example:9464"}},
+		{"ha without an address", &config.Config{Engine: engine.Config{}, HA: &config.HA{}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := servedHosts(tc.cfg)

@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/riskguard/riskguard/config"
 	"github.com/riskguard/riskguard/engine"
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/backtest"
@@ -49,8 +52,8 @@ var (
 
 // simVenueConfig is an account's configuration for the simulated
 // exchange served at url, with the key pair it accepts.
-func simVenueConfig(url string) *config {
-	return &config{Exchange: exchangeConfig{BaseURL: url, APIKey: "k", APISecret: "s", MaxRetries: 1}}
+func simVenueConfig(url string) *config.Config {
+	return &config.Config{Exchange: config.Exchange{BaseURL: url, APIKey: "k", APISecret: "s", MaxRetries: 1}}
 }
 
 // TestVenueRowsOfferWhatTheyBuild builds every row of the registry (the
@@ -113,7 +116,7 @@ func testVenues() venues {
 	return append(defaultVenues(), venue{
 		Name:   "noorders",
 		Offers: exchange.Calls{exchange.CallPositions, exchange.CallIndexPrices, exchange.CallTrades, exchange.CallSetPositionSettings, exchange.CallCancelOrders},
-		New: func(cfg *config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
+		New: func(cfg *config.Config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
 			c, err := newClient(cfg, logger, opts...)
 			if err != nil {
 				return nil, err
@@ -226,7 +229,7 @@ func TestRunBuildsTheConfiguredVenue(t *testing.T) {
 	var built atomic.Bool
 	row := &reg[len(reg)-1]
 	build := row.New
-	row.New = func(cfg *config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
+	row.New = func(cfg *config.Config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
 		built.Store(true)
 		return build(cfg, logger, opts...)
 	}
@@ -293,5 +296,49 @@ func TestReloadRefusesKindsTheVenueLacks(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the daemon did not stop within 20s")
+	}
+}
+
+// record reads through the venue exchange.venue names, built by its row
+// as run builds it, not through the signed client by name.
+func TestRecordBuildsTheConfiguredVenue(t *testing.T) {
+	t.Parallel()
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ex)
+	t.Cleanup(srv.Close)
+	path := writeConfig(t, strings.Split(venueConfig("noorders", srv.URL), "  - name: cut-half")[0])
+	reg := testVenues()
+	var built atomic.Bool
+	row := &reg[len(reg)-1]
+	build := row.New
+	row.New = func(cfg *config.Config, logger *slog.Logger, opts ...exchange.Option) (exchange.Venue, error) {
+		built.Store(true)
+		return build(cfg, logger, opts...)
+	}
+	out := filepath.Join(t.TempDir(), "data.jsonl")
+	var stdout, stderr bytes.Buffer
+	m := &Main{Stdout: &stdout, Stderr: &stderr, Getenv: envMap(map[string]string{"RISKGUARD_API_KEY": "k", "RISKGUARD_API_SECRET": "s"}), venues: reg}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Run(ctx, []string{"record", "--config", path, "--out", out, "--duration", "300ms", "--interval", "50ms", "--log-format", "text"}); err != nil {
+		t.Fatalf("record: %v\n%s", err, stderr.String())
+	}
+	if !built.Load() {
+		t.Error("record did not build the venue through its row")
+	}
+	if data, err := os.ReadFile(out); err != nil || !strings.Contains(string(data), "XSOL") {
+		t.Errorf("recorded %q, %v; want snapshots with XSOL\n%s", data, err, stderr.String())
+	}
+}
+
+// The loader's default venues (a Load without Options.Venues) are the
+// registry's shipped rows, by name and calls.
+func TestShippedVenuesAreTheLoadersDefault(t *testing.T) {
+	t.Parallel()
+	if got, want := defaultVenues().specs(), config.DefaultVenues(); !reflect.DeepEqual(got, want) {
+		t.Errorf("registry %v, loader's default %v", got, want)
 	}
 }

@@ -236,259 +236,310 @@ func (s *Scenario) Validate() error {
 }
 
 // normalize returns a copy of the scenario with defaults filled in, or every
-// validation error joined.
+// validation error joined. Each section is checked in the file's order by
+// a step of its own; the errors come in that order.
 func (s *Scenario) normalize() (*Scenario, error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	v := &normalizer{currencies: map[string]bool{}, names: map[string]bool{}, ids: map[int64]string{}, contracts: map[string]*ContractSpec{}}
 	n := *s
-
-	currencies := map[string]bool{}
-	for i, c := range s.Currencies {
-		switch {
-		case strings.TrimSpace(c) == "":
-			bad("currencies[%d]: name is empty", i)
-		case currencies[c]:
-			bad("currencies[%d]: duplicate currency %q", i, c)
-		}
-		currencies[c] = true
-	}
-	names := map[string]bool{}
-	ids := map[int64]string{}
-	symbol := func(where string, sp *SymbolSpec, defaultID int64) {
-		if sp.Name == "" {
-			bad("%s: name is required", where)
-		} else if names[sp.Name] {
-			bad("%s: duplicate symbol name %q", where, sp.Name)
-		}
-		names[sp.Name] = true
-		if sp.ID == 0 {
-			sp.ID = defaultID
-		}
-		if sp.ID < 0 {
-			bad("%s: id must be positive, got %d", where, sp.ID)
-		} else if other, ok := ids[sp.ID]; ok {
-			bad("%s: id %d is already used by %q", where, sp.ID, other)
-		}
-		ids[sp.ID] = sp.Name
-		for _, c := range []struct{ field, name string }{{"base", sp.Base}, {"quote", sp.Quote}} {
-			if c.name == "" {
-				bad("%s: %s is required", where, c.field)
-			} else if !currencies[c.name] {
-				bad("%s: %s %q is not in currencies", where, c.field, c.name)
-			}
-		}
-		if sp.BaseScale == 0 {
-			sp.BaseScale = 4
-		}
-		if sp.QuoteScale == 0 {
-			sp.QuoteScale = 2
-		}
-		if sp.BaseScale < 0 || sp.BaseScale > 18 {
-			bad("%s: baseScale must be in 0..18, got %d", where, sp.BaseScale)
-		}
-		if sp.QuoteScale < 0 || sp.QuoteScale > 18 {
-			bad("%s: quoteScale must be in 0..18, got %d", where, sp.QuoteScale)
-		}
-		if sp.BaseIncrement.IsZero() {
-			sp.BaseIncrement = decimal.New(1, -int32(sp.BaseScale))
-		}
-		if sp.QuoteIncrement.IsZero() {
-			sp.QuoteIncrement = decimal.New(1, -int32(sp.QuoteScale))
-		}
-		if sp.BaseMaxQuantity.IsZero() {
-			sp.BaseMaxQuantity = decimal.NewFromInt(1_000_000)
-		}
-		if !sp.BaseIncrement.IsPositive() {
-			bad("%s: baseIncrement must be positive", where)
-		}
-		if !sp.QuoteIncrement.IsPositive() {
-			bad("%s: quoteIncrement must be positive", where)
-		}
-		if !sp.BaseMaxQuantity.IsPositive() {
-			bad("%s: baseMaxQuantity must be positive", where)
-		}
-	}
-
+	v.currencyNames(s.Currencies)
 	n.Spots = append([]SymbolSpec(nil), s.Spots...)
 	for i := range n.Spots {
-		symbol(fmt.Sprintf("spots[%d]", i), &n.Spots[i], int64(i+1))
+		v.symbol(fmt.Sprintf("spots[%d]", i), &n.Spots[i], int64(i+1))
 	}
 	if len(s.Contracts) == 0 {
-		bad("contracts: at least one contract symbol is required")
+		v.bad("contracts: at least one contract symbol is required")
 	}
 	n.Contracts = append([]ContractSpec(nil), s.Contracts...)
-	contracts := map[string]*ContractSpec{}
 	for i := range n.Contracts {
-		c := &n.Contracts[i]
-		where := fmt.Sprintf("contracts[%d]", i)
-		if c.Name != "" {
-			where += fmt.Sprintf(" (%s)", c.Name)
-		}
-		symbol(where, &c.SymbolSpec, int64(101+i))
-		contracts[c.Name] = c
-		if c.Type == "" {
-			c.Type = "FUTURES"
-		}
-		if c.SettlementFeeRate.IsNegative() {
-			bad("%s: settlementFeeRate must not be negative", where)
-		}
-		rl := &c.RiskLimit
-		if rl.MaxLeverage < 1 {
-			bad("%s: riskLimit.maxLeverage must be at least 1, got %d", where, rl.MaxLeverage)
-		}
-		if !rl.MaintenanceMarginRate.IsPositive() || rl.MaintenanceMarginRate.GreaterThanOrEqual(decimal.NewFromInt(1)) {
-			bad("%s: riskLimit.maintenanceMarginRate must be in (0, 1), got %s", where, rl.MaintenanceMarginRate)
-		}
-		if rl.InitialMarginRate.IsZero() && rl.MaxLeverage >= 1 {
-			rl.InitialMarginRate = decimal.NewFromInt(1).DivRound(decimal.NewFromInt(int64(rl.MaxLeverage)), 8)
-		}
-		if rl.InitialMarginRate.LessThan(rl.MaintenanceMarginRate) || rl.InitialMarginRate.GreaterThan(decimal.NewFromInt(1)) {
-			bad("%s: riskLimit.initialMarginRate must be between maintenanceMarginRate and 1, got %s", where, rl.InitialMarginRate)
-		}
-		for _, f := range []struct {
-			name string
-			v    decimal.Decimal
-		}{{"marginRateStep", rl.MarginRateStep}, {"riskLimitBase", rl.RiskLimitBase}, {"riskLimitStep", rl.RiskLimitStep}} {
-			if f.v.IsNegative() {
-				bad("%s: riskLimit.%s must not be negative", where, f.name)
-			}
-		}
-		if rl.MaxRiskLimitSteps < 0 {
-			bad("%s: riskLimit.maxRiskLimitSteps must not be negative", where)
-		}
-		if rl.MaxQuantity.IsZero() {
-			rl.MaxQuantity = c.BaseMaxQuantity
-		}
-		if !rl.MaxQuantity.IsPositive() {
-			bad("%s: riskLimit.maxQuantity must be positive", where)
-		}
+		v.contract(i, &n.Contracts[i])
 	}
-
-	if s.Balance.IsNegative() {
-		bad("balance must not be negative, got %s", s.Balance)
-	}
-	for c, v := range s.SpotBalances {
-		if !currencies[c] {
-			bad("spotBalances: currency %q is not in currencies", c)
-		}
-		if v.IsNegative() {
-			bad("spotBalances[%s]: must not be negative", c)
-		}
-	}
-
+	v.balances(s.Balance, s.SpotBalances)
 	n.Positions = append([]PositionSpec(nil), s.Positions...)
+	v.positions(n.Positions)
+	v.openOrders(s.OpenOrders)
+	n.Indexes = append([]IndexSpec(nil), s.Indexes...)
+	indexes := map[string]bool{}
+	for i := range n.Indexes {
+		v.index(i, &n.Indexes[i], indexes, n.Contracts)
+	}
+	for _, c := range n.Contracts {
+		if c.Base != "" && !indexes[c.Base] {
+			v.bad("contract %q: no index named %q (its base) in indexes", c.Name, c.Base)
+		}
+	}
+	v.closedOrders(&n)
+	if err := errors.Join(v.errs...); err != nil {
+		return nil, fmt.Errorf("invalid scenario:\n%w", err)
+	}
+	return &n, nil
+}
+
+// normalizer is one normalize's state: the errors so far and what the
+// sections checked before know (the currencies, the symbols' names and
+// ids, the contracts by name).
+type normalizer struct {
+	errs       []error
+	currencies map[string]bool
+	names      map[string]bool
+	ids        map[int64]string
+	contracts  map[string]*ContractSpec
+}
+
+func (v *normalizer) bad(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf(format, args...))
+}
+
+// currencyNames checks currencies: named, each once.
+func (v *normalizer) currencyNames(currencies []string) {
+	for i, c := range currencies {
+		switch {
+		case strings.TrimSpace(c) == "":
+			v.bad("currencies[%d]: name is empty", i)
+		case v.currencies[c]:
+			v.bad("currencies[%d]: duplicate currency %q", i, c)
+		}
+		v.currencies[c] = true
+	}
+}
+
+// symbol checks a spot or contract symbol at where and fills its
+// defaults: defaultID, scales 4 and 2, increments of one unit of the
+// scale, a maximum quantity of a million.
+func (v *normalizer) symbol(where string, sp *SymbolSpec, defaultID int64) {
+	if sp.Name == "" {
+		v.bad("%s: name is required", where)
+	} else if v.names[sp.Name] {
+		v.bad("%s: duplicate symbol name %q", where, sp.Name)
+	}
+	v.names[sp.Name] = true
+	if sp.ID == 0 {
+		sp.ID = defaultID
+	}
+	if sp.ID < 0 {
+		v.bad("%s: id must be positive, got %d", where, sp.ID)
+	} else if other, ok := v.ids[sp.ID]; ok {
+		v.bad("%s: id %d is already used by %q", where, sp.ID, other)
+	}
+	v.ids[sp.ID] = sp.Name
+	for _, c := range []struct{ field, name string }{{"base", sp.Base}, {"quote", sp.Quote}} {
+		if c.name == "" {
+			v.bad("%s: %s is required", where, c.field)
+		} else if !v.currencies[c.name] {
+			v.bad("%s: %s %q is not in currencies", where, c.field, c.name)
+		}
+	}
+	if sp.BaseScale == 0 {
+		sp.BaseScale = 4
+	}
+	if sp.QuoteScale == 0 {
+		sp.QuoteScale = 2
+	}
+	if sp.BaseScale < 0 || sp.BaseScale > 18 {
+		v.bad("%s: baseScale must be in 0..18, got %d", where, sp.BaseScale)
+	}
+	if sp.QuoteScale < 0 || sp.QuoteScale > 18 {
+		v.bad("%s: quoteScale must be in 0..18, got %d", where, sp.QuoteScale)
+	}
+	if sp.BaseIncrement.IsZero() {
+		sp.BaseIncrement = decimal.New(1, -int32(sp.BaseScale))
+	}
+	if sp.QuoteIncrement.IsZero() {
+		sp.QuoteIncrement = decimal.New(1, -int32(sp.QuoteScale))
+	}
+	if sp.BaseMaxQuantity.IsZero() {
+		sp.BaseMaxQuantity = decimal.NewFromInt(1_000_000)
+	}
+	if !sp.BaseIncrement.IsPositive() {
+		v.bad("%s: baseIncrement must be positive", where)
+	}
+	if !sp.QuoteIncrement.IsPositive() {
+		v.bad("%s: quoteIncrement must be positive", where)
+	}
+	if !sp.BaseMaxQuantity.IsPositive() {
+		v.bad("%s: baseMaxQuantity must be positive", where)
+	}
+}
+
+// contract checks contracts[i] (its symbol, then its risk limit) and
+// fills its defaults: id 101+i, type FUTURES, the initial margin rate of
+// its maximum leverage, the symbol's maximum quantity.
+func (v *normalizer) contract(i int, c *ContractSpec) {
+	where := fmt.Sprintf("contracts[%d]", i)
+	if c.Name != "" {
+		where += fmt.Sprintf(" (%s)", c.Name)
+	}
+	v.symbol(where, &c.SymbolSpec, int64(101+i))
+	v.contracts[c.Name] = c
+	if c.Type == "" {
+		c.Type = "FUTURES"
+	}
+	if c.SettlementFeeRate.IsNegative() {
+		v.bad("%s: settlementFeeRate must not be negative", where)
+	}
+	rl := &c.RiskLimit
+	if rl.MaxLeverage < 1 {
+		v.bad("%s: riskLimit.maxLeverage must be at least 1, got %d", where, rl.MaxLeverage)
+	}
+	if !rl.MaintenanceMarginRate.IsPositive() || rl.MaintenanceMarginRate.GreaterThanOrEqual(decimal.NewFromInt(1)) {
+		v.bad("%s: riskLimit.maintenanceMarginRate must be in (0, 1), got %s", where, rl.MaintenanceMarginRate)
+	}
+	if rl.InitialMarginRate.IsZero() && rl.MaxLeverage >= 1 {
+		rl.InitialMarginRate = decimal.NewFromInt(1).DivRound(decimal.NewFromInt(int64(rl.MaxLeverage)), 8)
+	}
+	if rl.InitialMarginRate.LessThan(rl.MaintenanceMarginRate) || rl.InitialMarginRate.GreaterThan(decimal.NewFromInt(1)) {
+		v.bad("%s: riskLimit.initialMarginRate must be between maintenanceMarginRate and 1, got %s", where, rl.InitialMarginRate)
+	}
+	for _, f := range []struct {
+		name string
+		v    decimal.Decimal
+	}{{"marginRateStep", rl.MarginRateStep}, {"riskLimitBase", rl.RiskLimitBase}, {"riskLimitStep", rl.RiskLimitStep}} {
+		if f.v.IsNegative() {
+			v.bad("%s: riskLimit.%s must not be negative", where, f.name)
+		}
+	}
+	if rl.MaxRiskLimitSteps < 0 {
+		v.bad("%s: riskLimit.maxRiskLimitSteps must not be negative", where)
+	}
+	if rl.MaxQuantity.IsZero() {
+		rl.MaxQuantity = c.BaseMaxQuantity
+	}
+	if !rl.MaxQuantity.IsPositive() {
+		v.bad("%s: riskLimit.maxQuantity must be positive", where)
+	}
+}
+
+// balances checks the futures balance and the spot balances.
+func (v *normalizer) balances(balance decimal.Decimal, spot map[string]decimal.Decimal) {
+	if balance.IsNegative() {
+		v.bad("balance must not be negative, got %s", balance)
+	}
+	for c, b := range spot {
+		if !v.currencies[c] {
+			v.bad("spotBalances: currency %q is not in currencies", c)
+		}
+		if b.IsNegative() {
+			v.bad("spotBalances[%s]: must not be negative", c)
+		}
+	}
+}
+
+// positions checks each position, on a contract, at most one per symbol.
+func (v *normalizer) positions(positions []PositionSpec) {
 	held := map[string]bool{}
-	for i := range n.Positions {
-		p := &n.Positions[i]
+	for i := range positions {
+		p := &positions[i]
 		where := fmt.Sprintf("positions[%d]", i)
 		if p.Symbol != "" {
 			where += fmt.Sprintf(" (%s)", p.Symbol)
 		}
 		for _, err := range p.check() {
-			bad("%s: %w", where, err)
+			v.bad("%s: %w", where, err)
 		}
-		if _, ok := contracts[p.Symbol]; !ok && p.Symbol != "" {
-			bad("%s: symbol %q is not a contract symbol", where, p.Symbol)
+		if _, ok := v.contracts[p.Symbol]; !ok && p.Symbol != "" {
+			v.bad("%s: symbol %q is not a contract symbol", where, p.Symbol)
 		}
 		if held[p.Symbol] {
-			bad("%s: a position on %q is already listed", where, p.Symbol)
+			v.bad("%s: a position on %q is already listed", where, p.Symbol)
 		}
 		held[p.Symbol] = true
 	}
+}
 
-	for sym, k := range s.OpenOrders {
-		if _, ok := contracts[sym]; !ok {
-			bad("openOrders: symbol %q is not a contract symbol", sym)
+// openOrders checks the open orders' counts, each on a contract.
+func (v *normalizer) openOrders(orders map[string]int) {
+	for sym, k := range orders {
+		if _, ok := v.contracts[sym]; !ok {
+			v.bad("openOrders: symbol %q is not a contract symbol", sym)
 		}
 		if k < 0 || k > maxOpenOrders {
-			bad("openOrders[%s]: must be in 0..%d, got %d", sym, maxOpenOrders, k)
+			v.bad("openOrders[%s]: must be in 0..%d, got %d", sym, maxOpenOrders, k)
 		}
 	}
+}
 
-	n.Indexes = append([]IndexSpec(nil), s.Indexes...)
-	indexes := map[string]bool{}
-	for i := range n.Indexes {
-		ix := &n.Indexes[i]
-		where := fmt.Sprintf("indexes[%d]", i)
-		if ix.Name != "" {
-			where += fmt.Sprintf(" (%s)", ix.Name)
-		}
-		switch {
-		case ix.Name == "":
-			bad("%s: name is required", where)
-		case ix.Name == indexValueName || strings.Contains(ix.Name, "/"):
-			bad("%s: name %q is reserved or not a path segment", where, ix.Name)
-		case indexes[ix.Name]:
-			bad("%s: duplicate index name", where)
-		}
-		indexes[ix.Name] = true
-		if ix.Interval == 0 {
-			ix.Interval = Duration(time.Second)
-		}
-		if time.Duration(ix.Interval) < time.Millisecond {
-			bad("%s: interval must be at least 1ms, got %s", where, time.Duration(ix.Interval))
-		}
-		if ix.Scale == nil {
-			scale := 2
-			for _, c := range n.Contracts {
-				if c.Base == ix.Name {
-					scale = c.QuoteScale
-					break
-				}
-			}
-			ix.Scale = &scale
-		} else if *ix.Scale < 0 || *ix.Scale > 18 {
-			bad("%s: scale must be in 0..18, got %d", where, *ix.Scale)
-		}
-		switch {
-		case len(ix.Points) > 0 && ix.Walk != nil:
-			bad("%s: give either points or walk, not both", where)
-		case len(ix.Points) == 0 && ix.Walk == nil:
-			bad("%s: a path is required: points or walk", where)
-		case ix.Walk != nil:
-			w := ix.Walk
-			if !w.Start.IsPositive() {
-				bad("%s: walk.start must be positive", where)
-			}
-			if w.Volatility < 0 || w.Volatility > 1 || w.Volatility != w.Volatility {
-				bad("%s: walk.volatility must be in 0..1 (per √second), got %v", where, w.Volatility)
-			}
-			if w.Drift < -1 || w.Drift > 1 || w.Drift != w.Drift {
-				bad("%s: walk.drift must be in -1..1 (per second), got %v", where, w.Drift)
-			}
-		default:
-			for j, pt := range ix.Points {
-				if !pt.Price.IsPositive() {
-					bad("%s: points[%d].price must be positive", where, j)
-				}
-				if pt.At < 0 {
-					bad("%s: points[%d].at must not be negative", where, j)
-				}
-				if j > 0 && pt.At <= ix.Points[j-1].At {
-					bad("%s: points[%d].at must be after points[%d].at", where, j, j-1)
-				}
-			}
-		}
+// index checks indexes[i], records its name in seen, and fills its
+// defaults: a second's interval, the scale of the quote of the contract
+// whose base it is (else 2).
+func (v *normalizer) index(i int, ix *IndexSpec, seen map[string]bool, contracts []ContractSpec) {
+	where := fmt.Sprintf("indexes[%d]", i)
+	if ix.Name != "" {
+		where += fmt.Sprintf(" (%s)", ix.Name)
 	}
-	for _, c := range n.Contracts {
-		if c.Base != "" && !indexes[c.Base] {
-			bad("contract %q: no index named %q (its base) in indexes", c.Name, c.Base)
-		}
+	switch {
+	case ix.Name == "":
+		v.bad("%s: name is required", where)
+	case ix.Name == indexValueName || strings.Contains(ix.Name, "/"):
+		v.bad("%s: name %q is reserved or not a path segment", where, ix.Name)
+	case seen[ix.Name]:
+		v.bad("%s: duplicate index name", where)
 	}
+	seen[ix.Name] = true
+	if ix.Interval == 0 {
+		ix.Interval = Duration(time.Second)
+	}
+	if time.Duration(ix.Interval) < time.Millisecond {
+		v.bad("%s: interval must be at least 1ms, got %s", where, time.Duration(ix.Interval))
+	}
+	if ix.Scale == nil {
+		scale := 2
+		for _, c := range contracts {
+			if c.Base == ix.Name {
+				scale = c.QuoteScale
+				break
+			}
+		}
+		ix.Scale = &scale
+	} else if *ix.Scale < 0 || *ix.Scale > 18 {
+		v.bad("%s: scale must be in 0..18, got %d", where, *ix.Scale)
+	}
+	v.path(where, ix)
+}
 
-	if s.ClosedOrders < 0 || s.ClosedOrders > maxClosedOrders {
-		bad("closedOrders must be in 0..%d, got %d", maxClosedOrders, s.ClosedOrders)
+// path checks an index's price path: points or a walk, not both.
+func (v *normalizer) path(where string, ix *IndexSpec) {
+	switch {
+	case len(ix.Points) > 0 && ix.Walk != nil:
+		v.bad("%s: give either points or walk, not both", where)
+	case len(ix.Points) == 0 && ix.Walk == nil:
+		v.bad("%s: a path is required: points or walk", where)
+	case ix.Walk != nil:
+		w := ix.Walk
+		if !w.Start.IsPositive() {
+			v.bad("%s: walk.start must be positive", where)
+		}
+		if w.Volatility < 0 || w.Volatility > 1 || w.Volatility != w.Volatility {
+			v.bad("%s: walk.volatility must be in 0..1 (per √second), got %v", where, w.Volatility)
+		}
+		if w.Drift < -1 || w.Drift > 1 || w.Drift != w.Drift {
+			v.bad("%s: walk.drift must be in -1..1 (per second), got %v", where, w.Drift)
+		}
+	default:
+		for j, pt := range ix.Points {
+			if !pt.Price.IsPositive() {
+				v.bad("%s: points[%d].price must be positive", where, j)
+			}
+			if pt.At < 0 {
+				v.bad("%s: points[%d].at must not be negative", where, j)
+			}
+			if j > 0 && pt.At <= ix.Points[j-1].At {
+				v.bad("%s: points[%d].at must be after points[%d].at", where, j, j-1)
+			}
+		}
+	}
+}
+
+// closedOrders checks the closed orders' count and fills their spacing's
+// default, an hour.
+func (v *normalizer) closedOrders(n *Scenario) {
+	if n.ClosedOrders < 0 || n.ClosedOrders > maxClosedOrders {
+		v.bad("closedOrders must be in 0..%d, got %d", maxClosedOrders, n.ClosedOrders)
 	}
 	if n.ClosedOrderSpacing == 0 {
 		n.ClosedOrderSpacing = Duration(time.Hour)
 	}
 	if n.ClosedOrderSpacing < 0 {
-		bad("closedOrderSpacing must be positive")
+		v.bad("closedOrderSpacing must be positive")
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("invalid scenario:\n%w", err)
-	}
-	return &n, nil
 }
 
 // check fills the defaults of a position and checks it on its own.

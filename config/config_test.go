@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -37,7 +37,7 @@ rules:
 
 func TestLoadConfigExample(t *testing.T) {
 	t.Parallel()
-	cfg, err := loadConfig("../../rules.example.yaml", envMap(nil))
+	cfg, err := load("../rules.example.yaml", envMap(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestLoadConfigExample(t *testing.T) {
 func TestLoadConfigDefaults(t *testing.T) {
 	t.Parallel()
 	path := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n"+minimalRules)
-	cfg, err := loadConfig(path, envMap(nil))
+	cfg, err := load(path, envMap(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ notify:
   channels:
     team: {type: slack, webhook_url_env: SLACK_WEBHOOK}
 `+minimalRules)
-	cfg, err := loadConfig(path, envMap(map[string]string{
+	cfg, err := load(path, envMap(map[string]string{
 		"RISKGUARD_ENGINE_INTERVAL":               "5s",
 		"RISKGUARD_ENGINE_DRY_RUN":                "true",
 		"RISKGUARD_ENGINE_MAX_ACTIONS_PER_MINUTE": "3",
@@ -151,7 +151,7 @@ func TestLoadConfigSecrets(t *testing.T) {
 	t.Run("files", func(t *testing.T) {
 		path := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n  api_key_file: "+keyFile+
 			"\n  api_secret_file: "+secretFile+"\n"+minimalRules)
-		cfg, err := loadConfig(path, envMap(nil))
+		cfg, err := load(path, envMap(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestLoadConfigSecrets(t *testing.T) {
 		if err := os.Chmod(path, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := loadConfig(path, envMap(nil))
+		cfg, err := load(path, envMap(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestLoadConfigSecrets(t *testing.T) {
 	})
 	t.Run("env wins", func(t *testing.T) {
 		path := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n  api_key_file: "+keyFile+"\n"+minimalRules)
-		cfg, err := loadConfig(path, envMap(map[string]string{"RISKGUARD_API_KEY": "env-key"}))
+		cfg, err := load(path, envMap(map[string]string{"RISKGUARD_API_KEY": "env-key"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +196,7 @@ func TestLoadConfigSecrets(t *testing.T) {
 	})
 	t.Run("missing file", func(t *testing.T) {
 		path := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n  api_secret_file: /nonexistent/secret\n"+minimalRules)
-		_, err := loadConfig(path, envMap(nil))
+		_, err := load(path, envMap(nil))
 		if err == nil || !strings.Contains(err.Error(), ":3:20: exchange.api_secret_file: cannot read") {
 			t.Errorf("err = %v", err)
 		}
@@ -315,7 +315,7 @@ engine:
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := writeConfig(t, tc.body)
-			_, err := loadConfig(path, envMap(tc.env))
+			_, err := load(path, envMap(tc.env))
 			var list *rules.ErrorList
 			if !errors.As(err, &list) {
 				t.Fatalf("err = %v (%T), want *rules.ErrorList", err, err)
@@ -334,7 +334,7 @@ engine:
 
 func TestLoadConfigMissingFile(t *testing.T) {
 	t.Parallel()
-	_, err := loadConfig(filepath.Join(t.TempDir(), "nope.yaml"), envMap(nil))
+	_, err := load(filepath.Join(t.TempDir(), "nope.yaml"), envMap(nil))
 	if err == nil || !strings.Contains(err.Error(), "read config") {
 		t.Errorf("err = %v", err)
 	}
@@ -346,12 +346,17 @@ func TestMaxWindowRefused(t *testing.T) {
 	t.Parallel()
 	rule := "rules:\n  - name: r1\n    when: drawdown(account.equity, \"2d\") > 0.1\n"
 	path := writeConfig(t, "exchange:\n  base_url: https://api.example.com\n"+rule)
-	_, err := loadConfig(path, envMap(nil))
+	_, err := load(path, envMap(nil))
 	if err == nil || !strings.Contains(err.Error(), path+`:5:11: rule "r1": when: drawdown(account.equity, "48h"): the window is longer than engine.max_window (24h)`) {
 		t.Errorf("err = %v", err)
 	}
 	path = writeConfig(t, "exchange:\n  base_url: https://api.example.com\nengine:\n  max_window: 72h\n"+rule)
-	if _, err := loadConfig(path, envMap(nil)); err != nil {
+	if _, err := load(path, envMap(nil)); err != nil {
 		t.Errorf("with max_window 72h: %v", err)
 	}
+}
+
+// load loads path with the default options, as run does.
+func load(path string, getenv func(string) string) (*Config, error) {
+	return Load(path, getenv, Options{})
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/shopspring/decimal"
 )
 
@@ -146,6 +147,11 @@ func (c Config) stress() stressSettings {
 
 // laneDistance is the fast lane's distance when the lane is on, 0 when it
 // is off: a floor of the settings calls (act.Model.Floor).
+// reconcileSettings are the settings the reconciler reads.
+func (c Config) reconcileSettings() reconcile.Settings {
+	return reconcile.Settings{LiquidationMargin: c.LiquidationMargin, ConfirmReads: c.LiquidationConfirmReads, Interval: c.Interval}
+}
+
 func (c Config) laneDistance() float64 {
 	if c.FastInterval <= 0 || c.FastInterval >= c.Interval {
 		return 0

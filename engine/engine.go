@@ -20,6 +20,7 @@ import (
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
@@ -117,7 +118,7 @@ type Engine struct {
 	lane laneState
 	// recon names every change of a position the guard did not make
 	// (tick-owned).
-	recon *reconciler
+	recon *reconcile.Reconciler
 	// bg waits for the reads made in the background (a liquidation's
 	// evidence) before the journal closes.
 	bg sync.WaitGroup
@@ -243,15 +244,14 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			readBack:       e.model.fit.noteReadBack,
 			noted:          e.board.note,
 		}})
-	e.recon = newReconciler()
-	e.recon.setConfig(cfg)
-	e.recon.marked = e.board.liquidation
+	marked := e.board.liquidation
 	if cr, ok := d.Actuator.(ClosedOrderReader); ok && !e.cfg.DryRun {
-		e.recon.marked = func(l LiquidationStatus) {
+		marked = func(l reconcile.Liquidation) {
 			e.board.liquidation(l)
-			evidence(&e.bg, cr, e.jr, l)
+			reconcile.Evidence(&e.bg, cr, e.jr, l)
 		}
 	}
+	e.recon = reconcile.New(cfg.reconcileSettings(), marked)
 	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: &e.model, lane: &e.lane, changed: e.file.changed, recon: e.recon})
 	e.jr.Restore(restored)
 	e.interrupted(lost)
@@ -278,7 +278,7 @@ func (e *Engine) interrupted(lost []journal.Record) {
 			// the account is read (act.Intent).
 			in := act.IntentOf(r)
 			e.eval.adopt(in)
-			e.recon.adopted(in)
+			e.recon.Adopted(in)
 			reason = fmt.Sprintf("found at the start at %s: the run that sent this order stopped before its outcome; no result was recorded, so the exchange may have filled it: it is taken as sent (never sent again as such), its rules' cooldowns count from it, and the account read at the next tick says what it did",
 				now.UTC().Format(time.RFC3339Nano))
 		}
@@ -516,7 +516,7 @@ func (e *Engine) applyPending() {
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
 		e.disp.setConfig(e.cfg)
 		e.eval.setConfig(e.cfg)
-		e.recon.setConfig(e.cfg)
+		e.recon.SetConfig(e.cfg.reconcileSettings())
 		e.view.Forget() // the index names may have changed
 	}
 	if set == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -116,7 +117,7 @@ type evalDeps struct {
 	changed func()
 	// recon names what became of a position gone: liquidated, closed,
 	// turned over.
-	recon *reconciler
+	recon *reconcile.Reconciler
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -765,11 +766,11 @@ func (v *evaluator) forgetGone(ctx context.Context, now time.Time, rep *TickRepo
 		// resolve with a "✅": they end quietly.
 		quiet := false
 		if v.recon != nil {
-			said, evs := v.recon.gone(now, key, why)
+			said, evs := v.recon.Gone(now, key, why)
 			for _, ev := range evs {
 				v.emit(ctx, rep, ev)
 			}
-			if said == reasonLiquidated || said == reasonTurned {
+			if said == reconcile.ReasonLiquidated || said == reconcile.ReasonTurned {
 				reason, quiet = said, true
 			}
 		}

@@ -117,7 +117,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.model.vol.observe(now, e.view.Rows)
 		e.model.stress = e.cfg.stress()
 		e.model.rules, e.model.fastDistance = e.eval.ruleSet(), e.cfg.laneDistance()
-		for _, ev := range e.recon.observe(now, &e.view) {
+		for _, ev := range e.recon.Observe(now, &e.view) {
 			e.emit(ctx, rep, ev)
 		}
 		if f, fresh := e.model.checkFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
@@ -126,7 +126,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		}
 		plans, due := e.eval.evaluate(ctx, now, &e.view, rows, rep)
 		e.disp.runPlans(ctx, now, snap, plans, rep, e.eval.ruleSet())
-		e.recon.acted(now, rep.Actions)
+		e.recon.Acted(now, rep.Actions)
 		e.eval.finish(ctx, now, due, rep)
 		e.warmVolatility(ctx, now, volWarmLimit)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
@@ -168,6 +169,10 @@ func (l LiquidationStatus) lossText() string {
 	}
 	return "its margin " + l.Margin.Round(2).StringFixed(2) + " (isolated)"
 }
+
+// ClosedOrderReader is an exchange adapter that lists the closed orders: a
+// liquidation's evidence (reconcile.Evidence).
+type ClosedOrderReader = reconcile.ClosedOrderReader
 
 // CallInFlight is a mutating call still running.
 type CallInFlight struct {
@@ -389,11 +394,11 @@ func (b *board) note(at time.Time, symbol, rule, text string) {
 // maxLiquidationsKept bounds the liquidations the board keeps marked.
 const maxLiquidationsKept = 100
 
-// liquidation keeps l marked until it is acknowledged.
-func (b *board) liquidation(l LiquidationStatus) {
-	if l.Loss == "" {
-		l.Loss = l.lossText()
-	}
+// liquidation keeps the reconciler's rl marked until it is acknowledged.
+func (b *board) liquidation(rl reconcile.Liquidation) {
+	l := LiquidationStatus{Time: rl.Time, Symbol: rl.Symbol, Side: rl.Side, Quantity: rl.Quantity, LiquidationPrice: rl.LiquidationPrice,
+		Index: rl.Index, Margin: rl.Margin, Cross: rl.Cross, Text: rl.Text}
+	l.Loss = l.lossText()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.liquidated = append(b.liquidated, l)

@@ -1,4 +1,4 @@
-package engine
+package reconcile
 
 import (
 	"strings"
@@ -36,68 +36,68 @@ func TestReconcilerNamesWhatTheGuardDidNotDo(t *testing.T) {
 	long := market.Key{ID: "1_103", Dir: exchange.Long}
 	cases := []struct {
 		name  string
-		steps func(r *reconciler) []event
+		steps func(r *Reconciler) []journal.Event
 		want  []string // audit types and a text each must contain, in order: "type: text"
 	}{
-		{"liquidated: gone with the index past its liquidation price", func(r *reconciler) []event {
-			evs := r.observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "145.2")))
-			evs = append(evs, r.observe(at(2), view(emptyRow("144.5")))...)
-			_, g := r.gone(at(2), long, "listed empty")
+		{"liquidated: gone with the index past its liquidation price", func(r *Reconciler) []journal.Event {
+			evs := r.Observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "145.2")))
+			evs = append(evs, r.Observe(at(2), view(emptyRow("144.5")))...)
+			_, g := r.Gone(at(2), long, "listed empty")
 			return append(evs, g...)
 		}, []string{"liquidated: LIQUIDATED: XSOL LONG 400 at 15x (listed empty; its liquidation price 144.907, index 144.5)"}},
-		{"liquidated: missing past the grace, last seen within 1% of it", func(r *reconciler) []event {
-			evs := r.observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "146.0")))
-			_, g := r.gone(at(8), long, "not listed for 8s")
+		{"liquidated: missing past the grace, last seen within 1% of it", func(r *Reconciler) []journal.Event {
+			evs := r.Observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "146.0")))
+			_, g := r.Gone(at(8), long, "not listed for 8s")
 			return append(evs, g...)
 		}, []string{"liquidated: LIQUIDATED: XSOL LONG 400"}},
-		{"closed far from liquidation", func(r *reconciler) []event {
-			r.observe(at(0), view(reconRow(exchange.Long, "400", "100", "150")))
-			r.observe(at(2), view(emptyRow("150")))
-			_, g := r.gone(at(2), long, "listed empty")
+		{"closed far from liquidation", func(r *Reconciler) []journal.Event {
+			r.Observe(at(0), view(reconRow(exchange.Long, "400", "100", "150")))
+			r.Observe(at(2), view(emptyRow("150")))
+			_, g := r.Gone(at(2), long, "listed empty")
 			return g
 		}, []string{"closed: XSOL LONG 400 closed without an order of the guard (listed empty), index 150, 33.33% from its liquidation price 100"}},
-		{"grew by hand", func(r *reconciler) []event {
-			r.observe(at(0), view(reconRow(exchange.Long, "10", "100", "150")))
-			return r.observe(at(2), view(reconRow(exchange.Long, "30", "120", "150")))
+		{"grew by hand", func(r *Reconciler) []journal.Event {
+			r.Observe(at(0), view(reconRow(exchange.Long, "10", "100", "150")))
+			return r.Observe(at(2), view(reconRow(exchange.Long, "30", "120", "150")))
 		}, []string{"position: XSOL LONG grew 10 → 30 without an order of the guard"}},
-		{"reduced by the guard's own order: nothing said", func(r *reconciler) []event {
-			r.observe(at(0), view(reconRow(exchange.Long, "400", "100", "150")))
-			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.NewFromInt(200)}})
-			return r.observe(at(2), view(reconRow(exchange.Long, "200", "90", "150")))
+		{"reduced by the guard's own order: nothing said", func(r *Reconciler) []journal.Event {
+			r.Observe(at(0), view(reconRow(exchange.Long, "400", "100", "150")))
+			r.Acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.NewFromInt(200)}})
+			return r.Observe(at(2), view(reconRow(exchange.Long, "200", "90", "150")))
 		}, nil},
-		{"closed by the guard's own order near its liquidation price: not a liquidation", func(r *reconciler) []event {
-			r.observe(at(0), view(reconRow(exchange.Long, "0.1", "131.572", "132.63")))
-			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.RequireFromString("0.1")}})
-			r.observe(at(2), view(emptyRow("132.63")))
-			why, g := r.gone(at(2), long, "listed empty")
+		{"closed by the guard's own order near its liquidation price: not a liquidation", func(r *Reconciler) []journal.Event {
+			r.Observe(at(0), view(reconRow(exchange.Long, "0.1", "131.572", "132.63")))
+			r.Acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.RequireFromString("0.1")}})
+			r.Observe(at(2), view(emptyRow("132.63")))
+			why, g := r.Gone(at(2), long, "listed empty")
 			if why != "position closed by the guard's order" {
 				t.Errorf("closed by its own order: %q", why)
 			}
 			return g
 		}, nil},
-		{"closed by the guard's own order, the next read 20 s later: still not a liquidation", func(r *reconciler) []event {
+		{"closed by the guard's own order, the next read 20 s later: still not a liquidation", func(r *Reconciler) []journal.Event {
 			// ownFor is 9 s at a 2 s interval; a slow exchange's next read
 			// comes later, and it is still the read after the order.
-			r.observe(at(0), view(reconRow(exchange.Long, "0.1", "131.572", "132.63")))
-			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.RequireFromString("0.1")}})
-			r.observe(at(20), view(emptyRow("132.63")))
-			why, g := r.gone(at(20), long, "listed empty")
+			r.Observe(at(0), view(reconRow(exchange.Long, "0.1", "131.572", "132.63")))
+			r.Acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.RequireFromString("0.1")}})
+			r.Observe(at(20), view(emptyRow("132.63")))
+			why, g := r.Gone(at(20), long, "listed empty")
 			if why != "position closed by the guard's order" {
 				t.Errorf("closed by its own order, read 20 s later: %q", why)
 			}
 			return g
 		}, nil},
-		{"liquidated right after a partial order of the guard", func(r *reconciler) []event {
-			r.observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "145.2")))
-			r.acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.NewFromInt(100)}})
-			r.observe(at(2), view(emptyRow("144.5")))
-			_, g := r.gone(at(2), long, "listed empty")
+		{"liquidated right after a partial order of the guard", func(r *Reconciler) []journal.Event {
+			r.Observe(at(0), view(reconRow(exchange.Long, "400", "144.907", "145.2")))
+			r.Acted(at(0), []journal.ActionEvent{{Symbol: "XSOL", Outcome: "sent", Quantity: decimal.NewFromInt(100)}})
+			r.Observe(at(2), view(emptyRow("144.5")))
+			_, g := r.Gone(at(2), long, "listed empty")
 			return g
 		}, []string{"liquidated: LIQUIDATED: XSOL LONG 400"}},
-		{"turned to the other side", func(r *reconciler) []event {
-			r.observe(at(0), view(reconRow(exchange.Long, "40", "100", "150")))
-			evs := r.observe(at(2), view(reconRow(exchange.Short, "60", "200", "150")))
-			why, g := r.gone(at(6), long, "not listed for 4s")
+		{"turned to the other side", func(r *Reconciler) []journal.Event {
+			r.Observe(at(0), view(reconRow(exchange.Long, "40", "100", "150")))
+			evs := r.Observe(at(2), view(reconRow(exchange.Short, "60", "200", "150")))
+			why, g := r.Gone(at(6), long, "not listed for 4s")
 			if why != "position turned to the other side" || len(g) != 0 {
 				t.Errorf("the turned side gone: %q %v", why, g)
 			}
@@ -106,8 +106,7 @@ func TestReconcilerNamesWhatTheGuardDidNotDo(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := newReconciler()
-			r.setConfig(Config{LiquidationMargin: 0.01, Interval: 2 * time.Second})
+			r := New(Settings{LiquidationMargin: 0.01, Interval: 2 * time.Second}, nil)
 			evs := c.steps(r)
 			if len(evs) != len(c.want) {
 				t.Fatalf("%d events, want %d: %+v", len(evs), len(c.want), evs)

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/riskguard/riskguard/engine/model"
 	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/shopspring/decimal"
 )
@@ -140,18 +141,18 @@ const TickRequests = 3
 const minSnapshotAge = 3 * time.Second
 
 // stress is the stress grid's settings of the config.
-func (c Config) stress() stressSettings {
-	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely, fastMove: c.FastMove, fastWindow: c.FastMoveWindow,
-		orderCost: c.OrderCost, dust: decimal.NewFromFloat(c.DustNotional), asAsked: c.OrdersAsAsked}
+func (c Config) stress() model.Stress {
+	return model.Stress{Horizon: c.StressHorizon, Floor: c.StressSigmaFloor, Likely: c.StressLikely, FastMove: c.FastMove, FastWindow: c.FastMoveWindow,
+		OrderCost: c.OrderCost, Dust: decimal.NewFromFloat(c.DustNotional), AsAsked: c.OrdersAsAsked}
 }
 
-// laneDistance is the fast lane's distance when the lane is on, 0 when it
-// is off: a floor of the settings calls (act.Model.Floor).
 // reconcileSettings are the settings the reconciler reads.
 func (c Config) reconcileSettings() reconcile.Settings {
 	return reconcile.Settings{LiquidationMargin: c.LiquidationMargin, ConfirmReads: c.LiquidationConfirmReads, Interval: c.Interval}
 }
 
+// laneDistance is the fast lane's distance when the lane is on, 0 when it
+// is off: a floor of the settings calls (act.Model.Floor).
 func (c Config) laneDistance() float64 {
 	if c.FastInterval <= 0 || c.FastInterval >= c.Interval {
 		return 0

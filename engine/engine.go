@@ -20,6 +20,7 @@ import (
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/model"
 	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/exchange"
@@ -109,8 +110,8 @@ type Engine struct {
 	// ctl holds the silences and pauses, with its own lock, and says
 	// what changes them.
 	ctl *control.Service
-	// model is the margin model watched and predicted with (model.go).
-	model modelWatch
+	// model is the margin model watched and predicted with (engine/model).
+	model *model.Watch
 	// disp sends the mutating calls the tick decides, with the breaker,
 	// the backoff and the executor.
 	disp *dispatcher
@@ -161,6 +162,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.eval = newEvaluator(set, kinds, window.NewStore(set, cfg.Interval, hist, d.Logger), cfg)
+	e.model = model.New(e.eval.win, d.Logger)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -239,9 +241,9 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			skipped:        e.eval.skipped,
 			accountSettled: e.eval.accountSettled,
 			changed:        e.file.changed,
-			model:          func(snap *market.Snapshot) *act.Model { return e.model.account(&e.view, e.rowsFor(snap)) },
-			moved:          e.model.moved,
-			readBack:       e.model.fit.noteReadBack,
+			model:          func(snap *market.Snapshot) *act.Model { e.rowsFor(snap); return e.model.Account(&e.view) },
+			moved:          e.model.Moved,
+			readBack:       e.model.NoteReadBack,
 			noted:          e.board.note,
 		}})
 	marked := e.board.liquidation
@@ -252,7 +254,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		}
 	}
 	e.recon = reconcile.New(cfg.reconcileSettings(), marked)
-	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: &e.model, lane: &e.lane, changed: e.file.changed, recon: e.recon})
+	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: e.model, lane: &e.lane, changed: e.file.changed, recon: e.recon})
 	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {
@@ -430,9 +432,9 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 	} else if acct.HasOpenCross() {
 		return c, nil
 	}
-	e.model.stress = e.cfg.stress()
-	c.SigmaFrom = e.warmForCheck(ctx, now)
-	c.Stress = acct.Stress(e.model.sigmaOf(&e.view, e.model.stress), e.model.stress.likely, nil)
+	st := e.cfg.stress()
+	c.SigmaFrom = e.model.WarmForCheck(ctx, now, &e.view)
+	c.Stress = acct.Stress(e.model.Sigma(&e.view, st), st.Likely, nil)
 	return c, nil
 }
 

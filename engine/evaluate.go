@@ -16,6 +16,7 @@ import (
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/model"
 	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/rules"
@@ -110,7 +111,7 @@ type evalDeps struct {
 	log     *slog.Logger
 	metrics *journal.Metrics
 	// model computes the tick's account for the rules that read it.
-	model *modelWatch
+	model *model.Watch
 	// lane takes in each evaluated position's distance.
 	lane *laneState
 	// changed marks the state to be saved.
@@ -132,9 +133,6 @@ type posExtra struct {
 	// one build is a duplicate, an empty one closes the position.
 	rowGen, closedGen uint64
 	// mm is the position's maintenance margin, worked out from mmIn.
-	mm      decimal.Decimal
-	mmFloat float64
-	mmIn    mmInputs
 	// series is the position's samples for the windowed terms.
 	series window.Series
 	// refused is the last settings call the exchange refused for good,
@@ -333,7 +331,7 @@ type money struct {
 // first asked (moneyChanged, skipped); not ok outside a tick.
 func (v *evaluator) money() money {
 	if !v.moneyAsked && v.model != nil && v.moneyTV != nil {
-		v.moneyVal.sig, v.moneyVal.free, v.moneyVal.ok = v.model.account(v.moneyTV, v.moneyRows).MoneySig()
+		v.moneyVal.sig, v.moneyVal.free, v.moneyVal.ok = v.model.Account(v.moneyTV).MoneySig()
 		v.moneyAsked = true
 	}
 	return v.moneyVal
@@ -389,7 +387,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 	v.unreadable(ctx, now, snap)
 	v.win.Begin()
 	if v.win.NeedAccount() {
-		v.acct = v.model.accountOf(tv, rows)
+		v.acct = v.model.AccountOf(tv)
 		v.env.Account = v.acct
 		v.acctEnv.FillAccount(&v.acct, now)
 		v.win.SampleAccount(ctx, now, &v.acctEnv)

@@ -381,60 +381,13 @@ func (v *evaluator) takeActed() bool {
 // rules whose actions are due, for finish.
 func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View, rows []tickRow, rep *TickReport) ([]*act.Plan, []*act.AccountDue) {
 	plans := v.plans[:0] // the positions with actions due, run once every position is evaluated
-	snap := tv.Snap
-	v.seen = 0
-	v.moneyTV, v.moneyRows, v.moneyAsked = tv, rows, false
-	v.unreadable(ctx, now, snap)
-	v.win.Begin()
-	if v.win.NeedAccount() {
-		v.acct = v.model.AccountOf(tv)
-		v.env.Account = v.acct
-		v.acctEnv.FillAccount(&v.acct, now)
-		v.win.SampleAccount(ctx, now, &v.acctEnv)
-	}
+	v.begin(ctx, now, tv, rows)
 	due := v.evaluateAccount(ctx, now, rows, rep)
 	for i := range rows {
 		row := &rows[i]
-		p, key := row.P, row.Key
-		if p.Empty {
-			continue // closed: join marked its state
-		}
-		if row.dup {
-			// Two positions with one identity (the spec forms the id from
-			// user and symbol): each is evaluated under its direction; a
-			// true duplicate is reported and the second skipped.
-			v.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
+		ps, why, ok := v.listRow(ctx, now, tv.Snap, row, rep)
+		if !ok {
 			continue
-		}
-		sym := row.Sym
-		if sym == nil {
-			// Keep what the rules remember of it: the symbol may be known
-			// again after the next refresh.
-			if ps := row.ps; ps != nil {
-				v.markSeen(ps, now)
-			}
-			v.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
-			continue
-		}
-		rep.Positions++
-		why, hasIndex := v.rowIndex(snap, row, now)
-		if !hasIndex {
-			v.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
-		}
-		market.FillRow(&v.env, row.Row, hasIndex, now)
-		v.lane.observe(sym.Name, &v.env)
-		ps := row.ps
-		if ps != nil && len(ps.Rules) == len(v.set.Rules) {
-			if ps.Symbol != sym.Name {
-				ps.Symbol = sym.Name
-			}
-		} else {
-			ps = v.posState(key, sym.Name)
-			row.ps = ps
-		}
-		v.markListed(ps, now)
-		if v.win.Positional() {
-			v.win.SamplePosition(ctx, now, &ps.X.series, &v.env, row.IndexName)
 		}
 		// The plan is built in scratch the engine keeps: one that stays
 		// empty (nearly every position, every tick) costs nothing. Only
@@ -445,102 +398,10 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 		if !pl.Empty() {
 			*pl = act.Plan{}
 		}
-		// valid: the position's inputs have data, so a rule that reads
-		// neither windows nor the account is evaluated without the
-		// checks (condition's) it would pass anyway.
-		valid := why == "" && v.env.NoData() == ""
-		// Locals the compiler keeps in registers across the loop.
-		posRules, states, env := v.posRules, ps.Rules, &v.env
-		// quick: plain rules may run through quietRun, which steps over the
-		// false ones on inactive states without leaving its loop.
-		quick := valid && v.nFailing == 0
-		// known: the rules whose state is known Inactive (posExtra.inactive),
-		// kept up to date below wherever a state is read or stepped.
-		var known uint64
-		if ps.X.inactiveEpoch == v.stateEpoch {
-			known = ps.X.inactive
-		}
-		evals := 0
-		for k := 0; k < len(posRules); k++ {
-			pr := &posRules[k]
-			ri := pr.ri
-			var cond alert.Condition
-			var reason, of string
-			if pr.plain && valid {
-				// The common case: a rule of every symbol without windows
-				// or account fields on a position with data, through its
-				// fast path. condition would find nothing missing.
-				var b, ok bool
-				if quick {
-					j := quietRun(posRules, k, pr.runEnd, states, env, &known, &b, &ok)
-					if j == pr.runEnd {
-						evals += j - k
-						k = j - 1
-						continue // the whole run false on inactive rules
-					}
-					evals += j - k + 1
-					k, pr = j, &posRules[j]
-					ri = pr.ri
-				} else {
-					evals++
-					b, ok = pr.fast(env)
-				}
-				switch {
-				case !ok || (v.nFailing != 0 && v.failing[ri]):
-					var err error
-					b, err = v.ev.EvalPrechecked(pr.r, env)
-					cond, reason = v.outcome(ri, pr.r, env, why, b, err)
-				case b:
-					cond = alert.True
-				case states[ri].State == alert.Inactive:
-					known |= 1 << ri
-					continue // false on an inactive rule: nothing to step
-				default:
-					cond = alert.False
-				}
-			} else {
-				r := pr.r
-				if pr.symbols && !r.AppliesTo(sym.Name) {
-					continue
-				}
-				if pr.windows {
-					v.win.Fill(ri, env)
-				}
-				evals++
-				if valid && !pr.checks {
-					b, err := v.ev.EvalPrechecked(r, env)
-					cond, reason = v.outcome(ri, r, env, why, b, err)
-				} else {
-					cond, reason, of = v.conditionOf(ri, r, env, why)
-				}
-				if cond == alert.False && states[ri].State == alert.Inactive {
-					known |= 1 << ri
-					continue
-				}
-			}
-			r, st := pr.r, &states[ri]
-			if stepNoop(r, st, cond) {
-				continue // no data again, ignored or failed: nothing to step
-			}
-			if of != "" {
-				reason = v.reasonOf(of, reason) // made only when it may be said
-			}
-			acts := v.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
-			if st.State == alert.Inactive {
-				known |= 1 << ri
-			} else {
-				known &^= 1 << ri
-			}
-			if acts {
-				pl.Pos, pl.Sym = p, sym
-				pl.Add(v.kinds, ri, r, st, nil, &v.ev, env)
-			}
-		}
-		ps.X.inactive, ps.X.inactiveEpoch = known, v.stateEpoch
-		rep.Evaluations += evals
+		v.evaluateRules(ctx, now, rep, row, ps, why, pl)
 		for _, d := range due {
-			if d.Targets[key] {
-				pl.Pos, pl.Sym = p, sym
+			if d.Targets[row.Key] {
+				pl.Pos, pl.Sym = row.P, row.Sym
 				pl.Add(v.kinds, d.Idx, d.Rule, d.St, d, &v.ev, &v.env)
 			}
 		}
@@ -553,6 +414,174 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 	}
 	v.plans = plans
 	return plans, due
+}
+
+// begin starts the tick's evaluation of view tv and its rows: the money
+// asked of the model is of them, the unreadable items are said, and the
+// account is made and sampled when a rule reads it.
+func (v *evaluator) begin(ctx context.Context, now time.Time, tv *market.View, rows []tickRow) {
+	v.seen = 0
+	v.moneyTV, v.moneyRows, v.moneyAsked = tv, rows, false
+	v.unreadable(ctx, now, tv.Snap)
+	v.win.Begin()
+	if v.win.NeedAccount() {
+		v.acct = v.model.AccountOf(tv)
+		v.env.Account = v.acct
+		v.acctEnv.FillAccount(&v.acct, now)
+		v.win.SampleAccount(ctx, now, &v.acctEnv)
+	}
+}
+
+// listRow takes in a row of the tick (of snap at now) for its rules: ok
+// is false for one that is not evaluated (closed: join marked its state;
+// a duplicate; of an unknown symbol). For the others it fills the rules'
+// environment (v.env), marks the position listed, samples its windows,
+// and returns its state, created when it has none, with why its index
+// price is unusable ("" when it is usable).
+func (v *evaluator) listRow(ctx context.Context, now time.Time, snap *market.Snapshot, row *tickRow, rep *TickReport) (ps *posState, why string, ok bool) {
+	p := row.P
+	if p.Empty {
+		return nil, "", false // closed: join marked its state
+	}
+	if row.dup {
+		// Two positions with one identity (the spec forms the id from
+		// user and symbol): each is evaluated under its direction; a
+		// true duplicate is reported and the second skipped.
+		v.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
+		return nil, "", false
+	}
+	sym := row.Sym
+	if sym == nil {
+		// Keep what the rules remember of it: the symbol may be known
+		// again after the next refresh.
+		if ps := row.ps; ps != nil {
+			v.markSeen(ps, now)
+		}
+		v.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
+		return nil, "", false
+	}
+	rep.Positions++
+	why, hasIndex := v.rowIndex(snap, row, now)
+	if !hasIndex {
+		v.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
+	}
+	market.FillRow(&v.env, row.Row, hasIndex, now)
+	v.lane.observe(sym.Name, &v.env)
+	ps = row.ps
+	if ps != nil && len(ps.Rules) == len(v.set.Rules) {
+		if ps.Symbol != sym.Name {
+			ps.Symbol = sym.Name
+		}
+	} else {
+		ps = v.posState(row.Key, sym.Name)
+		row.ps = ps
+	}
+	v.markListed(ps, now)
+	if v.win.Positional() {
+		v.win.SamplePosition(ctx, now, &ps.X.series, &v.env, row.IndexName)
+	}
+	return ps, why, true
+}
+
+// evaluateRules runs the position rules on the row's position, whose
+// environment listRow filled and whose state is ps (why: its index price
+// is unusable, "" when usable), steps their states, and adds the actions
+// due to pl.
+func (v *evaluator) evaluateRules(ctx context.Context, now time.Time, rep *TickReport, row *tickRow, ps *posState, why string, pl *act.Plan) {
+	p, sym := row.P, row.Sym
+	// valid: the position's inputs have data, so a rule that reads
+	// neither windows nor the account is evaluated without the
+	// checks (condition's) it would pass anyway.
+	valid := why == "" && v.env.NoData() == ""
+	// Locals the compiler keeps in registers across the loop.
+	posRules, states, env := v.posRules, ps.Rules, &v.env
+	// quick: plain rules may run through quietRun, which steps over the
+	// false ones on inactive states without leaving its loop.
+	quick := valid && v.nFailing == 0
+	// known: the rules whose state is known Inactive (posExtra.inactive),
+	// kept up to date below wherever a state is read or stepped.
+	var known uint64
+	if ps.X.inactiveEpoch == v.stateEpoch {
+		known = ps.X.inactive
+	}
+	evals := 0
+	for k := 0; k < len(posRules); k++ {
+		pr := &posRules[k]
+		ri := pr.ri
+		var cond alert.Condition
+		var reason, of string
+		if pr.plain && valid {
+			// The common case: a rule of every symbol without windows
+			// or account fields on a position with data, through its
+			// fast path. condition would find nothing missing.
+			var b, ok bool
+			if quick {
+				j := quietRun(posRules, k, pr.runEnd, states, env, &known, &b, &ok)
+				if j == pr.runEnd {
+					evals += j - k
+					k = j - 1
+					continue // the whole run false on inactive rules
+				}
+				evals += j - k + 1
+				k, pr = j, &posRules[j]
+				ri = pr.ri
+			} else {
+				evals++
+				b, ok = pr.fast(env)
+			}
+			switch {
+			case !ok || (v.nFailing != 0 && v.failing[ri]):
+				var err error
+				b, err = v.ev.EvalPrechecked(pr.r, env)
+				cond, reason = v.outcome(ri, pr.r, env, why, b, err)
+			case b:
+				cond = alert.True
+			case states[ri].State == alert.Inactive:
+				known |= 1 << ri
+				continue // false on an inactive rule: nothing to step
+			default:
+				cond = alert.False
+			}
+		} else {
+			r := pr.r
+			if pr.symbols && !r.AppliesTo(sym.Name) {
+				continue
+			}
+			if pr.windows {
+				v.win.Fill(ri, env)
+			}
+			evals++
+			if valid && !pr.checks {
+				b, err := v.ev.EvalPrechecked(r, env)
+				cond, reason = v.outcome(ri, r, env, why, b, err)
+			} else {
+				cond, reason, of = v.conditionOf(ri, r, env, why)
+			}
+			if cond == alert.False && states[ri].State == alert.Inactive {
+				known |= 1 << ri
+				continue
+			}
+		}
+		r, st := pr.r, &states[ri]
+		if stepNoop(r, st, cond) {
+			continue // no data again, ignored or failed: nothing to step
+		}
+		if of != "" {
+			reason = v.reasonOf(of, reason) // made only when it may be said
+		}
+		acts := v.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
+		if st.State == alert.Inactive {
+			known |= 1 << ri
+		} else {
+			known &^= 1 << ri
+		}
+		if acts {
+			pl.Pos, pl.Sym = p, sym
+			pl.Add(v.kinds, ri, r, st, nil, &v.ev, env)
+		}
+	}
+	ps.X.inactive, ps.X.inactiveEpoch = known, v.stateEpoch
+	rep.Evaluations += evals
 }
 
 // finish closes the tick once its plans were handed to the dispatcher:

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/riskguard/riskguard/engine/lane"
 	"github.com/riskguard/riskguard/engine/model"
 	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/shopspring/decimal"
@@ -149,6 +150,11 @@ func (c Config) stress() model.Stress {
 // reconcileSettings are the settings the reconciler reads.
 func (c Config) reconcileSettings() reconcile.Settings {
 	return reconcile.Settings{LiquidationMargin: c.LiquidationMargin, ConfirmReads: c.LiquidationConfirmReads, Interval: c.Interval}
+}
+
+// lane is the fast lane's settings.
+func (c Config) lane() lane.Settings {
+	return lane.Settings{Interval: c.Interval, FastInterval: c.FastInterval, FastDistance: c.FastDistance}
 }
 
 // laneDistance is the fast lane's distance when the lane is on, 0 when it

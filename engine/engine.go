@@ -19,6 +19,7 @@ import (
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/lane"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/engine/model"
 	"github.com/riskguard/riskguard/engine/reconcile"
@@ -116,7 +117,7 @@ type Engine struct {
 	// the backoff and the executor.
 	disp *dispatcher
 	// lane is the fast lane's state (tick-owned).
-	lane laneState
+	lane lane.Lane
 	// recon names every change of a position the guard did not make
 	// (tick-owned).
 	recon *reconcile.Reconciler

@@ -15,6 +15,7 @@ import (
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/lane"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/engine/model"
 	"github.com/riskguard/riskguard/engine/reconcile"
@@ -113,7 +114,7 @@ type evalDeps struct {
 	// model computes the tick's account for the rules that read it.
 	model *model.Watch
 	// lane takes in each evaluated position's distance.
-	lane *laneState
+	lane *lane.Lane
 	// changed marks the state to be saved.
 	changed func()
 	// recon names what became of a position gone: liquidated, closed,
@@ -307,6 +308,21 @@ func (v *evaluator) alerts(in func(alert.State) bool) []alert.Alert {
 	return v.book.Alerts(v.names, in)
 }
 
+// hot lists the rules that can change something and are pending or
+// firing on a position or the account, sorted by symbol and rule.
+func (v *evaluator) hot() []alert.Alert {
+	out := v.book.Alerts(v.names, func(s alert.State) bool { return s == alert.Pending || s == alert.Firing })
+	acting := make(map[string]bool, len(v.set.Rules))
+	for _, r := range v.set.Rules {
+		acting[r.Name] = lane.Acts(r)
+	}
+	out = slices.DeleteFunc(out, func(a alert.Alert) bool { return !acting[a.Rule] })
+	for i := range out {
+		out[i].Since = time.Time{} // the lane reads the states only
+	}
+	return out
+}
+
 // counts counts rule states by rule, for the metrics.
 func (v *evaluator) counts() map[string]*[4]int { return v.book.Counts(v.names) }
 
@@ -466,7 +482,7 @@ func (v *evaluator) listRow(ctx context.Context, now time.Time, snap *market.Sna
 		v.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
 	}
 	market.FillRow(&v.env, row.Row, hasIndex, now)
-	v.lane.observe(sym.Name, &v.env)
+	v.lane.Observe(sym.Name, &v.env)
 	ps = row.ps
 	if ps != nil && len(ps.Rules) == len(v.set.Rules) {
 		if ps.Symbol != sym.Name {

@@ -113,7 +113,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	}
 	e.syncLeadership(ctx, now)
 	if snap != nil {
-		e.lane.near = nearest{} // this tick's evaluation measures it afresh
+		e.lane.Begin() // this tick's evaluation measures it afresh
 		rows := e.join(snap)
 		e.model.Observe(now, &e.view, model.Settings{Stress: e.cfg.stress(), Rules: e.eval.ruleSet(), FastDistance: e.cfg.laneDistance()})
 		for _, ev := range e.recon.Observe(now, &e.view) {
@@ -157,7 +157,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	if e.cfg.FastInterval > 0 {
 		hot = e.eval.hot()
 	}
-	e.board.setWait(e.lane.steer(ctx, e.cfg, hot, e.jr))
+	e.board.setWait(e.lane.Steer(ctx, e.cfg.lane(), hot, e.jr))
 	return rep, err
 }
 

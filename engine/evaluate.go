@@ -401,20 +401,129 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 	due := v.evaluateAccount(ctx, now, rows, rep)
 	for i := range rows {
 		row := &rows[i]
-		ps, why, ok := v.listRow(ctx, now, tv.Snap, row, rep)
-		if !ok {
+		p, sym := row.P, row.Sym
+		if p.Empty {
+			continue // closed: join marked its state
+		}
+		if row.dup || sym == nil {
+			v.passOver(row, now)
 			continue
 		}
-		// The plan is built in scratch the engine keeps: one that stays
-		// empty (nearly every position, every tick) costs nothing. Only
-		// Add changes its other fields, and Add leaves it not Empty: an
-		// empty one is as new but for its position, which is set before
-		// the first Add (an empty plan's is never read).
-		pl := &v.plan
+		rep.Positions++
+		why, hasIndex := v.rowIndex(tv.Snap, row, now)
+		if !hasIndex {
+			v.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
+		}
+		market.FillRow(&v.env, row.Row, hasIndex, now)
+		v.lane.Observe(sym.Name, &v.env)
+		ps := row.ps
+		if ps == nil || len(ps.Rules) != len(v.set.Rules) {
+			ps = v.posState(row.Key, sym.Name)
+			row.ps = ps
+		} else if ps.Symbol != sym.Name {
+			ps.Symbol = sym.Name
+		}
+		v.markListed(ps, now)
+		if v.win.Positional() {
+			v.win.SamplePosition(ctx, now, &ps.X.series, &v.env, row.IndexName)
+		}
+		pl := &v.plan // scratch: see planOf
 		if !pl.Empty() {
 			*pl = act.Plan{}
 		}
-		v.evaluateRules(ctx, now, rep, row, ps, why, pl)
+		// valid: the position's inputs have data, so a rule that reads
+		// neither windows nor the account is evaluated without the
+		// checks (condition's) it would pass anyway.
+		valid := why == "" && v.env.NoData() == ""
+		// Locals the compiler keeps in registers across the loop.
+		posRules, states, env := v.posRules, ps.Rules, &v.env
+		// quick: plain rules may run through quietRun, which steps over the
+		// false ones on inactive states without leaving its loop.
+		quick := valid && v.nFailing == 0
+		// known: the rules whose state is known Inactive (posExtra.inactive),
+		// kept up to date below wherever a state is read or stepped.
+		var known uint64
+		if ps.X.inactiveEpoch == v.stateEpoch {
+			known = ps.X.inactive
+		}
+		evals := 0
+		for k := 0; k < len(posRules); k++ {
+			pr := &posRules[k]
+			ri := pr.ri
+			var cond alert.Condition
+			var reason, of string
+			if pr.plain && valid {
+				// The common case: a rule of every symbol without windows
+				// or account fields on a position with data, through its
+				// fast path. condition would find nothing missing.
+				var b, ok bool
+				if quick {
+					j := quietRun(posRules, k, pr.runEnd, states, env, &known, &b, &ok)
+					if j == pr.runEnd {
+						evals += j - k
+						k = j - 1
+						continue // the whole run false on inactive rules
+					}
+					evals += j - k + 1
+					k, pr = j, &posRules[j]
+					ri = pr.ri
+				} else {
+					evals++
+					b, ok = pr.fast(env)
+				}
+				switch {
+				case !ok || (v.nFailing != 0 && v.failing[ri]):
+					var err error
+					b, err = v.ev.EvalPrechecked(pr.r, env)
+					cond, reason = v.outcome(ri, pr.r, env, why, b, err)
+				case b:
+					cond = alert.True
+				case states[ri].State == alert.Inactive:
+					known |= 1 << ri
+					continue // false on an inactive rule: nothing to step
+				default:
+					cond = alert.False
+				}
+			} else {
+				r := pr.r
+				if pr.symbols && !r.AppliesTo(sym.Name) {
+					continue
+				}
+				if pr.windows {
+					v.win.Fill(ri, env)
+				}
+				evals++
+				if valid && !pr.checks {
+					b, err := v.ev.EvalPrechecked(r, env)
+					cond, reason = v.outcome(ri, r, env, why, b, err)
+				} else {
+					cond, reason, of = v.conditionOf(ri, r, env, why)
+				}
+				if cond == alert.False && states[ri].State == alert.Inactive {
+					known |= 1 << ri
+					continue
+				}
+			}
+			r, st := pr.r, &states[ri]
+			if stepNoop(r, st, cond) {
+				continue // no data again, ignored or failed: nothing to step
+			}
+			if of != "" {
+				reason = v.reasonOf(of, reason) // made only when it may be said
+			}
+			acts := v.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
+			if st.State == alert.Inactive {
+				known |= 1 << ri
+			} else {
+				known &^= 1 << ri
+			}
+			if acts {
+				pl.Pos, pl.Sym = p, sym
+				pl.Add(v.kinds, ri, r, st, nil, &v.ev, env)
+			}
+		}
+		ps.X.inactive, ps.X.inactiveEpoch = known, v.stateEpoch
+		rep.Evaluations += evals
 		for _, d := range due {
 			if d.Targets[row.Key] {
 				pl.Pos, pl.Sym = row.P, row.Sym
@@ -422,14 +531,44 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 			}
 		}
 		if !pl.Empty() {
-			run := *pl // only a plan with actions leaves the loop
-			run.Refused, run.Env = &ps.X.refused, new(rules.Env)
-			*run.Env = v.env
-			plans = append(plans, &run)
+			plans = append(plans, v.planOf(ps)) // only a plan with actions leaves the loop
 		}
 	}
 	v.plans = plans
 	return plans, due
+}
+
+// passOver takes in a row of the tick at now that is not evaluated: a
+// duplicate, or a position of an unknown symbol, whose state is kept.
+func (v *evaluator) passOver(row *tickRow, now time.Time) {
+	p := row.P
+	if row.dup {
+		// Two positions with one identity (the spec forms the id from
+		// user and symbol): each is evaluated under its direction; a
+		// true duplicate is reported and the second skipped.
+		v.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
+		return
+	}
+	// Keep what the rules remember of it: the symbol may be known again
+	// after the next refresh.
+	if ps := row.ps; ps != nil {
+		v.markSeen(ps, now)
+	}
+	v.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
+}
+
+// planOf is the plan built in v.plan for the position of state ps, with
+// its own copy of the environment it was decided on, to leave the loop.
+// The plan is built in scratch the engine keeps: one that stays empty
+// (nearly every position, every tick) costs nothing. Only Add changes its
+// other fields, and Add leaves it not Empty: an empty one is as new but
+// for its position, which is set before the first Add (an empty plan's is
+// never read).
+func (v *evaluator) planOf(ps *posState) *act.Plan {
+	run := v.plan
+	run.Refused, run.Env = &ps.X.refused, new(rules.Env)
+	*run.Env = v.env
+	return &run
 }
 
 // begin starts the tick's evaluation of view tv and its rows: the money
@@ -446,158 +585,6 @@ func (v *evaluator) begin(ctx context.Context, now time.Time, tv *market.View, r
 		v.acctEnv.FillAccount(&v.acct, now)
 		v.win.SampleAccount(ctx, now, &v.acctEnv)
 	}
-}
-
-// listRow takes in a row of the tick (of snap at now) for its rules: ok
-// is false for one that is not evaluated (closed: join marked its state;
-// a duplicate; of an unknown symbol). For the others it fills the rules'
-// environment (v.env), marks the position listed, samples its windows,
-// and returns its state, created when it has none, with why its index
-// price is unusable ("" when it is usable).
-func (v *evaluator) listRow(ctx context.Context, now time.Time, snap *market.Snapshot, row *tickRow, rep *TickReport) (ps *posState, why string, ok bool) {
-	p := row.P
-	if p.Empty {
-		return nil, "", false // closed: join marked its state
-	}
-	if row.dup {
-		// Two positions with one identity (the spec forms the id from
-		// user and symbol): each is evaluated under its direction; a
-		// true duplicate is reported and the second skipped.
-		v.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
-		return nil, "", false
-	}
-	sym := row.Sym
-	if sym == nil {
-		// Keep what the rules remember of it: the symbol may be known
-		// again after the next refresh.
-		if ps := row.ps; ps != nil {
-			v.markSeen(ps, now)
-		}
-		v.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
-		return nil, "", false
-	}
-	rep.Positions++
-	why, hasIndex := v.rowIndex(snap, row, now)
-	if !hasIndex {
-		v.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
-	}
-	market.FillRow(&v.env, row.Row, hasIndex, now)
-	v.lane.Observe(sym.Name, &v.env)
-	ps = row.ps
-	if ps != nil && len(ps.Rules) == len(v.set.Rules) {
-		if ps.Symbol != sym.Name {
-			ps.Symbol = sym.Name
-		}
-	} else {
-		ps = v.posState(row.Key, sym.Name)
-		row.ps = ps
-	}
-	v.markListed(ps, now)
-	if v.win.Positional() {
-		v.win.SamplePosition(ctx, now, &ps.X.series, &v.env, row.IndexName)
-	}
-	return ps, why, true
-}
-
-// evaluateRules runs the position rules on the row's position, whose
-// environment listRow filled and whose state is ps (why: its index price
-// is unusable, "" when usable), steps their states, and adds the actions
-// due to pl.
-func (v *evaluator) evaluateRules(ctx context.Context, now time.Time, rep *TickReport, row *tickRow, ps *posState, why string, pl *act.Plan) {
-	p, sym := row.P, row.Sym
-	// valid: the position's inputs have data, so a rule that reads
-	// neither windows nor the account is evaluated without the
-	// checks (condition's) it would pass anyway.
-	valid := why == "" && v.env.NoData() == ""
-	// Locals the compiler keeps in registers across the loop.
-	posRules, states, env := v.posRules, ps.Rules, &v.env
-	// quick: plain rules may run through quietRun, which steps over the
-	// false ones on inactive states without leaving its loop.
-	quick := valid && v.nFailing == 0
-	// known: the rules whose state is known Inactive (posExtra.inactive),
-	// kept up to date below wherever a state is read or stepped.
-	var known uint64
-	if ps.X.inactiveEpoch == v.stateEpoch {
-		known = ps.X.inactive
-	}
-	evals := 0
-	for k := 0; k < len(posRules); k++ {
-		pr := &posRules[k]
-		ri := pr.ri
-		var cond alert.Condition
-		var reason, of string
-		if pr.plain && valid {
-			// The common case: a rule of every symbol without windows
-			// or account fields on a position with data, through its
-			// fast path. condition would find nothing missing.
-			var b, ok bool
-			if quick {
-				j := quietRun(posRules, k, pr.runEnd, states, env, &known, &b, &ok)
-				if j == pr.runEnd {
-					evals += j - k
-					k = j - 1
-					continue // the whole run false on inactive rules
-				}
-				evals += j - k + 1
-				k, pr = j, &posRules[j]
-				ri = pr.ri
-			} else {
-				evals++
-				b, ok = pr.fast(env)
-			}
-			switch {
-			case !ok || (v.nFailing != 0 && v.failing[ri]):
-				var err error
-				b, err = v.ev.EvalPrechecked(pr.r, env)
-				cond, reason = v.outcome(ri, pr.r, env, why, b, err)
-			case b:
-				cond = alert.True
-			case states[ri].State == alert.Inactive:
-				known |= 1 << ri
-				continue // false on an inactive rule: nothing to step
-			default:
-				cond = alert.False
-			}
-		} else {
-			r := pr.r
-			if pr.symbols && !r.AppliesTo(sym.Name) {
-				continue
-			}
-			if pr.windows {
-				v.win.Fill(ri, env)
-			}
-			evals++
-			if valid && !pr.checks {
-				b, err := v.ev.EvalPrechecked(r, env)
-				cond, reason = v.outcome(ri, r, env, why, b, err)
-			} else {
-				cond, reason, of = v.conditionOf(ri, r, env, why)
-			}
-			if cond == alert.False && states[ri].State == alert.Inactive {
-				known |= 1 << ri
-				continue
-			}
-		}
-		r, st := pr.r, &states[ri]
-		if stepNoop(r, st, cond) {
-			continue // no data again, ignored or failed: nothing to step
-		}
-		if of != "" {
-			reason = v.reasonOf(of, reason) // made only when it may be said
-		}
-		acts := v.step(ctx, now, rep, r, st, cond, reason, env, sym.Name, p.ID)
-		if st.State == alert.Inactive {
-			known |= 1 << ri
-		} else {
-			known &^= 1 << ri
-		}
-		if acts {
-			pl.Pos, pl.Sym = p, sym
-			pl.Add(v.kinds, ri, r, st, nil, &v.ev, env)
-		}
-	}
-	ps.X.inactive, ps.X.inactiveEpoch = known, v.stateEpoch
-	rep.Evaluations += evals
 }
 
 // finish closes the tick once its plans were handed to the dispatcher:

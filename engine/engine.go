@@ -25,7 +25,6 @@ import (
 	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/exchange"
-	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -339,40 +338,11 @@ func (e *Engine) saveIdle() {
 	}
 }
 
-// ModelCheck is what CheckModel found: the margin model's fit to the
-// exchange's figures, and the account on the stress grid.
-type ModelCheck struct {
-	// Fit is over the judged positions only (Unjudged are left out, of
-	// the cross pool too).
-	Fit margin.Fit
-	// Stress is the account on the stress grid (margin.Stress), with the
-	// free balance the fit inferred; each index's σ is from its history
-	// (read by the check: SigmaFrom), the floor (engine.stress_sigma_floor)
-	// where that holds too few returns. Unknown (Known
-	// false) when the account holds a cross position and the free
-	// balance could not be inferred. Over the judged positions only.
-	Stress margin.Stress
-	// SigmaFrom says where the grid's σ came from: each index's history
-	// (how many returns), or the floor where none could be read.
-	SigmaFrom string
-	// Open counts the open positions read, judged or not: an item of the
-	// positions answer that could not be decoded counts (an empty
-	// position needs only its identity to be read, so one that could not
-	// be was not empty, or had no identity).
-	Open int
-	// Unjudged are the open positions the fit and the grid leave out,
-	// each with why, in the listing's order, the undecodable items last.
-	Unjudged []Unjudged
-}
+// ModelCheck is what CheckModel found (model.Check).
+type ModelCheck = model.Check
 
 // Unjudged is an open position CheckModel could not judge.
-type Unjudged struct {
-	// Symbol is the symbol's name, or "symbol id N" when the symbols do
-	// not name it; ID the position's id ("" when it could not be read).
-	Symbol, ID string
-	// Why says what is wrong, in the words of the read or the model.
-	Why string
-}
+type Unjudged = model.Unjudged
 
 // CheckModel reads one snapshot and checks the margin model against the
 // exchange's own figures, as a tick would, without evaluating a rule or
@@ -389,70 +359,7 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 		return ModelCheck{}, err
 	}
 	e.join(snap)
-	var c ModelCheck
-	for i := range e.view.Rows {
-		r := &e.view.Rows[i]
-		if !r.Open {
-			continue
-		}
-		c.Open++
-		if r.Sym == nil {
-			c.Unjudged = append(c.Unjudged, Unjudged{Symbol: fmt.Sprintf("symbol id %d", r.P.SymbolID), ID: r.P.ID,
-				Why: unlistedWhy(snap, r.P.SymbolID)})
-		}
-	}
-	ps, rep := e.view.Model()
-	// The fit names its positions: copies, as the view's are its own.
-	var acct margin.Account
-	var judged []margin.Reported
-	for i := range ps {
-		row := e.view.ModelRow(i)
-		if why := margin.Unjudgeable(row.P); why != "" {
-			c.Unjudged = append(c.Unjudged, Unjudged{Symbol: row.Sym.Name, ID: row.P.ID, Why: why})
-			continue
-		}
-		acct.Positions = append(acct.Positions, ps[i])
-		judged = append(judged, rep[i])
-	}
-	for _, pe := range snap.Partial {
-		if pe.What != "positions" {
-			continue
-		}
-		for _, it := range pe.Items {
-			c.Open++
-			sym := fmt.Sprintf("symbol id %d", it.SymbolID)
-			if s, ok := e.snaps.Symbol(it.SymbolID); ok {
-				sym = s.Name
-			}
-			c.Unjudged = append(c.Unjudged, Unjudged{Symbol: sym, ID: it.ID, Why: "unreadable: " + it.Err.Error()})
-		}
-	}
-	c.Fit = margin.CheckFit(acct, judged, e.cfg.ModelTolerance)
-	if c.Fit.FreeKnown {
-		acct.Free = c.Fit.Free
-	} else if acct.HasOpenCross() {
-		return c, nil
-	}
-	st := e.cfg.stress()
-	c.SigmaFrom = e.model.WarmForCheck(ctx, now, &e.view)
-	c.Stress = acct.Stress(e.model.Sigma(&e.view, st), st.Likely, nil)
-	return c, nil
-}
-
-// unlistedWhy says why the symbols in force do not name symbol id: it
-// could not be read, or the exchange does not list it.
-func unlistedWhy(snap *market.Snapshot, id int64) string {
-	for _, pe := range snap.Partial {
-		if pe.What != "symbols" {
-			continue
-		}
-		for _, it := range pe.Items {
-			if it.SymbolID == id {
-				return fmt.Sprintf("its symbol could not be read: %v", it.Err)
-			}
-		}
-	}
-	return fmt.Sprintf("the exchange's symbol list has no contract symbol with id %d", id)
+	return e.model.Check(ctx, now, &e.view, e.snaps, e.cfg.ModelTolerance, e.cfg.stress()), nil
 }
 
 // Symbols returns the names of the contract symbols the exchange lists,

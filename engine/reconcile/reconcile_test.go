@@ -124,3 +124,63 @@ func TestReconcilerNamesWhatTheGuardDidNotDo(t *testing.T) {
 		})
 	}
 }
+
+// A position left out of the listing with its index at, past or near its
+// liquidation price is said probably liquidated at the first read, and
+// liquidated (marked, with the figures of its last read) once
+// ConfirmReads reads in a row leave it out; a read that lists it again
+// withdraws what was said; one left out far from its liquidation price is
+// the evaluator's grace's to decide, and said nothing of.
+func TestReconcilerLeftOut(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	// read is a read listing rows, SOL's index price at index.
+	read := func(index string, rows ...market.Row) *market.View {
+		return &market.View{Rows: rows, Snap: &market.Snapshot{IndexPrices: map[string]decimal.Decimal{"SOL": decimal.RequireFromString(index)}}}
+	}
+	open := reconRow(exchange.Long, "400", "144.907", "145.2")
+	cases := []struct {
+		name   string
+		reads  []*market.View
+		want   []string // "type/phase", in order
+		marked bool
+	}{
+		{"left out twice past its liquidation price: liquidated", []*market.View{read("145.2", open), read("144.5"), read("144.4")},
+			[]string{"liquidated/probable", "liquidated/"}, true},
+		{"left out once, then listed again: withdrawn", []*market.View{read("145.2", open), read("144.5"), read("145.0", open)},
+			[]string{"liquidated/probable", "liquidated/withdrawn"}, false},
+		{"left out far from its liquidation price: nothing said", []*market.View{read("160", reconRow(exchange.Long, "400", "144.907", "160")), read("160"), read("160")},
+			nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var marks []Liquidation
+			r := New(Settings{LiquidationMargin: 0.01, ConfirmReads: 2, Interval: 2 * time.Second}, func(l Liquidation) { marks = append(marks, l) })
+			var got []string
+			for i, v := range c.reads {
+				for _, ev := range r.Observe(at(2*i), v) {
+					got = append(got, ev.Audit.Type+"/"+ev.Audit.Phase)
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(c.want, " ") {
+				t.Errorf("said %q, want %q", got, c.want)
+			}
+			if !c.marked {
+				if len(marks) != 0 {
+					t.Errorf("marked %+v, want none", marks)
+				}
+				return
+			}
+			if len(marks) != 1 {
+				t.Fatalf("marked %d liquidations, want 1", len(marks))
+			}
+			m := marks[0]
+			if m.Symbol != "XSOL" || m.Side != exchange.Long || !m.Quantity.Equal(decimal.NewFromInt(400)) ||
+				!m.LiquidationPrice.Equal(decimal.RequireFromString("144.907")) || !m.Index.Equal(decimal.RequireFromString("144.4")) || m.Text == "" {
+				t.Errorf("marked %+v", m)
+			}
+		})
+	}
+}

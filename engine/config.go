@@ -3,6 +3,9 @@ package engine
 import (
 	"time"
 
+	"github.com/riskguard/riskguard/engine/lane"
+	"github.com/riskguard/riskguard/engine/model"
+	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/shopspring/decimal"
 )
 
@@ -139,9 +142,19 @@ const TickRequests = 3
 const minSnapshotAge = 3 * time.Second
 
 // stress is the stress grid's settings of the config.
-func (c Config) stress() stressSettings {
-	return stressSettings{horizon: c.StressHorizon, floor: c.StressSigmaFloor, likely: c.StressLikely, fastMove: c.FastMove, fastWindow: c.FastMoveWindow,
-		orderCost: c.OrderCost, dust: decimal.NewFromFloat(c.DustNotional), asAsked: c.OrdersAsAsked}
+func (c Config) stress() model.Stress {
+	return model.Stress{Horizon: c.StressHorizon, Floor: c.StressSigmaFloor, Likely: c.StressLikely, FastMove: c.FastMove, FastWindow: c.FastMoveWindow,
+		OrderCost: c.OrderCost, Dust: decimal.NewFromFloat(c.DustNotional), AsAsked: c.OrdersAsAsked}
+}
+
+// reconcileSettings are the settings the reconciler reads.
+func (c Config) reconcileSettings() reconcile.Settings {
+	return reconcile.Settings{LiquidationMargin: c.LiquidationMargin, ConfirmReads: c.LiquidationConfirmReads, Interval: c.Interval}
+}
+
+// lane is the fast lane's settings.
+func (c Config) lane() lane.Settings {
+	return lane.Settings{Interval: c.Interval, FastInterval: c.FastInterval, FastDistance: c.FastDistance}
 }
 
 // laneDistance is the fast lane's distance when the lane is on, 0 when it

@@ -19,10 +19,12 @@ import (
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/lane"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/model"
+	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/exchange"
-	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/notify"
 	"github.com/riskguard/riskguard/rules"
 )
@@ -108,16 +110,16 @@ type Engine struct {
 	// ctl holds the silences and pauses, with its own lock, and says
 	// what changes them.
 	ctl *control.Service
-	// model is the margin model watched and predicted with (model.go).
-	model modelWatch
+	// model is the margin model watched and predicted with (engine/model).
+	model *model.Watch
 	// disp sends the mutating calls the tick decides, with the breaker,
 	// the backoff and the executor.
 	disp *dispatcher
 	// lane is the fast lane's state (tick-owned).
-	lane laneState
+	lane lane.Lane
 	// recon names every change of a position the guard did not make
 	// (tick-owned).
-	recon *reconciler
+	recon *reconcile.Reconciler
 	// bg waits for the reads made in the background (a liquidation's
 	// evidence) before the journal closes.
 	bg sync.WaitGroup
@@ -160,6 +162,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e.eval = newEvaluator(set, kinds, window.NewStore(set, cfg.Interval, hist, d.Logger), cfg)
+	e.model = model.New(e.eval.win, d.Logger)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -238,21 +241,20 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 			skipped:        e.eval.skipped,
 			accountSettled: e.eval.accountSettled,
 			changed:        e.file.changed,
-			model:          func(snap *market.Snapshot) *act.Model { return e.model.account(&e.view, e.rowsFor(snap)) },
-			moved:          e.model.moved,
-			readBack:       e.model.fit.noteReadBack,
+			model:          func(snap *market.Snapshot) *act.Model { e.rowsFor(snap); return e.model.Account(&e.view) },
+			moved:          e.model.Moved,
+			readBack:       e.model.NoteReadBack,
 			noted:          e.board.note,
 		}})
-	e.recon = newReconciler()
-	e.recon.setConfig(cfg)
-	e.recon.marked = e.board.liquidation
+	marked := e.board.liquidation
 	if cr, ok := d.Actuator.(ClosedOrderReader); ok && !e.cfg.DryRun {
-		e.recon.marked = func(l LiquidationStatus) {
+		marked = func(l reconcile.Liquidation) {
 			e.board.liquidation(l)
-			evidence(&e.bg, cr, e.jr, l)
+			reconcile.Evidence(&e.bg, cr, e.jr, l)
 		}
 	}
-	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: &e.model, lane: &e.lane, changed: e.file.changed, recon: e.recon})
+	e.recon = reconcile.New(cfg.reconcileSettings(), marked)
+	e.eval.connect(evalDeps{jr: e.jr, ctl: e.ctl, log: e.log, metrics: e.metrics, model: e.model, lane: &e.lane, changed: e.file.changed, recon: e.recon})
 	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {
@@ -278,7 +280,7 @@ func (e *Engine) interrupted(lost []journal.Record) {
 			// the account is read (act.Intent).
 			in := act.IntentOf(r)
 			e.eval.adopt(in)
-			e.recon.adopted(in)
+			e.recon.Adopted(in)
 			reason = fmt.Sprintf("found at the start at %s: the run that sent this order stopped before its outcome; no result was recorded, so the exchange may have filled it: it is taken as sent (never sent again as such), its rules' cooldowns count from it, and the account read at the next tick says what it did",
 				now.UTC().Format(time.RFC3339Nano))
 		}
@@ -336,40 +338,11 @@ func (e *Engine) saveIdle() {
 	}
 }
 
-// ModelCheck is what CheckModel found: the margin model's fit to the
-// exchange's figures, and the account on the stress grid.
-type ModelCheck struct {
-	// Fit is over the judged positions only (Unjudged are left out, of
-	// the cross pool too).
-	Fit margin.Fit
-	// Stress is the account on the stress grid (margin.Stress), with the
-	// free balance the fit inferred; each index's σ is from its history
-	// (read by the check: SigmaFrom), the floor (engine.stress_sigma_floor)
-	// where that holds too few returns. Unknown (Known
-	// false) when the account holds a cross position and the free
-	// balance could not be inferred. Over the judged positions only.
-	Stress margin.Stress
-	// SigmaFrom says where the grid's σ came from: each index's history
-	// (how many returns), or the floor where none could be read.
-	SigmaFrom string
-	// Open counts the open positions read, judged or not: an item of the
-	// positions answer that could not be decoded counts (an empty
-	// position needs only its identity to be read, so one that could not
-	// be was not empty, or had no identity).
-	Open int
-	// Unjudged are the open positions the fit and the grid leave out,
-	// each with why, in the listing's order, the undecodable items last.
-	Unjudged []Unjudged
-}
+// ModelCheck is what CheckModel found (model.Check).
+type ModelCheck = model.Check
 
 // Unjudged is an open position CheckModel could not judge.
-type Unjudged struct {
-	// Symbol is the symbol's name, or "symbol id N" when the symbols do
-	// not name it; ID the position's id ("" when it could not be read).
-	Symbol, ID string
-	// Why says what is wrong, in the words of the read or the model.
-	Why string
-}
+type Unjudged = model.Unjudged
 
 // CheckModel reads one snapshot and checks the margin model against the
 // exchange's own figures, as a tick would, without evaluating a rule or
@@ -386,70 +359,7 @@ func (e *Engine) CheckModel(ctx context.Context, now time.Time) (ModelCheck, err
 		return ModelCheck{}, err
 	}
 	e.join(snap)
-	var c ModelCheck
-	for i := range e.view.Rows {
-		r := &e.view.Rows[i]
-		if !r.Open {
-			continue
-		}
-		c.Open++
-		if r.Sym == nil {
-			c.Unjudged = append(c.Unjudged, Unjudged{Symbol: fmt.Sprintf("symbol id %d", r.P.SymbolID), ID: r.P.ID,
-				Why: unlistedWhy(snap, r.P.SymbolID)})
-		}
-	}
-	ps, rep := e.view.Model()
-	// The fit names its positions: copies, as the view's are its own.
-	var acct margin.Account
-	var judged []margin.Reported
-	for i := range ps {
-		row := e.view.ModelRow(i)
-		if why := margin.Unjudgeable(row.P); why != "" {
-			c.Unjudged = append(c.Unjudged, Unjudged{Symbol: row.Sym.Name, ID: row.P.ID, Why: why})
-			continue
-		}
-		acct.Positions = append(acct.Positions, ps[i])
-		judged = append(judged, rep[i])
-	}
-	for _, pe := range snap.Partial {
-		if pe.What != "positions" {
-			continue
-		}
-		for _, it := range pe.Items {
-			c.Open++
-			sym := fmt.Sprintf("symbol id %d", it.SymbolID)
-			if s, ok := e.snaps.Symbol(it.SymbolID); ok {
-				sym = s.Name
-			}
-			c.Unjudged = append(c.Unjudged, Unjudged{Symbol: sym, ID: it.ID, Why: "unreadable: " + it.Err.Error()})
-		}
-	}
-	c.Fit = margin.CheckFit(acct, judged, e.cfg.ModelTolerance)
-	if c.Fit.FreeKnown {
-		acct.Free = c.Fit.Free
-	} else if acct.HasOpenCross() {
-		return c, nil
-	}
-	e.model.stress = e.cfg.stress()
-	c.SigmaFrom = e.warmForCheck(ctx, now)
-	c.Stress = acct.Stress(e.model.sigmaOf(&e.view, e.model.stress), e.model.stress.likely, nil)
-	return c, nil
-}
-
-// unlistedWhy says why the symbols in force do not name symbol id: it
-// could not be read, or the exchange does not list it.
-func unlistedWhy(snap *market.Snapshot, id int64) string {
-	for _, pe := range snap.Partial {
-		if pe.What != "symbols" {
-			continue
-		}
-		for _, it := range pe.Items {
-			if it.SymbolID == id {
-				return fmt.Sprintf("its symbol could not be read: %v", it.Err)
-			}
-		}
-	}
-	return fmt.Sprintf("the exchange's symbol list has no contract symbol with id %d", id)
+	return e.model.Check(ctx, now, &e.view, e.snaps, e.cfg.ModelTolerance, e.cfg.stress()), nil
 }
 
 // Symbols returns the names of the contract symbols the exchange lists,
@@ -516,7 +426,7 @@ func (e *Engine) applyPending() {
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
 		e.disp.setConfig(e.cfg)
 		e.eval.setConfig(e.cfg)
-		e.recon.setConfig(e.cfg)
+		e.recon.SetConfig(e.cfg.reconcileSettings())
 		e.view.Forget() // the index names may have changed
 	}
 	if set == nil {

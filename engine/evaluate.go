@@ -15,7 +15,10 @@ import (
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/lane"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/model"
+	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/riskguard/riskguard/engine/window"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
@@ -109,14 +112,14 @@ type evalDeps struct {
 	log     *slog.Logger
 	metrics *journal.Metrics
 	// model computes the tick's account for the rules that read it.
-	model *modelWatch
+	model *model.Watch
 	// lane takes in each evaluated position's distance.
-	lane *laneState
+	lane *lane.Lane
 	// changed marks the state to be saved.
 	changed func()
 	// recon names what became of a position gone: liquidated, closed,
 	// turned over.
-	recon *reconciler
+	recon *reconcile.Reconciler
 }
 
 // posState is the state of every rule on one position, aligned with the
@@ -131,9 +134,6 @@ type posExtra struct {
 	// one build is a duplicate, an empty one closes the position.
 	rowGen, closedGen uint64
 	// mm is the position's maintenance margin, worked out from mmIn.
-	mm      decimal.Decimal
-	mmFloat float64
-	mmIn    mmInputs
 	// series is the position's samples for the windowed terms.
 	series window.Series
 	// refused is the last settings call the exchange refused for good,
@@ -308,6 +308,21 @@ func (v *evaluator) alerts(in func(alert.State) bool) []alert.Alert {
 	return v.book.Alerts(v.names, in)
 }
 
+// hot lists the rules that can change something and are pending or
+// firing on a position or the account, sorted by symbol and rule.
+func (v *evaluator) hot() []alert.Alert {
+	out := v.book.Alerts(v.names, func(s alert.State) bool { return s == alert.Pending || s == alert.Firing })
+	acting := make(map[string]bool, len(v.set.Rules))
+	for _, r := range v.set.Rules {
+		acting[r.Name] = lane.Acts(r)
+	}
+	out = slices.DeleteFunc(out, func(a alert.Alert) bool { return !acting[a.Rule] })
+	for i := range out {
+		out[i].Since = time.Time{} // the lane reads the states only
+	}
+	return out
+}
+
 // counts counts rule states by rule, for the metrics.
 func (v *evaluator) counts() map[string]*[4]int { return v.book.Counts(v.names) }
 
@@ -332,7 +347,7 @@ type money struct {
 // first asked (moneyChanged, skipped); not ok outside a tick.
 func (v *evaluator) money() money {
 	if !v.moneyAsked && v.model != nil && v.moneyTV != nil {
-		v.moneyVal.sig, v.moneyVal.free, v.moneyVal.ok = v.model.account(v.moneyTV, v.moneyRows).MoneySig()
+		v.moneyVal.sig, v.moneyVal.free, v.moneyVal.ok = v.model.Account(v.moneyTV).MoneySig()
 		v.moneyAsked = true
 	}
 	return v.moneyVal
@@ -382,67 +397,37 @@ func (v *evaluator) takeActed() bool {
 // rules whose actions are due, for finish.
 func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View, rows []tickRow, rep *TickReport) ([]*act.Plan, []*act.AccountDue) {
 	plans := v.plans[:0] // the positions with actions due, run once every position is evaluated
-	snap := tv.Snap
-	v.seen = 0
-	v.moneyTV, v.moneyRows, v.moneyAsked = tv, rows, false
-	v.unreadable(ctx, now, snap)
-	v.win.Begin()
-	if v.win.NeedAccount() {
-		v.acct = v.model.accountOf(tv, rows)
-		v.env.Account = v.acct
-		v.acctEnv.FillAccount(&v.acct, now)
-		v.win.SampleAccount(ctx, now, &v.acctEnv)
-	}
+	v.begin(ctx, now, tv, rows)
 	due := v.evaluateAccount(ctx, now, rows, rep)
 	for i := range rows {
 		row := &rows[i]
-		p, key := row.P, row.Key
+		p, sym := row.P, row.Sym
 		if p.Empty {
 			continue // closed: join marked its state
 		}
-		if row.dup {
-			// Two positions with one identity (the spec forms the id from
-			// user and symbol): each is evaluated under its direction; a
-			// true duplicate is reported and the second skipped.
-			v.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
-			continue
-		}
-		sym := row.Sym
-		if sym == nil {
-			// Keep what the rules remember of it: the symbol may be known
-			// again after the next refresh.
-			if ps := row.ps; ps != nil {
-				v.markSeen(ps, now)
-			}
-			v.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
+		if row.dup || sym == nil {
+			v.passOver(row, now)
 			continue
 		}
 		rep.Positions++
-		why, hasIndex := v.rowIndex(snap, row, now)
+		why, hasIndex := v.rowIndex(tv.Snap, row, now)
 		if !hasIndex {
 			v.log.Warn("no usable index price", "symbol", sym.Name, "reason", why)
 		}
 		market.FillRow(&v.env, row.Row, hasIndex, now)
-		v.lane.observe(sym.Name, &v.env)
+		v.lane.Observe(sym.Name, &v.env)
 		ps := row.ps
-		if ps != nil && len(ps.Rules) == len(v.set.Rules) {
-			if ps.Symbol != sym.Name {
-				ps.Symbol = sym.Name
-			}
-		} else {
-			ps = v.posState(key, sym.Name)
+		if ps == nil || len(ps.Rules) != len(v.set.Rules) {
+			ps = v.posState(row.Key, sym.Name)
 			row.ps = ps
+		} else if ps.Symbol != sym.Name {
+			ps.Symbol = sym.Name
 		}
 		v.markListed(ps, now)
 		if v.win.Positional() {
 			v.win.SamplePosition(ctx, now, &ps.X.series, &v.env, row.IndexName)
 		}
-		// The plan is built in scratch the engine keeps: one that stays
-		// empty (nearly every position, every tick) costs nothing. Only
-		// Add changes its other fields, and Add leaves it not Empty: an
-		// empty one is as new but for its position, which is set before
-		// the first Add (an empty plan's is never read).
-		pl := &v.plan
+		pl := &v.plan // scratch: see planOf
 		if !pl.Empty() {
 			*pl = act.Plan{}
 		}
@@ -540,20 +525,66 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 		ps.X.inactive, ps.X.inactiveEpoch = known, v.stateEpoch
 		rep.Evaluations += evals
 		for _, d := range due {
-			if d.Targets[key] {
-				pl.Pos, pl.Sym = p, sym
+			if d.Targets[row.Key] {
+				pl.Pos, pl.Sym = row.P, row.Sym
 				pl.Add(v.kinds, d.Idx, d.Rule, d.St, d, &v.ev, &v.env)
 			}
 		}
 		if !pl.Empty() {
-			run := *pl // only a plan with actions leaves the loop
-			run.Refused, run.Env = &ps.X.refused, new(rules.Env)
-			*run.Env = v.env
-			plans = append(plans, &run)
+			plans = append(plans, v.planOf(ps)) // only a plan with actions leaves the loop
 		}
 	}
 	v.plans = plans
 	return plans, due
+}
+
+// passOver takes in a row of the tick at now that is not evaluated: a
+// duplicate, or a position of an unknown symbol, whose state is kept.
+func (v *evaluator) passOver(row *tickRow, now time.Time) {
+	p := row.P
+	if row.dup {
+		// Two positions with one identity (the spec forms the id from
+		// user and symbol): each is evaluated under its direction; a
+		// true duplicate is reported and the second skipped.
+		v.log.Error("two positions in one answer share an identity; the second is skipped", "position", p.ID, "direction", p.Direction)
+		return
+	}
+	// Keep what the rules remember of it: the symbol may be known again
+	// after the next refresh.
+	if ps := row.ps; ps != nil {
+		v.markSeen(ps, now)
+	}
+	v.log.Error("position names an unknown symbol; skipped", "position", p.ID, "symbolId", p.SymbolID)
+}
+
+// planOf is the plan built in v.plan for the position of state ps, with
+// its own copy of the environment it was decided on, to leave the loop.
+// The plan is built in scratch the engine keeps: one that stays empty
+// (nearly every position, every tick) costs nothing. Only Add changes its
+// other fields, and Add leaves it not Empty: an empty one is as new but
+// for its position, which is set before the first Add (an empty plan's is
+// never read).
+func (v *evaluator) planOf(ps *posState) *act.Plan {
+	run := v.plan
+	run.Refused, run.Env = &ps.X.refused, new(rules.Env)
+	*run.Env = v.env
+	return &run
+}
+
+// begin starts the tick's evaluation of view tv and its rows: the money
+// asked of the model is of them, the unreadable items are said, and the
+// account is made and sampled when a rule reads it.
+func (v *evaluator) begin(ctx context.Context, now time.Time, tv *market.View, rows []tickRow) {
+	v.seen = 0
+	v.moneyTV, v.moneyRows, v.moneyAsked = tv, rows, false
+	v.unreadable(ctx, now, tv.Snap)
+	v.win.Begin()
+	if v.win.NeedAccount() {
+		v.acct = v.model.AccountOf(tv)
+		v.env.Account = v.acct
+		v.acctEnv.FillAccount(&v.acct, now)
+		v.win.SampleAccount(ctx, now, &v.acctEnv)
+	}
 }
 
 // finish closes the tick once its plans were handed to the dispatcher:
@@ -765,11 +796,11 @@ func (v *evaluator) forgetGone(ctx context.Context, now time.Time, rep *TickRepo
 		// resolve with a "✅": they end quietly.
 		quiet := false
 		if v.recon != nil {
-			said, evs := v.recon.gone(now, key, why)
+			said, evs := v.recon.Gone(now, key, why)
 			for _, ev := range evs {
 				v.emit(ctx, rep, ev)
 			}
-			if said == reasonLiquidated || said == reasonTurned {
+			if said == reconcile.ReasonLiquidated || said == reconcile.ReasonTurned {
 				reason, quiet = said, true
 			}
 		}

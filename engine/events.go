@@ -256,3 +256,12 @@ func sideOf(env *rules.Env) string {
 	}
 	return ""
 }
+
+// mismatchEvent is the exchange reading back a liquidation price the
+// model did not predict: the live test of the model's assumptions.
+func mismatchEvent(now time.Time, symbol string, predicted, got decimal.Decimal) event {
+	text := fmt.Sprintf("the margin model disagrees with the exchange on %s: predicted liquidation %s, got %s", symbol, predicted, got)
+	return event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", symbol},
+		Audit: &journal.Record{Time: now, Type: "model", Symbol: symbol, Reason: text},
+		Count: func(m *journal.Metrics) { m.ModelMismatch(symbol) }}
+}

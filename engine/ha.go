@@ -239,7 +239,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 			// first read says what the account shows.
 			for _, in := range s.Intents {
 				e.eval.adopt(in)
-				e.recon.adopted(in)
+				e.recon.Adopted(in)
 				e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "taken over from the last leader: " + in.Action + " " + in.Symbol + " (intent " + in.ID + ") without a saved outcome; its rules' cooldowns count from it",
 					Audit: &journal.Record{Time: now, Type: "action", Phase: "interrupted", Action: in.Action, Symbol: in.Symbol, Position: in.Position, Rules: in.Rules, Quantity: in.Quantity,
 						Reason: fmt.Sprintf("intent %s of %s, made durable by the last leader before the call left; no outcome was saved: taken as sent, never sent again as such", in.ID, in.At.UTC().Format(time.RFC3339Nano))}})

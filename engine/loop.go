@@ -8,6 +8,7 @@ import (
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/model"
 )
 
 // Run ticks until ctx is done, every Interval, or every FastInterval
@@ -100,7 +101,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	if key := e.disp.busy(); key != "" {
 		inFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", key)
 	}
-	e.model.begin(now, inFlight)
+	e.model.Begin(now, inFlight)
 	snap, err := e.snaps.Read(ctx, now)
 	if snap != nil {
 		rep.Snapshot = snap
@@ -112,23 +113,21 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	}
 	e.syncLeadership(ctx, now)
 	if snap != nil {
-		e.lane.near = nearest{} // this tick's evaluation measures it afresh
+		e.lane.Begin() // this tick's evaluation measures it afresh
 		rows := e.join(snap)
-		e.model.vol.observe(now, e.view.Rows)
-		e.model.stress = e.cfg.stress()
-		e.model.rules, e.model.fastDistance = e.eval.ruleSet(), e.cfg.laneDistance()
-		for _, ev := range e.recon.observe(now, &e.view) {
+		e.model.Observe(now, &e.view, model.Settings{Stress: e.cfg.stress(), Rules: e.eval.ruleSet(), FastDistance: e.cfg.laneDistance()})
+		for _, ev := range e.recon.Observe(now, &e.view) {
 			e.emit(ctx, rep, ev)
 		}
-		if f, fresh := e.model.checkFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
+		if f, fresh := e.model.CheckFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
 			e.metrics.ModelFit(f)
 			e.board.setFit(f) // for Status; allocated only for a fresh fit
 		}
 		plans, due := e.eval.evaluate(ctx, now, &e.view, rows, rep)
 		e.disp.runPlans(ctx, now, snap, plans, rep, e.eval.ruleSet())
-		e.recon.acted(now, rep.Actions)
+		e.recon.Acted(now, rep.Actions)
 		e.eval.finish(ctx, now, due, rep)
-		e.warmVolatility(ctx, now, volWarmLimit)
+		e.model.Warm(ctx, now)
 	}
 	e.publishStatus(snap, err) // what Status shows
 	if err == nil {
@@ -158,7 +157,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	if e.cfg.FastInterval > 0 {
 		hot = e.eval.hot()
 	}
-	e.board.setWait(e.lane.steer(ctx, e.cfg, hot, e.jr))
+	e.board.setWait(e.lane.Steer(ctx, e.cfg.lane(), hot, e.jr))
 	return rep, err
 }
 

@@ -17,6 +17,8 @@ import (
 	"github.com/riskguard/riskguard/engine/control"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/engine/model"
+	"github.com/riskguard/riskguard/engine/reconcile"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
@@ -136,6 +138,39 @@ func stressStatus(s margin.Stress, now time.Time) *StressStatus {
 	return st
 }
 
+// ModelFit is the margin model's fit as Status shows it.
+type ModelFit struct {
+	Fits bool `json:"fits"`
+	// Worst is the worst relative error, of WorstSymbol's WorstFigure
+	// (margin, liquidation, read-back, free balance).
+	Worst       float64 `json:"worstError"`
+	WorstSymbol string  `json:"worstSymbol,omitempty"`
+	WorstFigure string  `json:"worstFigure,omitempty"`
+	Tolerance   float64 `json:"tolerance"`
+	// Summary says it in one line: "fits (…)" or "does not fit: XBTC
+	// (margin 100.5 reported, 6000 modelled)".
+	Summary   string             `json:"summary"`
+	Positions []ModelFitPosition `json:"positions"`
+}
+
+// ModelFitPosition is one position's fit.
+type ModelFitPosition struct {
+	Symbol string  `json:"symbol"`
+	Fits   bool    `json:"fits"`
+	Error  float64 `json:"error"`
+	Figure string  `json:"figure,omitempty"`
+}
+
+// modelFitOf is what Status shows of a fit.
+func modelFitOf(f margin.Fit) *ModelFit {
+	mf := &ModelFit{Fits: f.Fits(), Worst: f.Worst, WorstSymbol: f.WorstSymbol, WorstFigure: f.WorstWhat, Tolerance: f.Tolerance,
+		Summary: f.Summary(), Positions: make([]ModelFitPosition, 0, len(f.Positions))}
+	for _, p := range f.Positions {
+		mf.Positions = append(mf.Positions, ModelFitPosition{Symbol: p.Symbol, Fits: p.Fits(f.Tolerance), Error: p.Error, Figure: p.What})
+	}
+	return mf
+}
+
 // LiquidationStatus is a position the guard saw liquidated, as the status
 // page keeps it marked until acknowledged.
 type LiquidationStatus struct {
@@ -168,6 +203,10 @@ func (l LiquidationStatus) lossText() string {
 	}
 	return "its margin " + l.Margin.Round(2).StringFixed(2) + " (isolated)"
 }
+
+// ClosedOrderReader is an exchange adapter that lists the closed orders: a
+// liquidation's evidence (reconcile.Evidence).
+type ClosedOrderReader = reconcile.ClosedOrderReader
 
 // CallInFlight is a mutating call still running.
 type CallInFlight struct {
@@ -389,11 +428,11 @@ func (b *board) note(at time.Time, symbol, rule, text string) {
 // maxLiquidationsKept bounds the liquidations the board keeps marked.
 const maxLiquidationsKept = 100
 
-// liquidation keeps l marked until it is acknowledged.
-func (b *board) liquidation(l LiquidationStatus) {
-	if l.Loss == "" {
-		l.Loss = l.lossText()
-	}
+// liquidation keeps the reconciler's rl marked until it is acknowledged.
+func (b *board) liquidation(rl reconcile.Liquidation) {
+	l := LiquidationStatus{Time: rl.Time, Symbol: rl.Symbol, Side: rl.Side, Quantity: rl.Quantity, LiquidationPrice: rl.LiquidationPrice,
+		Index: rl.Index, Margin: rl.Margin, Cross: rl.Cross, Text: rl.Text}
+	l.Loss = l.lossText()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.liquidated = append(b.liquidated, l)
@@ -607,15 +646,15 @@ func (e *Engine) publishStatus(snap *market.Snapshot, err error) {
 		case made:
 			p.account = accountStatus(acct)
 		case e.board.wanted():
-			a := e.model.accountOf(&e.view, e.rowsFor(snap))
+			e.rowsFor(snap)
+			a := e.model.AccountOf(&e.view)
 			p.account = accountStatus(&a)
 		}
 		rows = e.rowsFor(snap)
-		if at := e.model.stressAt; e.board.wanted() && (at.IsZero() || e.lastTick.Sub(at) >= stressEvery || e.lastTick.Before(at)) {
+		if e.board.wanted() && e.model.StressDue(e.lastTick, stressEvery) {
 			// Worked out for a reader only, and not every tick: the grid
 			// is the account's, which moves slowly.
-			e.model.stressAt = e.lastTick
-			m := e.model.account(&e.view, rows)
+			m := e.model.Account(&e.view)
 			var s margin.Stress
 			if m.FreeKnown || !m.Acct.HasOpenCross() {
 				s = m.Acct.Stress(m.Sigma, m.Likely, nil) // with the points the page shows
@@ -734,7 +773,7 @@ func (ps *PositionStatus) complete(set *rules.Set, active []alert.Alert, n *next
 	if ps.Index.IsPositive() {
 		// Not finite (a liquidation price past a float's range): no data,
 		// never a NaN the status's JSON cannot carry.
-		if d := rules.LiquidationDistance(side(ps.Side), ps.Index.InexactFloat64(), ps.LiquidationPrice.InexactFloat64()); finite(d) {
+		if d := rules.LiquidationDistance(model.Side(ps.Side), ps.Index.InexactFloat64(), ps.LiquidationPrice.InexactFloat64()); finite(d) {
 			ps.Distance = &d
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package model
 
 import (
 	"context"
@@ -30,7 +30,7 @@ type volatility struct {
 	// not pay for it).
 	last time.Time
 	// cold lists the indexes first seen whose history has not been read
-	// yet (warmVolatility), in the order seen.
+	// yet (warm), in the order seen.
 	cold []string
 }
 
@@ -243,7 +243,18 @@ func (v *volatility) sigma(index string, horizon time.Duration, floor float64) f
 	return s
 }
 
-// warmVolatility reads the history of up to volWarmPerTick indexes first
+// History reads an index's prices over the span that ends at now, oldest
+// first (window.Store.IndexHistory); window.ErrNoHistory when it has no
+// reader of the exchange's history.
+type History interface {
+	IndexHistory(ctx context.Context, index string, now time.Time, span time.Duration) ([]window.Sample, error)
+}
+
+// Warm reads, after the tick at now has decided, the history of an index
+// first seen (warm, within volWarmLimit).
+func (m *Watch) Warm(ctx context.Context, now time.Time) { m.warm(ctx, now, volWarmLimit) }
+
+// warm reads the history of up to volWarmPerTick indexes first
 // seen and not read yet (volatility.cold), after the tick has decided, so
 // that σ is the market's own from a start's first ticks instead of the
 // floor until volMinReturns returns are watched. A read that fails is
@@ -254,38 +265,42 @@ func (v *volatility) sigma(index string, horizon time.Duration, floor float64) f
 // Within a tick a read may take at most limit (0: no bound): a history
 // call the exchange stalls must not hold up the next tick's reads, which
 // are what the guard's reaction time is made of.
-func (e *Engine) warmVolatility(ctx context.Context, now time.Time, limit time.Duration) {
-	v := &e.model.vol
+func (m *Watch) warm(ctx context.Context, now time.Time, limit time.Duration) {
+	v := &m.vol
+	if m.hist == nil {
+		v.cold = v.cold[:0]
+		return
+	}
 	n := min(len(v.cold), volWarmPerTick)
 	for _, index := range v.cold[:n] {
 		rctx, cancel := ctx, context.CancelFunc(func() {})
 		if limit > 0 {
 			rctx, cancel = context.WithTimeout(ctx, limit)
 		}
-		hist, err := e.eval.win.IndexHistory(rctx, index, now, volWarmSpan)
+		hist, err := m.hist.IndexHistory(rctx, index, now, volWarmSpan)
 		cancel()
 		switch {
 		case errors.Is(err, window.ErrNoHistory):
 			v.cold = v.cold[:0]
 			return
 		case err != nil:
-			e.log.Warn("index history for the stress grid's σ not read in full: σ starts from the rows read", "index", index, "rows", len(hist), "err", err)
+			m.log.Warn("index history for the stress grid's σ not read in full: σ starts from the rows read", "index", index, "rows", len(hist), "err", err)
 		}
 		v.seed(index, hist)
 	}
 	v.cold = append(v.cold[:0], v.cold[n:]...)
 }
 
-// warmForCheck observes the view's indexes and reads the history of every
+// WarmForCheck observes the view's indexes at now and reads the history of every
 // one (riskguard check --exchange watches no returns of its own), and
 // says where the σ come from: "σ from the last 1h of each index's history
 // (BTC 1079 returns, SOL 12: the floor), at least
 // engine.stress_sigma_floor", or why it is the floor.
-func (e *Engine) warmForCheck(ctx context.Context, now time.Time) string {
-	v := &e.model.vol
-	v.observe(now, e.view.Rows)
+func (m *Watch) WarmForCheck(ctx context.Context, now time.Time, tv *market.View) string {
+	v := &m.vol
+	v.observe(now, tv.Rows)
 	for len(v.cold) > 0 {
-		e.warmVolatility(ctx, now, 0)
+		m.warm(ctx, now, 0)
 	}
 	var parts, counts []string
 	read, enough := false, false

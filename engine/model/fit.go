@@ -1,4 +1,4 @@
-package engine
+package model
 
 import (
 	"context"
@@ -58,29 +58,6 @@ func (w *fitWatch) whyUnfit() string {
 	return w.why
 }
 
-// ModelFit is the margin model's fit as Status shows it.
-type ModelFit struct {
-	Fits bool `json:"fits"`
-	// Worst is the worst relative error, of WorstSymbol's WorstFigure
-	// (margin, liquidation, read-back, free balance).
-	Worst       float64 `json:"worstError"`
-	WorstSymbol string  `json:"worstSymbol,omitempty"`
-	WorstFigure string  `json:"worstFigure,omitempty"`
-	Tolerance   float64 `json:"tolerance"`
-	// Summary says it in one line: "fits (…)" or "does not fit: XBTC
-	// (margin 100.5 reported, 6000 modelled)".
-	Summary   string             `json:"summary"`
-	Positions []ModelFitPosition `json:"positions"`
-}
-
-// ModelFitPosition is one position's fit.
-type ModelFitPosition struct {
-	Symbol string  `json:"symbol"`
-	Fits   bool    `json:"fits"`
-	Error  float64 `json:"error"`
-	Figure string  `json:"figure,omitempty"`
-}
-
 // fitKey identifies what the fit is computed from, for one open
 // position: its leverage and mode, and the figures the fit reads as the
 // view converted them (the spec gives the position's version no meaning:
@@ -131,19 +108,19 @@ func appendFitKeys(dst []fitKey, v *market.View) []fitKey {
 	return dst
 }
 
-// emitter says an event outside any report (the journal).
-type emitter interface {
-	Emit(ctx context.Context, rep *journal.Report, ev event)
+// Emitter says an event outside any tick's report (the journal).
+type Emitter interface {
+	Emit(ctx context.Context, rep *journal.Report, ev journal.Event)
 }
 
-// checkFit checks the model, under tolerance tol, against the figures of
+// CheckFit checks the model, under tolerance tol, against the figures of
 // the tick's view when they changed (or a read-back did, or at least
 // every freeRefresh), says a change between fitting and not fitting
 // (audit, log) with say, and returns the fit; fresh is true when it is
 // one computed now, for the caller to count and publish. A snapshot read
 // while a call was in flight is not checked: its figures may straddle
 // the call.
-func (m *modelWatch) checkFit(ctx context.Context, now time.Time, v *market.View, tol float64, say emitter) (f margin.Fit, fresh bool) {
+func (m *Watch) CheckFit(ctx context.Context, now time.Time, v *market.View, tol float64, say Emitter) (f margin.Fit, fresh bool) {
 	w := &m.fit
 	if m.inFlight != "" && w.known {
 		return w.fit, false
@@ -222,13 +199,13 @@ func unjudgedOf(v *market.View, n int) string {
 
 // unjudgedEvent says which open positions the model cannot judge, as
 // check --exchange names them, or that it judges every one again.
-func unjudgedEvent(now time.Time, unjudged string) event {
+func unjudgedEvent(now time.Time, unjudged string) journal.Event {
 	if unjudged == "" {
 		text := "the margin model judges every open position again"
-		return event{Level: slog.LevelInfo, Msg: text, Audit: &journal.Record{Time: now, Type: "model", Reason: text}}
+		return journal.Event{Level: slog.LevelInfo, Msg: text, Audit: &journal.Record{Time: now, Type: "model", Reason: text}}
 	}
 	text := "the margin model cannot judge " + unjudged + ": the exchange lists figures it cannot take, so the guard cannot predict its actions there; look at the position on the exchange (check --exchange names it too)"
-	return event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "model", Reason: text}}
+	return journal.Event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "model", Reason: text}}
 }
 
 // holdsIn is margin.FitHolds of the last fit, under tolerance tol, and
@@ -277,6 +254,14 @@ func sameFitInputs(ps []margin.Position, rep []margin.Reported, qs []margin.Posi
 	return true
 }
 
+// Fit is the last fit checked (CheckFit), zero before the first.
+func (m *Watch) Fit() margin.Fit { return m.fit.fit }
+
+// NoteReadBack records whether the last settings call on symbol read
+// back what the model predicted (mismatch says how not, "" when it did):
+// a mismatch keeps the symbol unfit until one matches again.
+func (m *Watch) NoteReadBack(symbol string, mismatch string) { m.fit.noteReadBack(symbol, mismatch) }
+
 // noteReadBack records whether the last settings call on symbol read back
 // what the model predicted: a mismatch keeps the symbol unfit until one
 // matches again.
@@ -296,7 +281,7 @@ func (w *fitWatch) noteReadBack(symbol string, mismatch string) {
 }
 
 // fitEvent says the model starting or ceasing to fit the exchange.
-func fitEvent(now time.Time, f margin.Fit) event {
+func fitEvent(now time.Time, f margin.Fit) journal.Event {
 	text := "the margin model fits the exchange again: " + f.Summary()
 	level := slog.LevelInfo
 	if !f.Fits() {
@@ -304,16 +289,6 @@ func fitEvent(now time.Time, f margin.Fit) event {
 			"; its predictions are unverified and decide nothing (a leverage cut goes out as the rule asks)"
 		level = slog.LevelWarn
 	}
-	return event{Level: level, Msg: text, Attrs: []any{"worst", fmt.Sprintf("%.6g", f.Worst)},
+	return journal.Event{Level: level, Msg: text, Attrs: []any{"worst", fmt.Sprintf("%.6g", f.Worst)},
 		Audit: &journal.Record{Time: now, Type: "model", Symbol: f.WorstSymbol, Reason: text}}
-}
-
-// modelFitOf is what Status shows of a fit.
-func modelFitOf(f margin.Fit) *ModelFit {
-	mf := &ModelFit{Fits: f.Fits(), Worst: f.Worst, WorstSymbol: f.WorstSymbol, WorstFigure: f.WorstWhat, Tolerance: f.Tolerance,
-		Summary: f.Summary(), Positions: make([]ModelFitPosition, 0, len(f.Positions))}
-	for _, p := range f.Positions {
-		mf.Positions = append(mf.Positions, ModelFitPosition{Symbol: p.Symbol, Fits: p.Fits(f.Tolerance), Error: p.Error, Figure: p.What})
-	}
-	return mf
 }

@@ -1,4 +1,4 @@
-package engine
+package model
 
 import (
 	"reflect"
@@ -81,4 +81,10 @@ func TestFreeInputsSame(t *testing.T) {
 			t.Errorf("%s changed: still the same", name)
 		}
 	}
+}
+
+func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+func riskLimit(maxLev int) exchange.RiskLimit {
+	return exchange.RiskLimit{ID: 1, InitialMarginRate: dec("0.01"), MaintenanceMarginRate: dec("0.005"), MaxLeverage: maxLev, MaxQuantity: dec("100")}
 }

@@ -1,4 +1,10 @@
-package engine
+// Package reconcile names every change of a position the guard did not
+// make: it keeps each open position's figures from one read to the next
+// and compares, and says a position gone liquidated or closed. It is the
+// engine's part for what happens on the exchange without the guard; the
+// engine hands it each tick's view (engine/market), its own calls, and the
+// positions the evaluator forgets, and emits what it returns.
+package reconcile
 
 import (
 	"cmp"
@@ -20,15 +26,15 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// reconciler names every change of a position the guard did not make. It
+// Reconciler names every change of a position the guard did not make. It
 // keeps each open position's figures from one read to the next and
 // compares: a position that grew, shrank or turned to the other side
 // without an order of the guard is said with before and after; a position
 // gone (listed empty, or missing past its grace: forgetGone decides) with
 // its index at, past or near its liquidation price was liquidated, said
 // loudest; one gone far from it was closed. "Missing" is never "closed":
-// only forgetGone's verdict, after the grace, makes a position gone.
-type reconciler struct {
+// only the evaluator's verdict (forgetGone), after the grace, makes a position gone.
+type Reconciler struct {
 	// near is how close to its liquidation price (a fraction of it) a
 	// position must have been for its disappearance to count as a
 	// liquidation (engine.liquidation_margin).
@@ -53,7 +59,7 @@ type reconciler struct {
 	intents []act.Intent
 	// marked, when set, keeps each liquidation marked on the status
 	// until acknowledged (the board's).
-	marked func(LiquidationStatus)
+	marked func(Liquidation)
 	// poolMoved is when the guard's last settings call was sent, and
 	// poolCall what it was: a call on a cross position moves the cross
 	// pool, so the cross positions' liquidation prices read before it are
@@ -65,14 +71,14 @@ type reconciler struct {
 	poolWhy string
 }
 
-// adopted takes an order whose outcome was never recorded: the next read
+// Adopted takes an order whose outcome was never recorded: the next read
 // says what the account shows of its symbol.
-func (r *reconciler) adopted(in act.Intent) { r.intents = append(r.intents, in) }
+func (r *Reconciler) Adopted(in act.Intent) { r.intents = append(r.intents, in) }
 
 // settleIntents says, for each order taken over, what read v shows of its
 // symbol: the outcome the run that sent it never recorded.
-func (r *reconciler) settleIntents(now time.Time, v *market.View) []event {
-	var evs []event
+func (r *Reconciler) settleIntents(now time.Time, v *market.View) []journal.Event {
+	var evs []journal.Event
 	for _, in := range r.intents {
 		shows := "no open position"
 		for i := range v.Rows {
@@ -87,7 +93,7 @@ func (r *reconciler) settleIntents(now time.Time, v *market.View) []event {
 		}
 		text := fmt.Sprintf("order %s (%s %s of %s, by %s) left without a recorded outcome: taken as sent; the account now shows %s of %s, and its rules' cooldowns count from %s",
 			in.ID, in.Action, in.Quantity, in.Symbol, strings.Join(in.Rules, ","), shows, in.Symbol, in.At.UTC().Format(time.RFC3339Nano))
-		evs = append(evs, event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"action", in.Action, "symbol", in.Symbol},
+		evs = append(evs, journal.Event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"action", in.Action, "symbol", in.Symbol},
 			Audit: &journal.Record{Time: now, Type: "action", Phase: "settled", Action: in.Action, Symbol: in.Symbol, Position: in.Position, Rules: in.Rules, Reason: text}})
 	}
 	r.intents = nil
@@ -101,14 +107,19 @@ type ClosedOrderReader interface {
 	ClosedOrders(ctx context.Context, rng string, offsetID int64, limit int) (*exchange.ClosedOrdersPage, error)
 }
 
+// Emitter says an event outside any tick's report (the journal).
+type Emitter interface {
+	Emit(ctx context.Context, rep *journal.Report, ev journal.Event)
+}
+
 // evidenceLimit is how many closed orders a liquidation's evidence keeps.
 const evidenceLimit = 50
 
-// evidence reads the closed orders of the liquidation's month in the
+// Evidence reads the closed orders of the liquidation's month in the
 // background and audits them raw beside the liquidated record (type
 // liquidated, phase evidence): what the exchange itself says happened.
 // wg is waited for before the journal closes.
-func evidence(wg *sync.WaitGroup, r ClosedOrderReader, jr *journal.Journal, l LiquidationStatus) {
+func Evidence(wg *sync.WaitGroup, r ClosedOrderReader, jr Emitter, l Liquidation) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -148,10 +159,11 @@ func evidenceText(page *exchange.ClosedOrdersPage, symbol string) string {
 }
 
 // The reasons the rules of a position gone resolve with, beside "position
-// closed" and "position not listed for …".
+// closed" and "position not listed for …": a position liquidated or
+// turned over ends its rules quietly (the reconciler said it).
 const (
-	reasonLiquidated = "position liquidated"
-	reasonTurned     = "position turned to the other side"
+	ReasonLiquidated = "position liquidated"
+	ReasonTurned     = "position turned to the other side"
 )
 
 // lastSeen is a position as the last read that listed it open saw it.
@@ -171,25 +183,59 @@ type lastSeen struct {
 	said    string
 }
 
-func newReconciler() *reconciler {
-	return &reconciler{
-		last: map[market.Key]*lastSeen{}, own: map[string]ownOrder{}, turned: map[market.Key]struct{}{}, confirm: 2,
+// New returns a reconciler that has seen no read yet, under settings s.
+// marked, when not nil, is handed each liquidation said, to keep it
+// marked until acknowledged (the status board's).
+func New(s Settings, marked func(Liquidation)) *Reconciler {
+	r := &Reconciler{
+		last: map[market.Key]*lastSeen{}, own: map[string]ownOrder{}, turned: map[market.Key]struct{}{}, marked: marked,
 	}
+	r.SetConfig(s)
+	return r
 }
 
-// setConfig takes in the settings it reads (at the start and at a
+// Settings are the engine's settings the reconciler reads.
+type Settings struct {
+	// LiquidationMargin is engine.liquidation_margin: how close to its
+	// liquidation price (a fraction of it) a position must have been for
+	// its disappearance to count as a liquidation.
+	LiquidationMargin float64
+	// ConfirmReads is engine.liquidation_confirm_reads (at least 1).
+	ConfirmReads int
+	// Interval is the engine's interval: a change within two of them
+	// (and 5 s) of the guard's own order is the guard's.
+	Interval time.Duration
+}
+
+// SetConfig takes in the settings it reads (at the start and at a
 // reload): engine.liquidation_margin, and the interval that bounds how long
 // after its own order a change is the guard's.
-func (r *reconciler) setConfig(cfg Config) {
-	r.near = decimal.NewFromFloat(cfg.LiquidationMargin)
-	r.confirm = max(cfg.LiquidationConfirmReads, 1)
-	r.ownFor = 2*cfg.Interval + 5*time.Second
+func (r *Reconciler) SetConfig(s Settings) {
+	r.near = decimal.NewFromFloat(s.LiquidationMargin)
+	r.confirm = max(s.ConfirmReads, 1)
+	r.ownFor = 2*s.Interval + 5*time.Second
 }
 
-// acted records the guard's own calls of a tick (its report's actions):
+// Liquidation is a position the reconciler said liquidated, with the last
+// figures the guard read of it: what the status keeps marked.
+type Liquidation struct {
+	Time             time.Time
+	Symbol, Side     string
+	Quantity         decimal.Decimal
+	LiquidationPrice decimal.Decimal
+	Index            decimal.Decimal
+	// Margin is the position's margin at the last read before it was
+	// gone (zero when not known); Cross says it was a cross position.
+	Margin decimal.Decimal
+	Cross  bool
+	// Text is what the critical notification said.
+	Text string
+}
+
+// Acted records the guard's own calls of a tick (its report's actions):
 // an order sent changes its symbol's quantity, which is then not said as a
 // change made by someone else.
-func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
+func (r *Reconciler) Acted(now time.Time, actions []journal.ActionEvent) {
 	for i := range actions {
 		a := &actions[i]
 		// An order whose answer was lost may have filled: a change that
@@ -206,7 +252,7 @@ func (r *reconciler) acted(now time.Time, actions []journal.ActionEvent) {
 
 // ours reports whether a change of symbol seen at now follows an order of
 // the guard.
-func (r *reconciler) ours(symbol string, now time.Time) bool {
+func (r *Reconciler) ours(symbol string, now time.Time) bool {
 	o, ok := r.own[symbol]
 	return ok && (now.Sub(o.at) <= r.ownFor || o.reads <= ownReads)
 }
@@ -225,13 +271,13 @@ type ownOrder struct {
 // a liquidation price read as a liquidation.
 const ownReads = 2
 
-// observe compares the open positions of a read (the tick's view at now)
+// Observe compares the open positions of a read (the tick's view at now)
 // with the last ones and returns what changed without the guard. A
 // position at the same place of the answer as in the last read is found
 // there, without a lookup; its quantity is compared on every read (the
 // spec gives updatedAt no meaning for trades: it is no change marker).
-func (r *reconciler) observe(now time.Time, v *market.View) []event {
-	var evs []event
+func (r *Reconciler) Observe(now time.Time, v *market.View) []journal.Event {
+	var evs []journal.Event
 	for sym, o := range r.own {
 		if o.reads <= ownReads {
 			o.reads++
@@ -310,7 +356,7 @@ func (r *reconciler) observe(now time.Time, v *market.View) []event {
 // (observe). A position listed empty is forgetGone's, at once, and one
 // without that evidence waits for its grace there: missing is not closed.
 // No rule's cooldown or for bounds how soon a liquidation is said.
-func (r *reconciler) leftOut(now time.Time, v *market.View, evs []event) []event {
+func (r *Reconciler) leftOut(now time.Time, v *market.View, evs []journal.Event) []journal.Event {
 	var out []*lastSeen
 	for _, s := range r.last {
 		if !s.at.Equal(now) && s.said != "liquidated" {
@@ -361,7 +407,7 @@ func (r *reconciler) leftOut(now time.Time, v *market.View, evs []event) []event
 			s.said = "liquidated"
 			ev := r.liquidationEvent(now, s, at, fmt.Sprintf("left out of the listing for %d reads in a row%s", s.missing, why))
 			if r.marked != nil {
-				r.marked(LiquidationStatus{Time: now, Symbol: s.symbol, Side: s.dir, Quantity: s.qty, LiquidationPrice: s.liq, Index: at, Text: ev.Msg})
+				r.marked(Liquidation{Time: now, Symbol: s.symbol, Side: s.dir, Quantity: s.qty, LiquidationPrice: s.liq, Index: at, Text: ev.Msg})
 			}
 			evs = append(evs, ev)
 			continue
@@ -377,21 +423,21 @@ func (r *reconciler) leftOut(now time.Time, v *market.View, evs []event) []event
 // probableEvent says a position left out of one read at, past or near its
 // liquidation price: probably liquidated, confirmed or withdrawn by the
 // next reads.
-func (r *reconciler) probableEvent(now time.Time, s *lastSeen, index decimal.Decimal, why string) event {
+func (r *Reconciler) probableEvent(now time.Time, s *lastSeen, index decimal.Decimal, why string) journal.Event {
 	text := fmt.Sprintf("PROBABLY LIQUIDATED: %s %s %s at %dx is left out of the positions listing with its index %s at or near its liquidation price %s%s; said liquidated if %d reads in a row leave it out (engine.liquidation_confirm_reads), withdrawn if one lists it",
 		s.symbol, s.dir, s.qty, s.leverage, index, s.liq, why, r.confirm)
 	qty := s.qty
-	return event{Level: slog.LevelError, Msg: text, Attrs: []any{"symbol", s.symbol, "position", s.id, "liquidationPrice", s.liq.String(), "index", index.String()},
+	return journal.Event{Level: slog.LevelError, Msg: text, Attrs: []any{"symbol", s.symbol, "position", s.id, "liquidationPrice", s.liq.String(), "index", index.String()},
 		Audit: &journal.Record{Time: now, Type: "liquidated", Phase: "probable", Symbol: s.symbol, Position: s.id, Quantity: &qty, Leverage: s.leverage, Reason: text},
 		Note:  &notify.Message{Time: now, Kind: notify.KindLiquidation, Severity: "critical", Symbol: s.symbol, Text: text}}
 }
 
 // withdrawn says a position listed again after a read left it out and it
 // was said (probably) liquidated.
-func (r *reconciler) withdrawn(now time.Time, s *lastSeen) event {
+func (r *Reconciler) withdrawn(now time.Time, s *lastSeen) journal.Event {
 	text := fmt.Sprintf("%s %s %s is listed again after %d reads left it out: not liquidated; the %s said before is withdrawn",
 		s.symbol, s.dir, s.qty, s.missing, map[string]string{"probably": "\"probably liquidated\"", "liquidated": "liquidation (acknowledge its mark)"}[s.said])
-	return event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", s.symbol, "position", s.id},
+	return journal.Event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", s.symbol, "position", s.id},
 		Audit: &journal.Record{Time: now, Type: "liquidated", Phase: "withdrawn", Symbol: s.symbol, Position: s.id, Reason: text},
 		Note:  &notify.Message{Time: now, Kind: notify.KindLiquidation, Severity: "warning", Symbol: s.symbol, Text: text}}
 }
@@ -400,7 +446,7 @@ func (r *reconciler) withdrawn(now time.Time, s *lastSeen) event {
 // side that read v no longer lists open (a one-way position turned over;
 // a hedge-mode long and short are both listed), nil when none. It runs
 // only for a position new to the guard.
-func (r *reconciler) sameID(v *market.View, key market.Key) *lastSeen {
+func (r *Reconciler) sameID(v *market.View, key market.Key) *lastSeen {
 	other := market.Key{ID: key.ID, Dir: exchange.Long}
 	if key.Dir == exchange.Long {
 		other.Dir = exchange.Short
@@ -420,11 +466,11 @@ func (r *reconciler) sameID(v *market.View, key market.Key) *lastSeen {
 	return s
 }
 
-// gone classifies a position forgetGone dropped at now: listed empty, or
+// Gone classifies a position forgetGone dropped at now: listed empty, or
 // missing past its grace (why says which). It returns the reason its rules
 // resolve with and the event that says it; "" and no event for a position
 // it never saw open.
-func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []event) {
+func (r *Reconciler) Gone(now time.Time, key market.Key, why string) (string, []journal.Event) {
 	prev := r.last[key]
 	pool := ""
 	if prev != nil && prev.cross {
@@ -438,13 +484,13 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	}
 	if _, ok := r.turned[key]; ok {
 		delete(r.turned, key)
-		return reasonTurned, nil
+		return ReasonTurned, nil
 	}
 	if prev == nil {
 		return "", nil
 	}
 	if prev.said == "liquidated" {
-		return reasonLiquidated, nil // said by leftOut, reads ago
+		return ReasonLiquidated, nil // said by leftOut, reads ago
 	}
 	at := r.prices[prev.indexName]
 	if !at.IsPositive() {
@@ -462,9 +508,9 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 	if pooled || r.liquidated(prev, at) || r.liquidated(prev, prev.index) {
 		ev := r.liquidationEvent(now, prev, at, why)
 		if r.marked != nil {
-			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Margin: prev.margin, Cross: prev.cross, Text: ev.Msg})
+			r.marked(Liquidation{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Margin: prev.margin, Cross: prev.cross, Text: ev.Msg})
 		}
-		return reasonLiquidated, []event{ev}
+		return ReasonLiquidated, []journal.Event{ev}
 	}
 	if r.ours(prev.symbol, now) {
 		return "position closed by the guard's order", nil
@@ -478,12 +524,12 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 		why += fmt.Sprintf("; the guard's %s at %s moved the cross pool after the last read, so its liquidation price since is not known", r.poolCall, r.poolMoved.UTC().Format(time.TimeOnly))
 		ev := r.liquidationEvent(now, prev, at, why)
 		if r.marked != nil {
-			r.marked(LiquidationStatus{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Margin: prev.margin, Cross: prev.cross, Text: ev.Msg})
+			r.marked(Liquidation{Time: now, Symbol: prev.symbol, Side: prev.dir, Quantity: prev.qty, LiquidationPrice: prev.liq, Index: at, Margin: prev.margin, Cross: prev.cross, Text: ev.Msg})
 		}
-		return reasonLiquidated, []event{ev}
+		return ReasonLiquidated, []journal.Event{ev}
 	}
 	text := fmt.Sprintf("%s %s %s closed without an order of the guard (%s)%s", prev.symbol, prev.dir, prev.qty, why, distanceText(prev, at))
-	return "position closed", []event{r.changeEvent(now, "closed", slog.LevelInfo, "info", prev, nil, text)}
+	return "position closed", []journal.Event{r.changeEvent(now, "closed", slog.LevelInfo, "info", prev, nil, text)}
 }
 
 // poolLiquidated says why the cross pool was liquidated by the moves of
@@ -495,7 +541,7 @@ func (r *reconciler) gone(now time.Time, key market.Key, why string) (string, []
 // is gone when the moves of all of them together lost that much (within
 // engine.liquidation_margin). Indexes falling together liquidate a pool
 // far from each position's own liquidation price.
-func (r *reconciler) poolLiquidated(now time.Time) string {
+func (r *Reconciler) poolLiquidated(now time.Time) string {
 	if r.poolAt.Equal(now) {
 		return r.poolWhy
 	}
@@ -528,7 +574,7 @@ func (r *reconciler) poolLiquidated(now time.Time) string {
 
 // liquidated reports whether an index at index put prev at, past or within
 // near of its liquidation price.
-func (r *reconciler) liquidated(prev *lastSeen, index decimal.Decimal) bool {
+func (r *Reconciler) liquidated(prev *lastSeen, index decimal.Decimal) bool {
 	if !prev.liq.IsPositive() || !index.IsPositive() {
 		return false
 	}
@@ -553,7 +599,7 @@ func distanceText(prev *lastSeen, index decimal.Decimal) string {
 
 // liquidationEvent is a position liquidated: critical everywhere, with the
 // last figures the guard read and what it lost.
-func (r *reconciler) liquidationEvent(now time.Time, prev *lastSeen, index decimal.Decimal, why string) event {
+func (r *Reconciler) liquidationEvent(now time.Time, prev *lastSeen, index decimal.Decimal, why string) journal.Event {
 	mode := "isolated: the loss is its margin"
 	if prev.cross {
 		mode = "cross: the loss is its margin and what the shared pool covered"
@@ -564,7 +610,7 @@ func (r *reconciler) liquidationEvent(now time.Time, prev *lastSeen, index decim
 	cross := prev.cross
 	rec := &journal.Record{Time: now, Type: "liquidated", Symbol: prev.symbol, Position: prev.id, Quantity: &qty, Leverage: prev.leverage,
 		Cross: &cross, Reason: text}
-	return event{Level: slog.LevelError, Msg: text, Attrs: []any{"symbol", prev.symbol, "position", prev.id, "liquidationPrice", prev.liq.String(), "index", index.String()},
+	return journal.Event{Level: slog.LevelError, Msg: text, Attrs: []any{"symbol", prev.symbol, "position", prev.id, "liquidationPrice", prev.liq.String(), "index", index.String()},
 		Audit: rec,
 		Note:  &notify.Message{Time: now, Kind: notify.KindLiquidation, Severity: "critical", Symbol: prev.symbol, Text: text},
 		Count: func(m *journal.Metrics) { m.Liquidation(prev.symbol) }}
@@ -572,7 +618,7 @@ func (r *reconciler) liquidationEvent(now time.Time, prev *lastSeen, index decim
 
 // changeEvent is a change of a position the guard did not make: audited
 // (type position, or closed), logged, counted and notified at severity.
-func (r *reconciler) changeEvent(now time.Time, change string, level slog.Level, severity string, prev *lastSeen, p *exchange.Position, text string) event {
+func (r *Reconciler) changeEvent(now time.Time, change string, level slog.Level, severity string, prev *lastSeen, p *exchange.Position, text string) journal.Event {
 	typ := "position"
 	if change == "closed" {
 		typ = "closed"
@@ -583,7 +629,7 @@ func (r *reconciler) changeEvent(now time.Time, change string, level slog.Level,
 		rec.Quantity = &q
 	}
 	symbol := prev.symbol
-	return event{Level: level, Msg: text, Attrs: []any{"symbol", symbol, "change", change},
+	return journal.Event{Level: level, Msg: text, Attrs: []any{"symbol", symbol, "change", change},
 		Audit: rec,
 		Note:  &notify.Message{Time: now, Kind: notify.KindPosition, Severity: severity, Symbol: symbol, Text: text},
 		Count: func(m *journal.Metrics) { m.PositionChange(symbol, change) }}

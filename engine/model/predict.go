@@ -1,12 +1,9 @@
-package engine
+package model
 
 import (
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
-	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
@@ -16,18 +13,19 @@ import (
 // Why the free balance is unknown to the margin model.
 const whyNoCross = "no cross position to infer it from"
 
-// account returns the tick's account view, building it from the tick's
-// view and its rows (whose states cache each maintenance margin).
-func (m *modelWatch) account(tv *market.View, rows []tickRow) *act.Model {
+// Account returns the tick's account view, building it from the tick's
+// view tv at its first call in the tick: what the plans' steps predict
+// with and move on (Moved).
+func (m *Watch) Account(tv *market.View) *act.Model {
 	if m.view != nil {
 		return m.view
 	}
 	vps, rep := tv.Model()
 	ps := make([]margin.Position, len(vps)) // the tick's own: its plans move it on
 	copy(ps, vps)
-	for i, k := 0, 0; i < len(rows); i++ {
-		if r := &rows[i]; r.Open && r.Sym != nil {
-			ps[k].MM, _ = maintenance(r.ps, r.P, &ps[k])
+	for i, k := 0, 0; i < len(tv.Rows); i++ {
+		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
+			ps[k].MM, _ = m.maintenance(i, r, &ps[k])
 			k++
 		}
 	}
@@ -78,30 +76,30 @@ func (m *modelWatch) account(tv *market.View, rows []tickRow) *act.Model {
 	}
 	m.liqs.Forget(v.At)
 	v.Liqs = &m.liqs
-	v.Sigma, v.Likely = m.sigmaOf(tv, m.stress), m.stress.likely
+	v.Sigma, v.Likely = m.Sigma(tv, m.stress), m.stress.Likely
 	v.Floor, v.Fast = m.floorOf(), m.fastOf(tv, m.stress)
-	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.stress.orderCost, m.stress.dust, m.stress.asAsked
+	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.stress.OrderCost, m.stress.Dust, m.stress.AsAsked
 	m.view = v
 	return v
 }
 
-// sigmaOf is each open position's symbol's σ over the stress horizon in
+// Sigma is each open position's symbol's σ over the stress horizon in
 // view tv (its index's, volatility.sigma), under the stress settings st:
 // the stress grid's input, for the tick's model, a check and a backtest's
 // report (StressInputs).
-func (m *modelWatch) sigmaOf(tv *market.View, st stressSettings) func(symbol string) float64 {
+func (m *Watch) Sigma(tv *market.View, st Stress) func(symbol string) float64 {
 	index := make(map[string]string, len(tv.Rows))
 	for i := range tv.Rows {
 		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
 			index[r.Sym.Name] = r.IndexName
 		}
 	}
-	return func(symbol string) float64 { return m.vol.sigma(index[symbol], st.horizon, st.floor) }
+	return func(symbol string) float64 { return m.vol.sigma(index[symbol], st.Horizon, st.Floor) }
 }
 
 // floorOf is each symbol's floor for the tick's model (act.Model.Floor):
 // the rules' cut zone or the fast lane's distance, the larger.
-func (m *modelWatch) floorOf() func(symbol string) float64 {
+func (m *Watch) floorOf() func(symbol string) float64 {
 	set, lane := m.rules, m.fastDistance
 	var zone map[string]float64 // each symbol's, once asked: every candidate asks again
 	return func(symbol string) float64 {
@@ -120,7 +118,7 @@ func (m *modelWatch) floorOf() func(symbol string) float64 {
 // fastOf says, for the tick's model (act.Model.Fast), how each open
 // position's index is in a fast move (volatility.fast) at the tick's
 // index price.
-func (m *modelWatch) fastOf(tv *market.View, st stressSettings) func(symbol string) string {
+func (m *Watch) fastOf(tv *market.View, st Stress) func(symbol string) string {
 	type ix struct {
 		name  string
 		price float64
@@ -142,26 +140,36 @@ func (m *modelWatch) fastOf(tv *market.View, st stressSettings) func(symbol stri
 		if !ok {
 			return ""
 		}
-		return m.vol.fast(x.name, now, x.price, st.fastWindow, st.fastMove)
+		return m.vol.fast(x.name, now, x.price, st.FastWindow, st.FastMove)
 	}
 }
 
-// maintenance is the position's maintenance margin, cached in its state
-// ps (nil: not cached) while the figures it is worked out from are the
-// same (the quantity, the entry price and value, the risk limit's rates;
-// the spec gives the position's version no meaning, so it is no sign of a
-// change), with its float64 for the account's figures.
-func maintenance(ps *posState, p *exchange.Position, mp *margin.Position) (decimal.Decimal, float64) {
-	if ps == nil {
-		mm := mp.Maintenance()
-		return mm, market.ToFloat(mm)
+// maintenance is the maintenance margin of r, the position at place i of
+// the tick's view (mp its model position), kept while the position at
+// that place and the figures it is worked out from are the same (the
+// quantity, the entry price and value, the risk limit's rates; the spec
+// gives the position's version no meaning, so it is no sign of a change),
+// with its float64 for the account's figures. The exchange lists the
+// positions in a stable order, so a steady account works none out again.
+func (m *Watch) maintenance(i int, r *market.Row, mp *margin.Position) (decimal.Decimal, float64) {
+	if i >= len(m.mm) {
+		m.mm = append(m.mm, make([]mmSlot, i+1-len(m.mm))...)
 	}
-	x := &ps.X
-	if in := mmInputsOf(p); x.mm.IsZero() || !x.mmIn.same(&in) {
-		x.mm, x.mmIn = mp.Maintenance(), in
+	x := &m.mm[i]
+	if in := mmInputsOf(r.P); x.key != r.Key || x.mm.IsZero() || !x.in.same(&in) {
+		x.key, x.mm, x.in = r.Key, mp.Maintenance(), in
 		x.mmFloat = market.ToFloat(x.mm)
 	}
 	return x.mm, x.mmFloat
+}
+
+// mmSlot is the maintenance margin of the position of key, and the
+// figures it was worked out from.
+type mmSlot struct {
+	key     market.Key
+	mm      decimal.Decimal
+	mmFloat float64
+	in      mmInputs
 }
 
 // mmInputs are the figures a maintenance margin is worked out from.
@@ -185,7 +193,7 @@ func (a *mmInputs) same(b *mmInputs) bool {
 // cachedFree is the free balance inferred for the same cross positions
 // of the view within freeRefresh; ok is false when it must be inferred again, for the
 // cross positions sig identifies.
-func (m *modelWatch) cachedFree(v *market.View) (free decimal.Decimal, known bool, sig uint64, ok bool) {
+func (m *Watch) cachedFree(v *market.View) (free decimal.Decimal, known bool, sig uint64, ok bool) {
 	fc := &m.free
 	sig = v.CrossSig()
 	if fc.at.IsZero() || m.now.Before(fc.at) || m.now.Sub(fc.at) >= freeRefresh || fc.sig != sig {
@@ -236,13 +244,4 @@ func (in *freeInputs) same(ps []margin.Position, liqs []decimal.Decimal) bool {
 		}
 	}
 	return true
-}
-
-// mismatchEvent is the exchange reading back a liquidation price the
-// model did not predict: the live test of the model's assumptions.
-func mismatchEvent(now time.Time, symbol string, predicted, got decimal.Decimal) event {
-	text := fmt.Sprintf("the margin model disagrees with the exchange on %s: predicted liquidation %s, got %s", symbol, predicted, got)
-	return event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", symbol},
-		Audit: &journal.Record{Time: now, Type: "model", Symbol: symbol, Reason: text},
-		Count: func(m *journal.Metrics) { m.ModelMismatch(symbol) }}
 }

@@ -1,0 +1,115 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/journal"
+	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/shopspring/decimal"
+)
+
+// discard says nothing.
+type discard struct{}
+
+func (discard) Emit(context.Context, *journal.Report, journal.Event) {}
+
+// On an account of isolated positions whose liquidation prices the model
+// reproduces exactly (a replay's), a fit check that falls due because the
+// indexes moved keeps the fit without computing it again (fresh false),
+// the kept positions following the indexes, and it equals CheckFit of the
+// tick's figures; a position whose leverage changes is checked afresh.
+// The watch on its own, over the simulated exchange's own reads.
+func TestFitHoldsWhileOnlyIndexesMove(t *testing.T) {
+	t.Parallel()
+	two := 2
+	sc := &sim.Scenario{Currencies: []string{"USDT"}, Balance: decimal.NewFromInt(1_000_000)}
+	for i := range 4 {
+		base, sym := fmt.Sprintf("C%d", i), fmt.Sprintf("X%d", i)
+		sc.Currencies = append(sc.Currencies, base)
+		sc.Contracts = append(sc.Contracts, sim.ContractSpec{
+			SymbolSpec: sim.SymbolSpec{Name: sym, Base: base, Quote: "USDT", BaseScale: 2, QuoteScale: 2},
+			RiskLimit:  sim.RiskLimitSpec{MaxLeverage: 20, MaintenanceMarginRate: decimal.RequireFromString("0.005")}})
+		sc.Positions = append(sc.Positions, sim.PositionSpec{Symbol: sym, Direction: exchange.Long,
+			Quantity: decimal.NewFromInt(100), EntryPrice: decimal.NewFromInt(100), Leverage: 5})
+		sc.Indexes = append(sc.Indexes, sim.IndexSpec{Name: base, Scale: &two, Points: []sim.PricePoint{{Price: decimal.NewFromInt(100)}}})
+	}
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	now := t0
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Scenario: sc, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := market.NewSnapshotReader(ex.Local(), 10*time.Minute, nil)
+	w := New(nil, nil)
+	ctx := context.Background()
+	tol := margin.DefaultFitTolerance
+	// checks counts the fits computed afresh: what the engine counts and
+	// publishes.
+	var view market.View
+	checks := 0
+	fresh := func() ([]margin.Position, []margin.Reported, margin.Fit) {
+		snap, err := snaps.Read(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v market.View
+		v.Join(snap, snaps, nil)
+		ps, rep := v.Model()
+		return ps, rep, margin.CheckFit(margin.Account{Positions: ps}, rep, tol)
+	}
+	step := func(s int) {
+		t.Helper()
+		now = t0.Add(time.Duration(s) * time.Minute)
+		prices := map[string]decimal.Decimal{}
+		for i := range 4 {
+			prices[fmt.Sprintf("C%d", i)] = decimal.New(int64(10000+(s*37+i*11)%900), -2)
+		}
+		ex.SetIndexPrices(prices)
+		ex.Step(now)
+		snap, err := snaps.Read(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		view.Join(snap, snaps, nil)
+		w.Begin(now, "")
+		w.Observe(now, &view, Settings{})
+		if _, fresh := w.CheckFit(ctx, now, &view, tol, discard{}); fresh {
+			checks++
+		}
+	}
+	step(0)
+	first := checks
+	if first != 1 {
+		t.Fatalf("%d fits computed at the first step, want 1", first)
+	}
+	for s := 1; s <= 5; s++ {
+		step(s)
+	}
+	if got := checks; got != first {
+		t.Errorf("the fit was computed again while only the indexes moved: %d fits", got)
+	}
+	ps, rep, want := fresh()
+	if got := w.fit.fit; got.Summary() != want.Summary() || got.Worst != want.Worst {
+		t.Errorf("kept fit %q, CheckFit now %q", got.Summary(), want.Summary())
+	}
+	if !sameFitInputs(w.fit.ps, w.fit.rep, ps, rep) {
+		t.Error("the kept positions did not follow the indexes")
+	}
+	if err := ex.PutPosition(sim.PositionSpec{Symbol: "X1", Direction: exchange.Long, Quantity: decimal.NewFromInt(100),
+		EntryPrice: decimal.NewFromInt(100), Leverage: 4}); err != nil {
+		t.Fatal(err)
+	}
+	step(6)
+	if got := checks; got == first {
+		t.Error("the fit was not checked again after a leverage changed")
+	}
+	if _, _, want := fresh(); w.fit.fit.Summary() != want.Summary() {
+		t.Errorf("fit %q, CheckFit now %q", w.fit.fit.Summary(), want.Summary())
+	}
+}

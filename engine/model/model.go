@@ -1,0 +1,128 @@
+// Package model is the margin model as the engine's tick uses it: the fit
+// of exchange/margin's model checked against the exchange's own figures
+// (fit.go), the free balance inferred from the cross positions, the tick's
+// account view the predictions are made on (predict.go), the account's
+// figures the rules read (account.go), and each index's σ for the stress
+// grid (vol.go). The engine hands it the tick's view (engine/market) and
+// its time; it reaches back for nothing, and never imports the engine.
+package model
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/rules"
+	"github.com/shopspring/decimal"
+)
+
+// Watch is the margin model as the tick uses it (tick-owned: only the
+// goroutine holding the engine's tick calls it).
+type Watch struct {
+	// fit is the model checked against the exchange.
+	fit fitWatch
+	// free is the last inferred free balance.
+	free freeCache
+	// mm are the positions' maintenance margins by place of the view,
+	// each worked out again only when its figures change.
+	mm []mmSlot
+	// view is the tick's account for the margin model, built at its
+	// first settings call; nil until then.
+	view *act.Model
+	// liqs remembers isolated liquidation prices from tick to tick for
+	// the tick's account.
+	liqs margin.Liquidations
+	// now is the tick's time; inFlight says which call was in flight
+	// while the tick read the positions ("" when none): the snapshot may
+	// predate its effect on the cross pool.
+	now      time.Time
+	inFlight string
+	// lines are the account's, reused from tick to tick.
+	lines []margin.Line
+	// vol follows the indexes' volatility, read from hist when first
+	// seen (warm); stress is the grid's settings (engine.stress_*), set
+	// each tick.
+	vol    volatility
+	hist   History
+	log    *slog.Logger
+	stress Stress
+	// stressAt is when the status's stress grid was last worked out.
+	stressAt time.Time
+	// rules are the rules in force and fastDistance the fast lane's
+	// distance (0 when the lane is off), set each tick: the floor no
+	// settings call may leave a position under (floorOf).
+	rules        *rules.Set
+	fastDistance float64
+}
+
+// New returns a watch that has seen no tick. hist reads an index's
+// history for σ's warm-up (nil: none is read); a nil logger discards.
+func New(hist History, logger *slog.Logger) *Watch {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Watch{hist: hist, log: logger}
+}
+
+// Stress are the stress grid's settings: σ over Horizon, at least Floor;
+// likely moves within ±Likely σ.
+type Stress struct {
+	Horizon time.Duration
+	Floor   float64
+	Likely  float64
+	// FastMove and FastWindow: an index that spanned FastMove within
+	// FastWindow is in a fast move (volatility.fast).
+	FastMove   float64
+	FastWindow time.Duration
+	// OrderCost and Dust: act.Model.OrderCost and DustNotional;
+	// AsAsked: act.Model.OrdersAsAsked.
+	OrderCost float64
+	Dust      decimal.Decimal
+	AsAsked   bool
+}
+
+// Settings are what the tick's model reads of the engine's settings and
+// rules, set at each tick (Observe).
+type Settings struct {
+	Stress Stress
+	// Rules are the rules in force, FastDistance the fast lane's distance
+	// (0 when the lane is off): the floor no settings call may leave a
+	// position under.
+	Rules        *rules.Set
+	FastDistance float64
+}
+
+// Begin starts the tick at now, whose positions were read while the call
+// inFlight names was in flight ("" when none): the last tick's view is
+// let go.
+func (m *Watch) Begin(now time.Time, inFlight string) {
+	m.now, m.inFlight, m.view = now, inFlight, nil
+}
+
+// Observe takes in the tick's view v at now: each open position's index
+// price for σ, and the settings s the tick's account view reads.
+func (m *Watch) Observe(now time.Time, v *market.View, s Settings) {
+	m.vol.observe(now, v.Rows)
+	m.stress, m.rules, m.fastDistance = s.Stress, s.Rules, s.FastDistance
+}
+
+// Moved moves the tick's view on to next when the tick that decided at is
+// the current one (a call of its plan changed the account).
+func (m *Watch) Moved(at time.Time, next margin.Account) {
+	if m.view != nil && m.now.Equal(at) {
+		m.view.Acct = next
+	}
+}
+
+// StressDue reports whether the status's stress grid is due at now (at
+// most every every, and again after a clock that ran back), and notes it
+// worked out at now when it is.
+func (m *Watch) StressDue(now time.Time, every time.Duration) bool {
+	if at := m.stressAt; !at.IsZero() && now.Sub(at) < every && !now.Before(at) {
+		return false
+	}
+	m.stressAt = now
+	return true
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/dispatch"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/notify"
 )
@@ -53,7 +54,7 @@ type IntentStore interface {
 // not lead the account (or no longer safely holds its lease). Like a pause
 // it starts no cooldown and spends no budget: a takeover acts at its
 // first tick.
-var ErrStandby = errors.New("standby")
+var ErrStandby = dispatch.ErrStandby
 
 // leader is this process's standing for the account: under ha, the seat
 // it holds in the account's election and where the state for the next
@@ -231,7 +232,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 			// leader's; the rule states are merged (evaluator.takeover).
 			b := s.Breaker
 			b.Restore(now, e.cfg.BreakerReset)
-			e.disp.setBreaker(b)
+			e.disp.SetBreaker(b)
 			e.ctl.Replace(s.Silences, s.Pauses, now)
 			e.eval.takeover(s, now)
 			// The last leader's calls whose outcome it never saved: taken

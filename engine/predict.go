@@ -1,12 +1,9 @@
 package engine
 
 import (
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
-	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
@@ -236,13 +233,4 @@ func (in *freeInputs) same(ps []margin.Position, liqs []decimal.Decimal) bool {
 		}
 	}
 	return true
-}
-
-// mismatchEvent is the exchange reading back a liquidation price the
-// model did not predict: the live test of the model's assumptions.
-func mismatchEvent(now time.Time, symbol string, predicted, got decimal.Decimal) event {
-	text := fmt.Sprintf("the margin model disagrees with the exchange on %s: predicted liquidation %s, got %s", symbol, predicted, got)
-	return event{Level: slog.LevelWarn, Msg: text, Attrs: []any{"symbol", symbol},
-		Audit: &journal.Record{Time: now, Type: "model", Symbol: symbol, Reason: text},
-		Count: func(m *journal.Metrics) { m.ModelMismatch(symbol) }}
 }

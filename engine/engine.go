@@ -267,7 +267,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {
-		e.emit(context.Background(), nil, ev)
+		e.jr.Emit(context.Background(), nil, ev)
 	}
 	e.publishActive()
 	return e, nil
@@ -294,7 +294,7 @@ func (e *Engine) interrupted(lost []journal.Record) {
 				now.UTC().Format(time.RFC3339Nano))
 		}
 		r.Phase, r.Reason, r.Error, r.Response = "interrupted", reason, "", nil
-		e.emit(context.Background(), nil, event{Audit: &r, Level: slog.LevelWarn,
+		e.jr.Emit(context.Background(), nil, event{Audit: &r, Level: slog.LevelWarn,
 			Msg:   "an action was interrupted by the last stop; its outcome is read back from the exchange",
 			Attrs: []any{"action", r.Action, "symbol", r.Symbol, "rule", strings.Join(r.Rules, ","), "sent", r.Time}})
 	}
@@ -315,6 +315,12 @@ func (e *Engine) Close() error {
 	return err
 }
 
+// ReopenAudit closes and reopens the audit log at its path (SIGHUP, after
+// logrotate moved it) and writes the records kept meanwhile.
+func (e *Engine) ReopenAudit(ctx context.Context, now time.Time) error {
+	return e.jr.Reopen(ctx, now)
+}
+
 // AckLiquidation unmarks the liquidations of symbol ("*": every one) the
 // status keeps marked, audited with its author, and returns how many; none
 // is ErrNoLiquidation.
@@ -327,7 +333,7 @@ func (e *Engine) AckLiquidation(ctx context.Context, now time.Time, symbol, by s
 		return 0, err
 	}
 	text := fmt.Sprintf("liquidation of %s acknowledged by %s (%d unmarked)", symbol, by, n)
-	e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: text, Attrs: []any{"symbol", symbol, "by", by},
+	e.jr.Emit(ctx, nil, event{Level: slog.LevelInfo, Msg: text, Attrs: []any{"symbol", symbol, "by", by},
 		Audit: &journal.Record{Time: now, Type: "liquidated", To: "acknowledged", Symbol: symbol, By: by, Reason: text}})
 	return n, nil
 }
@@ -540,7 +546,7 @@ func (e *Engine) applyPending() {
 	}
 	e.board.setRules(set)
 	e.publishActive()
-	e.emit(context.Background(), nil, reloadEvent(now, len(set.Rules), kept))
+	e.jr.Emit(context.Background(), nil, reloadEvent(now, len(set.Rules), kept))
 }
 
 // saveLocked writes the state file when something changed.

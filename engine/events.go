@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -27,15 +26,11 @@ type TickReport struct {
 }
 
 // event is one thing the guard saw or did, built once, where it happens,
-// by one of the constructors in this file; emit hands it to the journal,
-// which fans it out. No other code writes the audit log, sends a
+// by one of the constructors in this file (the dispatcher's in
+// engine/dispatch, a rule's notify action in engine/journal); the journal
+// (Engine.jr) fans it out. No other code writes the audit log, sends a
 // notification or adds to a tick's report.
 type event = journal.Event
-
-// emit hands ev to the journal, with the tick's report when there is one.
-func (e *Engine) emit(ctx context.Context, rep *TickReport, ev event) {
-	e.jr.Emit(ctx, rep.report(), ev)
-}
 
 // report is the part of rep the journal adds to; nil without a report.
 func (rep *TickReport) report() *journal.Report {
@@ -120,12 +115,6 @@ func ruleErrorEvent(r *rules.Rule, symbol string, err error, first bool) event {
 		ev.Level, ev.Msg, ev.Attrs = slog.LevelError, "rule failed at run time; marked unhealthy", []any{"rule", r.Name, "symbol", symbol, "err", err}
 	}
 	return ev
-}
-
-// ReopenAudit closes and reopens the audit log at its path (SIGHUP, after
-// logrotate moved it) and writes the records kept meanwhile.
-func (e *Engine) ReopenAudit(ctx context.Context, now time.Time) error {
-	return e.jr.Reopen(ctx, now)
 }
 
 // sideOf names the side of the position a rule fires on (" LONG"), so that

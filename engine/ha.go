@@ -214,7 +214,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 	}
 	if term == 0 {
 		e.lead.Took(0)
-		e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "standby: another process leads the account; actions are held",
+		e.jr.Emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "standby: another process leads the account; actions are held",
 			Audit: &journal.Record{Time: now, Type: "ha", To: "standby"}})
 		return
 	}
@@ -241,7 +241,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 			for _, in := range s.Intents {
 				e.eval.adopt(in)
 				e.recon.adopted(in)
-				e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "taken over from the last leader: " + in.Action + " " + in.Symbol + " (intent " + in.ID + ") without a saved outcome; its rules' cooldowns count from it",
+				e.jr.Emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "taken over from the last leader: " + in.Action + " " + in.Symbol + " (intent " + in.ID + ") without a saved outcome; its rules' cooldowns count from it",
 					Audit: &journal.Record{Time: now, Type: "action", Phase: "interrupted", Action: in.Action, Symbol: in.Symbol, Position: in.Position, Rules: in.Rules, Quantity: in.Quantity,
 						Reason: fmt.Sprintf("intent %s of %s, made durable by the last leader before the call left; no outcome was saved: taken as sent, never sent again as such", in.ID, in.At.UTC().Format(time.RFC3339Nano))}})
 			}
@@ -250,7 +250,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 	e.file.changed() // the next save writes what differs from the shared state
 	e.lead.Took(term)
 	text := fmt.Sprintf("leader (term %d): this process sends the account's calls from now on", term)
-	e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "ha", To: "leader", Reason: text},
+	e.jr.Emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "ha", To: "leader", Reason: text},
 		Note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "warning", Text: text}})
 }
 

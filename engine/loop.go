@@ -127,7 +127,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		e.model.stress = e.cfg.stress()
 		e.model.rules, e.model.fastDistance = e.eval.ruleSet(), e.cfg.laneDistance()
 		for _, ev := range e.recon.observe(now, &e.view) {
-			e.emit(ctx, rep, ev)
+			e.jr.Emit(ctx, rep.report(), ev)
 		}
 		if f, fresh := e.model.checkFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
 			e.metrics.ModelFit(f)
@@ -157,7 +157,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	}
 	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.board.LastSuccess()), counts, e.disp.BreakerOpen(now))
 	if err != nil {
-		e.emit(ctx, nil, event{Audit: &journal.Record{Time: now, Type: "tick", Error: err.Error()}})
+		e.jr.Emit(ctx, nil, event{Audit: &journal.Record{Time: now, Type: "tick", Error: err.Error()}})
 	}
 	if e.eval.takeActed() || len(rep.Transitions) > 0 {
 		e.publishActive() // the cooldowns too: Status's next texts count from them

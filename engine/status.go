@@ -290,7 +290,7 @@ type RuleStatus struct {
 }
 
 // ruleNote is what became of a rule's actions on a symbol at its last
-// attempt (nextNote): "" when they did what was asked.
+// attempt (engine/dispatch's nextNote): "" when they did what was asked.
 type ruleNote struct {
 	at   time.Time
 	text string

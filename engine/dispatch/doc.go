@@ -12,8 +12,9 @@
 //	AtPlan    the symbol's backoff after failed calls
 //	AtDecide  tally, dry run, leadership, a pause, the snapshot's age, the
 //	          action budget with its circuit breaker
-//	AtSend    the executor's last look: the intent said, leadership, the
-//	          pauses' gate, the snapshot's age, the intent made durable
+//	AtSend    the executor's last look: the intended phase said,
+//	          leadership, the pauses' gate, the snapshot's age, the
+//	          intent made durable
 //
 // The first stage that holds a call back says why (in the tick's report,
 // the audit log, the log, the metrics and the notifications, through one

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/engine/model"
 	"github.com/riskguard/riskguard/rules"
@@ -43,7 +44,7 @@ func (v *evaluator) evaluateAccount(ctx context.Context, now time.Time, rows []t
 		d := &act.AccountDue{Idx: ri, Rule: r, St: &ps.Rules[ri], Targets: targets(r.Targets, rows)}
 		for _, a := range r.Actions {
 			if a.Kind == rules.Notify {
-				v.emit(ctx, rep, ruleNotifyEvent(now, r, accountSymbol, a.Channels, &v.acctEnv))
+				v.emit(ctx, rep, journal.RuleNotifyEvent(now, r, accountSymbol, a.Channels, &v.acctEnv))
 				d.Acted = true
 			}
 		}

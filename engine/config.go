@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/riskguard/riskguard/engine/dispatch"
 	"github.com/riskguard/riskguard/engine/lane"
 	"github.com/riskguard/riskguard/engine/model"
 	"github.com/riskguard/riskguard/engine/reconcile"
@@ -164,4 +165,11 @@ func (c Config) laneDistance() float64 {
 		return 0
 	}
 	return c.FastDistance
+}
+
+// dispatch is the settings the dispatcher reads.
+func (c Config) dispatch() dispatch.Config {
+	return dispatch.Config{DryRun: c.DryRun, MaxActionsPerMinute: c.MaxActionsPerMinute, BreakerReset: c.BreakerReset,
+		MaxSnapshotAge: c.MaxSnapshotAge, ActionConcurrency: c.ActionConcurrency, ActionTimeout: c.ActionTimeout,
+		Interval: c.Interval, SymbolBackoffMax: c.SymbolBackoffMax, ListingLag: c.ListingLag}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/dispatch"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/lane"
 	"github.com/riskguard/riskguard/engine/market"
@@ -30,8 +31,8 @@ import (
 )
 
 // Actuator is what the engine changes on the exchange (act.Exchange). Both
-// calls are idempotent; an Actuator that can place orders
-// (act.OrderPlacer) is asked for them by the kinds that send one.
+// calls are idempotent; the venue's other calls are capabilities it may
+// offer (exchange.Offer), asked once, in New.
 type Actuator interface {
 	SetPositionSettings(ctx context.Context, symbol string, s exchange.Settings) (*exchange.Position, error)
 	CancelOrders(ctx context.Context, symbol string) (json.RawMessage, error)
@@ -39,6 +40,13 @@ type Actuator interface {
 
 // Deps are the engine's collaborators.
 type Deps struct {
+	// Reader and Actuator are the venue (exchange.Venue): its reads and
+	// its idempotent calls, most often one value; a test or a backtest
+	// may wrap the reads alone. New asks them once for the capabilities
+	// of the contract (exchange.OfferOf): the Reader for the index
+	// history (the windows' and σ's warm-up), the Actuator for orders
+	// (reduce_position) and closed orders (a liquidation's evidence), and
+	// hands each part the one it needs, nil when the venue lacks it.
 	Reader   market.Reader
 	Actuator Actuator
 	// Notifier receives notifications; nil drops them.
@@ -78,6 +86,13 @@ type Deps struct {
 	Tally bool
 }
 
+// offer is the venue's capabilities, asked once: see Deps.
+func (d Deps) offer() exchange.Offer {
+	o := exchange.OfferOf(d.Actuator)
+	o.History = exchange.OfferOf(d.Reader).History
+	return o
+}
+
 // Engine evaluates rules and acts. Its methods are safe for concurrent use;
 // ticks and reloads are serialized.
 type Engine struct {
@@ -113,8 +128,8 @@ type Engine struct {
 	// model is the margin model watched and predicted with (engine/model).
 	model *model.Watch
 	// disp sends the mutating calls the tick decides, with the breaker,
-	// the backoff and the executor.
-	disp *dispatcher
+	// the backoff and the executor (engine/dispatch).
+	disp *dispatch.Dispatcher
 	// lane is the fast lane's state (tick-owned).
 	lane lane.Lane
 	// recon names every change of a position the guard did not make
@@ -153,7 +168,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		snaps:   NewSnapshotReader(d.Reader, cfg.SymbolsRefresh, d.Logger),
 	}
 	e.lead.seat, e.lead.shared = d.Leadership, d.Shared
-	hist, _ := d.Reader.(window.HistoryReader)
+	offer := d.offer()
 	kinds := d.Kinds
 	if kinds == nil {
 		kinds = act.DefaultKinds()
@@ -161,7 +176,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	if err := kinds.Check(set); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e.eval = newEvaluator(set, kinds, window.NewStore(set, cfg.Interval, hist, d.Logger), cfg)
+	e.eval = newEvaluator(set, kinds, window.NewStore(set, cfg.Interval, offer.History, d.Logger), cfg)
 	e.model = model.New(e.eval.win, d.Logger)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -234,20 +249,16 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 		e.jr.Close()
 		return nil, err
 	}
-	e.disp = newDispatcher(dispatcherOptions{Journal: e.jr, Control: e.ctl, Leader: &e.lead, Actuator: d.Actuator, Reader: d.Reader,
-		Logger: e.log, Metrics: e.metrics, Now: e.now, Config: cfg, Tally: d.Tally && cfg.DryRun, Breaker: breaker,
-		Hooks: ruleHooks{
-			acted:          e.eval.acted,
-			skipped:        e.eval.skipped,
-			accountSettled: e.eval.accountSettled,
-			changed:        e.file.changed,
-			model:          func(snap *market.Snapshot) *act.Model { e.rowsFor(snap); return e.model.Account(&e.view) },
-			moved:          e.model.Moved,
-			readBack:       e.model.NoteReadBack,
-			noted:          e.board.note,
-		}})
+	out := &outcomes{eval: &e.eval, file: &e.file, board: e.board, model: e.model, view: &e.view, snaps: e.snaps, cfg: &e.cfg}
+	e.disp, err = dispatch.New(dispatch.Options{Journal: e.jr, Pauses: e.ctl, Leader: &e.lead, Outcomes: out, Model: out,
+		Actuator: d.Actuator, Placer: offer.Placer, Reader: d.Reader, Logger: e.log, Metrics: e.metrics, Now: e.now,
+		Config: cfg.dispatch(), Tally: d.Tally && cfg.DryRun, Sequential: e.snaps.InProcess(), Breaker: breaker})
+	if err != nil {
+		e.jr.Close()
+		return nil, err
+	}
 	marked := e.board.liquidation
-	if cr, ok := d.Actuator.(ClosedOrderReader); ok && !e.cfg.DryRun {
+	if cr := offer.Closed; cr != nil && !e.cfg.DryRun {
 		marked = func(l reconcile.Liquidation) {
 			e.board.liquidation(l)
 			reconcile.Evidence(&e.bg, cr, e.jr, l)
@@ -258,7 +269,7 @@ func New(cfg Config, set *rules.Set, d Deps) (eng *Engine, err error) {
 	e.jr.Restore(restored)
 	e.interrupted(lost)
 	for _, ev := range startup {
-		e.emit(context.Background(), nil, ev)
+		e.jr.Emit(context.Background(), nil, ev)
 	}
 	e.publishActive()
 	return e, nil
@@ -285,7 +296,7 @@ func (e *Engine) interrupted(lost []journal.Record) {
 				now.UTC().Format(time.RFC3339Nano))
 		}
 		r.Phase, r.Reason, r.Error, r.Response = "interrupted", reason, "", nil
-		e.emit(context.Background(), nil, event{Audit: &r, Level: slog.LevelWarn,
+		e.jr.Emit(context.Background(), nil, event{Audit: &r, Level: slog.LevelWarn,
 			Msg:   "an action was interrupted by the last stop; its outcome is read back from the exchange",
 			Attrs: []any{"action", r.Action, "symbol", r.Symbol, "rule", strings.Join(r.Rules, ","), "sent", r.Time}})
 	}
@@ -295,7 +306,7 @@ func (e *Engine) interrupted(lost []journal.Record) {
 func (e *Engine) Close() error {
 	e.tick.Lock() // after the tick in flight
 	defer e.tick.Unlock()
-	e.disp.drain()
+	e.disp.Drain()
 	e.applyPending()
 	err := e.saveLocked()
 	e.bg.Wait() // a liquidation's evidence on its way to the audit log
@@ -304,6 +315,12 @@ func (e *Engine) Close() error {
 	}
 	e.file.release()
 	return err
+}
+
+// ReopenAudit closes and reopens the audit log at its path (SIGHUP, after
+// logrotate moved it) and writes the records kept meanwhile.
+func (e *Engine) ReopenAudit(ctx context.Context, now time.Time) error {
+	return e.jr.Reopen(ctx, now)
 }
 
 // AckLiquidation unmarks the liquidations of symbol ("*": every one) the
@@ -318,7 +335,7 @@ func (e *Engine) AckLiquidation(ctx context.Context, now time.Time, symbol, by s
 		return 0, err
 	}
 	text := fmt.Sprintf("liquidation of %s acknowledged by %s (%d unmarked)", symbol, by, n)
-	e.emit(ctx, nil, event{Level: slog.LevelInfo, Msg: text, Attrs: []any{"symbol", symbol, "by", by},
+	e.jr.Emit(ctx, nil, event{Level: slog.LevelInfo, Msg: text, Attrs: []any{"symbol", symbol, "by", by},
 		Audit: &journal.Record{Time: now, Type: "liquidated", To: "acknowledged", Symbol: symbol, By: by, Reason: text}})
 	return n, nil
 }
@@ -424,7 +441,7 @@ func (e *Engine) applyPending() {
 	if cfg != nil {
 		e.cfg = cfg.KeepRestartOnly(e.cfg).withDefaults()
 		e.snaps.SetRefresh(e.cfg.SymbolsRefresh)
-		e.disp.setConfig(e.cfg)
+		e.disp.SetConfig(e.cfg.dispatch())
 		e.eval.setConfig(e.cfg)
 		e.recon.SetConfig(e.cfg.reconcileSettings())
 		e.view.Forget() // the index names may have changed
@@ -439,7 +456,7 @@ func (e *Engine) applyPending() {
 	}
 	e.board.setRules(set)
 	e.publishActive()
-	e.emit(context.Background(), nil, reloadEvent(now, len(set.Rules), kept))
+	e.jr.Emit(context.Background(), nil, reloadEvent(now, len(set.Rules), kept))
 }
 
 // saveLocked writes the state file when something changed.

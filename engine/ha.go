@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
+	"github.com/riskguard/riskguard/engine/dispatch"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/notify"
 )
@@ -53,7 +54,7 @@ type IntentStore interface {
 // not lead the account (or no longer safely holds its lease). Like a pause
 // it starts no cooldown and spends no budget: a takeover acts at its
 // first tick.
-var ErrStandby = errors.New("standby")
+var ErrStandby = dispatch.ErrStandby
 
 // leader is this process's standing for the account: under ha, the seat
 // it holds in the account's election and where the state for the next
@@ -213,7 +214,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 	}
 	if term == 0 {
 		e.lead.Took(0)
-		e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "standby: another process leads the account; actions are held",
+		e.jr.Emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "standby: another process leads the account; actions are held",
 			Audit: &journal.Record{Time: now, Type: "ha", To: "standby"}})
 		return
 	}
@@ -231,7 +232,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 			// leader's; the rule states are merged (evaluator.takeover).
 			b := s.Breaker
 			b.Restore(now, e.cfg.BreakerReset)
-			e.disp.setBreaker(b)
+			e.disp.SetBreaker(b)
 			e.ctl.Replace(s.Silences, s.Pauses, now)
 			e.eval.takeover(s, now)
 			// The last leader's calls whose outcome it never saved: taken
@@ -240,7 +241,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 			for _, in := range s.Intents {
 				e.eval.adopt(in)
 				e.recon.Adopted(in)
-				e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "taken over from the last leader: " + in.Action + " " + in.Symbol + " (intent " + in.ID + ") without a saved outcome; its rules' cooldowns count from it",
+				e.jr.Emit(ctx, nil, event{Level: slog.LevelWarn, Msg: "taken over from the last leader: " + in.Action + " " + in.Symbol + " (intent " + in.ID + ") without a saved outcome; its rules' cooldowns count from it",
 					Audit: &journal.Record{Time: now, Type: "action", Phase: "interrupted", Action: in.Action, Symbol: in.Symbol, Position: in.Position, Rules: in.Rules, Quantity: in.Quantity,
 						Reason: fmt.Sprintf("intent %s of %s, made durable by the last leader before the call left; no outcome was saved: taken as sent, never sent again as such", in.ID, in.At.UTC().Format(time.RFC3339Nano))}})
 			}
@@ -249,7 +250,7 @@ func (e *Engine) syncLeadership(ctx context.Context, now time.Time) {
 	e.file.changed() // the next save writes what differs from the shared state
 	e.lead.Took(term)
 	text := fmt.Sprintf("leader (term %d): this process sends the account's calls from now on", term)
-	e.emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "ha", To: "leader", Reason: text},
+	e.jr.Emit(ctx, nil, event{Level: slog.LevelWarn, Msg: text, Audit: &journal.Record{Time: now, Type: "ha", To: "leader", Reason: text},
 		Note: &notify.Message{Time: now, Kind: notify.KindLifecycle, Severity: "warning", Text: text}})
 }
 

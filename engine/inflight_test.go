@@ -99,7 +99,7 @@ func TestCallInFlightHoldsOnlyItsSymbol(t *testing.T) {
 		t.Errorf("XETH's prediction trusts a free balance read during XBTC's call: %s", xeth.Effect)
 	}
 	close(g.release)
-	if !e.disp.exec.Wait(5 * time.Second) {
+	if !e.disp.Wait(5 * time.Second) {
 		t.Fatal("XBTC's call did not end once released")
 	}
 	rep, err = e.Tick(ctx, at(2))

@@ -6,10 +6,19 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/engine/dispatch"
 	"github.com/riskguard/riskguard/engine/journal"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/engine/model"
 )
+
+// ErrBreakerOpen is the error of an action the circuit breaker held back
+// (engine/dispatch).
+var ErrBreakerOpen = dispatch.ErrBreakerOpen
+
+// ErrStaleSnapshot is the error of an action not sent because the snapshot
+// it was decided on is older than Config.MaxSnapshotAge (engine/dispatch).
+var ErrStaleSnapshot = dispatch.ErrStaleSnapshot
 
 // Run ticks until ctx is done, every Interval, or every FastInterval
 // while the last tick found the guard near danger (see NextInterval). The
@@ -27,7 +36,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	})
 	e.tick.Lock()
 	defer e.tick.Unlock()
-	e.disp.drain()
+	e.disp.Drain()
 	if err := e.saveLocked(); err != nil {
 		e.log.Error("save state", "err", err)
 	}
@@ -92,13 +101,13 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	e.lastTick = now
 	// What became of the calls that were still in flight when their tick
 	// ended: said in this tick's report.
-	e.disp.begin(ctx, now, start, rep, e.board.NextInterval())
-	defer e.disp.end()
+	e.disp.Begin(ctx, now, start, rep.report(), e.board.NextInterval())
+	defer e.disp.End()
 	// Records kept from a failed write go out as soon as the log takes
 	// them, not at the next event.
 	e.jr.Flush(ctx, now)
 	inFlight := ""
-	if key := e.disp.busy(); key != "" {
+	if key := e.disp.Busy(); key != "" {
 		inFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", key)
 	}
 	e.model.Begin(now, inFlight)
@@ -117,14 +126,14 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		rows := e.join(snap)
 		e.model.Observe(now, &e.view, model.Settings{Stress: e.cfg.stress(), Rules: e.eval.ruleSet(), FastDistance: e.cfg.laneDistance()})
 		for _, ev := range e.recon.Observe(now, &e.view) {
-			e.emit(ctx, rep, ev)
+			e.jr.Emit(ctx, rep.report(), ev)
 		}
 		if f, fresh := e.model.CheckFit(ctx, now, &e.view, e.cfg.ModelTolerance, e.jr); fresh {
 			e.metrics.ModelFit(f)
 			e.board.setFit(f) // for Status; allocated only for a fresh fit
 		}
 		plans, due := e.eval.evaluate(ctx, now, &e.view, rows, rep)
-		e.disp.runPlans(ctx, now, snap, plans, rep, e.eval.ruleSet())
+		e.disp.Run(ctx, now, snap, plans, rep.report(), e.eval.ruleSet())
 		e.recon.Acted(now, rep.Actions)
 		e.eval.finish(ctx, now, due, rep)
 		e.model.Warm(ctx, now)
@@ -145,9 +154,9 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	if e.metrics != nil {
 		counts = e.eval.counts()
 	}
-	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.board.LastSuccess()), counts, e.disp.breakerOpen(now))
+	e.metrics.TickDone(err, e.now().Sub(start), now.Sub(e.board.LastSuccess()), counts, e.disp.BreakerOpen(now))
 	if err != nil {
-		e.emit(ctx, nil, event{Audit: &journal.Record{Time: now, Type: "tick", Error: err.Error()}})
+		e.jr.Emit(ctx, nil, event{Audit: &journal.Record{Time: now, Type: "tick", Error: err.Error()}})
 	}
 	if e.eval.takeActed() || len(rep.Transitions) > 0 {
 		e.publishActive() // the cooldowns too: Status's next texts count from them

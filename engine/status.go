@@ -219,7 +219,17 @@ type CallInFlight struct {
 
 // InFlight lists the mutating calls still running at now, oldest first. It
 // never waits for a tick.
-func (e *Engine) InFlight(now time.Time) []CallInFlight { return e.disp.inFlight(now) }
+func (e *Engine) InFlight(now time.Time) []CallInFlight { return callsInFlight(e.disp.InFlight(), now) }
+
+// callsInFlight are the executor's calls in flight as the status shows
+// them at now.
+func callsInFlight(fl []act.Flight, now time.Time) []CallInFlight {
+	out := []CallInFlight{}
+	for _, f := range fl {
+		out = append(out, CallInFlight{Symbol: f.Key, Call: f.Call, Since: f.Since, Running: max(now.Sub(f.Since), 0).Seconds()})
+	}
+	return out
+}
 
 // BreakerStatus is the action budget's circuit breaker.
 type BreakerStatus struct {
@@ -319,7 +329,7 @@ type RuleStatus struct {
 }
 
 // ruleNote is what became of a rule's actions on a symbol at its last
-// attempt (nextNote): "" when they did what was asked.
+// attempt (engine/dispatch's nextNote): "" when they did what was asked.
 type ruleNote struct {
 	at   time.Time
 	text string
@@ -816,7 +826,7 @@ func (e *Engine) Status(now time.Time) *Status {
 		}
 	}
 	st.Silences, st.Pauses = e.ctl.Silences(now), pauses
-	st.InFlight = e.disp.inFlight(now)
+	st.InFlight = callsInFlight(e.disp.InFlight(), now)
 	if st.Silences == nil {
 		st.Silences = []control.Silence{}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/alert"
 	"github.com/riskguard/riskguard/engine/control"
+	"github.com/riskguard/riskguard/engine/dispatch"
 	"github.com/riskguard/riskguard/engine/journal"
 )
 
@@ -102,7 +103,7 @@ func restore(s *savedState, now time.Time, reset time.Duration, v *evaluator, ct
 	}
 	if b.Open(now) {
 		text := fmt.Sprintf("circuit breaker OPEN from the saved state: no actions until %s", b.OpenUntil.UTC().Format(time.RFC3339))
-		events = append(events, breakerEvent(now, true, text))
+		events = append(events, dispatch.BreakerEvent(now, true, text))
 	}
 	return events
 }

@@ -131,16 +131,37 @@ func Capabilities(v any) Calls {
 		return nil
 	}
 	cs := Calls{CallPositions, CallIndexPrices, CallTrades, CallSetPositionSettings, CallCancelOrders}
-	if _, ok := v.(OrderPlacer); ok {
+	o := OfferOf(v)
+	if o.Placer != nil {
 		cs = append(cs, CallPlaceOrder)
 	}
-	if _, ok := v.(HistoryReader); ok {
+	if o.History != nil {
 		cs = append(cs, CallIndexHistory)
 	}
-	if _, ok := v.(ClosedOrderReader); ok {
+	if o.Closed != nil {
 		cs = append(cs, CallClosedOrders)
 	}
 	return cs
+}
+
+// Offer is a venue's capabilities as the values its consumers call, each
+// nil when the venue lacks it: asked once, where the venue is handed to
+// its consumer (engine.New), which gives each part the one it needs
+// instead of each part asking the venue by a type assertion of its own.
+type Offer struct {
+	Placer  OrderPlacer
+	History HistoryReader
+	Closed  ClosedOrderReader
+}
+
+// OfferOf asks v for each capability of the contract: the one place the
+// method set of a venue is asked what it offers.
+func OfferOf(v any) Offer {
+	var o Offer
+	o.Placer, _ = v.(OrderPlacer)
+	o.History, _ = v.(HistoryReader)
+	o.Closed, _ = v.(ClosedOrderReader)
+	return o
 }
 
 // The signed client is the first venue and offers every call.

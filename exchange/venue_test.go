@@ -13,7 +13,8 @@ import (
 type readsOnly struct{ exchange.Venue }
 
 // TestCapabilities: a venue offers the calls of its method set, in the
-// contract's order; a value that is no venue offers none.
+// contract's order, and OfferOf the same capabilities as values; a value
+// that is no venue offers none.
 func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	c, err := exchange.New("https://api.example.com", "k", "s")
@@ -44,6 +45,15 @@ func TestCapabilities(t *testing.T) {
 			for _, call := range exchange.Contract() {
 				if got.Has(call) != slices.Contains(tc.want, call) {
 					t.Errorf("Has(%s) = %v", call, got.Has(call))
+				}
+			}
+			// OfferOf hands over as values the capabilities Capabilities
+			// names, nil where the venue lacks one.
+			o := exchange.OfferOf(tc.v)
+			for call, offered := range map[exchange.Call]bool{exchange.CallPlaceOrder: o.Placer != nil,
+				exchange.CallIndexHistory: o.History != nil, exchange.CallClosedOrders: o.Closed != nil} {
+				if offered != tc.want.Has(call) {
+					t.Errorf("OfferOf offers %s: %v, want %v", call, offered, tc.want.Has(call))
 				}
 			}
 		})

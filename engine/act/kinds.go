@@ -92,14 +92,14 @@ type Pending struct {
 }
 
 // Exchange is what the kinds change on the exchange: both calls are
-// idempotent. A kind that needs another call asks the exchange for it by
-// a type assertion (OrderPlacer).
+// idempotent. A kind that needs another call gets it from its Host
+// (Placer), nil when the venue lacks it.
 type Exchange interface {
 	SetPositionSettings(ctx context.Context, symbol string, s exchange.Settings) (*exchange.Position, error)
 	CancelOrders(ctx context.Context, symbol string) (json.RawMessage, error)
 }
 
-// OrderPlacer is an Exchange that can place an order.
+// OrderPlacer is a venue that can place an order.
 type OrderPlacer interface {
 	PlaceOrder(ctx context.Context, symbol string, o exchange.OrderRequest) (*exchange.Order, error)
 }
@@ -141,6 +141,9 @@ type Host interface {
 	// Changed says the rule states changed: the state is saved.
 	Changed()
 	Exchange() Exchange
+	// Placer is the venue's orders, nil when it places none (the venue's
+	// capabilities are asked once, when the engine is built).
+	Placer() OrderPlacer
 	// Positions reads the account's positions (a read-back).
 	Positions(ctx context.Context) ([]exchange.Position, error)
 	// Settled says that the order of intent id, whose outcome was

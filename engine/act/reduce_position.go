@@ -249,7 +249,8 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 		c.err = err
 		return nil, err
 	}
-	placer, canPlace := h.Exchange().(OrderPlacer)
+	placer := h.Placer()
+	canPlace := placer != nil
 	if o := c.kind.open[sym]; o != nil && c.kind.stopped == nil {
 		if wait, err := c.kind.settle(ctx, h, sym, o, pos, now); err == errSettled {
 			// The order filled: its rules' cooldown starts (no error), and

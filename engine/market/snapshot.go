@@ -97,6 +97,13 @@ func NewSnapshotReader(r Reader, symbolsRefresh time.Duration, logger *slog.Logg
 	return &SnapshotReader{reader: r, refresh: symbolsRefresh, log: logger}
 }
 
+// InProcess reports whether the reader is in process (InProcessReader):
+// its reads neither block nor wait on a network.
+func (s *SnapshotReader) InProcess() bool {
+	ip, ok := s.reader.(InProcessReader)
+	return ok && ip.InProcess()
+}
+
 // Read reads one snapshot at now; see SnapshotReader for what a failed
 // read leaves out.
 func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, error) {
@@ -106,7 +113,7 @@ func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, er
 		idx                    map[string]decimal.Decimal
 		posErr, idxErr, symErr error
 	)
-	if ip, ok := s.reader.(InProcessReader); ok && ip.InProcess() {
+	if s.InProcess() {
 		idx, idxErr = s.reader.IndexPrices(ctx)
 		if refresh {
 			symErr = s.refreshSymbols(ctx, now)

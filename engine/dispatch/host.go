@@ -1,4 +1,4 @@
-package engine
+package dispatch
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 // what it did once per symbol), one for the goroutine that collects what
 // they sent (rep the collecting tick's report).
 type stepHost struct {
-	d    *dispatcher
+	d    *Dispatcher
 	now  time.Time
 	snap *market.Snapshot
-	rep  *TickReport
+	rep  *journal.Report
 	once map[string]bool
 }
 
@@ -32,22 +32,22 @@ var _ act.Host = (*stepHost)(nil)
 // Now is the time of the tick that decided the plan.
 func (h *stepHost) Now() time.Time { return h.now }
 
-// Tally: a dry run whose actions are only counted (Deps.Tally).
+// Tally: a dry run whose actions are only counted (Options.Tally).
 func (h *stepHost) Tally() bool { return h.d.tally }
 
 // DryRun: nothing is sent (engine.dry_run).
 func (h *stepHost) DryRun() bool { return h.d.cfg.DryRun }
 
-// Logger is the engine's.
+// Logger is the dispatcher's.
 func (h *stepHost) Logger() *slog.Logger { return h.d.log }
 
 // Emit says ev in the report at hand.
-func (h *stepHost) Emit(ctx context.Context, ev event) { h.d.emit(ctx, h.rep, ev) }
+func (h *stepHost) Emit(ctx context.Context, ev journal.Event) { h.d.emit(ctx, h.rep, ev) }
 
 // Note says ev outside any report.
-func (h *stepHost) Note(ctx context.Context, ev event) { h.d.emit(ctx, nil, ev) }
+func (h *stepHost) Note(ctx context.Context, ev journal.Event) { h.d.emit(ctx, nil, ev) }
 
-// Prepare passes a call through the checks of every mutating call.
+// Prepare passes a call through the AtDecide stages.
 func (h *stepHost) Prepare(ctx context.Context, base journal.Record, desc, effect string, ev *journal.ActionEvent, do func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
 	return h.d.prepare(ctx, h.rep, base, desc, effect, ev, do)
 }
@@ -62,36 +62,39 @@ func (h *stepHost) Outcome(ctx context.Context, symbol string, err error) {
 }
 
 // Model is the tick's margin model.
-func (h *stepHost) Model() *act.Model { return h.d.hooks.model(h.snap) }
+func (h *stepHost) Model() *act.Model { return h.d.model.Model(h.snap) }
 
 // Moved moves the tick's model on when the tick that decided at is the
 // current one.
-func (h *stepHost) Moved(at time.Time, next margin.Account) { h.d.hooks.moved(at, next) }
+func (h *stepHost) Moved(at time.Time, next margin.Account) { h.d.model.Moved(at, next) }
 
 // ReadBack says a liquidation price read back more than a basis point of
 // the index from the model's; a settings call's also marks the model's fit
-// with it (noteReadBack).
+// with it.
 func (h *stepHost) ReadBack(ctx context.Context, at time.Time, symbol string, predicted, got, index decimal.Decimal, settings bool) {
 	d := h.d
 	if got.Sub(predicted).Abs().GreaterThan(index.Mul(decimal.New(1, -4))) {
 		d.emit(ctx, nil, mismatchEvent(at, symbol, predicted, got))
 		if settings {
-			d.hooks.readBack(symbol, fmt.Sprintf("read back liquidation %s, %s predicted", got, predicted))
+			d.model.ReadBack(symbol, fmt.Sprintf("read back liquidation %s, %s predicted", got, predicted))
 		}
 		return
 	}
 	if settings {
-		d.hooks.readBack(symbol, "")
+		d.model.ReadBack(symbol, "")
 	}
 }
 
 // Changed marks the state to be saved.
-func (h *stepHost) Changed() { h.d.hooks.changed() }
+func (h *stepHost) Changed() { h.d.out.Changed() }
 
-// Exchange is the engine's Actuator.
+// Exchange is the venue's idempotent calls.
 func (h *stepHost) Exchange() act.Exchange { return h.d.act }
 
-// Positions reads the account's positions through the engine's reader.
+// Placer is the venue's orders, nil when it places none.
+func (h *stepHost) Placer() act.OrderPlacer { return h.d.placer }
+
+// Positions reads the account's positions through the dispatcher's reader.
 func (h *stepHost) Positions(ctx context.Context) ([]exchange.Position, error) {
 	return h.d.reader.Positions(ctx)
 }
@@ -112,7 +115,7 @@ func (h *stepHost) FirstHarm(pl *act.Plan) bool {
 		if st.HarmNotedAt.Before(st.FiredAt) || st.HarmNotedAt.IsZero() {
 			first = true
 			st.HarmNotedAt = h.now
-			h.d.hooks.changed()
+			h.d.out.Changed()
 		}
 	}
 	return first

@@ -1,4 +1,4 @@
-package engine
+package dispatch
 
 import (
 	"errors"

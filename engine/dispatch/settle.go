@@ -1,10 +1,8 @@
-package engine
+package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -15,13 +13,6 @@ import (
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/rules"
 )
-
-// ErrBreakerOpen is the error of an action the circuit breaker held back.
-var ErrBreakerOpen = errors.New("circuit breaker open: action budget exceeded")
-
-// ErrStaleSnapshot is the error of an action not sent because the snapshot
-// it was decided on is older than Config.MaxSnapshotAge.
-var ErrStaleSnapshot = errors.New("snapshot too old to act on")
 
 // execute decides a position's plan and returns its exchange calls and
 // what to do once they have ended: its steps (act.Step), each merged from
@@ -35,7 +26,7 @@ var ErrStaleSnapshot = errors.New("snapshot too old to act on")
 // in flight), nil when they do not. once holds what the tick did once per
 // symbol (a cancel shared by a long and a short). setAt is the rule set
 // the plan was decided under.
-func (d *dispatcher) execute(ctx context.Context, now time.Time, snap *market.Snapshot, pl *act.Plan, once map[string]bool, rep *TickReport, held error, setAt *rules.Set) ([]*act.Pending, func(ctx context.Context, rep *TickReport)) {
+func (d *Dispatcher) execute(ctx context.Context, now time.Time, snap *market.Snapshot, pl *act.Plan, once map[string]bool, rep *journal.Report, held error, setAt *rules.Set) ([]*act.Pending, func(ctx context.Context, rep *journal.Report)) {
 	errs := make([]error, len(pl.Steps))
 	var calls []*act.Pending
 	h := &stepHost{d: d, now: now, snap: snap, rep: rep, once: once}
@@ -53,7 +44,7 @@ func (d *dispatcher) execute(ctx context.Context, now time.Time, snap *market.Sn
 			a.Pending++
 		}
 	}
-	done := func(ctx context.Context, rep *TickReport) {
+	done := func(ctx context.Context, rep *journal.Report) {
 		if held == nil {
 			h := &stepHost{d: d, now: now, rep: rep}
 			for i, st := range pl.Steps {
@@ -71,7 +62,7 @@ func (d *dispatcher) execute(ctx context.Context, now time.Time, snap *market.Sn
 // notify actions run, a rule whose parts all succeeded starts its cooldown,
 // an account rule counts its target done. setAt is the rule set the plan
 // was decided under: a reload in between moves the states it names.
-func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport, pl *act.Plan, setAt *rules.Set, errOf func(act.Step) error) {
+func (d *Dispatcher) settle(ctx context.Context, now time.Time, rep *journal.Report, pl *act.Plan, setAt *rules.Set, errOf func(act.Step) error) {
 	sym := pl.Sym.Name
 	for i := range pl.Due {
 		due := &pl.Due[i]
@@ -97,11 +88,11 @@ func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport,
 		redecided := due.St != nil && due.St.Skipped && now.Sub(due.St.LastActionAt) < due.Rule.Cooldown
 		for _, a := range due.Notify {
 			if !redecided {
-				d.emit(ctx, rep, ruleNotifyEvent(now, due.Rule, sym, a.Channels, pl.Env))
+				d.emit(ctx, rep, journal.RuleNotifyEvent(now, due.Rule, sym, a.Channels, pl.Env))
 			}
 		}
 		if due.Acct == nil {
-			d.hooks.noted(now, sym, due.Rule.Name, nextNote(due, refused))
+			d.out.Noted(now, sym, due.Rule.Name, nextNote(due, refused))
 		}
 		if due.Acct != nil {
 			// An account rule's cooldown starts once every target's part
@@ -110,21 +101,21 @@ func (d *dispatcher) settle(ctx context.Context, now time.Time, rep *TickReport,
 			due.Acct.Failed = due.Acct.Failed || due.Err != nil
 			due.Acct.Pending--
 			if due.Acct.Pending == 0 && due.Acct.Closed {
-				d.hooks.accountSettled(now, due.Acct, setAt)
+				d.out.AccountSettled(now, due.Acct, setAt)
 			}
 		}
 		if errors.Is(due.Err, errBackingOff) || errors.Is(due.Err, control.ErrPaused) || errors.Is(due.Err, errInFlight) || errors.Is(due.Err, ErrStandby) || errors.Is(due.Err, act.ErrHeld) {
-			continue // said by heldBack, symbolOutcome or the kind that held it
+			continue // said by the backoff stage, symbolOutcome or the kind that held it
 		}
 		if due.Err != nil {
 			d.log.Warn("actions failed; retried next tick", "rule", due.Rule.Name, "symbol", sym, "err", due.Err)
 			continue
 		}
 		if due.Acct == nil {
-			if allSkipped(due) && d.hooks.skipped != nil {
-				d.hooks.skipped(now, market.KeyOf(pl.Pos), due.Idx, due.Rule, due.St, setAt)
+			if allSkipped(due) {
+				d.out.Skipped(now, market.KeyOf(pl.Pos), due.Idx, due.Rule, due.St, setAt)
 			} else {
-				d.hooks.acted(now, market.KeyOf(pl.Pos), due.Idx, due.Rule, due.St, setAt)
+				d.out.Acted(now, market.KeyOf(pl.Pos), due.Idx, due.Rule, due.St, setAt)
 			}
 		}
 	}
@@ -186,150 +177,12 @@ func nextNote(due *act.Due, refused []error) string {
 	}
 }
 
-// prepare is the part of one mutating call that happens when the tick
-// decides it: the checks that can hold it (a dry run, a pause, an old
-// snapshot, the action budget with its breaker). A call held back is said
-// at once (its intended phase, then why not), and prepare returns why (nil
-// for a dry run); a call to send is returned, to be said by the executor
-// as it goes (executorCall). act is the action as the tick's report shows
-// it, completed with its outcome.
-func (d *dispatcher) prepare(ctx context.Context, rep *TickReport, base journal.Record, desc, effect string, ev *journal.ActionEvent, call func(context.Context) (json.RawMessage, error)) (*act.Pending, error) {
-	now := base.Time
-	phase := func(name string, err error) {
-		var a *journal.ActionEvent
-		if name != "intended" {
-			a = ev
-		}
-		d.emit(ctx, rep, actionPhaseEvent(base, name, desc, effect, nil, err, a))
-	}
-	if d.tally {
-		ev.Outcome = "dry_run"
-		d.emit(ctx, rep, event{Action: ev})
-		return nil, nil
-	}
-	if d.cfg.DryRun {
-		phase("intended", nil)
-		phase("dry_run", nil)
-		return nil, nil
-	}
-	if err := d.lead.MayAct(now); err != nil {
-		if d.lead.SayStandby(desc) {
-			phase("intended", nil)
-			d.emit(ctx, rep, actionPhaseEvent(base, "standby", desc, effect, nil, err, ev))
-		}
-		return nil, err
-	}
-	if p, ok := d.ctl.Hold(base.Rules, base.Symbol, now); ok {
-		phase("intended", nil)
-		return nil, d.ctl.SayPaused(ctx, rep.report(), p, base.Symbol, base.Action, pausedEvent(base, desc, effect, ev))
-	}
-	if err := d.staleSnapshot(d.readStart); err != nil {
-		phase("intended", nil)
-		phase("skipped", err)
-		return nil, err
-	}
-	v := d.breaker.Take(now, d.cfg.MaxActionsPerMinute, d.cfg.BreakerReset)
-	d.hooks.changed()
-	if v.Closed {
-		d.emit(ctx, rep, breakerEvent(now, false, "circuit breaker closed: actions resume"))
-	}
-	if v.Opened {
-		d.emit(ctx, rep, breakerEvent(now, true, fmt.Sprintf("circuit breaker OPEN: more than %d actions in a minute; no actions until %s",
-			d.cfg.MaxActionsPerMinute, d.breaker.OpenUntil.UTC().Format(time.RFC3339))))
-	}
-	if !v.Allow {
-		phase("intended", nil)
-		phase("skipped", ErrBreakerOpen)
-		return nil, ErrBreakerOpen
-	}
-	return &act.Pending{Base: base, Desc: desc, Effect: effect, Event: ev, Do: call, ReadStart: d.readStart}, nil
-}
-
-// staleSnapshot is the error of a call that would go out on a snapshot
-// whose read began at readStart, when that is longer ago than
-// MaxSnapshotAge; nil otherwise.
-func (d *dispatcher) staleSnapshot(readStart time.Time) error {
-	return staleAfter(d.now().Sub(readStart), d.cfg.MaxSnapshotAge)
-}
-
-func staleAfter(age, maxAge time.Duration) error {
-	if age > maxAge {
-		return fmt.Errorf("%w: read %s ago, more than %s (engine.max_snapshot_age); the next tick reads afresh",
-			ErrStaleSnapshot, age.Round(time.Millisecond), maxAge)
-	}
-	return nil
-}
-
-// executorCall is pc as the executor sends it, saying each phase as it
-// happens (intended, then sent and its result or error), so that the
-// audit log tells each call's story in order and a call is on disk as
-// sent before it goes out. Just before it goes out, a pause made since the
-// tick decided it, or a snapshot grown too old while an earlier call of
-// the symbol ran, holds it back, and that is said instead; a pause made
-// after that look waits until the call has ended. It runs on the
-// executor's goroutine: what it says goes to the tick's report when the
-// call is collected (finish).
-func (d *dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge time.Duration) act.Call {
-	phase := func(name string, resp json.RawMessage, err error) {
-		var a *journal.ActionEvent
-		if name != "intended" && name != "sent" {
-			a = pc.Event
-		}
-		d.emit(ctx, nil, actionPhaseEvent(pc.Base, name, pc.Desc, pc.Effect, resp, err, a))
-	}
-	// release ends the call's passage through the pauses' gate
-	// (control.Store.Check): a pause made meanwhile waits for it.
-	release := func() {}
-	return act.Call{
-		Name: pc.Desc,
-		Hold: func() error {
-			phase("intended", nil, nil)
-			// The last look: a leader whose lease is no longer safely
-			// held (or that was deposed) starts no call.
-			if err := d.lead.MayAct(d.now()); err != nil {
-				phase("standby", nil, err)
-				return err
-			}
-			p, rel, held := d.ctl.Check(pc.Base.Rules, pc.Base.Symbol, pc.Desc, d.now())
-			if held {
-				return d.ctl.SayPaused(ctx, nil, p, pc.Base.Symbol, pc.Base.Action, pausedEvent(pc.Base, pc.Desc, pc.Effect, pc.Event))
-			}
-			if err := staleAfter(d.now().Sub(pc.ReadStart), maxAge); err != nil {
-				rel()
-				phase("skipped", nil, err)
-				return err
-			}
-			// Under ha the intent is durable before the call leaves: a new
-			// leader finds it if this process dies before saving what
-			// became of the call.
-			if err := d.lead.SaveIntent(ctx, act.IntentOf(pc.Base)); err != nil {
-				rel()
-				phase("standby", nil, err)
-				return err
-			}
-			release = rel
-			phase("sent", nil, nil)
-			return nil
-		},
-		Do: func(ctx context.Context) (json.RawMessage, error) {
-			defer release()
-			resp, err := pc.Do(ctx)
-			if err != nil {
-				phase("error", resp, err)
-			} else {
-				phase("result", resp, nil)
-			}
-			return resp, err
-		},
-	}
-}
-
 // finish takes in a call the executor ended (its result is in pc.Result)
 // and returns its error. A call that changed nothing on the exchange gives
 // its budget back: only the guard's own successful mutations spend it, so
 // a symbol that keeps failing backs off on its own (symbolOutcome) instead
 // of opening the breaker on every other symbol.
-func (d *dispatcher) finish(rep *TickReport, pc *act.Pending) error {
+func (d *Dispatcher) finish(rep *journal.Report, pc *act.Pending) error {
 	if res := pc.Result; !res.Sent || res.Err != nil {
 		d.breaker.Refund(pc.Base.Time)
 	}
@@ -346,5 +199,3 @@ func (d *dispatcher) finish(rep *TickReport, pc *act.Pending) error {
 	}
 	return pc.Result.Err
 }
-
-func joinRules(names []string) string { return strings.Join(names, ",") }

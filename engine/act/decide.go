@@ -352,7 +352,7 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 		if w == current {
 			return true
 		}
-		p := m.Predict(pl, w)
+		p := m.candidate(pl, w)
 		if p == nil || !p.Scored {
 			out[w] = "the model cannot measure it"
 			return true
@@ -459,6 +459,9 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, costs[chosen.want], askedSaid)
 	}
 	d.Want, d.Change, d.Pred = chosen.want, chosen.want != current, chosen.p
+	if d.Change {
+		d.Pred = m.Predict(pl, chosen.want) // the candidate's, with the account measure to say
+	}
 }
 
 // settingsCost is a settings call's expected cost (its prediction p, on

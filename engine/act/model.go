@@ -116,12 +116,14 @@ type predictMemo struct {
 	freeWhy, unfit   string
 	liqs             []decimal.Decimal // acct.LiquidationPrices(); nil until needed
 	moves            []decimal.Decimal // acct.Moves(liqs)
-	notional         *decimal.Decimal  // acct.Notional(), when known
+	notional         *decimal.Decimal  // acct.Notional(), when known (notionalK)
+	notionalK        bool
 	before           map[int][2]margin.Survival
 	stress           *margin.Stress  // the account before, on the stress grid
 	forfeit          *margin.Forfeit // the account before, first passage (forfeitBefore)
 	preds            map[predictKey]*Prediction
-	hasCross, crossK bool // acct.HasOpenCross(), once known (crossK)
+	cands            map[predictKey]*Prediction // without the account measure (Model.candidate)
+	hasCross, crossK bool                       // acct.HasOpenCross(), once known (crossK)
 }
 
 // predictKey is what a prediction reads from its plan besides the model.
@@ -161,7 +163,9 @@ type Prediction struct {
 	// FreeKnown: the free balance was inferred (freeWhy says why not).
 	FreeKnown bool
 	freeWhy   string
-	// Next is the account after the call.
+	// Next is the account after the call (a candidate of a decision by
+	// cost, Model.candidate, that leaves the cross pool as it is has
+	// none: Predict of the one chosen has it).
 	Next margin.Account
 	// Before and After are the account measure (margin.Survival) before
 	// and after the call; RestBefore and RestAfter the same over every
@@ -196,6 +200,19 @@ type Prediction struct {
 // predicted again on the same account is the same prediction, not to be
 // changed by the caller.
 func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
+	return v.predictOf(pl, want, true)
+}
+
+// candidate is Predict as a decision by cost compares candidates: without
+// the account measure (margin.Survival, Before … RestAfter left unknown),
+// which only says the chosen one; Predict of the one chosen has it.
+func (v *Model) candidate(pl *Plan, want exchange.Settings) *Prediction {
+	return v.predictOf(pl, want, false)
+}
+
+// predictOf is Predict, with the account measure when full; a full
+// prediction already made serves a candidate.
+func (v *Model) predictOf(pl *Plan, want exchange.Settings, full bool) *Prediction {
 	i, ok := v.At[pl.Sym.Name]
 	if !ok || !v.Acct.Positions[i].Index.IsPositive() {
 		return nil
@@ -205,11 +222,21 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 	if p, ok := memo.preds[key]; ok {
 		return p
 	}
-	p := v.predict(memo, i, pl, want)
-	if memo.preds == nil {
-		memo.preds = map[predictKey]*Prediction{}
+	if p, ok := memo.cands[key]; ok && !full {
+		return p
 	}
-	memo.preds[key] = p
+	p := v.predict(memo, i, pl, want, full)
+	if full {
+		if memo.preds == nil {
+			memo.preds = map[predictKey]*Prediction{}
+		}
+		memo.preds[key] = p
+	} else {
+		if memo.cands == nil {
+			memo.cands = map[predictKey]*Prediction{}
+		}
+		memo.cands[key] = p
+	}
 	return p
 }
 
@@ -244,57 +271,104 @@ func (v *Model) stressBefore() (margin.Stress, bool) {
 		if liqs == nil {
 			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
 		}
-		s := v.Acct.StressJudged(v.Sigma, v.Likely, liqs)
+		var s margin.Stress
+		if memo.forfeit == nil && v.Unfit == "" {
+			// The forfeit before too, the account read once for both.
+			var f margin.Forfeit
+			s, f = v.Acct.StressForfeit(v.Sigma, v.Likely, liqs)
+			memo.forfeit = &f
+		} else {
+			s = v.Acct.StressJudged(v.Sigma, v.Likely, liqs)
+		}
 		memo.stress = &s
 	}
 	return *memo.stress, true
 }
 
-// predict is Predict, the account before measured once per memo.
-func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings) *Prediction {
+// predict is Predict, the account before measured once per memo; the
+// account measure (Survival) only when full.
+//
+// A leverage change of a cross position that stays cross moves margin
+// between the free balance and the position, both in the pool: the pool
+// is the same decimal, so every liquidation price, the account measure,
+// the grid and the forfeit after are the account's before, reused rather
+// than worked out again (samePool).
+func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings, full bool) *Prediction {
 	// Without the free balance a cross pool cannot be measured: the
 	// measures stay unknown, neither better nor worse.
 	measured := v.measured(memo)
+	samePool := v.Acct.Positions[i].Cross && want.Cross
 	var next margin.Account
 	var eff margin.Effect
-	var liqsAfter []decimal.Decimal // every position's after the call, when measured
+	var liqsAfter []decimal.Decimal // every position's after the call, when measured (read only)
 	if measured {
 		if memo.liqs == nil {
 			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
 			memo.moves = v.Acct.Moves(memo.liqs)
-			if n, ok := v.Acct.Notional(); ok {
-				memo.notional = &n // the same after any call: Apply moves no quantity or index
-			}
 		}
-		next, eff, liqsAfter = v.Acct.ApplyPriced(i, want.Leverage, want.Cross, v.Liqs, memo.liqs)
+		switch {
+		case samePool && !full:
+			// A candidate's account after is only read when it is
+			// chosen, and Predict of it has one: no copy of every
+			// position here.
+			eff = v.Acct.SamePoolEffect(i, want.Leverage, memo.liqs)
+			liqsAfter = memo.liqs
+		case samePool:
+			next, eff = v.Acct.ApplySamePool(i, want.Leverage, memo.liqs)
+			liqsAfter = memo.liqs
+		default:
+			next, eff, liqsAfter = v.Acct.ApplyPriced(i, want.Leverage, want.Cross, v.Liqs, memo.liqs)
+		}
 	} else {
 		next, eff = v.Acct.ApplyWith(i, want.Leverage, want.Cross, v.Liqs)
 	}
 	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
 		Unverified: v.Unfit}
 	if measured {
-		b, ok := memo.before[i]
-		if !ok {
-			b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, memo.moves, memo.notional)
-			if memo.before == nil {
-				memo.before = map[int][2]margin.Survival{}
+		if full {
+			p.Before, p.RestBefore = v.survivalBefore(memo, i)
+			if samePool {
+				p.After, p.RestAfter = p.Before, p.RestBefore
+			} else {
+				p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves), v.notional(memo))
 			}
-			memo.before[i] = b
 		}
-		p.Before, p.RestBefore = b[0], b[1]
-		p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves), memo.notional)
-		if sb, ok := v.stressBefore(); ok {
-			p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, liqsAfter)
+		sb, stressed := v.stressBefore()
+		scored := v.scored()
+		if stressed {
+			p.StressBefore, p.StressAfter = sb, sb
+		}
+		if scored {
+			p.ForfeitBefore = v.forfeitBefore()
+			p.ForfeitAfter = p.ForfeitBefore
+		}
+		if !samePool {
+			switch {
+			case stressed && scored:
+				p.StressAfter, p.ForfeitAfter = next.StressForfeit(v.Sigma, v.Likely, liqsAfter)
+			case stressed:
+				p.StressAfter = next.StressJudged(v.Sigma, v.Likely, liqsAfter)
+			case scored:
+				p.ForfeitAfter = next.Forfeit(v.Sigma, liqsAfter)
+			}
+		}
+		if stressed {
 			p.Stressed = p.StressBefore.Known && p.StressAfter.Known
-			if v.grids == nil {
-				v.grids = &gridCache{}
+			if full {
+				// Only a full prediction can be the call sent, whose
+				// account the model moves on to.
+				if v.grids == nil {
+					v.grids = &gridCache{}
+				}
+				v.grids.put(next, p.StressAfter)
 			}
-			v.grids.put(next, p.StressAfter)
 		}
-		if v.scored() {
-			p.ForfeitBefore, p.ForfeitAfter = v.forfeitBefore(), next.Forfeit(v.Sigma, liqsAfter)
+		if scored {
 			p.Scored = p.ForfeitBefore.Known && p.ForfeitAfter.Known
 		}
+	}
+	if samePool {
+		return p // no other position's price moves
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {
@@ -318,6 +392,35 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		}
 	}
 	return p
+}
+
+// survivalBefore is the account measure before a call on position i,
+// whole and without i, worked out once per memo and position.
+func (v *Model) survivalBefore(memo *predictMemo, i int) (whole, rest margin.Survival) {
+	b, ok := memo.before[i]
+	if !ok {
+		// Without the notional known, SurvivalBothWith sums it with the
+		// pool, where Notional would sum the pool once more.
+		b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, memo.moves, memo.notional)
+		if memo.before == nil {
+			memo.before = map[int][2]margin.Survival{}
+		}
+		memo.before[i] = b
+	}
+	return b[0], b[1]
+}
+
+// notional is the account's Notional, worked out once per memo (nil when
+// a position has no index price): the same after any call, as Apply moves
+// no quantity or index.
+func (v *Model) notional(memo *predictMemo) *decimal.Decimal {
+	if !memo.notionalK {
+		if n, ok := v.Acct.Notional(); ok {
+			memo.notional = &n
+		}
+		memo.notionalK = true
+	}
+	return memo.notional
 }
 
 // afterMoves is next.Moves(after) from the account's before (liqs,

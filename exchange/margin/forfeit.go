@@ -113,6 +113,11 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 	if !ok {
 		return Forfeit{}
 	}
+	return b.forfeit()
+}
+
+// forfeit is Forfeit of the book's account.
+func (b stressBook) forfeit() Forfeit {
 	for i := range b.ps {
 		// A figure past float64's range (an index of 1e400) is no data.
 		if p := &b.ps[i]; !finite(p.index) || !finite(p.equity) || !finite(p.liq) || !finite(p.mm) {

@@ -3,6 +3,7 @@ package margin
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -132,13 +133,29 @@ func (a Account) StressJudged(sigma func(symbol string) float64, likely float64,
 	return a.stress(sigma, likely, liqs, false)
 }
 
-// stress is Stress, with the Points when points is set.
-func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal, points bool) Stress {
-	s := Stress{Likely: likely}
+// StressForfeit is StressJudged and Forfeit of the account, its figures
+// read once for both (a decision by cost reads both of every candidate).
+func (a Account) StressForfeit(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal) (Stress, Forfeit) {
 	b, ok := a.stressBook(sigma, liqs)
 	if !ok {
-		return s
+		return Stress{Likely: likely}, Forfeit{}
 	}
+	return b.stress(likely, false), b.forfeit()
+}
+
+// stress is Stress, with the Points when points is set.
+func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal, points bool) Stress {
+	b, ok := a.stressBook(sigma, liqs)
+	if !ok {
+		return Stress{Likely: likely}
+	}
+	return b.stress(likely, points)
+}
+
+// stress is the book judged on the grid, with the Points when points is
+// set.
+func (b stressBook) stress(likely float64, points bool) Stress {
+	s := Stress{Likely: likely}
 	ps, syms := b.ps, b.syms
 	s.Known, s.Sigma = true, syms
 	if len(ps) == 0 {
@@ -401,11 +418,28 @@ func (p *stressPos) pnl(ix float64) float64 {
 // it was failing anyway).
 func NewlyFatal(before, after Stress, except string) []FatalMove {
 	var out []FatalMove
+	// before's moves by position, the first of each as FatalFor finds it:
+	// an account of hundreds of failing positions is compared in linear
+	// time, not quadratic.
+	var by map[[2]string]FatalMove
+	if len(before.Fatal) > 8 && len(after.Fatal) > 8 {
+		by = make(map[[2]string]FatalMove, len(before.Fatal))
+		for _, fb := range slices.Backward(before.Fatal) {
+			by[[2]string{fb.Symbol, fb.Direction}] = fb
+		}
+	}
 	for _, fa := range after.Fatal {
 		if fa.Symbol == except {
 			continue
 		}
-		if fb, ok := before.FatalFor(fa.Symbol, fa.Direction); ok && math.Abs(fa.K) >= math.Abs(fb.K)-stressStep/2 {
+		var fb FatalMove
+		var ok bool
+		if by != nil {
+			fb, ok = by[[2]string{fa.Symbol, fa.Direction}]
+		} else {
+			fb, ok = before.FatalFor(fa.Symbol, fa.Direction)
+		}
+		if ok && math.Abs(fa.K) >= math.Abs(fb.K)-stressStep/2 {
 			continue
 		}
 		out = append(out, fa)
@@ -508,4 +542,15 @@ func signedPct(f float64) string {
 
 // toF is d as a float64 (money leaves decimal here: the grid is a
 // statistic).
-func toF(d decimal.Decimal) float64 { return d.InexactFloat64() }
+// Where the coefficient fits 53 bits and the exponent a power of ten a
+// float64 holds exactly, one division (or multiplication) rounds the
+// exact value to the nearest float64, as InexactFloat64 does through
+// math/big, at a fraction of its cost.
+func toF(d decimal.Decimal) float64 {
+	if f, ok := toFixed(d); ok {
+		if x, ok := exactFloat(f.v, f.e); ok {
+			return x
+		}
+	}
+	return d.InexactFloat64()
+}

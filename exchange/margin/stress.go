@@ -417,6 +417,9 @@ func (p *stressPos) pnl(ix float64) float64 {
 // skipping the position except ("" none: an isolation's own position when
 // it was failing anyway).
 func NewlyFatal(before, after Stress, except string) []FatalMove {
+	if len(after.Fatal) > 0 && len(after.Fatal) == len(before.Fatal) && &after.Fatal[0] == &before.Fatal[0] {
+		return nil // the same grid (a call that leaves the pool as it is): nothing is sooner
+	}
 	var out []FatalMove
 	// before's moves by position, the first of each as FatalFor finds it:
 	// an account of hundreds of failing positions is compared in linear

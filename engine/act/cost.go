@@ -188,11 +188,11 @@ func (v *Model) judgeReduce(pl *Plan, qty decimal.Decimal, d *ReduceDecision) (d
 		cost Cost
 	}
 	costOf := func(q decimal.Decimal) (Cost, bool) {
-		next, _, err := v.Acct.Reduce(i, q, ix)
-		if err != nil {
+		fl := v.filled(i, q, ix)
+		if fl.err != nil {
 			return Cost{}, false
 		}
-		f := next.Forfeit(v.Sigma, next.LiquidationPricesWith(v.Liqs))
+		f := fl.next.Forfeit(v.Sigma, fl.liqs)
 		return Cost{Fee: v.orderFee(q, ix), Forfeit: f}, f.Known
 	}
 	askedCost, ok := costOf(qty)

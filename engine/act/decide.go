@@ -345,25 +345,30 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	type cand struct {
 		want exchange.Settings
 		p    *Prediction
+		cost float64
 	}
-	var cands []cand
-	out := map[exchange.Settings]string{}
+	cands := make([]cand, 0, 32)
+	askedOut := "" // why the call asked is no candidate (the only one said)
 	consider := func(w exchange.Settings) bool {
 		if w == current {
 			return true
 		}
 		p := m.candidate(pl, w)
 		if p == nil || !p.Scored {
-			out[w] = "the model cannot measure it"
+			if w == asked {
+				askedOut = "the model cannot measure it"
+			}
 			return true
 		}
 		if why := admissible(m, pl, c, now, p); why != "" {
-			out[w] = why
+			if w == asked {
+				askedOut = why
+			}
 			// Lower leverages only move more margin: once the free
 			// balance cannot fund one, it funds none below.
 			return !p.FreeKnown || p.Affordable
 		}
-		cands = append(cands, cand{w, p})
+		cands = append(cands, cand{w, p, 0})
 		return true
 	}
 	top := pos.Leverage
@@ -392,15 +397,14 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	before := askedPred.ForfeitBefore
 	costNothing := before.Expected
 	i := m.At[sym]
-	costs := make(map[exchange.Settings]float64, len(cands))
-	for _, cd := range cands {
-		costs[cd.want] = settingsCost(cd.p, i, cd.want)
+	for j := range cands {
+		cands[j].cost = settingsCost(cands[j].p, i, cands[j].want)
 	}
 	var best *cand
 	var askedC *cand
 	for i := range cands {
 		cd := &cands[i]
-		if best == nil || cheaper(costs[cd.want], costs[best.want]) {
+		if best == nil || cheaper(cd.cost, best.cost) {
 			best = cd
 		}
 		if cd.want == asked {
@@ -416,15 +420,15 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	}
 	askedSaid := fmt.Sprintf("as asked (%s): ", describe(asked))
 	if askedC != nil {
-		askedSaid += fmt.Sprintf("%.2f", costs[asked])
+		askedSaid += fmt.Sprintf("%.2f", askedC.cost)
 	} else {
-		askedSaid += out[asked]
+		askedSaid += askedOut
 	}
 	var chosen *cand
 	switch {
-	case askedC != nil && !clearlyCheaper(costs[best.want], costs[asked]) && !cheaper(costNothing, costs[asked]):
+	case askedC != nil && !clearlyCheaper(best.cost, askedC.cost) && !cheaper(costNothing, askedC.cost):
 		chosen = askedC
-	case best != nil && !cheaper(costNothing, costs[best.want]):
+	case best != nil && !cheaper(costNothing, best.cost):
 		chosen = best
 	}
 	if chosen == nil {
@@ -436,7 +440,7 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 		}
 		why += "; " + askedSaid
 		if best != nil && best != askedC {
-			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), costs[best.want])
+			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), best.cost)
 		}
 		if asked.Cross != pos.Cross {
 			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred, Why: "isolating " + sym + " " + why})
@@ -453,10 +457,10 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	if chosen.want.Cross != asked.Cross {
 		c.Isolate = false
 		d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred,
-			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), costs[chosen.want], costNothing)})
+			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), chosen.cost, costNothing)})
 	}
 	if chosen != askedC {
-		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, costs[chosen.want], askedSaid)
+		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, chosen.cost, askedSaid)
 	}
 	d.Want, d.Change, d.Pred = chosen.want, chosen.want != current, chosen.p
 	if d.Change {

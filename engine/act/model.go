@@ -123,6 +123,7 @@ type predictMemo struct {
 	forfeit          *margin.Forfeit // the account before, first passage (forfeitBefore)
 	preds            map[predictKey]*Prediction
 	cands            map[predictKey]*Prediction // without the account measure (Model.candidate)
+	fills            []fill                     // the reduces worked out (Model.filled)
 	hasCross, crossK bool                       // acct.HasOpenCross(), once known (crossK)
 }
 
@@ -408,6 +409,38 @@ func (v *Model) survivalBefore(memo *predictMemo, i int) (whole, rest margin.Sur
 		memo.before[i] = b
 	}
 	return b[0], b[1]
+}
+
+// fill is a reduce of qty on position i worked out on the memo's
+// account: the account after and its liquidation prices, or the model's
+// refusal (err).
+type fill struct {
+	i    int
+	qty  decimal.Decimal
+	next margin.Account
+	r    margin.Reduction
+	liqs []decimal.Decimal
+	err  error
+}
+
+// filled is the account after a reduce of qty on position i at index ix,
+// with its liquidation prices, worked out once per memo: a reduce judged
+// at mark to market (judgeReduce) and then predicted (PredictReduce) is
+// the same fill.
+func (v *Model) filled(i int, qty, ix decimal.Decimal) *fill {
+	memo := v.memoFor()
+	for k := range memo.fills {
+		if f := &memo.fills[k]; f.i == i && f.qty.Equal(qty) {
+			return f
+		}
+	}
+	f := fill{i: i, qty: qty}
+	f.next, f.r, f.err = v.Acct.Reduce(i, qty, ix)
+	if f.err == nil {
+		f.liqs = f.next.LiquidationPricesWith(v.Liqs)
+	}
+	memo.fills = append(memo.fills, f)
+	return &memo.fills[len(memo.fills)-1]
 }
 
 // notional is the account's Notional, worked out once per memo (nil when

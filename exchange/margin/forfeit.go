@@ -143,8 +143,7 @@ func (b stressBook) forfeit() Forfeit {
 		own[i] = b.symbol(i)
 	}
 	seen := make([]bool, nsym)
-	bySym := make([][]int, nsym) // the cross positions on each symbol
-	var cross []int
+	cross := make([]int, 0, len(b.ps))
 	for i := range b.ps {
 		p := &b.ps[i]
 		if p.cross {
@@ -152,7 +151,6 @@ func (b stressBook) forfeit() Forfeit {
 				seen[p.sym] = true
 				poolSyms = append(poolSyms, b.symbol(i))
 			}
-			bySym[p.sym] = append(bySym[p.sym], i)
 			cross = append(cross, i)
 			continue
 		}
@@ -195,8 +193,9 @@ func (b stressBook) forfeit() Forfeit {
 				add(part)
 			}
 			pool(StressTogether, together, cross)
-			for j, on := range bySym {
-				if len(on) > 0 {
+			bySym := b.groups(true) // the cross positions on each symbol, in the account's order
+			for j := range b.syms {
+				if on := bySym.of(j); len(on) > 0 {
 					pool(b.syms[j].Symbol, alone, on)
 				}
 			}

@@ -212,7 +212,23 @@ type stressBook struct {
 // position has no index price or its symbol no σ (the grid is unknown).
 func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
 	b := stressBook{acct: a.Positions, ps: make([]stressPos, 0, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
-	symAt := make(map[string]int, len(a.Positions))
+	// The symbols by name: looked up in the list while it is short (a
+	// map costs a few allocations a book, and a decision reads a book per
+	// candidate), in a map past it.
+	const shortList = 16
+	var symAt map[string]int
+	find := func(sym string) (int, bool) {
+		if symAt != nil {
+			j, ok := symAt[sym]
+			return j, ok
+		}
+		for j := range b.syms {
+			if b.syms[j].Symbol == sym {
+				return j, true
+			}
+		}
+		return 0, false
+	}
 	b.free = toF(a.Free)
 	b.pool = b.free
 	if liqs == nil {
@@ -226,15 +242,23 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 		if !p.Index.IsPositive() {
 			return stressBook{}, false
 		}
-		j, ok := symAt[p.Symbol]
+		j, ok := find(p.Symbol)
 		if !ok {
 			sg := sigma(p.Symbol)
 			if !(sg > 0) || math.IsInf(sg, 0) {
 				return stressBook{}, false
 			}
 			j = len(b.syms)
-			symAt[p.Symbol] = j
 			b.syms = append(b.syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
+			switch {
+			case symAt != nil:
+				symAt[p.Symbol] = j
+			case len(b.syms) > shortList:
+				symAt = make(map[string]int, len(a.Positions))
+				for k, sy := range b.syms {
+					symAt[sy.Symbol] = k
+				}
+			}
 		}
 		sp := stressPos{long: p.Direction != exchange.Short, q: toF(p.Quantity),
 			index: toF(p.Index), liq: toF(liqs[i]), cross: p.Cross, sym: j, at: i}

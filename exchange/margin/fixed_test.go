@@ -284,20 +284,3 @@ func shortAccounts(r *rand.Rand, accounts, steps int, free func(*rand.Rand) deci
 		}
 	}
 }
-
-// toF's fast path rounds as InexactFloat64 does: the grid's figures are
-// the same floats either way.
-func TestToFMatchesInexactFloat64(t *testing.T) {
-	t.Parallel()
-	r := rand.New(rand.NewPCG(5, 38))
-	for n := 0; n < 200000; n++ {
-		v := r.Int64N(1<<62) >> r.IntN(62)
-		if r.IntN(2) == 0 {
-			v = -v
-		}
-		d := decimal.New(v, int32(r.IntN(50)-30))
-		if got, want := toF(d), d.InexactFloat64(); got != want {
-			t.Fatalf("toF(%s) = %v, want %v", d, got, want)
-		}
-	}
-}

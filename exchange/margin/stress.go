@@ -569,15 +569,4 @@ func signedPct(f float64) string {
 
 // toF is d as a float64 (money leaves decimal here: the grid is a
 // statistic).
-// Where the coefficient fits 53 bits and the exponent a power of ten a
-// float64 holds exactly, one division (or multiplication) rounds the
-// exact value to the nearest float64, as InexactFloat64 does through
-// math/big, at a fraction of its cost.
-func toF(d decimal.Decimal) float64 {
-	if f, ok := toFixed(d); ok {
-		if x, ok := exactFloat(f.v, f.e); ok {
-			return x
-		}
-	}
-	return d.InexactFloat64()
-}
+func toF(d decimal.Decimal) float64 { return d.InexactFloat64() }

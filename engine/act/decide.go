@@ -65,6 +65,16 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 	sd := &settingsDecider{m: m, pl: pl, c: c, now: now}
 	d := &sd.d
 	d.Want, d.Change = c.Target(pl.Pos)
+	if d.Change && m.scored() {
+		// Judged by cost: the call asked is a candidate like the others
+		// (without the account measure, which only a call said needs).
+		if d.Pred = m.candidate(pl, d.Want); d.Pred != nil && d.Pred.Scored {
+			decideByCost(m, pl, c, now, d)
+			refusedHalf(d, pl, sd.predict, sd.unchanged)
+			holdInvariant(m, pl, d)
+			return *d
+		}
+	}
 	sd.predict()
 
 	if m != nil && m.Unfit != "" {
@@ -74,13 +84,6 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 			}
 		}
 		refusedHalf(d, pl, sd.predict, sd.unchanged)
-		return *d
-	}
-
-	if m != nil && d.Pred != nil && d.Pred.Scored {
-		decideByCost(m, pl, c, now, d)
-		refusedHalf(d, pl, sd.predict, sd.unchanged)
-		holdInvariant(m, pl, d)
 		return *d
 	}
 
@@ -340,7 +343,7 @@ func refusedHalf(d *Decision, pl *Plan, predict func(), unchanged func() bool) {
 // figures.
 func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decision) {
 	pos, sym := pl.Pos, pl.Sym.Name
-	asked, askedPred := d.Want, d.Pred
+	asked, askedPred := d.Want, d.Pred // a candidate: Predict(asked) where it is said
 	current := exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
 	type cand struct {
 		want exchange.Settings
@@ -443,7 +446,7 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), best.cost)
 		}
 		if asked.Cross != pos.Cross {
-			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred, Why: "isolating " + sym + " " + why})
+			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked), Why: "isolating " + sym + " " + why})
 		}
 		if asked.Leverage < pos.Leverage {
 			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: fmt.Sprintf("%dx %s", asked.Leverage, why)})
@@ -456,7 +459,7 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	}
 	if chosen.want.Cross != asked.Cross {
 		c.Isolate = false
-		d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred,
+		d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked),
 			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), chosen.cost, costNothing)})
 	}
 	if chosen != askedC {

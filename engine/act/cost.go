@@ -107,13 +107,7 @@ func (v *Model) scored() bool {
 func (v *Model) forfeitBefore() margin.Forfeit {
 	memo := v.memoFor()
 	if memo.forfeit == nil {
-		liqs := memo.liqs
-		if liqs == nil {
-			// Not kept in the memo: predict fills liqs with the moves
-			// and notional that go with them.
-			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
-		}
-		f := v.Acct.Forfeit(v.Sigma, liqs)
+		f := v.pricedBefore(memo).Forfeit()
 		memo.forfeit = &f
 	}
 	return *memo.forfeit

@@ -121,6 +121,7 @@ type predictMemo struct {
 	before           map[int][2]margin.Survival
 	stress           *margin.Stress  // the account before, on the stress grid
 	forfeit          *margin.Forfeit // the account before, first passage (forfeitBefore)
+	priced           *margin.Priced  // the account before read for both (pricedBefore)
 	preds            map[predictKey]*Prediction
 	cands            map[predictKey]*Prediction // without the account measure (Model.candidate)
 	fills            []fill                     // the reduces worked out (Model.filled)
@@ -268,19 +269,7 @@ func (v *Model) stressBefore() (margin.Stress, bool) {
 		}
 	}
 	if memo.stress == nil {
-		liqs := memo.liqs
-		if liqs == nil {
-			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
-		}
-		var s margin.Stress
-		if memo.forfeit == nil && v.Unfit == "" {
-			// The forfeit before too, the account read once for both.
-			var f margin.Forfeit
-			s, f = v.Acct.StressForfeit(v.Sigma, v.Likely, liqs)
-			memo.forfeit = &f
-		} else {
-			s = v.Acct.StressJudged(v.Sigma, v.Likely, liqs)
-		}
+		s := v.pricedBefore(memo).StressJudged(v.Likely)
 		memo.stress = &s
 	}
 	return *memo.stress, true
@@ -343,14 +332,18 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			p.ForfeitBefore = v.forfeitBefore()
 			p.ForfeitAfter = p.ForfeitBefore
 		}
-		if !samePool {
-			switch {
-			case stressed && scored:
-				p.StressAfter, p.ForfeitAfter = next.StressForfeit(v.Sigma, v.Likely, liqsAfter)
-			case stressed:
-				p.StressAfter = next.StressJudged(v.Sigma, v.Likely, liqsAfter)
-			case scored:
-				p.ForfeitAfter = next.Forfeit(v.Sigma, liqsAfter)
+		if !samePool && (stressed || scored) {
+			// The account after read by patching the account before
+			// (its other positions' figures are the same floats), its
+			// forfeit from the before's: only the call's position and the
+			// pool are worked out again.
+			pb := v.pricedBefore(memo)
+			pa := pb.After(next, i, liqsAfter)
+			if stressed {
+				p.StressAfter = pa.StressJudged(v.Likely)
+			}
+			if scored {
+				p.ForfeitAfter = pb.ForfeitAfter(pa, i)
 			}
 		}
 		if stressed {
@@ -393,6 +386,22 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 		}
 	}
 	return p
+}
+
+// pricedBefore is the account read for the grid and the forfeit
+// (margin.Priced), once per memo: the grid and the forfeit before, and
+// every prediction's after, patched from it.
+func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
+	if memo.priced == nil {
+		liqs := memo.liqs
+		if liqs == nil {
+			// Not kept in the memo: predict fills liqs with the moves
+			// that go with them.
+			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
+		}
+		memo.priced = v.Acct.Priced(v.Sigma, liqs)
+	}
+	return memo.priced
 }
 
 // survivalBefore is the account measure before a call on position i,

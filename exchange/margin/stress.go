@@ -133,16 +133,6 @@ func (a Account) StressJudged(sigma func(symbol string) float64, likely float64,
 	return a.stress(sigma, likely, liqs, false)
 }
 
-// StressForfeit is StressJudged and Forfeit of the account, its figures
-// read once for both (a decision by cost reads both of every candidate).
-func (a Account) StressForfeit(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal) (Stress, Forfeit) {
-	b, ok := a.stressBook(sigma, liqs)
-	if !ok {
-		return Stress{Likely: likely}, Forfeit{}
-	}
-	return b.stress(likely, false), b.forfeit()
-}
-
 // stress is Stress, with the Points when points is set.
 func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal, points bool) Stress {
 	b, ok := a.stressBook(sigma, liqs)
@@ -260,17 +250,9 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 				}
 			}
 		}
-		sp := stressPos{long: p.Direction != exchange.Short, q: toF(p.Quantity),
-			index: toF(p.Index), liq: toF(liqs[i]), cross: p.Cross, sym: j, at: i}
-		sp.ev, sp.margin, sp.mm = p.stressFigures()
-		sp.pnlNow = sp.pnl(sp.index)
-		sp.equity = sp.margin + sp.pnlNow
-		// A figure a float cannot hold (an index of 1e400) is no data:
-		// never a NaN in the expected loss.
-		for _, f := range []float64{sp.q, sp.index, sp.liq, sp.equity, sp.mm} {
-			if math.IsInf(f, 0) || math.IsNaN(f) {
-				return stressBook{}, false
-			}
+		sp, ok := readStressPos(p, liqs[i], j, i)
+		if !ok {
+			return stressBook{}, false
 		}
 		if sp.cross {
 			b.anyCross = true
@@ -280,6 +262,103 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 		b.ps = append(b.ps, sp)
 	}
 	return b, true
+}
+
+// readStressPos is the open position p, account position i on the book's
+// symbol j, as the grid reads it; ok is false for a figure a float cannot
+// hold (an index of 1e400): no data, never a NaN in the expected loss.
+func readStressPos(p *Position, liq decimal.Decimal, j, i int) (stressPos, bool) {
+	sp := stressPos{long: p.Direction != exchange.Short, q: toF(p.Quantity),
+		index: toF(p.Index), liq: toF(liq), cross: p.Cross, sym: j, at: i}
+	sp.ev, sp.margin, sp.mm = p.stressFigures()
+	sp.pnlNow = sp.pnl(sp.index)
+	sp.equity = sp.margin + sp.pnlNow
+	for _, f := range []float64{sp.q, sp.index, sp.liq, sp.equity, sp.mm} {
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return stressPos{}, false
+		}
+	}
+	return sp, true
+}
+
+// Priced is an account read for the grid and the forfeit once (its
+// positions' figures as float64s), so that the accounts a call on one of
+// its positions leaves are read by patching it (After) and their forfeit
+// worked out from its own (ForfeitAfter): a decision compares dozens of
+// them. Money stays decimal up to here; the grid and the forfeit are
+// estimates in float64, the same floats whichever way they are read.
+type Priced struct {
+	b       stressBook
+	ok      bool
+	forfeit *Forfeit
+}
+
+// Priced reads the account for the grid and the forfeit (sigma and liqs
+// as Stress takes them).
+func (a Account) Priced(sigma func(symbol string) float64, liqs []decimal.Decimal) *Priced {
+	if liqs == nil {
+		liqs = a.LiquidationPrices()
+	}
+	b, ok := a.stressBook(sigma, liqs)
+	return &Priced{b: b, ok: ok}
+}
+
+// StressJudged is the account's StressJudged.
+func (p *Priced) StressJudged(likely float64) Stress {
+	if !p.ok {
+		return Stress{Likely: likely}
+	}
+	return p.b.stress(likely, false)
+}
+
+// Forfeit is the account's Forfeit, worked out once.
+func (p *Priced) Forfeit() Forfeit {
+	if p.forfeit == nil {
+		f := Forfeit{}
+		if p.ok {
+			f = p.b.forfeit()
+		}
+		p.forfeit = &f
+	}
+	return *p.forfeit
+}
+
+// After is next read as Priced reads it, where next is the account after a
+// call on position i that changes that position's settings and the free
+// balance alone (Apply): the other positions' figures are the account's,
+// the cross ones' liquidation prices read from liqs (next's, as
+// LiquidationPrices gives them), the pool summed again in the same order:
+// the same floats as reading next afresh.
+func (p *Priced) After(next Account, i int, liqs []decimal.Decimal) *Priced {
+	if !p.ok || len(next.Positions) != len(p.b.acct) {
+		return &Priced{}
+	}
+	b := p.b
+	b.acct = next.Positions
+	b.ps = slices.Clone(p.b.ps)
+	b.free = toF(next.Free)
+	b.pool, b.poolMM, b.anyCross = b.free, 0, false
+	for k := range b.ps {
+		sp := &b.ps[k]
+		switch {
+		case sp.at == i:
+			np, ok := readStressPos(&next.Positions[i], liqs[i], sp.sym, i)
+			if !ok {
+				return &Priced{}
+			}
+			*sp = np
+		case sp.cross:
+			if sp.liq = toF(liqs[sp.at]); !finite(sp.liq) {
+				return &Priced{}
+			}
+		}
+		if sp.cross {
+			b.anyCross = true
+			b.pool += sp.equity
+			b.poolMM += sp.mm
+		}
+	}
+	return &Priced{b: b, ok: true}
 }
 
 // symbol and dir are the symbol and the direction of the book's position i.

@@ -119,9 +119,10 @@ type predictMemo struct {
 	notional         *decimal.Decimal  // acct.Notional(), when known (notionalK)
 	notionalK        bool
 	before           map[int][2]margin.Survival
-	stress           *margin.Stress  // the account before, on the stress grid
-	forfeit          *margin.Forfeit // the account before, first passage (forfeitBefore)
-	priced           *margin.Priced  // the account before read for both (pricedBefore)
+	stress           *margin.Stress     // the account before, on the stress grid
+	forfeit          *margin.Forfeit    // the account before, first passage (forfeitBefore)
+	priced           *margin.Priced     // the account before read for both (pricedBefore)
+	dists            []*decimal.Decimal // each position's distance before (distBefore), once known
 	preds            map[predictKey]*Prediction
 	cands            map[predictKey]*Prediction // without the account measure (Model.candidate)
 	fills            []fill                     // the reduces worked out (Model.filled)
@@ -380,7 +381,12 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			if before.Equal(after) {
 				continue
 			}
-			db, _ := margin.Distance(o.Direction, o.Index, before)
+			var db decimal.Decimal
+			if measured {
+				db = v.distBefore(memo, j) // every candidate's the same
+			} else {
+				db, _ = margin.Distance(o.Direction, o.Index, before)
+			}
 			da, _ := margin.Distance(o.Direction, o.Index, after)
 			p.others = append(p.others, otherEffect{symbol: o.Symbol, before: before, after: after, distBefore: db, distAfter: da})
 		}
@@ -402,6 +408,21 @@ func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
 		memo.priced = v.Acct.Priced(v.Sigma, liqs)
 	}
 	return memo.priced
+}
+
+// distBefore is position j's distance to its liquidation price before
+// any call (memo.liqs[j]), worked out once per memo.
+func (v *Model) distBefore(memo *predictMemo, j int) decimal.Decimal {
+	if memo.dists == nil {
+		memo.dists = make([]*decimal.Decimal, len(v.Acct.Positions))
+	}
+	if d := memo.dists[j]; d != nil {
+		return *d
+	}
+	o := v.Acct.Positions[j]
+	d, _ := margin.Distance(o.Direction, o.Index, memo.liqs[j])
+	memo.dists[j] = &d
+	return d
 }
 
 // survivalBefore is the account measure before a call on position i,

@@ -295,7 +295,6 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	if measured {
 		if memo.liqs == nil {
 			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
-			memo.moves = v.Acct.Moves(memo.liqs)
 		}
 		switch {
 		case samePool && !full:
@@ -321,7 +320,7 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			if samePool {
 				p.After, p.RestAfter = p.Before, p.RestBefore
 			} else {
-				p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves), v.notional(memo))
+				p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, v.moves(memo)), v.notional(memo))
 			}
 		}
 		sb, stressed := v.stressBefore()
@@ -425,6 +424,16 @@ func (v *Model) distBefore(memo *predictMemo, j int) decimal.Decimal {
 	return d
 }
 
+// moves is the account's moves to liquidation (Account.Moves of
+// memo.liqs), worked out once per memo and only for the account measure:
+// a candidate does not need them.
+func (v *Model) moves(memo *predictMemo) []decimal.Decimal {
+	if memo.moves == nil {
+		memo.moves = v.Acct.Moves(memo.liqs)
+	}
+	return memo.moves
+}
+
 // survivalBefore is the account measure before a call on position i,
 // whole and without i, worked out once per memo and position.
 func (v *Model) survivalBefore(memo *predictMemo, i int) (whole, rest margin.Survival) {
@@ -432,7 +441,7 @@ func (v *Model) survivalBefore(memo *predictMemo, i int) (whole, rest margin.Sur
 	if !ok {
 		// Without the notional known, SurvivalBothWith sums it with the
 		// pool, where Notional would sum the pool once more.
-		b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, memo.moves, memo.notional)
+		b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, v.moves(memo), memo.notional)
 		if memo.before == nil {
 			memo.before = map[int][2]margin.Survival{}
 		}

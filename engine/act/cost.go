@@ -107,13 +107,7 @@ func (v *Model) scored() bool {
 func (v *Model) forfeitBefore() margin.Forfeit {
 	memo := v.memoFor()
 	if memo.forfeit == nil {
-		liqs := memo.liqs
-		if liqs == nil {
-			// Not kept in the memo: predict fills liqs with the moves
-			// and notional that go with them.
-			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
-		}
-		f := v.Acct.Forfeit(v.Sigma, liqs)
+		f := v.pricedBefore(memo).Forfeit()
 		memo.forfeit = &f
 	}
 	return *memo.forfeit
@@ -188,11 +182,11 @@ func (v *Model) judgeReduce(pl *Plan, qty decimal.Decimal, d *ReduceDecision) (d
 		cost Cost
 	}
 	costOf := func(q decimal.Decimal) (Cost, bool) {
-		next, _, err := v.Acct.Reduce(i, q, ix)
-		if err != nil {
+		fl := v.filled(i, q, ix)
+		if fl.err != nil {
 			return Cost{}, false
 		}
-		f := next.Forfeit(v.Sigma, next.LiquidationPricesWith(v.Liqs))
+		f := fl.next.Forfeit(v.Sigma, fl.liqs)
 		return Cost{Fee: v.orderFee(q, ix), Forfeit: f}, f.Known
 	}
 	askedCost, ok := costOf(qty)

@@ -62,119 +62,190 @@ type Decision struct {
 // tried halfway instead. It writes the margin budgets' windows of the
 // plan's rule states.
 func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision {
-	pos := pl.Pos
-	var d Decision
-	d.Want, d.Change = c.Target(pos)
-	predict := func() {
-		d.Pred = nil
-		if d.Change && m != nil {
-			d.Pred = m.Predict(pl, d.Want)
+	sd := &settingsDecider{m: m, pl: pl, c: c, now: now}
+	d := &sd.d
+	d.Want, d.Change = c.Target(pl.Pos)
+	if d.Change && m.scored() {
+		// Judged by cost: the call asked is a candidate like the others
+		// (without the account measure, which only a call said needs).
+		if d.Pred = m.candidate(pl, d.Want); d.Pred != nil && d.Pred.Scored {
+			decideByCost(m, pl, c, now, d)
+			refusedHalf(d, pl, sd.predict, sd.unchanged)
+			holdInvariant(m, pl, d)
+			return *d
 		}
 	}
-	predict()
-	unchanged := func() bool { return d.Want == exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross} }
-	dropIsolation := func(why string) {
-		d.Skips = append(d.Skips, Skip{Isolation: true, Want: d.Want, Pred: d.Pred, Why: why})
-		c.Isolate = false
-		d.Want.Cross = pos.Cross
-		d.Change = !unchanged()
-		predict()
-	}
+	sd.predict()
 
 	if m != nil && m.Unfit != "" {
-		if d.Pred != nil && d.Change && d.Want.Cross != pos.Cross && pos.Cross {
+		if d.Pred != nil && d.Change && d.Want.Cross != pl.Pos.Cross && pl.Pos.Cross {
 			if allowed, _ := closerAllowed(pl, c.isolateKind); !allowed {
-				dropIsolation("the model does not fit the exchange (" + m.Unfit + "), so isolating a cross position needs the rule's opt-in (allow_closer_liquidation)")
+				sd.dropIsolation("the model does not fit the exchange (" + m.Unfit + "), so isolating a cross position needs the rule's opt-in (allow_closer_liquidation)")
 			}
 		}
-		refusedHalf(&d, pl, predict, unchanged)
-		return d
+		refusedHalf(d, pl, sd.predict, sd.unchanged)
+		return *d
 	}
 
-	if m != nil && d.Pred != nil && d.Pred.Scored {
-		decideByCost(m, pl, c, now, &d)
-		refusedHalf(&d, pl, predict, unchanged)
-		holdInvariant(m, pl, &d)
-		return d
-	}
+	// Not scored: the bounds decide. The isolation is judged on the plan
+	// as asked and again on the plan after its leverage is bounded: an
+	// isolation that was safe at a lower leverage may not be at the one
+	// left.
+	sd.harm()
+	sd.boundCut()
+	sd.harm()
+	refusedHalf(d, pl, sd.predict, sd.unchanged)
+	holdInvariant(m, pl, d)
+	return *d
+}
 
-	// harm drops isolation from the plan when it would move the
-	// liquidation price closer without ring-fencing the position, and its
-	// rules do not allow it (or it would end under their floor). It runs
-	// on the plan as asked and again on the plan after its leverage is
-	// bounded: an isolation that was safe at a lower leverage may not be
-	// at the one left.
-	harm := func() {
-		if d.Pred == nil || d.Want.Cross == pos.Cross {
-			return
-		}
-		// An isolation of a failing cross position (a likely move
-		// liquidates it) that is not sent as asked may be sent funded:
-		// isolated at a lower leverage, the margin from the free
-		// balance, above its floor, passing the stress grid. The highest
-		// such leverage goes out instead; without one, the isolation is
-		// left out. A healthy position is not isolated at all: that
-		// trades a likely loss for protection from an unlikely one.
-		optedIn, _ := closerAllowed(pl, c.isolateKind)
-		drop := func(why string) {
-			_, failing := d.Pred.StressBefore.FatalFor(pl.Sym.Name, pos.Direction)
-			if pos.Cross && d.Pred.Stressed && failing {
-				if lev := fundedIsolation(m, pl, d.Want, rulesFloor(pl, c.isolateKind), optedIn); lev > 0 {
-					asked := d.Want.Leverage
-					d.Want.Leverage = lev
-					predict()
-					d.Stepped = fmt.Sprintf("isolated at %dx, funded from the free balance (at %dx: %s)", lev, asked, why)
-					return
-				}
+// settingsDecider is one DecideSettings in progress: its inputs and the
+// decision so far, for the steps of the decision by bounds (harm,
+// boundCut) to share.
+type settingsDecider struct {
+	m   *Model
+	pl  *Plan
+	c   *SettingsStep
+	now time.Time
+	d   Decision
+}
+
+// predict predicts the decision's call as it stands (nil when there is
+// none, or no model).
+func (sd *settingsDecider) predict() {
+	d := &sd.d
+	d.Pred = nil
+	if d.Change && sd.m != nil {
+		d.Pred = sd.m.Predict(sd.pl, d.Want)
+	}
+}
+
+// unchanged reports whether the call as it stands is the position's own
+// settings.
+func (sd *settingsDecider) unchanged() bool {
+	return sd.d.Want == exchange.Settings{Leverage: sd.pl.Pos.Leverage, Cross: sd.pl.Pos.Cross}
+}
+
+// dropIsolation leaves the isolation out of the call, said with why.
+func (sd *settingsDecider) dropIsolation(why string) {
+	d := &sd.d
+	d.Skips = append(d.Skips, Skip{Isolation: true, Want: d.Want, Pred: d.Pred, Why: why})
+	sd.c.Isolate = false
+	d.Want.Cross = sd.pl.Pos.Cross
+	d.Change = !sd.unchanged()
+	sd.predict()
+}
+
+// harm drops isolation from the plan when it would move the liquidation
+// price closer without ring-fencing the position, and its rules do not
+// allow it (or it would end under their floor); a failing cross position
+// may be isolated funded instead (dropOrFund).
+func (sd *settingsDecider) harm() {
+	m, pl, c, d := sd.m, sd.pl, sd.c, &sd.d
+	if d.Pred == nil || d.Want.Cross == pl.Pos.Cross {
+		return
+	}
+	optedIn, _ := closerAllowed(pl, c.isolateKind)
+	// The bounds no estimate lifts first: never into the cut zone,
+	// never closer in a fast move.
+	if why := m.invariant(d.Pred, pl.Sym.Name); why != "" {
+		sd.dropOrFund("isolating "+pl.Sym.Name+" "+why, optedIn)
+		return
+	}
+	// The stress grid: no isolation makes a likely move fatal
+	// to a position that survives it now, or raises the expected
+	// loss; allow_closer_liquidation does not lift it.
+	if veto := d.Pred.gridVeto(pl.Sym.Name, true, optedIn); veto != "" {
+		sd.dropOrFund("isolating "+pl.Sym.Name+" "+veto, optedIn)
+		return
+	}
+	if !d.Pred.Closer() {
+		// Its own liquidation price moves away, but leaving the pool
+		// takes the position's margin and PNL out of it: the rest of
+		// the account can end worse off (the others' liquidation
+		// prices closer, even past the index). On the stress grid,
+		// which it passed, that is judged by what is likely; without
+		// one, by the account measure: only one that worsens it
+		// needs the opt-in.
+		if !d.Pred.Stressed && d.Pred.After.Compare(d.Pred.Before) < 0 {
+			if allowed, _ := closerAllowed(pl, c.isolateKind); !allowed {
+				sd.dropIsolation("isolating would leave the account worse off (" + d.Pred.accountChange() + "); the rule does not allow it (allow_closer_liquidation)")
 			}
-			dropIsolation(why)
 		}
-		// The bounds no estimate lifts first: never into the cut zone,
-		// never closer in a fast move.
-		if why := m.invariant(d.Pred, pl.Sym.Name); why != "" {
-			drop("isolating " + pl.Sym.Name + " " + why)
+		return
+	}
+	if d.Pred.ringFences(rulesFloor(pl, c.isolateKind), pl.Sym.Name) {
+		d.Stepped = fmt.Sprintf("ring-fences %s: the rest of the account %s", pl.Sym.Name, margin.Change(d.Pred.RestBefore, d.Pred.RestAfter))
+		return
+	}
+	allowed, floor := closerAllowed(pl, c.isolateKind)
+	_, after := d.Pred.Distances()
+	switch {
+	case !allowed:
+		sd.dropOrFund("isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)", optedIn)
+	case after.LessThan(floor):
+		sd.dropOrFund(fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
+			after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2)), optedIn)
+	}
+}
+
+// dropOrFund leaves out an isolation refused for why, unless the position
+// is a failing cross one (a likely move liquidates it) that can be
+// isolated funded: at a lower leverage, the margin from the free balance,
+// above its floor, passing the stress grid. The highest such leverage
+// goes out instead. A healthy position is not isolated at all: that
+// trades a likely loss for protection from an unlikely one.
+func (sd *settingsDecider) dropOrFund(why string, optedIn bool) {
+	m, pl, c, d := sd.m, sd.pl, sd.c, &sd.d
+	_, failing := d.Pred.StressBefore.FatalFor(pl.Sym.Name, pl.Pos.Direction)
+	if pl.Pos.Cross && d.Pred.Stressed && failing {
+		if lev := fundedIsolation(m, pl, d.Want, rulesFloor(pl, c.isolateKind), optedIn); lev > 0 {
+			asked := d.Want.Leverage
+			d.Want.Leverage = lev
+			sd.predict()
+			d.Stepped = fmt.Sprintf("isolated at %dx, funded from the free balance (at %dx: %s)", lev, asked, why)
 			return
-		}
-		// The stress grid: no isolation makes a likely move fatal
-		// to a position that survives it now, or raises the expected
-		// loss; allow_closer_liquidation does not lift it.
-		if veto := d.Pred.gridVeto(pl.Sym.Name, true, optedIn); veto != "" {
-			drop("isolating " + pl.Sym.Name + " " + veto)
-			return
-		}
-		if !d.Pred.Closer() {
-			// Its own liquidation price moves away, but leaving the pool
-			// takes the position's margin and PNL out of it: the rest of
-			// the account can end worse off (the others' liquidation
-			// prices closer, even past the index). On the stress grid,
-			// which it passed, that is judged by what is likely; without
-			// one, by the account measure: only one that worsens it
-			// needs the opt-in.
-			if !d.Pred.Stressed && d.Pred.After.Compare(d.Pred.Before) < 0 {
-				if allowed, _ := closerAllowed(pl, c.isolateKind); !allowed {
-					dropIsolation("isolating would leave the account worse off (" + d.Pred.accountChange() + "); the rule does not allow it (allow_closer_liquidation)")
-				}
-			}
-			return
-		}
-		if d.Pred.ringFences(rulesFloor(pl, c.isolateKind), pl.Sym.Name) {
-			d.Stepped = fmt.Sprintf("ring-fences %s: the rest of the account %s", pl.Sym.Name, margin.Change(d.Pred.RestBefore, d.Pred.RestAfter))
-			return
-		}
-		allowed, floor := closerAllowed(pl, c.isolateKind)
-		_, after := d.Pred.Distances()
-		switch {
-		case !allowed:
-			drop("isolating would move the liquidation price closer; the rule does not allow it (allow_closer_liquidation)")
-		case after.LessThan(floor):
-			drop(fmt.Sprintf("the liquidation price would end %s%% away, under the floor of %s%% (min_liquidation_distance)",
-				after.Shift(2).StringFixed(2), floor.Shift(2).StringFixed(2)))
 		}
 	}
-	harm()
+	sd.dropIsolation(why)
+}
 
-	// A leverage cut outside a bound becomes the cut within every bound
-	// the account measure prefers, or is skipped and said.
+// boundCut makes a leverage cut outside a bound (cutBounds) the cut
+// within every bound the account measure prefers, or skips it, said.
+func (sd *settingsDecider) boundCut() {
+	m, pl, d := sd.m, sd.pl, &sd.d
+	pos := pl.Pos
+	if !d.Change || d.Pred == nil || d.Want.Leverage >= pos.Leverage {
+		return
+	}
+	within := sd.cutBounds()
+	ok, why := within(d.Pred)
+	asked := d.Want.Leverage
+	lev, best := preferredWithin(m, pl, d.Want, within)
+	switch {
+	case !ok && lev < pos.Leverage:
+		d.Want.Leverage = lev
+		d.Stepped = why + fmt.Sprintf(": lowered to %dx, %s", lev, best)
+	case !ok:
+		d.Want.Leverage = pos.Leverage
+		d.Stepped = why + ": no leverage cut is within it"
+	case lev != asked:
+		d.Want.Leverage = lev
+		d.Stepped = fmt.Sprintf("%dx, %s", lev, best)
+	}
+	d.Change = !sd.unchanged()
+	sd.predict()
+	if !d.Change {
+		d.Skips = append(d.Skips, Skip{Want: d.Want, Asked: asked, Why: d.Stepped})
+	}
+}
+
+// cutBounds is whether a leverage cut predicted as p is within every
+// bound of a decision by bounds, and why not: what the free balance
+// funds, the margin budgets, the account measure (accountBound), the
+// bounds no estimate lifts and the stress grid.
+func (sd *settingsDecider) cutBounds() func(*Prediction) (bool, string) {
+	m, pl, c, now := sd.m, sd.pl, sd.c, sd.now
 	bounds := []func(*Prediction) (bool, string){
 		func(p *Prediction) (bool, string) {
 			if !p.FreeKnown || p.Affordable {
@@ -197,7 +268,7 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 			return true, ""
 		},
 	}
-	within := func(p *Prediction) (bool, string) {
+	return func(p *Prediction) (bool, string) {
 		for _, b := range bounds {
 			if ok, why := b(p); !ok {
 				return false, why
@@ -205,32 +276,6 @@ func DecideSettings(m *Model, pl *Plan, c *SettingsStep, now time.Time) Decision
 		}
 		return true, ""
 	}
-	if d.Change && d.Pred != nil && d.Want.Leverage < pos.Leverage {
-		ok, why := within(d.Pred)
-		asked := d.Want.Leverage
-		lev, best := preferredWithin(m, pl, d.Want, within)
-		switch {
-		case !ok && lev < pos.Leverage:
-			d.Want.Leverage = lev
-			d.Stepped = why + fmt.Sprintf(": lowered to %dx, %s", lev, best)
-		case !ok:
-			d.Want.Leverage = pos.Leverage
-			d.Stepped = why + ": no leverage cut is within it"
-		case lev != asked:
-			d.Want.Leverage = lev
-			d.Stepped = fmt.Sprintf("%dx, %s", lev, best)
-		}
-		d.Change = !unchanged()
-		predict()
-		if !d.Change {
-			d.Skips = append(d.Skips, Skip{Want: d.Want, Asked: asked, Why: d.Stepped})
-		}
-	}
-
-	harm()
-	refusedHalf(&d, pl, predict, unchanged)
-	holdInvariant(m, pl, &d)
-	return d
 }
 
 // holdInvariant leaves out a decided call that breaks a bound no estimate
@@ -298,30 +343,35 @@ func refusedHalf(d *Decision, pl *Plan, predict func(), unchanged func() bool) {
 // figures.
 func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decision) {
 	pos, sym := pl.Pos, pl.Sym.Name
-	asked, askedPred := d.Want, d.Pred
+	asked, askedPred := d.Want, d.Pred // a candidate: Predict(asked) where it is said
 	current := exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
 	type cand struct {
 		want exchange.Settings
 		p    *Prediction
+		cost float64
 	}
-	var cands []cand
-	out := map[exchange.Settings]string{}
+	cands := make([]cand, 0, 32)
+	askedOut := "" // why the call asked is no candidate (the only one said)
 	consider := func(w exchange.Settings) bool {
 		if w == current {
 			return true
 		}
-		p := m.Predict(pl, w)
+		p := m.candidate(pl, w)
 		if p == nil || !p.Scored {
-			out[w] = "the model cannot measure it"
+			if w == asked {
+				askedOut = "the model cannot measure it"
+			}
 			return true
 		}
 		if why := admissible(m, pl, c, now, p); why != "" {
-			out[w] = why
+			if w == asked {
+				askedOut = why
+			}
 			// Lower leverages only move more margin: once the free
 			// balance cannot fund one, it funds none below.
 			return !p.FreeKnown || p.Affordable
 		}
-		cands = append(cands, cand{w, p})
+		cands = append(cands, cand{w, p, 0})
 		return true
 	}
 	top := pos.Leverage
@@ -350,15 +400,14 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	before := askedPred.ForfeitBefore
 	costNothing := before.Expected
 	i := m.At[sym]
-	costs := make(map[exchange.Settings]float64, len(cands))
-	for _, cd := range cands {
-		costs[cd.want] = settingsCost(cd.p, i, cd.want)
+	for j := range cands {
+		cands[j].cost = settingsCost(cands[j].p, i, cands[j].want)
 	}
 	var best *cand
 	var askedC *cand
 	for i := range cands {
 		cd := &cands[i]
-		if best == nil || cheaper(costs[cd.want], costs[best.want]) {
+		if best == nil || cheaper(cd.cost, best.cost) {
 			best = cd
 		}
 		if cd.want == asked {
@@ -374,15 +423,15 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	}
 	askedSaid := fmt.Sprintf("as asked (%s): ", describe(asked))
 	if askedC != nil {
-		askedSaid += fmt.Sprintf("%.2f", costs[asked])
+		askedSaid += fmt.Sprintf("%.2f", askedC.cost)
 	} else {
-		askedSaid += out[asked]
+		askedSaid += askedOut
 	}
 	var chosen *cand
 	switch {
-	case askedC != nil && !clearlyCheaper(costs[best.want], costs[asked]) && !cheaper(costNothing, costs[asked]):
+	case askedC != nil && !clearlyCheaper(best.cost, askedC.cost) && !cheaper(costNothing, askedC.cost):
 		chosen = askedC
-	case best != nil && !cheaper(costNothing, costs[best.want]):
+	case best != nil && !cheaper(costNothing, best.cost):
 		chosen = best
 	}
 	if chosen == nil {
@@ -394,10 +443,10 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 		}
 		why += "; " + askedSaid
 		if best != nil && best != askedC {
-			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), costs[best.want])
+			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), best.cost)
 		}
 		if asked.Cross != pos.Cross {
-			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred, Why: "isolating " + sym + " " + why})
+			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked), Why: "isolating " + sym + " " + why})
 		}
 		if asked.Leverage < pos.Leverage {
 			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: fmt.Sprintf("%dx %s", asked.Leverage, why)})
@@ -410,13 +459,16 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	}
 	if chosen.want.Cross != asked.Cross {
 		c.Isolate = false
-		d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: askedPred,
-			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), costs[chosen.want], costNothing)})
+		d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked),
+			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), chosen.cost, costNothing)})
 	}
 	if chosen != askedC {
-		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, costs[chosen.want], askedSaid)
+		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, chosen.cost, askedSaid)
 	}
 	d.Want, d.Change, d.Pred = chosen.want, chosen.want != current, chosen.p
+	if d.Change {
+		d.Pred = m.Predict(pl, chosen.want) // the candidate's, with the account measure to say
+	}
 }
 
 // settingsCost is a settings call's expected cost (its prediction p, on

@@ -116,12 +116,17 @@ type predictMemo struct {
 	freeWhy, unfit   string
 	liqs             []decimal.Decimal // acct.LiquidationPrices(); nil until needed
 	moves            []decimal.Decimal // acct.Moves(liqs)
-	notional         *decimal.Decimal  // acct.Notional(), when known
+	notional         *decimal.Decimal  // acct.Notional(), when known (notionalK)
+	notionalK        bool
 	before           map[int][2]margin.Survival
-	stress           *margin.Stress  // the account before, on the stress grid
-	forfeit          *margin.Forfeit // the account before, first passage (forfeitBefore)
+	stress           *margin.Stress     // the account before, on the stress grid
+	forfeit          *margin.Forfeit    // the account before, first passage (forfeitBefore)
+	priced           *margin.Priced     // the account before read for both (pricedBefore)
+	dists            []*decimal.Decimal // each position's distance before (distBefore), once known
 	preds            map[predictKey]*Prediction
-	hasCross, crossK bool // acct.HasOpenCross(), once known (crossK)
+	cands            map[predictKey]*Prediction // without the account measure (Model.candidate)
+	fills            []fill                     // the reduces worked out (Model.filled)
+	hasCross, crossK bool                       // acct.HasOpenCross(), once known (crossK)
 }
 
 // predictKey is what a prediction reads from its plan besides the model.
@@ -161,7 +166,9 @@ type Prediction struct {
 	// FreeKnown: the free balance was inferred (freeWhy says why not).
 	FreeKnown bool
 	freeWhy   string
-	// Next is the account after the call.
+	// Next is the account after the call (a candidate of a decision by
+	// cost, Model.candidate, that leaves the cross pool as it is has
+	// none: Predict of the one chosen has it).
 	Next margin.Account
 	// Before and After are the account measure (margin.Survival) before
 	// and after the call; RestBefore and RestAfter the same over every
@@ -196,6 +203,19 @@ type Prediction struct {
 // predicted again on the same account is the same prediction, not to be
 // changed by the caller.
 func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
+	return v.predictOf(pl, want, true)
+}
+
+// candidate is Predict as a decision by cost compares candidates: without
+// the account measure (margin.Survival, Before … RestAfter left unknown),
+// which only says the chosen one; Predict of the one chosen has it.
+func (v *Model) candidate(pl *Plan, want exchange.Settings) *Prediction {
+	return v.predictOf(pl, want, false)
+}
+
+// predictOf is Predict, with the account measure when full; a full
+// prediction already made serves a candidate.
+func (v *Model) predictOf(pl *Plan, want exchange.Settings, full bool) *Prediction {
 	i, ok := v.At[pl.Sym.Name]
 	if !ok || !v.Acct.Positions[i].Index.IsPositive() {
 		return nil
@@ -205,11 +225,21 @@ func (v *Model) Predict(pl *Plan, want exchange.Settings) *Prediction {
 	if p, ok := memo.preds[key]; ok {
 		return p
 	}
-	p := v.predict(memo, i, pl, want)
-	if memo.preds == nil {
-		memo.preds = map[predictKey]*Prediction{}
+	if p, ok := memo.cands[key]; ok && !full {
+		return p
 	}
-	memo.preds[key] = p
+	p := v.predict(memo, i, pl, want, full)
+	if full {
+		if memo.preds == nil {
+			memo.preds = map[predictKey]*Prediction{}
+		}
+		memo.preds[key] = p
+	} else {
+		if memo.cands == nil {
+			memo.cands = map[predictKey]*Prediction{}
+		}
+		memo.cands[key] = p
+	}
 	return p
 }
 
@@ -240,61 +270,99 @@ func (v *Model) stressBefore() (margin.Stress, bool) {
 		}
 	}
 	if memo.stress == nil {
-		liqs := memo.liqs
-		if liqs == nil {
-			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
-		}
-		s := v.Acct.StressJudged(v.Sigma, v.Likely, liqs)
+		s := v.pricedBefore(memo).StressJudged(v.Likely)
 		memo.stress = &s
 	}
 	return *memo.stress, true
 }
 
-// predict is Predict, the account before measured once per memo.
-func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings) *Prediction {
+// predict is Predict, the account before measured once per memo; the
+// account measure (Survival) only when full.
+//
+// A leverage change of a cross position that stays cross moves margin
+// between the free balance and the position, both in the pool: the pool
+// is the same decimal, so every liquidation price, the account measure,
+// the grid and the forfeit after are the account's before, reused rather
+// than worked out again (samePool).
+func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settings, full bool) *Prediction {
 	// Without the free balance a cross pool cannot be measured: the
 	// measures stay unknown, neither better nor worse.
 	measured := v.measured(memo)
+	samePool := v.Acct.Positions[i].Cross && want.Cross
 	var next margin.Account
 	var eff margin.Effect
-	var liqsAfter []decimal.Decimal // every position's after the call, when measured
+	var liqsAfter []decimal.Decimal // every position's after the call, when measured (read only)
 	if measured {
 		if memo.liqs == nil {
 			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
-			memo.moves = v.Acct.Moves(memo.liqs)
-			if n, ok := v.Acct.Notional(); ok {
-				memo.notional = &n // the same after any call: Apply moves no quantity or index
-			}
 		}
-		next, eff, liqsAfter = v.Acct.ApplyPriced(i, want.Leverage, want.Cross, v.Liqs, memo.liqs)
+		switch {
+		case samePool && !full:
+			// A candidate's account after is only read when it is
+			// chosen, and Predict of it has one: no copy of every
+			// position here.
+			eff = v.Acct.SamePoolEffect(i, want.Leverage, memo.liqs)
+			liqsAfter = memo.liqs
+		case samePool:
+			next, eff = v.Acct.ApplySamePool(i, want.Leverage, memo.liqs)
+			liqsAfter = memo.liqs
+		default:
+			next, eff, liqsAfter = v.Acct.ApplyPriced(i, want.Leverage, want.Cross, v.Liqs, memo.liqs)
+		}
 	} else {
 		next, eff = v.Acct.ApplyWith(i, want.Leverage, want.Cross, v.Liqs)
 	}
 	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
 		Unverified: v.Unfit}
 	if measured {
-		b, ok := memo.before[i]
-		if !ok {
-			b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, memo.moves, memo.notional)
-			if memo.before == nil {
-				memo.before = map[int][2]margin.Survival{}
+		if full {
+			p.Before, p.RestBefore = v.survivalBefore(memo, i)
+			if samePool {
+				p.After, p.RestAfter = p.Before, p.RestBefore
+			} else {
+				p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, v.moves(memo)), v.notional(memo))
 			}
-			memo.before[i] = b
 		}
-		p.Before, p.RestBefore = b[0], b[1]
-		p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, memo.moves), memo.notional)
-		if sb, ok := v.stressBefore(); ok {
-			p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, liqsAfter)
+		sb, stressed := v.stressBefore()
+		scored := v.scored()
+		if stressed {
+			p.StressBefore, p.StressAfter = sb, sb
+		}
+		if scored {
+			p.ForfeitBefore = v.forfeitBefore()
+			p.ForfeitAfter = p.ForfeitBefore
+		}
+		if !samePool && (stressed || scored) {
+			// The account after read by patching the account before
+			// (its other positions' figures are the same floats), its
+			// forfeit from the before's: only the call's position and the
+			// pool are worked out again.
+			pb := v.pricedBefore(memo)
+			pa := pb.After(next, i, liqsAfter)
+			if stressed {
+				p.StressAfter = pa.StressJudged(v.Likely)
+			}
+			if scored {
+				p.ForfeitAfter = pb.ForfeitAfter(pa, i)
+			}
+		}
+		if stressed {
 			p.Stressed = p.StressBefore.Known && p.StressAfter.Known
-			if v.grids == nil {
-				v.grids = &gridCache{}
+			if full {
+				// Only a full prediction can be the call sent, whose
+				// account the model moves on to.
+				if v.grids == nil {
+					v.grids = &gridCache{}
+				}
+				v.grids.put(next, p.StressAfter)
 			}
-			v.grids.put(next, p.StressAfter)
 		}
-		if v.scored() {
-			p.ForfeitBefore, p.ForfeitAfter = v.forfeitBefore(), next.Forfeit(v.Sigma, liqsAfter)
+		if scored {
 			p.Scored = p.ForfeitBefore.Known && p.ForfeitAfter.Known
 		}
+	}
+	if samePool {
+		return p // no other position's price moves
 	}
 	if !eff.MarginMoved.IsZero() || want.Cross != pl.Pos.Cross {
 		for j, o := range v.Acct.Positions {
@@ -312,12 +380,119 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			if before.Equal(after) {
 				continue
 			}
-			db, _ := margin.Distance(o.Direction, o.Index, before)
+			var db decimal.Decimal
+			if measured {
+				db = v.distBefore(memo, j) // every candidate's the same
+			} else {
+				db, _ = margin.Distance(o.Direction, o.Index, before)
+			}
 			da, _ := margin.Distance(o.Direction, o.Index, after)
 			p.others = append(p.others, otherEffect{symbol: o.Symbol, before: before, after: after, distBefore: db, distAfter: da})
 		}
 	}
 	return p
+}
+
+// pricedBefore is the account read for the grid and the forfeit
+// (margin.Priced), once per memo: the grid and the forfeit before, and
+// every prediction's after, patched from it.
+func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
+	if memo.priced == nil {
+		liqs := memo.liqs
+		if liqs == nil {
+			// Not kept in the memo: predict fills liqs with the moves
+			// that go with them.
+			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
+		}
+		memo.priced = v.Acct.Priced(v.Sigma, liqs)
+	}
+	return memo.priced
+}
+
+// distBefore is position j's distance to its liquidation price before
+// any call (memo.liqs[j]), worked out once per memo.
+func (v *Model) distBefore(memo *predictMemo, j int) decimal.Decimal {
+	if memo.dists == nil {
+		memo.dists = make([]*decimal.Decimal, len(v.Acct.Positions))
+	}
+	if d := memo.dists[j]; d != nil {
+		return *d
+	}
+	o := v.Acct.Positions[j]
+	d, _ := margin.Distance(o.Direction, o.Index, memo.liqs[j])
+	memo.dists[j] = &d
+	return d
+}
+
+// moves is the account's moves to liquidation (Account.Moves of
+// memo.liqs), worked out once per memo and only for the account measure:
+// a candidate does not need them.
+func (v *Model) moves(memo *predictMemo) []decimal.Decimal {
+	if memo.moves == nil {
+		memo.moves = v.Acct.Moves(memo.liqs)
+	}
+	return memo.moves
+}
+
+// survivalBefore is the account measure before a call on position i,
+// whole and without i, worked out once per memo and position.
+func (v *Model) survivalBefore(memo *predictMemo, i int) (whole, rest margin.Survival) {
+	b, ok := memo.before[i]
+	if !ok {
+		// Without the notional known, SurvivalBothWith sums it with the
+		// pool, where Notional would sum the pool once more.
+		b[0], b[1] = v.Acct.SurvivalBothWith(i, memo.liqs, v.moves(memo), memo.notional)
+		if memo.before == nil {
+			memo.before = map[int][2]margin.Survival{}
+		}
+		memo.before[i] = b
+	}
+	return b[0], b[1]
+}
+
+// fill is a reduce of qty on position i worked out on the memo's
+// account: the account after and its liquidation prices, or the model's
+// refusal (err).
+type fill struct {
+	i    int
+	qty  decimal.Decimal
+	next margin.Account
+	r    margin.Reduction
+	liqs []decimal.Decimal
+	err  error
+}
+
+// filled is the account after a reduce of qty on position i at index ix,
+// with its liquidation prices, worked out once per memo: a reduce judged
+// at mark to market (judgeReduce) and then predicted (PredictReduce) is
+// the same fill.
+func (v *Model) filled(i int, qty, ix decimal.Decimal) *fill {
+	memo := v.memoFor()
+	for k := range memo.fills {
+		if f := &memo.fills[k]; f.i == i && f.qty.Equal(qty) {
+			return f
+		}
+	}
+	f := fill{i: i, qty: qty}
+	f.next, f.r, f.err = v.Acct.Reduce(i, qty, ix)
+	if f.err == nil {
+		f.liqs = f.next.LiquidationPricesWith(v.Liqs)
+	}
+	memo.fills = append(memo.fills, f)
+	return &memo.fills[len(memo.fills)-1]
+}
+
+// notional is the account's Notional, worked out once per memo (nil when
+// a position has no index price): the same after any call, as Apply moves
+// no quantity or index.
+func (v *Model) notional(memo *predictMemo) *decimal.Decimal {
+	if !memo.notionalK {
+		if n, ok := v.Acct.Notional(); ok {
+			memo.notional = &n
+		}
+		memo.notionalK = true
+	}
+	return memo.notional
 }
 
 // afterMoves is next.Moves(after) from the account's before (liqs,

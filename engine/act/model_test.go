@@ -2,6 +2,7 @@ package act
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -131,5 +132,55 @@ func TestPredictMemoMatchesFresh(t *testing.T) {
 				m = &Model{Acct: margin.Account{Free: m.Acct.Free, Positions: ps}, At: m.At, FreeKnown: m.FreeKnown, FreeWhy: m.FreeWhy, Unfit: m.Unfit, Liqs: m.Liqs}
 			}
 		}
+	}
+}
+
+// A prediction's grid and forfeit after are those of its account after,
+// worked out afresh: where a cross position's leverage changes and the
+// pool stays the same decimal they are the account's before, reused; a
+// candidate's (Model.candidate, without the account measure) are the full
+// prediction's. The floats may differ in their last bits (the pool summed
+// from another free balance and margin), nothing more.
+func TestPredictGridAfterMatchesFresh(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 7))
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b))) }
+	samePool := 0
+	for n := range 400 {
+		m := randomModel(r)
+		m.Unfit, m.FreeKnown = "", true
+		m.Sigma, m.Likely = func(string) float64 { return 0.02 }, 3
+		k := r.IntN(len(m.Acct.Positions))
+		mp := m.Acct.Positions[k]
+		pl := &Plan{Pos: &exchange.Position{Direction: mp.Direction, Cross: mp.Cross, Leverage: mp.Leverage},
+			Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{Name: mp.Symbol}}}
+		want := exchange.Settings{Leverage: 1 + r.IntN(60), Cross: r.IntN(2) == 0}
+		cand := m.candidate(pl, want)
+		full := m.Predict(pl, want)
+		if full == nil || cand == nil {
+			if full != cand {
+				t.Fatalf("account %d: candidate %v, prediction %v", n, cand, full)
+			}
+			continue
+		}
+		if mp.Cross && want.Cross && mp.Open() {
+			samePool++
+		}
+		liqs := full.Next.LiquidationPrices()
+		ws, wf := full.Next.StressJudged(m.Sigma, m.Likely, liqs), full.Next.Forfeit(m.Sigma, liqs)
+		for _, p := range []*Prediction{cand, full} {
+			if p.StressAfter.Known != ws.Known || !near(p.StressAfter.Expected, ws.Expected) || fmt.Sprint(p.StressAfter.Fatal) != fmt.Sprint(ws.Fatal) {
+				t.Fatalf("account %d (%+v on %s): grid after %+v, afresh %+v", n, want, mp.Symbol, p.StressAfter, ws)
+			}
+			if p.ForfeitAfter.Known != wf.Known || !near(p.ForfeitAfter.Expected, wf.Expected) || len(p.ForfeitAfter.Parts) != len(wf.Parts) {
+				t.Fatalf("account %d (%+v on %s): forfeit after %+v, afresh %+v", n, want, mp.Symbol, p.ForfeitAfter, wf)
+			}
+			if !margin.SameDec(p.LiquidationAfter, full.LiquidationAfter) || !p.MarginMoved.Equal(full.MarginMoved) || p.Affordable != full.Affordable {
+				t.Fatalf("account %d: candidate's effect %+v, prediction's %+v", n, p.Effect, full.Effect)
+			}
+		}
+	}
+	if samePool == 0 {
+		t.Fatal("no cross position's leverage changed: the reuse was not tested")
 	}
 }

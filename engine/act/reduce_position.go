@@ -301,105 +301,7 @@ func (c *ReduceStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 		base.Prediction = d.Pred.Record()
 	}
 	actEv := &journal.ActionEvent{Symbol: sym, Action: name, Rules: names, Quantity: qty, Effect: effect}
-	key := market.KeyOf(pos)
-	posCopy := *pos
-	c.p, c.err = h.Prepare(ctx, base, desc, effect, actEv, func(ctx context.Context) (json.RawMessage, error) {
-		if err := CheckReduces(&posCopy, o); err != nil {
-			return nil, err
-		}
-		got, sendErr := placer.PlaceOrder(ctx, sym, o)
-		if sendErr == nil {
-			c.order = got
-		}
-		if sendErr != nil && !unknownOutcome(sendErr) {
-			return nil, sendErr // refused: nothing was done
-		}
-		var raw json.RawMessage
-		if got != nil {
-			raw, _ = json.Marshal(got)
-		}
-		// The account is read back whatever the answer: it, not the
-		// answer, says what the order did. A lost answer's context may be
-		// spent; the read has its own.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
-		ps, err := h.Positions(rctx)
-		cancel()
-		var partial *exchange.PartialError
-		if err != nil && !errors.As(err, &partial) {
-			if sendErr != nil {
-				c.unknown = true
-				return nil, fmt.Errorf("%w: %v; reading the position back failed too (%v): the account is read again before any other order on %s", ErrUnknownOutcome, sendErr, err, sym)
-			}
-			return raw, fmt.Errorf("order %d sent (%s filled %s); reading the position back failed: %w", got.ID, got.Status, got.FilledQuantity, err)
-		}
-		if filled, ok := answeredFill(got); ok && sendErr == nil && unchanged(ps, key, c.before) {
-			// The answer says it filled: a listing that disagrees lags
-			// (reduce_listing.go).
-			lr := readUntilAgrees(ctx, h, h.ListingLag(), key, c.before)
-			c.lag, c.direction = lagText(sym, key, got.ID, got.Status, filled, c.before, lr), posCopy.Direction
-			if !lr.agreed {
-				c.inconsistent = true
-				actEv.Actual = fmt.Sprintf("filled %s by the answer; the positions listing still shows %s", filled, c.before)
-				return raw, nil
-			}
-			ps = lr.ps
-		}
-		other := false
-		for i := range ps {
-			if ps[i].SymbolID != posCopy.SymbolID || ps[i].Empty {
-				continue
-			}
-			if market.KeyOf(&ps[i]) == key {
-				p := ps[i]
-				c.after = &p
-			} else if ps[i].Direction != posCopy.Direction {
-				other = true
-			}
-		}
-		switch {
-		case c.after == nil && other:
-			// A reduce-only order never turns a position over.
-			return raw, fmt.Errorf("%w: %s %s %s turned to the other side after a reduce-only %s of %s", ErrReduceGrew, sym, posCopy.Direction, c.before, o.Side, qty)
-		case c.after == nil && !listedEmpty(ps, key):
-			// Missing from one answer is unknown, not closed.
-			c.unknown = true
-			why := "the read-back did not list the position"
-			if sendErr != nil {
-				why = fmt.Sprintf("%v, and %s", sendErr, why)
-			}
-			return raw, fmt.Errorf("%w: %s: the account is read again before any other order on %s", ErrUnknownOutcome, why, sym)
-		}
-		left := decimal.Zero
-		if c.after != nil {
-			left = c.after.Quantity
-		}
-		if sendErr != nil && !left.LessThan(c.before) && !left.GreaterThan(c.before) {
-			c.unknown = true
-			return raw, fmt.Errorf("%w: %v; the position read back is unchanged (%s): settled by the reads of the next %s", ErrUnknownOutcome, sendErr, left, settleAfter)
-		}
-		actual := fmt.Sprintf("quantity %s → %s read back", c.before, left)
-		if sendErr != nil {
-			actual = fmt.Sprintf("answer lost (%v); %s: the order filled", sendErr, actual)
-			c.p.Base.Reason = joinNonEmpty(c.p.Base.Reason, "the answer was lost; settled by the read-back: "+actual)
-		}
-		if d.Pred != nil {
-			actual += fmt.Sprintf(" (%s predicted)", d.Pred.QuantityAfter)
-			base.Prediction.ActualQuantity = &left
-			if c.after != nil {
-				liq := c.after.LiquidationPrice
-				base.Prediction.Actual = &liq
-				actual += fmt.Sprintf(", liquidation %s (%s predicted)", liq, d.Pred.Reduced().After)
-			}
-		}
-		actEv.Actual = actual
-		switch {
-		case left.GreaterThan(c.before):
-			return raw, fmt.Errorf("%w: %s %s → %s after a reduce-only %s of %s (order %d %s)", ErrReduceGrew, sym, c.before, left, o.Side, qty, got.ID, got.Status)
-		case left.Equal(c.before):
-			return raw, fmt.Errorf("%w: %s quantity still %s after a reduce-only %s of %s (order %d %s, filled %s)", ErrNotApplied, sym, left, o.Side, qty, got.ID, got.Status, got.FilledQuantity)
-		}
-		return raw, nil
-	})
+	c.p, c.err = h.Prepare(ctx, base, desc, effect, actEv, c.send(h, placer, sym, o, *pos, d.Pred, base.Prediction, actEv))
 	if c.err == nil && d.Pred != nil {
 		pl.Next = &d.Pred.Next // the plan's later calls are decided on the fill
 	}
@@ -614,4 +516,119 @@ func DecideReduce(m *Model, pl *Plan, asked decimal.Decimal) ReduceDecision {
 		d.Pred = m.PredictReduce(pl, qty)
 	}
 	return d
+}
+
+// send is the call of Prepare's pending order o on the position posCopy
+// (as it was decided on): the order, then the account read back, which,
+// not the answer, says what it did (settleRead). dp is the order's
+// prediction and pred the audit record's, nil without one; actEv the
+// action's event, whose Actual it writes.
+func (c *ReduceStep) send(h Host, placer OrderPlacer, sym string, o exchange.OrderRequest, posCopy exchange.Position, dp *ReducePrediction, pred *journal.Prediction, actEv *journal.ActionEvent) func(ctx context.Context) (json.RawMessage, error) {
+	key := market.KeyOf(&posCopy)
+	return func(ctx context.Context) (json.RawMessage, error) {
+		if err := CheckReduces(&posCopy, o); err != nil {
+			return nil, err
+		}
+		got, sendErr := placer.PlaceOrder(ctx, sym, o)
+		if sendErr == nil {
+			c.order = got
+		}
+		if sendErr != nil && !unknownOutcome(sendErr) {
+			return nil, sendErr // refused: nothing was done
+		}
+		var raw json.RawMessage
+		if got != nil {
+			raw, _ = json.Marshal(got)
+		}
+		// The account is read back whatever the answer: it, not the
+		// answer, says what the order did. A lost answer's context may be
+		// spent; the read has its own.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+		ps, err := h.Positions(rctx)
+		cancel()
+		var partial *exchange.PartialError
+		if err != nil && !errors.As(err, &partial) {
+			if sendErr != nil {
+				c.unknown = true
+				return nil, fmt.Errorf("%w: %v; reading the position back failed too (%v): the account is read again before any other order on %s", ErrUnknownOutcome, sendErr, err, sym)
+			}
+			return raw, fmt.Errorf("order %d sent (%s filled %s); reading the position back failed: %w", got.ID, got.Status, got.FilledQuantity, err)
+		}
+		if filled, ok := answeredFill(got); ok && sendErr == nil && unchanged(ps, key, c.before) {
+			// The answer says it filled: a listing that disagrees lags
+			// (reduce_listing.go).
+			lr := readUntilAgrees(ctx, h, h.ListingLag(), key, c.before)
+			c.lag, c.direction = lagText(sym, key, got.ID, got.Status, filled, c.before, lr), posCopy.Direction
+			if !lr.agreed {
+				c.inconsistent = true
+				actEv.Actual = fmt.Sprintf("filled %s by the answer; the positions listing still shows %s", filled, c.before)
+				return raw, nil
+			}
+			ps = lr.ps
+		}
+		return c.settleRead(ps, sendErr, got, raw, sym, o, posCopy, dp, pred, actEv)
+	}
+}
+
+// settleRead settles the order o by the positions read back after it (ps;
+// sendErr the order's own error, got its answer, raw that answer as sent
+// to the audit log): the position found, turned over, missing or
+// unchanged, and what it says against the prediction.
+func (c *ReduceStep) settleRead(ps []exchange.Position, sendErr error, got *exchange.Order, raw json.RawMessage, sym string, o exchange.OrderRequest, posCopy exchange.Position, dp *ReducePrediction, pred *journal.Prediction, actEv *journal.ActionEvent) (json.RawMessage, error) {
+	key, qty := market.KeyOf(&posCopy), o.Quantity
+	other := false
+	for i := range ps {
+		if ps[i].SymbolID != posCopy.SymbolID || ps[i].Empty {
+			continue
+		}
+		if market.KeyOf(&ps[i]) == key {
+			p := ps[i]
+			c.after = &p
+		} else if ps[i].Direction != posCopy.Direction {
+			other = true
+		}
+	}
+	switch {
+	case c.after == nil && other:
+		// A reduce-only order never turns a position over.
+		return raw, fmt.Errorf("%w: %s %s %s turned to the other side after a reduce-only %s of %s", ErrReduceGrew, sym, posCopy.Direction, c.before, o.Side, qty)
+	case c.after == nil && !listedEmpty(ps, key):
+		// Missing from one answer is unknown, not closed.
+		c.unknown = true
+		why := "the read-back did not list the position"
+		if sendErr != nil {
+			why = fmt.Sprintf("%v, and %s", sendErr, why)
+		}
+		return raw, fmt.Errorf("%w: %s: the account is read again before any other order on %s", ErrUnknownOutcome, why, sym)
+	}
+	left := decimal.Zero
+	if c.after != nil {
+		left = c.after.Quantity
+	}
+	if sendErr != nil && !left.LessThan(c.before) && !left.GreaterThan(c.before) {
+		c.unknown = true
+		return raw, fmt.Errorf("%w: %v; the position read back is unchanged (%s): settled by the reads of the next %s", ErrUnknownOutcome, sendErr, left, settleAfter)
+	}
+	actual := fmt.Sprintf("quantity %s → %s read back", c.before, left)
+	if sendErr != nil {
+		actual = fmt.Sprintf("answer lost (%v); %s: the order filled", sendErr, actual)
+		c.p.Base.Reason = joinNonEmpty(c.p.Base.Reason, "the answer was lost; settled by the read-back: "+actual)
+	}
+	if dp != nil {
+		actual += fmt.Sprintf(" (%s predicted)", dp.QuantityAfter)
+		pred.ActualQuantity = &left
+		if c.after != nil {
+			liq := c.after.LiquidationPrice
+			pred.Actual = &liq
+			actual += fmt.Sprintf(", liquidation %s (%s predicted)", liq, dp.Reduced().After)
+		}
+	}
+	actEv.Actual = actual
+	switch {
+	case left.GreaterThan(c.before):
+		return raw, fmt.Errorf("%w: %s %s → %s after a reduce-only %s of %s (order %d %s)", ErrReduceGrew, sym, c.before, left, o.Side, qty, got.ID, got.Status)
+	case left.Equal(c.before):
+		return raw, fmt.Errorf("%w: %s quantity still %s after a reduce-only %s of %s (order %d %s, filled %s)", ErrNotApplied, sym, left, o.Side, qty, got.ID, got.Status, got.FilledQuantity)
+	}
+	return raw, nil
 }

@@ -44,13 +44,14 @@ func (v *Model) PredictReduce(pl *Plan, qty decimal.Decimal) *ReducePrediction {
 	if !ix.IsPositive() {
 		return nil
 	}
-	next, r, err := v.Acct.Reduce(i, qty, ix)
-	if err != nil {
+	f := v.filled(i, qty, ix)
+	if f.err != nil {
 		return nil
 	}
-	p := &ReducePrediction{Reduction: r, QuantityBefore: v.Acct.Positions[i].Quantity, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Unverified: v.Unfit, Next: next}
+	next := f.next
+	p := &ReducePrediction{Reduction: f.r, QuantityBefore: v.Acct.Positions[i].Quantity, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Unverified: v.Unfit, Next: next}
 	if sb, ok := v.stressBefore(); ok {
-		p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, next.LiquidationPricesWith(v.Liqs))
+		p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, f.liqs)
 		p.Stressed = sb.Known && p.StressAfter.Known
 	}
 	return p

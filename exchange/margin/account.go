@@ -331,20 +331,52 @@ func (a Account) ApplyPriced(i, leverage int, cross bool, l *Liquidations, liqs 
 	return next, eff, after
 }
 
+// ApplySamePool is ApplyPriced for a leverage change of the cross
+// position i that leaves it cross: the margin moved leaves the free
+// balance for the position's margin, both in the cross pool, so the pool
+// is the same decimal and so is every liquidation price (liqs, as
+// LiquidationPrices gives them, read only): none is worked out again.
+func (a Account) ApplySamePool(i, leverage int, liqs []decimal.Decimal) (Account, Effect) {
+	next, eff := a.apply(i, leverage, true, liqs[i])
+	if !next.Positions[i].Open() {
+		eff.LiquidationAfter = decimal.Zero
+	} else {
+		eff.LiquidationAfter = liqs[i]
+	}
+	return next, eff
+}
+
 // apply is Apply but for the liquidation price after, with position i's
 // before given.
 func (a Account) apply(i, leverage int, cross bool, before decimal.Decimal) (Account, Effect) {
+	np, eff := a.effect(i, leverage, cross, before)
+	next := Account{Free: eff.FreeAfter, Positions: append([]Position(nil), a.Positions...)}
+	next.Positions[i] = np
+	return next, eff
+}
+
+// effect is apply's position i after and its effect, without the account
+// after.
+func (a Account) effect(i, leverage int, cross bool, before decimal.Decimal) (Position, Effect) {
 	p := a.Positions[i]
 	eff := Effect{LiquidationBefore: before}
-	next := Account{Free: a.Free, Positions: append([]Position(nil), a.Positions...)}
 	np := p
 	np.Leverage, np.Cross, np.Held = max(leverage, 1), cross, decimal.Zero
-	next.Positions[i] = np
 	if p.Open() {
 		eff.MarginMoved = np.Margin().Sub(p.Margin())
 	}
-	next.Free = a.Free.Sub(eff.MarginMoved)
-	eff.FreeAfter = next.Free
-	eff.Affordable = !next.Free.IsNegative()
-	return next, eff
+	eff.FreeAfter = a.Free.Sub(eff.MarginMoved)
+	eff.Affordable = !eff.FreeAfter.IsNegative()
+	return np, eff
+}
+
+// SamePoolEffect is ApplySamePool's effect alone, without the account
+// after (a copy of every position): what a candidate compared by its
+// cost needs.
+func (a Account) SamePoolEffect(i, leverage int, liqs []decimal.Decimal) Effect {
+	np, eff := a.effect(i, leverage, true, liqs[i])
+	if np.Open() {
+		eff.LiquidationAfter = liqs[i]
+	}
+	return eff
 }

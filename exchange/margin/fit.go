@@ -285,21 +285,53 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 	f := Fit{Tolerance: tolerance}
 	ps := a.Positions
 	f.Positions = s.positions(len(ps))
-	// Each open position's index-free terms (entry value, modelled margin,
-	// maintenance rate and margin) are computed once, as Margin,
-	// MaintenanceRate and Maintenance compute them with Held and MM zero,
-	// and shared by the cross pool's sums, the free balance's inference and
-	// the liquidation price below: the same decimals the model's methods
-	// would give each time.
-	// An isolated position whose fit is kept needs none of them, and a
-	// cross one the same but for its index takes its margin from the
-	// previous fit.
-	t := scratch(&s.terms, len(ps))
-	var olds []*PositionFit
-	if reuse != nil {
-		olds = scratch(&s.olds, len(ps))
+	fp := fitPass{s: s, ps: ps, rep: rep, f: &f}
+	cross := fp.terms(reuse)
+	// The cross pool is summed once (Collaterals, without the free balance
+	// yet): every cross position's figures below are then O(1), the same
+	// values as inferFree's and LiquidationPrice's sums over the others.
+	// Without a cross position it is not needed.
+	if cross {
+		fp.base = crossBases(scratch(&s.base, len(ps)), ps, fp.t)
 	}
-	var kept []bool // kept[i]: position i's modelled figures are olds[i]'s
+	pool := fp.modelled()
+	fp.judgeErrors(pool)
+	f.rank()
+	return f
+}
+
+// fitPass is one checkFit in progress: its inputs, the fit being filled
+// (f) and what its steps share: each open position's index-free terms
+// (t), the previous fits (olds, when reused), which positions keep theirs
+// (kept) with the error kept (keptErr: −1 where it does not hold), and the
+// cross pool's bases (base).
+type fitPass struct {
+	s       *FitScratch
+	ps      []Position
+	rep     []Reported
+	f       *Fit
+	t       []fitTerms
+	olds    []*PositionFit
+	kept    []bool
+	keptErr []float64
+	base    []decimal.Decimal
+}
+
+// terms works out each open position's index-free terms (entry value,
+// modelled margin, maintenance rate and margin), as Margin,
+// MaintenanceRate and Maintenance compute them with Held and MM zero,
+// shared by the cross pool's sums, the free balance's inference and the
+// liquidation price: the same decimals the model's methods would give
+// each time. An isolated position whose fit is kept needs none of them,
+// and a cross one the same but for its index takes its margin from the
+// previous fit. It reports whether an open cross position is not kept.
+func (fp *fitPass) terms(reuse func(i int) (old *PositionFit, keep bool)) bool {
+	s, ps := fp.s, fp.ps
+	fp.t = scratch(&s.terms, len(ps))
+	if reuse != nil {
+		fp.olds = scratch(&s.olds, len(ps))
+	}
+	t, olds := fp.t, fp.olds
 	cross := false
 	for i := range ps {
 		p := &ps[i]
@@ -308,12 +340,12 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 		}
 		if reuse != nil {
 			old, keep := reuse(i)
-			olds[i] = old
+			fp.olds[i] = old
 			if keep {
-				if kept == nil {
-					kept = scratch(&s.kept, len(ps))
+				if fp.kept == nil {
+					fp.kept = scratch(&s.kept, len(ps))
 				}
-				kept[i] = true
+				fp.kept[i] = true
 				continue
 			}
 		}
@@ -340,16 +372,15 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 			tm.mm = tm.mmr.Mul(tm.ev)
 		}
 	}
-	// The cross pool is summed once (Collaterals, without the free balance
-	// yet): every cross position's figures below are then O(1), the same
-	// values as inferFree's and LiquidationPrice's sums over the others.
-	// Without a cross position it is not needed.
-	var base []decimal.Decimal
-	if cross {
-		base = crossBases(scratch(&s.base, len(ps)), ps, t)
-	}
+	return cross
+}
+
+// modelled fills each position's modelled margin (and the kept fits'
+// figures) and infers the free balance from the cross positions'
+// reported liquidation prices; it returns the pool's modelled margins.
+func (fp *fitPass) modelled() decimal.Decimal {
+	s, ps, rep, f, t, olds, kept, base := fp.s, fp.ps, fp.rep, fp.f, fp.t, fp.olds, fp.kept, fp.base
 	pool := decimal.Zero
-	var keptErr []float64 // when kept, its error if olds[i]'s still holds, else −1
 	for i := range ps {
 		p := &ps[i]
 		pf := &f.Positions[i]
@@ -362,12 +393,12 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 				// An exactly modelled liquidation price adds no error:
 				// the old error is the margin's alone (a read-back
 				// mismatch marked on it changes only What).
-				if keptErr == nil {
-					keptErr = scratch(&s.errs, len(ps))
+				if fp.keptErr == nil {
+					fp.keptErr = scratch(&s.errs, len(ps))
 				}
-				keptErr[i] = -1
+				fp.keptErr[i] = -1
 				if pf.LiquidationReported.Equal(pf.LiquidationModelled) && old.LiquidationReported.Equal(old.LiquidationModelled) {
-					keptErr[i] = old.Error
+					fp.keptErr[i] = old.Error
 				}
 				continue
 			}
@@ -388,6 +419,15 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 			}
 		}
 	}
+	return pool
+}
+
+// judgeErrors works out each open position's error, the margin's or the
+// liquidation price's (the larger), with the free balance inferred, and
+// the spread of the cross positions' inferences (pool: the modelled
+// margins, the free balance added here).
+func (fp *fitPass) judgeErrors(pool decimal.Decimal) {
+	ps, f, t, olds, kept, keptErr, base := fp.ps, fp.f, fp.t, fp.olds, fp.kept, fp.keptErr, fp.base
 	free := decimal.Max(f.Free, decimal.Zero)
 	pool = pool.Add(free)
 	for i := range ps {
@@ -431,8 +471,6 @@ func checkFit(s *FitScratch, a Account, rep []Reported, tolerance float64, reuse
 			}
 		}
 	}
-	f.rank()
-	return f
 }
 
 // positions is a list of n zero position fits for a result: the one of

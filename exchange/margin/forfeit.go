@@ -113,11 +113,13 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 	if !ok {
 		return Forfeit{}
 	}
-	for i := range b.ps {
-		// A figure past float64's range (an index of 1e400) is no data.
-		if p := &b.ps[i]; !finite(p.index) || !finite(p.equity) || !finite(p.liq) || !finite(p.mm) {
-			return Forfeit{}
-		}
+	return b.forfeit()
+}
+
+// forfeit is Forfeit of the book's account.
+func (b stressBook) forfeit() Forfeit {
+	if !b.finite() {
+		return Forfeit{}
 	}
 	out := Forfeit{Known: true}
 	if len(b.ps) == 0 {
@@ -125,78 +127,16 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 	}
 	// At most two parts per isolated position, one per family for the pool.
 	out.Parts = make([]ForfeitPart, 0, 2*len(b.ps)+len(b.syms)+1)
-	nsym := len(b.syms)
-	together, alone := 0.5, 0.5/float64(nsym)
-	add := func(p ForfeitPart) {
-		if p.Prob > 0 {
-			out.Parts = append(out.Parts, p)
-		}
-	}
-	var poolSyms []string
 	own := make([]string, len(b.ps)) // each position's symbol, for its parts
 	for i := range own {
 		own[i] = b.symbol(i)
 	}
-	seen := make([]bool, nsym)
-	bySym := make([][]int, nsym) // the cross positions on each symbol
-	var cross []int
 	for i := range b.ps {
-		p := &b.ps[i]
-		if p.cross {
-			if !seen[p.sym] {
-				seen[p.sym] = true
-				poolSyms = append(poolSyms, b.symbol(i))
-			}
-			bySym[p.sym] = append(bySym[p.sym], i)
-			cross = append(cross, i)
-			continue
-		}
-		if !(p.liq > 0) {
-			continue // no price liquidates it
-		}
-		syms := own[i : i+1 : i+1]
-		if p.lostAt(p.index) {
-			add(ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Weight: 1, Prob: 1, Amount: math.Max(p.equity, 0)})
-			continue
-		}
-		k := (p.liq/p.index - 1) / b.syms[p.sym].Sigma
-		part := ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Family: StressTogether, Weight: together, K: k, Prob: Touch(k),
-			Amount: math.Max(p.margin+p.pnl(p.liq), 0)}
-		add(part)
-		part.Family, part.Weight = b.syms[p.sym].Symbol, alone
-		add(part)
-	}
-	if b.anyCross {
-		if b.pool <= b.poolMM {
-			add(ForfeitPart{Symbols: poolSyms, At: -1, Weight: 1, Prob: 1, Amount: math.Max(b.pool, 0)})
-		} else {
-			amount := math.Max(b.poolMM, 0)
-			var buf []poolTerm // poolPoints' terms, reused
-			pool := func(family string, weight float64, moved []int) {
-				down, up := b.poolPoints(moved, &buf)
-				part := ForfeitPart{Symbols: poolSyms, At: -1, Family: family, Weight: weight, Amount: amount}
-				switch {
-				case down < 0 && up > 0:
-					part.K, part.KFar = down, up
-					if up < -down {
-						part.K, part.KFar = up, down
-					}
-					part.Prob = math.Min(1, Touch(down)+Touch(up))
-				case down < 0:
-					part.K, part.Prob = down, Touch(down)
-				case up > 0:
-					part.K, part.Prob = up, Touch(up)
-				}
-				add(part)
-			}
-			pool(StressTogether, together, cross)
-			for j, on := range bySym {
-				if len(on) > 0 {
-					pool(b.syms[j].Symbol, alone, on)
-				}
-			}
+		if !b.ps[i].cross {
+			out.Parts = b.isoParts(out.Parts, i, own[i:i+1:i+1])
 		}
 	}
+	out.Parts = b.poolParts(out.Parts)
 	// Nearest first: the parts' keys sorted by |K|, ties in the order
 	// they were found (a stable sort, written as one), then the parts laid
 	// out in it (sorting the parts themselves moves 136 bytes a swap).
@@ -220,6 +160,214 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 		out.Expected += sorted[i].Weight * sorted[i].Prob * sorted[i].Amount
 	}
 	out.Parts = sorted
+	return out
+}
+
+// finite reports whether every figure the forfeit reads is a number: a
+// figure past float64's range (an index of 1e400) is no data.
+func (b stressBook) finite() bool {
+	for i := range b.ps {
+		if p := &b.ps[i]; !finite(p.index) || !finite(p.equity) || !finite(p.liq) || !finite(p.mm) {
+			return false
+		}
+	}
+	return true
+}
+
+// weights are the families' weights: ½ every index together, ½ shared
+// among the symbols alone.
+func (b stressBook) weights() (together, alone float64) {
+	return 0.5, 0.5 / float64(len(b.syms))
+}
+
+// isoParts appends the parts of the book's isolated position i (syms its
+// symbol, as the parts list it), in the order forfeit finds them: lost
+// already, or every index together then its symbol alone.
+func (b stressBook) isoParts(parts []ForfeitPart, i int, syms []string) []ForfeitPart {
+	p := &b.ps[i]
+	if !(p.liq > 0) {
+		return parts // no price liquidates it
+	}
+	together, alone := b.weights()
+	add := func(fp ForfeitPart) {
+		if fp.Prob > 0 {
+			parts = append(parts, fp)
+		}
+	}
+	if p.lostAt(p.index) {
+		add(ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Weight: 1, Prob: 1, Amount: math.Max(p.equity, 0)})
+		return parts
+	}
+	k := (p.liq/p.index - 1) / b.syms[p.sym].Sigma
+	part := ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Family: StressTogether, Weight: together, K: k, Prob: Touch(k),
+		Amount: math.Max(p.margin+p.pnl(p.liq), 0)}
+	add(part)
+	part.Family, part.Weight = b.syms[p.sym].Symbol, alone
+	add(part)
+	return parts
+}
+
+// poolParts appends the cross pool's parts, in the order forfeit finds
+// them: lost already, or every index together then each symbol alone in
+// the book's order.
+func (b stressBook) poolParts(parts []ForfeitPart) []ForfeitPart {
+	if !b.anyCross {
+		return parts
+	}
+	together, alone := b.weights()
+	add := func(fp ForfeitPart) {
+		if fp.Prob > 0 {
+			parts = append(parts, fp)
+		}
+	}
+	var poolSyms []string
+	seen := make([]bool, len(b.syms))
+	cross := make([]int, 0, len(b.ps))
+	for i := range b.ps {
+		if p := &b.ps[i]; p.cross {
+			if !seen[p.sym] {
+				seen[p.sym] = true
+				poolSyms = append(poolSyms, b.symbol(i))
+			}
+			cross = append(cross, i)
+		}
+	}
+	if b.pool <= b.poolMM {
+		add(ForfeitPart{Symbols: poolSyms, At: -1, Weight: 1, Prob: 1, Amount: math.Max(b.pool, 0)})
+		return parts
+	}
+	amount := math.Max(b.poolMM, 0)
+	var buf []poolTerm // poolPoints' terms, reused
+	pool := func(family string, weight float64, moved []int) {
+		down, up := b.poolPoints(moved, &buf)
+		part := ForfeitPart{Symbols: poolSyms, At: -1, Family: family, Weight: weight, Amount: amount}
+		switch {
+		case down < 0 && up > 0:
+			part.K, part.KFar = down, up
+			if up < -down {
+				part.K, part.KFar = up, down
+			}
+			part.Prob = math.Min(1, Touch(down)+Touch(up))
+		case down < 0:
+			part.K, part.Prob = down, Touch(down)
+		case up > 0:
+			part.K, part.Prob = up, Touch(up)
+		}
+		add(part)
+	}
+	pool(StressTogether, together, cross)
+	bySym := b.groups(true) // the cross positions on each symbol, in the account's order
+	for j := range b.syms {
+		if on := bySym.of(j); len(on) > 0 {
+			pool(b.syms[j].Symbol, alone, on)
+		}
+	}
+	return parts
+}
+
+// ForfeitAfter is after's Forfeit, where after is p's account after a
+// call on position i (After): the other isolated positions' parts are
+// p's own, so only position i's and the pool's are worked out, and merged
+// into p's in the order Forfeit lays them out (|K|, then the order it
+// finds them: the isolated positions in the account's order, each's
+// family together then alone, then the pool's). The same parts and the
+// same sum, in time linear in the parts.
+func (p *Priced) ForfeitAfter(after *Priced, i int) Forfeit {
+	if !after.ok || !after.b.finite() {
+		return Forfeit{}
+	}
+	before := p.Forfeit()
+	if !before.Known || len(after.b.ps) != len(p.b.ps) || len(after.b.syms) != len(p.b.syms) {
+		return after.Forfeit()
+	}
+	b := &after.b
+	var fresh []ForfeitPart
+	for k := range b.ps {
+		if sp := &b.ps[k]; sp.at == i && !sp.cross {
+			fresh = b.isoParts(fresh, k, []string{b.symbol(k)})
+		}
+	}
+	nIso := len(fresh)
+	fresh = b.poolParts(fresh)
+	// The order Forfeit finds a part in, among parts of equal |K|: an
+	// isolated one by its position, then its family (together, or lost,
+	// first); the pool's after every isolated one, in the order found.
+	type found struct {
+		pool     bool
+		at, rank int
+	}
+	foundOf := func(fp *ForfeitPart, poolRank int) found {
+		if fp.At < 0 {
+			return found{pool: true, rank: poolRank}
+		}
+		r := 0
+		if fp.Family != StressTogether && fp.Family != "" {
+			r = 1
+		}
+		return found{at: fp.At, rank: r}
+	}
+	less := func(x, y found) bool {
+		if x.pool != y.pool {
+			return !x.pool
+		}
+		if x.at != y.at {
+			return x.at < y.at
+		}
+		return x.rank < y.rank
+	}
+	type key struct {
+		k float64
+		f found
+		n int // index in fresh
+	}
+	keys := make([]key, len(fresh))
+	for n := range fresh {
+		keys[n] = key{math.Abs(fresh[n].K), foundOf(&fresh[n], n-nIso), n}
+	}
+	slices.SortFunc(keys, func(x, y key) int {
+		if c := cmp.Compare(x.k, y.k); c != 0 {
+			return c
+		}
+		if less(x.f, y.f) {
+			return -1
+		}
+		if less(y.f, x.f) {
+			return 1
+		}
+		return 0
+	})
+	out := Forfeit{Known: true, Parts: make([]ForfeitPart, 0, len(before.Parts)+len(fresh))}
+	emit := func(fp ForfeitPart) {
+		out.Parts = append(out.Parts, fp)
+		out.Expected += fp.Weight * fp.Prob * fp.Amount
+	}
+	n := 0
+	for m := range before.Parts {
+		bp := &before.Parts[m]
+		if bp.At == i || bp.At < 0 {
+			continue // worked out again
+		}
+		bk, bf := math.Abs(bp.K), foundOf(bp, 0)
+		for n < len(keys) {
+			fk := keys[n]
+			if c := cmp.Compare(fk.k, bk); c < 0 || c == 0 && less(fk.f, bf) {
+				emit(fresh[fk.n])
+				n++
+				continue
+			}
+			break
+		}
+		emit(*bp)
+	}
+	for ; n < len(keys); n++ {
+		emit(fresh[keys[n].n])
+	}
+	if len(out.Parts) == 0 {
+		out.Parts = nil
+		if len(b.ps) > 0 {
+			out.Parts = []ForfeitPart{}
+		}
+	}
 	return out
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -509,5 +510,29 @@ func BenchmarkForfeit(b *testing.B) {
 				a.Forfeit(sigma, liqs)
 			}
 		})
+	}
+}
+
+// An account after a call on one position, read by patching the account
+// before (Priced.After) and its forfeit merged from the before's
+// (ForfeitAfter), is what reading it afresh says, part for part and bit
+// for bit: leverage changes and mode changes, isolated and cross, on
+// seeded accounts.
+func TestPricedAfterMatchesFresh(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 11))
+	for run := 0; run < 400; run++ {
+		a, sigma := stressAccount(r, 1+r.IntN(30))
+		liqs := a.LiquidationPrices()
+		before := a.Priced(sigma, liqs)
+		i := r.IntN(len(a.Positions))
+		next, _, after := a.ApplyPriced(i, 1+r.IntN(50), r.IntN(2) == 0, nil, liqs)
+		pa := before.After(next, i, after)
+		if got, want := pa.StressJudged(3), next.StressJudged(sigma, 3, after); !reflect.DeepEqual(got, want) {
+			t.Fatalf("run %d: grid after\n%+v\nafresh\n%+v", run, got, want)
+		}
+		if got, want := before.ForfeitAfter(pa, i), next.Forfeit(sigma, after); !reflect.DeepEqual(got, want) {
+			t.Fatalf("run %d (position %d): forfeit after\n%+v\nafresh\n%+v", run, i, got, want)
+		}
 	}
 }

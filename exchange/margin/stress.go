@@ -3,6 +3,7 @@ package margin
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -134,11 +135,17 @@ func (a Account) StressJudged(sigma func(symbol string) float64, likely float64,
 
 // stress is Stress, with the Points when points is set.
 func (a Account) stress(sigma func(symbol string) float64, likely float64, liqs []decimal.Decimal, points bool) Stress {
-	s := Stress{Likely: likely}
 	b, ok := a.stressBook(sigma, liqs)
 	if !ok {
-		return s
+		return Stress{Likely: likely}
 	}
+	return b.stress(likely, points)
+}
+
+// stress is the book judged on the grid, with the Points when points is
+// set.
+func (b stressBook) stress(likely float64, points bool) Stress {
+	s := Stress{Likely: likely}
 	ps, syms := b.ps, b.syms
 	s.Known, s.Sigma = true, syms
 	if len(ps) == 0 {
@@ -195,7 +202,23 @@ type stressBook struct {
 // position has no index price or its symbol no σ (the grid is unknown).
 func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
 	b := stressBook{acct: a.Positions, ps: make([]stressPos, 0, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
-	symAt := make(map[string]int, len(a.Positions))
+	// The symbols by name: looked up in the list while it is short (a
+	// map costs a few allocations a book, and a decision reads a book per
+	// candidate), in a map past it.
+	const shortList = 16
+	var symAt map[string]int
+	find := func(sym string) (int, bool) {
+		if symAt != nil {
+			j, ok := symAt[sym]
+			return j, ok
+		}
+		for j := range b.syms {
+			if b.syms[j].Symbol == sym {
+				return j, true
+			}
+		}
+		return 0, false
+	}
 	b.free = toF(a.Free)
 	b.pool = b.free
 	if liqs == nil {
@@ -209,27 +232,27 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 		if !p.Index.IsPositive() {
 			return stressBook{}, false
 		}
-		j, ok := symAt[p.Symbol]
+		j, ok := find(p.Symbol)
 		if !ok {
 			sg := sigma(p.Symbol)
 			if !(sg > 0) || math.IsInf(sg, 0) {
 				return stressBook{}, false
 			}
 			j = len(b.syms)
-			symAt[p.Symbol] = j
 			b.syms = append(b.syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
-		}
-		sp := stressPos{long: p.Direction != exchange.Short, q: toF(p.Quantity),
-			index: toF(p.Index), liq: toF(liqs[i]), cross: p.Cross, sym: j, at: i}
-		sp.ev, sp.margin, sp.mm = p.stressFigures()
-		sp.pnlNow = sp.pnl(sp.index)
-		sp.equity = sp.margin + sp.pnlNow
-		// A figure a float cannot hold (an index of 1e400) is no data:
-		// never a NaN in the expected loss.
-		for _, f := range []float64{sp.q, sp.index, sp.liq, sp.equity, sp.mm} {
-			if math.IsInf(f, 0) || math.IsNaN(f) {
-				return stressBook{}, false
+			switch {
+			case symAt != nil:
+				symAt[p.Symbol] = j
+			case len(b.syms) > shortList:
+				symAt = make(map[string]int, len(a.Positions))
+				for k, sy := range b.syms {
+					symAt[sy.Symbol] = k
+				}
 			}
+		}
+		sp, ok := readStressPos(p, liqs[i], j, i)
+		if !ok {
+			return stressBook{}, false
 		}
 		if sp.cross {
 			b.anyCross = true
@@ -239,6 +262,103 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 		b.ps = append(b.ps, sp)
 	}
 	return b, true
+}
+
+// readStressPos is the open position p, account position i on the book's
+// symbol j, as the grid reads it; ok is false for a figure a float cannot
+// hold (an index of 1e400): no data, never a NaN in the expected loss.
+func readStressPos(p *Position, liq decimal.Decimal, j, i int) (stressPos, bool) {
+	sp := stressPos{long: p.Direction != exchange.Short, q: toF(p.Quantity),
+		index: toF(p.Index), liq: toF(liq), cross: p.Cross, sym: j, at: i}
+	sp.ev, sp.margin, sp.mm = p.stressFigures()
+	sp.pnlNow = sp.pnl(sp.index)
+	sp.equity = sp.margin + sp.pnlNow
+	for _, f := range []float64{sp.q, sp.index, sp.liq, sp.equity, sp.mm} {
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return stressPos{}, false
+		}
+	}
+	return sp, true
+}
+
+// Priced is an account read for the grid and the forfeit once (its
+// positions' figures as float64s), so that the accounts a call on one of
+// its positions leaves are read by patching it (After) and their forfeit
+// worked out from its own (ForfeitAfter): a decision compares dozens of
+// them. Money stays decimal up to here; the grid and the forfeit are
+// estimates in float64, the same floats whichever way they are read.
+type Priced struct {
+	b       stressBook
+	ok      bool
+	forfeit *Forfeit
+}
+
+// Priced reads the account for the grid and the forfeit (sigma and liqs
+// as Stress takes them).
+func (a Account) Priced(sigma func(symbol string) float64, liqs []decimal.Decimal) *Priced {
+	if liqs == nil {
+		liqs = a.LiquidationPrices()
+	}
+	b, ok := a.stressBook(sigma, liqs)
+	return &Priced{b: b, ok: ok}
+}
+
+// StressJudged is the account's StressJudged.
+func (p *Priced) StressJudged(likely float64) Stress {
+	if !p.ok {
+		return Stress{Likely: likely}
+	}
+	return p.b.stress(likely, false)
+}
+
+// Forfeit is the account's Forfeit, worked out once.
+func (p *Priced) Forfeit() Forfeit {
+	if p.forfeit == nil {
+		f := Forfeit{}
+		if p.ok {
+			f = p.b.forfeit()
+		}
+		p.forfeit = &f
+	}
+	return *p.forfeit
+}
+
+// After is next read as Priced reads it, where next is the account after a
+// call on position i that changes that position's settings and the free
+// balance alone (Apply): the other positions' figures are the account's,
+// the cross ones' liquidation prices read from liqs (next's, as
+// LiquidationPrices gives them), the pool summed again in the same order:
+// the same floats as reading next afresh.
+func (p *Priced) After(next Account, i int, liqs []decimal.Decimal) *Priced {
+	if !p.ok || len(next.Positions) != len(p.b.acct) {
+		return &Priced{}
+	}
+	b := p.b
+	b.acct = next.Positions
+	b.ps = slices.Clone(p.b.ps)
+	b.free = toF(next.Free)
+	b.pool, b.poolMM, b.anyCross = b.free, 0, false
+	for k := range b.ps {
+		sp := &b.ps[k]
+		switch {
+		case sp.at == i:
+			np, ok := readStressPos(&next.Positions[i], liqs[i], sp.sym, i)
+			if !ok {
+				return &Priced{}
+			}
+			*sp = np
+		case sp.cross:
+			if sp.liq = toF(liqs[sp.at]); !finite(sp.liq) {
+				return &Priced{}
+			}
+		}
+		if sp.cross {
+			b.anyCross = true
+			b.pool += sp.equity
+			b.poolMM += sp.mm
+		}
+	}
+	return &Priced{b: b, ok: true}
 }
 
 // symbol and dir are the symbol and the direction of the book's position i.
@@ -400,12 +520,32 @@ func (p *stressPos) pnl(ix float64) float64 {
 // skipping the position except ("" none: an isolation's own position when
 // it was failing anyway).
 func NewlyFatal(before, after Stress, except string) []FatalMove {
+	if len(after.Fatal) > 0 && len(after.Fatal) == len(before.Fatal) && &after.Fatal[0] == &before.Fatal[0] {
+		return nil // the same grid (a call that leaves the pool as it is): nothing is sooner
+	}
 	var out []FatalMove
+	// before's moves by position, the first of each as FatalFor finds it:
+	// an account of hundreds of failing positions is compared in linear
+	// time, not quadratic.
+	var by map[[2]string]FatalMove
+	if len(before.Fatal) > 8 && len(after.Fatal) > 8 {
+		by = make(map[[2]string]FatalMove, len(before.Fatal))
+		for _, fb := range slices.Backward(before.Fatal) {
+			by[[2]string{fb.Symbol, fb.Direction}] = fb
+		}
+	}
 	for _, fa := range after.Fatal {
 		if fa.Symbol == except {
 			continue
 		}
-		if fb, ok := before.FatalFor(fa.Symbol, fa.Direction); ok && math.Abs(fa.K) >= math.Abs(fb.K)-stressStep/2 {
+		var fb FatalMove
+		var ok bool
+		if by != nil {
+			fb, ok = by[[2]string{fa.Symbol, fa.Direction}]
+		} else {
+			fb, ok = before.FatalFor(fa.Symbol, fa.Direction)
+		}
+		if ok && math.Abs(fa.K) >= math.Abs(fb.K)-stressStep/2 {
 			continue
 		}
 		out = append(out, fa)

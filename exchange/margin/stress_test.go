@@ -1,7 +1,9 @@
 package margin
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -195,5 +197,43 @@ func TestStressTable(t *testing.T) {
 	}
 	if f, r := (Stress{Known: true}).Table(); f != nil || r != nil {
 		t.Errorf("no points: %q %v, want none", f, r)
+	}
+}
+
+// NewlyFatal on long lists (looked up by position) says what the scan of
+// FatalFor says, a symbol and direction listed twice included.
+func TestNewlyFatalLongListsAsScanned(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 2))
+	scan := func(before, after Stress, except string) []FatalMove {
+		var out []FatalMove
+		for _, fa := range after.Fatal {
+			if fa.Symbol == except {
+				continue
+			}
+			if fb, ok := before.FatalFor(fa.Symbol, fa.Direction); ok && math.Abs(fa.K) >= math.Abs(fb.K)-stressStep/2 {
+				continue
+			}
+			out = append(out, fa)
+		}
+		return out
+	}
+	moves := func(n int) []FatalMove {
+		var fs []FatalMove
+		for i := 0; i < n; i++ {
+			dir := exchange.Long
+			if r.IntN(2) == 0 {
+				dir = exchange.Short
+			}
+			fs = append(fs, FatalMove{Symbol: fmt.Sprintf("X%d", r.IntN(12)), Direction: dir, Family: StressTogether, K: -float64(r.IntN(31)) / 10})
+		}
+		return fs
+	}
+	for run := 0; run < 500; run++ {
+		before, after := Stress{Fatal: moves(r.IntN(30))}, Stress{Fatal: moves(r.IntN(30))}
+		except := fmt.Sprintf("X%d", r.IntN(14))
+		if got, want := NewlyFatal(before, after, except), scan(before, after, except); !slices.Equal(got, want) {
+			t.Fatalf("run %d: got %v, want %v", run, got, want)
+		}
 	}
 }

@@ -45,8 +45,9 @@ type volIndex struct {
 	weight     float64 // the sum of the weights so far, for the start
 	n          int     // returns counted
 	// recent are the prices sampled within the last volRecentSpan, oldest
-	// first: what fast reads.
+	// first: what fast reads; a part of buf (volRecentCap long).
 	recent []volPrice
+	buf    []volPrice
 }
 
 // volPrice is an index price sampled at a time.
@@ -112,8 +113,8 @@ func (v *volatility) observe(now time.Time, rows []market.Row) {
 		}
 		x := v.ix[r.IndexName]
 		if x == nil {
-			x := &volIndex{price: r.IndexF, at: now, first: now, firstPrice: r.IndexF, recent: make([]volPrice, 0, volRecentCap)}
-			x.recent = append(x.recent, volPrice{now, r.IndexF})
+			x := &volIndex{price: r.IndexF, at: now, first: now, firstPrice: r.IndexF, buf: make([]volPrice, volRecentCap)}
+			x.recent = append(x.buf[:0], volPrice{now, r.IndexF})
 			v.ix[r.IndexName] = x
 			v.cold = append(v.cold, r.IndexName)
 			continue
@@ -126,17 +127,22 @@ func (v *volatility) observe(now time.Time, rows []market.Row) {
 }
 
 // keep samples price at now for fast, forgetting what is older than
-// volRecentSpan (and everything after a clock that ran back).
+// volRecentSpan (and everything after a clock that ran back). The samples
+// forgotten are sliced off the front, and the live ones moved back to the
+// start of the list only when its end is reached: a sample a minute kept
+// for an hour moved 60 samples at every one.
 func (x *volIndex) keep(now time.Time, price float64) {
 	drop := 0
 	for drop < len(x.recent) && (now.Sub(x.recent[drop].at) > volRecentSpan || x.recent[drop].at.After(now)) {
 		drop++
 	}
-	if drop == 0 && len(x.recent) > 0 && len(x.recent) == cap(x.recent) {
+	if drop == 0 && len(x.recent) == volRecentCap {
 		drop = 1 // more samples than volRecentCap: the oldest goes
 	}
-	if drop > 0 {
-		x.recent = append(x.recent[:0], x.recent[drop:]...)
+	x.recent = x.recent[drop:]
+	if len(x.recent) == cap(x.recent) {
+		// The end of the list: the live samples back to its start.
+		x.recent = x.buf[:copy(x.buf, x.recent)]
 	}
 	x.recent = append(x.recent, volPrice{now, price})
 }

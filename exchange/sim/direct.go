@@ -56,6 +56,19 @@ func (e *Exchange) LiquidationPrices() map[string]decimal.Decimal {
 	return out
 }
 
+// LiquidationPricesInto empties dst and fills it with what
+// LiquidationPrices returns, as IndexPricesInto does for the index prices.
+func (e *Exchange) LiquidationPricesInto(dst map[string]decimal.Decimal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(dst)
+	for sym, p := range e.positions {
+		if !p.Empty {
+			dst[sym] = p.LiquidationPrice
+		}
+	}
+}
+
 // SetIndexPrices sets several index prices at once, as SetIndexPrice does
 // for one, and then runs the liquidation check once: a backtest step moves
 // every index before any position is liquidated.

@@ -44,7 +44,7 @@ func TestKeepMatchesReference(t *testing.T) {
 			var want []volPrice
 			for i := range 3000 {
 				now, price := t0.Add(tt.step(i)), float64(100+i%17)
-				x.keep(now, price)
+				x.keep(now, now.Add(-volRecentSpan), price)
 				want = keepReference(want, now, price)
 				if !slices.Equal(x.recent, want) {
 					t.Fatalf("sample %d: %d samples kept, want %d (first %v, want %v)", i, len(x.recent), len(want), x.recent[:min(1, len(x.recent))], want[:1])

@@ -110,6 +110,7 @@ type Exchange struct {
 	// the loops of every step over the contracts; putPosition sets both.
 	slots       []*exchange.Position
 	measure     measureScratch // Together's buffers, reused under mu
+	levels      []levelMemo    // by contract index (riskLevelAt), under mu
 	openOrders  map[string]int
 	closed      []closedOrder // ascending id
 	nextOrderID int64
@@ -551,8 +552,43 @@ func (e *Exchange) riskLevelAt(ci int, p *exchange.Position, collateral decimal.
 	if ix, ok := e.indexOf(ci); ok {
 		mark = ix.price
 	}
-	return margin.RiskLevel(p.Direction, p.Quantity, p.EntryPrice, collateral,
-		margin.MaintenanceRate(p.RiskLimit, p.EntryValue), mark)
+	if !p.Quantity.IsPositive() {
+		return 0
+	}
+	if ci >= len(e.levels) {
+		e.levels = append(e.levels, make([]levelMemo, ci+1-len(e.levels))...)
+	}
+	m := &e.levels[ci]
+	if !m.set || !margin.SameDec(m.q, p.Quantity) || !margin.SameDec(m.entry, p.EntryPrice) || !margin.SameDec(m.ev, p.EntryValue) ||
+		!margin.SameRiskLimit(&m.rl, &p.RiskLimit) {
+		mmr := margin.MaintenanceRate(p.RiskLimit, p.EntryValue)
+		*m = levelMemo{set: true, q: p.Quantity, entry: p.EntryPrice, ev: p.EntryValue, rl: p.RiskLimit, mmr: mmr,
+			qf: p.Quantity.InexactFloat64(), ef: p.EntryPrice.InexactFloat64(), mf: mmr.InexactFloat64(),
+			coll: collateral, cf: collateral.InexactFloat64(), index: mark, xf: mark.InexactFloat64()}
+	}
+	if !margin.SameDec(m.coll, collateral) {
+		m.coll, m.cf = collateral, collateral.InexactFloat64()
+	}
+	if !margin.SameDec(m.index, mark) {
+		m.index, m.xf = mark, mark.InexactFloat64()
+	}
+	if level, ok := margin.RiskLevelOfFloats(p.Direction, m.qf, m.ef, m.cf, m.mf, m.xf); ok {
+		return level
+	}
+	return margin.RiskLevel(p.Direction, p.Quantity, p.EntryPrice, collateral, m.mmr, mark)
+}
+
+// levelMemo is what the risk level of the position on one contract is
+// worked out from, with the float64 of each decimal
+// (margin.RiskLevelOfFloats), kept while the decimals stay the same (in
+// value and exponent: the same float64): a step moves the index, rarely
+// the position's own figures, and every read works out every level.
+type levelMemo struct {
+	set                bool
+	q, entry, ev, mmr  decimal.Decimal
+	rl                 exchange.RiskLimit
+	coll, index        decimal.Decimal
+	qf, ef, mf, cf, xf float64
 }
 
 // snapshot copies a position with its current risk level. Call with e.mu

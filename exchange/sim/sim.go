@@ -559,17 +559,23 @@ func (e *Exchange) riskLevelAt(ci int, p *exchange.Position, collateral decimal.
 		e.levels = append(e.levels, make([]levelMemo, ci+1-len(e.levels))...)
 	}
 	m := &e.levels[ci]
-	if !m.set || !margin.SameDec(m.q, p.Quantity) || !margin.SameDec(m.entry, p.EntryPrice) || !margin.SameDec(m.ev, p.EntryValue) ||
-		!margin.SameRiskLimit(&m.rl, &p.RiskLimit) {
+	rl := &p.RiskLimit
+	// Compared as copies (the same coefficient and exponent): a decimal
+	// the exchange did not touch is the same copy, and the memo holds the
+	// old one, so an equal copy is the same value. A new decimal of the
+	// same value is converted again, to the same float64.
+	if !m.set || m.q != p.Quantity || m.entry != p.EntryPrice || m.ev != p.EntryValue || m.rate != rl.MaintenanceMarginRate ||
+		m.step != rl.MarginRateStep || m.base != rl.RiskLimitBase || m.limitStep != rl.RiskLimitStep || m.maxSteps != rl.MaxRiskLimitSteps {
 		mmr := margin.MaintenanceRate(p.RiskLimit, p.EntryValue)
-		*m = levelMemo{set: true, q: p.Quantity, entry: p.EntryPrice, ev: p.EntryValue, rl: p.RiskLimit, mmr: mmr,
+		*m = levelMemo{set: true, q: p.Quantity, entry: p.EntryPrice, ev: p.EntryValue, mmr: mmr,
+			rate: rl.MaintenanceMarginRate, step: rl.MarginRateStep, base: rl.RiskLimitBase, limitStep: rl.RiskLimitStep, maxSteps: rl.MaxRiskLimitSteps,
 			qf: p.Quantity.InexactFloat64(), ef: p.EntryPrice.InexactFloat64(), mf: mmr.InexactFloat64(),
 			coll: collateral, cf: collateral.InexactFloat64(), index: mark, xf: mark.InexactFloat64()}
 	}
-	if !margin.SameDec(m.coll, collateral) {
+	if m.coll != collateral {
 		m.coll, m.cf = collateral, collateral.InexactFloat64()
 	}
-	if !margin.SameDec(m.index, mark) {
+	if m.index != mark {
 		m.index, m.xf = mark, mark.InexactFloat64()
 	}
 	if level, ok := margin.RiskLevelOfFloats(p.Direction, m.qf, m.ef, m.cf, m.mf, m.xf); ok {
@@ -579,16 +585,17 @@ func (e *Exchange) riskLevelAt(ci int, p *exchange.Position, collateral decimal.
 }
 
 // levelMemo is what the risk level of the position on one contract is
-// worked out from, with the float64 of each decimal
-// (margin.RiskLevelOfFloats), kept while the decimals stay the same (in
-// value and exponent: the same float64): a step moves the index, rarely
-// the position's own figures, and every read works out every level.
+// worked out from (the figures margin.MaintenanceRate reads with it), with
+// the float64 of each decimal (margin.RiskLevelOfFloats), kept while the
+// decimals stay the same copies: a step moves the index, rarely the
+// position's own figures, and every read works out every level.
 type levelMemo struct {
-	set                bool
-	q, entry, ev, mmr  decimal.Decimal
-	rl                 exchange.RiskLimit
-	coll, index        decimal.Decimal
-	qf, ef, mf, cf, xf float64
+	set                         bool
+	q, entry, ev, mmr           decimal.Decimal
+	rate, step, base, limitStep decimal.Decimal
+	maxSteps                    int
+	coll, index                 decimal.Decimal
+	qf, ef, mf, cf, xf          float64
 }
 
 // snapshot copies a position with its current risk level. Call with e.mu

@@ -831,7 +831,7 @@ func (l *lane) finish(end time.Time) RunResult {
 	}
 	out.Equity = out.Balance.Add(out.Margin).Add(out.UnrealizedPNL)
 	out.WorstAccountMeasure = l.worstAccountMeasure(len(out.Liquidations) > 0)
-	out.StressStart, out.StressWorst = l.stressStart, l.measure.grid
+	out.StressStart, out.StressWorst = l.stressStart, l.measure.grid()
 	return out
 }
 

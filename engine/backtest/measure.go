@@ -1,6 +1,12 @@
 package backtest
 
-import "github.com/shopspring/decimal"
+import (
+	"time"
+
+	"github.com/riskguard/riskguard/engine"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/shopspring/decimal"
+)
 
 // A run's account measure is sampled after the prices moved and the
 // exchange liquidated what they crossed, before the engine's tick: the
@@ -21,8 +27,14 @@ type worstMeasure struct {
 	sampled bool
 	worst   decimal.Decimal
 	acted   bool // the last tick sent an action
-	// grid is the account on the stress grid at the worst sample.
-	grid *StressGrid
+	// At the worst sample: its time, the account as the stress grid reads
+	// it (sim.Exchange.StressAccountInto) and the engine's σ then. The
+	// grid is worked out from them once asked (grid): a falling market
+	// makes a new worst at most steps, and only the last is shown.
+	at     time.Time
+	acct   margin.Account
+	liqs   []decimal.Decimal
+	inputs engine.StressInputs
 }
 
 // sampleMeasure samples the lane's account measure when the tick can have
@@ -39,10 +51,20 @@ func (l *lane) sampleMeasure(moved bool) {
 	if !ok {
 		return
 	}
-	if !l.measure.sampled || m.LessThan(l.measure.worst) {
-		l.measure.worst, l.measure.sampled = m, true
-		l.measure.grid = l.stressGrid()
+	if w := &l.measure; !w.sampled || m.LessThan(w.worst) {
+		w.worst, w.sampled = m, true
+		w.at, w.inputs = l.clock.t, l.eng.StressInputs()
+		w.acct, w.liqs = l.ex.StressAccountInto(w.acct.Positions, w.liqs)
 	}
+}
+
+// grid is the run's account on the stress grid at its worst sample, nil
+// without a sample: what stressGrid gave then.
+func (w *worstMeasure) grid() *StressGrid {
+	if !w.sampled {
+		return nil
+	}
+	return &StressGrid{Time: w.at, Stress: w.acct.Stress(w.inputs.SigmaOf, w.inputs.Likely, w.liqs), Inputs: w.inputs}
 }
 
 // stressGrid is the run's account on the stress grid now, with σ as its

@@ -177,6 +177,9 @@ type replay struct {
 	stride   int                          // ticks between two samples
 	points   int                          // points kept per series (sampleDue)
 	freeMaps []map[string]decimal.Decimal // price maps for resolveStep to fill
+	// sampleMaps are the index and the two runs' liquidation prices of a
+	// sample, when the runs tick in turn (addSample keeps none of them).
+	sampleMaps [3]map[string]decimal.Decimal
 }
 
 // clock is the simulated time every exchange and engine of a backtest reads.
@@ -527,8 +530,18 @@ func (r *replay) tickAll(ctx context.Context, t time.Time, prices map[string]dec
 	}
 	r.observeMarkers(t)
 	if r.sampleDue() {
-		r.addSample(t, equityOf(r.guarded.ex), equityOf(r.unguarded.ex), r.guarded.ex.IndexPrices(),
-			r.guarded.ex.LiquidationPrices(), r.unguarded.ex.LiquidationPrices())
+		// addSample reads the maps and keeps none: the same three serve
+		// every sample.
+		sm := &r.sampleMaps
+		if sm[0] == nil {
+			for i := range sm {
+				sm[i] = map[string]decimal.Decimal{}
+			}
+		}
+		r.guarded.ex.IndexPricesInto(sm[0])
+		r.guarded.ex.LiquidationPricesInto(sm[1])
+		r.unguarded.ex.LiquidationPricesInto(sm[2])
+		r.addSample(t, equityOf(r.guarded.ex), equityOf(r.unguarded.ex), sm[0], sm[1], sm[2])
 	}
 	if r.baseline != nil {
 		r.diff(t)
@@ -818,7 +831,7 @@ func (l *lane) finish(end time.Time) RunResult {
 	}
 	out.Equity = out.Balance.Add(out.Margin).Add(out.UnrealizedPNL)
 	out.WorstAccountMeasure = l.worstAccountMeasure(len(out.Liquidations) > 0)
-	out.StressStart, out.StressWorst = l.stressStart, l.measure.grid
+	out.StressStart, out.StressWorst = l.stressStart, l.measure.grid()
 	return out
 }
 

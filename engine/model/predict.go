@@ -186,9 +186,13 @@ func mmInputsOf(p *exchange.Position) mmInputs {
 
 // same reports whether a and b are the same figures, in value.
 func (a *mmInputs) same(b *mmInputs) bool {
-	return a.maxSteps == b.maxSteps && a.qty.Equal(b.qty) && a.entry.Equal(b.entry) && a.ev.Equal(b.ev) && a.rate.Equal(b.rate) &&
-		a.step.Equal(b.step) && a.base.Equal(b.base) && a.limitStep.Equal(b.limitStep)
+	return a.maxSteps == b.maxSteps && equal(a.qty, b.qty) && equal(a.entry, b.entry) && equal(a.ev, b.ev) && equal(a.rate, b.rate) &&
+		equal(a.step, b.step) && equal(a.base, b.base) && equal(a.limitStep, b.limitStep)
 }
+
+// equal is a.Equal(b), answered without comparing the coefficients for
+// two copies of one decimal (a position read again that did not change).
+func equal(a, b decimal.Decimal) bool { return a == b || a.Equal(b) }
 
 // cachedFree is the free balance inferred for the same cross positions
 // of the view within freeRefresh; ok is false when it must be inferred again, for the

@@ -32,6 +32,45 @@ type volatility struct {
 	// cold lists the indexes first seen whose history has not been read
 	// yet (warm), in the order seen.
 	cold []string
+	// byRow is each row's index at the last sample, by the row's place:
+	// a steady account lists the same positions in the same order, and
+	// comparing a name costs less than looking it up in ix.
+	byRow []volRow
+	// step is the last return's interval and weight (add), kept for the
+	// next index read over the same interval: the indexes a tick samples
+	// were all last sampled at the same tick.
+	step volStep
+}
+
+// volRow is the index of a row at the last sample.
+type volRow struct {
+	name string
+	x    *volIndex
+}
+
+// volStep is a return's interval from one read to the next, and its
+// weight.
+type volStep struct {
+	from, to time.Time
+	dt       time.Duration
+	w        float64
+	known    bool
+}
+
+// of is the interval from from to to and its weight in the weighted mean:
+// the ones kept when they are of the same two times (the same values,
+// worked out from the same fields), else worked out and kept. A nil c
+// keeps nothing.
+func (c *volStep) of(from, to time.Time) (time.Duration, float64) {
+	if c != nil && c.known && c.from == from && c.to == to {
+		return c.dt, c.w
+	}
+	dt := to.Sub(from)
+	w := 1 - math.Exp2(-dt.Seconds()/volHalfLife.Seconds())
+	if c != nil {
+		*c = volStep{from: from, to: to, dt: dt, w: w, known: true}
+	}
+	return dt, w
 }
 
 // volIndex is one index's figures.
@@ -45,8 +84,9 @@ type volIndex struct {
 	weight     float64 // the sum of the weights so far, for the start
 	n          int     // returns counted
 	// recent are the prices sampled within the last volRecentSpan, oldest
-	// first: what fast reads.
+	// first: what fast reads; a part of buf (volRecentCap long).
 	recent []volPrice
+	buf    []volPrice
 }
 
 // volPrice is an index price sampled at a time.
@@ -105,38 +145,59 @@ func (v *volatility) observe(now time.Time, rows []market.Row) {
 	if v.ix == nil {
 		v.ix = map[string]*volIndex{}
 	}
+	// A sample older than cutoff is older than volRecentSpan: the same
+	// test as now.Sub(at) > volRecentSpan, made once a tick.
+	cutoff := now.Add(-volRecentSpan)
+	if len(v.byRow) < len(rows) {
+		v.byRow = append(v.byRow, make([]volRow, len(rows)-len(v.byRow))...)
+	}
 	for i := range rows {
 		r := &rows[i]
 		if !r.Open || !r.HasIndex || !(r.IndexF > 0) || math.IsInf(r.IndexF, 0) {
 			continue
 		}
-		x := v.ix[r.IndexName]
+		var x *volIndex
+		if c := &v.byRow[i]; c.x != nil && c.name == r.IndexName {
+			x = c.x
+		} else {
+			x = v.ix[r.IndexName]
+			*c = volRow{name: r.IndexName, x: x}
+		}
 		if x == nil {
-			x := &volIndex{price: r.IndexF, at: now, first: now, firstPrice: r.IndexF, recent: make([]volPrice, 0, volRecentCap)}
-			x.recent = append(x.recent, volPrice{now, r.IndexF})
+			x := &volIndex{price: r.IndexF, at: now, first: now, firstPrice: r.IndexF, buf: make([]volPrice, volRecentCap)}
+			x.recent = append(x.buf[:0], volPrice{now, r.IndexF})
 			v.ix[r.IndexName] = x
+			v.byRow[i] = volRow{name: r.IndexName, x: x}
 			v.cold = append(v.cold, r.IndexName)
 			continue
 		}
 		if x.at.Before(now) {
-			x.keep(now, r.IndexF)
+			x.keep(now, cutoff, r.IndexF)
 		}
-		x.add(now, r.IndexF) // the same read twice (two positions on one index) adds nothing
+		x.add(now, r.IndexF, &v.step) // the same read twice (two positions on one index) adds nothing
 	}
 }
 
 // keep samples price at now for fast, forgetting what is older than
-// volRecentSpan (and everything after a clock that ran back).
-func (x *volIndex) keep(now time.Time, price float64) {
+// volRecentSpan (and everything after a clock that ran back). The samples
+// forgotten are sliced off the front, and the live ones moved back to the
+// start of the list only when its end is reached: a sample a minute kept
+// for an hour moved 60 samples at every one.
+//
+// cutoff is now less volRecentSpan: a sample before it is older than
+// volRecentSpan.
+func (x *volIndex) keep(now, cutoff time.Time, price float64) {
 	drop := 0
-	for drop < len(x.recent) && (now.Sub(x.recent[drop].at) > volRecentSpan || x.recent[drop].at.After(now)) {
+	for drop < len(x.recent) && (x.recent[drop].at.Before(cutoff) || x.recent[drop].at.After(now)) {
 		drop++
 	}
-	if drop == 0 && len(x.recent) > 0 && len(x.recent) == cap(x.recent) {
+	if drop == 0 && len(x.recent) == volRecentCap {
 		drop = 1 // more samples than volRecentCap: the oldest goes
 	}
-	if drop > 0 {
-		x.recent = append(x.recent[:0], x.recent[drop:]...)
+	x.recent = x.recent[drop:]
+	if len(x.recent) == cap(x.recent) {
+		// The end of the list: the live samples back to its start.
+		x.recent = x.buf[:copy(x.buf, x.recent)]
 	}
 	x.recent = append(x.recent, volPrice{now, price})
 }
@@ -179,14 +240,15 @@ func (v *volatility) fast(index string, now time.Time, price float64, window tim
 // add counts the return from the last price to price at at: weighed in
 // when at most volMaxGap after it (its log move within ±volMaxReturn),
 // skipped when not after it (the same read, or a clock that ran back).
-func (x *volIndex) add(at time.Time, price float64) {
-	dt := at.Sub(x.at)
+// step keeps the interval and its weight for the next index read over
+// the same one (nil: nothing kept).
+func (x *volIndex) add(at time.Time, price float64, step *volStep) {
+	dt, w := step.of(x.at, at)
 	if dt <= 0 {
 		return
 	}
 	if dt <= volMaxGap {
 		ret := math.Max(-volMaxReturn, math.Min(volMaxReturn, math.Log(price/x.price)))
-		w := 1 - math.Exp2(-dt.Seconds()/volHalfLife.Seconds())
 		x.weight = x.weight*(1-w) + w
 		x.varPerSec = x.varPerSec*(1-w) + w*(ret*ret/dt.Seconds())
 		x.n++
@@ -215,13 +277,13 @@ func (v *volatility) seed(index string, hist []window.Sample) {
 			continue
 		}
 		if s.At.Sub(h.at) >= volSample {
-			h.add(s.At, s.Price)
+			h.add(s.At, s.Price, nil)
 		}
 	}
 	if h == nil {
 		return
 	}
-	h.add(x.first, x.firstPrice)
+	h.add(x.first, x.firstPrice, nil)
 	decay := math.Exp2(-x.at.Sub(x.first).Seconds() / volHalfLife.Seconds())
 	x.weight += h.weight * decay
 	x.varPerSec += h.varPerSec * decay

@@ -270,7 +270,14 @@ func SameRiskLimit(a, b *exchange.RiskLimit) bool {
 // written with the same exponent. Copies of one decimal (the same
 // coefficient and exponent: a position read again that did not change)
 // are answered without comparing the coefficients.
-func SameDec(a, b decimal.Decimal) bool { return a == b || a.Exponent() == b.Exponent() && a.Equal(b) }
+func SameDec(a, b decimal.Decimal) bool { return a == b || sameDecValue(a, b) }
+
+// sameDecValue is SameDec for two different copies: apart from SameDec,
+// which then stays small enough to be inlined, so that a copy costs a
+// comparison and no call.
+//
+//go:noinline
+func sameDecValue(a, b decimal.Decimal) bool { return a.Exponent() == b.Exponent() && a.Equal(b) }
 
 // checkFit is CheckFit; reuse, when not nil, gives for position i the fit
 // of the same position under another index (nil when there is none), and

@@ -203,7 +203,15 @@ const (
 // false when float64 cannot prove the decimal answer and riskLevelExact must
 // decide.
 func riskLevelFloat(direction string, q, entry, collateral, mmr, index decimal.Decimal) (int, bool) {
-	qf, ef, cf, mf, xf := q.InexactFloat64(), entry.InexactFloat64(), collateral.InexactFloat64(), mmr.InexactFloat64(), index.InexactFloat64()
+	return RiskLevelOfFloats(direction, q.InexactFloat64(), entry.InexactFloat64(), collateral.InexactFloat64(), mmr.InexactFloat64(), index.InexactFloat64())
+}
+
+// RiskLevelOfFloats is RiskLevel's float64 path for a positive quantity,
+// from the InexactFloat64 of each decimal (qf of q, ef of entry, cf of
+// collateral, mf of mmr, xf of index): for a caller that keeps the
+// conversions while the figures stay the same. ok is false when float64
+// cannot prove the decimal answer: RiskLevel must decide.
+func RiskLevelOfFloats(direction string, qf, ef, cf, mf, xf float64) (int, bool) {
 	for _, f := range [...]float64{qf, ef, cf, mf, xf} {
 		// NaN fails the comparison too.
 		if !(math.Abs(f) < floatMaxInput) {

@@ -56,6 +56,32 @@ func (e *Exchange) LiquidationPrices() map[string]decimal.Decimal {
 	return out
 }
 
+// LiquidationPricesInto empties dst and fills it with what
+// LiquidationPrices returns, as IndexPricesInto does for the index prices.
+func (e *Exchange) LiquidationPricesInto(dst map[string]decimal.Decimal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(dst)
+	for sym, p := range e.positions {
+		if !p.Empty {
+			dst[sym] = p.LiquidationPrice
+		}
+	}
+}
+
+// StressAccountInto is the account Stress puts on the grid now (the
+// positions as Together reads them) and the liquidation prices it holds,
+// copied into ps and liqs (grown as need be): margin.Account.Stress of
+// them later is what Stress gives now, for a caller that keeps many
+// accounts and puts few on the grid.
+func (e *Exchange) StressAccountInto(ps []margin.Position, liqs []decimal.Decimal) (margin.Account, []decimal.Decimal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	acct, held := e.measureAccount()
+	acct.Positions = append(ps[:0], acct.Positions...)
+	return acct, append(liqs[:0], held...)
+}
+
 // SetIndexPrices sets several index prices at once, as SetIndexPrice does
 // for one, and then runs the liquidation check once: a backtest step moves
 // every index before any position is liquidated.

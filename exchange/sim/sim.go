@@ -110,6 +110,7 @@ type Exchange struct {
 	// the loops of every step over the contracts; putPosition sets both.
 	slots       []*exchange.Position
 	measure     measureScratch // Together's buffers, reused under mu
+	levels      []levelMemo    // by contract index (riskLevelAt), under mu
 	openOrders  map[string]int
 	closed      []closedOrder // ascending id
 	nextOrderID int64
@@ -551,8 +552,50 @@ func (e *Exchange) riskLevelAt(ci int, p *exchange.Position, collateral decimal.
 	if ix, ok := e.indexOf(ci); ok {
 		mark = ix.price
 	}
-	return margin.RiskLevel(p.Direction, p.Quantity, p.EntryPrice, collateral,
-		margin.MaintenanceRate(p.RiskLimit, p.EntryValue), mark)
+	if !p.Quantity.IsPositive() {
+		return 0
+	}
+	if ci >= len(e.levels) {
+		e.levels = append(e.levels, make([]levelMemo, ci+1-len(e.levels))...)
+	}
+	m := &e.levels[ci]
+	rl := &p.RiskLimit
+	// Compared as copies (the same coefficient and exponent): a decimal
+	// the exchange did not touch is the same copy, and the memo holds the
+	// old one, so an equal copy is the same value. A new decimal of the
+	// same value is converted again, to the same float64.
+	if !m.set || m.q != p.Quantity || m.entry != p.EntryPrice || m.ev != p.EntryValue || m.rate != rl.MaintenanceMarginRate ||
+		m.step != rl.MarginRateStep || m.base != rl.RiskLimitBase || m.limitStep != rl.RiskLimitStep || m.maxSteps != rl.MaxRiskLimitSteps {
+		mmr := margin.MaintenanceRate(p.RiskLimit, p.EntryValue)
+		*m = levelMemo{set: true, q: p.Quantity, entry: p.EntryPrice, ev: p.EntryValue, mmr: mmr,
+			rate: rl.MaintenanceMarginRate, step: rl.MarginRateStep, base: rl.RiskLimitBase, limitStep: rl.RiskLimitStep, maxSteps: rl.MaxRiskLimitSteps,
+			qf: p.Quantity.InexactFloat64(), ef: p.EntryPrice.InexactFloat64(), mf: mmr.InexactFloat64(),
+			coll: collateral, cf: collateral.InexactFloat64(), index: mark, xf: mark.InexactFloat64()}
+	}
+	if m.coll != collateral {
+		m.coll, m.cf = collateral, collateral.InexactFloat64()
+	}
+	if m.index != mark {
+		m.index, m.xf = mark, mark.InexactFloat64()
+	}
+	if level, ok := margin.RiskLevelOfFloats(p.Direction, m.qf, m.ef, m.cf, m.mf, m.xf); ok {
+		return level
+	}
+	return margin.RiskLevel(p.Direction, p.Quantity, p.EntryPrice, collateral, m.mmr, mark)
+}
+
+// levelMemo is what the risk level of the position on one contract is
+// worked out from (the figures margin.MaintenanceRate reads with it), with
+// the float64 of each decimal (margin.RiskLevelOfFloats), kept while the
+// decimals stay the same copies: a step moves the index, rarely the
+// position's own figures, and every read works out every level.
+type levelMemo struct {
+	set                         bool
+	q, entry, ev, mmr           decimal.Decimal
+	rate, step, base, limitStep decimal.Decimal
+	maxSteps                    int
+	coll, index                 decimal.Decimal
+	qf, ef, mf, cf, xf          float64
 }
 
 // snapshot copies a position with its current risk level. Call with e.mu

@@ -1,5 +1,7 @@
 package margin
 
+import "github.com/shopspring/decimal"
+
 // The grid reads each position's entry value, margin and maintenance as
 // float64s, the value the decimal figure (EntryValue, Margin,
 // Maintenance) rounds to. Worked out in decimals they cost a
@@ -33,15 +35,31 @@ func fixedFloat(f fixed, known bool) (float64, bool) {
 	return exactFloat(f.v, f.e)
 }
 
+// fastF is toF(d), from its coefficient where exactFloat can say it
+// (decimal's Float64 works out a remainder for its exactness, and goes
+// through math/big past 22 places).
+func fastF(d decimal.Decimal) float64 {
+	f, ok := toFixed(d)
+	return fixedOrF(f, ok, d)
+}
+
+// fixedOrF is toF(d) for f, ok = toFixed(d).
+func fixedOrF(f fixed, ok bool, d decimal.Decimal) float64 {
+	if x, ok := fixedFloat(f, ok); ok {
+		return x
+	}
+	return toF(d)
+}
+
 // stressFigures are p's entry value, margin and maintenance as float64s:
-// toF(p.EntryValue()), toF(p.Margin()), toF(p.Maintenance()).
-func (p *Position) stressFigures() (ev, margin, mm float64) {
+// toF(p.EntryValue()), toF(p.Margin()), toF(p.Maintenance()); q, qOK are
+// toFixed(p.Quantity).
+func (p *Position) stressFigures(q fixed, qOK bool) (ev, margin, mm float64) {
 	var evF fixed
 	evOK := false
 	if p.Value.IsZero() {
-		q, ok1 := toFixed(p.Quantity)
-		e, ok2 := toFixed(p.Entry)
-		if ok1 && ok2 {
+		e, ok := toFixed(p.Entry)
+		if qOK && ok {
 			evF, evOK = q.mul(e)
 		}
 	} else {

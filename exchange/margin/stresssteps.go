@@ -29,7 +29,10 @@ type stressWeights struct {
 	w         []float64
 	pre, suf  []float64
 	sum       float64
-	shownGrid []int // StressShown as moves of the grid (n)
+	shownGrid []int // StressShown as moves of the grid (n), ascending
+	// upTo[n+steps+1] is how many of shownGrid are ≤ n, for n from
+	// −steps−1 to steps+1.
+	upTo []int
 }
 
 // gridWeights are the grid's weights, worked out once: a table, never
@@ -57,7 +60,21 @@ func newStressWeights() stressWeights {
 	for _, k := range StressShown {
 		sw.shownGrid = append(sw.shownGrid, int(math.Round(k/stressStep)))
 	}
+	for n := -steps - 1; n <= steps+1; n++ {
+		c := 0
+		for c < len(sw.shownGrid) && sw.shownGrid[c] <= n {
+			c++
+		}
+		sw.upTo = append(sw.upTo, c)
+	}
 	return sw
+}
+
+// shownUpTo is how many of the shown moves are ≤ n: a long lost at the
+// moves ≤ its edge e is lost at shownGrid[:shownUpTo(e)], a short lost at
+// the moves ≥ e at shownGrid[shownUpTo(e−1):].
+func (sw *stressWeights) shownUpTo(n int) int {
+	return sw.upTo[min(max(n, -sw.steps-1), sw.steps+1)+sw.steps+1]
 }
 
 // below is the weight of the moves n ≤ hi, above of those n ≥ lo.
@@ -98,7 +115,7 @@ func gridK(n int) float64 { return float64(n) * stressStep }
 func (g *stressGrid) isoEdge(p *stressPos, sw *stressWeights) int {
 	s := sw.steps
 	sg := g.syms[p.sym].Sigma
-	// max is math.Max's value (and inlined).
+	// max is math.Max's value (and inlined), as everywhere in the grid.
 	lost := func(n int) bool { return p.lostAt(p.index * max(0, 1+gridK(n)*sg)) }
 	if !(p.liq > 0) {
 		if p.long {
@@ -111,7 +128,7 @@ func (g *stressGrid) isoEdge(p *stressPos, sw *stressWeights) int {
 		if math.IsNaN(f) {
 			return 0
 		}
-		return int(math.Max(float64(lo), math.Min(float64(hi), f)))
+		return int(max(float64(lo), min(float64(hi), f)))
 	}
 	if p.long {
 		n := guess(math.Floor(k/stressStep), -s-1, s)
@@ -264,7 +281,7 @@ func (g *stressGrid) monotonePool(moved []int, net, sg float64, sw *stressWeight
 		if math.IsNaN(k) || math.IsInf(k, 0) {
 			return 0
 		}
-		return int(math.Max(float64(-s-1), math.Min(float64(s), math.Floor(k/stressStep))))
+		return int(max(float64(-s-1), min(float64(s), math.Floor(k/stressStep))))
 	}
 	sure := stepTo(guess(-tol), -s, s, func(m int) bool { return gap(m) <= -tol })
 	maybe := stepTo(guess(tol), -s, s, func(m int) bool { return gap(m) <= tol })
@@ -391,7 +408,7 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		s.Expected += alone * (g.baseLoss - g.baseLossOn[f])
 	}
 	var poolFatal FatalMove
-	poolLoss := math.Max(g.pool, 0)
+	poolLoss := max(g.pool, 0)
 	var setT poolSet // the pool's lost moves together
 	if g.anyCross {
 		mark := func(family string, n int, ok bool) {
@@ -433,10 +450,12 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 			continue
 		}
 		eq, e := max(p.equity, 0), edges[i]
-		for j, n := range sw.shownGrid {
-			if p.long && n <= e || !p.long && n >= e {
-				shown[j] += eq
-			}
+		lo, hi := 0, sw.shownUpTo(e) // the shown moves it is lost at
+		if !p.long {
+			lo, hi = sw.shownUpTo(e-1), len(shown)
+		}
+		for j := lo; j < hi; j++ {
+			shown[j] += eq
 		}
 	}
 	for j, n := range sw.shownGrid {
@@ -446,25 +465,28 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 	}
 	s.TogetherAt = append(s.TogetherAt, shown...)
 	nf := 0
-	for i, p := range ps {
-		if p.cross && poolFatal.Family != "" || !p.cross && fatal[i] != none {
+	for i := range ps {
+		if ps[i].cross && poolFatal.Family != "" || !ps[i].cross && fatal[i] != none {
 			nf++
 		}
 	}
-	if nf > 0 {
-		s.Fatal = make([]FatalMove, 0, nf)
+	if nf == 0 {
+		return
 	}
-	for i, p := range ps {
-		fm := poolFatal
-		if !p.cross {
-			fm = FatalMove{}
-			if fatal[i] != none {
-				fm = FatalMove{Family: StressTogether, K: gridK(fatal[i])}
-			}
+	s.Fatal = make([]FatalMove, 0, nf)
+	for i := range ps {
+		p := &ps[i]
+		var fm FatalMove
+		switch {
+		case p.cross && poolFatal.Family != "":
+			fm = poolFatal
+		case !p.cross && fatal[i] != none:
+			fm = FatalMove{Family: StressTogether, K: gridK(fatal[i])}
+		default:
+			continue
 		}
-		if fm.Family != "" {
-			fm.Symbol, fm.Direction, fm.Move = g.symbol(i), g.dir(i), fm.K*syms[p.sym].Sigma
-			s.Fatal = append(s.Fatal, fm)
-		}
+		q := &g.acct[p.at]
+		fm.Symbol, fm.Direction, fm.Move = q.Symbol, q.Direction, fm.K*syms[p.sym].Sigma
+		s.Fatal = append(s.Fatal, fm)
 	}
 }

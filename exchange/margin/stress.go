@@ -319,9 +319,16 @@ func (t *symbolTable) add(syms []SymbolSigma, j int) {
 // float cannot hold (an index of 1e400): no data, never a NaN in the
 // expected loss.
 func readStressPos(sp *stressPos, p *Position, liq decimal.Decimal, j, i int) bool {
+	// The quantity from its coefficients, which the entry value needs
+	// (as exactFloat: the float decimal's Float64 gives).
 	qF, qOK := toFixed(p.Quantity)
-	*sp = stressPos{long: p.Direction != exchange.Short, q: fixedOrF(qF, qOK, p.Quantity),
-		index: fastF(p.Index), liq: fastF(liq), cross: p.Cross, sym: j, at: i}
+	q, ok := fixedFloat(qF, qOK)
+	if !ok {
+		q = toF(p.Quantity)
+	}
+	index, lq := toF(p.Index), toF(liq)
+	// Every field written (no literal: it would zero the 96 bytes first).
+	sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.sym, sp.at = p.Direction != exchange.Short, q, index, lq, p.Cross, j, i
 	sp.ev, sp.margin, sp.mm = p.stressFigures(qF, qOK)
 	sp.pnlNow = sp.pnl(sp.index)
 	sp.equity = sp.margin + sp.pnlNow

@@ -1,7 +1,5 @@
 package margin
 
-import "github.com/shopspring/decimal"
-
 // The grid reads each position's entry value, margin and maintenance as
 // float64s, the value the decimal figure (EntryValue, Margin,
 // Maintenance) rounds to. Worked out in decimals they cost a
@@ -33,22 +31,6 @@ func fixedFloat(f fixed, known bool) (float64, bool) {
 		return 0, false
 	}
 	return exactFloat(f.v, f.e)
-}
-
-// fastF is toF(d), from its coefficient where exactFloat can say it
-// (decimal's Float64 works out a remainder for its exactness, and goes
-// through math/big past 22 places).
-func fastF(d decimal.Decimal) float64 {
-	f, ok := toFixed(d)
-	return fixedOrF(f, ok, d)
-}
-
-// fixedOrF is toF(d) for f, ok = toFixed(d).
-func fixedOrF(f fixed, ok bool, d decimal.Decimal) float64 {
-	if x, ok := fixedFloat(f, ok); ok {
-		return x
-	}
-	return toF(d)
 }
 
 // stressFigures are p's entry value, margin and maintenance as float64s:

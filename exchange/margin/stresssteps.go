@@ -239,25 +239,27 @@ func abs(n int) int {
 // the move.
 func (g *stressGrid) alonePool(moved []int, sg float64, sw *stressWeights) poolSet {
 	net := 0.0
+	scale := math.Abs(g.pool) + math.Abs(g.poolMM) // poolTol's, summed in the same order
 	for _, i := range moved {
 		p := &g.ps[i]
+		a := p.q * p.index
 		if p.long {
-			net += p.q * p.index
+			net += a
 		} else {
-			net -= p.q * p.index
+			net -= a
 		}
+		scale += a*(2+stressReach*sg) + 2*math.Abs(p.ev)
 	}
-	return g.monotonePool(moved, net, sg, sw)
+	return g.monotonePool(moved, net, sg, 1e-9*scale, sw)
 }
 
 // monotonePool is where the pool is lost on the grid when its closed form
 // is monotone in the move: pool + net·(max(0, 1 + kσ) − 1) for one symbol
 // (sg > 0), pool + k·net for every symbol when no index reaches its floor
-// on the grid (sg = 0). The moves where the closed form is within poolTol
-// of the maintenance are summed as the walk sums them.
-func (g *stressGrid) monotonePool(moved []int, net, sg float64, sw *stressWeights) poolSet {
+// on the grid (sg = 0). The moves where the closed form is within tol
+// (poolTol) of the maintenance are summed as the walk sums them.
+func (g *stressGrid) monotonePool(moved []int, net, sg, tol float64, sw *stressWeights) poolSet {
 	s := sw.steps
-	tol := g.poolTol(moved)
 	// gap at n: the closed form's pool minus the maintenance; non-decreasing
 	// in n when net ≥ 0 (lost on the falls), else mirrored.
 	dir := 1
@@ -270,6 +272,12 @@ func (g *stressGrid) monotonePool(moved []int, net, sg float64, sw *stressWeight
 			return g.pool + gridK(m*dir)*net - g.poolMM
 		}
 		return g.pool + net*(max(0, 1+gridK(m*dir)*sg)-1) - g.poolMM
+	}
+	if gap(-s) > tol {
+		// Clear of the maintenance even at the grid's worst move (each
+		// step of gap rounds monotonically): lost at none, as stepping
+		// from the guesses finds.
+		return poolSet{lo: 1, hi: 0}
 	}
 	if sg > 0 {
 		slope *= sg
@@ -326,7 +334,7 @@ func (g *stressGrid) togetherPool(moved []int, sw *stressWeights) poolSet {
 		off -= sa
 	}
 	if len(ts) == 0 {
-		return g.monotonePool(moved, slope, 0, sw)
+		return g.monotonePool(moved, slope, 0, g.poolTol(moved), sw)
 	}
 	// A term leaves its floor as the move rises past −1/σ: the smallest σ
 	// first.

@@ -435,13 +435,19 @@ type stressGrid struct {
 	// baseLost marks the isolated positions past their liquidation price
 	// already (lost at every move that leaves their index still),
 	// baseLoss their equity over the account and baseLossOn over each
-	// symbol.
+	// symbol. The cross groups are listed only where a pool's move is
+	// summed as the walk sums it (crossMoved).
 	all        []int
 	crossAll   []int // the cross positions, in the account's order
 	on, cross  symGroups
 	baseLost   []bool
 	baseLoss   float64
 	baseLossOn []float64
+	// Of each symbol's cross positions: how many (crossOn), their net
+	// notional (a long's q·index +, a short's −) and the scale of poolTol
+	// over them, summed in the account's order as alone they are.
+	crossOn        []int
+	netOn, scaleOn []float64
 }
 
 // symGroups are positions grouped by symbol, each group in the account's
@@ -480,22 +486,51 @@ func (b *stressBook) groups(cross bool) symGroups {
 	return g
 }
 
-// newStressGrid prepares the grid of the book b.
+// newStressGrid prepares the grid of the book b, in one pass over its
+// positions.
 func newStressGrid(b stressBook) *stressGrid {
-	g := &stressGrid{stressBook: b, baseLost: make([]bool, len(b.ps)), baseLossOn: make([]float64, len(b.syms))}
-	g.cross = g.groups(true)
+	m := len(b.syms)
+	fs := make([]float64, 3*m)
+	g := &stressGrid{stressBook: b, baseLost: make([]bool, len(b.ps)), crossAll: make([]int, 0, len(b.ps)),
+		baseLossOn: fs[:m], netOn: fs[m : 2*m], scaleOn: fs[2*m:], crossOn: make([]int, m)}
+	base := math.Abs(b.pool) + math.Abs(b.poolMM) // poolTol's start
 	for i := range b.ps {
 		p := &b.ps[i]
 		if p.cross {
 			g.crossAll = append(g.crossAll, i)
+			j := p.sym
+			if g.crossOn[j] == 0 {
+				g.scaleOn[j] = base
+			}
+			g.crossOn[j]++
+			a := p.q * p.index
+			if p.long {
+				g.netOn[j] += a
+			} else {
+				g.netOn[j] -= a
+			}
+			g.scaleOn[j] += a*(2+stressReach*b.syms[j].Sigma) + 2*math.Abs(p.ev)
+			continue
 		}
-		if !p.cross && p.lostAt(p.index) {
+		if p.lostAt(p.index) {
 			g.baseLost[i] = true
 			g.baseLoss += max(p.equity, 0)
 			g.baseLossOn[p.sym] += max(p.equity, 0)
 		}
 	}
 	return g
+}
+
+// crossMoved lists the cross positions family f moves: every one
+// together (f < 0), those on the symbol f alone.
+func (g *stressGrid) crossMoved(f int) []int {
+	if f < 0 {
+		return g.crossAll
+	}
+	if g.cross.start == nil {
+		g.cross = g.groups(true)
+	}
+	return g.cross.of(f)
 }
 
 // at is the loss at the move k σ of family f (−1: together; else the

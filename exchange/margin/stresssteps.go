@@ -233,24 +233,11 @@ func abs(n int) int {
 	return n
 }
 
-// alonePool is where the pool is lost on the grid when one symbol moves:
-// its moved cross positions add net·(max(0, 1 + kσ) − 1) to it, net
-// their notional (a long's q·index counts +, a short's −): monotone in
-// the move.
-func (g *stressGrid) alonePool(moved []int, sg float64, sw *stressWeights) poolSet {
-	net := 0.0
-	scale := math.Abs(g.pool) + math.Abs(g.poolMM) // poolTol's, summed in the same order
-	for _, i := range moved {
-		p := &g.ps[i]
-		a := p.q * p.index
-		if p.long {
-			net += a
-		} else {
-			net -= a
-		}
-		scale += a*(2+stressReach*sg) + 2*math.Abs(p.ev)
-	}
-	return g.monotonePool(moved, net, sg, 1e-9*scale, sw)
+// alonePool is where the pool is lost on the grid when the symbol f moves
+// alone: its cross positions add net·(max(0, 1 + kσ) − 1) to it, net
+// their notional (newStressGrid's netOn): monotone in the move.
+func (g *stressGrid) alonePool(f int, sw *stressWeights) poolSet {
+	return g.monotonePool(f, g.netOn[f], g.syms[f].Sigma, 1e-9*g.scaleOn[f], sw)
 }
 
 // monotonePool is where the pool is lost on the grid when its closed form
@@ -258,7 +245,9 @@ func (g *stressGrid) alonePool(moved []int, sg float64, sw *stressWeights) poolS
 // (sg > 0), pool + k·net for every symbol when no index reaches its floor
 // on the grid (sg = 0). The moves where the closed form is within tol
 // (poolTol) of the maintenance are summed as the walk sums them.
-func (g *stressGrid) monotonePool(moved []int, net, sg, tol float64, sw *stressWeights) poolSet {
+// f is the family (−1: together), whose cross positions the walk's sums
+// read.
+func (g *stressGrid) monotonePool(f int, net, sg, tol float64, sw *stressWeights) poolSet {
 	s := sw.steps
 	// gap at n: the closed form's pool minus the maintenance; non-decreasing
 	// in n when net ≥ 0 (lost on the falls), else mirrored.
@@ -300,7 +289,7 @@ func (g *stressGrid) monotonePool(moved []int, net, sg, tol float64, sw *stressW
 		out.lo, out.hi = -sure, s
 	}
 	for m := sure + 1; m <= maybe; m++ {
-		if n := m * dir; g.poolExact(moved, n) <= g.poolMM {
+		if n := m * dir; g.poolExact(g.crossMoved(f), n) <= g.poolMM {
 			out.extra = append(out.extra, n)
 		}
 	}
@@ -334,7 +323,7 @@ func (g *stressGrid) togetherPool(moved []int, sw *stressWeights) poolSet {
 		off -= sa
 	}
 	if len(ts) == 0 {
-		return g.monotonePool(moved, slope, 0, g.poolTol(moved), sw)
+		return g.monotonePool(-1, slope, 0, g.poolTol(moved), sw)
 	}
 	// A term leaves its floor as the move rises past −1/σ: the smallest σ
 	// first.
@@ -432,15 +421,14 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		mark(StressTogether, nearT, okT)
 		still := g.pool <= g.poolMM // the pool a family leaves still
 		for f := range syms {
-			moved := g.cross.of(f)
-			if len(moved) == 0 {
+			if g.crossOn[f] == 0 {
 				if still {
 					s.Expected += alone * poolLoss
 					mark(syms[f].Symbol, 0, true)
 				}
 				continue
 			}
-			set := g.alonePool(moved, syms[f].Sigma, sw)
+			set := g.alonePool(f, sw)
 			if w := set.weight(sw); w > 0 {
 				s.Expected += alone * poolLoss * w / sw.sum
 			}

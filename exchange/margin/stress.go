@@ -205,6 +205,12 @@ type stressBook struct {
 // it is short and in a table of the book's own past it (symbolTable: a map
 // cost an assignment and a lookup a position, a third of the read).
 func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
+	return a.stressBookWith(nil, sigma, liqs)
+}
+
+// stressBookWith is stressBook, each position read through m (nil: read
+// afresh).
+func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
 	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
 	const shortList = 16
 	var table symbolTable
@@ -214,24 +220,40 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 		liqs = a.LiquidationPrices()
 	}
 	n := 0
+	inOrder := m.begin() // every place so far open and on the symbol it was at the memo's last read
 	for i := range a.Positions {
 		p := &a.Positions[i]
-		if !p.Quantity.IsPositive() { // !p.Open(), without copying p
+		open := p.Quantity.IsPositive() // p.Open(), without copying p
+		inOrder = inOrder && m.sameAt(i, open, p.Symbol)
+		if !open {
 			continue
 		}
 		if !p.Index.IsPositive() {
 			return stressBook{}, false
 		}
 		j := -1
-		if table.slots == nil {
+		switch {
+		case inOrder:
+			// The symbols so far are the last read's, in its order: its
+			// place for this one, or new as it was then.
+			if k := m.at[i].sym; k < len(b.syms) {
+				j = k
+			}
+		case table.slots != nil:
+			j = table.find(b.syms, p.Symbol)
+		case len(b.syms) > shortList:
+			table = newSymbolTable(len(a.Positions))
+			for k := range b.syms {
+				table.add(b.syms, k)
+			}
+			j = table.find(b.syms, p.Symbol)
+		default:
 			for k := range b.syms {
 				if b.syms[k].Symbol == p.Symbol {
 					j = k
 					break
 				}
 			}
-		} else {
-			j = table.find(b.syms, p.Symbol)
 		}
 		if j < 0 {
 			sg := sigma(p.Symbol)
@@ -240,18 +262,18 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 			}
 			j = len(b.syms)
 			b.syms = append(b.syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
-			switch {
-			case table.slots != nil:
+			if table.slots != nil {
 				table.add(b.syms, j)
-			case len(b.syms) > shortList:
-				table = newSymbolTable(len(a.Positions))
-				for k := range b.syms {
-					table.add(b.syms, k)
-				}
 			}
 		}
 		sp := &b.ps[n]
-		if !readStressPos(sp, p, liqs[i], j, i) {
+		var ok bool
+		if m == nil {
+			ok = readStressPos(sp, p, liqs[i], j, i)
+		} else {
+			ok = m.read(sp, p, liqs[i], j, i)
+		}
+		if !ok {
 			return stressBook{}, false
 		}
 		if sp.cross {

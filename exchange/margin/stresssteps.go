@@ -367,17 +367,28 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 	// Each isolated position's edge on the grid, and its lost move
 	// nearest 0 within ±likely (together: alone it is lost at the same
 	// moves, never sooner), none when there is none.
+	// Their losses at the shown moves together are summed as the walk
+	// sums them: the lost isolated positions in order (here), then the
+	// pool.
 	none := -steps - 1
-	buf := make([]int, 2*len(ps))
-	edges, fatal := buf[:len(ps)], buf[len(ps):]
+	fatal := make([]int, len(ps))
+	nf := 0 // the positions with a fatal move
+	var at [16]float64
+	shown := at[:len(sw.shownGrid)]
 	for i := range ps {
 		p := &ps[i]
 		if p.cross {
 			continue
 		}
 		e := g.isoEdge(p, sw)
-		edges[i] = e
 		eq := max(p.equity, 0)
+		lo, hi := 0, sw.shownUpTo(e) // the shown moves it is lost at
+		if !p.long {
+			lo, hi = sw.shownUpTo(e-1), len(shown)
+		}
+		for j := lo; j < hi; j++ {
+			shown[j] += eq
+		}
 		var w float64
 		var near int // the lost move nearest 0
 		if p.long {
@@ -397,6 +408,7 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		fatal[i] = none
 		if near >= -steps && near <= steps && within(near) {
 			fatal[i] = near
+			nf++
 		}
 	}
 	// The isolated positions past their price already are lost at every
@@ -436,35 +448,14 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 			mark(syms[f].Symbol, n, ok)
 		}
 	}
-	// The losses at the shown moves together, summed as the walk sums
-	// them: the lost isolated positions in order, then the pool.
-	var at [16]float64
-	shown := at[:len(sw.shownGrid)]
-	for i := range ps {
-		p := &ps[i]
-		if p.cross {
-			continue
-		}
-		eq, e := max(p.equity, 0), edges[i]
-		lo, hi := 0, sw.shownUpTo(e) // the shown moves it is lost at
-		if !p.long {
-			lo, hi = sw.shownUpTo(e-1), len(shown)
-		}
-		for j := lo; j < hi; j++ {
-			shown[j] += eq
-		}
-	}
 	for j, n := range sw.shownGrid {
 		if g.anyCross && setT.has(n) {
 			shown[j] += poolLoss
 		}
 	}
 	s.TogetherAt = append(s.TogetherAt, shown...)
-	nf := 0
-	for i := range ps {
-		if ps[i].cross && poolFatal.Family != "" || !ps[i].cross && fatal[i] != none {
-			nf++
-		}
+	if poolFatal.Family != "" {
+		nf += len(g.crossAll)
 	}
 	if nf == 0 {
 		return

@@ -330,17 +330,33 @@ func (g *stressGrid) togetherPool(moved []int, sw *stressWeights) poolSet {
 	slices.SortFunc(ts, func(x, y term) int { return cmp.Compare(x.sigma, y.sigma) })
 	tol := g.poolTol(moved)
 	out := poolSet{lo: 1, hi: 0} // the lost moves all listed
+	// Between two floors the closed form is linear in the move: a stretch
+	// whose two ends are clear of the maintenance by more than tol is
+	// clear all along (the walk's sums stray from it by far less than
+	// tol), and is not walked.
+	gap := func(n int) float64 { return g.pool + gridK(n)*slope + off - g.poolMM }
 	j := 0
-	for n := -sw.steps; n <= sw.steps; n++ {
-		k := gridK(n)
-		for j < len(ts) && 1+k*ts[j].sigma > 0 {
+	for n := -sw.steps; n <= sw.steps; {
+		for j < len(ts) && 1+gridK(n)*ts[j].sigma > 0 {
 			slope += ts[j].sa * ts[j].sigma
 			off += ts[j].sa
 			j++
 		}
-		gap := g.pool + k*slope + off - g.poolMM
-		if gap <= -tol || gap <= tol && g.poolExact(moved, n) <= g.poolMM {
-			out.extra = append(out.extra, n)
+		end := sw.steps // the stretch's last move: before the next floor is left
+		if j < len(ts) {
+			end = n
+			for end < sw.steps && !(1+gridK(end+1)*ts[j].sigma > 0) {
+				end++
+			}
+		}
+		if gap(n) > tol && gap(end) > tol {
+			n = end + 1
+			continue
+		}
+		for ; n <= end; n++ {
+			if gp := gap(n); gp <= -tol || gp <= tol && g.poolExact(moved, n) <= g.poolMM {
+				out.extra = append(out.extra, n)
+			}
 		}
 	}
 	return out

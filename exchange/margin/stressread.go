@@ -134,7 +134,7 @@ type StressMemo struct {
 // memoPos is one place's reading and what it was read from.
 type memoPos struct {
 	quantity, entry, value, held, mm decimal.Decimal
-	rl                               exchange.RiskLimit
+	rl                               exchange.RiskLimit // compared on the fields MaintenanceRate reads
 	leverage                         int
 	index, liq                       decimal.Decimal
 	ok                               bool // a reading is kept

@@ -342,7 +342,7 @@ func (t *symbolTable) add(syms []SymbolSigma, j int) {
 // expected loss.
 func readStressPos(sp *stressPos, p *Position, liq decimal.Decimal, j, i int) bool {
 	// The quantity from its coefficients, which the entry value needs too
-	// (exactFloat gives the float decimal's Float64 gives); the index and
+	// (exactFloat gives the float that decimal's Float64 gives); the index and
 	// the liquidation price through Float64 (fewer instructions for a
 	// lone value).
 	qF, qOK := toFixed(p.Quantity)

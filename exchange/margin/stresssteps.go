@@ -457,6 +457,9 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 				continue
 			}
 			set := g.alonePool(f, sw)
+			if set.lo > set.hi && len(set.extra) == 0 {
+				continue // lost at no move
+			}
 			if w := set.weight(sw); w > 0 {
 				s.Expected += alone * poolLoss * w / sw.sum
 			}
@@ -476,20 +479,22 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 	if nf == 0 {
 		return
 	}
-	s.Fatal = make([]FatalMove, 0, nf)
+	s.Fatal = make([]FatalMove, nf)
+	k := 0 // each written in place: a FatalMove is 72 bytes
 	for i := range ps {
 		p := &ps[i]
-		var fm FatalMove
+		var family string
+		var km float64
 		switch {
 		case p.cross && poolFatal.Family != "":
-			fm = poolFatal
+			family, km = poolFatal.Family, poolFatal.K
 		case !p.cross && fatal[i] != none:
-			fm = FatalMove{Family: StressTogether, K: gridK(fatal[i])}
+			family, km = StressTogether, gridK(fatal[i])
 		default:
 			continue
 		}
-		q := &g.acct[p.at]
-		fm.Symbol, fm.Direction, fm.Move = q.Symbol, q.Direction, fm.K*syms[p.sym].Sigma
-		s.Fatal = append(s.Fatal, fm)
+		q, fm := &g.acct[p.at], &s.Fatal[k]
+		fm.Symbol, fm.Direction, fm.Family, fm.K, fm.Move = q.Symbol, q.Direction, family, km, km*syms[p.sym].Sigma
+		k++
 	}
 }

@@ -200,57 +200,79 @@ type stressBook struct {
 
 // stressBook reads the account for the grid; ok is false when an open
 // position has no index price or its symbol no σ (the grid is unknown).
+// Its positions are read in place (a stressPos is 96 bytes: appending
+// one by value copied it twice), their symbols looked up in the list while
+// it is short and in a table of the book's own past it (symbolTable: a map
+// cost an assignment and a lookup a position, an eighth of the read).
 func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
-	b := stressBook{acct: a.Positions, ps: make([]stressPos, 0, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
-	// The symbols by name: looked up in the list while it is short (a
-	// map costs a few allocations a book, and a decision reads a book per
-	// candidate), in a map past it.
+	return a.stressBookWith(nil, sigma, liqs)
+}
+
+// stressBookWith is stressBook, each position read through m (nil: read
+// afresh).
+func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
+	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
 	const shortList = 16
-	var symAt map[string]int
-	find := func(sym string) (int, bool) {
-		if symAt != nil {
-			j, ok := symAt[sym]
-			return j, ok
-		}
-		for j := range b.syms {
-			if b.syms[j].Symbol == sym {
-				return j, true
-			}
-		}
-		return 0, false
-	}
+	var table symbolTable
 	b.free = toF(a.Free)
 	b.pool = b.free
 	if liqs == nil {
 		liqs = a.LiquidationPrices()
 	}
+	n := 0
+	inOrder := m.begin() // every place so far open and on the symbol it was at the memo's last read
 	for i := range a.Positions {
 		p := &a.Positions[i]
-		if !p.Open() {
+		open := p.Quantity.IsPositive() // p.Open(), without copying p
+		inOrder = inOrder && m.sameAt(i, open, p.Symbol)
+		if !open {
 			continue
 		}
 		if !p.Index.IsPositive() {
 			return stressBook{}, false
 		}
-		j, ok := find(p.Symbol)
-		if !ok {
+		j := -1
+		switch {
+		case inOrder:
+			// The symbols so far are the last read's, in its order: its
+			// place for this one, or new as it was then.
+			if k := m.at[i].sym; k < len(b.syms) {
+				j = k
+			}
+		case table.slots != nil:
+			j = table.find(b.syms, p.Symbol)
+		case len(b.syms) > shortList:
+			table = newSymbolTable(len(a.Positions))
+			for k := range b.syms {
+				table.add(b.syms, k)
+			}
+			j = table.find(b.syms, p.Symbol)
+		default:
+			for k := range b.syms {
+				if b.syms[k].Symbol == p.Symbol {
+					j = k
+					break
+				}
+			}
+		}
+		if j < 0 {
 			sg := sigma(p.Symbol)
 			if !(sg > 0) || math.IsInf(sg, 0) {
 				return stressBook{}, false
 			}
 			j = len(b.syms)
 			b.syms = append(b.syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
-			switch {
-			case symAt != nil:
-				symAt[p.Symbol] = j
-			case len(b.syms) > shortList:
-				symAt = make(map[string]int, len(a.Positions))
-				for k, sy := range b.syms {
-					symAt[sy.Symbol] = k
-				}
+			if table.slots != nil {
+				table.add(b.syms, j)
 			}
 		}
-		sp, ok := readStressPos(p, liqs[i], j, i)
+		sp := &b.ps[n]
+		var ok bool
+		if m == nil {
+			ok = readStressPos(sp, p, liqs[i], j, i)
+		} else {
+			ok = m.read(sp, p, liqs[i], j, i)
+		}
 		if !ok {
 			return stressBook{}, false
 		}
@@ -259,26 +281,83 @@ func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.De
 			b.pool += sp.equity
 			b.poolMM += sp.mm
 		}
-		b.ps = append(b.ps, sp)
+		n++
 	}
+	b.ps = b.ps[:n]
 	return b, true
 }
 
-// readStressPos is the open position p, account position i on the book's
-// symbol j, as the grid reads it; ok is false for a figure a float cannot
-// hold (an index of 1e400): no data, never a NaN in the expected loss.
-func readStressPos(p *Position, liq decimal.Decimal, j, i int) (stressPos, bool) {
-	sp := stressPos{long: p.Direction != exchange.Short, q: toF(p.Quantity),
-		index: toF(p.Index), liq: toF(liq), cross: p.Cross, sym: j, at: i}
-	sp.ev, sp.margin, sp.mm = p.stressFigures()
-	sp.pnlNow = sp.pnl(sp.index)
-	sp.equity = sp.margin + sp.pnlNow
-	for _, f := range []float64{sp.q, sp.index, sp.liq, sp.equity, sp.mm} {
-		if math.IsInf(f, 0) || math.IsNaN(f) {
-			return stressPos{}, false
+// symbolTable finds a book's symbols by name past the short list: open
+// addressing over the symbols' places (+1; 0 is empty), FNV-1a of the
+// name, at most half full.
+type symbolTable struct {
+	slots []int32
+	mask  uint32
+}
+
+// newSymbolTable is a table for up to n symbols.
+func newSymbolTable(n int) symbolTable {
+	size := 64
+	for size < 2*n {
+		size *= 2
+	}
+	return symbolTable{slots: make([]int32, size), mask: uint32(size - 1)}
+}
+
+// symbolHash is FNV-1a of s.
+func symbolHash(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// find is the place of sym in syms, −1 when it is not there.
+func (t *symbolTable) find(syms []SymbolSigma, sym string) int {
+	for h := symbolHash(sym) & t.mask; ; h = (h + 1) & t.mask {
+		k := t.slots[h]
+		if k == 0 {
+			return -1
+		}
+		if syms[k-1].Symbol == sym {
+			return int(k - 1)
 		}
 	}
-	return sp, true
+}
+
+// add enters syms[j], not yet in the table.
+func (t *symbolTable) add(syms []SymbolSigma, j int) {
+	h := symbolHash(syms[j].Symbol) & t.mask
+	for t.slots[h] != 0 {
+		h = (h + 1) & t.mask
+	}
+	t.slots[h] = int32(j + 1)
+}
+
+// readStressPos reads the open position p, account position i on the
+// book's symbol j, into sp as the grid reads it; false for a figure a
+// float cannot hold (an index of 1e400): no data, never a NaN in the
+// expected loss.
+func readStressPos(sp *stressPos, p *Position, liq decimal.Decimal, j, i int) bool {
+	// The quantity from its coefficients, which the entry value needs too
+	// (exactFloat gives the float that decimal's Float64 gives); the index and
+	// the liquidation price through Float64 (fewer instructions for a
+	// lone value).
+	qF, qOK := toFixed(p.Quantity)
+	q, ok := fixedFloat(qF, qOK)
+	if !ok {
+		q = toF(p.Quantity)
+	}
+	index, lq := toF(p.Index), toF(liq)
+	// Every field written (no literal: it would zero the 96 bytes first).
+	sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.sym, sp.at = p.Direction != exchange.Short, q, index, lq, p.Cross, j, i
+	sp.ev, sp.margin, sp.mm = p.stressFigures(qF, qOK)
+	sp.pnlNow = sp.pnl(sp.index)
+	sp.equity = sp.margin + sp.pnlNow
+	// x·0 is 0 for a finite x, NaN for an infinite one or a NaN.
+	return finite(sp.q*0 + sp.index*0 + sp.liq*0 + sp.equity*0 + sp.mm*0)
 }
 
 // Priced is an account read for the grid and the forfeit once (its
@@ -342,11 +421,9 @@ func (p *Priced) After(next Account, i int, liqs []decimal.Decimal) *Priced {
 		sp := &b.ps[k]
 		switch {
 		case sp.at == i:
-			np, ok := readStressPos(&next.Positions[i], liqs[i], sp.sym, i)
-			if !ok {
+			if !readStressPos(sp, &next.Positions[i], liqs[i], sp.sym, i) {
 				return &Priced{}
 			}
-			*sp = np
 		case sp.cross:
 			if sp.liq = toF(liqs[sp.at]); !finite(sp.liq) {
 				return &Priced{}
@@ -382,13 +459,19 @@ type stressGrid struct {
 	// baseLost marks the isolated positions past their liquidation price
 	// already (lost at every move that leaves their index still),
 	// baseLoss their equity over the account and baseLossOn over each
-	// symbol.
+	// symbol. The cross groups are listed only where a pool's move is
+	// summed as the walk sums it (crossMoved).
 	all        []int
 	crossAll   []int // the cross positions, in the account's order
 	on, cross  symGroups
 	baseLost   []bool
 	baseLoss   float64
 	baseLossOn []float64
+	// Of each symbol's cross positions: how many (crossOn), their net
+	// notional (a long's q·index +, a short's −) and the scale of poolTol
+	// over them, summed in the account's order as alone they are.
+	crossOn        []int
+	netOn, scaleOn []float64
 }
 
 // symGroups are positions grouped by symbol, each group in the account's
@@ -427,22 +510,51 @@ func (b *stressBook) groups(cross bool) symGroups {
 	return g
 }
 
-// newStressGrid prepares the grid of the book b.
+// newStressGrid prepares the grid of the book b, in one pass over its
+// positions.
 func newStressGrid(b stressBook) *stressGrid {
-	g := &stressGrid{stressBook: b, baseLost: make([]bool, len(b.ps)), baseLossOn: make([]float64, len(b.syms))}
-	g.cross = g.groups(true)
+	m := len(b.syms)
+	fs := make([]float64, 3*m)
+	g := &stressGrid{stressBook: b, baseLost: make([]bool, len(b.ps)), crossAll: make([]int, 0, len(b.ps)),
+		baseLossOn: fs[:m], netOn: fs[m : 2*m], scaleOn: fs[2*m:], crossOn: make([]int, m)}
+	base := math.Abs(b.pool) + math.Abs(b.poolMM) // poolTol's start
 	for i := range b.ps {
 		p := &b.ps[i]
 		if p.cross {
 			g.crossAll = append(g.crossAll, i)
+			j := p.sym
+			if g.crossOn[j] == 0 {
+				g.scaleOn[j] = base
+			}
+			g.crossOn[j]++
+			a := p.q * p.index
+			if p.long {
+				g.netOn[j] += a
+			} else {
+				g.netOn[j] -= a
+			}
+			g.scaleOn[j] += a*(2+stressReach*b.syms[j].Sigma) + 2*math.Abs(p.ev)
+			continue
 		}
-		if !p.cross && p.lostAt(p.index) {
+		if p.lostAt(p.index) {
 			g.baseLost[i] = true
-			g.baseLoss += math.Max(p.equity, 0)
-			g.baseLossOn[p.sym] += math.Max(p.equity, 0)
+			g.baseLoss += max(p.equity, 0)
+			g.baseLossOn[p.sym] += max(p.equity, 0)
 		}
 	}
 	return g
+}
+
+// crossMoved lists the cross positions family f moves: every one
+// together (f < 0), those on the symbol f alone.
+func (g *stressGrid) crossMoved(f int) []int {
+	if f < 0 {
+		return g.crossAll
+	}
+	if g.cross.start == nil {
+		g.cross = g.groups(true)
+	}
+	return g.cross.of(f)
 }
 
 // at is the loss at the move k σ of family f (−1: together; else the
@@ -456,10 +568,10 @@ func (g *stressGrid) at(f int, k float64, lost []bool) (float64, bool) {
 	moved := g.moved(f)
 	if f < 0 {
 		for j := range g.factor {
-			g.factor[j] = math.Max(0, 1+k*g.syms[j].Sigma)
+			g.factor[j] = max(0, 1+k*g.syms[j].Sigma)
 		}
 	} else {
-		g.factor[f] = math.Max(0, 1+k*g.syms[f].Sigma) // the others are not read
+		g.factor[f] = max(0, 1+k*g.syms[f].Sigma) // the others are not read
 		loss = g.baseLoss - g.baseLossOn[f]
 	}
 	poolAt := g.pool
@@ -473,12 +585,12 @@ func (g *stressGrid) at(f int, k float64, lost []bool) (float64, bool) {
 		}
 		if p.lostAt(ix) {
 			lost[i] = true
-			loss += math.Max(p.equity, 0)
+			loss += max(p.equity, 0)
 		}
 	}
 	poolLost := g.anyCross && poolAt <= g.poolMM
 	if poolLost {
-		loss += math.Max(g.pool, 0)
+		loss += max(g.pool, 0)
 	}
 	return loss, poolLost
 }

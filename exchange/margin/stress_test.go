@@ -237,3 +237,62 @@ func TestNewlyFatalLongListsAsScanned(t *testing.T) {
 		}
 	}
 }
+
+// The book reads each position's figures as the decimals round to
+// float64 (toF of the decimal figure), whichever path reads them: from
+// the coefficients, through math/big for a coefficient past 18 digits or
+// an exponent past float64's exact powers of ten, the listed margin,
+// entry value and maintenance, and a risk limit with steps.
+func TestStressBookReadsAsDecimals(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 5))
+	num := func() decimal.Decimal {
+		switch r.IntN(6) {
+		case 0: // past 18 digits
+			return dec("123456789012345678901.2345").Mul(decimal.New(1+r.Int64N(9), int32(-r.IntN(3))))
+		case 1: // a positive exponent
+			return decimal.New(1+r.Int64N(999), int32(1+r.IntN(25)))
+		case 2: // many places
+			return decimal.New(1+r.Int64N(1<<60), int32(-10-r.IntN(20)))
+		default:
+			return decimal.New(1+r.Int64N(10_000_000), int32(-r.IntN(9)))
+		}
+	}
+	maybe := func() decimal.Decimal {
+		if r.IntN(3) == 0 {
+			return num()
+		}
+		return decimal.Decimal{}
+	}
+	for run := 0; run < 2000; run++ {
+		lim := rl(100, "0.005")
+		if r.IntN(4) == 0 {
+			lim.RiskLimitBase, lim.RiskLimitStep = dec("1000"), dec("500")
+		}
+		if r.IntN(4) == 0 {
+			lim.MaintenanceMarginRate = num()
+		}
+		dir := exchange.Long
+		if r.IntN(2) == 0 {
+			dir = exchange.Short
+		}
+		p := Position{Symbol: "X", Direction: dir, Quantity: num(), Entry: num(), Leverage: r.IntN(60), Cross: r.IntN(2) == 0,
+			RiskLimit: lim, Index: num(), Scale: 2, Held: maybe(), Value: maybe(), MM: maybe()}
+		liq := num()
+		var sp stressPos
+		ok := readStressPos(&sp, &p, liq, 0, 0)
+		want := stressPos{long: dir == exchange.Long, q: toF(p.Quantity), ev: toF(p.EntryValue()), index: toF(p.Index), liq: toF(liq),
+			margin: toF(p.Margin()), mm: toF(p.Maintenance()), cross: p.Cross}
+		want.pnlNow = want.pnl(want.index)
+		want.equity = want.margin + want.pnlNow
+		if !ok {
+			if finite(want.q*0 + want.index*0 + want.liq*0 + want.equity*0 + want.mm*0) {
+				t.Fatalf("run %d: %+v not read, the decimals give %+v", run, p, want)
+			}
+			continue
+		}
+		if sp != want {
+			t.Fatalf("run %d: %+v read as\n%+v, the decimals give\n%+v", run, p, sp, want)
+		}
+	}
+}

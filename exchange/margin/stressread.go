@@ -1,5 +1,10 @@
 package margin
 
+import (
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
 // The grid reads each position's entry value, margin and maintenance as
 // float64s, the value the decimal figure (EntryValue, Margin,
 // Maintenance) rounds to. Worked out in decimals they cost a
@@ -34,14 +39,14 @@ func fixedFloat(f fixed, known bool) (float64, bool) {
 }
 
 // stressFigures are p's entry value, margin and maintenance as float64s:
-// toF(p.EntryValue()), toF(p.Margin()), toF(p.Maintenance()).
-func (p *Position) stressFigures() (ev, margin, mm float64) {
+// toF(p.EntryValue()), toF(p.Margin()), toF(p.Maintenance()); q, qOK are
+// toFixed(p.Quantity).
+func (p *Position) stressFigures(q fixed, qOK bool) (ev, margin, mm float64) {
 	var evF fixed
 	evOK := false
 	if p.Value.IsZero() {
-		q, ok1 := toFixed(p.Quantity)
-		e, ok2 := toFixed(p.Entry)
-		if ok1 && ok2 {
+		e, ok := toFixed(p.Entry)
+		if qOK && ok {
 			evF, evOK = q.mul(e)
 		}
 	} else {
@@ -105,4 +110,105 @@ func marginFixed(ev fixed, ok bool, leverage int) (fixed, bool) {
 		return fixed{}, false
 	}
 	return fixed{int64(q.lo), -8}, true
+}
+
+// StressMemo keeps the grid's reading of an account's positions from one
+// read to the next, by place in the account: each position's figures as
+// float64s with the decimals they came from. A decimal is an immutable
+// value, so one that is the same as the memo's (==: the same coefficient,
+// by pointer, and exponent) has the same float64, and a position whose
+// decimals are all the same ones is not converted again; one whose index
+// or liquidation price alone moved converts those two. The memo holds the
+// decimals, so their coefficients cannot be reused for other numbers
+// while it compares with them. It pays where an account is read again
+// with the same decimals (the simulated exchange's positions in a replay,
+// a candidate's account after a call, which shares all but one position
+// with the account before); a freshly decoded answer costs a comparison
+// per figure more than reading it afresh. One owner reads one account at
+// a time through it; the zero value is ready.
+type StressMemo struct {
+	at  []memoPos
+	gen uint64 // the reads begun
+}
+
+// memoPos is one place's reading and what it was read from.
+type memoPos struct {
+	quantity, entry, value, held, mm decimal.Decimal
+	rl                               exchange.RiskLimit // compared on the fields MaintenanceRate reads
+	leverage                         int
+	index, liq                       decimal.Decimal
+	ok                               bool // a reading is kept
+	// symbol is the position's symbol and sym its place in the book's
+	// symbols at read gen.
+	symbol               string
+	sym                  int
+	gen                  uint64
+	q, ev, margin, maint float64
+	indexF, liqF         float64
+}
+
+// Priced reads the account for the grid and the forfeit as Account.Priced
+// does, through the memo: the same floats as reading it afresh.
+func (m *StressMemo) Priced(a Account, sigma func(symbol string) float64, liqs []decimal.Decimal) *Priced {
+	if liqs == nil {
+		liqs = a.LiquidationPrices()
+	}
+	b, ok := a.stressBookWith(m, sigma, liqs)
+	return &Priced{b: b, ok: ok}
+}
+
+// begin begins a read through the memo; false for none.
+func (m *StressMemo) begin() bool {
+	if m == nil {
+		return false
+	}
+	m.gen++
+	return true
+}
+
+// sameAt reports whether place i is as it was at the memo's last read:
+// open and on symbol then as now, or closed (not read) then as now.
+func (m *StressMemo) sameAt(i int, open bool, symbol string) bool {
+	if i >= len(m.at) {
+		return !open
+	}
+	e := &m.at[i]
+	if wasRead := e.ok && e.gen == m.gen-1; wasRead != open {
+		return false
+	}
+	return !open || e.symbol == symbol
+}
+
+// read is readStressPos through the memo.
+func (m *StressMemo) read(sp *stressPos, p *Position, liq decimal.Decimal, j, i int) bool {
+	if i >= len(m.at) {
+		m.at = append(m.at, make([]memoPos, i+1-len(m.at))...)
+	}
+	e := &m.at[i]
+	rl := &p.RiskLimit // the fields MaintenanceRate reads
+	if !e.ok || e.quantity != p.Quantity || e.entry != p.Entry || e.value != p.Value || e.held != p.Held ||
+		e.mm != p.MM || e.leverage != p.Leverage || e.rl.MaintenanceMarginRate != rl.MaintenanceMarginRate ||
+		e.rl.RiskLimitStep != rl.RiskLimitStep || e.rl.RiskLimitBase != rl.RiskLimitBase ||
+		e.rl.MarginRateStep != rl.MarginRateStep || e.rl.MaxRiskLimitSteps != rl.MaxRiskLimitSteps {
+		if !readStressPos(sp, p, liq, j, i) {
+			e.ok = false
+			return false
+		}
+		*e = memoPos{quantity: p.Quantity, entry: p.Entry, value: p.Value, held: p.Held, mm: p.MM, rl: *rl,
+			leverage: p.Leverage, index: p.Index, liq: liq, ok: true, symbol: p.Symbol, sym: j, gen: m.gen,
+			q: sp.q, ev: sp.ev, margin: sp.margin, maint: sp.mm, indexF: sp.index, liqF: sp.liq}
+		return true
+	}
+	e.symbol, e.sym, e.gen = p.Symbol, j, m.gen
+	if e.index != p.Index {
+		e.index, e.indexF = p.Index, toF(p.Index)
+	}
+	if e.liq != liq {
+		e.liq, e.liqF = liq, toF(liq)
+	}
+	sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.sym, sp.at = p.Direction != exchange.Short, e.q, e.indexF, e.liqF, p.Cross, j, i
+	sp.ev, sp.margin, sp.mm = e.ev, e.margin, e.maint
+	sp.pnlNow = sp.pnl(sp.index)
+	sp.equity = sp.margin + sp.pnlNow
+	return finite(sp.q*0 + sp.index*0 + sp.liq*0 + sp.equity*0 + sp.mm*0)
 }

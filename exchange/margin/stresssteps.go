@@ -29,7 +29,10 @@ type stressWeights struct {
 	w         []float64
 	pre, suf  []float64
 	sum       float64
-	shownGrid []int // StressShown as moves of the grid (n)
+	shownGrid []int // StressShown as moves of the grid (n), ascending
+	// upTo[n+steps+1] is how many of shownGrid are ≤ n, for n from
+	// −steps−1 to steps+1.
+	upTo []int
 }
 
 // gridWeights are the grid's weights, worked out once: a table, never
@@ -57,7 +60,21 @@ func newStressWeights() stressWeights {
 	for _, k := range StressShown {
 		sw.shownGrid = append(sw.shownGrid, int(math.Round(k/stressStep)))
 	}
+	for n := -steps - 1; n <= steps+1; n++ {
+		c := 0
+		for c < len(sw.shownGrid) && sw.shownGrid[c] <= n {
+			c++
+		}
+		sw.upTo = append(sw.upTo, c)
+	}
 	return sw
+}
+
+// shownUpTo is how many of the shown moves are ≤ n: a long lost at the
+// moves ≤ its edge e is lost at shownGrid[:shownUpTo(e)], a short lost at
+// the moves ≥ e at shownGrid[shownUpTo(e−1):].
+func (sw *stressWeights) shownUpTo(n int) int {
+	return sw.upTo[min(max(n, -sw.steps-1), sw.steps+1)+sw.steps+1]
 }
 
 // below is the weight of the moves n ≤ hi, above of those n ≥ lo.
@@ -98,7 +115,7 @@ func gridK(n int) float64 { return float64(n) * stressStep }
 func (g *stressGrid) isoEdge(p *stressPos, sw *stressWeights) int {
 	s := sw.steps
 	sg := g.syms[p.sym].Sigma
-	// max is math.Max's value (and inlined).
+	// max is math.Max's value (and inlined), as everywhere in the grid.
 	lost := func(n int) bool { return p.lostAt(p.index * max(0, 1+gridK(n)*sg)) }
 	if !(p.liq > 0) {
 		if p.long {
@@ -111,7 +128,7 @@ func (g *stressGrid) isoEdge(p *stressPos, sw *stressWeights) int {
 		if math.IsNaN(f) {
 			return 0
 		}
-		return int(math.Max(float64(lo), math.Min(float64(hi), f)))
+		return int(max(float64(lo), min(float64(hi), f)))
 	}
 	if p.long {
 		n := guess(math.Floor(k/stressStep), -s-1, s)
@@ -216,31 +233,22 @@ func abs(n int) int {
 	return n
 }
 
-// alonePool is where the pool is lost on the grid when one symbol moves:
-// its moved cross positions add net·(max(0, 1 + kσ) − 1) to it, net
-// their notional (a long's q·index counts +, a short's −): monotone in
-// the move.
-func (g *stressGrid) alonePool(moved []int, sg float64, sw *stressWeights) poolSet {
-	net := 0.0
-	for _, i := range moved {
-		p := &g.ps[i]
-		if p.long {
-			net += p.q * p.index
-		} else {
-			net -= p.q * p.index
-		}
-	}
-	return g.monotonePool(moved, net, sg, sw)
+// alonePool is where the pool is lost on the grid when the symbol f moves
+// alone: its cross positions add net·(max(0, 1 + kσ) − 1) to it, net
+// their notional (newStressGrid's netOn): monotone in the move.
+func (g *stressGrid) alonePool(f int, sw *stressWeights) poolSet {
+	return g.monotonePool(f, g.netOn[f], g.syms[f].Sigma, 1e-9*g.scaleOn[f], sw)
 }
 
 // monotonePool is where the pool is lost on the grid when its closed form
 // is monotone in the move: pool + net·(max(0, 1 + kσ) − 1) for one symbol
 // (sg > 0), pool + k·net for every symbol when no index reaches its floor
-// on the grid (sg = 0). The moves where the closed form is within poolTol
-// of the maintenance are summed as the walk sums them.
-func (g *stressGrid) monotonePool(moved []int, net, sg float64, sw *stressWeights) poolSet {
+// on the grid (sg = 0). The moves where the closed form is within tol
+// (poolTol) of the maintenance are summed as the walk sums them.
+// f is the family (−1: together), whose cross positions the walk's sums
+// read.
+func (g *stressGrid) monotonePool(f int, net, sg, tol float64, sw *stressWeights) poolSet {
 	s := sw.steps
-	tol := g.poolTol(moved)
 	// gap at n: the closed form's pool minus the maintenance; non-decreasing
 	// in n when net ≥ 0 (lost on the falls), else mirrored.
 	dir := 1
@@ -254,6 +262,12 @@ func (g *stressGrid) monotonePool(moved []int, net, sg float64, sw *stressWeight
 		}
 		return g.pool + net*(max(0, 1+gridK(m*dir)*sg)-1) - g.poolMM
 	}
+	if gap(-s) > tol {
+		// Clear of the maintenance even at the grid's worst move (each
+		// step of gap rounds monotonically): lost at none, as stepping
+		// from the guesses finds.
+		return poolSet{lo: 1, hi: 0}
+	}
 	if sg > 0 {
 		slope *= sg
 	}
@@ -264,7 +278,7 @@ func (g *stressGrid) monotonePool(moved []int, net, sg float64, sw *stressWeight
 		if math.IsNaN(k) || math.IsInf(k, 0) {
 			return 0
 		}
-		return int(math.Max(float64(-s-1), math.Min(float64(s), math.Floor(k/stressStep))))
+		return int(max(float64(-s-1), min(float64(s), math.Floor(k/stressStep))))
 	}
 	sure := stepTo(guess(-tol), -s, s, func(m int) bool { return gap(m) <= -tol })
 	maybe := stepTo(guess(tol), -s, s, func(m int) bool { return gap(m) <= tol })
@@ -275,7 +289,7 @@ func (g *stressGrid) monotonePool(moved []int, net, sg float64, sw *stressWeight
 		out.lo, out.hi = -sure, s
 	}
 	for m := sure + 1; m <= maybe; m++ {
-		if n := m * dir; g.poolExact(moved, n) <= g.poolMM {
+		if n := m * dir; g.poolExact(g.crossMoved(f), n) <= g.poolMM {
 			out.extra = append(out.extra, n)
 		}
 	}
@@ -309,24 +323,40 @@ func (g *stressGrid) togetherPool(moved []int, sw *stressWeights) poolSet {
 		off -= sa
 	}
 	if len(ts) == 0 {
-		return g.monotonePool(moved, slope, 0, sw)
+		return g.monotonePool(-1, slope, 0, g.poolTol(moved), sw)
 	}
 	// A term leaves its floor as the move rises past −1/σ: the smallest σ
 	// first.
 	slices.SortFunc(ts, func(x, y term) int { return cmp.Compare(x.sigma, y.sigma) })
 	tol := g.poolTol(moved)
 	out := poolSet{lo: 1, hi: 0} // the lost moves all listed
+	// Between two floors the closed form is linear in the move: a stretch
+	// whose two ends are clear of the maintenance by more than tol is
+	// clear all along (the walk's sums stray from it by far less than
+	// tol), and is not walked.
+	gap := func(n int) float64 { return g.pool + gridK(n)*slope + off - g.poolMM }
 	j := 0
-	for n := -sw.steps; n <= sw.steps; n++ {
-		k := gridK(n)
-		for j < len(ts) && 1+k*ts[j].sigma > 0 {
+	for n := -sw.steps; n <= sw.steps; {
+		for j < len(ts) && 1+gridK(n)*ts[j].sigma > 0 {
 			slope += ts[j].sa * ts[j].sigma
 			off += ts[j].sa
 			j++
 		}
-		gap := g.pool + k*slope + off - g.poolMM
-		if gap <= -tol || gap <= tol && g.poolExact(moved, n) <= g.poolMM {
-			out.extra = append(out.extra, n)
+		end := sw.steps // the stretch's last move: before the next floor is left
+		if j < len(ts) {
+			end = n
+			for end < sw.steps && !(1+gridK(end+1)*ts[j].sigma > 0) {
+				end++
+			}
+		}
+		if gap(n) > tol && gap(end) > tol {
+			n = end + 1
+			continue
+		}
+		for ; n <= end; n++ {
+			if gp := gap(n); gp <= -tol || gp <= tol && g.poolExact(moved, n) <= g.poolMM {
+				out.extra = append(out.extra, n)
+			}
 		}
 	}
 	return out
@@ -353,17 +383,28 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 	// Each isolated position's edge on the grid, and its lost move
 	// nearest 0 within ±likely (together: alone it is lost at the same
 	// moves, never sooner), none when there is none.
+	// Their losses at the shown moves together are summed as the walk
+	// sums them: the lost isolated positions in order (here), then the
+	// pool.
 	none := -steps - 1
-	buf := make([]int, 2*len(ps))
-	edges, fatal := buf[:len(ps)], buf[len(ps):]
+	fatal := make([]int, len(ps))
+	nf := 0 // the positions with a fatal move
+	var at [16]float64
+	shown := at[:len(sw.shownGrid)]
 	for i := range ps {
 		p := &ps[i]
 		if p.cross {
 			continue
 		}
 		e := g.isoEdge(p, sw)
-		edges[i] = e
 		eq := max(p.equity, 0)
+		lo, hi := 0, sw.shownUpTo(e) // the shown moves it is lost at
+		if !p.long {
+			lo, hi = sw.shownUpTo(e-1), len(shown)
+		}
+		for j := lo; j < hi; j++ {
+			shown[j] += eq
+		}
 		var w float64
 		var near int // the lost move nearest 0
 		if p.long {
@@ -383,6 +424,7 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		fatal[i] = none
 		if near >= -steps && near <= steps && within(near) {
 			fatal[i] = near
+			nf++
 		}
 	}
 	// The isolated positions past their price already are lost at every
@@ -391,7 +433,7 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		s.Expected += alone * (g.baseLoss - g.baseLossOn[f])
 	}
 	var poolFatal FatalMove
-	poolLoss := math.Max(g.pool, 0)
+	poolLoss := max(g.pool, 0)
 	var setT poolSet // the pool's lost moves together
 	if g.anyCross {
 		mark := func(family string, n int, ok bool) {
@@ -407,36 +449,22 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		mark(StressTogether, nearT, okT)
 		still := g.pool <= g.poolMM // the pool a family leaves still
 		for f := range syms {
-			moved := g.cross.of(f)
-			if len(moved) == 0 {
+			if g.crossOn[f] == 0 {
 				if still {
 					s.Expected += alone * poolLoss
 					mark(syms[f].Symbol, 0, true)
 				}
 				continue
 			}
-			set := g.alonePool(moved, syms[f].Sigma, sw)
+			set := g.alonePool(f, sw)
+			if set.lo > set.hi && len(set.extra) == 0 {
+				continue // lost at no move
+			}
 			if w := set.weight(sw); w > 0 {
 				s.Expected += alone * poolLoss * w / sw.sum
 			}
 			n, ok := set.nearest()
 			mark(syms[f].Symbol, n, ok)
-		}
-	}
-	// The losses at the shown moves together, summed as the walk sums
-	// them: the lost isolated positions in order, then the pool.
-	var at [16]float64
-	shown := at[:len(sw.shownGrid)]
-	for i := range ps {
-		p := &ps[i]
-		if p.cross {
-			continue
-		}
-		eq, e := max(p.equity, 0), edges[i]
-		for j, n := range sw.shownGrid {
-			if p.long && n <= e || !p.long && n >= e {
-				shown[j] += eq
-			}
 		}
 	}
 	for j, n := range sw.shownGrid {
@@ -445,26 +473,28 @@ func (g *stressGrid) judge(s *Stress, likely float64) {
 		}
 	}
 	s.TogetherAt = append(s.TogetherAt, shown...)
-	nf := 0
-	for i, p := range ps {
-		if p.cross && poolFatal.Family != "" || !p.cross && fatal[i] != none {
-			nf++
-		}
+	if poolFatal.Family != "" {
+		nf += len(g.crossAll)
 	}
-	if nf > 0 {
-		s.Fatal = make([]FatalMove, 0, nf)
+	if nf == 0 {
+		return
 	}
-	for i, p := range ps {
-		fm := poolFatal
-		if !p.cross {
-			fm = FatalMove{}
-			if fatal[i] != none {
-				fm = FatalMove{Family: StressTogether, K: gridK(fatal[i])}
-			}
+	s.Fatal = make([]FatalMove, nf)
+	k := 0 // each written in place: a FatalMove is 72 bytes
+	for i := range ps {
+		p := &ps[i]
+		var family string
+		var km float64
+		switch {
+		case p.cross && poolFatal.Family != "":
+			family, km = poolFatal.Family, poolFatal.K
+		case !p.cross && fatal[i] != none:
+			family, km = StressTogether, gridK(fatal[i])
+		default:
+			continue
 		}
-		if fm.Family != "" {
-			fm.Symbol, fm.Direction, fm.Move = g.symbol(i), g.dir(i), fm.K*syms[p.sym].Sigma
-			s.Fatal = append(s.Fatal, fm)
-		}
+		q, fm := &g.acct[p.at], &s.Fatal[k]
+		fm.Symbol, fm.Direction, fm.Family, fm.K, fm.Move = q.Symbol, q.Direction, family, km, km*syms[p.sym].Sigma
+		k++
 	}
 }

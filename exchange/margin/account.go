@@ -333,11 +333,12 @@ func Distance(direction string, index, liq decimal.Decimal) (d decimal.Decimal, 
 	if !index.IsPositive() || !liq.IsPositive() {
 		return decimal.Zero, false
 	}
-	d, ok = distance16(index, liq)
-	if !ok {
-		d = index.Sub(liq).DivRound(index, 16)
+	short := direction == exchange.Short
+	if d, ok = distance16Signed(index, liq, short); ok {
+		return d, true
 	}
-	if direction == exchange.Short {
+	d = index.Sub(liq).DivRound(index, 16)
+	if short {
 		d = d.Neg()
 	}
 	return d, true

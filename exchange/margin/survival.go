@@ -94,9 +94,122 @@ func (a Account) SurvivalBothWith(skip int, liqs, moves []decimal.Decimal, notio
 	if notional != nil {
 		c.notional = *notional
 	}
-	cr, _ := a.crossMove(skip, false)
-	cr.notional = c.notional // every open position's, whichever is skipped
+	// Skipping a position changes the sums only in whether the pool
+	// counts: not when skip is the one open cross position.
+	cr := c
+	if skip >= 0 && c.positions == 1 && a.Positions[skip].Cross && a.Positions[skip].Open() {
+		cr.counted, cr.pooled, cr.move = false, false, decimal.Decimal{}
+	}
+	if whole, rest, ok := a.survivalBoth(skip, moves, c, cr); ok {
+		return whole, rest
+	}
 	return a.survivalFrom(-1, liqs, moves, c), a.survivalFrom(skip, liqs, moves, cr)
+}
+
+// survivalBoth is SurvivalBothWith's two measures from the sums c (every
+// position) and cr (skip's), the moves compared as int64s at one
+// exponent (moveKeys): the rest of the account is the whole but for
+// skip's own move, so its moves are the whole's sorted ones with that one
+// taken out, sorted once. ok is false when a move does not fit an int64
+// there (survivalFrom decides).
+func (a Account) survivalBoth(skip int, moves []decimal.Decimal, c, cr crossSum) (whole, rest Survival, ok bool) {
+	// The moves listed, in Survival's order of positions, and the one
+	// the rest leaves out (−1: none).
+	at := make([]int32, 0, len(a.Positions))
+	drop := -1
+	for i := range a.Positions {
+		p := &a.Positions[i]
+		if !p.Open() || p.Cross && !c.counted {
+			continue
+		}
+		if i == skip && (!p.Cross || !cr.counted) {
+			drop = len(at)
+		}
+		at = append(at, int32(i))
+	}
+	ks, oneK, poolK, ok := moveKeys(moves, at, c)
+	if !ok {
+		return Survival{}, Survival{}, false
+	}
+	// Together: the least of 1, the pool's move and each isolated
+	// position's, the first of equals (the pool before the positions).
+	together := func(cs crossSum, leave int) Survival {
+		s := Survival{Known: true, Together: one}
+		best := oneK
+		if cs.pooled && poolK < best {
+			s.Together, s.First, best = cs.move, CrossPool, poolK
+		}
+		for n, k := range ks {
+			i := at[n]
+			if p := &a.Positions[i]; !p.Cross && n != leave && k < best {
+				s.Together, s.First, best = moves[i], p.Symbol, k
+			}
+		}
+		s.Lost = s.Together.Mul(c.notional).Round(2)
+		return s
+	}
+	whole, rest = together(c, -1), together(cr, drop)
+	// Sorted by move, the place breaking ties: the decimals' stable sort.
+	order := make([]int32, len(ks))
+	for n := range order {
+		order[n] = int32(n)
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		if c := cmp.Compare(ks[x], ks[y]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	whole.Alone = make([]Move, len(order))
+	for j, n := range order {
+		i := at[n]
+		whole.Alone[j] = Move{Symbol: a.Positions[i].Symbol, Move: moves[i]}
+	}
+	rest.Alone = whole.Alone
+	if drop >= 0 {
+		rest.Alone = make([]Move, 0, len(order)-1)
+		for j, n := range order {
+			if int(n) != drop {
+				rest.Alone = append(rest.Alone, whole.Alone[j])
+			}
+		}
+	}
+	return whole, rest, true
+}
+
+// moveKeys are the listed moves (moves[at[n]]), 1 and the cross pool's
+// move as int64 coefficients at the least of their exponents, which
+// order as the decimals do; ok is false when one does not fit.
+func moveKeys(moves []decimal.Decimal, at []int32, c crossSum) (ks []int64, oneK, poolK int64, ok bool) {
+	e := int32(0)
+	for _, i := range at {
+		e = min(e, moves[i].Exponent())
+	}
+	if c.pooled {
+		e = min(e, c.move.Exponent())
+	}
+	key := func(d decimal.Decimal) (int64, bool) {
+		f, ok := toFixed(d)
+		if ok {
+			f, ok = f.rescale(e)
+		}
+		return f.v, ok
+	}
+	if oneK, ok = key(one); !ok {
+		return nil, 0, 0, false
+	}
+	if c.pooled {
+		if poolK, ok = key(c.move); !ok {
+			return nil, 0, 0, false
+		}
+	}
+	ks = make([]int64, len(at))
+	for n, i := range at {
+		if ks[n], ok = key(moves[i]); !ok {
+			return nil, 0, 0, false
+		}
+	}
+	return ks, oneK, poolK, true
 }
 
 // Moves is each open position's smallest adverse move of its index alone
@@ -501,10 +614,19 @@ func CappedMove(direction string, index, liq decimal.Decimal) decimal.Decimal {
 // cappedMove is CappedMove.
 func cappedMove(direction string, index, liq decimal.Decimal) decimal.Decimal {
 	d, ok := Distance(direction, index, liq)
-	if !ok || d.GreaterThan(one) {
+	if !ok || moreThanOne(d) {
 		return one
 	}
 	return d
+}
+
+// moreThanOne is d.GreaterThan(one), on the coefficient where it fits an
+// int64 (comparing with one rescales both in math/big).
+func moreThanOne(d decimal.Decimal) bool {
+	if f, ok := toFixed(d); ok && f.e <= 0 && f.e >= -18 {
+		return f.v > int64(pow10u[-f.e])
+	}
+	return d.GreaterThan(one)
 }
 
 // Compare orders two measures: +1 when s lets the account survive larger

@@ -109,18 +109,27 @@ type Account struct {
 // LiquidationPrice returns position i's liquidation price, 0 for a
 // position with no quantity (and for a long no positive price liquidates).
 func (a Account) LiquidationPrice(i int) decimal.Decimal {
-	p := a.Positions[i]
-	if !p.Open() {
+	p := &a.Positions[i]
+	switch {
+	case !p.Open():
 		return decimal.Zero
+	case !p.Cross:
+		return p.liquidationPriceAt(p.Margin())
 	}
-	return a.liquidationPrice(i, a.Collateral(i))
+	return p.liquidationPriceAt(a.Collateral(i))
 }
 
 func (a Account) liquidationPrice(i int, collateral decimal.Decimal) decimal.Decimal {
-	p := a.Positions[i]
+	p := &a.Positions[i]
 	if !p.Open() {
 		return decimal.Zero
 	}
+	return p.liquidationPriceAt(collateral)
+}
+
+// liquidationPriceAt is the open position p's liquidation price backed
+// by collateral.
+func (p *Position) liquidationPriceAt(collateral decimal.Decimal) decimal.Decimal {
 	return LiquidationPrice(p.Direction, p.Quantity, p.Entry, collateral, MaintenanceRate(p.RiskLimit, p.EntryValue()), p.Scale)
 }
 

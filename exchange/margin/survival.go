@@ -239,8 +239,8 @@ func (a Account) LiquidationPricesWith(l *Liquidations) []decimal.Decimal {
 	if a.HasOpenCross() {
 		liqs = a.CrossLiquidationPrices()
 	}
-	for i, p := range a.Positions {
-		if p.Open() && !p.Cross {
+	for i := range a.Positions {
+		if p := &a.Positions[i]; p.Open() && !p.Cross {
 			liqs[i] = l.Of(a, i)
 		}
 	}

@@ -209,7 +209,7 @@ const (
 // false when float64 cannot prove the decimal answer and riskLevelExact must
 // decide.
 func riskLevelFloat(direction string, q, entry, collateral, mmr, index decimal.Decimal) (int, bool) {
-	qf, ef, cf, mf, xf := floatOf(q), floatOf(entry), floatOf(collateral), floatOf(mmr), floatOf(index)
+	qf, ef, cf, mf, xf := q.InexactFloat64(), entry.InexactFloat64(), collateral.InexactFloat64(), mmr.InexactFloat64(), index.InexactFloat64()
 	for _, f := range [...]float64{qf, ef, cf, mf, xf} {
 		// NaN fails the comparison too.
 		if !(math.Abs(f) < floatMaxInput) {

@@ -13,10 +13,15 @@ import (
 // a division in math/big per figure, and the margin arithmetic reads
 // hundreds of figures a prediction.
 func floatOf(d decimal.Decimal) float64 {
-	if d.NumDigits() <= 18 {
-		if f, ok := nearestFloat(d.CoefficientInt64(), d.Exponent()); ok {
-			return f
-		}
+	if d.NumDigits() > 18 {
+		return d.InexactFloat64()
+	}
+	v, e := d.CoefficientInt64(), d.Exponent()
+	if e <= 0 && e > -int32(len(pow10f)) && v >= -1<<53 && v <= 1<<53 {
+		return float64(v) / pow10f[-e] // both exact: one correctly rounded division
+	}
+	if f, ok := nearestFloat(v, e); ok {
+		return f
 	}
 	return d.InexactFloat64()
 }

@@ -139,9 +139,7 @@ func (b stressBook) forfeit() Forfeit {
 	out.Parts = b.poolParts(out.Parts)
 	// Nearest first: the parts' keys sorted by |K|, ties in the order
 	// they were found (a stable sort, written as one), then the parts laid
-	// out in it in place, each cycle of the order followed once (sorting
-	// the parts themselves moves 136 bytes a swap, and a sorted copy is a
-	// second list of them).
+	// out in it (sorting the parts themselves moves 136 bytes a swap).
 	type key struct {
 		k float64
 		i int32
@@ -156,27 +154,12 @@ func (b stressBook) forfeit() Forfeit {
 		}
 		return cmp.Compare(x.i, y.i)
 	})
-	for s := range keys {
-		// Place j takes the part at keys[j].i; a place is written once,
-		// after the part it held was read.
-		if keys[s].i < 0 || int(keys[s].i) == s {
-			continue
-		}
-		first, j := out.Parts[s], s
-		for {
-			k := int(keys[j].i)
-			keys[j].i = -1 // placed
-			if k == s {
-				out.Parts[j] = first
-				break
-			}
-			out.Parts[j], j = out.Parts[k], k
-		}
+	sorted := make([]ForfeitPart, len(out.Parts))
+	for i, k := range keys {
+		sorted[i] = out.Parts[k.i]
+		out.Expected += sorted[i].Weight * sorted[i].Prob * sorted[i].Amount
 	}
-	for i := range out.Parts {
-		p := &out.Parts[i]
-		out.Expected += p.Weight * p.Prob * p.Amount
-	}
+	out.Parts = sorted
 	return out
 }
 

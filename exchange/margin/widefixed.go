@@ -102,15 +102,24 @@ func (a wide) sub(b wide) (wide, bool) {
 // it: 19 digits fit where fixed stops at 18 (100 held to 16 places is
 // 10^18·10^-16, 19 digits).
 func wideFrom(d decimal.Decimal) (wide, bool) {
-	if d.NumDigits() > 19 {
+	n := d.NumDigits()
+	if n > 19 {
 		return wide{}, false
 	}
 	v := d.CoefficientInt64()
+	if n <= 18 { // an int64: its own sign
+		w := wide{lo: uint64(v), e: d.Exponent()}
+		if v < 0 {
+			w.hi = -1
+		}
+		return w, true
+	}
+	neg := d.IsNegative()
 	m := uint64(v)
-	if d.IsNegative() {
+	if neg {
 		m = uint64(-v)
 	}
-	return signed(u128{lo: m}, d.IsNegative(), d.Exponent())
+	return signed(u128{lo: m}, neg, d.Exponent())
 }
 
 // mul is a·b, as decimal.Decimal.Mul gives it, for a and b whose

@@ -144,8 +144,12 @@ const minSnapshotAge = 3 * time.Second
 
 // stress is the stress grid's settings of the config.
 func (c Config) stress() model.Stress {
-	return model.Stress{Horizon: c.StressHorizon, Floor: c.StressSigmaFloor, Likely: c.StressLikely, FastMove: c.FastMove, FastWindow: c.FastMoveWindow,
-		OrderCost: c.OrderCost, Dust: decimal.NewFromFloat(c.DustNotional), AsAsked: c.OrdersAsAsked}
+	return model.Stress{Horizon: c.StressHorizon, Floor: c.StressSigmaFloor, Likely: c.StressLikely, FastMove: c.FastMove, FastWindow: c.FastMoveWindow}
+}
+
+// orders is how the config has a decision judge an order.
+func (c Config) orders() model.Orders {
+	return model.Orders{Cost: c.OrderCost, Dust: decimal.NewFromFloat(c.DustNotional), AsAsked: c.OrdersAsAsked}
 }
 
 // reconcileSettings are the settings the reconciler reads.

@@ -42,12 +42,13 @@ type Watch struct {
 	// lines are the account's, reused from tick to tick.
 	lines []margin.Line
 	// vol follows the indexes' volatility, read from hist when first
-	// seen (warm); stress is the grid's settings (engine.stress_*), set
-	// each tick.
+	// seen (warm); stress is the grid's settings (engine.stress_*) and
+	// orders how a decision judges an order, set each tick.
 	vol    volatility
 	hist   History
 	log    *slog.Logger
 	stress Stress
+	orders Orders
 	// stressAt is when the status's stress grid was last worked out.
 	stressAt time.Time
 	// rules are the rules in force and fastDistance the fast lane's
@@ -76,17 +77,23 @@ type Stress struct {
 	// FastWindow is in a fast move (volatility.fast).
 	FastMove   float64
 	FastWindow time.Duration
-	// OrderCost and Dust: act.Model.OrderCost and DustNotional;
-	// AsAsked: act.Model.OrdersAsAsked.
-	OrderCost float64
-	Dust      decimal.Decimal
-	AsAsked   bool
+}
+
+// Orders are how the tick's decisions judge an order (engine.order_cost,
+// engine.dust_notional, engine.orders_as_asked): Cost is
+// act.Model.OrderCost, Dust its DustNotional and AsAsked its
+// OrdersAsAsked.
+type Orders struct {
+	Cost    float64
+	Dust    decimal.Decimal
+	AsAsked bool
 }
 
 // Settings are what the tick's model reads of the engine's settings and
 // rules, set at each tick (Observe).
 type Settings struct {
 	Stress Stress
+	Orders Orders
 	// Rules are the rules in force, FastDistance the fast lane's distance
 	// (0 when the lane is off): the floor no settings call may leave a
 	// position under.
@@ -105,7 +112,7 @@ func (m *Watch) Begin(now time.Time, inFlight string) {
 // price for σ, and the settings s the tick's account view reads.
 func (m *Watch) Observe(now time.Time, v *market.View, s Settings) {
 	m.vol.observe(now, v.Rows)
-	m.stress, m.rules, m.fastDistance = s.Stress, s.Rules, s.FastDistance
+	m.stress, m.orders, m.rules, m.fastDistance = s.Stress, s.Orders, s.Rules, s.FastDistance
 }
 
 // Moved moves the tick's view on to next when the tick that decided at is

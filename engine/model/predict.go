@@ -78,7 +78,7 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	v.Liqs = &m.liqs
 	v.Sigma, v.Likely = m.Sigma(tv, m.stress), m.stress.Likely
 	v.Floor, v.Fast = m.floorOf(), m.fastOf(tv, m.stress)
-	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.stress.OrderCost, m.stress.Dust, m.stress.AsAsked
+	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.orders.Cost, m.orders.Dust, m.orders.AsAsked
 	m.view = v
 	return v
 }

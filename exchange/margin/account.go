@@ -109,25 +109,56 @@ type Account struct {
 // LiquidationPrice returns position i's liquidation price, 0 for a
 // position with no quantity (and for a long no positive price liquidates).
 func (a Account) LiquidationPrice(i int) decimal.Decimal {
-	p := a.Positions[i]
-	if !p.Open() {
+	p := &a.Positions[i]
+	switch {
+	case !p.Open():
 		return decimal.Zero
+	case !p.Cross:
+		return p.liquidationPriceAt(p.Margin())
 	}
-	return a.liquidationPrice(i, a.Collateral(i))
+	return p.liquidationPriceAt(a.Collateral(i))
 }
 
 func (a Account) liquidationPrice(i int, collateral decimal.Decimal) decimal.Decimal {
-	p := a.Positions[i]
+	p := &a.Positions[i]
 	if !p.Open() {
 		return decimal.Zero
 	}
+	return p.liquidationPriceAt(collateral)
+}
+
+// liquidationPriceAt is the open position p's liquidation price backed
+// by collateral.
+func (p *Position) liquidationPriceAt(collateral decimal.Decimal) decimal.Decimal {
 	return LiquidationPrice(p.Direction, p.Quantity, p.Entry, collateral, MaintenanceRate(p.RiskLimit, p.EntryValue()), p.Scale)
 }
 
 // CrossLiquidationPrices returns every cross position's liquidation price
 // (zero for the others), computing the cross pool once.
 func (a Account) CrossLiquidationPrices() []decimal.Decimal {
-	return a.CrossLiquidationPricesWith(a.Collaterals())
+	cs, ok := a.collateralsWide()
+	if !ok {
+		return a.CrossLiquidationPricesWith(a.Collaterals())
+	}
+	// Each price from its collateral read as a float64 where float64
+	// proves the rounding (liquidationPriceFloats), the collateral made a
+	// decimal only where it does not.
+	out := make([]decimal.Decimal, len(a.Positions))
+	for i := range a.Positions {
+		p := &a.Positions[i]
+		if !p.Cross || !p.Open() {
+			continue
+		}
+		mmr := MaintenanceRate(p.RiskLimit, p.EntryValue())
+		if p.Scale >= 0 && p.Scale <= 18 {
+			if liq, ok := liquidationPriceFloats(p.Direction, floatOf(p.Quantity), floatOf(p.Entry), cs[i].float(), floatOf(mmr), p.Scale); ok {
+				out[i] = liq
+				continue
+			}
+		}
+		out[i] = LiquidationPrice(p.Direction, p.Quantity, p.Entry, cs[i].dec(), mmr, p.Scale)
+	}
+	return out
 }
 
 // CrossLiquidationPricesWith is CrossLiquidationPrices with the cross
@@ -161,26 +192,85 @@ func (a Account) Collateral(i int) decimal.Decimal {
 // margin but i's.
 func (a Account) Collaterals() []decimal.Decimal {
 	out := make([]decimal.Decimal, len(a.Positions))
-	// In int64 while every figure fits one: the same sums in the same
-	// order, value and exponent (collateralsFixed).
-	if free, ok := toFixed(a.Free); ok {
-		var buf [16]fitTerms
-		t := buf[:0]
-		if len(a.Positions) > len(buf) {
-			t = make([]fitTerms, 0, len(a.Positions))
-		}
-		for _, p := range a.Positions {
-			var ft fitTerms
-			if p.Cross && p.Open() {
-				ft = fitTerms{ev: p.EntryValue(), margin: p.Margin(), mm: p.Maintenance()}
+	// In 128-bit integers while every figure fits an int64: the same sums
+	// in the same order, value and exponent (collateralsWide).
+	if cs, ok := a.collateralsWide(); ok {
+		for i := range a.Positions {
+			if p := &a.Positions[i]; p.Cross && p.Open() {
+				out[i] = cs[i].dec()
 			}
-			t = append(t, ft)
 		}
-		if collateralsFixed(free, a.Positions, t, out) {
-			return out
-		}
+		return out
 	}
 	return a.collateralsDecimal(out)
+}
+
+// collateralsWide is Collaterals in wide arithmetic (each position's
+// figures in an int64, the sums in 128 bits); false when a figure does
+// not fit.
+func (a Account) collateralsWide() ([]wide, bool) {
+	pool, ok := wideFrom(a.Free)
+	if !ok {
+		return nil, false
+	}
+	n := len(a.Positions)
+	buf := make([]wide, 3*n)
+	out, pnl, mm := buf[:n], buf[n:2*n], buf[2*n:]
+	var totalMM wide
+	for i := range a.Positions {
+		p := &a.Positions[i]
+		if !p.Cross || !p.Open() {
+			continue
+		}
+		margin, ok1 := wideFrom(p.Margin())
+		m, ok2 := wideFrom(p.Maintenance())
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		mm[i] = m
+		var ok bool
+		if pool, ok = pool.add(margin); !ok {
+			return nil, false
+		}
+		if totalMM, ok = totalMM.add(mm[i]); !ok {
+			return nil, false
+		}
+		if p.Index.IsPositive() {
+			q, ok1 := wideFrom(p.Quantity)
+			x, ok2 := wideFrom(p.Index)
+			ev, ok3 := wideFrom(p.EntryValue())
+			if !ok1 || !ok2 || !ok3 {
+				return nil, false
+			}
+			n, ok := q.mul(x)
+			if ok && p.Direction == exchange.Short {
+				pnl[i], ok = ev.sub(n)
+			} else if ok {
+				pnl[i], ok = n.sub(ev)
+			}
+			if !ok {
+				return nil, false
+			}
+			if pool, ok = pool.add(pnl[i]); !ok {
+				return nil, false
+			}
+		}
+	}
+	for i := range a.Positions {
+		if p := &a.Positions[i]; p.Cross && p.Open() {
+			x, ok1 := pool.sub(pnl[i])
+			y, ok2 := totalMM.sub(mm[i])
+			if !ok1 || !ok2 {
+				return nil, false
+			}
+			c, ok := x.sub(y)
+			if !ok {
+				return nil, false
+			}
+			out[i] = c
+		}
+	}
+	return out, true
 }
 
 // collateralsDecimal is Collaterals in decimals, into out.
@@ -252,11 +342,12 @@ func Distance(direction string, index, liq decimal.Decimal) (d decimal.Decimal, 
 	if !index.IsPositive() || !liq.IsPositive() {
 		return decimal.Zero, false
 	}
-	d, ok = distance16(index, liq)
-	if !ok {
-		d = index.Sub(liq).DivRound(index, 16)
+	short := direction == exchange.Short
+	if d, ok = distance16Signed(index, liq, short); ok {
+		return d, true
 	}
-	if direction == exchange.Short {
+	d = index.Sub(liq).DivRound(index, 16)
+	if short {
 		d = d.Neg()
 	}
 	return d, true

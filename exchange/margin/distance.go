@@ -17,6 +17,12 @@ var pow10u = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 // exponent, rounded half away from zero as DivRound rounds, without
 // math/big. ok is false when they do not fit.
 func distance16(index, liq decimal.Decimal) (decimal.Decimal, bool) {
+	return distance16Signed(index, liq, false)
+}
+
+// distance16Signed is distance16, negated when neg (Neg's value and
+// exponent: a short's distance), without a second decimal.
+func distance16Signed(index, liq decimal.Decimal, neg bool) (decimal.Decimal, bool) {
 	if index.NumDigits() > 18 || liq.NumDigits() > 18 {
 		return decimal.Decimal{}, false
 	}
@@ -45,7 +51,7 @@ func distance16(index, liq decimal.Decimal) (decimal.Decimal, bool) {
 		return decimal.Decimal{}, false // the quotient would not fit
 	}
 	c := int64(q.lo)
-	if n < 0 {
+	if (n < 0) != neg {
 		c = -c
 	}
 	return decimal.New(c, -16), true

@@ -8,7 +8,7 @@ import (
 )
 
 // distance16 is index.Sub(liq).DivRound(index, 16), value and exponent,
-// wherever it answers: seeded prices of every scale, liquidation prices
+// and distance16Signed its Neg, wherever it answers: seeded prices of every scale, liquidation prices
 // above and below, exact halves, and coefficients near the limits, where
 // it must leave the answer to the decimal division.
 func TestDistance16MatchesDivRound(t *testing.T) {
@@ -19,8 +19,12 @@ func TestDistance16MatchesDivRound(t *testing.T) {
 		if !ok {
 			return false
 		}
-		if want := index.Sub(liq).DivRound(index, 16); !SameDec(got, want) {
+		want := index.Sub(liq).DivRound(index, 16)
+		if !SameDec(got, want) {
 			t.Fatalf("distance16(%s, %s) = %s, DivRound %s", index, liq, got, want)
+		}
+		if neg, ok := distance16Signed(index, liq, true); !ok || !SameDec(neg, want.Neg()) {
+			t.Fatalf("distance16Signed(%s, %s, true) = %s %t, Neg %s", index, liq, neg, ok, want.Neg())
 		}
 		return true
 	}

@@ -122,25 +122,29 @@ func TestCrossBasesMatchCollaterals(t *testing.T) {
 	}
 }
 
-// Collaterals in int64 is Collaterals in decimals, value and exponent, on
-// seeded accounts stepped with index moves, held and maintenance margins
-// set or not, free balances of several exponents, and figures too large
-// for an int64 (the decimals then decide).
-func TestCollateralsFixedMatchesDecimal(t *testing.T) {
+// Collaterals in 128 bits is Collaterals in decimals, value and exponent,
+// and CrossLiquidationPrices from them each position's LiquidationPrice,
+// on seeded accounts stepped with index moves, held and maintenance
+// margins set or not (held to 16 places: sums past an int64), free
+// balances of several exponents, and figures too large for an int64 (the
+// decimals then decide).
+func TestCollateralsWideMatchesDecimal(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(23, 61))
-	viaFixed, viaDecimal := 0, 0
+	viaWide, viaDecimal, pastInt64 := 0, 0, 0
 	free := func(r *rand.Rand) decimal.Decimal { return decimal.New(int64(r.IntN(1_000_000)), -int32(r.IntN(4))) }
 	shortAccounts(r, 400, 20, free, func(n, step int, m Account) {
 		for i := range m.Positions {
 			p := &m.Positions[i]
-			switch r.IntN(4) {
+			switch r.IntN(5) {
 			case 0:
 				p.Held, p.MM = decimal.Zero, decimal.Zero // the model's own
 			case 1:
 				p.MM = p.Maintenance()
 			case 2:
 				p.Held = p.Margin().Add(decimal.New(int64(r.IntN(100)), -2))
+			case 3:
+				p.Held = p.EntryValue().Div(decimal.NewFromInt(int64(p.Leverage))) // 16 places
 			}
 		}
 		switch r.IntN(12) {
@@ -154,43 +158,49 @@ func TestCollateralsFixedMatchesDecimal(t *testing.T) {
 		}
 		want := m.collateralsDecimal(make([]decimal.Decimal, len(m.Positions)))
 		got := m.Collaterals()
-		terms := make([]fitTerms, len(m.Positions))
-		for i, p := range m.Positions {
-			if p.Cross && p.Open() {
-				terms[i] = fitTerms{ev: p.EntryValue(), margin: p.Margin(), mm: p.Maintenance()}
+		if cs, ok := m.collateralsWide(); ok {
+			viaWide++
+			if slices.ContainsFunc(cs, func(w wide) bool { return !w.fitsInt64() }) {
+				pastInt64++
 			}
-		}
-		if fx, ok := toFixed(m.Free); ok && collateralsFixed(fx, m.Positions, terms, make([]decimal.Decimal, len(m.Positions))) {
-			viaFixed++
 		} else {
 			viaDecimal++
 		}
+		liqs := m.CrossLiquidationPrices()
 		for i := range want {
 			if !SameDec(got[i], want[i]) {
 				t.Fatalf("account %d, step %d, position %d: %s (exponent %d), in decimals %s (exponent %d)",
 					n, step, i, got[i], got[i].Exponent(), want[i], want[i].Exponent())
 			}
+			if m.Positions[i].Cross && !SameDec(liqs[i], m.LiquidationPrice(i)) {
+				t.Fatalf("account %d, step %d, position %d: liquidation %s, LiquidationPrice %s", n, step, i, liqs[i], m.LiquidationPrice(i))
+			}
 		}
 	})
-	if viaFixed < viaDecimal || viaDecimal == 0 {
-		t.Fatalf("the paths were not both taken, most in int64: %d in int64, %d in decimals", viaFixed, viaDecimal)
+	if viaWide < viaDecimal || viaDecimal == 0 || pastInt64 == 0 {
+		t.Fatalf("the paths were not all taken, most in 128 bits: %d in 128 bits (%d past an int64), %d in decimals", viaWide, pastInt64, viaDecimal)
 	}
 }
 
-// crossMove's sums in int64 are its sums in decimals: move and notional in
-// value and exponent, the counts and flags, for every skip, with and
-// without the isolated positions' notional.
-func TestCrossMoveFixedMatchesDecimal(t *testing.T) {
+// crossMove's sums in 128 bits are its sums in decimals: move and
+// notional in value and exponent, the counts and flags, for every skip,
+// with and without the isolated positions' notional; among the accounts,
+// margins held to 16 places (EV/leverage), whose sums outgrow an int64.
+func TestCrossMoveWideMatchesDecimal(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(29, 3))
-	viaFixed, viaDecimal := 0, 0
+	viaWide, viaDecimal, pastInt64 := 0, 0, 0
 	free := func(r *rand.Rand) decimal.Decimal {
 		return decimal.New(int64(r.IntN(1_000_000)-200_000), -int32(r.IntN(4)))
 	}
 	shortAccounts(r, 300, 15, free, func(n, step int, m Account) {
+		sixteen := r.IntN(3) == 0
 		for i := range m.Positions {
 			p := &m.Positions[i]
-			if r.IntN(3) == 0 {
+			switch {
+			case sixteen:
+				p.Held, p.MM = p.EntryValue().Div(decimal.NewFromInt(int64(p.Leverage))), p.Maintenance()
+			case r.IntN(3) == 0:
 				p.Held, p.MM = p.Margin().Add(decimal.New(int64(r.IntN(100)), -2)), p.Maintenance()
 			}
 			if r.IntN(40) == 0 {
@@ -203,12 +213,15 @@ func TestCrossMoveFixedMatchesDecimal(t *testing.T) {
 		for skip := -1; skip < len(m.Positions); skip++ {
 			for _, withNotional := range []bool{false, true} {
 				want, wantOK := m.crossMoveDecimal(skip, withNotional)
-				got, gotOK, fits := m.crossMoveFixed(skip, withNotional)
+				got, gotOK, fits := m.crossMoveWide(skip, withNotional)
 				if !fits {
 					viaDecimal++
 					continue
 				}
-				viaFixed++
+				viaWide++
+				if s, ok, _ := m.crossSumsWide(skip, withNotional); ok && (!s.left.fitsInt64() || !s.notional.fitsInt64()) {
+					pastInt64++
+				}
 				if gotOK != wantOK || got.counted != want.counted || got.pooled != want.pooled || got.positions != want.positions ||
 					!SameDec(got.move, want.move) || !SameDec(got.notional, want.notional) {
 					t.Fatalf("account %d, step %d, skip %d, notional %t: %+v %t, in decimals %+v %t", n, step, skip, withNotional, got, gotOK, want, wantOK)
@@ -216,8 +229,8 @@ func TestCrossMoveFixedMatchesDecimal(t *testing.T) {
 			}
 		}
 	})
-	if viaFixed < viaDecimal || viaDecimal == 0 {
-		t.Fatalf("the paths were not both taken, most in int64: %d in int64, %d in decimals", viaFixed, viaDecimal)
+	if viaWide < viaDecimal || viaDecimal == 0 || pastInt64 == 0 {
+		t.Fatalf("the paths were not all taken, most in 128 bits: %d in 128 bits (%d past an int64), %d in decimals", viaWide, pastInt64, viaDecimal)
 	}
 }
 

@@ -329,8 +329,8 @@ func forfeitReference(a Account, sigma func(string) float64) ([]refPart, bool) {
 	return out, true
 }
 
-// sameForfeit reports where got differs from the reference: every part the
-// reference finds within reach is there, its points within the grid
+// sameForfeit reports where got differs from the reference: its parts
+// nearest first, every part the reference finds within reach is there, its points within the grid
 // move that found them, its probability and amount in the bracket; every
 // other part of got lies beyond the reference's reach; the expected loss
 // between the brackets' sums.
@@ -344,7 +344,10 @@ func sameForfeit(got Forfeit, ref []refPart, known bool) string {
 		family string
 	}
 	parts := map[key]ForfeitPart{}
-	for _, p := range got.Parts {
+	for i, p := range got.Parts {
+		if i > 0 && math.Abs(p.K) < math.Abs(got.Parts[i-1].K) {
+			return fmt.Sprintf("part %d (K %g) after one at K %g: not nearest first", i, p.K, got.Parts[i-1].K)
+		}
 		k := key{p.At, p.Family}
 		if _, dup := parts[k]; dup {
 			return fmt.Sprintf("part %+v twice", p)

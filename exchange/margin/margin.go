@@ -102,7 +102,13 @@ func liquidationPriceFloat(direction string, q, entry, collateral, mmr decimal.D
 	if scale < 0 || scale > 18 {
 		return decimal.Decimal{}, false
 	}
-	qf, ef, cf, mf := q.InexactFloat64(), entry.InexactFloat64(), collateral.InexactFloat64(), mmr.InexactFloat64()
+	return liquidationPriceFloats(direction, floatOf(q), floatOf(entry), floatOf(collateral), floatOf(mmr), scale)
+}
+
+// liquidationPriceFloats is liquidationPriceFloat on its figures read as
+// float64s, each within a few units of float64's rounding (the error
+// bound covers a thousand times more), for a scale in 0..18.
+func liquidationPriceFloats(direction string, qf, ef, cf, mf float64, scale int32) (decimal.Decimal, bool) {
 	for _, f := range [...]float64{qf, ef, cf, mf} {
 		// NaN fails the comparison too.
 		if !(math.Abs(f) < floatMaxInput) {

@@ -759,5 +759,5 @@ func signedPct(f float64) string {
 }
 
 // toF is d as a float64 (money leaves decimal here: the grid is a
-// statistic).
-func toF(d decimal.Decimal) float64 { return d.InexactFloat64() }
+// statistic): InexactFloat64's, bit for bit, on the coefficient (floatOf).
+func toF(d decimal.Decimal) float64 { return floatOf(d) }

@@ -94,9 +94,122 @@ func (a Account) SurvivalBothWith(skip int, liqs, moves []decimal.Decimal, notio
 	if notional != nil {
 		c.notional = *notional
 	}
-	cr, _ := a.crossMove(skip, false)
-	cr.notional = c.notional // every open position's, whichever is skipped
+	// Skipping a position changes the sums only in whether the pool
+	// counts: not when skip is the one open cross position.
+	cr := c
+	if skip >= 0 && c.positions == 1 && a.Positions[skip].Cross && a.Positions[skip].Open() {
+		cr.counted, cr.pooled, cr.move = false, false, decimal.Decimal{}
+	}
+	if whole, rest, ok := a.survivalBoth(skip, moves, c, cr); ok {
+		return whole, rest
+	}
 	return a.survivalFrom(-1, liqs, moves, c), a.survivalFrom(skip, liqs, moves, cr)
+}
+
+// survivalBoth is SurvivalBothWith's two measures from the sums c (every
+// position) and cr (skip's), the moves compared as int64s at one
+// exponent (moveKeys): the rest of the account is the whole but for
+// skip's own move, so its moves are the whole's sorted ones with that one
+// taken out, sorted once. ok is false when a move does not fit an int64
+// there (survivalFrom decides).
+func (a Account) survivalBoth(skip int, moves []decimal.Decimal, c, cr crossSum) (whole, rest Survival, ok bool) {
+	// The moves listed, in Survival's order of positions, and the one
+	// the rest leaves out (−1: none).
+	at := make([]int32, 0, len(a.Positions))
+	drop := -1
+	for i := range a.Positions {
+		p := &a.Positions[i]
+		if !p.Open() || p.Cross && !c.counted {
+			continue
+		}
+		if i == skip && (!p.Cross || !cr.counted) {
+			drop = len(at)
+		}
+		at = append(at, int32(i))
+	}
+	ks, oneK, poolK, ok := moveKeys(moves, at, c)
+	if !ok {
+		return Survival{}, Survival{}, false
+	}
+	// Together: the least of 1, the pool's move and each isolated
+	// position's, the first of equals (the pool before the positions).
+	together := func(cs crossSum, leave int) Survival {
+		s := Survival{Known: true, Together: one}
+		best := oneK
+		if cs.pooled && poolK < best {
+			s.Together, s.First, best = cs.move, CrossPool, poolK
+		}
+		for n, k := range ks {
+			i := at[n]
+			if p := &a.Positions[i]; !p.Cross && n != leave && k < best {
+				s.Together, s.First, best = moves[i], p.Symbol, k
+			}
+		}
+		s.Lost = s.Together.Mul(c.notional).Round(2)
+		return s
+	}
+	whole, rest = together(c, -1), together(cr, drop)
+	// Sorted by move, the place breaking ties: the decimals' stable sort.
+	order := make([]int32, len(ks))
+	for n := range order {
+		order[n] = int32(n)
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		if c := cmp.Compare(ks[x], ks[y]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	whole.Alone = make([]Move, len(order))
+	for j, n := range order {
+		i := at[n]
+		whole.Alone[j] = Move{Symbol: a.Positions[i].Symbol, Move: moves[i]}
+	}
+	rest.Alone = whole.Alone
+	if drop >= 0 {
+		rest.Alone = make([]Move, 0, len(order)-1)
+		for j, n := range order {
+			if int(n) != drop {
+				rest.Alone = append(rest.Alone, whole.Alone[j])
+			}
+		}
+	}
+	return whole, rest, true
+}
+
+// moveKeys are the listed moves (moves[at[n]]), 1 and the cross pool's
+// move as int64 coefficients at the least of their exponents, which
+// order as the decimals do; ok is false when one does not fit.
+func moveKeys(moves []decimal.Decimal, at []int32, c crossSum) (ks []int64, oneK, poolK int64, ok bool) {
+	e := int32(0)
+	for _, i := range at {
+		e = min(e, moves[i].Exponent())
+	}
+	if c.pooled {
+		e = min(e, c.move.Exponent())
+	}
+	key := func(d decimal.Decimal) (int64, bool) {
+		f, ok := toFixed(d)
+		if ok {
+			f, ok = f.rescale(e)
+		}
+		return f.v, ok
+	}
+	if oneK, ok = key(one); !ok {
+		return nil, 0, 0, false
+	}
+	if c.pooled {
+		if poolK, ok = key(c.move); !ok {
+			return nil, 0, 0, false
+		}
+	}
+	ks = make([]int64, len(at))
+	for n, i := range at {
+		if ks[n], ok = key(moves[i]); !ok {
+			return nil, 0, 0, false
+		}
+	}
+	return ks, oneK, poolK, true
 }
 
 // Moves is each open position's smallest adverse move of its index alone
@@ -126,8 +239,8 @@ func (a Account) LiquidationPricesWith(l *Liquidations) []decimal.Decimal {
 	if a.HasOpenCross() {
 		liqs = a.CrossLiquidationPrices()
 	}
-	for i, p := range a.Positions {
-		if p.Open() && !p.Cross {
+	for i := range a.Positions {
+		if p := &a.Positions[i]; p.Open() && !p.Cross {
 			liqs[i] = l.Of(a, i)
 		}
 	}
@@ -235,11 +348,12 @@ func (a Account) Together(liqs []decimal.Decimal) (together decimal.Decimal, fir
 // TogetherAtLeast reports whether Together(liqs) is known to be at least
 // bound without computing it: every term of its minimum (1, the cross
 // pool's move, each isolated position's) is compared with bound. The
-// terms' numerators and denominators are summed exactly in int64, and
+// terms' numerators and denominators are summed exactly in 128 bits, and
 // each quotient is compared in float64 with a margin a million times
 // float64's error, so "at least" is never said of a Together below bound.
 // false means Together must decide: below bound or too near it, a figure
-// too large for an int64, or no index price. A backtest that keeps the
+// too large for an int64 (a sum too large for 128 bits), or no index
+// price. A backtest that keeps the
 // worst Together it has seen skips most samples this way. bound is a
 // Together of some account (at most 16 places): since Together rounds its
 // quotients to 16 places, an exact move at least bound rounds to at least
@@ -248,21 +362,21 @@ func (a Account) TogetherAtLeast(liqs []decimal.Decimal, bound decimal.Decimal) 
 	if bound.GreaterThan(one) {
 		return false
 	}
-	b := bound.InexactFloat64()
-	s, ok, fits := a.crossSumsFixed(-1, false)
+	b := floatOf(bound)
+	s, ok, fits := a.crossSumsWide(-1, false)
 	if !ok || !fits {
 		return false
 	}
-	atLeast := func(num, den fixed) bool { // num/den ≥ bound, den > 0
-		q := num.float() / den.float()
+	atLeast := func(num, den float64) bool { // num/den ≥ bound, den > 0
+		q := num / den
 		return q-b > 1e-10*(math.Abs(q)+math.Abs(b))+math.SmallestNonzeroFloat64
 	}
-	if s.counted && s.crossNotional.v > 0 {
-		left := s.left
-		if left.v < 0 {
-			left = fixed{} // max(pool − mm, 0)
+	if s.counted && s.crossNotional.positive() {
+		left := s.left.float()
+		if s.left.negative() {
+			left = 0 // max(pool − mm, 0)
 		}
-		if !atLeast(left, s.crossNotional) {
+		if !atLeast(left, s.crossNotional.float()) {
 			return false
 		}
 	}
@@ -280,7 +394,7 @@ func (a Account) TogetherAtLeast(liqs []decimal.Decimal, bound decimal.Decimal) 
 		if ok && p.Direction == exchange.Short {
 			n, ok = n.neg()
 		}
-		if !ok || !atLeast(n, x) {
+		if !ok || !atLeast(n.float(), x.float()) {
 			return false
 		}
 	}
@@ -319,13 +433,13 @@ func (a Account) togetherExact(liqs []decimal.Decimal, together decimal.Decimal,
 // must decide.
 func (a Account) togetherFloat(liqs []decimal.Decimal, together decimal.Decimal) (at int, ok bool) {
 	const tol = 1e-12 // far above float64's error in (index − liq)/index from exact decimals
-	best, second := together.InexactFloat64(), math.Inf(1)
+	best, second := floatOf(together), math.Inf(1)
 	at = -1
 	for i, p := range a.Positions {
 		if !p.Open() || p.Cross || !liqs[i].IsPositive() {
 			continue
 		}
-		x, l := p.Index.InexactFloat64(), liqs[i].InexactFloat64()
+		x, l := floatOf(p.Index), floatOf(liqs[i])
 		if !(x > 0) || !(math.Abs(x) < floatMaxInput) || !(math.Abs(l) < floatMaxInput) {
 			return 0, false
 		}
@@ -365,44 +479,47 @@ type crossSum struct {
 // crossMove sums the open positions, their notional only when asked; ok
 // is false when one has no index price.
 func (a Account) crossMove(skip int, withNotional bool) (c crossSum, ok bool) {
-	// In int64 while every figure fits one: the same sums in the same
-	// order, value and exponent, and one decimal division.
-	if c, ok, fits := a.crossMoveFixed(skip, withNotional); fits {
+	// In 128-bit integers while every figure fits an int64 and every sum
+	// 128 bits: the same sums in the same order, value and exponent, and
+	// one decimal division.
+	if c, ok, fits := a.crossMoveWide(skip, withNotional); fits {
 		return c, ok
 	}
 	return a.crossMoveDecimal(skip, withNotional)
 }
 
-// crossMoveFixed is crossMove with its sums in fixed arithmetic; fits is
-// false when a figure does not fit an int64 (crossMoveDecimal decides).
-func (a Account) crossMoveFixed(skip int, withNotional bool) (c crossSum, ok, fits bool) {
-	s, ok, fits := a.crossSumsFixed(skip, withNotional)
+// crossMoveWide is crossMove with its sums in wide arithmetic; fits is
+// false when a figure does not fit (crossMoveDecimal decides).
+func (a Account) crossMoveWide(skip int, withNotional bool) (c crossSum, ok, fits bool) {
+	s, ok, fits := a.crossSumsWide(skip, withNotional)
 	if !ok || !fits {
 		return crossSum{}, ok, fits
 	}
 	c = crossSum{counted: s.counted, positions: s.positions, notional: s.notional.dec()}
-	if c.counted && s.crossNotional.v > 0 {
+	if c.counted && s.crossNotional.positive() {
 		c.move, c.pooled = decimal.Max(s.left.dec(), decimal.Zero).DivRound(s.crossNotional.dec(), 16), true
 	}
 	return c, true, true
 }
 
-// fixedSums are crossMove's sums before its division: left is the pool
+// wideSums are crossMove's sums before its division: left is the pool
 // less the maintenance margins (pool − Σ mm).
-type fixedSums struct {
-	left, crossNotional, notional fixed
+type wideSums struct {
+	left, crossNotional, notional wide
 	positions                     int
 	counted                       bool
 }
 
-// crossSumsFixed is crossMove's sums in fixed arithmetic.
-func (a Account) crossSumsFixed(skip int, withNotional bool) (c fixedSums, ok, fits bool) {
-	pool, fits := toFixed(a.Free)
+// crossSumsWide is crossMove's sums in wide arithmetic: each position's
+// figures in an int64 (fixed), their products and the sums in 128 bits
+// (margins held to 16 places sum past an int64 over a few positions).
+func (a Account) crossSumsWide(skip int, withNotional bool) (c wideSums, ok, fits bool) {
+	pool, fits := wideFrom(a.Free)
 	if !fits {
-		return fixedSums{}, false, false
+		return wideSums{}, false, false
 	}
-	var mm, crossNotional, notional fixed // decimal.Zero: 0·10^0
-	add := func(sum *fixed, x fixed) bool {
+	var mm, crossNotional, notional wide // decimal.Zero: 0·10^0
+	add := func(sum *wide, x wide) bool {
 		var ok bool
 		*sum, ok = sum.add(x)
 		return ok
@@ -413,44 +530,44 @@ func (a Account) crossSumsFixed(skip int, withNotional bool) (c fixedSums, ok, f
 			continue
 		}
 		if !p.Index.IsPositive() {
-			return fixedSums{}, false, true
+			return wideSums{}, false, true
 		}
 		if !p.Cross && !withNotional {
 			continue
 		}
-		q, ok1 := toFixed(p.Quantity)
-		x, ok2 := toFixed(p.Index)
+		q, ok1 := wideFrom(p.Quantity)
+		x, ok2 := wideFrom(p.Index)
 		if !ok1 || !ok2 {
-			return fixedSums{}, false, false
+			return wideSums{}, false, false
 		}
 		n, ok := q.mul(x)
 		if !ok || !add(&notional, n) {
-			return fixedSums{}, false, false
+			return wideSums{}, false, false
 		}
 		if !p.Cross {
 			continue
 		}
 		c.positions++
 		c.counted = c.counted || i != skip
-		ev, ok1 := toFixed(p.EntryValue())
-		m, ok2 := toFixed(p.Margin())
-		mnt, ok3 := toFixed(p.Maintenance())
+		ev, ok1 := wideFrom(p.EntryValue())
+		m, ok2 := wideFrom(p.Margin())
+		mnt, ok3 := wideFrom(p.Maintenance())
 		if !ok1 || !ok2 || !ok3 {
-			return fixedSums{}, false, false
+			return wideSums{}, false, false
 		}
-		var pnl fixed
+		var pnl wide
 		if p.Direction == exchange.Short {
 			pnl, ok = ev.sub(n)
 		} else {
 			pnl, ok = n.sub(ev)
 		}
 		if !ok || !add(&m, pnl) || !add(&pool, m) || !add(&mm, mnt) || !add(&crossNotional, n) {
-			return fixedSums{}, false, false
+			return wideSums{}, false, false
 		}
 	}
 	left, ok := pool.sub(mm)
 	if !ok {
-		return fixedSums{}, false, false
+		return wideSums{}, false, false
 	}
 	c.left, c.crossNotional, c.notional = left, crossNotional, notional
 	return c, true, true
@@ -497,10 +614,19 @@ func CappedMove(direction string, index, liq decimal.Decimal) decimal.Decimal {
 // cappedMove is CappedMove.
 func cappedMove(direction string, index, liq decimal.Decimal) decimal.Decimal {
 	d, ok := Distance(direction, index, liq)
-	if !ok || d.GreaterThan(one) {
+	if !ok || moreThanOne(d) {
 		return one
 	}
 	return d
+}
+
+// moreThanOne is d.GreaterThan(one), on the coefficient where it fits an
+// int64 (comparing with one rescales both in math/big).
+func moreThanOne(d decimal.Decimal) bool {
+	if f, ok := toFixed(d); ok && f.e <= 0 && f.e >= -18 {
+		return f.v > int64(pow10u[-f.e])
+	}
+	return d.GreaterThan(one)
 }
 
 // Compare orders two measures: +1 when s lets the account survive larger

@@ -26,8 +26,11 @@ type Venue struct {
 // DefaultVenue is exchange.venue's default: the signed client.
 const DefaultVenue = "rest"
 
-// DefaultVenues are the venues the program ships, as the loader sees
-// them: the signed client, which offers the whole contract.
+// DefaultVenues are the venues the loader knows when its caller passes
+// none (Options.Venues nil): the signed client, which offers the whole
+// contract. The program always passes its registry
+// (cmd/riskguard/venues.go), the one list of the venues it ships, so a
+// second venue is a row there and nothing here.
 func DefaultVenues() []Venue {
 	return []Venue{{Name: DefaultVenue, Offers: exchange.Contract()}}
 }

@@ -76,7 +76,7 @@ func (m *Main) runBacktest(ctx context.Context, args []string) error {
 		Seed:     f.seed,
 	}
 	if f.baseline != "" {
-		if opt.Baseline, err = loadRules(f.baseline, m.Getenv); err != nil {
+		if opt.Baseline, err = loadRules(f.baseline, m.Getenv, m.venues.specs()); err != nil {
 			fmt.Fprintln(m.Stderr, err)
 			return exitCode(1)
 		}
@@ -288,9 +288,9 @@ func parseSpan(s string) (time.Duration, error) {
 }
 
 // loadRules reads the rules of a rules file or of a whole configuration,
-// with the checks of every other command.
-func loadRules(path string, getenv func(string) string) (*rules.Set, error) {
-	cfg, err := config.Load(path, getenv, config.Options{SecretsOptional: true, RulesOnly: true})
+// with the checks of every other command (venues: the program's registry).
+func loadRules(path string, getenv func(string) string, venues []config.Venue) (*rules.Set, error) {
+	cfg, err := config.Load(path, getenv, config.Options{SecretsOptional: true, RulesOnly: true, Venues: venues})
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return nil, fmt.Errorf("read baseline: %w", pe)

@@ -40,7 +40,7 @@ func (m *Main) runTest(ctx context.Context, args []string) error {
 	}
 	total, failed, broken := 0, 0, 0
 	for _, path := range fs.Args() {
-		suite, err := ruletest.Load(path, loadTestRules)
+		suite, err := ruletest.Load(path, m.venues.loadTestRules)
 		if err != nil {
 			broken++
 			var list *rules.ErrorList
@@ -79,12 +79,13 @@ func (m *Main) runTest(ctx context.Context, args []string) error {
 	return nil
 }
 
-// loadTestRules reads a config file as the daemon does, without
+// loadTestRules reads a config file as the daemon does (its venue one of
+// the registry's), without
 // environment overrides so that a test gives the same result everywhere, or
 // a rules-only file (no exchange or engine section) with the engine's
 // defaults.
-func loadTestRules(path string) (*rules.Set, *engine.Config, error) {
-	cfg, err := config.Load(path, func(string) string { return "" }, config.Options{SecretsOptional: true, RulesOnly: true})
+func (vs venues) loadTestRules(path string) (*rules.Set, *engine.Config, error) {
+	cfg, err := config.Load(path, func(string) string { return "" }, config.Options{SecretsOptional: true, RulesOnly: true, Venues: vs.specs()})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -334,11 +333,43 @@ func TestRecordBuildsTheConfiguredVenue(t *testing.T) {
 	}
 }
 
-// The loader's default venues (a Load without Options.Venues) are the
-// registry's shipped rows, by name and calls.
-func TestShippedVenuesAreTheLoadersDefault(t *testing.T) {
+// TestRuleTestsReadTheRegistry: `riskguard test` and a backtest's
+// --baseline read a config's venue from the program's registry, as check
+// and run do (the registry is the one list of venues), so a venue of the
+// registry is known there and its missing calls are refused the same way.
+func TestRuleTestsReadTheRegistry(t *testing.T) {
 	t.Parallel()
-	if got, want := defaultVenues().specs(), config.DefaultVenues(); !reflect.DeepEqual(got, want) {
-		t.Errorf("registry %v, loader's default %v", got, want)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "riskguard.yaml")
+	if err := os.WriteFile(path, []byte(venueConfig("noorders", "http://127.0.0.1:9")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The backtest's own config is the same venue without the order kind.
+	own := filepath.Join(dir, "own.yaml")
+	if err := os.WriteFile(own, []byte(strings.Split(venueConfig("noorders", "http://127.0.0.1:9"), "  - name: cut-half")[0]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	suite := filepath.Join(dir, "rules.test.yaml")
+	if err := os.WriteFile(suite, []byte("rule_files: [riskguard.yaml]\ntests:\n  - name: nothing fires\n    scenario: default\n    expect:\n      - at: 0s\n        firing: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := `reduce_position needs PlaceOrder, which venue "noorders" does not offer`
+	for _, args := range [][]string{
+		{"test", suite},
+		{"backtest", "--config", own, "--baseline", path, "--csv", filepath.Join(dir, "none.csv")},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			m := &Main{Stdout: &stdout, Stderr: &stderr, Getenv: envMap(nil), venues: testVenues()}
+			err := m.Run(context.Background(), args)
+			out := stdout.String() + stderr.String()
+			if err == nil || !strings.Contains(out+err.Error(), want) {
+				t.Errorf("%v: %v, want the refusal %q\n%s", args, err, want, out)
+			}
+			if strings.Contains(out+fmt.Sprint(err), "not a venue riskguard knows") {
+				t.Errorf("%v read the venue outside the registry:\n%s", args, out)
+			}
+		})
 	}
 }

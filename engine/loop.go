@@ -180,10 +180,7 @@ func (e *Engine) join(snap *market.Snapshot) []tickRow {
 // rowsFor returns the tick's rows of snap, joining them if the tick has
 // not.
 func (e *Engine) rowsFor(snap *market.Snapshot) []tickRow {
-	if rows, ok := e.eval.joined(snap); ok {
-		return rows
-	}
-	return e.join(snap)
+	return e.eval.rowsFor(snap, &e.view, e.snaps, e.cfg.IndexNames)
 }
 
 // reachability notifies when reads have failed for a while, and once more

@@ -59,10 +59,7 @@ func (o *outcomes) Changed() { o.file.changed() }
 // Model is the tick's margin model of snap, on the tick's rows (joined
 // here when the tick has not joined snap).
 func (o *outcomes) Model(snap *market.Snapshot) *act.Model {
-	if _, ok := o.eval.joined(snap); !ok {
-		o.view.Join(snap, o.snaps, o.cfg.IndexNames)
-		o.eval.join(o.view)
-	}
+	o.eval.rowsFor(snap, o.view, o.snaps, o.cfg.IndexNames)
 	return o.model.Account(o.view)
 }
 

@@ -78,6 +78,17 @@ func (v *evaluator) joined(snap *market.Snapshot) ([]tickRow, bool) {
 	return nil, false
 }
 
+// rowsFor returns the rows of snap, joining snap into tv first (through
+// r, with the index names) when the last join was not of snap: the one
+// place a part that holds a snapshot gets the tick's rows of it.
+func (v *evaluator) rowsFor(snap *market.Snapshot, tv *market.View, r *market.SnapshotReader, names map[string]string) []tickRow {
+	if rows, ok := v.joined(snap); ok {
+		return rows
+	}
+	tv.Join(snap, r, names)
+	return v.join(tv)
+}
+
 // rowIndex says whether the row's index price is usable with the
 // staleness bound applied (the row holds it), and why not when it is
 // missing or stale.

@@ -388,10 +388,7 @@ func (b *stressBook) poolPoints(moved []int, buf *[]poolTerm) (down, up float64)
 	slope := 0.0
 	for _, i := range moved {
 		p := &b.ps[i]
-		sa := p.q * p.index
-		if !p.long {
-			sa = -sa
-		}
+		sa := p.signed()
 		sg := b.syms[p.sym].Sigma
 		ts = append(ts, poolTerm{sa, sg})
 		slope += sa * sg

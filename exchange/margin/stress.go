@@ -118,6 +118,15 @@ type stressPos struct {
 	at         int // index into the account's positions
 }
 
+// signed is the position's notional at its index, signed by its side
+// (s·q·index: + long, − short), its term in a cross pool's move.
+func (p *stressPos) signed() float64 {
+	if p.long {
+		return p.q * p.index
+	}
+	return -(p.q * p.index)
+}
+
 // Stress judges the account on the grid: sigma gives each symbol's σ over
 // the horizon (a fraction of its index), likely the likely range in σ.
 // liqs are the positions' liquidation prices as LiquidationPrices gives

@@ -310,10 +310,7 @@ func (g *stressGrid) togetherPool(moved []int, sw *stressWeights) poolSet {
 	k0 := gridK(-sw.steps)
 	for _, i := range moved {
 		p := &g.ps[i]
-		sa := p.q * p.index
-		if !p.long {
-			sa = -sa
-		}
+		sa := p.signed()
 		sg := g.syms[p.sym].Sigma
 		if 1+k0*sg > 0 { // above its floor over the whole grid
 			slope += sa * sg

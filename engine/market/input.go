@@ -110,6 +110,27 @@ type numsMemo struct {
 	sym    *symInfo
 	symID  int64
 	symGen uint64
+	// pos is the place's last position whose numbers were converted
+	// (held: there is one), to tell the next join's the same (View.Steady).
+	pos  exchange.Position
+	held bool
+}
+
+// samePosition reports whether q is p but for its risk level: every other
+// field equal, each decimal the same copy (coefficient, by pointer, and
+// exponent), so that what was worked out from p's figures holds for q.
+func samePosition(p, q *exchange.Position) bool {
+	a, b := &p.RiskLimit, &q.RiskLimit
+	return p.Quantity == q.Quantity && p.EntryValue == q.EntryValue && p.EntryPrice == q.EntryPrice &&
+		p.Margin == q.Margin && p.LiquidationPrice == q.LiquidationPrice && p.RealizedPNL == q.RealizedPNL &&
+		p.Leverage == q.Leverage && p.Cross == q.Cross && p.Empty == q.Empty && p.Version == q.Version &&
+		p.UpdatedAt == q.UpdatedAt && p.CreatedAt == q.CreatedAt && p.SymbolID == q.SymbolID && p.UserID == q.UserID &&
+		p.MinimumMaintenanceMarginRate == q.MinimumMaintenanceMarginRate && p.MinQuantity == q.MinQuantity &&
+		p.MaxQuantity == q.MaxQuantity && p.ID == q.ID && p.Direction == q.Direction &&
+		a.ID == b.ID && a.MaxLeverage == b.MaxLeverage && a.MaxRiskLimitSteps == b.MaxRiskLimitSteps && a.CreatedAt == b.CreatedAt &&
+		a.InitialMarginRate == b.InitialMarginRate && a.MaintenanceMarginRate == b.MaintenanceMarginRate &&
+		a.MarginRateStep == b.MarginRateStep && a.RiskLimitBase == b.RiskLimitBase && a.RiskLimitStep == b.RiskLimitStep &&
+		a.MaxQuantity == b.MaxQuantity
 }
 
 // of converts p's numbers, reusing the memo's where the decimal is the

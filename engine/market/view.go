@@ -66,6 +66,10 @@ type View struct {
 	sig      uint64
 	sigBuilt bool
 	sigBuf   []byte
+	// joins counts the joins; moved is the last join that changed a row's
+	// figures (Steady), and modelAt the join model was built at (0: not
+	// built since its rows last changed).
+	joins, moved, modelAt uint64
 }
 
 // symInfo is a contract symbol of the list in force as the rows use it.
@@ -84,6 +88,10 @@ func (v *View) Forget() { v.syms, v.symsOf = nil, nil }
 // baseName otherwise).
 func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) {
 	n := len(snap.Positions)
+	v.joins++
+	if n != len(v.Rows) {
+		v.moved = v.joins
+	}
 	if cap(v.Rows) < n {
 		v.Rows = make([]Row, n)
 	}
@@ -115,31 +123,56 @@ func (v *View) Join(snap *Snapshot, r *SnapshotReader, names map[string]string) 
 			}
 			info = m.sym
 		}
-		v.Rows[i].set(p, info, m, snap.IndexPrices)
+		if v.Rows[i].set(p, info, m, snap.IndexPrices) {
+			v.moved = v.joins
+		}
 	}
 }
 
+// Joins counts the view's joins: the number of the last one.
+func (v *View) Joins() uint64 { return v.joins }
+
+// Steady reports whether no row's figures changed after join number
+// since (Joins): the same places, each with the same symbol and the same
+// position but for its risk level, every decimal the same copy (a reader
+// that hands unchanged figures over as the same decimals, as the
+// simulated exchange does; a decoded answer's are fresh, so it is never
+// steady). Only the index prices may have moved: what was worked out
+// from the rows' own figures at join since holds.
+func (v *View) Steady(since uint64) bool { return since != 0 && v.moved <= since }
+
 // set makes r the row of p, whose symbol is info (nil: none, or the
-// position is empty), converting its numbers with m. A row's pointers are
-// written only when they change (the symbol's rarely do), as a write
-// while the collector marks costs a barrier.
-func (r *Row) set(p *exchange.Position, info *symInfo, m *numsMemo, prices map[string]decimal.Decimal) {
+// position is empty), converting its numbers with m, and reports whether
+// the row's figures changed (Steady): its symbol, or its position but for
+// the risk level. A row's pointers are written only when they change (the
+// symbol's rarely do), as a write while the collector marks costs a
+// barrier.
+func (r *Row) set(p *exchange.Position, info *symInfo, m *numsMemo, prices map[string]decimal.Decimal) (moved bool) {
 	r.P = p
 	r.Open = !p.Empty && p.Quantity.IsPositive()
 	if k := KeyOf(p); r.Key != k {
 		r.Key = k
 	}
 	if info == nil {
+		moved = m.held || r.Sym != nil
+		m.held = false
 		if r.Sym != nil || r.SymEnv != nil || r.N != nil || r.IndexName != "" || r.Index != (decimal.Decimal{}) {
 			r.Sym, r.IndexName, r.SymEnv, r.N, r.Index = nil, "", nil, nil, decimal.Decimal{}
 		}
 		r.HasIndex, r.IndexF = false, 0
-		return
+		return moved
 	}
 	if r.SymEnv != &info.env {
 		r.Sym, r.IndexName, r.SymEnv = info.c, info.indexName, &info.env
+		moved = true
 	}
-	if n := m.of(p); r.N != n {
+	if !m.held || !samePosition(&m.pos, p) {
+		// Converted where a decimal is not the same copy; kept, so that
+		// the next join of the same figures converts nothing.
+		m.pos, m.held, moved = *p, true, true
+		m.of(p)
+	}
+	if n := &m.n; r.N != n {
 		r.N = n
 	}
 	var index decimal.Decimal
@@ -154,6 +187,7 @@ func (r *Row) set(p *exchange.Position, info *symInfo, m *numsMemo, prices map[s
 	if has {
 		r.IndexF = m.indexOf(index)
 	}
+	return moved
 }
 
 // Model returns the open rows' positions with a symbol as the margin model
@@ -164,6 +198,18 @@ func (r *Row) set(p *exchange.Position, info *symInfo, m *numsMemo, prices map[s
 // view's, valid until the next Join; a caller that keeps them copies them.
 func (v *View) Model() ([]margin.Position, []margin.Reported) {
 	if v.modelBuilt {
+		return v.model, v.rep
+	}
+	if v.Steady(v.modelAt) {
+		// The same rows as when it was built: only the index prices are
+		// taken again.
+		for k, i := range v.modelRows {
+			v.model[k].Index = decimal.Decimal{}
+			if r := &v.Rows[i]; r.HasIndex {
+				v.model[k].Index = r.Index
+			}
+		}
+		v.modelBuilt = true
 		return v.model, v.rep
 	}
 	ps, rep, rows := v.model[:0], v.rep[:0], v.modelRows[:0]
@@ -181,7 +227,7 @@ func (v *View) Model() ([]margin.Position, []margin.Reported) {
 		rep = append(rep, margin.Reported{Margin: p.Margin, Liquidation: p.LiquidationPrice})
 		rows = append(rows, i)
 	}
-	v.model, v.rep, v.modelRows, v.modelBuilt = ps, rep, rows, true
+	v.model, v.rep, v.modelRows, v.modelBuilt, v.modelAt = ps, rep, rows, true, v.joins
 	return ps, rep
 }
 

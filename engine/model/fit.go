@@ -47,6 +47,12 @@ type fitWatch struct {
 	// judge (margin.Unjudgeable), as last said: said again only when it
 	// changes.
 	unjudged string
+	// keysAt is the join of view (market.View.Joins) whose rows keys
+	// names, holdsAt the last one holdsIn compared and found the fit to
+	// hold in (0: none since the fit): while the view stays steady since
+	// (View.Steady), each holds again without comparing a position.
+	view            *market.View
+	keysAt, holdsAt uint64
 }
 
 // whyUnfit is the fit's Why, computed once per fit: the account view of a
@@ -125,7 +131,10 @@ func (m *Watch) CheckFit(ctx context.Context, now time.Time, v *market.View, tol
 	if m.inFlight != "" && w.known {
 		return w.fit, false
 	}
-	same := w.known && sameFitKeys(w.keys, v)
+	if w.view != v {
+		w.view, w.keysAt, w.holdsAt = v, 0, 0
+	}
+	same := w.known && (v.Steady(w.keysAt) || sameFitKeys(w.keys, v))
 	if same && !w.dirty && !now.Before(w.at) && now.Sub(w.at) < freeRefresh {
 		return w.fit, false
 	}
@@ -136,7 +145,7 @@ func (m *Watch) CheckFit(ctx context.Context, now time.Time, v *market.View, tol
 		if !same {
 			w.keys = appendFitKeys(w.keys[:0], v)
 		}
-		w.at = now
+		w.at, w.keysAt = now, v.Joins()
 		return w.fit, false
 	}
 	// Copied into the spare lists (the view's are its own until the
@@ -151,7 +160,7 @@ func (m *Watch) CheckFit(ctx context.Context, now time.Time, v *market.View, tol
 		if !same {
 			w.keys = appendFitKeys(w.keys[:0], v)
 		}
-		w.at = now
+		w.at, w.keysAt = now, v.Joins()
 		return w.fit, false
 	}
 	if w.known {
@@ -169,6 +178,7 @@ func (m *Watch) CheckFit(ctx context.Context, now time.Time, v *market.View, tol
 	if !same {
 		w.keys = appendFitKeys(w.keys[:0], v)
 	}
+	w.keysAt, w.holdsAt = v.Joins(), 0
 	w.spare, w.spareRep = w.ps, w.rep
 	w.ps, w.rep, w.tol, w.whyKnown = ps, rep, tol, false
 	if unfit := !f.Fits(); unfit != w.unfit {
@@ -210,7 +220,9 @@ func unjudgedEvent(now time.Time, unjudged string) journal.Event {
 
 // holdsIn is margin.FitHolds of the last fit, under tolerance tol, and
 // the view's model positions, compared in place; when it holds, the kept
-// positions take the view's index prices.
+// positions take the view's index prices. In a view steady since it last
+// held (holdsAt) it holds again, without comparing: margin.PositionHolds
+// reads no index price.
 func (w *fitWatch) holdsIn(v *market.View, tol float64) bool {
 	if !(tol > 0) {
 		tol = margin.DefaultFitTolerance
@@ -222,10 +234,13 @@ func (w *fitWatch) holdsIn(v *market.View, tol float64) bool {
 	if len(ps) != len(w.ps) {
 		return false
 	}
-	for k := range ps {
-		if !margin.PositionHolds(&w.fit.Positions[k], &w.ps[k], w.rep[k], &ps[k], rep[k]) {
-			return false
+	if !v.Steady(w.holdsAt) {
+		for k := range ps {
+			if !margin.PositionHolds(&w.fit.Positions[k], &w.ps[k], w.rep[k], &ps[k], rep[k]) {
+				return false
+			}
 		}
+		w.holdsAt = v.Joins()
 	}
 	for k := range ps {
 		w.ps[k].Index = ps[k].Index

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -111,5 +112,90 @@ func TestFitHoldsWhileOnlyIndexesMove(t *testing.T) {
 	}
 	if _, _, want := fresh(); w.fit.fit.Summary() != want.Summary() {
 		t.Errorf("fit %q, CheckFit now %q", w.fit.fit.Summary(), want.Summary())
+	}
+}
+
+// A fit check through one view, steady while only the indexes move (the
+// fit's comparisons then skipped: market.View.Steady), gives at every
+// step the fit, and says it fresh, as the same check through a view
+// joined afresh at each step, which compares every position; and the fit
+// is CheckFit of the step's figures. Over isolated positions the model
+// prices exactly, a cross one, a leverage changed, the exchange's
+// arithmetic skewed (no position then holds its fit) and steps where
+// nothing moved.
+func TestFitThroughASteadyViewIsTheFreshCheck(t *testing.T) {
+	t.Parallel()
+	two := 2
+	sc := &sim.Scenario{Currencies: []string{"USDT"}, Balance: decimal.NewFromInt(1_000_000)}
+	for i := range 4 {
+		base, sym := fmt.Sprintf("C%d", i), fmt.Sprintf("X%d", i)
+		sc.Currencies = append(sc.Currencies, base)
+		sc.Contracts = append(sc.Contracts, sim.ContractSpec{
+			SymbolSpec: sim.SymbolSpec{Name: sym, Base: base, Quote: "USDT", BaseScale: 2, QuoteScale: 2},
+			RiskLimit:  sim.RiskLimitSpec{MaxLeverage: 20, MaintenanceMarginRate: decimal.RequireFromString("0.005")}})
+		sc.Positions = append(sc.Positions, sim.PositionSpec{Symbol: sym, Direction: exchange.Long,
+			Quantity: decimal.NewFromInt(100), EntryPrice: decimal.NewFromInt(100), Leverage: 5, Cross: i == 3})
+		sc.Indexes = append(sc.Indexes, sim.IndexSpec{Name: base, Scale: &two, Points: []sim.PricePoint{{Price: decimal.NewFromInt(100)}}})
+	}
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	now := t0
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Scenario: sc, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := market.NewSnapshotReader(ex.Local(), 10*time.Minute, nil)
+	ctx := context.Background()
+	tol := margin.DefaultFitTolerance
+	steady, afresh := New(nil, nil), New(nil, nil)
+	var view market.View
+	check := func(w *Watch, v *market.View) (margin.Fit, bool) {
+		w.Begin(now, "")
+		w.Observe(now, v, Settings{})
+		return w.CheckFit(ctx, now, v, tol, discard{})
+	}
+	steps, steadySteps := 0, 0
+	for s := range 40 {
+		now = t0.Add(time.Duration(s) * time.Minute)
+		switch {
+		case s == 12:
+			if err := ex.PutPosition(sim.PositionSpec{Symbol: "X1", Direction: exchange.Long, Quantity: decimal.NewFromInt(100),
+				EntryPrice: decimal.NewFromInt(100), Leverage: 4}); err != nil {
+				t.Fatal(err)
+			}
+		case s == 24:
+			ex.SkewModel(sim.ModelSkew{MaintenanceRate: decimal.RequireFromString("0.001")})
+		case s%7 == 3: // nothing moves
+		default:
+			prices := map[string]decimal.Decimal{}
+			for i := range 3 { // the cross position's index stays
+				prices[fmt.Sprintf("C%d", i)] = decimal.New(int64(10000+(s*37+i*11)%900), -2)
+			}
+			ex.SetIndexPrices(prices)
+		}
+		ex.Step(now)
+		snap, err := snaps.Read(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := view.Joins()
+		view.Join(snap, snaps, nil)
+		if view.Steady(at) {
+			steadySteps++
+		}
+		var fresh market.View
+		fresh.Join(snap, snaps, nil)
+		got, gotFresh := check(steady, &view)
+		want, wantFresh := check(afresh, &fresh)
+		if gotFresh != wantFresh || !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d: fit %+v (fresh %v), through a fresh view %+v (fresh %v)", s, got, gotFresh, want, wantFresh)
+		}
+		ps, rep := fresh.Model()
+		if now := margin.CheckFit(margin.Account{Positions: ps}, rep, tol); got.Summary() != now.Summary() || got.Worst != now.Worst {
+			t.Fatalf("step %d: fit %q, CheckFit now %q", s, got.Summary(), now.Summary())
+		}
+		steps++
+	}
+	if steadySteps < steps/2 {
+		t.Errorf("the view was steady at %d of %d steps: the steady path is hardly tested", steadySteps, steps)
 	}
 }

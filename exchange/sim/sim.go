@@ -102,15 +102,21 @@ type Exchange struct {
 	// ixOf is indexes by contract index, built when first asked (every
 	// contract's base has an index, Scenario's check; an index added later
 	// drops it all the same).
-	ixOf         []*index
+	ixOf []*index
+	// paths are the indexes on a path (a walk or a script), in the order
+	// added: what Step advances, without walking the map.
+	paths        []*index
 	balance      decimal.Decimal
 	spotBalances map[string]decimal.Decimal
 	positions    map[string]*exchange.Position // by contract symbol name
 	// slots holds the same positions by contract index (nil: none), for
 	// the loops of every step over the contracts; putPosition sets both.
-	slots       []*exchange.Position
-	measure     measureScratch // Together's buffers, reused under mu
-	levels      []levelMemo    // by contract index (riskLevelAt), under mu
+	slots   []*exchange.Position
+	measure measureScratch // Together's buffers, reused under mu
+	levels  []levelMemo    // by contract index (riskLevelAt), under mu
+	// uncrossed is, by contract index, the last position figures the
+	// liquidation check found not crossed (nextLiquidation), under mu.
+	uncrossed   []uncrossedMemo
 	openOrders  map[string]int
 	closed      []closedOrder // ascending id
 	nextOrderID int64
@@ -255,7 +261,9 @@ func (e *Exchange) load(n *Scenario, seed int64) {
 	}
 	e.slots = make([]*exchange.Position, len(e.contracts))
 	for _, ix := range n.Indexes {
-		e.indexes[ix.Name] = newIndex(ix, seed, e.start, e.histLimit)
+		x := newIndex(ix, seed, e.start, e.histLimit)
+		e.indexes[ix.Name] = x
+		e.paths = append(e.paths, x)
 	}
 	for c, v := range n.SpotBalances {
 		e.spotBalances[c] = v
@@ -421,6 +429,9 @@ func (e *Exchange) indexOf(ci int) (*index, bool) {
 func (e *Exchange) addIndex(ix *index) {
 	e.indexes[ix.name] = ix
 	e.ixOf = nil
+	if !ix.manual {
+		e.paths = append(e.paths, ix)
+	}
 }
 
 // inAccount is the position of contract ci that account puts in the
@@ -612,8 +623,8 @@ func (e *Exchange) snapshot(p *exchange.Position) exchange.Position {
 func (e *Exchange) Step(now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, ix := range e.indexes {
-		ix.advance(now)
+	for _, ix := range e.paths {
+		ix.advance(now) // a manual one (set since) moves nothing
 	}
 	e.pricesMoved(now)
 }
@@ -725,16 +736,38 @@ func (e *Exchange) liquidateOne(p *exchange.Position, price, loss decimal.Decima
 // nextLiquidation finds a position due for liquidation, in symbol-id order
 // so that the outcome is deterministic. Call with e.mu held.
 func (e *Exchange) nextLiquidation() (*exchange.Position, decimal.Decimal) {
+	if len(e.uncrossed) < len(e.slots) {
+		e.uncrossed = make([]uncrossedMemo, len(e.slots))
+	}
 	for ci, p := range e.slots {
 		if p == nil || p.Empty {
 			continue
 		}
 		ix, ok := e.indexOf(ci)
-		if ok && crossed(p.Direction, ix.price, p.LiquidationPrice) {
+		if !ok {
+			continue
+		}
+		// The same figures as a check that found them not crossed (the
+		// same copies: a step's second check, after SetIndexPrices):
+		// crossed would say so again.
+		m := &e.uncrossed[ci]
+		if m.set && m.index == ix.price && m.liq == p.LiquidationPrice && m.direction == p.Direction {
+			continue
+		}
+		if crossed(p.Direction, ix.price, p.LiquidationPrice) {
 			return p, ix.price
 		}
+		*m = uncrossedMemo{set: true, direction: p.Direction, index: ix.price, liq: p.LiquidationPrice}
 	}
 	return nil, decimal.Decimal{}
+}
+
+// uncrossedMemo is a position's direction, index price and liquidation
+// price that crossed found not crossed.
+type uncrossedMemo struct {
+	set        bool
+	direction  string
+	index, liq decimal.Decimal
 }
 
 // Positions returns a copy of every position, empty ones included, in

@@ -1,0 +1,102 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/shopspring/decimal"
+)
+
+// The liquidation check's memo of the figures it found not crossed
+// (nextLiquidation) liquidates what a check of every position afresh
+// liquidates, at the same step: two exchanges take the same prices
+// around their positions' liquidation prices, index paths that walk,
+// positions put again (a direction turned, a leverage changed) and
+// settings calls; one forgets its memo before each, and both list the
+// same liquidations and positions after each.
+func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
+	two := 2
+	sc := &Scenario{Currencies: []string{"USDT"}, Balance: decimal.NewFromInt(100_000), OpenOrders: map[string]int{}}
+	for i := range 6 {
+		base, sym := fmt.Sprintf("C%d", i), fmt.Sprintf("X%d", i)
+		sc.Currencies = append(sc.Currencies, base)
+		sc.Contracts = append(sc.Contracts, ContractSpec{
+			SymbolSpec: SymbolSpec{Name: sym, Base: base, Quote: "USDT", BaseScale: 2, QuoteScale: 2},
+			RiskLimit:  RiskLimitSpec{MaxLeverage: 50, MaintenanceMarginRate: decimal.RequireFromString("0.005")}})
+		dir := exchange.Long
+		if i%2 == 1 {
+			dir = exchange.Short
+		}
+		sc.Positions = append(sc.Positions, PositionSpec{Symbol: sym, Direction: dir, Quantity: decimal.NewFromInt(10),
+			EntryPrice: decimal.NewFromInt(100), Leverage: 10 + i, Cross: i == 4 || i == 5})
+		ix := IndexSpec{Name: base, Scale: &two, Points: []PricePoint{{Price: decimal.NewFromInt(100)}}}
+		if i == 3 {
+			ix = IndexSpec{Name: base, Scale: &two, Walk: &WalkSpec{Start: decimal.NewFromInt(100), Volatility: 0.02}, Interval: Duration(time.Minute)}
+		}
+		sc.Indexes = append(sc.Indexes, ix)
+	}
+	now := at
+	mk := func() *Exchange {
+		e, err := New(Config{Key: "k", Secret: "s", Scenario: sc, Seed: 3, Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	memo, fresh := mk(), mk()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for step := range 400 {
+		now = at.Add(time.Duration(step) * time.Minute)
+		var op func(e *Exchange)
+		switch k := rng.IntN(10); {
+		case k < 6:
+			prices := map[string]decimal.Decimal{}
+			for range 3 {
+				// Around the liquidation prices of 10× to 12× (about ±9%).
+				prices[fmt.Sprintf("C%d", rng.IntN(6))] = decimal.New(int64(8800+rng.IntN(2400)), -2)
+			}
+			op = func(e *Exchange) { e.SetIndexPrices(prices) }
+		case k < 8:
+			op = func(e *Exchange) {}
+		case k < 9:
+			sym, dir := fmt.Sprintf("X%d", rng.IntN(6)), exchange.Long
+			if rng.IntN(2) == 0 {
+				dir = exchange.Short
+			}
+			spec := PositionSpec{Symbol: sym, Direction: dir, Quantity: decimal.NewFromInt(10), EntryPrice: decimal.NewFromInt(100), Leverage: 5 + rng.IntN(20)}
+			op = func(e *Exchange) {
+				if err := e.PutPosition(spec); err != nil {
+					t.Fatal(err)
+				}
+			}
+		default:
+			sym, lev := fmt.Sprintf("X%d", rng.IntN(6)), 2+rng.IntN(30)
+			op = func(e *Exchange) { _, _ = e.SetSettings(sym, exchange.Settings{Leverage: lev}) }
+		}
+		op(memo)
+		memo.Step(now)
+		fresh.mu.Lock()
+		fresh.uncrossed = nil
+		fresh.mu.Unlock()
+		op(fresh)
+		fresh.mu.Lock()
+		fresh.uncrossed = nil
+		fresh.mu.Unlock()
+		fresh.Step(now)
+		if got, want := memo.Liquidations(), fresh.Liquidations(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d: liquidations %v, checked afresh %v", step, got, want)
+		}
+		if got, want := memo.Positions(), fresh.Positions(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d: positions %+v, checked afresh %+v", step, got, want)
+		}
+	}
+	if n := len(memo.Liquidations()); n < 5 {
+		t.Errorf("%d liquidations: the check is hardly tested", n)
+	}
+}

@@ -297,3 +297,57 @@ func shortAccounts(r *rand.Rand, accounts, steps int, free func(*rand.Rand) deci
 		}
 	}
 }
+
+// TogetherAtLeastIsolated, reading the positions one by one, answers as
+// TogetherAtLeast of the same account built, on seeded accounts made
+// isolated (their cross positions isolated or emptied), some positions
+// without an index price or a liquidation price, some with nothing held,
+// some free balances past 128 bits, against bounds below, at and above
+// their Together.
+func TestTogetherAtLeastIsolated(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(37, 11))
+	compared, said := 0, 0
+	free := func(r *rand.Rand) decimal.Decimal { return decimal.New(int64(r.IntN(100_000)), -int32(r.IntN(3))) }
+	shortAccounts(r, 300, 10, free, func(n, step int, m Account) {
+		if r.IntN(20) == 0 {
+			m.Free = decimal.RequireFromString("1234567890123456789012345678901234567890.5") // past 128 bits
+		}
+		liqs := make([]decimal.Decimal, len(m.Positions))
+		for i := range m.Positions {
+			p := &m.Positions[i]
+			p.Cross = false
+			if r.IntN(12) == 0 {
+				p.Quantity = decimal.Zero // nothing held
+			}
+			if r.IntN(12) == 0 {
+				p.Index = decimal.Zero // no index price
+			}
+			if p.Open() && r.IntN(6) != 0 { // else no liquidation price
+				liqs[i] = m.LiquidationPrice(i)
+			}
+		}
+		bounds := []decimal.Decimal{decimal.Zero, decimal.New(1, 0), decimal.New(11, -1), decimal.New(5, -2)}
+		if together, _, ok := m.Together(liqs); ok {
+			bounds = append(bounds, together, together.Sub(decimal.New(1, -16)), together.Add(decimal.New(1, -16)),
+				together.Mul(decimal.NewFromFloat(0.9)).Round(16), together.Mul(decimal.NewFromFloat(1.1)).Round(16))
+		}
+		at := func(i int) (bool, string, decimal.Decimal, decimal.Decimal) {
+			p := &m.Positions[i]
+			return p.Open(), p.Direction, p.Index, liqs[i]
+		}
+		for _, bound := range bounds {
+			want := m.TogetherAtLeast(liqs, bound)
+			if got := TogetherAtLeastIsolated(m.Free, len(m.Positions), at, bound); got != want {
+				t.Fatalf("account %d, step %d, bound %s: %t, TogetherAtLeast of the account %t", n, step, bound, got, want)
+			}
+			compared++
+			if want {
+				said++
+			}
+		}
+	})
+	if said < compared/10 || said == compared {
+		t.Fatalf("at least said %d times of %d: the two answers are hardly both taken", said, compared)
+	}
+}

@@ -367,16 +367,12 @@ func (a Account) TogetherAtLeast(liqs []decimal.Decimal, bound decimal.Decimal) 
 	if !ok || !fits {
 		return false
 	}
-	atLeast := func(num, den float64) bool { // num/den ≥ bound, den > 0
-		q := num / den
-		return q-b > 1e-10*(math.Abs(q)+math.Abs(b))+math.SmallestNonzeroFloat64
-	}
 	if s.counted && s.crossNotional.positive() {
 		left := s.left.float()
 		if s.left.negative() {
 			left = 0 // max(pool − mm, 0)
 		}
-		if !atLeast(left, s.crossNotional.float()) {
+		if !quotientAtLeast(left, s.crossNotional.float(), b) {
 			return false
 		}
 	}
@@ -385,20 +381,63 @@ func (a Account) TogetherAtLeast(liqs []decimal.Decimal, bound decimal.Decimal) 
 		if !p.Open() || p.Cross || !liqs[i].IsPositive() {
 			continue
 		}
-		x, ok1 := toFixed(p.Index)
-		l, ok2 := toFixed(liqs[i])
-		if !ok1 || !ok2 {
-			return false
-		}
-		n, ok := x.sub(l)
-		if ok && p.Direction == exchange.Short {
-			n, ok = n.neg()
-		}
-		if !ok || !atLeast(n.float(), x.float()) {
+		if !isolatedAtLeast(p.Direction, p.Index, liqs[i], b) {
 			return false
 		}
 	}
 	return true
+}
+
+// TogetherAtLeastIsolated is TogetherAtLeast of an account with the free
+// balance free and no open cross position, whose n positions are read
+// one by one (at: whether it is open, its direction, index price and
+// liquidation price), without the account being built: the same answer
+// from the same figures (TestTogetherAtLeastIsolated).
+func TogetherAtLeastIsolated(free decimal.Decimal, n int, at func(i int) (open bool, direction string, index, liq decimal.Decimal), bound decimal.Decimal) bool {
+	if bound.GreaterThan(one) {
+		return false
+	}
+	b := floatOf(bound)
+	if _, fits := wideFrom(free); !fits {
+		return false // crossSumsWide's first test
+	}
+	for i := range n {
+		open, direction, index, liq := at(i)
+		if !open {
+			continue
+		}
+		if !index.IsPositive() {
+			return false // crossSumsWide's: no index price
+		}
+		if liq.IsPositive() && !isolatedAtLeast(direction, index, liq, b) {
+			return false
+		}
+	}
+	return true
+}
+
+// quotientAtLeast reports whether num/den (den > 0) is at least b with a
+// margin a million times float64's error.
+func quotientAtLeast(num, den, b float64) bool {
+	q := num / den
+	return q-b > 1e-10*(math.Abs(q)+math.Abs(b))+math.SmallestNonzeroFloat64
+}
+
+// isolatedAtLeast is TogetherAtLeast's term of an isolated position at
+// index price index (positive) with liquidation price liq (positive):
+// whether its move to liq, (index − liq)/index (negated for a short), is
+// known at least b.
+func isolatedAtLeast(direction string, index, liq decimal.Decimal, b float64) bool {
+	x, ok1 := toFixed(index)
+	l, ok2 := toFixed(liq)
+	if !ok1 || !ok2 {
+		return false
+	}
+	n, ok := x.sub(l)
+	if ok && direction == exchange.Short {
+		n, ok = n.neg()
+	}
+	return ok && quotientAtLeast(n.float(), x.float(), b)
 }
 
 // togetherExact is Together's search of the smallest isolated move in

@@ -17,7 +17,10 @@ import (
 // around their positions' liquidation prices, index paths that walk,
 // positions put again (a direction turned, a leverage changed) and
 // settings calls; one forgets its memo before each, and both list the
-// same liquidations and positions after each.
+// same liquidations and positions after each. On the way, TogetherAtLeast
+// read in place (once no cross position is open: they are put isolated
+// or liquidated) answers as margin's of the account measureAccount
+// builds, against bounds around Together.
 func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
@@ -51,6 +54,7 @@ func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
 	}
 	memo, fresh := mk(), mk()
 	rng := rand.New(rand.NewPCG(1, 2))
+	inPlace := 0
 	for step := range 400 {
 		now = at.Add(time.Duration(step) * time.Minute)
 		var op func(e *Exchange)
@@ -95,8 +99,28 @@ func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
 		if got, want := memo.Positions(), fresh.Positions(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d: positions %+v, checked afresh %+v", step, got, want)
 		}
+		together, ok := memo.Together()
+		if !ok {
+			continue
+		}
+		memo.mu.Lock()
+		isolated := memo.crossOpen() == 0
+		acct, liqs := memo.measureAccount()
+		memo.mu.Unlock()
+		if isolated {
+			inPlace++
+		}
+		for _, bound := range []decimal.Decimal{together, together.Sub(decimal.New(1, -16)), together.Add(decimal.New(1, -16)),
+			together.Mul(decimal.NewFromFloat(0.9)).Round(16), decimal.Zero, decimal.New(11, -1)} {
+			if got, want := memo.TogetherAtLeast(bound), acct.TogetherAtLeast(liqs, bound); got != want {
+				t.Fatalf("step %d: TogetherAtLeast(%s) %t, of the account built %t", step, bound, got, want)
+			}
+		}
 	}
 	if n := len(memo.Liquidations()); n < 5 {
 		t.Errorf("%d liquidations: the check is hardly tested", n)
+	}
+	if inPlace < 50 {
+		t.Errorf("TogetherAtLeast read in place at %d steps: hardly tested", inPlace)
 	}
 }

@@ -26,6 +26,23 @@ func (e *Exchange) Together() (move decimal.Decimal, ok bool) {
 func (e *Exchange) TogetherAtLeast(bound decimal.Decimal) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.crossOpen() == 0 {
+		// Without a cross pool the measure reads of each position its own
+		// index and liquidation price: read in place, as measureAccount
+		// would list them (a backtest's every step).
+		slots := e.slots
+		return margin.TogetherAtLeastIsolated(e.balance, len(slots), func(ci int) (bool, string, decimal.Decimal, decimal.Decimal) {
+			q := slots[ci]
+			if q == nil || q.Empty || !q.Quantity.IsPositive() {
+				return false, "", decimal.Decimal{}, decimal.Decimal{}
+			}
+			var index decimal.Decimal
+			if ix, ok := e.indexOf(ci); ok {
+				index = ix.price
+			}
+			return true, q.Direction, index, q.LiquidationPrice
+		}, bound)
+	}
 	acct, liqs := e.measureAccount()
 	return acct.TogetherAtLeast(liqs, bound)
 }

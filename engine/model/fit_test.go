@@ -199,3 +199,89 @@ func TestFitThroughASteadyViewIsTheFreshCheck(t *testing.T) {
 		t.Errorf("the view was steady at %d of %d steps: the steady path is hardly tested", steadySteps, steps)
 	}
 }
+
+// The tick's account keeps the map of each model position's place
+// (act.Model.At), and Sigma its map of each symbol's index, while the
+// view's rows are steady: at every step they are those of the rows read
+// afresh, as positions open, close and turn.
+func TestAccountMapsFollowTheRows(t *testing.T) {
+	t.Parallel()
+	two := 2
+	sc := &sim.Scenario{Currencies: []string{"USDT"}, Balance: decimal.NewFromInt(1_000_000)}
+	for i := range 5 {
+		base, sym := fmt.Sprintf("C%d", i), fmt.Sprintf("X%d", i)
+		sc.Currencies = append(sc.Currencies, base)
+		sc.Contracts = append(sc.Contracts, sim.ContractSpec{
+			SymbolSpec: sim.SymbolSpec{Name: sym, Base: base, Quote: "USDT", BaseScale: 2, QuoteScale: 2},
+			RiskLimit:  sim.RiskLimitSpec{MaxLeverage: 20, MaintenanceMarginRate: decimal.RequireFromString("0.005")}})
+		if i < 3 {
+			sc.Positions = append(sc.Positions, sim.PositionSpec{Symbol: sym, Direction: exchange.Long,
+				Quantity: decimal.NewFromInt(100), EntryPrice: decimal.NewFromInt(100), Leverage: 5})
+		}
+		sc.Indexes = append(sc.Indexes, sim.IndexSpec{Name: base, Scale: &two, Points: []sim.PricePoint{{Price: decimal.NewFromInt(100)}}})
+	}
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	now := t0
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Scenario: sc, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := market.NewSnapshotReader(ex.Local(), 10*time.Minute, nil)
+	ctx := context.Background()
+	w := New(nil, nil)
+	st := Stress{Horizon: time.Hour, Floor: 0.01, Likely: 3}
+	var view market.View
+	put := func(sym string, dir string, qty int64) {
+		if err := ex.PutPosition(sim.PositionSpec{Symbol: sym, Direction: dir, Quantity: decimal.NewFromInt(qty),
+			EntryPrice: decimal.NewFromInt(100), Leverage: 5, Empty: qty == 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for s := range 60 {
+		now = t0.Add(time.Duration(s) * time.Minute)
+		switch s {
+		case 10:
+			put("X3", exchange.Short, 50) // a position opens
+		case 20:
+			put("X0", exchange.Long, 0) // one closes
+		case 30:
+			put("X1", exchange.Short, 70) // one turns
+		case 40:
+			put("X0", exchange.Long, 10) // and opens again
+		}
+		prices := map[string]decimal.Decimal{}
+		for i := range 5 {
+			prices[fmt.Sprintf("C%d", i)] = decimal.New(int64(10000+(s*37+i*11)%900), -2)
+		}
+		ex.SetIndexPrices(prices)
+		ex.Step(now)
+		snap, err := snaps.Read(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		view.Join(snap, snaps, nil)
+		w.Begin(now, "")
+		w.Observe(now, &view, Settings{Stress: st})
+		m := w.Account(&view)
+		sigma := w.Sigma(&view, st)
+		var fresh market.View
+		fresh.Join(snap, snaps, nil)
+		ps, _ := fresh.Model()
+		want := map[string]int{}
+		for i, mp := range ps {
+			want[mp.Symbol] = i
+		}
+		if !reflect.DeepEqual(m.At, want) {
+			t.Fatalf("step %d: places %v, of the rows read afresh %v", s, m.At, want)
+		}
+		for i := range fresh.Rows {
+			r := &fresh.Rows[i]
+			if !r.Open || r.Sym == nil {
+				continue
+			}
+			if got, want := sigma(r.Sym.Name), w.vol.sigma(r.IndexName, st.Horizon, st.Floor); got != want {
+				t.Fatalf("step %d: σ of %s %g, of its index %s %g", s, r.Sym.Name, got, r.IndexName, want)
+			}
+		}
+	}
+}

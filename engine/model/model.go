@@ -56,6 +56,30 @@ type Watch struct {
 	// settings call may leave a position under (floorOf).
 	rules        *rules.Set
 	fastDistance float64
+	// places is each model position's place by symbol (act.Model.At)
+	// and indexes each open position's index by symbol (Sigma), as last
+	// made: the same while the view is steady since.
+	places  rowMaps[int]
+	indexes rowMaps[string]
+}
+
+// rowMaps is a map made from the rows of a view at one join (of, at),
+// which no one writes: made again only when the view's rows changed
+// since (market.View.Steady), the index prices aside.
+type rowMaps[V any] struct {
+	of *market.View
+	at uint64
+	m  map[string]V
+}
+
+// get is the map of view v's rows: the one kept when v is steady since it
+// was made, else make's.
+func (r *rowMaps[V]) get(v *market.View, make func() map[string]V) map[string]V {
+	if r.m != nil && r.of == v && v.Steady(r.at) {
+		return r.m
+	}
+	*r = rowMaps[V]{of: v, at: v.Joins(), m: make()}
+	return r.m
 }
 
 // New returns a watch that has seen no tick. hist reads an index's

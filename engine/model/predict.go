@@ -29,10 +29,17 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 			k++
 		}
 	}
-	v := &act.Model{At: make(map[string]int, len(ps)), Acct: margin.Account{Positions: ps}}
+	// At is read only: the same rows, the same places.
+	at := m.places.get(tv, func() map[string]int {
+		at := make(map[string]int, len(ps))
+		for i, mp := range ps {
+			at[mp.Symbol] = i
+		}
+		return at
+	})
+	v := &act.Model{At: at, Acct: margin.Account{Positions: ps}}
 	liqs := make([]decimal.Decimal, len(rep))
-	for i, mp := range ps {
-		v.At[mp.Symbol] = i
+	for i := range rep {
 		liqs[i] = rep[i].Liquidation
 	}
 	// Where the model does not reproduce the exchange's own figures, its
@@ -88,12 +95,15 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 // the stress grid's input, for the tick's model, a check and a backtest's
 // report (StressInputs).
 func (m *Watch) Sigma(tv *market.View, st Stress) func(symbol string) float64 {
-	index := make(map[string]string, len(tv.Rows))
-	for i := range tv.Rows {
-		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
-			index[r.Sym.Name] = r.IndexName
+	index := m.indexes.get(tv, func() map[string]string {
+		index := make(map[string]string, len(tv.Rows))
+		for i := range tv.Rows {
+			if r := &tv.Rows[i]; r.Open && r.Sym != nil {
+				index[r.Sym.Name] = r.IndexName
+			}
 		}
-	}
+		return index
+	})
 	return func(symbol string) float64 { return m.vol.sigma(index[symbol], st.Horizon, st.Floor) }
 }
 

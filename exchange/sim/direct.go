@@ -36,8 +36,8 @@ func (e *Exchange) IndexPricesInto(dst map[string]decimal.Decimal) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	clear(dst)
-	for name, ix := range e.indexes {
-		dst[name] = ix.price
+	for _, ix := range e.ixList {
+		dst[ix.name] = ix.price
 	}
 }
 
@@ -62,9 +62,9 @@ func (e *Exchange) LiquidationPricesInto(dst map[string]decimal.Decimal) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	clear(dst)
-	for sym, p := range e.positions {
-		if !p.Empty {
-			dst[sym] = p.LiquidationPrice
+	for ci, p := range e.slots { // the positions, by contract
+		if p != nil && !p.Empty {
+			dst[e.contracts[ci].Name] = p.LiquidationPrice
 		}
 	}
 }

@@ -55,10 +55,14 @@ func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
 	memo, fresh := mk(), mk()
 	rng := rand.New(rand.NewPCG(1, 2))
 	inPlace := 0
+	ixInto, liqInto := map[string]decimal.Decimal{"stale": decimal.Zero}, map[string]decimal.Decimal{"stale": decimal.Zero}
 	for step := range 400 {
 		now = at.Add(time.Duration(step) * time.Minute)
 		var op func(e *Exchange)
 		switch k := rng.IntN(10); {
+		case step%50 == 7:
+			name, price := fmt.Sprintf("NEW%d", step), decimal.New(int64(100+step), 0)
+			op = func(e *Exchange) { e.SetIndexPrice(name, price) } // an index added
 		case k < 6:
 			prices := map[string]decimal.Decimal{}
 			for range 3 {
@@ -98,6 +102,15 @@ func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
 		}
 		if got, want := memo.Positions(), fresh.Positions(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d: positions %+v, checked afresh %+v", step, got, want)
+		}
+		// The lists the step's loops read are the maps.
+		memo.IndexPricesInto(ixInto)
+		memo.LiquidationPricesInto(liqInto)
+		if want := memo.IndexPrices(); !reflect.DeepEqual(ixInto, want) {
+			t.Fatalf("step %d: index prices %v, of the map %v", step, ixInto, want)
+		}
+		if want := memo.LiquidationPrices(); !reflect.DeepEqual(liqInto, want) {
+			t.Fatalf("step %d: liquidation prices %v, of the map %v", step, liqInto, want)
 		}
 		together, ok := memo.Together()
 		if !ok {

@@ -103,9 +103,9 @@ type Exchange struct {
 	// contract's base has an index, Scenario's check; an index added later
 	// drops it all the same).
 	ixOf []*index
-	// paths are the indexes on a path (a walk or a script), in the order
-	// added: what Step advances, without walking the map.
-	paths        []*index
+	// ixList holds the same indexes in the order added, for the loops of
+	// every step over them (Step, IndexPricesInto).
+	ixList       []*index
 	balance      decimal.Decimal
 	spotBalances map[string]decimal.Decimal
 	positions    map[string]*exchange.Position // by contract symbol name
@@ -263,7 +263,7 @@ func (e *Exchange) load(n *Scenario, seed int64) {
 	for _, ix := range n.Indexes {
 		x := newIndex(ix, seed, e.start, e.histLimit)
 		e.indexes[ix.Name] = x
-		e.paths = append(e.paths, x)
+		e.ixList = append(e.ixList, x)
 	}
 	for c, v := range n.SpotBalances {
 		e.spotBalances[c] = v
@@ -429,9 +429,7 @@ func (e *Exchange) indexOf(ci int) (*index, bool) {
 func (e *Exchange) addIndex(ix *index) {
 	e.indexes[ix.name] = ix
 	e.ixOf = nil
-	if !ix.manual {
-		e.paths = append(e.paths, ix)
-	}
+	e.ixList = append(e.ixList, ix)
 }
 
 // inAccount is the position of contract ci that account puts in the
@@ -623,8 +621,8 @@ func (e *Exchange) snapshot(p *exchange.Position) exchange.Position {
 func (e *Exchange) Step(now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, ix := range e.paths {
-		ix.advance(now) // a manual one (set since) moves nothing
+	for _, ix := range e.ixList {
+		ix.advance(now)
 	}
 	e.pricesMoved(now)
 }

@@ -359,10 +359,10 @@ func (a Account) Together(liqs []decimal.Decimal) (together decimal.Decimal, fir
 // quotients to 16 places, an exact move at least bound rounds to at least
 // bound.
 func (a Account) TogetherAtLeast(liqs []decimal.Decimal, bound decimal.Decimal) bool {
-	if bound.GreaterThan(one) {
+	b, ok := boundOf(bound)
+	if !ok {
 		return false
 	}
-	b := floatOf(bound)
 	s, ok, fits := a.crossSumsWide(-1, false)
 	if !ok || !fits {
 		return false
@@ -394,10 +394,10 @@ func (a Account) TogetherAtLeast(liqs []decimal.Decimal, bound decimal.Decimal) 
 // liquidation price), without the account being built: the same answer
 // from the same figures (TestTogetherAtLeastIsolated).
 func TogetherAtLeastIsolated(free decimal.Decimal, n int, at func(i int) (open bool, direction string, index, liq decimal.Decimal), bound decimal.Decimal) bool {
-	if bound.GreaterThan(one) {
+	b, ok := boundOf(bound)
+	if !ok {
 		return false
 	}
-	b := floatOf(bound)
 	if _, fits := wideFrom(free); !fits {
 		return false // crossSumsWide's first test
 	}
@@ -414,6 +414,18 @@ func TogetherAtLeastIsolated(free decimal.Decimal, n int, at func(i int) (open b
 		}
 	}
 	return true
+}
+
+// boundOf is TogetherAtLeast's bound as a float64, ok false when it is
+// above 1 (no Together is): decided by the float where it is clearly
+// under 1 (floatOf is within a few units in the last place), without
+// comparing decimals of two exponents.
+func boundOf(bound decimal.Decimal) (float64, bool) {
+	b := floatOf(bound)
+	if !(b < 0.5) && bound.GreaterThan(one) {
+		return 0, false
+	}
+	return b, true
 }
 
 // quotientAtLeast reports whether num/den (den > 0) is at least b with a

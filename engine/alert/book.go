@@ -115,7 +115,8 @@ type Alert struct {
 func (b *Book[X]) Alerts(names []string, keep func(State) bool) []Alert {
 	var out []Alert
 	for _, e := range b.m {
-		for ri, s := range e.Rules {
+		for ri := range e.Rules {
+			s := &e.Rules[ri] // not a copy: a state is some 230 bytes
 			if ri >= len(names) || !keep(s.State) {
 				continue
 			}
@@ -142,8 +143,8 @@ func (b *Book[X]) Counts(names []string) map[string]*[4]int {
 		c[n] = new([4]int)
 	}
 	for _, e := range b.m {
-		for ri, s := range e.Rules {
-			if ri < len(names) && int(s.State) < 4 {
+		for ri := range e.Rules {
+			if s := &e.Rules[ri]; ri < len(names) && int(s.State) < 4 {
 				c[names[ri]][s.State]++
 			}
 		}

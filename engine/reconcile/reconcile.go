@@ -54,6 +54,10 @@ type Reconciler struct {
 	// places are the figures of the position at each place of the last
 	// answer, so that a steady account is compared without a lookup.
 	places []*lastSeen
+	// seen counts the entries of last the last Observe found listed open
+	// (each once, at its time): when it is all of them, none is left out
+	// and leftOut has nothing to walk.
+	seen int
 	// intents are orders taken over without a recorded outcome (a
 	// restart, a takeover): the first read says what the account shows.
 	intents []act.Intent
@@ -294,6 +298,7 @@ func (r *Reconciler) Observe(now time.Time, v *market.View) []journal.Event {
 	if len(r.places) < len(v.Rows) {
 		r.places = append(r.places, make([]*lastSeen, len(v.Rows)-len(r.places))...)
 	}
+	r.seen = 0
 	for i := range v.Rows {
 		row := &v.Rows[i]
 		if !row.Open || row.Sym == nil {
@@ -310,7 +315,10 @@ func (r *Reconciler) Observe(now time.Time, v *market.View) []journal.Event {
 			evs = append(evs, r.withdrawn(now, prev))
 			prev = nil
 		}
-		if prev != nil && prev.qty.Equal(p.Quantity) {
+		if prev != nil && (prev.qty == p.Quantity || prev.qty.Equal(p.Quantity)) {
+			if !prev.at.Equal(now) {
+				r.seen++
+			}
 			prev.liq, prev.margin, prev.leverage, prev.cross, prev.at = p.LiquidationPrice, p.Margin, p.Leverage, p.Cross, now
 			if row.HasIndex {
 				prev.index = row.Index
@@ -337,6 +345,9 @@ func (r *Reconciler) Observe(now time.Time, v *market.View) []journal.Event {
 			r.last[row.Key] = prev
 			r.places[i] = prev
 		}
+		if !prev.at.Equal(now) {
+			r.seen++
+		}
 		*prev = lastSeen{symbol: sym, id: p.ID, dir: p.Direction, indexName: row.IndexName, qty: p.Quantity, liq: p.LiquidationPrice, margin: p.Margin,
 			leverage: p.Leverage, cross: p.Cross, at: now}
 		if row.HasIndex {
@@ -357,6 +368,9 @@ func (r *Reconciler) Observe(now time.Time, v *market.View) []journal.Event {
 // without that evidence waits for its grace there: missing is not closed.
 // No rule's cooldown or for bounds how soon a liquidation is said.
 func (r *Reconciler) leftOut(now time.Time, v *market.View, evs []journal.Event) []journal.Event {
+	if r.seen == len(r.last) {
+		return evs // every position last listed open is listed open now
+	}
 	var out []*lastSeen
 	for _, s := range r.last {
 		if !s.at.Equal(now) && s.said != "liquidated" {

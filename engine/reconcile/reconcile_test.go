@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +184,69 @@ func TestReconcilerLeftOut(t *testing.T) {
 				t.Errorf("marked %+v", m)
 			}
 		})
+	}
+}
+
+// The reconciler skips leftOut's walk of the positions last listed open
+// only when every one of them is listed open in the read (seen counts
+// them): over seeded reads where positions come, go, empty, turn, repeat
+// at one place and are forgotten (Gone), and reads at the same time
+// twice, whenever seen is all of them each one was seen at that read, so
+// the walk would have left out none.
+func TestReconcilerSeenCountsEveryPositionListed(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(5, 9))
+	r := New(Settings{LiquidationMargin: 0.01, ConfirmReads: 2, Interval: 2 * time.Second}, nil)
+	row := func(id int, dir string, qty int64, empty bool) market.Row {
+		p := &exchange.Position{ID: fmt.Sprintf("1_%d", id), SymbolID: int64(id), Direction: dir, Quantity: decimal.NewFromInt(qty),
+			LiquidationPrice: decimal.NewFromInt(90), Margin: decimal.NewFromInt(40), Leverage: 10, Empty: empty}
+		return market.Row{P: p, Key: market.KeyOf(p), Open: !empty && qty > 0, Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: int64(id), Name: fmt.Sprintf("X%d", id)}},
+			IndexName: fmt.Sprintf("C%d", id), Index: decimal.NewFromInt(100), HasIndex: true}
+	}
+	skipped, walked := 0, 0
+	now := t0
+	for step := range 600 {
+		if rng.IntN(8) != 0 { // else the same time again
+			now = now.Add(2 * time.Second)
+		}
+		var rows []market.Row
+		for id := range 6 {
+			switch k := rng.IntN(20); {
+			case k < 18:
+				dir := exchange.Long
+				if rng.IntN(12) == 0 {
+					dir = exchange.Short // turned
+				}
+				rows = append(rows, row(id, dir, int64(1+rng.IntN(3)), false))
+				if rng.IntN(20) == 0 {
+					rows = append(rows, rows[len(rows)-1]) // listed twice
+				}
+			case k < 19:
+				rows = append(rows, row(id, exchange.Long, 0, true)) // empty
+			default: // missing from the read
+			}
+		}
+		rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+		v := &market.View{Rows: rows, Snap: &market.Snapshot{IndexPrices: map[string]decimal.Decimal{}}}
+		r.Observe(now, v)
+		if r.seen == len(r.last) {
+			skipped++
+			for k, s := range r.last {
+				if !s.at.Equal(now) {
+					t.Fatalf("step %d: seen %d of %d, yet %v was last seen at %s, not now (%s)", step, r.seen, len(r.last), k, s.at, now)
+				}
+			}
+		} else {
+			walked++
+		}
+		for k, s := range r.last {
+			if !s.at.Equal(now) && rng.IntN(2) == 0 {
+				r.Gone(now, k, "not listed") // forgotten
+			}
+		}
+	}
+	if skipped < 50 || walked < 50 {
+		t.Errorf("leftOut's walk skipped %d times, made %d: the two are hardly both tested", skipped, walked)
 	}
 }

@@ -70,6 +70,11 @@ func pnlFixed(index, entry, quantity decimal.Decimal, short bool) (fixed, bool) 
 	if !ok1 || !ok2 || !ok3 {
 		return fixed{}, false
 	}
+	return pnlOfFixed(ix, en, q, short)
+}
+
+// pnlOfFixed is pnlFixed of the figures converted.
+func pnlOfFixed(ix, en, q fixed, short bool) (fixed, bool) {
 	d, ok := ix.sub(en)
 	if !ok {
 		return fixed{}, false
@@ -87,4 +92,55 @@ func (s Sum) Decimal() decimal.Decimal {
 		return s.d
 	}
 	return s.f.dec()
+}
+
+// PositionTerms are the figures of a position that a sum of equity reads
+// besides its index price (its margin, entry price and quantity),
+// converted for Sum once: a caller that keeps them while the decimals
+// stay the same copies converts none again (AddPosition).
+type PositionTerms struct {
+	margin, entry, quantity decimal.Decimal
+	mf, ef, qf              fixed
+	mok, eok, qok           bool
+}
+
+// TermsOf are the terms of a position with margin, entry price and
+// quantity.
+func TermsOf(margin, entry, quantity decimal.Decimal) PositionTerms {
+	t := PositionTerms{margin: margin, entry: entry, quantity: quantity}
+	t.mf, t.mok = toFixed(margin)
+	t.ef, t.eok = toFixed(entry)
+	t.qf, t.qok = toFixed(quantity)
+	return t
+}
+
+// Same reports whether t are the terms of these decimals, each the same
+// copy (coefficient and exponent).
+func (t *PositionTerms) Same(margin, entry, quantity decimal.Decimal) bool {
+	return t.margin == margin && t.entry == entry && t.quantity == quantity
+}
+
+// AddPosition adds a position's margin and then its unrealised PNL at
+// index, from its terms t: s.Add(margin) and s.AddPNL(index, entry,
+// quantity, short), the same sum, without converting the terms again.
+func (s *Sum) AddPosition(t *PositionTerms, index decimal.Decimal, short bool) {
+	if s.big || !t.mok {
+		s.Add(t.margin)
+	} else if r, ok := s.f.add(t.mf); ok {
+		s.f = r
+	} else {
+		s.toBig()
+		s.d = s.d.Add(t.margin)
+	}
+	if !s.big && t.eok && t.qok {
+		if ix, ok := toFixed(index); ok {
+			if u, ok := pnlOfFixed(ix, t.ef, t.qf, short); ok {
+				if r, ok := s.f.add(u); ok {
+					s.f = r
+					return
+				}
+			}
+		}
+	}
+	s.AddPNL(index, t.entry, t.quantity, short)
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // Sum is the decimal sum, value and exponent, of balances, margins and
-// unrealised PNLs of every size: in int64 while they fit, moving to
-// decimals (and staying exact) when one does not.
+// unrealised PNLs of every size (added one by one, or a position's from
+// its terms converted once: AddPosition): in int64 while they fit,
+// moving to decimals (and staying exact) when one does not.
 func TestSumMatchesDecimal(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 31))
@@ -34,6 +35,22 @@ func TestSumMatchesDecimal(t *testing.T) {
 				d := draw()
 				s.Add(d)
 				want = want.Add(d)
+				continue
+			}
+			if r.IntN(3) == 0 {
+				// A position's terms, converted once and summed with its
+				// index: AddPosition is Add and AddPNL.
+				m, ix, entry, qty, short := draw(), draw(), draw(), draw(), r.IntN(2) == 0
+				terms := TermsOf(m, entry, qty)
+				if !terms.Same(m, entry, qty) {
+					t.Fatalf("terms of %s %s %s are not the same", m, entry, qty)
+				}
+				s.AddPosition(&terms, ix, short)
+				u := ix.Sub(entry).Mul(qty)
+				if short {
+					u = u.Neg()
+				}
+				want = want.Add(m).Add(u)
 				continue
 			}
 			ix, entry, qty, short := draw(), draw(), draw(), r.IntN(2) == 0

@@ -222,16 +222,25 @@ func (e *Exchange) Equity() decimal.Decimal {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	eq := margin.NewSum(e.balance) // the decimals' sum, in int64 while it fits
+	if len(e.terms) < len(e.slots) {
+		e.terms = make([]margin.PositionTerms, len(e.slots))
+	}
 	for ci, p := range e.slots {
 		if p == nil || p.Empty {
 			continue
 		}
-		eq.Add(p.Margin)
 		ix, ok := e.indexOf(ci)
 		if !ok {
+			eq.Add(p.Margin)
 			continue
 		}
-		eq.AddPNL(ix.price, p.EntryPrice, p.Quantity, p.Direction == exchange.Short)
+		// The position's own figures converted once while they stay the
+		// same copies: a step moves the index.
+		t := &e.terms[ci]
+		if !t.Same(p.Margin, p.EntryPrice, p.Quantity) {
+			*t = margin.TermsOf(p.Margin, p.EntryPrice, p.Quantity)
+		}
+		eq.AddPosition(t, ix.price, p.Direction == exchange.Short)
 	}
 	return eq.Decimal()
 }

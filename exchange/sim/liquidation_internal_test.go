@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/shopspring/decimal"
 )
 
@@ -17,7 +18,9 @@ import (
 // around their positions' liquidation prices, index paths that walk,
 // positions put again (a direction turned, a leverage changed) and
 // settings calls; one forgets its memo before each, and both list the
-// same liquidations and positions after each. On the way, TogetherAtLeast
+// same liquidations and positions after each. Its equity, summed from the
+// positions' terms it keeps (margin.PositionTerms), is the sum of every
+// figure afresh. On the way, TogetherAtLeast
 // read in place (once no cross position is open: they are put isolated
 // or liquidated) answers as margin's of the account measureAccount
 // builds, against bounds around Together.
@@ -103,6 +106,10 @@ func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
 		if got, want := memo.Positions(), fresh.Positions(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d: positions %+v, checked afresh %+v", step, got, want)
 		}
+		// The equity summed from the terms kept is the sum afresh.
+		if got, want := memo.Equity(), equityAfresh(memo); !margin.SameDec(got, want) {
+			t.Fatalf("step %d: equity %s, summed afresh %s", step, got, want)
+		}
 		// The lists the step's loops read are the maps.
 		memo.IndexPricesInto(ixInto)
 		memo.LiquidationPricesInto(liqInto)
@@ -136,4 +143,21 @@ func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
 	if inPlace < 50 {
 		t.Errorf("TogetherAtLeast read in place at %d steps: hardly tested", inPlace)
 	}
+}
+
+// equityAfresh is Equity, every figure converted afresh.
+func equityAfresh(e *Exchange) decimal.Decimal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	eq := margin.NewSum(e.balance)
+	for ci, p := range e.slots {
+		if p == nil || p.Empty {
+			continue
+		}
+		eq.Add(p.Margin)
+		if ix, ok := e.indexOf(ci); ok {
+			eq.AddPNL(ix.price, p.EntryPrice, p.Quantity, p.Direction == exchange.Short)
+		}
+	}
+	return eq.Decimal()
 }

@@ -116,7 +116,10 @@ type Exchange struct {
 	levels  []levelMemo    // by contract index (riskLevelAt), under mu
 	// uncrossed is, by contract index, the last position figures the
 	// liquidation check found not crossed (nextLiquidation), under mu.
-	uncrossed   []uncrossedMemo
+	uncrossed []uncrossedMemo
+	// terms are, by contract index, the figures of the position Equity
+	// last summed, converted (margin.PositionTerms), under mu.
+	terms       []margin.PositionTerms
 	openOrders  map[string]int
 	closed      []closedOrder // ascending id
 	nextOrderID int64

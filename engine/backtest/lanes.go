@@ -44,9 +44,10 @@ type laneOp struct {
 	pre, guarded []string // warnings before the op, and the guarded run's at it
 	// Filled by the guarded run at a sample: its equity, the index prices
 	// and its liquidation prices.
+	// (of the series' indexes and symbols, in order: addSample).
 	gEquity    float64
-	ixPrices   map[string]decimal.Decimal
-	gLiq, uLiq map[string]decimal.Decimal
+	ixPrices   []decimal.Decimal
+	gLiq, uLiq []decimal.Decimal
 	// Filled by the unguarded run.
 	uEquity   float64
 	unguarded []string // its warnings at this op
@@ -60,7 +61,10 @@ type putOp struct {
 
 // runner runs one lane on its own goroutine over batches of ops.
 type runner struct {
-	lane   *lane
+	lane *lane
+	// syms are the series' symbols, whose liquidation prices a sample
+	// reads.
+	syms   []string
 	todo   chan []laneOp
 	done   chan []laneOp
 	cancel context.CancelFunc
@@ -75,7 +79,7 @@ func (r *replay) concurrent() bool {
 // startRunner starts the unguarded run's goroutine.
 func (r *replay) startRunner(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &runner{lane: r.unguarded, todo: make(chan []laneOp, 2), done: make(chan []laneOp, 1), cancel: cancel}
+	w := &runner{lane: r.unguarded, syms: r.sampleSymbols, todo: make(chan []laneOp, 2), done: make(chan []laneOp, 1), cancel: cancel}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -113,7 +117,7 @@ func (w *runner) apply(ctx context.Context, op *laneOp) {
 	}
 	if op.sample {
 		op.uEquity = equityOf(l.ex)
-		op.uLiq = l.ex.LiquidationPrices()
+		op.uLiq = l.ex.LiquidationPricesOf(w.syms, nil)
 	}
 }
 

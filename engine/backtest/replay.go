@@ -177,9 +177,12 @@ type replay struct {
 	stride   int                          // ticks between two samples
 	points   int                          // points kept per series (sampleDue)
 	freeMaps []map[string]decimal.Decimal // price maps for resolveStep to fill
-	// sampleMaps are the index and the two runs' liquidation prices of a
-	// sample, when the runs tick in turn (addSample keeps none of them).
-	sampleMaps [3]map[string]decimal.Decimal
+	// sampleIndexes and sampleSymbols are the series' indexes and
+	// symbols, in order; sampleVals the index and the two runs'
+	// liquidation prices of a sample of them, when the runs tick in turn
+	// (addSample keeps none of them).
+	sampleIndexes, sampleSymbols []string
+	sampleVals                   [3][]decimal.Decimal
 }
 
 // clock is the simulated time every exchange and engine of a backtest reads.
@@ -307,6 +310,7 @@ func (r *replay) start(ctx context.Context, at time.Time) error {
 		s := &SymbolSeries{Symbol: p.Symbol, Index: r.index[p.Symbol]}
 		r.series = append(r.series, s)
 		r.seriesBy[p.Symbol] = s
+		r.sampleIndexes, r.sampleSymbols = append(r.sampleIndexes, s.Index), append(r.sampleSymbols, s.Symbol)
 	}
 	r.stride, r.sample = 1, 0
 	r.started = true
@@ -518,8 +522,8 @@ func (r *replay) tickAll(ctx context.Context, t time.Time, prices map[string]dec
 		if r.sampleDue() {
 			op.sample = true
 			op.gEquity = equityOf(r.guarded.ex)
-			op.ixPrices = r.guarded.ex.IndexPrices()
-			op.gLiq = r.guarded.ex.LiquidationPrices()
+			op.ixPrices = r.guarded.ex.IndexPricesOf(r.sampleIndexes, nil)
+			op.gLiq = r.guarded.ex.LiquidationPricesOf(r.sampleSymbols, nil)
 		}
 		return
 	}
@@ -530,18 +534,13 @@ func (r *replay) tickAll(ctx context.Context, t time.Time, prices map[string]dec
 	}
 	r.observeMarkers(t)
 	if r.sampleDue() {
-		// addSample reads the maps and keeps none: the same three serve
+		// addSample reads the lists and keeps none: the same three serve
 		// every sample.
-		sm := &r.sampleMaps
-		if sm[0] == nil {
-			for i := range sm {
-				sm[i] = map[string]decimal.Decimal{}
-			}
-		}
-		r.guarded.ex.IndexPricesInto(sm[0])
-		r.guarded.ex.LiquidationPricesInto(sm[1])
-		r.unguarded.ex.LiquidationPricesInto(sm[2])
-		r.addSample(t, equityOf(r.guarded.ex), equityOf(r.unguarded.ex), sm[0], sm[1], sm[2])
+		sv := &r.sampleVals
+		sv[0] = r.guarded.ex.IndexPricesOf(r.sampleIndexes, sv[0])
+		sv[1] = r.guarded.ex.LiquidationPricesOf(r.sampleSymbols, sv[1])
+		sv[2] = r.unguarded.ex.LiquidationPricesOf(r.sampleSymbols, sv[2])
+		r.addSample(t, equityOf(r.guarded.ex), equityOf(r.unguarded.ex), sv[0], sv[1], sv[2])
 	}
 	if r.baseline != nil {
 		r.diff(t)

@@ -308,9 +308,10 @@ func (r *replay) sampleDue() bool {
 }
 
 // addSample adds one sampled tick's points: both runs' equity, and per
-// symbol the index and both runs' liquidation prices; past the bound
-// every other point is dropped.
-func (r *replay) addSample(t time.Time, gEquity, uEquity float64, prices, liqG, liqU map[string]decimal.Decimal) {
+// symbol the index and both runs' liquidation prices (prices, liqG and
+// liqU, of the series in order); past the bound every other point is
+// dropped.
+func (r *replay) addSample(t time.Time, gEquity, uEquity float64, prices, liqG, liqU []decimal.Decimal) {
 	r.equity = append(r.equity, EquityPoint{Time: t, Guarded: gEquity, Unguarded: uEquity})
 	if len(r.equity) > r.opt.MaxPoints {
 		k := 0
@@ -320,9 +321,9 @@ func (r *replay) addSample(t time.Time, gEquity, uEquity float64, prices, liqG, 
 		}
 		r.equity = r.equity[:k]
 	}
-	for _, s := range r.series {
-		s.Points = append(s.Points, Point{Time: t, Index: prices[s.Index].InexactFloat64(),
-			LiquidationGuarded: liqG[s.Symbol].InexactFloat64(), LiquidationUnguarded: liqU[s.Symbol].InexactFloat64()})
+	for i, s := range r.series {
+		s.Points = append(s.Points, Point{Time: t, Index: prices[i].InexactFloat64(),
+			LiquidationGuarded: liqG[i].InexactFloat64(), LiquidationUnguarded: liqU[i].InexactFloat64()})
 	}
 	if len(r.series[0].Points) > r.opt.MaxPoints {
 		for _, s := range r.series {

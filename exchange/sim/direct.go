@@ -56,17 +56,37 @@ func (e *Exchange) LiquidationPrices() map[string]decimal.Decimal {
 	return out
 }
 
-// LiquidationPricesInto empties dst and fills it with what
-// LiquidationPrices returns, as IndexPricesInto does for the index prices.
-func (e *Exchange) LiquidationPricesInto(dst map[string]decimal.Decimal) {
+// IndexPricesOf appends to dst[:0] the price of each index of names, zero
+// when there is none: IndexPrices' of a few names, without a map.
+func (e *Exchange) IndexPricesOf(names []string, dst []decimal.Decimal) []decimal.Decimal {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	clear(dst)
-	for ci, p := range e.slots { // the positions, by contract
-		if p != nil && !p.Empty {
-			dst[e.contracts[ci].Name] = p.LiquidationPrice
+	dst = dst[:0]
+	for _, name := range names {
+		var price decimal.Decimal
+		if ix, ok := e.indexes[name]; ok {
+			price = ix.price
 		}
+		dst = append(dst, price)
 	}
+	return dst
+}
+
+// LiquidationPricesOf appends to dst[:0] the liquidation price of the
+// position held on each contract symbol of syms, zero when none is or it
+// is empty: LiquidationPrices' of a few symbols, without a map.
+func (e *Exchange) LiquidationPricesOf(syms []string, dst []decimal.Decimal) []decimal.Decimal {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	dst = dst[:0]
+	for _, sym := range syms {
+		var liq decimal.Decimal
+		if p, ok := e.positions[sym]; ok && !p.Empty {
+			liq = p.LiquidationPrice
+		}
+		dst = append(dst, liq)
+	}
+	return dst
 }
 
 // StressAccountInto is the account Stress puts on the grid now (the

@@ -58,7 +58,10 @@ func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
 	memo, fresh := mk(), mk()
 	rng := rand.New(rand.NewPCG(1, 2))
 	inPlace := 0
-	ixInto, liqInto := map[string]decimal.Decimal{"stale": decimal.Zero}, map[string]decimal.Decimal{"stale": decimal.Zero}
+	ixInto := map[string]decimal.Decimal{"stale": decimal.Zero}
+	names := []string{"C0", "C1", "C2", "C3", "C4", "C5", "NEW57", "NONE"}
+	syms := []string{"X0", "X1", "X2", "X3", "X4", "X5", "X6", "NONE"}
+	var ixOf, liqOf []decimal.Decimal
 	for step := range 400 {
 		now = at.Add(time.Duration(step) * time.Minute)
 		var op func(e *Exchange)
@@ -112,12 +115,15 @@ func TestLiquidationCheckMemoIsAFreshCheck(t *testing.T) {
 		}
 		// The lists the step's loops read are the maps.
 		memo.IndexPricesInto(ixInto)
-		memo.LiquidationPricesInto(liqInto)
 		if want := memo.IndexPrices(); !reflect.DeepEqual(ixInto, want) {
 			t.Fatalf("step %d: index prices %v, of the map %v", step, ixInto, want)
 		}
-		if want := memo.LiquidationPrices(); !reflect.DeepEqual(liqInto, want) {
-			t.Fatalf("step %d: liquidation prices %v, of the map %v", step, liqInto, want)
+		ixOf, liqOf = memo.IndexPricesOf(names, ixOf), memo.LiquidationPricesOf(syms, liqOf)
+		ixMap, liqMap := memo.IndexPrices(), memo.LiquidationPrices()
+		for i := range names {
+			if ixOf[i] != ixMap[names[i]] || liqOf[i] != liqMap[syms[i]] {
+				t.Fatalf("step %d: %s %s, %s %s; of the maps %s, %s", step, names[i], ixOf[i], syms[i], liqOf[i], ixMap[names[i]], liqMap[syms[i]])
+			}
 		}
 		together, ok := memo.Together()
 		if !ok {

@@ -161,6 +161,9 @@ type replay struct {
 	names    map[int64]string  // contract symbol id → name
 	index    map[string]string // data name → sim index name, for symbols
 	alias    map[string]string // engine index name → the contract's base
+	// renamed holds the names of index and alias: a step's prices that
+	// name none of them are the exchanges' as they are (resolveStep).
+	renamed map[string]struct{}
 
 	guarded, unguarded, baseline *lane
 	// With the unguarded run on its own goroutine (lanes.go): its runner,
@@ -327,10 +330,13 @@ func (r *replay) fixIndexes(sc *sim.Scenario) *sim.Scenario {
 	n := *sc
 	r.index = map[string]string{}
 	r.alias = map[string]string{}
+	r.renamed = map[string]struct{}{}
 	for _, c := range sc.Contracts {
 		r.index[c.Name] = c.Base
+		r.renamed[c.Name] = struct{}{}
 		if m, ok := r.opt.Engine.IndexNames[c.Name]; ok && m != c.Base {
 			r.alias[m] = c.Base
+			r.renamed[m] = struct{}{}
 		}
 	}
 	known := r.resolve(r.prices)
@@ -367,8 +373,21 @@ func (r *replay) resolve(prices map[string]decimal.Decimal) map[string]decimal.D
 }
 
 // resolveStep is resolve into a map reused by every step: the exchanges
-// copy the prices they are given.
+// copy the prices they are given. Prices that name no symbol and no
+// alias are returned as they are.
 func (r *replay) resolveStep(prices map[string]decimal.Decimal) map[string]decimal.Decimal {
+	plain := true
+	for n := range prices {
+		if _, ok := r.renamed[n]; ok {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		// resolveInto would copy it: the step's map is the replay's own
+		// (Source), and is recycled as one of resolveStep's.
+		return prices
+	}
 	var m map[string]decimal.Decimal
 	if n := len(r.freeMaps); n > 0 {
 		m, r.freeMaps = r.freeMaps[n-1], r.freeMaps[:n-1]
@@ -379,9 +398,14 @@ func (r *replay) resolveStep(prices map[string]decimal.Decimal) map[string]decim
 	return m
 }
 
+// maxFreeMaps bounds the price maps kept for resolveStep: as many as two
+// batches of the unguarded run hold; a step's own map, passed through,
+// comes back too and the rest are let go.
+const maxFreeMaps = 2 * batchOps
+
 // recycle takes back a price map tickAll is done with, for resolveStep.
 func (r *replay) recycle(m map[string]decimal.Decimal) {
-	if m != nil {
+	if m != nil && len(r.freeMaps) < maxFreeMaps {
 		clear(m)
 		r.freeMaps = append(r.freeMaps, m)
 	}

@@ -623,6 +623,7 @@ type lane struct {
 	closer      []CloserAction
 	rules       map[string]*RuleStats
 	skips       map[SkipCount]int // by action and reason, Count 0
+	reasons     reasonMemo        // skipReason of the reasons said lately
 	startEquity decimal.Decimal
 	active      map[[2]string]activeSpan // (rule, symbol) → state since
 	decisions   []string                 // this tick's, for the baseline diff
@@ -731,7 +732,7 @@ func (l *lane) observe(t time.Time, rep *engine.TickReport) {
 			}
 		}
 		if a.Outcome == "skipped_harmful" || a.Outcome == "skipped_bounded" {
-			l.skips[SkipCount{Action: a.Action, Reason: skipReason(a.Reason)}]++
+			l.skips[SkipCount{Action: a.Action, Reason: l.reasons.of(a.Reason)}]++
 		}
 		if l.decide {
 			l.decisions = append(l.decisions, describeAction(a))

@@ -767,6 +767,29 @@ func skipReason(why string) string {
 	return why
 }
 
+// reasonMemo keeps skipReason of the reasons it was asked of: a dry run
+// skips the same action for the same reason, with the same figures, at
+// many steps (tens of texts in thousands), and skipReason reads each text
+// for a score of phrases. At most reasonMemoSize are kept; then it starts
+// again.
+type reasonMemo map[string]string
+
+// reasonMemoSize bounds a reasonMemo.
+const reasonMemoSize = 1024
+
+// of is skipReason(why).
+func (m *reasonMemo) of(why string) string {
+	if r, ok := (*m)[why]; ok {
+		return r
+	}
+	if *m == nil || len(*m) >= reasonMemoSize {
+		*m = make(reasonMemo, 64)
+	}
+	r := skipReason(why)
+	(*m)[why] = r
+	return r
+}
+
 // JSONSummary is the summary for scripts (`backtest --json`).
 type JSONSummary struct {
 	From, To     time.Time

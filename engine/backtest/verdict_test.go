@@ -1,6 +1,7 @@
 package backtest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/shopspring/decimal"
@@ -54,6 +55,23 @@ func TestSkipReason(t *testing.T) {
 	for _, tt := range tests {
 		if got := skipReason(tt.why); got != tt.want {
 			t.Errorf("skipReason(%q) = %q, want %q", tt.why, got, tt.want)
+		}
+	}
+	// A lane's memo of them answers as skipReason, asked again and again,
+	// and past its bound, when it starts again.
+	var m reasonMemo
+	for round := range 3 * reasonMemoSize / len(tests) {
+		for i, tt := range tests {
+			why := tt.why
+			if round%2 == 1 {
+				why = fmt.Sprintf("%s; step %d", why, round*len(tests)+i) // new texts: the memo fills
+			}
+			if got, want := m.of(why), skipReason(why); got != want {
+				t.Fatalf("round %d: the memo's reason of %q is %q, skipReason's %q", round, why, got, want)
+			}
+			if len(m) > reasonMemoSize {
+				t.Fatalf("the memo holds %d reasons, past its bound %d", len(m), reasonMemoSize)
+			}
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/riskguard/riskguard/engine/lane"
 	"github.com/riskguard/riskguard/engine/model"
 	"github.com/riskguard/riskguard/engine/reconcile"
-	"github.com/shopspring/decimal"
 )
 
 // Config is the engine's part of the configuration file. Each field is one
@@ -149,25 +148,7 @@ func (c Config) stress() model.Stress {
 
 // orders is how the config has a decision judge an order.
 func (c Config) orders() model.Orders {
-	return model.Orders{Cost: c.OrderCost, Dust: decimal.NewFromFloat(c.DustNotional), AsAsked: c.OrdersAsAsked}
-}
-
-// ordersMemo is a config's orders, made again only when the figures they
-// are made from change: the dust notional is a decimal made from a
-// float, which every tick made again.
-type ordersMemo struct {
-	cost, dust float64
-	asAsked    bool
-	made       bool
-	orders     model.Orders
-}
-
-// of is c's orders: the ones kept when made from the same figures.
-func (m *ordersMemo) of(c *Config) model.Orders {
-	if !m.made || m.cost != c.OrderCost || m.dust != c.DustNotional || m.asAsked != c.OrdersAsAsked {
-		*m = ordersMemo{cost: c.OrderCost, dust: c.DustNotional, asAsked: c.OrdersAsAsked, made: true, orders: c.orders()}
-	}
-	return m.orders
+	return model.Orders{Cost: c.OrderCost, Dust: c.DustNotional, AsAsked: c.OrdersAsAsked}
 }
 
 // reconcileSettings are the settings the reconciler reads.

@@ -127,8 +127,6 @@ type Engine struct {
 	ctl *control.Service
 	// model is the margin model watched and predicted with (engine/model).
 	model *model.Watch
-	// orders is the config's model.Orders, kept while its figures stay.
-	orders ordersMemo
 	// disp sends the mutating calls the tick decides, with the breaker,
 	// the backoff and the executor (engine/dispatch).
 	disp *dispatch.Dispatcher

@@ -124,7 +124,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 	if snap != nil {
 		e.lane.Begin() // this tick's evaluation measures it afresh
 		rows := e.join(snap)
-		e.model.Observe(now, &e.view, model.Settings{Stress: e.cfg.stress(), Orders: e.orders.of(&e.cfg), Rules: e.eval.ruleSet(), FastDistance: e.cfg.laneDistance()})
+		e.model.Observe(now, &e.view, model.Settings{Stress: e.cfg.stress(), Orders: e.cfg.orders(), Rules: e.eval.ruleSet(), FastDistance: e.cfg.laneDistance()})
 		for _, ev := range e.recon.Observe(now, &e.view) {
 			e.jr.Emit(ctx, rep.report(), ev)
 		}

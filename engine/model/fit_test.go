@@ -285,3 +285,22 @@ func TestAccountMapsFollowTheRows(t *testing.T) {
 		}
 	}
 }
+
+// The tick's account reads the dust notional as the decimal of the
+// setting's float, kept while the value stays: at every tick it is the
+// decimal made afresh, as the value changes and changes back.
+func TestDustNotionalFollowsTheSetting(t *testing.T) {
+	t.Parallel()
+	w := New(nil, nil)
+	var view market.View
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	for i, dust := range []float64{20, 20, 12.5, 0.1, 20, 1e-9, 1e-9, 20} {
+		now := t0.Add(time.Duration(i) * time.Second)
+		w.Begin(now, "")
+		w.Observe(now, &view, Settings{Orders: Orders{Cost: 0.001, Dust: dust}})
+		got, want := w.Account(&view).DustNotional, decimal.NewFromFloat(dust)
+		if got.String() != want.String() || got.Exponent() != want.Exponent() {
+			t.Errorf("tick %d: dust notional %s (exponent %d), of %g %s (exponent %d)", i, got, got.Exponent(), dust, want, want.Exponent())
+		}
+	}
+}

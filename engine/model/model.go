@@ -61,6 +61,8 @@ type Watch struct {
 	// made: the same while the view is steady since.
 	places  rowMaps[int]
 	indexes rowMaps[string]
+	// dust is orders.Dust as a decimal.
+	dust dustMemo
 }
 
 // rowMaps is a map made from the rows of a view at one join (of, at),
@@ -105,11 +107,11 @@ type Stress struct {
 
 // Orders are how the tick's decisions judge an order (engine.order_cost,
 // engine.dust_notional, engine.orders_as_asked): Cost is
-// act.Model.OrderCost, Dust its DustNotional and AsAsked its
-// OrdersAsAsked.
+// act.Model.OrderCost, Dust its DustNotional (as a decimal: Watch makes
+// it once per value) and AsAsked its OrdersAsAsked.
 type Orders struct {
 	Cost    float64
-	Dust    decimal.Decimal
+	Dust    float64
 	AsAsked bool
 }
 
@@ -137,6 +139,18 @@ func (m *Watch) Begin(now time.Time, inFlight string) {
 func (m *Watch) Observe(now time.Time, v *market.View, s Settings) {
 	m.vol.observe(now, v.Rows)
 	m.stress, m.orders, m.rules, m.fastDistance = s.Stress, s.Orders, s.Rules, s.FastDistance
+	if d := &m.dust; !d.made || d.of != s.Orders.Dust {
+		*d = dustMemo{of: s.Orders.Dust, dec: decimal.NewFromFloat(s.Orders.Dust), made: true}
+	}
+}
+
+// dustMemo is the dust notional as a decimal (act.Model.DustNotional),
+// made again only when the setting's value changes: every tick made it
+// from its float.
+type dustMemo struct {
+	of   float64
+	dec  decimal.Decimal
+	made bool
 }
 
 // Moved moves the tick's view on to next when the tick that decided at is

@@ -85,7 +85,7 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	v.Liqs = &m.liqs
 	v.Sigma, v.Likely = m.Sigma(tv, m.stress), m.stress.Likely
 	v.Floor, v.Fast = m.floorOf(), m.fastOf(tv, m.stress)
-	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.orders.Cost, m.orders.Dust, m.orders.AsAsked
+	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.orders.Cost, m.dust.dec, m.orders.AsAsked
 	m.view = v
 	return v
 }

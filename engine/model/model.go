@@ -75,12 +75,12 @@ type rowMaps[V any] struct {
 }
 
 // get is the map of view v's rows: the one kept when v is steady since it
-// was made, else make's.
-func (r *rowMaps[V]) get(v *market.View, make func() map[string]V) map[string]V {
+// was made, else build's.
+func (r *rowMaps[V]) get(v *market.View, build func() map[string]V) map[string]V {
 	if r.m != nil && r.of == v && v.Steady(r.at) {
 		return r.m
 	}
-	*r = rowMaps[V]{of: v, at: v.Joins(), m: make()}
+	*r = rowMaps[V]{of: v, at: v.Joins(), m: build()}
 	return r.m
 }
 

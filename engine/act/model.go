@@ -176,7 +176,8 @@ type Prediction struct {
 	Before, After, RestBefore, RestAfter margin.Survival
 	// StressBefore and StressAfter are the account on the stress grid
 	// before and after the call (margin.Stress); Stressed says they were
-	// computed (the model knows σ and can measure the account).
+	// computed (the model knows σ and can measure the account; a
+	// candidate that moves no other position has none: predict).
 	StressBefore, StressAfter margin.Stress
 	Stressed                  bool
 	// ForfeitBefore and ForfeitAfter are the account's expected forfeit
@@ -323,7 +324,17 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 				p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, v.moves(memo)), v.notional(memo))
 			}
 		}
-		sb, stressed := v.stressBefore()
+		// A candidate that keeps its position isolated, in an account
+		// with no open cross position, moves no other position: the
+		// grid after differs from the before only in the call's own
+		// position, which NewlyFatal excepts, so a candidate's grid
+		// (read only by admissible's NewlyFatal) would find nothing and
+		// is not worked out. A full prediction, which is said, has it.
+		var sb margin.Stress
+		stressed := false
+		if full || v.Acct.Positions[i].Cross || want.Cross || memo.hasCross {
+			sb, stressed = v.stressBefore()
+		}
 		scored := v.scored()
 		if stressed {
 			p.StressBefore, p.StressAfter = sb, sb

@@ -145,7 +145,7 @@ func TestPredictGridAfterMatchesFresh(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(38, 7))
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b))) }
-	samePool := 0
+	samePool, isolatedOnly := 0, 0
 	for n := range 400 {
 		m := randomModel(r)
 		m.Unfit, m.FreeKnown = "", true
@@ -168,8 +168,21 @@ func TestPredictGridAfterMatchesFresh(t *testing.T) {
 		}
 		liqs := full.Next.LiquidationPrices()
 		ws, wf := full.Next.StressJudged(m.Sigma, m.Likely, liqs), full.Next.Forfeit(m.Sigma, liqs)
+		gridless := !mp.Cross && !want.Cross && !m.Acct.HasOpenCross()
+		if gridless && full.Stressed {
+			isolatedOnly++
+		}
+		if cand.Stressed == gridless && ws.Known {
+			t.Fatalf("account %d (%+v on %s): candidate's grid %v, want it only where another position may move", n, want, mp.Symbol, cand.Stressed)
+		}
+		if gridless && full.Stressed {
+			// What a gridless candidate rests on: nothing is newly fatal.
+			if nf := margin.NewlyFatal(full.StressBefore, full.StressAfter, mp.Symbol); len(nf) > 0 {
+				t.Fatalf("account %d (%+v on %s): an isolated call made %v newly fatal", n, want, mp.Symbol, nf)
+			}
+		}
 		for _, p := range []*Prediction{cand, full} {
-			if p.StressAfter.Known != ws.Known || !near(p.StressAfter.Expected, ws.Expected) || fmt.Sprint(p.StressAfter.Fatal) != fmt.Sprint(ws.Fatal) {
+			if !(p == cand && gridless) && (p.StressAfter.Known != ws.Known || !near(p.StressAfter.Expected, ws.Expected) || fmt.Sprint(p.StressAfter.Fatal) != fmt.Sprint(ws.Fatal)) {
 				t.Fatalf("account %d (%+v on %s): grid after %+v, afresh %+v", n, want, mp.Symbol, p.StressAfter, ws)
 			}
 			if p.ForfeitAfter.Known != wf.Known || !near(p.ForfeitAfter.Expected, wf.Expected) || len(p.ForfeitAfter.Parts) != len(wf.Parts) {
@@ -182,5 +195,8 @@ func TestPredictGridAfterMatchesFresh(t *testing.T) {
 	}
 	if samePool == 0 {
 		t.Fatal("no cross position's leverage changed: the reuse was not tested")
+	}
+	if isolatedOnly < 10 {
+		t.Fatalf("%d isolated calls in accounts without a cross position: the gridless candidate was not tested", isolatedOnly)
 	}
 }

@@ -508,8 +508,11 @@ func admissible(m *Model, pl *Plan, c *SettingsStep, now time.Time, p *Predictio
 	if why := m.invariant(p, pl.Sym.Name); why != "" {
 		return why
 	}
-	floor := decimal.Max(rulesFloor(pl, c.isolateKind), rulesFloor(pl, c.lowerKind))
+	// The rules' floor binds a call that moves a position closer, its
+	// own or another's: worked out only for one.
+	floor := func() decimal.Decimal { return decimal.Max(rulesFloor(pl, c.isolateKind), rulesFloor(pl, c.lowerKind)) }
 	if p.Closer() {
+		floor := floor()
 		_, after := p.Distances()
 		if !after.IsPositive() {
 			return fmt.Sprintf("%dx would put it past its liquidation price", p.Leverage)
@@ -522,9 +525,15 @@ func admissible(m *Model, pl *Plan, c *SettingsStep, now time.Time, p *Predictio
 	// A call on one position does not sacrifice another: no position it
 	// moves closer ends under OthersFloor (or the rules' floor), and none
 	// that survives every likely move now is made to fail one.
-	others := decimal.Max(floor, decimal.NewFromFloat(OthersFloor))
+	var others *decimal.Decimal
 	for _, o := range p.others {
-		if o.closer() && o.distAfter.LessThan(others) {
+		if !o.closer() {
+			continue
+		}
+		if others == nil {
+			others = new(decimal.Max(floor(), decimal.NewFromFloat(OthersFloor)))
+		}
+		if o.distAfter.LessThan(*others) {
 			return fmt.Sprintf("%dx would move %s, under %s%%", p.Leverage, o, others.Shift(2).StringFixed(2))
 		}
 	}

@@ -196,6 +196,7 @@ type Prediction struct {
 	said     sync.Once
 	distB    decimal.Decimal
 	distA    decimal.Decimal
+	closer   bool   // Closer
 	acctSaid string // margin.Change(Before, After), when both are known
 }
 
@@ -669,7 +670,11 @@ func (p *Prediction) Index() decimal.Decimal { return p.index }
 
 // Closer reports whether the call moves the liquidation price closer to
 // the index.
-func (p *Prediction) Closer() bool { return p.Effect.Closer(p.direction, p.index) }
+// (margin.Effect.Closer, on the distances describe works out once).
+func (p *Prediction) Closer() bool {
+	p.describe()
+	return p.closer
+}
 
 // Distances are the position's distances to liquidation before and after,
 // fractions of the index (0 when there is no liquidation price).
@@ -687,11 +692,19 @@ func (p *Prediction) accountChange() string {
 	return p.acctSaid
 }
 
-// describe works out once what String, Record and Distances say.
+// describe works out once what String, Record, Distances and Closer say.
 func (p *Prediction) describe() {
 	p.said.Do(func() {
-		p.distB, _ = margin.Distance(p.direction, p.index, p.LiquidationBefore)
-		p.distA, _ = margin.Distance(p.direction, p.index, p.LiquidationAfter)
+		var okB, okA bool
+		p.distB, okB = margin.Distance(p.direction, p.index, p.LiquidationBefore)
+		p.distA, okA = margin.Distance(p.direction, p.index, p.LiquidationAfter)
+		if okB && okA {
+			p.closer = p.distA.LessThan(p.distB)
+		} else {
+			// As margin.Effect.Closer: a long with no liquidation price
+			// (0) cannot be liquidated; one gaining a price moves closer.
+			p.closer = !p.LiquidationBefore.IsPositive() && p.LiquidationAfter.IsPositive()
+		}
 		if p.Before.Known && p.After.Known {
 			p.acctSaid = margin.Change(p.Before, p.After)
 		}

@@ -62,6 +62,11 @@ type Model struct {
 	// OrdersAsAsked: a reduce goes out as its rules ask, not judged at
 	// mark to market (engine.orders_as_asked); dust is still closed whole.
 	OrdersAsAsked bool
+	// lines are the figures of the positions of linesOf (the account
+	// UseLines was given with) as the tick's view converted them: the
+	// grid reads them while Acct is that account.
+	lines   []margin.Line
+	linesOf []margin.Position
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
 	// grids keeps the stress grids of the accounts the tick's predictions
@@ -149,10 +154,7 @@ func (v *Model) memoFor() *predictMemo {
 // sameAccount reports whether a and b are the same account: the same
 // positions slice and the same free balance, in value and exponent.
 func sameAccount(a, b margin.Account) bool {
-	if len(a.Positions) != len(b.Positions) || !margin.SameDec(a.Free, b.Free) {
-		return false
-	}
-	return len(a.Positions) == 0 || &a.Positions[0] == &b.Positions[0]
+	return margin.SameDec(a.Free, b.Free) && samePositions(a.Positions, b.Positions)
 }
 
 // Prediction is what the margin model says a settings call will do to its
@@ -393,9 +395,28 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	return p
 }
 
+// UseLines hands the model the figures of Acct's positions as the tick's
+// view converted them for the rules: lines[i] is position i's quantity,
+// index, entry value, margin held and maintenance, each margin.Float of
+// the position's decimal (Quantity, Index, Value, Held, MM). The grid reads
+// them (margin.Account.PricedFrom) while Acct is the account they were
+// given with, rather than converting its decimals again.
+func (v *Model) UseLines(lines []margin.Line) { v.lines, v.linesOf = lines, v.Acct.Positions }
+
+// Lines are the figures UseLines gave, while Acct is the account they
+// were given with; nil once it moved on.
+func (v *Model) Lines() []margin.Line {
+	if v.lines == nil || !samePositions(v.linesOf, v.Acct.Positions) {
+		return nil
+	}
+	return v.lines
+}
+
 // pricedBefore is the account read for the grid and the forfeit
 // (margin.Priced), once per memo: the grid and the forfeit before, and
-// every prediction's after, patched from it.
+// every prediction's after, patched from it. The tick's own account is
+// read from the view's floats (UseLines); one a call moved it on to, from
+// its decimals.
 func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
 	if memo.priced == nil {
 		liqs := memo.liqs
@@ -404,9 +425,18 @@ func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
 			// that go with them.
 			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
 		}
-		memo.priced = v.Acct.Priced(v.Sigma, liqs)
+		if lines := v.Lines(); lines != nil {
+			memo.priced = v.Acct.PricedFrom(lines, v.Sigma, liqs)
+		} else {
+			memo.priced = v.Acct.Priced(v.Sigma, liqs)
+		}
 	}
 	return memo.priced
+}
+
+// samePositions reports whether a and b are the same positions slice.
+func samePositions(a, b []margin.Position) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // distBefore is position j's distance to its liquidation price before

@@ -23,13 +23,22 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	vps, rep := tv.Model()
 	ps := make([]margin.Position, len(vps)) // the tick's own: its plans move it on
 	copy(ps, vps)
+	// The positions' figures as the view converted them for the rules, for
+	// the grid to read rather than convert again (act.Model.UseLines): the
+	// same floats, as both convert with margin.Float.
+	lines := make([]margin.Line, len(ps))
 	for i, k := 0, 0; i < len(tv.Rows); i++ {
 		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
-			ps[k].MM, _ = m.maintenance(i, r, &ps[k])
+			var mm float64
+			ps[k].MM, mm = m.maintenance(i, r, &ps[k])
+			n := r.N
+			lines[k] = margin.Line{Short: ps[k].Direction == exchange.Short, Cross: ps[k].Cross, Quantity: n.Quantity, Index: r.IndexF,
+				EntryValue: n.EntryValue, Margin: n.Margin, Maintenance: mm}
 			k++
 		}
 	}
 	v := &act.Model{At: make(map[string]int, len(ps)), Acct: margin.Account{Positions: ps}}
+	v.UseLines(lines)
 	liqs := make([]decimal.Decimal, len(rep))
 	for i, mp := range ps {
 		v.At[mp.Symbol] = i

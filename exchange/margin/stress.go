@@ -214,12 +214,12 @@ type stressBook struct {
 // it is short and in a table of the book's own past it (symbolTable: a map
 // cost an assignment and a lookup a position, an eighth of the read).
 func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
-	return a.stressBookWith(nil, sigma, liqs)
+	return a.stressBookWith(nil, nil, sigma, liqs)
 }
 
 // stressBookWith is stressBook, each position read through m (nil: read
-// afresh).
-func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
+// afresh) or from lines (PricedFrom; nil: none).
+func (a Account) stressBookWith(m *StressMemo, lines []Line, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
 	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
 	const shortList = 16
 	var table symbolTable
@@ -277,9 +277,12 @@ func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64
 		}
 		sp := &b.ps[n]
 		var ok bool
-		if m == nil {
+		switch {
+		case lines != nil:
+			ok = readLine(sp, p, &lines[i], liqs[i], j, i)
+		case m == nil:
 			ok = readStressPos(sp, p, liqs[i], j, i)
-		} else {
+		default:
 			ok = m.read(sp, p, liqs[i], j, i)
 		}
 		if !ok {
@@ -369,6 +372,20 @@ func readStressPos(sp *stressPos, p *Position, liq decimal.Decimal, j, i int) bo
 	return finite(sp.q*0 + sp.index*0 + sp.liq*0 + sp.equity*0 + sp.mm*0)
 }
 
+// readLine is readStressPos with the figures of l, the caller's floats of
+// p's decimals (PricedFrom), where p lists them; its liquidation price
+// alone is converted.
+func readLine(sp *stressPos, p *Position, l *Line, liq decimal.Decimal, j, i int) bool {
+	if p.Value.IsZero() || p.Held.IsZero() || p.MM.IsZero() {
+		return readStressPos(sp, p, liq, j, i)
+	}
+	sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.sym, sp.at = p.Direction != exchange.Short, l.Quantity, l.Index, toF(liq), p.Cross, j, i
+	sp.ev, sp.margin, sp.mm = l.EntryValue, l.Margin, l.Maintenance
+	sp.pnlNow = sp.pnl(sp.index)
+	sp.equity = sp.margin + sp.pnlNow
+	return finite(sp.q*0 + sp.index*0 + sp.liq*0 + sp.equity*0 + sp.mm*0)
+}
+
 // Priced is an account read for the grid and the forfeit once (its
 // positions' figures as float64s), so that the accounts a call on one of
 // its positions leaves are read by patching it (After) and their forfeit
@@ -388,6 +405,27 @@ func (a Account) Priced(sigma func(symbol string) float64, liqs []decimal.Decima
 		liqs = a.LiquidationPrices()
 	}
 	b, ok := a.stressBook(sigma, liqs)
+	return &Priced{b: b, ok: ok}
+}
+
+// PricedFrom is Priced, each position's figures read from lines where the
+// caller converted them already (the engine's view converts every
+// position's decimals once per value, for the rules): lines[i] is position
+// i's, its Quantity, Index, EntryValue, Margin and Maintenance Float of the
+// position's Quantity, Index, Value, Held and MM, as Watch.Account lists
+// them. A position that does not list its entry value, margin and
+// maintenance (the grid works them out) is read from its decimals; lines
+// not one per position are not read. The same floats as Priced, bit for
+// bit (TestPricedFromMatchesPriced), for the conversion of only the
+// liquidation prices.
+func (a Account) PricedFrom(lines []Line, sigma func(symbol string) float64, liqs []decimal.Decimal) *Priced {
+	if len(lines) != len(a.Positions) {
+		return a.Priced(sigma, liqs)
+	}
+	if liqs == nil {
+		liqs = a.LiquidationPrices()
+	}
+	b, ok := a.stressBookWith(nil, lines, sigma, liqs)
 	return &Priced{b: b, ok: ok}
 }
 

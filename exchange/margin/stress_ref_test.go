@@ -223,6 +223,38 @@ func BenchmarkStress(b *testing.B) {
 				}
 			})
 		}
+		// The engine's path (engine/act model.go's pricedBefore): the
+		// account as the engine's view lists it (entry value, margin held
+		// and maintenance set), read from the floats the view converted
+		// for the tick's rules (PricedFrom), judged; every index and
+		// liquidation price moves at every call (two ticks in turn).
+		// listed is the same account read afresh from its decimals, as
+		// pricedBefore read it before.
+		for _, fromLines := range []bool{true, false} {
+			name := "engine"
+			if !fromLines {
+				name = "listed"
+			}
+			b.Run(fmt.Sprintf("%d/%s", n, name), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(7, uint64(n)))
+				a, sigma := stressAccount(r, n)
+				a = listedAccount(a)
+				next := listedAccount(movedIndexes(a, 1.001))
+				accts := [2]Account{a, next}
+				lines := [2][]Line{linesOf(a), linesOf(next)}
+				liqs := [2][]decimal.Decimal{a.LiquidationPrices(), next.LiquidationPrices()}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if fromLines {
+						accts[i&1].PricedFrom(lines[i&1], sigma, liqs[i&1]).StressJudged(3)
+					} else {
+						accts[i&1].Priced(sigma, liqs[i&1]).StressJudged(3)
+					}
+					i++
+				}
+			})
+		}
 		// Read through a memo, judged: every index and liquidation price
 		// moves at every call (two accounts in turn), the other figures
 		// are the same decimals, as in a replay's steps.
@@ -241,6 +273,28 @@ func BenchmarkStress(b *testing.B) {
 			}
 		})
 	}
+}
+
+// listedAccount is a as the engine's view lists it: each position's entry
+// value, margin held and maintenance set (margin.PositionOf, Watch.Account).
+func listedAccount(a Account) Account {
+	next := Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
+	for i := range next.Positions {
+		p := &next.Positions[i]
+		p.Value, p.Held, p.MM = p.EntryValue(), p.Margin(), p.Maintenance()
+	}
+	return next
+}
+
+// linesOf is a's positions' figures as the engine's view holds them
+// (Float of each decimal), one line per position.
+func linesOf(a Account) []Line {
+	lines := make([]Line, len(a.Positions))
+	for i, p := range a.Positions {
+		lines[i] = Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: Float(p.Quantity), Index: Float(p.Index),
+			EntryValue: Float(p.Value), Margin: Float(p.Held), Maintenance: Float(p.MM)}
+	}
+	return lines
 }
 
 // movedIndexes is a with every index moved by the factor f (to cents), its

@@ -62,11 +62,11 @@ type Model struct {
 	// OrdersAsAsked: a reduce goes out as its rules ask, not judged at
 	// mark to market (engine.orders_as_asked); dust is still closed whole.
 	OrdersAsAsked bool
-	// lines are the figures of the positions of linesOf (the account
-	// UseLines was given with) as the tick's view converted them: the
+	// floats are the figures of the positions of floatsOf (the account
+	// UseFloats was given with) as the tick's view converted them: the
 	// grid reads them while Acct is that account.
-	lines   []margin.Line
-	linesOf []margin.Position
+	floats   margin.Floats
+	floatsOf []margin.Position
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
 	// grids keeps the stress grids of the accounts the tick's predictions
@@ -395,27 +395,28 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	return p
 }
 
-// UseLines hands the model the figures of Acct's positions as the tick's
-// view converted them for the rules: lines[i] is position i's quantity,
+// UseFloats hands the model the figures of Acct's positions as the tick's
+// view worked them out for the rules: f.Lines[i] is position i's quantity,
 // index, entry value, margin held and maintenance, each margin.Float of
-// the position's decimal (Quantity, Index, Value, Held, MM). The grid reads
-// them (margin.Account.PricedFrom) while Acct is the account they were
-// given with, rather than converting its decimals again.
-func (v *Model) UseLines(lines []margin.Line) { v.lines, v.linesOf = lines, v.Acct.Positions }
+// the position's decimal (Quantity, Index, Value, Held, MM), f.Sigma[i]
+// Sigma of its symbol. The grid reads them (margin.Account.PricedFrom)
+// while Acct is the account they were given with, rather than converting
+// its decimals again.
+func (v *Model) UseFloats(f margin.Floats) { v.floats, v.floatsOf = f, v.Acct.Positions }
 
-// Lines are the figures UseLines gave, while Acct is the account they
-// were given with; nil once it moved on.
-func (v *Model) Lines() []margin.Line {
-	if v.lines == nil || !samePositions(v.linesOf, v.Acct.Positions) {
-		return nil
+// Floats are the figures UseFloats gave, while Acct is the account they
+// were given with; ok is false once it moved on (or none were given).
+func (v *Model) Floats() (margin.Floats, bool) {
+	if v.floats.Lines == nil || !samePositions(v.floatsOf, v.Acct.Positions) {
+		return margin.Floats{}, false
 	}
-	return v.lines
+	return v.floats, true
 }
 
 // pricedBefore is the account read for the grid and the forfeit
 // (margin.Priced), once per memo: the grid and the forfeit before, and
 // every prediction's after, patched from it. The tick's own account is
-// read from the view's floats (UseLines); one a call moved it on to, from
+// read from the view's floats (UseFloats); one a call moved it on to, from
 // its decimals.
 func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
 	if memo.priced == nil {
@@ -425,8 +426,8 @@ func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
 			// that go with them.
 			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
 		}
-		if lines := v.Lines(); lines != nil {
-			memo.priced = v.Acct.PricedFrom(lines, v.Sigma, liqs)
+		if f, ok := v.Floats(); ok {
+			memo.priced = v.Acct.PricedFrom(f, v.Sigma, liqs)
 		} else {
 			memo.priced = v.Acct.Priced(v.Sigma, liqs)
 		}

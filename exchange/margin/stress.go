@@ -214,12 +214,12 @@ type stressBook struct {
 // it is short and in a table of the book's own past it (symbolTable: a map
 // cost an assignment and a lookup a position, an eighth of the read).
 func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
-	return a.stressBookWith(nil, nil, sigma, liqs)
+	return a.stressBookWith(nil, sigma, liqs)
 }
 
 // stressBookWith is stressBook, each position read through m (nil: read
-// afresh) or from lines (PricedFrom; nil: none).
-func (a Account) stressBookWith(m *StressMemo, lines []Line, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
+// afresh).
+func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
 	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
 	const shortList = 16
 	var table symbolTable
@@ -277,12 +277,9 @@ func (a Account) stressBookWith(m *StressMemo, lines []Line, sigma func(symbol s
 		}
 		sp := &b.ps[n]
 		var ok bool
-		switch {
-		case lines != nil:
-			ok = readLine(sp, p, &lines[i], liqs[i], j, i)
-		case m == nil:
+		if m == nil {
 			ok = readStressPos(sp, p, liqs[i], j, i)
-		default:
+		} else {
 			ok = m.read(sp, p, liqs[i], j, i)
 		}
 		if !ok {
@@ -408,25 +405,95 @@ func (a Account) Priced(sigma func(symbol string) float64, liqs []decimal.Decima
 	return &Priced{b: b, ok: ok}
 }
 
-// PricedFrom is Priced, each position's figures read from lines where the
-// caller converted them already (the engine's view converts every
-// position's decimals once per value, for the rules): lines[i] is position
-// i's, its Quantity, Index, EntryValue, Margin and Maintenance Float of the
-// position's Quantity, Index, Value, Held and MM, as Watch.Account lists
-// them. A position that does not list its entry value, margin and
-// maintenance (the grid works them out) is read from its decimals; lines
-// not one per position are not read. The same floats as Priced, bit for
-// bit (TestPricedFromMatchesPriced), for the conversion of only the
-// liquidation prices.
-func (a Account) PricedFrom(lines []Line, sigma func(symbol string) float64, liqs []decimal.Decimal) *Priced {
-	if len(lines) != len(a.Positions) {
+// Floats are an account's positions' figures as a caller converted them
+// already, for the grid to read rather than convert them again
+// (PricedFrom): the engine's view converts every position's decimals once
+// per value for the rules, and works out each symbol's σ.
+type Floats struct {
+	// Lines are the positions' figures, Lines[i] position i's: its
+	// Quantity, Index, EntryValue, Margin and Maintenance Float of the
+	// position's Quantity, Index, Value, Held and MM.
+	Lines []Line
+	// Sigma is each position's symbol's σ over the horizon, Sigma[i]
+	// position i's, as the sigma PricedFrom is given says it (nil: sigma
+	// is asked).
+	Sigma []float64
+	// Distinct says no two positions are on one symbol (the engine's
+	// account holds one a symbol): the grid does not look them up.
+	Distinct bool
+}
+
+// PricedFrom is Priced, the positions' figures and σ read from f where the
+// position lists them (Value, Held and MM set; the engine's positions do),
+// the rest worked out from its decimals as Priced works them out; f not of
+// the account (not a line a position) is not read. The same floats as
+// Priced, bit for bit (TestPricedFromMatchesPriced), for the conversion of
+// the liquidation prices alone.
+func (a Account) PricedFrom(f Floats, sigma func(symbol string) float64, liqs []decimal.Decimal) *Priced {
+	n := len(a.Positions)
+	if len(f.Lines) != n || f.Sigma != nil && len(f.Sigma) != n {
 		return a.Priced(sigma, liqs)
 	}
 	if liqs == nil {
 		liqs = a.LiquidationPrices()
 	}
-	b, ok := a.stressBookWith(nil, lines, sigma, liqs)
+	b, ok := a.stressBookFrom(f, sigma, liqs)
 	return &Priced{b: b, ok: ok}
+}
+
+// stressBookFrom is stressBook, each position read from f (PricedFrom).
+func (a Account) stressBookFrom(f Floats, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
+	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
+	b.free = toF(a.Free)
+	b.pool = b.free
+	var table symbolTable
+	n := 0
+	for i := range a.Positions {
+		p := &a.Positions[i]
+		if !p.Quantity.IsPositive() {
+			continue
+		}
+		if !p.Index.IsPositive() {
+			return stressBook{}, false
+		}
+		j := -1
+		switch {
+		case f.Distinct:
+		case table.slots == nil:
+			table = newSymbolTable(len(a.Positions))
+			fallthrough
+		default:
+			j = table.find(b.syms, p.Symbol)
+		}
+		if j < 0 {
+			var sg float64
+			if f.Sigma != nil {
+				sg = f.Sigma[i]
+			} else {
+				sg = sigma(p.Symbol)
+			}
+			if !(sg > 0) || math.IsInf(sg, 0) {
+				return stressBook{}, false
+			}
+			j = len(b.syms)
+			b.syms = append(b.syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
+			if table.slots != nil {
+				table.add(b.syms, j)
+			}
+		}
+		sp := &b.ps[n]
+		if !readLine(sp, p, &f.Lines[i], liqs[i], j, i) {
+			return stressBook{}, false
+		}
+		if sp.cross {
+			b.anyCross = true
+			b.pool += sp.equity
+			b.poolMM += sp.mm
+		}
+		n++
+	}
+	b.ps = b.ps[:n]
+	return b, true
 }
 
 // StressJudged is the account's StressJudged.

@@ -225,29 +225,29 @@ func BenchmarkStress(b *testing.B) {
 		}
 		// The engine's path (engine/act model.go's pricedBefore): the
 		// account as the engine's view lists it (entry value, margin held
-		// and maintenance set), read from the floats the view converted
-		// for the tick's rules (PricedFrom), judged; every index and
-		// liquidation price moves at every call (two ticks in turn).
-		// listed is the same account read afresh from its decimals, as
-		// pricedBefore read it before.
-		for _, fromLines := range []bool{true, false} {
+		// and maintenance set; one position a symbol), read from the floats
+		// and σ the view worked out for the tick (PricedFrom), judged;
+		// every index and liquidation price moves at every call (two
+		// ticks in turn). listed is the same account read afresh from its
+		// decimals, as pricedBefore read it before.
+		for _, fromFloats := range []bool{true, false} {
 			name := "engine"
-			if !fromLines {
+			if !fromFloats {
 				name = "listed"
 			}
 			b.Run(fmt.Sprintf("%d/%s", n, name), func(b *testing.B) {
 				r := rand.New(rand.NewPCG(7, uint64(n)))
-				a, sigma := stressAccount(r, n)
+				a, sigma := distinctAccount(r, n)
 				a = listedAccount(a)
 				next := listedAccount(movedIndexes(a, 1.001))
 				accts := [2]Account{a, next}
-				lines := [2][]Line{linesOf(a), linesOf(next)}
+				fs := [2]Floats{floatsOf(a, sigma, true), floatsOf(next, sigma, true)}
 				liqs := [2][]decimal.Decimal{a.LiquidationPrices(), next.LiquidationPrices()}
 				b.ReportAllocs()
 				i := 0
 				for b.Loop() {
-					if fromLines {
-						accts[i&1].PricedFrom(lines[i&1], sigma, liqs[i&1]).StressJudged(3)
+					if fromFloats {
+						accts[i&1].PricedFrom(fs[i&1], sigma, liqs[i&1]).StressJudged(3)
 					} else {
 						accts[i&1].Priced(sigma, liqs[i&1]).StressJudged(3)
 					}
@@ -286,15 +286,32 @@ func listedAccount(a Account) Account {
 	return next
 }
 
-// linesOf is a's positions' figures as the engine's view holds them
-// (Float of each decimal), one line per position.
-func linesOf(a Account) []Line {
-	lines := make([]Line, len(a.Positions))
+// floatsOf is a's positions' figures as the engine's view holds them
+// (Float of each decimal), one line per position, with σ (sigma's) and
+// distinct as given.
+func floatsOf(a Account, sigma func(string) float64, distinct bool) Floats {
+	f := Floats{Lines: make([]Line, len(a.Positions)), Sigma: make([]float64, len(a.Positions)), Distinct: distinct}
 	for i, p := range a.Positions {
-		lines[i] = Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: Float(p.Quantity), Index: Float(p.Index),
+		f.Lines[i] = Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: Float(p.Quantity), Index: Float(p.Index),
 			EntryValue: Float(p.Value), Margin: Float(p.Held), Maintenance: Float(p.MM)}
+		f.Sigma[i] = sigma(p.Symbol)
 	}
-	return lines
+	return f
+}
+
+// distinctAccount is stressAccount with every position on a symbol of its
+// own (the engine's accounts: one position a symbol), each symbol's σ its
+// position's symbol's in stressAccount.
+func distinctAccount(r *rand.Rand, n int) (Account, func(string) float64) {
+	a, sigma := stressAccount(r, n)
+	of := map[string]float64{}
+	for i := range a.Positions {
+		p := &a.Positions[i]
+		sym := fmt.Sprintf("D%03d", i)
+		of[sym] = sigma(p.Symbol)
+		p.Symbol = sym
+	}
+	return a, func(s string) float64 { return of[s] }
 }
 
 // movedIndexes is a with every index moved by the factor f (to cents), its

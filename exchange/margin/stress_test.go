@@ -302,7 +302,8 @@ func TestStressBookReadsAsDecimals(t *testing.T) {
 // is the account read from its decimals, bit for bit: the same book, the
 // same grid and forfeit, over accounts whose figures are listed or not
 // (the grid works out what is not), with coefficients past 2^53 and 18
-// digits, positive exponents, closed positions and indexes missing.
+// digits, positive exponents, closed positions and indexes missing; σ
+// given or asked; symbols shared, or each position's own and said so.
 func TestPricedFromMatchesPriced(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(38, 11))
@@ -318,7 +319,14 @@ func TestPricedFromMatchesPriced(t *testing.T) {
 		return d
 	}
 	for run := 0; run < 1000; run++ {
-		a, sigma := stressAccount(r, 1+r.IntN(40))
+		distinct := r.IntN(2) == 0
+		var a Account
+		var sigma func(string) float64
+		if distinct {
+			a, sigma = distinctAccount(r, 1+r.IntN(40))
+		} else {
+			a, sigma = stressAccount(r, 1+r.IntN(40))
+		}
 		for i := range a.Positions {
 			p := &a.Positions[i]
 			if r.IntN(5) > 0 {
@@ -339,10 +347,14 @@ func TestPricedFromMatchesPriced(t *testing.T) {
 			p.Index = num(p.Index)
 		}
 		liqs := a.LiquidationPrices()
-		got, want := a.PricedFrom(linesOf(a), sigma, liqs), a.Priced(sigma, liqs)
+		f := floatsOf(a, sigma, distinct)
+		if r.IntN(3) == 0 {
+			f.Sigma = nil
+		}
+		got, want := a.PricedFrom(f, sigma, liqs), a.Priced(sigma, liqs)
 		if got.ok != want.ok || !slices.Equal(got.b.ps, want.b.ps) || !slices.Equal(got.b.syms, want.b.syms) ||
 			got.b.pool != want.b.pool || got.b.poolMM != want.b.poolMM || got.b.free != want.b.free || got.b.anyCross != want.b.anyCross {
-			t.Fatalf("run %d: read from the lines\n%+v, from the decimals\n%+v", run, got.b, want.b)
+			t.Fatalf("run %d: read from the floats\n%+v, from the decimals\n%+v", run, got.b, want.b)
 		}
 		if g, w := got.StressJudged(3), want.StressJudged(3); !reflect.DeepEqual(g, w) {
 			t.Fatalf("run %d: judged %+v, from the decimals %+v", run, g, w)

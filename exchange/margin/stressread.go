@@ -153,7 +153,7 @@ func (m *StressMemo) Priced(a Account, sigma func(symbol string) float64, liqs [
 	if liqs == nil {
 		liqs = a.LiquidationPrices()
 	}
-	b, ok := a.stressBookWith(m, nil, sigma, liqs)
+	b, ok := a.stressBookWith(m, sigma, liqs)
 	return &Priced{b: b, ok: ok}
 }
 

@@ -15,12 +15,13 @@ import (
 )
 
 // The tick's account hands the grid the floats the view converted for the
-// rules (act.Model.UseLines): each is margin.Float of the account's own
-// decimal, bit for bit, so the grid and the forfeit read from them are the
-// ones read from the decimals (margin.Account.PricedFrom against Priced),
+// rules and each symbol's σ (act.Model.UseFloats): each figure is
+// margin.Float of the account's own decimal, bit for bit, and σ what Sigma
+// says, so the grid and the forfeit read from them are the ones read from
+// the decimals (margin.Account.PricedFrom against Priced),
 // tick after tick while the indexes move, on the simulated exchange's
 // reads; an account a call moved the model on to has none.
-func TestAccountLinesAreTheDecimals(t *testing.T) {
+func TestAccountFloatsAreTheDecimals(t *testing.T) {
 	t.Parallel()
 	two := 2
 	sc := &sim.Scenario{Currencies: []string{"USDT"}, Balance: decimal.NewFromInt(10_000_000_000)}
@@ -54,7 +55,7 @@ func TestAccountLinesAreTheDecimals(t *testing.T) {
 	ctx := context.Background()
 	var view market.View
 	st := Stress{Horizon: time.Hour, Floor: 0.01, Likely: 3}
-	for s := range 20 {
+	for s := range 45 { // σ leaves the floor after volMinReturns returns
 		now = t0.Add(time.Duration(s) * time.Minute)
 		prices := map[string]decimal.Decimal{}
 		for i := range 6 {
@@ -70,29 +71,35 @@ func TestAccountLinesAreTheDecimals(t *testing.T) {
 		w.Begin(now, "")
 		w.Observe(now, &view, Settings{Stress: st})
 		v := w.Account(&view)
-		lines := v.Lines()
-		if len(lines) != len(v.Acct.Positions) || len(lines) != 6 {
-			t.Fatalf("tick %d: %d lines for %d positions", s, len(lines), len(v.Acct.Positions))
+		f, ok := v.Floats()
+		if !ok || len(f.Lines) != len(v.Acct.Positions) || len(f.Lines) != 6 || len(f.Sigma) != 6 || !f.Distinct {
+			t.Fatalf("tick %d: floats %+v (%t) for %d positions", s, f, ok, len(v.Acct.Positions))
 		}
 		for i, p := range v.Acct.Positions {
 			want := margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: margin.Float(p.Quantity), Index: margin.Float(p.Index),
 				EntryValue: margin.Float(p.Value), Margin: margin.Float(p.Held), Maintenance: margin.Float(p.MM)}
-			if lines[i] != want {
-				t.Fatalf("tick %d, %s: line %+v, the decimals give %+v", s, p.Symbol, lines[i], want)
+			if f.Lines[i] != want {
+				t.Fatalf("tick %d, %s: line %+v, the decimals give %+v", s, p.Symbol, f.Lines[i], want)
+			}
+			if got, want := f.Sigma[i], v.Sigma(p.Symbol); got != want {
+				t.Fatalf("tick %d, %s: σ %v, Sigma says %v", s, p.Symbol, got, want)
 			}
 		}
+		if s == 44 && !(f.Sigma[1] > st.Floor) {
+			t.Fatalf("σ %v still the floor %v: the index's own σ not tried", f.Sigma[1], st.Floor)
+		}
 		liqs := v.Acct.LiquidationPricesWith(v.Liqs)
-		got, want := v.Acct.PricedFrom(lines, v.Sigma, liqs), v.Acct.Priced(v.Sigma, liqs)
+		got, want := v.Acct.PricedFrom(f, v.Sigma, liqs), v.Acct.Priced(v.Sigma, liqs)
 		if g, w := got.StressJudged(v.Likely), want.StressJudged(v.Likely); !g.Known || !reflect.DeepEqual(g, w) {
-			t.Fatalf("tick %d: judged from the lines %+v, from the decimals %+v", s, g, w)
+			t.Fatalf("tick %d: judged from the floats %+v, from the decimals %+v", s, g, w)
 		}
 		if g, w := got.Forfeit(), want.Forfeit(); !g.Known || !reflect.DeepEqual(g, w) {
-			t.Fatalf("tick %d: forfeit from the lines %+v, from the decimals %+v", s, g, w)
+			t.Fatalf("tick %d: forfeit from the floats %+v, from the decimals %+v", s, g, w)
 		}
 		moved := *v
 		moved.Acct.Positions = append([]margin.Position(nil), v.Acct.Positions...)
-		if moved.Lines() != nil {
-			t.Fatalf("tick %d: the lines read for an account the model moved on to", s)
+		if _, ok := moved.Floats(); ok {
+			t.Fatalf("tick %d: the floats read for an account the model moved on to", s)
 		}
 	}
 }

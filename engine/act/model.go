@@ -491,6 +491,38 @@ type fill struct {
 	r    margin.Reduction
 	liqs []decimal.Decimal
 	err  error
+	// priced is next read for the grid and the forfeit (pricedAfter),
+	// once needed.
+	priced *margin.Priced
+}
+
+// pricedAfter is the account the fill f leaves (worked out on memo's
+// account, without error) read for the grid and the forfeit, once per
+// fill: patched from the account before (margin.Priced.After: the other
+// positions' figures are the same floats, only the reduced position, the
+// cross positions' prices and the pool read again) while the reduce
+// leaves its position open; read afresh when it closes it (its symbol
+// may leave the grid's list).
+func (v *Model) pricedAfter(memo *predictMemo, f *fill) *margin.Priced {
+	if f.priced == nil {
+		if f.next.Positions[f.i].Open() {
+			f.priced = v.pricedBefore(memo).After(f.next, f.i, f.liqs)
+		} else {
+			f.priced = f.next.Priced(v.Sigma, f.liqs)
+		}
+	}
+	return f.priced
+}
+
+// forfeitAfter is the forfeit of the account the fill f leaves
+// (pricedAfter): merged from the account before's while the position
+// stays open (margin.Priced.ForfeitAfter).
+func (v *Model) forfeitAfter(memo *predictMemo, f *fill) margin.Forfeit {
+	pa := v.pricedAfter(memo, f)
+	if f.next.Positions[f.i].Open() {
+		return v.pricedBefore(memo).ForfeitAfter(pa, f.i)
+	}
+	return pa.Forfeit()
 }
 
 // filled is the account after a reduce of qty on position i at index ix,

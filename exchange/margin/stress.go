@@ -518,7 +518,8 @@ func (p *Priced) Forfeit() Forfeit {
 
 // After is next read as Priced reads it, where next is the account after a
 // call on position i that changes that position's settings and the free
-// balance alone (Apply): the other positions' figures are the account's,
+// balance alone (Apply), or a reduce that leaves it open (Reduce): the
+// other positions' figures are the account's,
 // the cross ones' liquidation prices read from liqs (next's, as
 // LiquidationPrices gives them), the pool summed again in the same order:
 // the same floats as reading next afresh.

@@ -36,7 +36,7 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 			n := r.N
 			f.Lines[k] = margin.Line{Short: ps[k].Direction == exchange.Short, Cross: ps[k].Cross, Quantity: n.Quantity, Index: r.IndexF,
 				EntryValue: n.EntryValue, Margin: n.Margin, Maintenance: mm}
-			f.Sigma[k] = m.vol.sigma(r.IndexName, st.Horizon, st.Floor)
+			f.Sigma[k] = m.vol.sigmaAt(i, r.IndexName, st.Horizon, st.Floor)
 			k++
 		}
 	}

@@ -223,13 +223,17 @@ func BenchmarkStress(b *testing.B) {
 				}
 			})
 		}
-		// The engine's path (engine/act model.go's pricedBefore): the
-		// account as the engine's view lists it (entry value, margin held
-		// and maintenance set; one position a symbol), read from the floats
-		// and σ the view worked out for the tick (PricedFrom), judged;
-		// every index and liquidation price moves at every call (two
-		// ticks in turn). listed is the same account read afresh from its
-		// decimals, as pricedBefore read it before.
+		// The engine's path (engine/model's Watch.Account, then engine/act
+		// model.go's pricedBefore): the account as the engine's view lists
+		// it (entry value, margin held and maintenance set; one position a
+		// symbol), each position's σ worked out as Watch.Account works it
+		// out a row at a time (volatility.sigmaAt: the index's entry kept
+		// by the row's place, its name compared, a square root of its
+		// variance: here vols), read from those and the floats the view
+		// converted for the tick's rules (PricedFrom), judged; every index
+		// and liquidation price moves at every call (two ticks in turn).
+		// listed is the same account read afresh from its decimals, as
+		// pricedBefore read it before.
 		for _, fromFloats := range []bool{true, false} {
 			name := "engine"
 			if !fromFloats {
@@ -242,12 +246,24 @@ func BenchmarkStress(b *testing.B) {
 				next := listedAccount(movedIndexes(a, 1.001))
 				accts := [2]Account{a, next}
 				fs := [2]Floats{floatsOf(a, sigma, true), floatsOf(next, sigma, true)}
+				vols := make([]*volEntry, n)
+				for k, p := range a.Positions {
+					sg := sigma(p.Symbol)
+					vols[k] = &volEntry{name: p.Symbol, varPerSec: sg * sg / 3600, weight: 1}
+				}
 				liqs := [2][]decimal.Decimal{a.LiquidationPrices(), next.LiquidationPrices()}
 				b.ReportAllocs()
 				i := 0
 				for b.Loop() {
 					if fromFloats {
-						accts[i&1].PricedFrom(fs[i&1], sigma, liqs[i&1]).StressJudged(3)
+						a, f := accts[i&1], fs[i&1]
+						f.Sigma = make([]float64, len(a.Positions))
+						for k := range a.Positions {
+							if v := vols[k]; v.name == a.Positions[k].Symbol && v.weight > 0 {
+								f.Sigma[k] = math.Sqrt(v.varPerSec / v.weight * 3600)
+							}
+						}
+						a.PricedFrom(f, sigma, liqs[i&1]).StressJudged(3)
 					} else {
 						accts[i&1].Priced(sigma, liqs[i&1]).StressJudged(3)
 					}
@@ -284,6 +300,14 @@ func listedAccount(a Account) Account {
 		p.Value, p.Held, p.MM = p.EntryValue(), p.Margin(), p.Maintenance()
 	}
 	return next
+}
+
+// volEntry stands for an index's entry in the engine's volatility
+// (engine/model's volIndex): σ over an hour is the square root of its
+// variance a second times 3,600.
+type volEntry struct {
+	name              string
+	varPerSec, weight float64
 }
 
 // floatsOf is a's positions' figures as the engine's view holds them

@@ -368,20 +368,6 @@ func readStressPos(sp *stressPos, p *Position, liq decimal.Decimal, j, i int) bo
 	return finite(sp.q*0 + sp.index*0 + sp.liq*0 + sp.equity*0 + sp.mm*0)
 }
 
-// readLine is readStressPos with the figures of l, the caller's floats of
-// p's decimals (PricedFrom), where p lists them; its liquidation price
-// alone is converted.
-func readLine(sp *stressPos, p *Position, l *Line, liq decimal.Decimal, j, i int) bool {
-	if p.Value.IsZero() || p.Held.IsZero() || p.MM.IsZero() {
-		return readStressPos(sp, p, liq, j, i)
-	}
-	sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.sym, sp.at = !l.Short, l.Quantity, l.Index, toF(liq), l.Cross, j, i
-	sp.ev, sp.margin, sp.mm = l.EntryValue, l.Margin, l.Maintenance
-	sp.pnlNow = sp.pnl(sp.index)
-	sp.equity = sp.margin + sp.pnlNow
-	return finite(sp.q*0 + sp.index*0 + sp.liq*0 + sp.equity*0 + sp.mm*0)
-}
-
 // Priced is an account read for the grid and the forfeit once (its
 // positions' figures as float64s), so that the accounts a call on one of
 // its positions leaves are read by patching it (After) and their forfeit
@@ -448,12 +434,15 @@ func (a Account) stressBookFrom(f Floats, sigma func(symbol string) float64, liq
 	b.pool = b.free
 	var table symbolTable
 	n := 0
+	// A line's figure is its decimal's float: one that is positive (or not
+	// 0) says the decimal is, and the decimals are read only where it
+	// does not (a decimal so small its float is 0).
 	for i := range a.Positions {
-		p := &a.Positions[i]
-		if !p.Quantity.IsPositive() {
+		p, l := &a.Positions[i], &f.Lines[i]
+		if !(l.Quantity > 0) && !p.Quantity.IsPositive() {
 			continue
 		}
-		if !p.Index.IsPositive() {
+		if !(l.Index > 0) && !p.Index.IsPositive() {
 			return stressBook{}, false
 		}
 		j := -1
@@ -481,9 +470,21 @@ func (a Account) stressBookFrom(f Floats, sigma func(symbol string) float64, liq
 				table.add(b.syms, j)
 			}
 		}
+		// readStressPos, the figures read from the line where p lists
+		// them (the conversion of its liquidation price alone), inline.
 		sp := &b.ps[n]
-		if !readLine(sp, p, &f.Lines[i], liqs[i], j, i) {
-			return stressBook{}, false
+		if (l.EntryValue == 0 || l.Margin == 0 || l.Maintenance == 0) && (p.Value.IsZero() || p.Held.IsZero() || p.MM.IsZero()) {
+			if !readStressPos(sp, p, liqs[i], j, i) {
+				return stressBook{}, false
+			}
+		} else {
+			sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.sym, sp.at = !l.Short, l.Quantity, l.Index, toF(liqs[i]), l.Cross, j, i
+			sp.ev, sp.margin, sp.mm = l.EntryValue, l.Margin, l.Maintenance
+			sp.pnlNow = sp.pnl(sp.index)
+			sp.equity = sp.margin + sp.pnlNow
+			if !finite(sp.q*0 + sp.index*0 + sp.liq*0 + sp.equity*0 + sp.mm*0) {
+				return stressBook{}, false
+			}
 		}
 		if sp.cross {
 			b.anyCross = true

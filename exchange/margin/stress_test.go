@@ -302,8 +302,9 @@ func TestStressBookReadsAsDecimals(t *testing.T) {
 // is the account read from its decimals, bit for bit: the same book, the
 // same grid and forfeit, over accounts whose figures are listed or not
 // (the grid works out what is not), with coefficients past 2^53 and 18
-// digits, positive exponents, closed positions and indexes missing; σ
-// given or asked; symbols shared, or each position's own and said so.
+// digits, positive exponents, figures so small their floats are 0, closed
+// positions and indexes missing; σ given or asked; symbols shared, or each
+// position's own and said so.
 func TestPricedFromMatchesPriced(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(38, 11))
@@ -315,6 +316,10 @@ func TestPricedFromMatchesPriced(t *testing.T) {
 			return d.Add(decimal.New(1+r.Int64N(1<<40), -20))
 		case 2: // a positive exponent
 			return decimal.New(d.Round(-2).Shift(-2).IntPart(), 2)
+		case 3:
+			if r.IntN(4) == 0 { // not 0, its float 0
+				return decimal.New(1+r.Int64N(9), -400)
+			}
 		}
 		return d
 	}
@@ -343,6 +348,8 @@ func TestPricedFromMatchesPriced(t *testing.T) {
 				p.Quantity = decimal.Zero
 			case 1:
 				p.Index = decimal.Zero
+			case 2:
+				p.Quantity = decimal.New(1, -400) // open, its float 0
 			}
 			p.Index = num(p.Index)
 		}

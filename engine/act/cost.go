@@ -203,7 +203,7 @@ func (v *Model) judgeReduce(pl *Plan, qty decimal.Decimal, d *ReduceDecision) (d
 		if fl.err != nil {
 			return Cost{}, false
 		}
-		f := fl.next.Forfeit(v.Sigma, fl.liqs)
+		f := v.forfeitAfter(v.memoFor(), fl)
 		return Cost{Fee: v.orderFee(q, ix), Forfeit: f}, f.Known
 	}
 	askedCost, ok := costOf(qty)

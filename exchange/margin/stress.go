@@ -213,12 +213,6 @@ type stressBook struct {
 // it is short and in a table of the book's own past it (symbolTable: a map
 // cost an assignment and a lookup a position, an eighth of the read).
 func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
-	return a.stressBookWith(nil, sigma, liqs)
-}
-
-// stressBookWith is stressBook, each position read through m (nil: read
-// afresh).
-func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
 	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
 	const shortList = 16
 	var table symbolTable
@@ -228,12 +222,9 @@ func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64
 		liqs = a.LiquidationPrices()
 	}
 	n := 0
-	inOrder := m.begin() // every place so far open and on the symbol it was at the memo's last read
 	for i := range a.Positions {
 		p := &a.Positions[i]
-		open := p.Quantity.IsPositive() // p.Open(), without copying p
-		inOrder = inOrder && m.sameAt(i, open, p.Symbol)
-		if !open {
+		if !p.Quantity.IsPositive() { // p.Open(), without copying p
 			continue
 		}
 		if !p.Index.IsPositive() {
@@ -241,12 +232,6 @@ func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64
 		}
 		j := -1
 		switch {
-		case inOrder:
-			// The symbols so far are the last read's, in its order: its
-			// place for this one, or new as it was then.
-			if k := m.at[i].sym; k < len(b.syms) {
-				j = k
-			}
 		case table.slots != nil:
 			j = table.find(b.syms, p.Symbol)
 		case len(b.syms) > shortList:
@@ -275,13 +260,7 @@ func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64
 			}
 		}
 		sp := &b.ps[n]
-		var ok bool
-		if m == nil {
-			ok = readStressPos(sp, p, liqs[i], j, i)
-		} else {
-			ok = m.read(sp, p, liqs[i], j, i)
-		}
-		if !ok {
+		if !readStressPos(sp, p, liqs[i], j, i) {
 			return stressBook{}, false
 		}
 		if sp.cross {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -271,23 +270,6 @@ func BenchmarkStress(b *testing.B) {
 				}
 			})
 		}
-		// Read through a memo, judged: every index and liquidation price
-		// moves at every call (two accounts in turn), the other figures
-		// are the same decimals, as in a replay's steps.
-		b.Run(fmt.Sprintf("%d/memo", n), func(b *testing.B) {
-			r := rand.New(rand.NewPCG(7, uint64(n)))
-			a, sigma := stressAccount(r, n)
-			next := movedIndexes(a, 1.001)
-			accts := [2]Account{a, next}
-			liqs := [2][]decimal.Decimal{a.LiquidationPrices(), next.LiquidationPrices()}
-			var m StressMemo
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				m.Priced(accts[i&1], sigma, liqs[i&1]).StressJudged(3)
-				i++
-			}
-		})
 	}
 }
 
@@ -346,55 +328,6 @@ func movedIndexes(a Account, f float64) Account {
 		next.Positions[i].Index = next.Positions[i].Index.Mul(decimal.NewFromFloat(f)).Round(2)
 	}
 	return next
-}
-
-// A memo reads what reading afresh reads, bit for bit, over accounts read
-// in turn: the same decimals, indexes moved, a leverage or a position
-// changed, positions closed, opened again and swapped, the account grown
-// and shrunk.
-func TestStressMemoMatchesFresh(t *testing.T) {
-	t.Parallel()
-	r := rand.New(rand.NewPCG(38, 9))
-	var m StressMemo
-	a, sigma := stressAccount(r, 40)
-	for run := 0; run < 2000; run++ {
-		switch r.IntN(7) {
-		case 0: // the same account
-		case 1:
-			a = movedIndexes(a, 0.9+r.Float64()*0.2)
-		case 2:
-			a = Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			i := r.IntN(len(a.Positions))
-			a.Positions[i].Leverage = 1 + r.IntN(50)
-		case 3:
-			b, _ := stressAccount(r, 1)
-			a = Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			a.Positions[r.IntN(len(a.Positions))] = b.Positions[0]
-		case 4:
-			a, sigma = stressAccount(r, 1+r.IntN(60))
-		case 5: // a position closed, or one closed opened again
-			a = Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			p := &a.Positions[r.IntN(len(a.Positions))]
-			if p.Quantity.IsPositive() {
-				p.Quantity = decimal.Zero
-			} else {
-				p.Quantity = decimal.NewFromInt(1 + r.Int64N(20))
-			}
-		case 6: // two positions swapped
-			a = Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			i, j := r.IntN(len(a.Positions)), r.IntN(len(a.Positions))
-			a.Positions[i], a.Positions[j] = a.Positions[j], a.Positions[i]
-		}
-		liqs := a.LiquidationPrices()
-		got, want := m.Priced(a, sigma, liqs), a.Priced(sigma, liqs)
-		if got.ok != want.ok || !slices.Equal(got.b.ps, want.b.ps) || !slices.Equal(got.b.syms, want.b.syms) ||
-			got.b.pool != want.b.pool || got.b.poolMM != want.b.poolMM {
-			t.Fatalf("run %d: the memo read another book", run)
-		}
-		if g, w := got.StressJudged(3), want.StressJudged(3); !reflect.DeepEqual(g, w) {
-			t.Fatalf("run %d: judged %+v, afresh %+v", run, g, w)
-		}
-	}
 }
 
 // An index past float64's range (a print of 1e400) makes a position's

@@ -101,6 +101,13 @@ func (l *leader) SaveIntent(ctx context.Context, in act.Intent) error {
 	return nil
 }
 
+// KeepsIntents reports whether intents are kept: under ha, with a shared
+// state that stores them (SaveIntent, Ended).
+func (l *leader) KeepsIntents() bool {
+	_, ok := l.shared.(IntentStore)
+	return ok
+}
+
 // Ended records that the call of intent id ended: its intent is dropped
 // after the next shared save.
 func (l *leader) Ended(id string) {

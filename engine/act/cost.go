@@ -47,6 +47,11 @@ func (c Cost) String() string {
 // Nearest says the part most likely lost, as "XBTC LONG: 4.1% to lose
 // 250.00 at −1.6σ (every index together)", or "" when none is.
 func nearest(f margin.Forfeit) string {
+	return string(appendNearest(nil, f))
+}
+
+// appendNearest appends nearest's text to b (b as it was when none is).
+func appendNearest(b []byte, f margin.Forfeit) []byte {
 	var best *margin.ForfeitPart
 	for i := range f.Parts {
 		p := &f.Parts[i]
@@ -55,18 +60,30 @@ func nearest(f margin.Forfeit) string {
 		}
 	}
 	if best == nil {
-		return ""
+		return b
 	}
-	what := strings.Join(best.Symbols, "+")
+	if best.Direction == "" {
+		b = append(b, "the cross pool ("...)
+	}
+	for k, s := range best.Symbols {
+		if k > 0 {
+			b = append(b, '+')
+		}
+		b = append(b, s...)
+	}
 	if best.Direction != "" {
-		what += " " + best.Direction
+		b = append(append(b, ' '), best.Direction...)
 	} else {
-		what = "the cross pool (" + what + ")"
+		b = append(b, ')')
 	}
 	if best.Family == "" {
-		return fmt.Sprintf("%s is past its liquidation point: %.2f lost", what, best.Amount)
+		b = append(b, " is past its liquidation point: "...)
+		return append(appendFixed(b, best.Amount, 2), " lost"...)
 	}
-	return fmt.Sprintf("%s: %.1f%% to touch its liquidation point at %+.1fσ (%s) and lose %.2f", what, best.Prob*100, best.K, best.Family, best.Amount)
+	b = appendFixed(append(b, ": "...), best.Prob*100, 1)
+	b = appendSigned(append(b, "% to touch its liquidation point at "...), best.K, 1)
+	b = append(append(append(b, "σ ("...), best.Family...), ") and lose "...)
+	return appendFixed(b, best.Amount, 2)
 }
 
 // costTolerance is how much cheaper a candidate must be than another to be
@@ -186,7 +203,7 @@ func (v *Model) judgeReduce(pl *Plan, qty decimal.Decimal, d *ReduceDecision) (d
 		if fl.err != nil {
 			return Cost{}, false
 		}
-		f := fl.next.Forfeit(v.Sigma, fl.liqs)
+		f := v.forfeitAfter(v.memoFor(), fl)
 		return Cost{Fee: v.orderFee(q, ix), Forfeit: f}, f.Known
 	}
 	askedCost, ok := costOf(qty)

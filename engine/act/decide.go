@@ -2,6 +2,7 @@ package act
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -414,18 +415,15 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 			askedC = cd
 		}
 	}
-	describe := func(w exchange.Settings) string {
-		mode := "cross"
-		if !w.Cross {
-			mode = "isolated"
+	// What the call asked costs, said in every reason but the call's own:
+	// "as asked (isolated at 4x): 12.30", or why it is no candidate.
+	askedSaid := func(b []byte) []byte {
+		b = appendSettings(append(b, "as asked ("...), asked)
+		b = append(b, "): "...)
+		if askedC != nil {
+			return appendFixed(b, askedC.cost, 2)
 		}
-		return fmt.Sprintf("%s at %dx", mode, w.Leverage)
-	}
-	askedSaid := fmt.Sprintf("as asked (%s): ", describe(asked))
-	if askedC != nil {
-		askedSaid += fmt.Sprintf("%.2f", askedC.cost)
-	} else {
-		askedSaid += askedOut
+		return append(b, askedOut...)
 	}
 	var chosen *cand
 	switch {
@@ -437,19 +435,26 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	if chosen == nil {
 		// Nothing is cheapest (or nothing else is admissible): said with
 		// the figures of the call asked.
-		why := fmt.Sprintf("would not lower the expected loss to liquidations over the horizon, first passage: now %.2f", costNothing)
-		if n := nearest(before); n != "" {
-			why += " (" + n + ")"
+		b := make([]byte, 0, 256)
+		b = append(b, "would not lower the expected loss to liquidations over the horizon, first passage: now "...)
+		b = appendFixed(b, costNothing, 2)
+		n := len(b)
+		if b = appendNearest(append(b, " ("...), before); len(b) == n+2 {
+			b = b[:n] // no part is lost
+		} else {
+			b = append(b, ')')
 		}
-		why += "; " + askedSaid
+		b = askedSaid(append(b, "; "...))
 		if best != nil && best != askedC {
-			why += fmt.Sprintf("; the cheapest other, %s: %.2f", describe(best.want), best.cost)
+			b = appendSettings(append(b, "; the cheapest other, "...), best.want)
+			b = appendFixed(append(b, ": "...), best.cost, 2)
 		}
+		why := string(b)
 		if asked.Cross != pos.Cross {
 			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked), Why: "isolating " + sym + " " + why})
 		}
 		if asked.Leverage < pos.Leverage {
-			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: fmt.Sprintf("%dx %s", asked.Leverage, why)})
+			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: strconv.Itoa(asked.Leverage) + "x " + why})
 		}
 		if asked.Cross != pos.Cross {
 			c.Isolate = false
@@ -457,13 +462,14 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 		d.Want, d.Change, d.Pred, d.Stepped = current, false, nil, ""
 		return
 	}
+	describe := func(w exchange.Settings) string { return string(appendSettings(nil, w)) }
 	if chosen.want.Cross != asked.Cross {
 		c.Isolate = false
 		d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked),
-			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid, describe(chosen.want), chosen.cost, costNothing)})
+			Why: fmt.Sprintf("isolating %s costs more in expectation: %s; %s: %.2f (now %.2f)", sym, askedSaid(nil), describe(chosen.want), chosen.cost, costNothing)})
 	}
 	if chosen != askedC {
-		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, chosen.cost, askedSaid)
+		d.Stepped = fmt.Sprintf("%s: expected loss to liquidations %.2f → %.2f, the cheapest (%s)", describe(chosen.want), costNothing, chosen.cost, askedSaid(nil))
 	}
 	d.Want, d.Change, d.Pred = chosen.want, chosen.want != current, chosen.p
 	if d.Change {
@@ -502,8 +508,11 @@ func admissible(m *Model, pl *Plan, c *SettingsStep, now time.Time, p *Predictio
 	if why := m.invariant(p, pl.Sym.Name); why != "" {
 		return why
 	}
-	floor := decimal.Max(rulesFloor(pl, c.isolateKind), rulesFloor(pl, c.lowerKind))
+	// The rules' floor binds a call that moves a position closer, its
+	// own or another's: worked out only for one.
+	floor := func() decimal.Decimal { return decimal.Max(rulesFloor(pl, c.isolateKind), rulesFloor(pl, c.lowerKind)) }
 	if p.Closer() {
+		floor := floor()
 		_, after := p.Distances()
 		if !after.IsPositive() {
 			return fmt.Sprintf("%dx would put it past its liquidation price", p.Leverage)
@@ -516,9 +525,15 @@ func admissible(m *Model, pl *Plan, c *SettingsStep, now time.Time, p *Predictio
 	// A call on one position does not sacrifice another: no position it
 	// moves closer ends under OthersFloor (or the rules' floor), and none
 	// that survives every likely move now is made to fail one.
-	others := decimal.Max(floor, decimal.NewFromFloat(OthersFloor))
+	var others *decimal.Decimal
 	for _, o := range p.others {
-		if o.closer() && o.distAfter.LessThan(others) {
+		if !o.closer() {
+			continue
+		}
+		if others == nil {
+			others = new(decimal.Max(floor(), decimal.NewFromFloat(OthersFloor)))
+		}
+		if o.distAfter.LessThan(*others) {
 			return fmt.Sprintf("%dx would move %s, under %s%%", p.Leverage, o, others.Shift(2).StringFixed(2))
 		}
 	}

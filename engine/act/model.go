@@ -62,6 +62,11 @@ type Model struct {
 	// OrdersAsAsked: a reduce goes out as its rules ask, not judged at
 	// mark to market (engine.orders_as_asked); dust is still closed whole.
 	OrdersAsAsked bool
+	// floats are the figures of the positions of floatsOf (the account
+	// UseFloats was given with) as the tick's view converted them: the
+	// grid reads them while Acct is that account.
+	floats   margin.Floats
+	floatsOf []margin.Position
 	// memo keeps the predictions made on Acct (nil until the first).
 	memo *predictMemo
 	// grids keeps the stress grids of the accounts the tick's predictions
@@ -149,10 +154,7 @@ func (v *Model) memoFor() *predictMemo {
 // sameAccount reports whether a and b are the same account: the same
 // positions slice and the same free balance, in value and exponent.
 func sameAccount(a, b margin.Account) bool {
-	if len(a.Positions) != len(b.Positions) || !margin.SameDec(a.Free, b.Free) {
-		return false
-	}
-	return len(a.Positions) == 0 || &a.Positions[0] == &b.Positions[0]
+	return margin.SameDec(a.Free, b.Free) && samePositions(a.Positions, b.Positions)
 }
 
 // Prediction is what the margin model says a settings call will do to its
@@ -176,7 +178,8 @@ type Prediction struct {
 	Before, After, RestBefore, RestAfter margin.Survival
 	// StressBefore and StressAfter are the account on the stress grid
 	// before and after the call (margin.Stress); Stressed says they were
-	// computed (the model knows σ and can measure the account).
+	// computed (the model knows σ and can measure the account; a
+	// candidate that moves no other position has none: predict).
 	StressBefore, StressAfter margin.Stress
 	Stressed                  bool
 	// ForfeitBefore and ForfeitAfter are the account's expected forfeit
@@ -195,6 +198,7 @@ type Prediction struct {
 	said     sync.Once
 	distB    decimal.Decimal
 	distA    decimal.Decimal
+	closer   bool   // Closer
 	acctSaid string // margin.Change(Before, After), when both are known
 }
 
@@ -323,7 +327,17 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 				p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, v.moves(memo)), v.notional(memo))
 			}
 		}
-		sb, stressed := v.stressBefore()
+		// A candidate that keeps its position isolated, in an account
+		// with no open cross position, moves no other position: the
+		// grid after differs from the before only in the call's own
+		// position, which NewlyFatal excepts, so a candidate's grid
+		// (read only by admissible's NewlyFatal) would find nothing and
+		// is not worked out. A full prediction, which is said, has it.
+		var sb margin.Stress
+		stressed := false
+		if full || v.Acct.Positions[i].Cross || want.Cross || memo.hasCross {
+			sb, stressed = v.stressBefore()
+		}
 		scored := v.scored()
 		if stressed {
 			p.StressBefore, p.StressAfter = sb, sb
@@ -393,9 +407,29 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	return p
 }
 
+// UseFloats hands the model the figures of Acct's positions as the tick's
+// view worked them out for the rules: f.Lines[i] is position i's quantity,
+// index, entry value, margin held and maintenance, each margin.Float of
+// the position's decimal (Quantity, Index, Value, Held, MM), f.Sigma[i]
+// Sigma of its symbol. The grid reads them (margin.Account.PricedFrom)
+// while Acct is the account they were given with, rather than converting
+// its decimals again.
+func (v *Model) UseFloats(f margin.Floats) { v.floats, v.floatsOf = f, v.Acct.Positions }
+
+// Floats are the figures UseFloats gave, while Acct is the account they
+// were given with; ok is false once it moved on (or none were given).
+func (v *Model) Floats() (margin.Floats, bool) {
+	if v.floats.Lines == nil || !samePositions(v.floatsOf, v.Acct.Positions) {
+		return margin.Floats{}, false
+	}
+	return v.floats, true
+}
+
 // pricedBefore is the account read for the grid and the forfeit
 // (margin.Priced), once per memo: the grid and the forfeit before, and
-// every prediction's after, patched from it.
+// every prediction's after, patched from it. The tick's own account is
+// read from the view's floats (UseFloats); one a call moved it on to, from
+// its decimals.
 func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
 	if memo.priced == nil {
 		liqs := memo.liqs
@@ -404,9 +438,18 @@ func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
 			// that go with them.
 			liqs = v.Acct.LiquidationPricesWith(v.Liqs)
 		}
-		memo.priced = v.Acct.Priced(v.Sigma, liqs)
+		if f, ok := v.Floats(); ok {
+			memo.priced = v.Acct.PricedFrom(f, v.Sigma, liqs)
+		} else {
+			memo.priced = v.Acct.Priced(v.Sigma, liqs)
+		}
 	}
 	return memo.priced
+}
+
+// samePositions reports whether a and b are the same positions slice.
+func samePositions(a, b []margin.Position) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // distBefore is position j's distance to its liquidation price before
@@ -460,6 +503,38 @@ type fill struct {
 	r    margin.Reduction
 	liqs []decimal.Decimal
 	err  error
+	// priced is next read for the grid and the forfeit (pricedAfter),
+	// once needed.
+	priced *margin.Priced
+}
+
+// pricedAfter is the account the fill f leaves (worked out on memo's
+// account, without error) read for the grid and the forfeit, once per
+// fill: patched from the account before (margin.Priced.After: the other
+// positions' figures are the same floats, only the reduced position, the
+// cross positions' prices and the pool read again) while the reduce
+// leaves its position open; read afresh when it closes it (its symbol
+// may leave the grid's list).
+func (v *Model) pricedAfter(memo *predictMemo, f *fill) *margin.Priced {
+	if f.priced == nil {
+		if f.next.Positions[f.i].Open() {
+			f.priced = v.pricedBefore(memo).After(f.next, f.i, f.liqs)
+		} else {
+			f.priced = f.next.Priced(v.Sigma, f.liqs)
+		}
+	}
+	return f.priced
+}
+
+// forfeitAfter is the forfeit of the account the fill f leaves
+// (pricedAfter): merged from the account before's while the position
+// stays open (margin.Priced.ForfeitAfter).
+func (v *Model) forfeitAfter(memo *predictMemo, f *fill) margin.Forfeit {
+	pa := v.pricedAfter(memo, f)
+	if f.next.Positions[f.i].Open() {
+		return v.pricedBefore(memo).ForfeitAfter(pa, f.i)
+	}
+	return pa.Forfeit()
 }
 
 // filled is the account after a reduce of qty on position i at index ix,
@@ -658,7 +733,11 @@ func (p *Prediction) Index() decimal.Decimal { return p.index }
 
 // Closer reports whether the call moves the liquidation price closer to
 // the index.
-func (p *Prediction) Closer() bool { return p.Effect.Closer(p.direction, p.index) }
+// (margin.Effect.Closer, on the distances describe works out once).
+func (p *Prediction) Closer() bool {
+	p.describe()
+	return p.closer
+}
 
 // Distances are the position's distances to liquidation before and after,
 // fractions of the index (0 when there is no liquidation price).
@@ -676,11 +755,19 @@ func (p *Prediction) accountChange() string {
 	return p.acctSaid
 }
 
-// describe works out once what String, Record and Distances say.
+// describe works out once what String, Record, Distances and Closer say.
 func (p *Prediction) describe() {
 	p.said.Do(func() {
-		p.distB, _ = margin.Distance(p.direction, p.index, p.LiquidationBefore)
-		p.distA, _ = margin.Distance(p.direction, p.index, p.LiquidationAfter)
+		var okB, okA bool
+		p.distB, okB = margin.Distance(p.direction, p.index, p.LiquidationBefore)
+		p.distA, okA = margin.Distance(p.direction, p.index, p.LiquidationAfter)
+		if okB && okA {
+			p.closer = p.distA.LessThan(p.distB)
+		} else {
+			// As margin.Effect.Closer: a long with no liquidation price
+			// (0) cannot be liquidated; one gaining a price moves closer.
+			p.closer = !p.LiquidationBefore.IsPositive() && p.LiquidationAfter.IsPositive()
+		}
 		if p.Before.Known && p.After.Known {
 			p.acctSaid = margin.Change(p.Before, p.After)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -145,7 +146,7 @@ func TestPredictGridAfterMatchesFresh(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(38, 7))
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b))) }
-	samePool := 0
+	samePool, isolatedOnly := 0, 0
 	for n := range 400 {
 		m := randomModel(r)
 		m.Unfit, m.FreeKnown = "", true
@@ -168,8 +169,21 @@ func TestPredictGridAfterMatchesFresh(t *testing.T) {
 		}
 		liqs := full.Next.LiquidationPrices()
 		ws, wf := full.Next.StressJudged(m.Sigma, m.Likely, liqs), full.Next.Forfeit(m.Sigma, liqs)
+		gridless := !mp.Cross && !want.Cross && !m.Acct.HasOpenCross()
+		if gridless && full.Stressed {
+			isolatedOnly++
+		}
+		if cand.Stressed == gridless && ws.Known {
+			t.Fatalf("account %d (%+v on %s): candidate's grid %v, want it only where another position may move", n, want, mp.Symbol, cand.Stressed)
+		}
+		if gridless && full.Stressed {
+			// What a gridless candidate rests on: nothing is newly fatal.
+			if nf := margin.NewlyFatal(full.StressBefore, full.StressAfter, mp.Symbol); len(nf) > 0 {
+				t.Fatalf("account %d (%+v on %s): an isolated call made %v newly fatal", n, want, mp.Symbol, nf)
+			}
+		}
 		for _, p := range []*Prediction{cand, full} {
-			if p.StressAfter.Known != ws.Known || !near(p.StressAfter.Expected, ws.Expected) || fmt.Sprint(p.StressAfter.Fatal) != fmt.Sprint(ws.Fatal) {
+			if !(p == cand && gridless) && (p.StressAfter.Known != ws.Known || !near(p.StressAfter.Expected, ws.Expected) || fmt.Sprint(p.StressAfter.Fatal) != fmt.Sprint(ws.Fatal)) {
 				t.Fatalf("account %d (%+v on %s): grid after %+v, afresh %+v", n, want, mp.Symbol, p.StressAfter, ws)
 			}
 			if p.ForfeitAfter.Known != wf.Known || !near(p.ForfeitAfter.Expected, wf.Expected) || len(p.ForfeitAfter.Parts) != len(wf.Parts) {
@@ -182,5 +196,70 @@ func TestPredictGridAfterMatchesFresh(t *testing.T) {
 	}
 	if samePool == 0 {
 		t.Fatal("no cross position's leverage changed: the reuse was not tested")
+	}
+	if isolatedOnly < 10 {
+		t.Fatalf("%d isolated calls in accounts without a cross position: the gridless candidate was not tested", isolatedOnly)
+	}
+}
+
+// A reduce's account after, read by patching the account before
+// (Model.pricedAfter) while the reduce leaves the position open, has the
+// grid and the forfeit of the account after read afresh, bit for bit:
+// reduces of a part and of the whole, on seeded accounts, the account
+// before read from its decimals or from the view's floats (UseFloats).
+func TestReduceGridAfterMatchesFresh(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 13))
+	patched := 0
+	for n := range 400 {
+		m := randomModel(r)
+		m.Unfit, m.FreeKnown = "", true
+		m.Sigma, m.Likely = func(s string) float64 { return 0.01 + float64(len(s)%3)*0.01 }, 3
+		m.Liqs = &margin.Liquidations{}
+		if r.IntN(2) == 0 {
+			// The engine's account: its figures listed, read from floats.
+			f := margin.Floats{Distinct: true}
+			for i := range m.Acct.Positions {
+				p := &m.Acct.Positions[i]
+				p.Value, p.Held, p.MM = p.EntryValue(), p.Margin(), p.Maintenance()
+				f.Lines = append(f.Lines, margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: margin.Float(p.Quantity),
+					Index: margin.Float(p.Index), EntryValue: margin.Float(p.Value), Margin: margin.Float(p.Held), Maintenance: margin.Float(p.MM)})
+				f.Sigma = append(f.Sigma, m.Sigma(p.Symbol))
+			}
+			m.UseFloats(f)
+		}
+		k := r.IntN(len(m.Acct.Positions))
+		mp := m.Acct.Positions[k]
+		if !mp.Open() || !mp.Index.IsPositive() {
+			continue
+		}
+		pl := &Plan{Pos: &exchange.Position{Direction: mp.Direction, Cross: mp.Cross, Leverage: mp.Leverage, Quantity: mp.Quantity},
+			Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{Name: mp.Symbol}}}
+		qty := mp.Quantity
+		if r.IntN(4) > 0 {
+			qty = mp.Quantity.Mul(decimal.New(int64(1+r.IntN(99)), -2)).Round(2)
+		}
+		if !qty.IsPositive() {
+			continue
+		}
+		p := m.PredictReduce(pl, qty)
+		if p == nil {
+			continue
+		}
+		liqs := p.Next.LiquidationPricesWith(m.Liqs)
+		want := p.Next.StressJudged(m.Sigma, m.Likely, liqs)
+		if p.Next.Positions[k].Open() && want.Known {
+			patched++
+		}
+		if got := p.StressAfter; !reflect.DeepEqual(got, want) {
+			t.Fatalf("account %d (%s of %s %s): grid after\n%+v\nafresh\n%+v", n, qty, mp.Quantity, mp.Symbol, got, want)
+		}
+		f := m.filled(k, qty, mp.Index)
+		if got, want := m.forfeitAfter(m.memoFor(), f), p.Next.Forfeit(m.Sigma, liqs); !reflect.DeepEqual(got, want) {
+			t.Fatalf("account %d (%s of %s %s): forfeit after\n%+v\nafresh\n%+v", n, qty, mp.Quantity, mp.Symbol, got, want)
+		}
+	}
+	if patched < 100 {
+		t.Fatalf("%d reduces left their position open: the patched path was hardly tested", patched)
 	}
 }

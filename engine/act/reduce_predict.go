@@ -51,7 +51,7 @@ func (v *Model) PredictReduce(pl *Plan, qty decimal.Decimal) *ReducePrediction {
 	next := f.next
 	p := &ReducePrediction{Reduction: f.r, QuantityBefore: v.Acct.Positions[i].Quantity, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Unverified: v.Unfit, Next: next}
 	if sb, ok := v.stressBefore(); ok {
-		p.StressBefore, p.StressAfter = sb, next.StressJudged(v.Sigma, v.Likely, f.liqs)
+		p.StressBefore, p.StressAfter = sb, v.pricedAfter(v.memoFor(), f).StressJudged(v.Likely)
 		p.Stressed = sb.Known && p.StressAfter.Known
 	}
 	return p

@@ -38,6 +38,10 @@ type Leader interface {
 	SaveIntent(ctx context.Context, in act.Intent) error
 	// Ended records that the call of intent id ended.
 	Ended(id string)
+	// KeepsIntents reports whether the intents are kept at all (under ha,
+	// with a shared state that stores them): without, SaveIntent and
+	// Ended do nothing, and no intent is worked out for them.
+	KeepsIntents() bool
 }
 
 // Pauses are the pauses a call is held back by (control.Service).

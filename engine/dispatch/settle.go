@@ -186,7 +186,7 @@ func (d *Dispatcher) finish(rep *journal.Report, pc *act.Pending) error {
 	if res := pc.Result; !res.Sent || res.Err != nil {
 		d.breaker.Refund(pc.Base.Time)
 	}
-	if pc.Result.Sent && !errors.Is(pc.Result.Err, act.ErrUnknownOutcome) {
+	if pc.Result.Sent && !errors.Is(pc.Result.Err, act.ErrUnknownOutcome) && d.lead.KeepsIntents() {
 		// An order of unknown outcome keeps its intent until a read
 		// settles it (act.Host.Settled): a leader taking over meanwhile
 		// takes it as sent, never decides it afresh.

@@ -364,6 +364,9 @@ type intent struct {
 }
 
 func (s intent) Check(ctx context.Context, c *Call) error {
+	if !s.lead.KeepsIntents() {
+		return nil
+	}
 	err := s.lead.SaveIntent(ctx, act.IntentOf(c.Base))
 	if err != nil {
 		s.say.phase(ctx, c, "standby", err)

@@ -66,7 +66,8 @@ func (l *leader) SaveIntent(_ context.Context, in act.Intent) error {
 	l.saved = append(l.saved, in.ID)
 	return nil
 }
-func (l *leader) Ended(string) {}
+func (l *leader) Ended(string)       {}
+func (l *leader) KeepsIntents() bool { return true }
 
 // call is a settings call on XBTC decided at t0 by rule r1, on a snapshot
 // whose read began at t0.

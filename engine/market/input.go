@@ -1,10 +1,10 @@
 package market
 
 import (
-	"math"
 	"time"
 
 	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
 	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
@@ -188,28 +188,9 @@ func RulesSymbol(s *exchange.ContractSymbol) rules.Symbol {
 	}
 }
 
-// pow10 holds the exactly representable powers of ten.
-var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
-	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
-
-// ToFloat converts a decimal to a float64 without allocating in the common
-// case. With at most 15 digits the coefficient and a power of ten up to 22
-// are both exact, so one multiplication or division rounds correctly (the
-// fast path strconv.ParseFloat takes); with 16 to 18 digits the coefficient
-// is rounded first, so the result may be one unit in the last place off,
-// far below anything a rule can tell. Other values take the exact, slower
-// route.
-func ToFloat(d decimal.Decimal) float64 {
-	exp := d.Exponent()
-	if exp < -22 || exp > 22 || d.NumDigits() > 18 {
-		return d.InexactFloat64()
-	}
-	c := float64(d.CoefficientInt64())
-	if exp < 0 {
-		return c / pow10[-exp]
-	}
-	if f := c * pow10[exp]; math.Abs(f) < 1<<53 {
-		return f
-	}
-	return d.InexactFloat64()
-}
+// ToFloat converts a decimal to the nearest float64 (ties to even), without
+// allocating in the common case: margin.Float, the model's one conversion,
+// so the floats the view holds are the ones the margin model's grid works
+// out from the same decimals (bit for bit: it reads them instead,
+// margin.Account.PricedFrom).
+func ToFloat(d decimal.Decimal) float64 { return margin.Float(d) }

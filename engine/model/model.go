@@ -56,11 +56,9 @@ type Watch struct {
 	// settings call may leave a position under (floorOf).
 	rules        *rules.Set
 	fastDistance float64
-	// places is each model position's place by symbol (act.Model.At)
-	// and indexes each open position's index by symbol (Sigma), as last
-	// made: the same while the view is steady since.
-	places  rowMaps[int]
-	indexes rowMaps[string]
+	// places is each model position's place by symbol (act.Model.At),
+	// as last made: the same while the view is steady since.
+	places rowMaps[int]
 	// dust is orders.Dust as a decimal.
 	dust dustMemo
 }

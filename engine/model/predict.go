@@ -23,9 +23,20 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	vps, rep := tv.Model()
 	ps := make([]margin.Position, len(vps)) // the tick's own: its plans move it on
 	copy(ps, vps)
+	// The positions' figures as the view converted them for the rules and
+	// their σ, for the grid to read rather than work out again
+	// (act.Model.UseFloats): the same floats, as both convert with
+	// margin.Float, and the σ Sigma says.
+	st := m.stress
+	f := margin.Floats{Lines: make([]margin.Line, len(ps)), Sigma: make([]float64, len(ps))}
 	for i, k := 0, 0; i < len(tv.Rows); i++ {
 		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
-			ps[k].MM, _ = m.maintenance(i, r, &ps[k])
+			var mm float64
+			ps[k].MM, mm = m.maintenance(i, r, &ps[k])
+			n := r.N
+			f.Lines[k] = margin.Line{Short: ps[k].Direction == exchange.Short, Cross: ps[k].Cross, Quantity: n.Quantity, Index: r.IndexF,
+				EntryValue: n.EntryValue, Margin: n.Margin, Maintenance: mm}
+			f.Sigma[k] = m.vol.sigmaAt(i, r.IndexName, st.Horizon, st.Floor)
 			k++
 		}
 	}
@@ -42,6 +53,8 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	for i := range rep {
 		liqs[i] = rep[i].Liquidation
 	}
+	f.Distinct = len(v.At) == len(ps) // one position a symbol
+	v.UseFloats(f)
 	// Where the model does not reproduce the exchange's own figures, its
 	// predictions are said but decide nothing.
 	if w := &m.fit; w.known && !w.fit.Fits() {
@@ -83,7 +96,7 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	}
 	m.liqs.Forget(v.At)
 	v.Liqs = &m.liqs
-	v.Sigma, v.Likely = m.Sigma(tv, m.stress), m.stress.Likely
+	v.Sigma, v.Likely = m.Sigma(tv, st), st.Likely
 	v.Floor, v.Fast = m.floorOf(), m.fastOf(tv, m.stress)
 	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.orders.Cost, m.dust.dec, m.orders.AsAsked
 	m.view = v
@@ -95,16 +108,20 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 // the stress grid's input, for the tick's model, a check and a backtest's
 // report (StressInputs).
 func (m *Watch) Sigma(tv *market.View, st Stress) func(symbol string) float64 {
-	index := m.indexes.get(tv, func() map[string]string {
-		index := make(map[string]string, len(tv.Rows))
-		for i := range tv.Rows {
-			if r := &tv.Rows[i]; r.Open && r.Sym != nil {
-				index[r.Sym.Name] = r.IndexName
+	// The rows are looked up when first asked: the tick's grid reads the
+	// σ of its own account from its floats (Account).
+	var index map[string]string
+	return func(symbol string) float64 {
+		if index == nil {
+			index = make(map[string]string, len(tv.Rows))
+			for i := range tv.Rows {
+				if r := &tv.Rows[i]; r.Open && r.Sym != nil {
+					index[r.Sym.Name] = r.IndexName
+				}
 			}
 		}
-		return index
-	})
-	return func(symbol string) float64 { return m.vol.sigma(index[symbol], st.Horizon, st.Floor) }
+		return m.vol.sigma(index[symbol], st.Horizon, st.Floor)
+	}
 }
 
 // floorOf is each symbol's floor for the tick's model (act.Model.Floor):

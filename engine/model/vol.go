@@ -294,7 +294,25 @@ func (v *volatility) seed(index string, hist []window.Sample) {
 // recent returns' volatility scaled by √horizon, at least floor (and the
 // floor alone until the index has volMinReturns returns).
 func (v *volatility) sigma(index string, horizon time.Duration, floor float64) float64 {
-	x := v.ix[index]
+	return v.ix[index].sigma(horizon, floor)
+}
+
+// sigmaAt is sigma of index, the index of the row at place i of the view
+// observe last sampled: looked up by the row's place where observe kept
+// it (byRow; an index's entry, once made, is never replaced), else by
+// name. The tick's account asks it of every row.
+func (v *volatility) sigmaAt(i int, index string, horizon time.Duration, floor float64) float64 {
+	if i < len(v.byRow) {
+		if c := &v.byRow[i]; c.x != nil && c.name == index {
+			return c.x.sigma(horizon, floor)
+		}
+	}
+	return v.sigma(index, horizon, floor)
+}
+
+// sigma is the index's σ over horizon (volatility.sigma); x nil: an index
+// not seen, the floor.
+func (x *volIndex) sigma(horizon time.Duration, floor float64) float64 {
 	if x == nil || x.n < volMinReturns || !(x.weight > 0) {
 		return floor
 	}

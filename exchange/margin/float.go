@@ -7,6 +7,14 @@ import (
 	"github.com/shopspring/decimal"
 )
 
+// Float is d as a float64: the nearest one (ties to even), as
+// d.InexactFloat64() gives it, at a fraction of its cost. It is the one
+// conversion of the model's decimals to floats: the engine's view converts
+// a position's figures with it, so the floats it holds are the ones the
+// grid would work out from the same decimals (Account.PricedFrom reads
+// them), bit for bit.
+func Float(d decimal.Decimal) float64 { return floatOf(d) }
+
 // floatOf is d.InexactFloat64(), the nearest float64 to d (ties to even),
 // worked out on its coefficient where it fits an int64 (nearestFloat):
 // decimal.Decimal converts through math/big's Rat, a few allocations and

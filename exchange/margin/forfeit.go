@@ -140,20 +140,11 @@ func (b stressBook) forfeit() Forfeit {
 	// Nearest first: the parts' keys sorted by |K|, ties in the order
 	// they were found (a stable sort, written as one), then the parts laid
 	// out in it (sorting the parts themselves moves 136 bytes a swap).
-	type key struct {
-		k float64
-		i int32
-	}
-	keys := make([]key, len(out.Parts))
+	keys := make([]partKey, len(out.Parts))
 	for i := range keys {
-		keys[i] = key{math.Abs(out.Parts[i].K), int32(i)}
+		keys[i] = partKey{math.Abs(out.Parts[i].K), int32(i)}
 	}
-	slices.SortFunc(keys, func(x, y key) int {
-		if c := cmp.Compare(x.k, y.k); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.i, y.i)
-	})
+	sortPartKeys(keys)
 	sorted := make([]ForfeitPart, len(out.Parts))
 	for i, k := range keys {
 		sorted[i] = out.Parts[k.i]
@@ -161,6 +152,38 @@ func (b stressBook) forfeit() Forfeit {
 	}
 	out.Parts = sorted
 	return out
+}
+
+// partKey is a forfeit part's place in the order of its parts: |K|, then
+// the order it was found in (i).
+type partKey struct {
+	k float64
+	i int32
+}
+
+// sortPartKeys sorts keys, found in the order of their i, by k then i
+// (cmp.Compare's order of k: NaN first). An account's few parts are
+// sorted by insertion, stable, so i needs no comparing; many by
+// slices.SortFunc (TestSortPartKeys).
+func sortPartKeys(keys []partKey) {
+	if len(keys) > 48 {
+		slices.SortFunc(keys, func(x, y partKey) int {
+			if c := cmp.Compare(x.k, y.k); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.i, y.i)
+		})
+		return
+	}
+	for a := 1; a < len(keys); a++ {
+		x := keys[a]
+		b := a
+		for b > 0 && cmp.Compare(keys[b-1].k, x.k) > 0 {
+			keys[b] = keys[b-1]
+			b--
+		}
+		keys[b] = x
+	}
 }
 
 // finite reports whether every figure the forfeit reads is a number: a

@@ -539,3 +539,43 @@ func TestPricedAfterMatchesFresh(t *testing.T) {
 		}
 	}
 }
+
+// An account after a reduce that leaves the position open, read by
+// patching the account before (Priced.After, as the engine reads a
+// reduce's candidates) and its forfeit merged from the before's, is what
+// reading it afresh says, bit for bit: reduces of every size short of the
+// whole position, isolated and cross, the account before read from its
+// decimals or from the engine's floats (PricedFrom).
+func TestPricedAfterReduceMatchesFresh(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 12))
+	for run := 0; run < 400; run++ {
+		a, sigma := distinctAccount(r, 1+r.IntN(30))
+		if r.IntN(2) == 0 {
+			a = listedAccount(a)
+		}
+		liqs := a.LiquidationPrices()
+		before := a.Priced(sigma, liqs)
+		if r.IntN(2) == 0 {
+			before = a.PricedFrom(floatsOf(a, sigma, true), sigma, liqs)
+		}
+		i := r.IntN(len(a.Positions))
+		p := a.Positions[i]
+		qty := p.Quantity.Mul(decimal.New(1+r.Int64N(99), -2)).Round(3)
+		if !qty.IsPositive() || !qty.LessThan(p.Quantity) {
+			continue
+		}
+		next, _, err := a.Reduce(i, qty, p.Index)
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		after := next.LiquidationPrices()
+		pa := before.After(next, i, after)
+		if got, want := pa.StressJudged(3), next.StressJudged(sigma, 3, after); !reflect.DeepEqual(got, want) {
+			t.Fatalf("run %d: grid after\n%+v\nafresh\n%+v", run, got, want)
+		}
+		if got, want := before.ForfeitAfter(pa, i), next.Forfeit(sigma, after); !reflect.DeepEqual(got, want) {
+			t.Fatalf("run %d (position %d): forfeit after\n%+v\nafresh\n%+v", run, i, got, want)
+		}
+	}
+}

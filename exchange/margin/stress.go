@@ -107,15 +107,14 @@ type StressPoint struct {
 // the account's hundreds of them are allocated without being scanned; its
 // symbol and direction are the account's, at).
 type stressPos struct {
-	long       bool
-	q, ev      float64 // quantity, entry value
-	index, liq float64
-	pnlNow     float64 // PNL at the index now
-	equity     float64 // margin + PNL now
-	margin, mm float64
-	cross      bool
-	sym        int // index into the symbols
-	at         int // index into the account's positions
+	long, cross bool    // side by side: 88 bytes in all, not 96
+	q, ev       float64 // quantity, entry value
+	index, liq  float64
+	pnlNow      float64 // PNL at the index now
+	equity      float64 // margin + PNL now
+	margin, mm  float64
+	sym         int // index into the symbols
+	at          int // index into the account's positions
 }
 
 // signed is the position's notional at its index, signed by its side
@@ -209,17 +208,11 @@ type stressBook struct {
 
 // stressBook reads the account for the grid; ok is false when an open
 // position has no index price or its symbol no σ (the grid is unknown).
-// Its positions are read in place (a stressPos is 96 bytes: appending
+// Its positions are read in place (a stressPos is 88 bytes: appending
 // one by value copied it twice), their symbols looked up in the list while
 // it is short and in a table of the book's own past it (symbolTable: a map
 // cost an assignment and a lookup a position, an eighth of the read).
 func (a Account) stressBook(sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
-	return a.stressBookWith(nil, sigma, liqs)
-}
-
-// stressBookWith is stressBook, each position read through m (nil: read
-// afresh).
-func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
 	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
 	const shortList = 16
 	var table symbolTable
@@ -229,12 +222,9 @@ func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64
 		liqs = a.LiquidationPrices()
 	}
 	n := 0
-	inOrder := m.begin() // every place so far open and on the symbol it was at the memo's last read
 	for i := range a.Positions {
 		p := &a.Positions[i]
-		open := p.Quantity.IsPositive() // p.Open(), without copying p
-		inOrder = inOrder && m.sameAt(i, open, p.Symbol)
-		if !open {
+		if !p.Quantity.IsPositive() { // p.Open(), without copying p
 			continue
 		}
 		if !p.Index.IsPositive() {
@@ -242,12 +232,6 @@ func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64
 		}
 		j := -1
 		switch {
-		case inOrder:
-			// The symbols so far are the last read's, in its order: its
-			// place for this one, or new as it was then.
-			if k := m.at[i].sym; k < len(b.syms) {
-				j = k
-			}
 		case table.slots != nil:
 			j = table.find(b.syms, p.Symbol)
 		case len(b.syms) > shortList:
@@ -276,13 +260,7 @@ func (a Account) stressBookWith(m *StressMemo, sigma func(symbol string) float64
 			}
 		}
 		sp := &b.ps[n]
-		var ok bool
-		if m == nil {
-			ok = readStressPos(sp, p, liqs[i], j, i)
-		} else {
-			ok = m.read(sp, p, liqs[i], j, i)
-		}
-		if !ok {
+		if !readStressPos(sp, p, liqs[i], j, i) {
 			return stressBook{}, false
 		}
 		if sp.cross {
@@ -360,7 +338,7 @@ func readStressPos(sp *stressPos, p *Position, liq decimal.Decimal, j, i int) bo
 		q = toF(p.Quantity)
 	}
 	index, lq := toF(p.Index), toF(liq)
-	// Every field written (no literal: it would zero the 96 bytes first).
+	// Every field written (no literal: it would zero the 88 bytes first).
 	sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.sym, sp.at = p.Direction != exchange.Short, q, index, lq, p.Cross, j, i
 	sp.ev, sp.margin, sp.mm = p.stressFigures(qF, qOK)
 	sp.pnlNow = sp.pnl(sp.index)
@@ -391,6 +369,113 @@ func (a Account) Priced(sigma func(symbol string) float64, liqs []decimal.Decima
 	return &Priced{b: b, ok: ok}
 }
 
+// Floats are an account's positions' figures as a caller converted them
+// already, for the grid to read rather than convert them again
+// (PricedFrom): the engine's view converts every position's decimals once
+// per value for the rules, and works out each symbol's σ.
+type Floats struct {
+	// Lines are the positions' figures, Lines[i] position i's: its
+	// Quantity, Index, EntryValue, Margin and Maintenance Float of the
+	// position's Quantity, Index, Value, Held and MM, its Short and Cross
+	// the position's.
+	Lines []Line
+	// Sigma is each position's symbol's σ over the horizon, Sigma[i]
+	// position i's, as the sigma PricedFrom is given says it (nil: sigma
+	// is asked).
+	Sigma []float64
+	// Distinct says no two positions are on one symbol (the engine's
+	// account holds one a symbol): the grid does not look them up.
+	Distinct bool
+}
+
+// PricedFrom is Priced, the positions' figures and σ read from f where the
+// position lists them (Value, Held and MM set; the engine's positions do),
+// the rest worked out from its decimals as Priced works them out; f not of
+// the account (not a line a position) is not read. The same floats as
+// Priced, bit for bit (TestPricedFromMatchesPriced), for the conversion of
+// the liquidation prices alone.
+func (a Account) PricedFrom(f Floats, sigma func(symbol string) float64, liqs []decimal.Decimal) *Priced {
+	n := len(a.Positions)
+	if len(f.Lines) != n || f.Sigma != nil && len(f.Sigma) != n {
+		return a.Priced(sigma, liqs)
+	}
+	if liqs == nil {
+		liqs = a.LiquidationPrices()
+	}
+	b, ok := a.stressBookFrom(f, sigma, liqs)
+	return &Priced{b: b, ok: ok}
+}
+
+// stressBookFrom is stressBook, each position read from f (PricedFrom).
+func (a Account) stressBookFrom(f Floats, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
+	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
+	b.free = toF(a.Free)
+	b.pool = b.free
+	var table symbolTable
+	n := 0
+	// A line's figure is its decimal's float: one that is positive (or not
+	// 0) says the decimal is, and the decimals are read only where it
+	// does not (a decimal so small its float is 0).
+	for i := range a.Positions {
+		p, l := &a.Positions[i], &f.Lines[i]
+		if !(l.Quantity > 0) && !p.Quantity.IsPositive() {
+			continue
+		}
+		if !(l.Index > 0) && !p.Index.IsPositive() {
+			return stressBook{}, false
+		}
+		j := -1
+		switch {
+		case f.Distinct:
+		case table.slots == nil:
+			table = newSymbolTable(len(a.Positions))
+			fallthrough
+		default:
+			j = table.find(b.syms, p.Symbol)
+		}
+		if j < 0 {
+			var sg float64
+			if f.Sigma != nil {
+				sg = f.Sigma[i]
+			} else {
+				sg = sigma(p.Symbol)
+			}
+			if !(sg > 0) || math.IsInf(sg, 0) {
+				return stressBook{}, false
+			}
+			j = len(b.syms)
+			b.syms = append(b.syms, SymbolSigma{Symbol: p.Symbol, Sigma: sg})
+			if table.slots != nil {
+				table.add(b.syms, j)
+			}
+		}
+		// readStressPos, the figures read from the line where p lists
+		// them (the conversion of its liquidation price alone), inline.
+		sp := &b.ps[n]
+		if (l.EntryValue == 0 || l.Margin == 0 || l.Maintenance == 0) && (p.Value.IsZero() || p.Held.IsZero() || p.MM.IsZero()) {
+			if !readStressPos(sp, p, liqs[i], j, i) {
+				return stressBook{}, false
+			}
+		} else {
+			sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.sym, sp.at = !l.Short, l.Quantity, l.Index, toF(liqs[i]), l.Cross, j, i
+			sp.ev, sp.margin, sp.mm = l.EntryValue, l.Margin, l.Maintenance
+			sp.pnlNow = sp.pnl(sp.index)
+			sp.equity = sp.margin + sp.pnlNow
+			if !finite(sp.q*0 + sp.index*0 + sp.liq*0 + sp.equity*0 + sp.mm*0) {
+				return stressBook{}, false
+			}
+		}
+		if sp.cross {
+			b.anyCross = true
+			b.pool += sp.equity
+			b.poolMM += sp.mm
+		}
+		n++
+	}
+	b.ps = b.ps[:n]
+	return b, true
+}
+
 // StressJudged is the account's StressJudged.
 func (p *Priced) StressJudged(likely float64) Stress {
 	if !p.ok {
@@ -413,7 +498,8 @@ func (p *Priced) Forfeit() Forfeit {
 
 // After is next read as Priced reads it, where next is the account after a
 // call on position i that changes that position's settings and the free
-// balance alone (Apply): the other positions' figures are the account's,
+// balance alone (Apply), or a reduce that leaves it open (Reduce): the
+// other positions' figures are the account's,
 // the cross ones' liquidation prices read from liqs (next's, as
 // LiquidationPrices gives them), the pool summed again in the same order:
 // the same floats as reading next afresh.

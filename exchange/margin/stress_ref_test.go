@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -223,24 +222,102 @@ func BenchmarkStress(b *testing.B) {
 				}
 			})
 		}
-		// Read through a memo, judged: every index and liquidation price
-		// moves at every call (two accounts in turn), the other figures
-		// are the same decimals, as in a replay's steps.
-		b.Run(fmt.Sprintf("%d/memo", n), func(b *testing.B) {
-			r := rand.New(rand.NewPCG(7, uint64(n)))
-			a, sigma := stressAccount(r, n)
-			next := movedIndexes(a, 1.001)
-			accts := [2]Account{a, next}
-			liqs := [2][]decimal.Decimal{a.LiquidationPrices(), next.LiquidationPrices()}
-			var m StressMemo
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				m.Priced(accts[i&1], sigma, liqs[i&1]).StressJudged(3)
-				i++
+		// The engine's path (engine/model's Watch.Account, then engine/act
+		// model.go's pricedBefore): the account as the engine's view lists
+		// it (entry value, margin held and maintenance set; one position a
+		// symbol), each position's σ worked out as Watch.Account works it
+		// out a row at a time (volatility.sigmaAt: the index's entry kept
+		// by the row's place, its name compared, a square root of its
+		// variance: here vols), read from those and the floats the view
+		// converted for the tick's rules (PricedFrom), judged; every index
+		// and liquidation price moves at every call (two ticks in turn).
+		// listed is the same account read afresh from its decimals, as
+		// pricedBefore read it before.
+		for _, fromFloats := range []bool{true, false} {
+			name := "engine"
+			if !fromFloats {
+				name = "listed"
 			}
-		})
+			b.Run(fmt.Sprintf("%d/%s", n, name), func(b *testing.B) {
+				r := rand.New(rand.NewPCG(7, uint64(n)))
+				a, sigma := distinctAccount(r, n)
+				a = listedAccount(a)
+				next := listedAccount(movedIndexes(a, 1.001))
+				accts := [2]Account{a, next}
+				fs := [2]Floats{floatsOf(a, sigma, true), floatsOf(next, sigma, true)}
+				vols := make([]*volEntry, n)
+				for k, p := range a.Positions {
+					sg := sigma(p.Symbol)
+					vols[k] = &volEntry{name: p.Symbol, varPerSec: sg * sg / 3600, weight: 1}
+				}
+				liqs := [2][]decimal.Decimal{a.LiquidationPrices(), next.LiquidationPrices()}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if fromFloats {
+						a, f := accts[i&1], fs[i&1]
+						f.Sigma = make([]float64, len(a.Positions))
+						for k := range a.Positions {
+							if v := vols[k]; v.name == a.Positions[k].Symbol && v.weight > 0 {
+								f.Sigma[k] = math.Sqrt(v.varPerSec / v.weight * 3600)
+							}
+						}
+						a.PricedFrom(f, sigma, liqs[i&1]).StressJudged(3)
+					} else {
+						accts[i&1].Priced(sigma, liqs[i&1]).StressJudged(3)
+					}
+					i++
+				}
+			})
+		}
 	}
+}
+
+// listedAccount is a as the engine's view lists it: each position's entry
+// value, margin held and maintenance set (margin.PositionOf, Watch.Account).
+func listedAccount(a Account) Account {
+	next := Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
+	for i := range next.Positions {
+		p := &next.Positions[i]
+		p.Value, p.Held, p.MM = p.EntryValue(), p.Margin(), p.Maintenance()
+	}
+	return next
+}
+
+// volEntry stands for an index's entry in the engine's volatility
+// (engine/model's volIndex): σ over an hour is the square root of its
+// variance a second times 3,600.
+type volEntry struct {
+	name              string
+	varPerSec, weight float64
+}
+
+// floatsOf is a's positions' figures as the engine's view holds them
+// (Float of each decimal), one line per position, with σ (sigma's) and
+// distinct as given.
+func floatsOf(a Account, sigma func(string) float64, distinct bool) Floats {
+	f := Floats{Lines: make([]Line, len(a.Positions)), Sigma: make([]float64, len(a.Positions)), Distinct: distinct}
+	for i, p := range a.Positions {
+		f.Lines[i] = Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: Float(p.Quantity), Index: Float(p.Index),
+			EntryValue: Float(p.Value), Margin: Float(p.Held), Maintenance: Float(p.MM)}
+		f.Sigma[i] = sigma(p.Symbol)
+	}
+	return f
+}
+
+// distinctAccount is stressAccount with every position on a symbol of its
+// own (the engine's accounts: one position a symbol), each symbol's σ its
+// position's symbol's in stressAccount.
+func distinctAccount(r *rand.Rand, n int) (Account, func(string) float64) {
+	a, sigma := stressAccount(r, n)
+	of := map[string]float64{}
+	for i := range a.Positions {
+		p := &a.Positions[i]
+		sym := fmt.Sprintf("D%03d", i)
+		of[sym] = sigma(p.Symbol)
+		p.Symbol = sym
+	}
+	return a, func(s string) float64 { return of[s] }
 }
 
 // movedIndexes is a with every index moved by the factor f (to cents), its
@@ -251,55 +328,6 @@ func movedIndexes(a Account, f float64) Account {
 		next.Positions[i].Index = next.Positions[i].Index.Mul(decimal.NewFromFloat(f)).Round(2)
 	}
 	return next
-}
-
-// A memo reads what reading afresh reads, bit for bit, over accounts read
-// in turn: the same decimals, indexes moved, a leverage or a position
-// changed, positions closed, opened again and swapped, the account grown
-// and shrunk.
-func TestStressMemoMatchesFresh(t *testing.T) {
-	t.Parallel()
-	r := rand.New(rand.NewPCG(38, 9))
-	var m StressMemo
-	a, sigma := stressAccount(r, 40)
-	for run := 0; run < 2000; run++ {
-		switch r.IntN(7) {
-		case 0: // the same account
-		case 1:
-			a = movedIndexes(a, 0.9+r.Float64()*0.2)
-		case 2:
-			a = Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			i := r.IntN(len(a.Positions))
-			a.Positions[i].Leverage = 1 + r.IntN(50)
-		case 3:
-			b, _ := stressAccount(r, 1)
-			a = Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			a.Positions[r.IntN(len(a.Positions))] = b.Positions[0]
-		case 4:
-			a, sigma = stressAccount(r, 1+r.IntN(60))
-		case 5: // a position closed, or one closed opened again
-			a = Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			p := &a.Positions[r.IntN(len(a.Positions))]
-			if p.Quantity.IsPositive() {
-				p.Quantity = decimal.Zero
-			} else {
-				p.Quantity = decimal.NewFromInt(1 + r.Int64N(20))
-			}
-		case 6: // two positions swapped
-			a = Account{Free: a.Free, Positions: slices.Clone(a.Positions)}
-			i, j := r.IntN(len(a.Positions)), r.IntN(len(a.Positions))
-			a.Positions[i], a.Positions[j] = a.Positions[j], a.Positions[i]
-		}
-		liqs := a.LiquidationPrices()
-		got, want := m.Priced(a, sigma, liqs), a.Priced(sigma, liqs)
-		if got.ok != want.ok || !slices.Equal(got.b.ps, want.b.ps) || !slices.Equal(got.b.syms, want.b.syms) ||
-			got.b.pool != want.b.pool || got.b.poolMM != want.b.poolMM {
-			t.Fatalf("run %d: the memo read another book", run)
-		}
-		if g, w := got.StressJudged(3), want.StressJudged(3); !reflect.DeepEqual(g, w) {
-			t.Fatalf("run %d: judged %+v, afresh %+v", run, g, w)
-		}
-	}
 }
 
 // An index past float64's range (a print of 1e400) makes a position's

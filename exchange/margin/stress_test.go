@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -293,6 +294,80 @@ func TestStressBookReadsAsDecimals(t *testing.T) {
 		}
 		if sp != want {
 			t.Fatalf("run %d: %+v read as\n%+v, the decimals give\n%+v", run, p, sp, want)
+		}
+	}
+}
+
+// An account read from the caller's floats (PricedFrom, the engine's path)
+// is the account read from its decimals, bit for bit: the same book, the
+// same grid and forfeit, over accounts whose figures are listed or not
+// (the grid works out what is not), with coefficients past 2^53 and 18
+// digits, positive exponents, figures so small their floats are 0, closed
+// positions and indexes missing; σ given or asked; symbols shared, or each
+// position's own and said so.
+func TestPricedFromMatchesPriced(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 11))
+	num := func(d decimal.Decimal) decimal.Decimal {
+		switch r.IntN(8) {
+		case 0: // a coefficient past 2^53, as many places
+			return d.Add(decimal.New(1+r.Int64N(1<<20), -12))
+		case 1: // past 18 digits
+			return d.Add(decimal.New(1+r.Int64N(1<<40), -20))
+		case 2: // a positive exponent
+			return decimal.New(d.Round(-2).Shift(-2).IntPart(), 2)
+		case 3:
+			if r.IntN(4) == 0 { // not 0, its float 0
+				return decimal.New(1+r.Int64N(9), -400)
+			}
+		}
+		return d
+	}
+	for run := 0; run < 1000; run++ {
+		distinct := r.IntN(2) == 0
+		var a Account
+		var sigma func(string) float64
+		if distinct {
+			a, sigma = distinctAccount(r, 1+r.IntN(40))
+		} else {
+			a, sigma = stressAccount(r, 1+r.IntN(40))
+		}
+		for i := range a.Positions {
+			p := &a.Positions[i]
+			if r.IntN(5) > 0 {
+				p.Value = num(p.EntryValue())
+			}
+			if r.IntN(5) > 0 {
+				p.Held = num(p.Margin())
+			}
+			if r.IntN(5) > 0 {
+				p.MM = num(p.Maintenance())
+			}
+			switch r.IntN(30) {
+			case 0:
+				p.Quantity = decimal.Zero
+			case 1:
+				p.Index = decimal.Zero
+			case 2:
+				p.Quantity = decimal.New(1, -400) // open, its float 0
+			}
+			p.Index = num(p.Index)
+		}
+		liqs := a.LiquidationPrices()
+		f := floatsOf(a, sigma, distinct)
+		if r.IntN(3) == 0 {
+			f.Sigma = nil
+		}
+		got, want := a.PricedFrom(f, sigma, liqs), a.Priced(sigma, liqs)
+		if got.ok != want.ok || !slices.Equal(got.b.ps, want.b.ps) || !slices.Equal(got.b.syms, want.b.syms) ||
+			got.b.pool != want.b.pool || got.b.poolMM != want.b.poolMM || got.b.free != want.b.free || got.b.anyCross != want.b.anyCross {
+			t.Fatalf("run %d: read from the floats\n%+v, from the decimals\n%+v", run, got.b, want.b)
+		}
+		if g, w := got.StressJudged(3), want.StressJudged(3); !reflect.DeepEqual(g, w) {
+			t.Fatalf("run %d: judged %+v, from the decimals %+v", run, g, w)
+		}
+		if g, w := got.Forfeit(), want.Forfeit(); !reflect.DeepEqual(g, w) {
+			t.Fatalf("run %d: forfeit %+v, from the decimals %+v", run, g, w)
 		}
 	}
 }

@@ -1,0 +1,38 @@
+package margin
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// sortPartKeys orders keys as sorting by (k, i) with cmp.Compare does, at
+// every length either side of where it changes method, with ties, NaN and
+// infinities among the k.
+func TestSortPartKeys(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 13))
+	specials := []float64{0, math.NaN(), math.Inf(1), 1, 2}
+	for n := range 120 {
+		for range 20 {
+			keys := make([]partKey, n)
+			for i := range keys {
+				k := float64(r.IntN(8)) / 4
+				if r.IntN(6) == 0 {
+					k = specials[r.IntN(len(specials))]
+				}
+				keys[i] = partKey{k, int32(i)}
+			}
+			want := slices.Clone(keys)
+			slices.SortFunc(want, func(x, y partKey) int { return cmp.Or(cmp.Compare(x.k, y.k), cmp.Compare(x.i, y.i)) })
+			sortPartKeys(keys)
+			for i := range keys {
+				if keys[i].i != want[i].i {
+					t.Fatalf("n=%d: %v, want %v", n, keys, want)
+				}
+			}
+		}
+	}
+}

@@ -169,8 +169,9 @@ type Prediction struct {
 	FreeKnown bool
 	freeWhy   string
 	// Next is the account after the call (a candidate of a decision by
-	// cost, Model.candidate, that leaves the cross pool as it is has
-	// none: Predict of the one chosen has it).
+	// cost, Model.candidate, that leaves the cross pool as it is, or
+	// keeps an isolated position isolated in an account without an open
+	// cross position, has none: Predict of the one chosen has it).
 	Next margin.Account
 	// Before and After are the account measure (margin.Survival) before
 	// and after the call; RestBefore and RestAfter the same over every
@@ -293,7 +294,12 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	// measures stay unknown, neither better nor worse.
 	measured := v.measured(memo)
 	samePool := v.Acct.Positions[i].Cross && want.Cross
+	// A candidate that keeps its position isolated, in an account with no
+	// open cross position, moves no other position: no grid (below), and
+	// no account after (its position after alone, np).
+	isolated := !full && !v.Acct.Positions[i].Cross && !want.Cross && measured && !memo.hasCross
 	var next margin.Account
+	var np margin.Position
 	var eff margin.Effect
 	var liqsAfter []decimal.Decimal // every position's after the call, when measured (read only)
 	if measured {
@@ -301,6 +307,11 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
 		}
 		switch {
+		case isolated:
+			// Every other position's price is the one before; the
+			// call's own is eff.LiquidationAfter.
+			np, eff = v.Acct.IsolatedEffect(i, want.Leverage, v.Liqs, memo.liqs)
+			liqsAfter = memo.liqs
 		case samePool && !full:
 			// A candidate's account after is only read when it is
 			// chosen, and Predict of it has one: no copy of every
@@ -327,15 +338,14 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 				p.After, p.RestAfter = next.SurvivalBothWith(i, liqsAfter, afterMoves(next, memo.liqs, liqsAfter, v.moves(memo)), v.notional(memo))
 			}
 		}
-		// A candidate that keeps its position isolated, in an account
-		// with no open cross position, moves no other position: the
-		// grid after differs from the before only in the call's own
-		// position, which NewlyFatal excepts, so a candidate's grid
-		// (read only by admissible's NewlyFatal) would find nothing and
-		// is not worked out. A full prediction, which is said, has it.
+		// An isolated candidate's grid after differs from the before
+		// only in the call's own position, which NewlyFatal excepts, so
+		// its grid (read only by admissible's NewlyFatal) would find
+		// nothing and is not worked out. A full prediction, which is
+		// said, has it.
 		var sb margin.Stress
 		stressed := false
-		if full || v.Acct.Positions[i].Cross || want.Cross || memo.hasCross {
+		if !isolated {
 			sb, stressed = v.stressBefore()
 		}
 		scored := v.scored()
@@ -352,7 +362,12 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			// forfeit from the before's: only the call's position and the
 			// pool are worked out again.
 			pb := v.pricedBefore(memo)
-			pa := pb.After(next, i, liqsAfter)
+			var pa *margin.Priced
+			if isolated {
+				pa = pb.AfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
+			} else {
+				pa = pb.After(next, i, liqsAfter)
+			}
 			if stressed {
 				p.StressAfter = pa.StressJudged(v.Likely)
 			}

@@ -422,6 +422,22 @@ func (a Account) ApplyPriced(i, leverage int, cross bool, l *Liquidations, liqs 
 	return next, eff, after
 }
 
+// IsolatedEffect is ApplyPriced's effect for a leverage change of the
+// isolated position i that leaves it isolated, with its position after,
+// and without the account after (a copy of every position): what a
+// candidate compared by its cost reads (liqs as LiquidationPrices gives
+// them, read only; the price after remembered in l as ApplyPriced
+// remembers it). An isolated position's liquidation price is its own.
+func (a Account) IsolatedEffect(i, leverage int, l *Liquidations, liqs []decimal.Decimal) (Position, Effect) {
+	np, eff := a.effect(i, leverage, false, liqs[i])
+	if np.Open() {
+		eff.LiquidationAfter = l.Of(Account{Positions: []Position{np}}, 0)
+	} else {
+		eff.LiquidationAfter = decimal.Zero
+	}
+	return np, eff
+}
+
 // ApplySamePool is ApplyPriced for a leverage change of the cross
 // position i that leaves it cross: the margin moved leaves the free
 // balance for the position's margin, both in the cross pool, so the pool

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/riskguard/riskguard/exchange"
@@ -577,5 +578,65 @@ func TestPricedAfterReduceMatchesFresh(t *testing.T) {
 		if got, want := before.ForfeitAfter(pa, i), next.Forfeit(sigma, after); !reflect.DeepEqual(got, want) {
 			t.Fatalf("run %d (position %d): forfeit after\n%+v\nafresh\n%+v", run, i, got, want)
 		}
+	}
+}
+
+// A leverage change of an isolated position in an account without an open
+// cross position, read without the account after (IsolatedEffect,
+// Priced.AfterIsolated: a candidate compared by its cost), is what
+// ApplyPriced and After say, bit for bit: the position after, the effect,
+// the book, the grid and the forfeit after; the account before read from
+// its decimals or from the engine's floats. With an open cross position
+// AfterIsolated says it cannot.
+func TestAfterIsolatedIsAfter(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 14))
+	crossRefused := 0
+	for run := 0; run < 600; run++ {
+		a, sigma := distinctAccount(r, 1+r.IntN(30))
+		anyCross := r.IntN(5) == 0
+		for k := range a.Positions {
+			a.Positions[k].Cross = anyCross && r.IntN(2) == 0
+		}
+		if r.IntN(2) == 0 {
+			a = listedAccount(a)
+		}
+		liqs := a.LiquidationPrices()
+		before := a.Priced(sigma, liqs)
+		if r.IntN(2) == 0 {
+			before = a.PricedFrom(floatsOf(a, sigma, true), sigma, liqs)
+		}
+		i := r.IntN(len(a.Positions))
+		if a.Positions[i].Cross {
+			continue
+		}
+		lev := 1 + r.IntN(50)
+		var l1, l2 Liquidations
+		np, eff := a.IsolatedEffect(i, lev, &l1, liqs)
+		next, want, after := a.ApplyPriced(i, lev, false, &l2, liqs)
+		if !reflect.DeepEqual(np, next.Positions[i]) || !reflect.DeepEqual(eff, want) {
+			t.Fatalf("run %d: effect %+v, ApplyPriced's %+v", run, eff, want)
+		}
+		got := before.AfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
+		if a.HasOpenCross() {
+			if got.ok {
+				t.Fatalf("run %d: an account with an open cross position read without its pool", run)
+			}
+			crossRefused++
+			continue
+		}
+		pa := before.After(next, i, after)
+		if got.ok != pa.ok || !slices.Equal(got.b.ps, pa.b.ps) || got.b.pool != pa.b.pool || got.b.poolMM != pa.b.poolMM || got.b.free != pa.b.free {
+			t.Fatalf("run %d: AfterIsolated read another book than After", run)
+		}
+		if g, w := got.StressJudged(3), pa.StressJudged(3); !reflect.DeepEqual(g, w) {
+			t.Fatalf("run %d: grid after\n%+v\nAfter's\n%+v", run, g, w)
+		}
+		if g, w := before.ForfeitAfter(got, i), before.ForfeitAfter(pa, i); !reflect.DeepEqual(g, w) {
+			t.Fatalf("run %d: forfeit after\n%+v\nAfter's\n%+v", run, g, w)
+		}
+	}
+	if crossRefused == 0 {
+		t.Fatal("no account with an open cross position was tried")
 	}
 }

@@ -533,6 +533,29 @@ func (p *Priced) After(next Account, i int, liqs []decimal.Decimal) *Priced {
 	return &Priced{b: b, ok: true}
 }
 
+// AfterIsolated is After for a call that changes the isolated position i
+// alone, to np (isolated; liq its liquidation price), and the free balance,
+// to free, in an account without an open cross position: nothing else
+// moves and no pool is summed, and no account after is needed (the
+// positions' names are the account's). ok is false where the account has
+// an open cross position (After reads it). The same floats as After
+// (TestAfterIsolatedIsAfter).
+func (p *Priced) AfterIsolated(np *Position, free decimal.Decimal, i int, liq decimal.Decimal) *Priced {
+	if !p.ok || p.b.anyCross || np.Cross {
+		return &Priced{}
+	}
+	b := p.b
+	b.ps = slices.Clone(p.b.ps)
+	b.free = toF(free)
+	b.pool, b.poolMM = b.free, 0
+	for k := range b.ps {
+		if sp := &b.ps[k]; sp.at == i && !readStressPos(sp, np, liq, sp.sym, i) {
+			return &Priced{}
+		}
+	}
+	return &Priced{b: b, ok: true}
+}
+
 // symbol and dir are the symbol and the direction of the book's position i.
 func (b *stressBook) symbol(i int) string { return b.acct[b.ps[i].at].Symbol }
 func (b *stressBook) dir(i int) string    { return b.acct[b.ps[i].at].Direction }

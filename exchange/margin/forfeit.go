@@ -126,7 +126,16 @@ func (b stressBook) forfeit() Forfeit {
 		return out
 	}
 	// At most two parts per isolated position, one per family for the pool.
-	out.Parts = make([]ForfeitPart, 0, 2*len(b.ps)+len(b.syms)+1)
+	n := 0
+	for i := range b.ps {
+		if !b.ps[i].cross {
+			n += 2
+		}
+	}
+	if b.anyCross {
+		n += len(b.syms) + 1
+	}
+	out.Parts = make([]ForfeitPart, 0, n)
 	own := make([]string, len(b.ps)) // each position's symbol, for its parts
 	for i := range own {
 		own[i] = b.symbol(i)
@@ -139,19 +148,43 @@ func (b stressBook) forfeit() Forfeit {
 	out.Parts = b.poolParts(out.Parts)
 	// Nearest first: the parts' keys sorted by |K|, ties in the order
 	// they were found (a stable sort, written as one), then the parts laid
-	// out in it (sorting the parts themselves moves 136 bytes a swap).
+	// out in it in place, a cycle of the permutation at a time (sorting the
+	// parts themselves moves 136 bytes a swap; a second list of them is
+	// as many bytes again for the collector).
 	keys := make([]partKey, len(out.Parts))
 	for i := range keys {
 		keys[i] = partKey{math.Abs(out.Parts[i].K), int32(i)}
 	}
 	sortPartKeys(keys)
-	sorted := make([]ForfeitPart, len(out.Parts))
-	for i, k := range keys {
-		sorted[i] = out.Parts[k.i]
-		out.Expected += sorted[i].Weight * sorted[i].Prob * sorted[i].Amount
+	permute(out.Parts, keys)
+	for i := range out.Parts {
+		p := &out.Parts[i]
+		out.Expected += p.Weight * p.Prob * p.Amount
 	}
-	out.Parts = sorted
 	return out
+}
+
+// permute lays parts out in the order of keys (parts[d] becomes the part
+// at keys[d].i), in place; keys' i are spent (−1).
+func permute(parts []ForfeitPart, keys []partKey) {
+	for s := range keys {
+		if keys[s].i < 0 || int(keys[s].i) == s {
+			keys[s].i = -1
+			continue
+		}
+		held := parts[s]
+		d := s
+		for {
+			src := int(keys[d].i)
+			keys[d].i = -1
+			if src == s {
+				parts[d] = held
+				break
+			}
+			parts[d] = parts[src]
+			d = src
+		}
+	}
 }
 
 // partKey is a forfeit part's place in the order of its parts: |K|, then

@@ -2,8 +2,10 @@ package margin
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -32,6 +34,31 @@ func TestSortPartKeys(t *testing.T) {
 				if keys[i].i != want[i].i {
 					t.Fatalf("n=%d: %v, want %v", n, keys, want)
 				}
+			}
+		}
+	}
+}
+
+// permute lays the parts out as a second list in the keys' order would.
+func TestPermuteIsTheKeysOrder(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 15))
+	for n := range 60 {
+		for range 20 {
+			parts := make([]ForfeitPart, n)
+			keys := make([]partKey, n)
+			for i := range parts {
+				parts[i] = ForfeitPart{At: i, K: float64(r.IntN(5)), Symbols: []string{fmt.Sprint("S", i)}}
+				keys[i] = partKey{math.Abs(parts[i].K), int32(i)}
+			}
+			sortPartKeys(keys)
+			want := make([]ForfeitPart, n)
+			for d, k := range keys {
+				want[d] = parts[k.i]
+			}
+			permute(parts, keys)
+			if !reflect.DeepEqual(parts, want) && n > 0 {
+				t.Fatalf("n=%d: %v, want %v", n, parts, want)
 			}
 		}
 	}

@@ -185,7 +185,9 @@ type Prediction struct {
 	Stressed                  bool
 	// ForfeitBefore and ForfeitAfter are the account's expected forfeit
 	// to liquidations before and after the call, first passage
-	// (margin.Forfeit); Scored says both are known and decide (cost.go).
+	// (margin.Forfeit; an isolated candidate's ForfeitAfter lists its own
+	// position's parts alone, all its cost reads: ForfeitAfterAt); Scored
+	// says both are known and decide (cost.go).
 	ForfeitBefore, ForfeitAfter margin.Forfeit
 	Scored                      bool
 	// Unverified says why the prediction decides nothing: the model does
@@ -371,7 +373,11 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			if stressed {
 				p.StressAfter = pa.StressJudged(v.Likely)
 			}
-			if scored {
+			switch {
+			case scored && isolated:
+				// Its cost reads its own position's parts alone.
+				p.ForfeitAfter = pb.ForfeitAfterAt(pa, i)
+			case scored:
 				p.ForfeitAfter = pb.ForfeitAfter(pa, i)
 			}
 		}

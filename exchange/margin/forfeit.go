@@ -329,12 +329,29 @@ func (b stressBook) poolParts(parts []ForfeitPart) []ForfeitPart {
 // family together then alone, then the pool's). The same parts and the
 // same sum, in time linear in the parts.
 func (p *Priced) ForfeitAfter(after *Priced, i int) Forfeit {
+	return p.forfeitAfter(after, i, false)
+}
+
+// ForfeitAfterAt is ForfeitAfter with position i's parts alone listed (in
+// ForfeitAfter's order; Known and Expected its own, bit for bit): what a
+// candidate's cost reads, without a list of every part of the account
+// (TestForfeitAfterAtIsForfeitAfter).
+func (p *Priced) ForfeitAfterAt(after *Priced, i int) Forfeit {
+	return p.forfeitAfter(after, i, true)
+}
+
+// forfeitAfter is ForfeitAfter, position i's parts alone listed when at.
+func (p *Priced) forfeitAfter(after *Priced, i int, at bool) Forfeit {
 	if !after.ok || !after.b.finite() {
 		return Forfeit{}
 	}
 	before := p.Forfeit()
 	if !before.Known || len(after.b.ps) != len(p.b.ps) || len(after.b.syms) != len(p.b.syms) {
-		return after.Forfeit()
+		f := after.Forfeit()
+		if at {
+			f.Parts = partsAt(f.Parts, i)
+		}
+		return f
 	}
 	b := &after.b
 	var fresh []ForfeitPart
@@ -392,9 +409,15 @@ func (p *Priced) ForfeitAfter(after *Priced, i int) Forfeit {
 		}
 		return 0
 	})
-	out := Forfeit{Known: true, Parts: make([]ForfeitPart, 0, len(before.Parts)+len(fresh))}
+	size := len(before.Parts) + len(fresh)
+	if at {
+		size = nIso
+	}
+	out := Forfeit{Known: true, Parts: make([]ForfeitPart, 0, size)}
 	emit := func(fp ForfeitPart) {
-		out.Parts = append(out.Parts, fp)
+		if !at || fp.At == i {
+			out.Parts = append(out.Parts, fp)
+		}
 		out.Expected += fp.Weight * fp.Prob * fp.Amount
 	}
 	n := 0
@@ -422,6 +445,17 @@ func (p *Priced) ForfeitAfter(after *Priced, i int) Forfeit {
 		out.Parts = nil
 		if len(b.ps) > 0 {
 			out.Parts = []ForfeitPart{}
+		}
+	}
+	return out
+}
+
+// partsAt is the parts of position i among parts, in their order.
+func partsAt(parts []ForfeitPart, i int) []ForfeitPart {
+	var out []ForfeitPart
+	for _, fp := range parts {
+		if fp.At == i {
+			out = append(out, fp)
 		}
 	}
 	return out

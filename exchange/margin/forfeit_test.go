@@ -640,3 +640,45 @@ func TestAfterIsolatedIsAfter(t *testing.T) {
 		t.Fatal("no account with an open cross position was tried")
 	}
 }
+
+// ForfeitAfterAt is ForfeitAfter with position i's parts alone: the same
+// Known and Expected, bit for bit, and ForfeitAfter's parts of position i
+// in its order; settings calls and reduces, isolated and cross, the
+// account before read from its decimals or from the engine's floats.
+func TestForfeitAfterAtIsForfeitAfter(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 16))
+	for run := 0; run < 600; run++ {
+		a, sigma := distinctAccount(r, 1+r.IntN(30))
+		liqs := a.LiquidationPrices()
+		before := a.Priced(sigma, liqs)
+		if r.IntN(2) == 0 {
+			before = a.PricedFrom(floatsOf(a, sigma, true), sigma, liqs)
+		}
+		i := r.IntN(len(a.Positions))
+		var pa *Priced
+		if r.IntN(3) == 0 {
+			p := a.Positions[i]
+			qty := p.Quantity.Mul(decimal.New(1+r.Int64N(99), -2)).Round(3)
+			if !qty.IsPositive() || !qty.LessThan(p.Quantity) {
+				continue
+			}
+			next, _, err := a.Reduce(i, qty, p.Index)
+			if err != nil {
+				t.Fatalf("run %d: %v", run, err)
+			}
+			pa = before.After(next, i, next.LiquidationPrices())
+		} else {
+			next, _, after := a.ApplyPriced(i, 1+r.IntN(50), r.IntN(2) == 0, nil, liqs)
+			pa = before.After(next, i, after)
+		}
+		full, at := before.ForfeitAfter(pa, i), before.ForfeitAfterAt(pa, i)
+		if at.Known != full.Known || math.Float64bits(at.Expected) != math.Float64bits(full.Expected) {
+			t.Fatalf("run %d: %v %v, ForfeitAfter's %v %v", run, at.Known, at.Expected, full.Known, full.Expected)
+		}
+		want := partsAt(full.Parts, i)
+		if len(at.Parts) != len(want) || len(want) > 0 && !reflect.DeepEqual(at.Parts, want) {
+			t.Fatalf("run %d: parts at %d %+v, ForfeitAfter's %+v", run, i, at.Parts, want)
+		}
+	}
+}

@@ -111,7 +111,7 @@ func (l *leader) KeepsIntents() bool {
 // Ended records that the call of intent id ended: its intent is dropped
 // after the next shared save.
 func (l *leader) Ended(id string) {
-	if _, ok := l.shared.(IntentStore); ok && id != "" {
+	if l.KeepsIntents() && id != "" {
 		l.ended = append(l.ended, id)
 	}
 }

@@ -753,8 +753,8 @@ func (p *Prediction) gridVeto(symbol string, isolation, optedIn bool) string {
 func (p *Prediction) Index() decimal.Decimal { return p.index }
 
 // Closer reports whether the call moves the liquidation price closer to
-// the index.
-// (margin.Effect.Closer, on the distances describe works out once).
+// the index (margin.Effect.Closer, on the distances describe works out
+// once).
 func (p *Prediction) Closer() bool {
 	p.describe()
 	return p.closer
@@ -782,13 +782,7 @@ func (p *Prediction) describe() {
 		var okB, okA bool
 		p.distB, okB = margin.Distance(p.direction, p.index, p.LiquidationBefore)
 		p.distA, okA = margin.Distance(p.direction, p.index, p.LiquidationAfter)
-		if okB && okA {
-			p.closer = p.distA.LessThan(p.distB)
-		} else {
-			// As margin.Effect.Closer: a long with no liquidation price
-			// (0) cannot be liquidated; one gaining a price moves closer.
-			p.closer = !p.LiquidationBefore.IsPositive() && p.LiquidationAfter.IsPositive()
-		}
+		p.closer = p.Effect.CloserFrom(p.distB, okB, p.distA, okA)
 		if p.Before.Known && p.After.Known {
 			p.acctSaid = margin.Change(p.Before, p.After)
 		}

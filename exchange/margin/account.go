@@ -371,9 +371,15 @@ type Effect struct {
 // Closer reports whether the change moves the liquidation price towards
 // index: the position would be liquidated by a smaller move.
 func (e Effect) Closer(direction string, index decimal.Decimal) bool {
-	before, ok1 := Distance(direction, index, e.LiquidationBefore)
-	after, ok2 := Distance(direction, index, e.LiquidationAfter)
-	if !ok1 || !ok2 {
+	before, okBefore := Distance(direction, index, e.LiquidationBefore)
+	after, okAfter := Distance(direction, index, e.LiquidationAfter)
+	return e.CloserFrom(before, okBefore, after, okAfter)
+}
+
+// CloserFrom is Closer from the distances before and after, as Distance
+// gives them with its ok, where the caller worked them out already.
+func (e Effect) CloserFrom(before decimal.Decimal, okBefore bool, after decimal.Decimal, okAfter bool) bool {
+	if !okBefore || !okAfter {
 		// A long with no liquidation price (0) cannot be liquidated: one
 		// gaining a price moves closer.
 		return !e.LiquidationBefore.IsPositive() && e.LiquidationAfter.IsPositive()

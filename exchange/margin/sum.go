@@ -30,8 +30,18 @@ func (s *Sum) toBig() {
 
 // Add adds d: s.Decimal().Add(d).
 func (s *Sum) Add(d decimal.Decimal) {
+	if s.big {
+		s.d = s.d.Add(d)
+		return
+	}
+	f, ok := toFixed(d)
+	s.addFixed(d, f, ok)
+}
+
+// addFixed is Add of d converted already (f, ok: toFixed(d)).
+func (s *Sum) addFixed(d decimal.Decimal, f fixed, ok bool) {
 	if !s.big {
-		if f, ok := toFixed(d); ok {
+		if ok {
 			if r, ok := s.f.add(f); ok {
 				s.f = r
 				return
@@ -124,14 +134,7 @@ func (t *PositionTerms) Same(margin, entry, quantity decimal.Decimal) bool {
 // index, from its terms t: s.Add(margin) and s.AddPNL(index, entry,
 // quantity, short), the same sum, without converting the terms again.
 func (s *Sum) AddPosition(t *PositionTerms, index decimal.Decimal, short bool) {
-	if s.big || !t.mok {
-		s.Add(t.margin)
-	} else if r, ok := s.f.add(t.mf); ok {
-		s.f = r
-	} else {
-		s.toBig()
-		s.d = s.d.Add(t.margin)
-	}
+	s.addFixed(t.margin, t.mf, t.mok)
 	if !s.big && t.eok && t.qok {
 		if ix, ok := toFixed(index); ok {
 			if u, ok := pnlOfFixed(ix, t.ef, t.qf, short); ok {

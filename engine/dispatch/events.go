@@ -50,8 +50,9 @@ func actionPhaseEvent(base journal.Record, phase, desc, effect string, resp json
 	ev := journal.Event{Audit: &r}
 	rulesAttr := strings.Join(base.Rules, ",")
 	attrs := []any{"action", base.Action, "symbol", base.Symbol, "rule", rulesAttr}
+	action := base.Action // the count's closures hold this, not base: base stays on the stack
 	count := func(result string) func(*journal.Metrics) {
-		return func(m *journal.Metrics) { m.Action(base.Action, result) }
+		return func(m *journal.Metrics) { m.Action(action, result) }
 	}
 	switch phase {
 	case "dry_run":

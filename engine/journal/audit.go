@@ -197,17 +197,27 @@ func (a *Audit) Write(r Record) error {
 	if a == nil {
 		return nil
 	}
-	if a.account != "" {
-		r.Account = a.account
+	return a.write(&r, nil)
+}
+
+// write is Write of *r, completed by stamp (nil: none), leaving *r as it
+// was: the one copy of the record it makes is the one it marshals.
+func (a *Audit) write(r *Record, stamp func(*Record)) error {
+	rec := *r
+	if stamp != nil {
+		stamp(&rec)
 	}
-	b, err := json.Marshal(r)
+	if a.account != "" {
+		rec.Account = a.account
+	}
+	b, err := json.Marshal(&rec)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	b = append(b, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.backlog = append(a.backlog, pendingRecord{at: r.Time, line: b})
+	a.backlog = append(a.backlog, pendingRecord{at: rec.Time, line: b})
 	if over := len(a.backlog) - MaxAuditBacklog; over > 0 {
 		a.lostAt = a.backlog[over-1].at
 		a.backlog = slices.Delete(a.backlog, 0, over)

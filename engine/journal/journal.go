@@ -163,11 +163,11 @@ func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
 		rep.Liquidated = append(rep.Liquidated, ev.Audit.Symbol)
 	}
 	if ev.Audit != nil {
-		r := *ev.Audit
-		if j.stamp != nil {
-			j.stamp(&r)
+		var err error
+		if j.audit != nil {
+			err = j.audit.write(ev.Audit, j.stamp)
 		}
-		j.audited(ctx, ev.Audit.Time, j.audit.Write(r))
+		j.audited(ctx, ev.Audit.Time, err)
 	}
 	if a := ev.Action; a != nil {
 		var at time.Time

@@ -1,0 +1,78 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// Emit writes the audit record stamped (Options.Stamp) and with the
+// account, leaves the caller's record as it was, and reports the action
+// with its record's prediction and the recent actions with their own
+// copy of its rules; without an audit log the rest is said all the same.
+func TestEmitFansOut(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	before, after := decimal.NewFromInt(7), decimal.NewFromInt(3)
+	for _, tt := range []struct {
+		name    string
+		audited bool
+	}{{"audited", true}, {"without an audit log", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			o := Options{Account: "main", Stamp: func(r *Record) { r.Host, r.Term = "h1", 4 }}
+			if tt.audited {
+				o.Audit = NewAudit(&buf)
+			}
+			j := New(o)
+			rules := []string{"r1", "r2"}
+			rec := &Record{Time: at, Type: "action", Action: "lower_leverage", Symbol: "XBTC", Phase: "result", Rules: rules,
+				Prediction: &Prediction{ExpectedLossBefore: &before, ExpectedLossAfter: &after}}
+			want := *rec
+			var rep Report
+			j.Emit(context.Background(), &rep, Event{Audit: rec, Msg: "lowered",
+				Action: &ActionEvent{Symbol: "XBTC", Action: "lower_leverage", Rules: rules, Outcome: "sent", Err: errors.New("late")}})
+			if !reflect.DeepEqual(*rec, want) {
+				t.Errorf("the caller's record changed:\n got %+v\nwant %+v", *rec, want)
+			}
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			if !tt.audited {
+				if buf.Len() != 0 {
+					t.Errorf("written without an audit log: %q", buf.String())
+				}
+			} else {
+				if len(lines) != 1 {
+					t.Fatalf("%d lines written, want 1: %q", len(lines), buf.String())
+				}
+				w := want
+				w.Account, w.Host, w.Term = "main", "h1", 4
+				wb, err := json.Marshal(w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lines[0] != string(wb) {
+					t.Errorf("written:\n got %s\nwant %s", lines[0], wb)
+				}
+			}
+			if len(rep.Actions) != 1 || rep.Actions[0].ExpectedLossBefore != &before || rep.Actions[0].ExpectedLossAfter != &after {
+				t.Errorf("reported %+v, want the action with its record's expected losses", rep.Actions)
+			}
+			recent := j.Recent()
+			if len(recent) != 1 || recent[0].Error != "late" || !reflect.DeepEqual(recent[0].Rules, []string{"r1", "r2"}) || !recent[0].Time.Equal(at) {
+				t.Fatalf("recent %+v", recent)
+			}
+			rules[0] = "changed"
+			if got := j.Recent()[0].Rules[0]; got != "r1" {
+				t.Errorf("the recent action shares its rules with the caller: %q", got)
+			}
+		})
+	}
+}

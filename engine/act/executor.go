@@ -24,7 +24,8 @@ type Call struct {
 	// error holds it back (it is not sent, and its Result says why). It
 	// runs in the job's goroutine: it must be safe for that.
 	Hold func() error
-	// Do sends the call; ctx carries the call's own deadline.
+	// Do sends the call; ctx carries the call's own deadline, but for an
+	// inline executor's (New), whose calls are in process and cannot hang.
 	Do func(ctx context.Context) (json.RawMessage, error)
 }
 
@@ -67,11 +68,17 @@ type Executor struct {
 	now    func() time.Time
 
 	mu       sync.Mutex
-	inFlight map[string]*Flight
+	inFlight map[string]Flight
 	finished []finished
-	changed  chan struct{} // closed and replaced when a job ends
-	running  int           // jobs not ended
-	wg       sync.WaitGroup
+	// spare is the list of finished jobs the last Collect emptied, kept
+	// for the next one to fill.
+	spare []finished
+	// changed is closed when a job ends, and made again by the next
+	// waiter (waitUntil): nil while none waits, so that a job nobody
+	// waits for makes no channel.
+	changed chan struct{}
+	running int // jobs not ended
+	wg      sync.WaitGroup
 }
 
 type finished struct {
@@ -80,14 +87,17 @@ type finished struct {
 }
 
 // New returns an executor that runs at most concurrency jobs at once, each
-// call bounded by timeout. inline runs every job in Submit's goroutine. A
-// nil clock is time.Now: it only dates InFlight.
+// call bounded by timeout. inline runs every job in Submit's goroutine,
+// its calls without a deadline: they are in process (a backtest's
+// simulated exchange), where nothing can hang, and a deadline would cost
+// a timer a call to bound nothing. A nil clock is time.Now: it only dates
+// InFlight.
 func New(concurrency int, timeout time.Duration, inline bool, now func() time.Time) *Executor {
 	if now == nil {
 		now = time.Now
 	}
 	return &Executor{timeout: timeout, inline: inline, slots: newFIFO(concurrency), now: now,
-		inFlight: make(map[string]*Flight), changed: make(chan struct{})}
+		inFlight: make(map[string]Flight)}
 }
 
 // SetLimits changes the concurrency and the calls' timeout for the jobs
@@ -108,7 +118,7 @@ func (x *Executor) Busy(key string) (Flight, bool) {
 	if !ok {
 		return Flight{}, false
 	}
-	return *f, true
+	return f, true
 }
 
 // InFlight lists the calls in flight, oldest first.
@@ -117,7 +127,7 @@ func (x *Executor) InFlight() []Flight {
 	out := make([]Flight, 0, len(x.inFlight))
 	for _, f := range x.inFlight {
 		if !f.ended {
-			out = append(out, *f)
+			out = append(out, f)
 		}
 	}
 	x.mu.Unlock()
@@ -135,7 +145,7 @@ func (x *Executor) Submit(ctx context.Context, job *Job) bool {
 		x.mu.Unlock()
 		return false
 	}
-	f := &Flight{Key: job.Key, Since: x.now()}
+	f := Flight{Key: job.Key, Since: x.now()}
 	if len(job.Calls) > 0 {
 		f.Call = job.Calls[0].Name
 	}
@@ -144,42 +154,57 @@ func (x *Executor) Submit(ctx context.Context, job *Job) bool {
 	x.running++
 	x.wg.Add(1)
 	x.mu.Unlock()
-	ctx = context.WithoutCancel(ctx)
-	turn := x.slots.enqueue() // in the order of Submit
-	run := func() {
-		defer x.wg.Done()
-		<-turn
-		results := make([]Result, len(job.Calls))
-		for i, c := range job.Calls {
-			x.mu.Lock()
-			f.Call = c.Name
-			x.mu.Unlock()
-			if c.Hold != nil {
-				if err := c.Hold(); err != nil {
-					results[i].Err = err
-					continue
-				}
-			}
-			cctx, cancel := context.WithTimeout(ctx, timeout)
-			results[i].Resp, results[i].Err = c.Do(cctx)
-			results[i].Sent = true
-			cancel()
-		}
-		x.slots.release()
-		x.mu.Lock()
-		f.ended = true
-		x.running--
-		x.finished = append(x.finished, finished{job: job, results: results})
-		close(x.changed)
-		x.changed = make(chan struct{})
-		x.mu.Unlock()
+	if _, dl := ctx.Deadline(); ctx.Done() != nil || dl {
+		ctx = context.WithoutCancel(ctx) // one that never ends is kept as it is
 	}
+	turn := x.slots.enqueue() // in the order of Submit
 	if x.inline {
-		run()
+		x.run(ctx, job, turn, timeout)
 	} else {
-		go run()
+		go x.run(ctx, job, turn, timeout)
 	}
 	return true
+}
+
+// run runs job, in flight under its key, once turn is granted: each call
+// bounded by timeout, but an inline executor's (New).
+func (x *Executor) run(ctx context.Context, job *Job, turn <-chan struct{}, timeout time.Duration) {
+	defer x.wg.Done()
+	<-turn
+	results := make([]Result, len(job.Calls))
+	for i, c := range job.Calls {
+		x.mu.Lock()
+		f := x.inFlight[job.Key]
+		f.Call = c.Name
+		x.inFlight[job.Key] = f
+		x.mu.Unlock()
+		if c.Hold != nil {
+			if err := c.Hold(); err != nil {
+				results[i].Err = err
+				continue
+			}
+		}
+		if x.inline {
+			results[i].Resp, results[i].Err = c.Do(ctx)
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			results[i].Resp, results[i].Err = c.Do(cctx)
+			cancel()
+		}
+		results[i].Sent = true
+	}
+	x.slots.release()
+	x.mu.Lock()
+	f := x.inFlight[job.Key]
+	f.ended = true
+	x.inFlight[job.Key] = f
+	x.running--
+	x.finished = append(x.finished, finished{job: job, results: results})
+	if x.changed != nil {
+		close(x.changed)
+		x.changed = nil
+	}
+	x.mu.Unlock()
 }
 
 // Wait waits until no job is in flight, or for d at most, and reports
@@ -210,7 +235,11 @@ func (x *Executor) waitUntil(d time.Duration, idle func() bool) bool {
 	defer t.Stop()
 	for {
 		x.mu.Lock()
-		ok, changed := idle(), x.changed
+		ok := idle()
+		if !ok && x.changed == nil {
+			x.changed = make(chan struct{})
+		}
+		changed := x.changed
 		x.mu.Unlock()
 		if ok {
 			return true
@@ -228,7 +257,11 @@ func (x *Executor) waitUntil(d time.Duration, idle func() bool) bool {
 func (x *Executor) Collect(ctx context.Context) int {
 	x.mu.Lock()
 	done := x.finished
-	x.finished = nil
+	if len(done) == 0 {
+		x.mu.Unlock()
+		return 0
+	}
+	x.finished, x.spare = x.spare, nil
 	for _, f := range done {
 		delete(x.inFlight, f.job.Key)
 	}
@@ -238,7 +271,14 @@ func (x *Executor) Collect(ctx context.Context) int {
 			f.job.Done(ctx, f.results)
 		}
 	}
-	return len(done)
+	n := len(done)
+	clear(done) // holds no job past its Done
+	x.mu.Lock()
+	if x.spare == nil {
+		x.spare = done[:0]
+	}
+	x.mu.Unlock()
+	return n
 }
 
 // Drain waits for every job in flight (each call is bounded by its
@@ -255,20 +295,25 @@ type fifo struct {
 	size    int
 	used    int
 	waiters []chan struct{}
+	// granted is closed: the answer to every ask granted at once.
+	granted chan struct{}
 }
 
-func newFIFO(n int) *fifo { return &fifo{size: max(n, 1)} }
+func newFIFO(n int) *fifo {
+	f := &fifo{size: max(n, 1), granted: make(chan struct{})}
+	close(f.granted)
+	return f
+}
 
 // enqueue asks for a slot; the channel is closed when it is granted.
 func (f *fifo) enqueue() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := make(chan struct{})
 	if f.used < f.size && len(f.waiters) == 0 {
 		f.used++
-		close(c)
-		return c
+		return f.granted
 	}
+	c := make(chan struct{})
 	f.waiters = append(f.waiters, c)
 	return c
 }

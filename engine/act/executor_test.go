@@ -127,19 +127,42 @@ func TestExecutorHoldOrderAndTimeout(t *testing.T) {
 	}
 }
 
-// Inline jobs run in Submit, in order.
+// Inline jobs run in Submit, in order, with the caller's values but
+// neither its cancellation nor a deadline (nothing in process can hang);
+// each job's Done runs once, at the Collect after it, with its own
+// results.
 func TestExecutorInline(t *testing.T) {
 	x := New(4, time.Second, true, nil)
-	ran := false
-	x.Submit(context.Background(), &Job{Key: "A", Calls: []Call{{Name: "a", Do: func(context.Context) (json.RawMessage, error) {
-		ran = true
-		return nil, nil
-	}}}})
-	if !ran {
-		t.Fatal("an inline job did not run in Submit")
+	type key struct{}
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	cancel()
+	var got []string
+	for i, name := range []string{"a", "b", "c"} {
+		call := func(ctx context.Context) (json.RawMessage, error) {
+			if _, ok := ctx.Deadline(); ok || ctx.Err() != nil || ctx.Value(key{}) != "v" {
+				t.Errorf("call %s: deadline %v, err %v, value %v; want none, none, v", name, ok, ctx.Err(), ctx.Value(key{}))
+			}
+			return json.RawMessage(name), nil
+		}
+		done := func(_ context.Context, rs []Result) { got = append(got, name+"="+string(rs[0].Resp)) }
+		if !x.Submit(parent, &Job{Key: name, Calls: []Call{{Name: name, Do: call}}, Done: done}) {
+			t.Fatalf("job %s not submitted", name)
+		}
+		if len(x.InFlight()) != 0 {
+			t.Fatal("an inline job is still in flight after Submit")
+		}
+		if _, busy := x.Busy(name); !busy {
+			t.Fatalf("job %s is not busy before it is collected", name)
+		}
+		if i != 1 { // b is collected with c
+			x.Collect(context.Background())
+		}
 	}
-	if len(x.InFlight()) != 0 {
-		t.Fatal("an inline job is still in flight after Submit")
+	if want := []string{"a=a", "b=b", "c=c"}; !slices.Equal(got, want) {
+		t.Fatalf("collected %v, want %v", got, want)
+	}
+	if n := x.Collect(context.Background()); n != 0 {
+		t.Fatalf("collected %d again", n)
 	}
 }
 

@@ -48,8 +48,13 @@ func actionPhaseEvent(base journal.Record, phase, desc, effect string, resp json
 		r.Error = err.Error()
 	}
 	ev := journal.Event{Audit: &r}
-	rulesAttr := strings.Join(base.Rules, ",")
-	attrs := []any{"action", base.Action, "symbol", base.Symbol, "rule", rulesAttr}
+	// The intended and sent phases are only audited: what the log, the
+	// metrics and the notifications take is made for the phases they say.
+	rulesAttr := func() string { return strings.Join(base.Rules, ",") }
+	attrs := func(rulesAttr string, more ...any) []any {
+		a := make([]any, 0, 6+len(more))
+		return append(append(a, "action", base.Action, "symbol", base.Symbol, "rule", rulesAttr), more...)
+	}
 	action := base.Action // the count's closures hold this, not base: base stays on the stack
 	count := func(result string) func(*journal.Metrics) {
 		return func(m *journal.Metrics) { m.Action(action, result) }
@@ -57,25 +62,28 @@ func actionPhaseEvent(base journal.Record, phase, desc, effect string, resp json
 	switch phase {
 	case "dry_run":
 		r.Reason = "dry run: not sent"
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, "would "+desc+said, append(attrs, "dry_run", true), count("dry_run")
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, "would "+desc+said, attrs(rulesAttr(), "dry_run", true), count("dry_run")
 	case "paused":
 		r.Reason = "not sent: " + err.Error()
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, "would "+desc+said+", paused", append(attrs, "paused", true, "err", err), count("paused")
+		ra := rulesAttr()
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, "would "+desc+said+", paused", attrs(ra, "paused", true, "err", err), count("paused")
 		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
-			Rule: rulesAttr, Text: "PAUSED: would " + desc + " (rules: " + strings.Join(base.Rules, ", ") + ")" + said + "; " + err.Error()}
+			Rule: ra, Text: "PAUSED: would " + desc + " (rules: " + strings.Join(base.Rules, ", ") + ")" + said + "; " + err.Error()}
 	case "standby":
 		r.Reason = "not sent: " + err.Error()
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelInfo, "would "+desc+said+", standby", append(attrs, "standby", true, "err", err), count("standby")
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelInfo, "would "+desc+said+", standby", attrs(rulesAttr(), "standby", true, "err", err), count("standby")
 	case "skipped":
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, desc+" skipped", append(attrs, "err", err), count("skipped")
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, desc+" skipped", attrs(rulesAttr(), "err", err), count("skipped")
 	case "error":
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelError, desc+" failed", append(attrs, "err", err), count("error")
+		ra := rulesAttr()
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelError, desc+" failed", attrs(ra, "err", err), count("error")
 		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "critical", Symbol: base.Symbol, Action: base.Action,
-			Rule: rulesAttr, Text: fmt.Sprintf("FAILED %s: %v%s", desc, err, said)}
+			Rule: ra, Text: fmt.Sprintf("FAILED %s: %v%s", desc, err, said)}
 	case "result":
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, desc+said, attrs, count("ok")
+		ra := rulesAttr()
+		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, desc+said, attrs(ra), count("ok")
 		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
-			Rule: rulesAttr, Text: desc + " done (rules: " + strings.Join(base.Rules, ", ") + ")" + said}
+			Rule: ra, Text: desc + " done (rules: " + strings.Join(base.Rules, ", ") + ")" + said}
 	}
 	if act != nil {
 		act.Outcome, act.Err = phase, err

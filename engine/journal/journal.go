@@ -174,12 +174,12 @@ func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
 		if ev.Audit != nil {
 			at = ev.Audit.Time
 		}
-		ra := RecentAction{Time: at, Symbol: a.Symbol, Action: a.Action, Rules: slices.Clone(a.Rules), Outcome: a.Outcome,
+		ra := RecentAction{Time: at, Symbol: a.Symbol, Action: a.Action, Rules: a.Rules, Outcome: a.Outcome,
 			From: a.From, To: a.To, Effect: a.Effect, Actual: a.Actual}
 		if a.Err != nil {
 			ra.Error = a.Err.Error()
 		}
-		j.recent.add(ra)
+		j.recent.add(ra) // copies the rules
 	}
 	if ev.Msg != "" {
 		j.log.Log(ctx, ev.Level, ev.Msg, ev.Attrs...)
@@ -300,7 +300,10 @@ func (j *Journal) Restore(actions []RecentAction) {
 	}
 }
 
-// recentActions is a bounded ring of the last actions.
+// recentActions is a bounded ring of the last actions. Each slot owns its
+// Rules, a copy of the action's, written over by the action that takes
+// the slot next: an action adds no slice once the ring is full and its
+// slots hold as many rules, and list copies them out.
 type recentActions struct {
 	mu   sync.Mutex
 	ring []RecentAction
@@ -311,20 +314,29 @@ func (r *recentActions) add(a RecentAction) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.ring) < RecentActionsKept {
+		a.Rules = slices.Clone(a.Rules)
 		r.ring = append(r.ring, a)
 		return
 	}
-	r.ring[r.next] = a
+	slot := &r.ring[r.next]
+	if a.Rules != nil { // nil stays nil, as slices.Clone leaves it
+		if a.Rules = append(slot.Rules[:0], a.Rules...); a.Rules == nil {
+			a.Rules = []string{}
+		}
+	}
+	*slot = a
 	r.next = (r.next + 1) % RecentActionsKept
 }
 
-// list returns the actions newest first.
+// list returns the actions newest first, sharing nothing with the ring.
 func (r *recentActions) list() []RecentAction {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]RecentAction, 0, len(r.ring))
 	for i := range r.ring {
-		out = append(out, r.ring[(r.next+len(r.ring)-1-i)%len(r.ring)])
+		a := r.ring[(r.next+len(r.ring)-1-i)%len(r.ring)]
+		a.Rules = slices.Clone(a.Rules)
+		out = append(out, a)
 	}
 	return out
 }

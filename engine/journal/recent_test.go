@@ -93,3 +93,51 @@ func TestRecentFromAudit(t *testing.T) {
 		t.Errorf("Recent after Restore: %d, newest %+v", len(r), r[0])
 	}
 }
+
+// The ring of recent actions owns its copies of their rules: an action
+// written over its slot changes neither a list taken before nor the
+// caller's rules, the newest RecentActionsKept are listed newest first,
+// and nil rules stay nil (JSON null), empty ones empty.
+func TestRecentActionsOwnTheirRules(t *testing.T) {
+	t.Parallel()
+	var r recentActions
+	add := func(i int, rules []string) {
+		r.add(RecentAction{Symbol: fmt.Sprint("X", i), Rules: rules})
+	}
+	for i := range RecentActionsKept {
+		add(i, []string{fmt.Sprint("r", i), "shared"})
+	}
+	before := r.list()
+	mine := []string{"m1", "m2", "m3"}
+	for i := RecentActionsKept; i < 2*RecentActionsKept; i++ {
+		add(i, mine)
+		mine[0] = fmt.Sprint("changed", i) // the caller reuses its slice
+	}
+	for i, a := range before {
+		n := RecentActionsKept - 1 - i
+		if a.Symbol != fmt.Sprint("X", n) || len(a.Rules) != 2 || a.Rules[0] != fmt.Sprint("r", n) || a.Rules[1] != "shared" {
+			t.Fatalf("an earlier list changed: %d: %+v", i, a)
+		}
+	}
+	after := r.list()
+	for i, a := range after {
+		n := 2*RecentActionsKept - 1 - i
+		want := fmt.Sprint("changed", n-1)
+		if n == RecentActionsKept {
+			want = "m1"
+		}
+		if a.Symbol != fmt.Sprint("X", n) || len(a.Rules) != 3 || a.Rules[0] != want || a.Rules[2] != "m3" {
+			t.Fatalf("listed %d: %+v, want X%d with %s", i, a, n, want)
+		}
+	}
+	after[0].Rules[1] = "edited"
+	if got := r.list()[0].Rules[1]; got != "m2" {
+		t.Errorf("a list shares the ring's rules: %q", got)
+	}
+	add(0, nil)
+	add(1, []string{})
+	l := r.list()
+	if l[1].Rules != nil || l[0].Rules == nil || len(l[0].Rules) != 0 {
+		t.Errorf("nil rules listed as %#v, empty ones as %#v", l[1].Rules, l[0].Rules)
+	}
+}

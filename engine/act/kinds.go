@@ -120,6 +120,10 @@ type Host interface {
 	Emit(ctx context.Context, ev journal.Event)
 	// Note says ev outside any tick's report.
 	Note(ctx context.Context, ev journal.Event)
+	// Wants reports the outputs an event at level reaches beside the
+	// report and the audit log (journal.Journal.Wants): an event is built
+	// without the others.
+	Wants(ctx context.Context, level slog.Level) journal.Outputs
 	// Prepare passes a mutating call through the checks every one passes
 	// (a dry run, leadership, a pause, the snapshot's age, the action
 	// budget with its breaker), saying a call held back. It returns the

@@ -126,7 +126,7 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 	c.dec = DecideSettings(m, pl, c, now)
 	dec := &c.dec
 	for _, sk := range dec.Skips {
-		h.Emit(ctx, c.skipEvent(h, pl, sk))
+		h.Emit(ctx, c.skipEvent(ctx, h, pl, sk))
 	}
 	want, pred := dec.Want, dec.Pred
 	c.note, c.skipped = "", false
@@ -225,7 +225,7 @@ func (c *SettingsStep) Done(ctx context.Context, h Host, pl *Plan) error {
 // skipEvent says a part of the settings call left out (Skip): an
 // isolation that would harm, audited and logged each time, notified once
 // per firing; or a leverage cut no bound leaves room for.
-func (c *SettingsStep) skipEvent(h Host, pl *Plan, sk Skip) journal.Event {
+func (c *SettingsStep) skipEvent(ctx context.Context, h Host, pl *Plan, sk Skip) journal.Event {
 	now := h.Now()
 	sym, pos := pl.Sym.Name, pl.Pos
 	if sk.Isolation {
@@ -246,9 +246,13 @@ func (c *SettingsStep) skipEvent(h Host, pl *Plan, sk Skip) journal.Event {
 	}
 	base := journal.Record{Time: now, Type: "action", Action: string(c.lowerKind), Symbol: sym, Position: pos.ID, Rules: Dedupe(c.LowerRules),
 		Leverage: sk.Asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: sk.Why}
-	return journal.Event{Audit: &base, Level: slog.LevelWarn, Msg: "skipped " + base.Action + " " + sym + ": " + sk.Why,
-		Attrs:  []any{"action", base.Action, "symbol", sym, "rule", strings.Join(base.Rules, ",")},
+	ev := journal.Event{Audit: &base, Level: slog.LevelWarn,
 		Action: &journal.ActionEvent{Symbol: sym, Action: base.Action, Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: sk.Asked, Effect: sk.Why, Reason: sk.Why}}
+	if h.Wants(ctx, ev.Level).Log {
+		ev.Msg = "skipped " + base.Action + " " + sym + ": " + sk.Why
+		ev.Attrs = []any{"action", base.Action, "symbol", sym, "rule", strings.Join(base.Rules, ",")}
+	}
+	return ev
 }
 
 // harmEvent is a change the engine did not send because it would move the

@@ -20,6 +20,9 @@ import (
 // the log, the metrics and the notifications (journal.Journal).
 type Emitter interface {
 	Emit(ctx context.Context, r *journal.Report, ev journal.Event)
+	// Wants reports the outputs an event at level reaches beside the
+	// report and the audit log: an event is built without the others.
+	Wants(ctx context.Context, level slog.Level) journal.Outputs
 }
 
 // Leader says whether this process may send the account's mutating calls

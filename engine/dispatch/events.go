@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -16,9 +17,12 @@ import (
 // the Emitter, which fans it out.
 
 // pausedEvent makes the event of an action held back by a pause, of its
-// error (see control.Service.SayPaused).
+// error (see control.Service.SayPaused), whole: the pauses say it through
+// their own emitter.
 func pausedEvent(base journal.Record, desc, effect string, act *journal.ActionEvent) func(error) journal.Event {
-	return func(err error) journal.Event { return actionPhaseEvent(base, "paused", desc, effect, nil, err, act) }
+	return func(err error) journal.Event {
+		return actionPhaseEvent(context.Background(), nil, base, "paused", desc, effect, nil, err, act)
+	}
 }
 
 // BreakerEvent is the circuit breaker opening or closing.
@@ -31,13 +35,23 @@ func BreakerEvent(now time.Time, open bool, text string) journal.Event {
 	return ev
 }
 
+// wants is what jr takes of an event at level (Emitter.Wants); a nil jr
+// takes every output.
+func wants(ctx context.Context, jr Emitter, level slog.Level) journal.Outputs {
+	if jr == nil {
+		return journal.Outputs{Log: true, Metrics: true, Notes: true}
+	}
+	return jr.Wants(ctx, level)
+}
+
 // actionPhaseEvent is one phase of a mutating call (base.Action): intended,
 // dry_run, skipped, sent, error or result. Every phase is audited; the
 // outcome phases are logged, counted and notified, and carry act, the
-// action as the tick's report shows it.
+// action as the tick's report shows it. What jr, which says it, would
+// drop is left out (wants).
 //
 // effect, when set, is the margin model's prediction, said after the action.
-func actionPhaseEvent(base journal.Record, phase, desc, effect string, resp json.RawMessage, err error, act *journal.ActionEvent) journal.Event {
+func actionPhaseEvent(ctx context.Context, jr Emitter, base journal.Record, phase, desc, effect string, resp json.RawMessage, err error, act *journal.ActionEvent) journal.Event {
 	said := ""
 	if effect != "" {
 		said = ": " + effect
@@ -48,42 +62,77 @@ func actionPhaseEvent(base journal.Record, phase, desc, effect string, resp json
 		r.Error = err.Error()
 	}
 	ev := journal.Event{Audit: &r}
-	// The intended and sent phases are only audited: what the log, the
-	// metrics and the notifications take is made for the phases they say.
+	switch phase {
+	case "dry_run", "paused", "skipped", "result":
+		ev.Level = slog.LevelWarn
+	case "standby":
+		ev.Level = slog.LevelInfo
+	case "error":
+		ev.Level = slog.LevelError
+	}
+	// The intended and sent phases are only audited.
+	var out journal.Outputs
+	if phase != "intended" && phase != "sent" {
+		out = wants(ctx, jr, ev.Level)
+	}
 	rulesAttr := func() string { return strings.Join(base.Rules, ",") }
-	attrs := func(rulesAttr string, more ...any) []any {
+	attrs := func(more ...any) []any {
 		a := make([]any, 0, 6+len(more))
-		return append(append(a, "action", base.Action, "symbol", base.Symbol, "rule", rulesAttr), more...)
+		return append(append(a, "action", base.Action, "symbol", base.Symbol, "rule", rulesAttr()), more...)
 	}
 	action := base.Action // the count's closures hold this, not base: base stays on the stack
 	count := func(result string) func(*journal.Metrics) {
+		if !out.Metrics {
+			return nil
+		}
 		return func(m *journal.Metrics) { m.Action(action, result) }
 	}
 	switch phase {
 	case "dry_run":
 		r.Reason = "dry run: not sent"
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, "would "+desc+said, attrs(rulesAttr(), "dry_run", true), count("dry_run")
+		if out.Log {
+			ev.Msg, ev.Attrs = "would "+desc+said, attrs("dry_run", true)
+		}
+		ev.Count = count("dry_run")
 	case "paused":
 		r.Reason = "not sent: " + err.Error()
-		ra := rulesAttr()
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, "would "+desc+said+", paused", attrs(ra, "paused", true, "err", err), count("paused")
-		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
-			Rule: ra, Text: "PAUSED: would " + desc + " (rules: " + strings.Join(base.Rules, ", ") + ")" + said + "; " + err.Error()}
+		if out.Log {
+			ev.Msg, ev.Attrs = "would "+desc+said+", paused", attrs("paused", true, "err", err)
+		}
+		ev.Count = count("paused")
+		if out.Notes {
+			ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
+				Rule: rulesAttr(), Text: "PAUSED: would " + desc + " (rules: " + strings.Join(base.Rules, ", ") + ")" + said + "; " + err.Error()}
+		}
 	case "standby":
 		r.Reason = "not sent: " + err.Error()
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelInfo, "would "+desc+said+", standby", attrs(rulesAttr(), "standby", true, "err", err), count("standby")
+		if out.Log {
+			ev.Msg, ev.Attrs = "would "+desc+said+", standby", attrs("standby", true, "err", err)
+		}
+		ev.Count = count("standby")
 	case "skipped":
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, desc+" skipped", attrs(rulesAttr(), "err", err), count("skipped")
+		if out.Log {
+			ev.Msg, ev.Attrs = desc+" skipped", attrs("err", err)
+		}
+		ev.Count = count("skipped")
 	case "error":
-		ra := rulesAttr()
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelError, desc+" failed", attrs(ra, "err", err), count("error")
-		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "critical", Symbol: base.Symbol, Action: base.Action,
-			Rule: ra, Text: fmt.Sprintf("FAILED %s: %v%s", desc, err, said)}
+		if out.Log {
+			ev.Msg, ev.Attrs = desc+" failed", attrs("err", err)
+		}
+		ev.Count = count("error")
+		if out.Notes {
+			ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindActionFailed, Severity: "critical", Symbol: base.Symbol, Action: base.Action,
+				Rule: rulesAttr(), Text: fmt.Sprintf("FAILED %s: %v%s", desc, err, said)}
+		}
 	case "result":
-		ra := rulesAttr()
-		ev.Level, ev.Msg, ev.Attrs, ev.Count = slog.LevelWarn, desc+said, attrs(ra), count("ok")
-		ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
-			Rule: ra, Text: desc + " done (rules: " + strings.Join(base.Rules, ", ") + ")" + said}
+		if out.Log {
+			ev.Msg, ev.Attrs = desc+said, attrs()
+		}
+		ev.Count = count("ok")
+		if out.Notes {
+			ev.Note = &notify.Message{Time: base.Time, Kind: notify.KindAction, Severity: "warning", Symbol: base.Symbol, Action: base.Action,
+				Rule: rulesAttr(), Text: desc + " done (rules: " + strings.Join(base.Rules, ", ") + ")" + said}
+		}
 	}
 	if act != nil {
 		act.Outcome, act.Err = phase, err

@@ -1,10 +1,12 @@
 package dispatch
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"testing"
 
 	"github.com/riskguard/riskguard/engine/journal"
@@ -48,7 +50,7 @@ func TestActionPhaseEvent(t *testing.T) {
 			t.Parallel()
 			a := &journal.ActionEvent{Symbol: "XBTC", Action: "cancel_orders"}
 			resp := json.RawMessage(`{"ok":1}`)
-			ev := actionPhaseEvent(base, tt.phase, "cancel XBTC", tt.effect, resp, tt.err, a)
+			ev := actionPhaseEvent(context.Background(), nil, base, tt.phase, "cancel XBTC", tt.effect, resp, tt.err, a)
 			attrs := ""
 			if ev.Attrs != nil {
 				attrs = fmt.Sprint(ev.Attrs)
@@ -79,6 +81,66 @@ func TestActionPhaseEvent(t *testing.T) {
 			}
 			if base.Phase != "" || base.Error != "" {
 				t.Errorf("the base record changed: %+v", base)
+			}
+		})
+	}
+}
+
+// wanting is an Emitter whose journal has the outputs out, at levels from
+// min up, and counts what it was asked.
+type wanting struct {
+	out   journal.Outputs
+	min   slog.Level
+	asked []slog.Level
+}
+
+func (w *wanting) Emit(context.Context, *journal.Report, journal.Event) {}
+func (w *wanting) Wants(_ context.Context, level slog.Level) journal.Outputs {
+	w.asked = append(w.asked, level)
+	out := w.out
+	out.Log = out.Log && level >= w.min
+	return out
+}
+
+// An event leaves out what its emitter's journal would drop, and only
+// that: the log below the journal's level, the count without metrics, the
+// note without a notifier; the audit record and the action are whole.
+func TestActionPhaseEventWants(t *testing.T) {
+	t.Parallel()
+	base := journal.Record{Time: t0, Type: "action", Action: "cancel_orders", Symbol: "XBTC", Rules: []string{"r1"}}
+	for _, tt := range []struct {
+		name, phase      string
+		jr               *wanting
+		log, count, note bool
+		asked            []slog.Level
+	}{
+		{"nothing", "result", &wanting{}, false, false, false, []slog.Level{slog.LevelWarn}},
+		{"log", "result", &wanting{out: journal.Outputs{Log: true}}, true, false, false, []slog.Level{slog.LevelWarn}},
+		{"log above", "standby", &wanting{out: journal.Outputs{Log: true}, min: slog.LevelWarn}, false, false, false, []slog.Level{slog.LevelInfo}},
+		{"error logged", "error", &wanting{out: journal.Outputs{Log: true}, min: slog.LevelWarn}, true, false, false, []slog.Level{slog.LevelError}},
+		{"metrics", "result", &wanting{out: journal.Outputs{Metrics: true}}, false, true, false, []slog.Level{slog.LevelWarn}},
+		{"notes", "result", &wanting{out: journal.Outputs{Notes: true}}, false, false, true, []slog.Level{slog.LevelWarn}},
+		{"intended: not asked", "intended", &wanting{out: journal.Outputs{Log: true, Metrics: true, Notes: true}}, false, false, false, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a := &journal.ActionEvent{}
+			ev := actionPhaseEvent(context.Background(), tt.jr, base, tt.phase, "cancel XBTC", "", nil, errors.New("x"), a)
+			whole := actionPhaseEvent(context.Background(), nil, base, tt.phase, "cancel XBTC", "", nil, errors.New("x"), &journal.ActionEvent{})
+			if (ev.Msg != "") != tt.log || (ev.Attrs != nil) != tt.log || (ev.Count != nil) != tt.count || (ev.Note != nil) != tt.note {
+				t.Errorf("msg %q, attrs %v, count %v, note %v; want log %v, count %v, note %v", ev.Msg, ev.Attrs, ev.Count != nil, ev.Note, tt.log, tt.count, tt.note)
+			}
+			if tt.log && (ev.Msg != whole.Msg || fmt.Sprint(ev.Attrs) != fmt.Sprint(whole.Attrs)) {
+				t.Errorf("logged %q %v, whole %q %v", ev.Msg, ev.Attrs, whole.Msg, whole.Attrs)
+			}
+			if tt.note && !reflect.DeepEqual(*ev.Note, *whole.Note) {
+				t.Errorf("note %+v, whole %+v", ev.Note, whole.Note)
+			}
+			if ev.Level != whole.Level || fmt.Sprint(*ev.Audit) != fmt.Sprint(*whole.Audit) || ev.Action != a || a.Outcome != whole.Action.Outcome {
+				t.Errorf("level %v, audit %+v, action %+v; whole %v, %+v, %+v", ev.Level, ev.Audit, ev.Action, whole.Level, whole.Audit, whole.Action)
+			}
+			if fmt.Sprint(tt.jr.asked) != fmt.Sprint(tt.asked) {
+				t.Errorf("asked at %v, want %v", tt.jr.asked, tt.asked)
 			}
 		})
 	}

@@ -44,6 +44,12 @@ func (h *stepHost) Logger() *slog.Logger { return h.d.log }
 // Emit says ev in the report at hand.
 func (h *stepHost) Emit(ctx context.Context, ev journal.Event) { h.d.emit(ctx, h.rep, ev) }
 
+// Wants reports the outputs an event at level reaches beside the report
+// and the audit log.
+func (h *stepHost) Wants(ctx context.Context, level slog.Level) journal.Outputs {
+	return h.d.jr.Wants(ctx, level)
+}
+
 // Note says ev outside any report.
 func (h *stepHost) Note(ctx context.Context, ev journal.Event) { h.d.emit(ctx, nil, ev) }
 

@@ -158,7 +158,7 @@ func (s sayer) phase(ctx context.Context, c *Call, phase string, err error) {
 	if phase != "intended" && phase != "sent" {
 		a = c.Event
 	}
-	s.jr.Emit(ctx, c.Report, actionPhaseEvent(c.Base, phase, c.Desc, c.Effect, nil, err, a))
+	s.jr.Emit(ctx, c.Report, actionPhaseEvent(ctx, s.jr, c.Base, phase, c.Desc, c.Effect, nil, err, a))
 }
 
 // intended says c's intended phase, once.
@@ -420,7 +420,7 @@ func (d *Dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge t
 			if err != nil {
 				phase = "error"
 			}
-			d.emit(ctx, nil, actionPhaseEvent(pc.Base, phase, pc.Desc, pc.Effect, resp, err, pc.Event))
+			d.emit(ctx, nil, actionPhaseEvent(ctx, d.jr, pc.Base, phase, pc.Desc, pc.Effect, resp, err, pc.Event))
 			return resp, err
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"testing"
@@ -26,6 +27,11 @@ type recorder struct {
 
 func (r *recorder) Emit(_ context.Context, rep *journal.Report, ev journal.Event) {
 	r.evs, r.reps = append(r.evs, ev), append(r.reps, rep)
+}
+
+// Wants: a recorder takes every output, to keep all of an event.
+func (r *recorder) Wants(context.Context, slog.Level) journal.Outputs {
+	return journal.Outputs{Log: true, Metrics: true, Notes: true}
 }
 
 func (r *recorder) Rules() *rules.Set     { return &rules.Set{} }

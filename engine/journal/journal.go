@@ -3,6 +3,9 @@
 // order — the tick's report, the audit log, the recent actions, the log,
 // the metrics, the notifications — so that an action is on disk before
 // anyone is told of it, and no output misses an event another one has.
+// A builder may leave out of an event the parts for the outputs the
+// journal lacks (Wants: a backtest logs and notifies nothing), which no
+// output would show.
 // Emit is safe for concurrent use: the tick, the executor's calls and the
 // control API all emit, one at a time.
 package journal
@@ -190,6 +193,27 @@ func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
 	if ev.Note != nil {
 		j.send(ctx, *ev.Note)
 	}
+}
+
+// Outputs are the outputs an event may reach beside the tick's report
+// and the audit log: what its builder may leave out of an Event that the
+// journal would drop anyway (Journal.Wants).
+type Outputs struct {
+	// Log: an event at the level asked is logged (Msg and Attrs).
+	Log bool
+	// Metrics: Count is run on metrics.
+	Metrics bool
+	// Notes: Note is sent (a silence may still mute it).
+	Notes bool
+}
+
+// Wants reports the outputs an event at level reaches: the log when its
+// handler is enabled at level (as the log asks before it writes), the
+// metrics when there are any, the notifications when a notifier is set.
+// An event built without the others says all that one built whole does:
+// a backtest, which keeps neither log nor notifications, builds neither.
+func (j *Journal) Wants(ctx context.Context, level slog.Level) Outputs {
+	return Outputs{Log: j.log.Enabled(ctx, level), Metrics: j.metrics != nil, Notes: j.notifier != nil}
 }
 
 // Flush writes the audit records kept from failed writes, saying how it

@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riskguard/riskguard/notify"
 	"github.com/shopspring/decimal"
 )
 
@@ -74,5 +78,35 @@ func TestEmitFansOut(t *testing.T) {
 				t.Errorf("the recent action shares its rules with the caller: %q", got)
 			}
 		})
+	}
+}
+
+// sink is a Notifier that keeps nothing.
+type sink struct{}
+
+func (sink) Send(context.Context, notify.Message) error { return nil }
+
+// Wants says the outputs as Emit would reach them: the log at the levels
+// its handler is enabled for, the metrics and the notifications when set.
+func TestWants(t *testing.T) {
+	t.Parallel()
+	warn := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		o     Options
+		level slog.Level
+		want  Outputs
+	}{
+		{"none", Options{}, slog.LevelError, Outputs{}},
+		{"below the log's level", Options{Logger: warn, Metrics: m, Notifier: sink{}}, slog.LevelInfo, Outputs{Metrics: true, Notes: true}},
+		{"at the log's level", Options{Logger: warn}, slog.LevelWarn, Outputs{Log: true}},
+	} {
+		if got := New(tt.o).Wants(context.Background(), tt.level); got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -40,7 +40,7 @@ func (*cancelStep) Order() int { return 10 }
 // Prepare readies the cancel, once per symbol and tick.
 func (c *cancelStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending, error) {
 	sym, pos := pl.Sym.Name, pl.Pos
-	if !h.Once(string(rules.CancelOrders) + " " + sym) {
+	if !h.Once(string(rules.CancelOrders), sym) {
 		return nil, nil
 	}
 	c.tried = true

@@ -161,9 +161,9 @@ type Host interface {
 	// FirstHarm reports whether no harmful action of the plan's rules was
 	// notified yet in their current firing, and marks it so.
 	FirstHarm(pl *Plan) bool
-	// Once reports whether key is asked for the first time in the tick
-	// (a symbol's cancel, shared by its long and short).
-	Once(key string) bool
+	// Once reports whether what is asked on symbol for the first time in
+	// the tick (a symbol's cancel, shared by its long and short).
+	Once(what, symbol string) bool
 }
 
 // ErrRefused marks the error of a call that repeating at every tick cannot

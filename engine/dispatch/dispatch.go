@@ -174,6 +174,14 @@ type Dispatcher struct {
 	// call is the stages' scratch on the tick's goroutine (AtSymbol,
 	// AtPlan, AtDecide), so that checking a call allocates nothing.
 	call Call
+	// Run's scratch (group), emptied at each Run and let go of at its
+	// end: the symbols of its plans in order, the index of each, their
+	// plans, and what the Run did once per symbol (stepHost.Once). Only
+	// the Run's own execute reads it, on the tick's goroutine.
+	order    []string
+	index    map[string]int
+	bySymbol [][]*act.Plan
+	once     map[onceKey]bool
 }
 
 // New makes the dispatcher.
@@ -269,36 +277,28 @@ func (d *Dispatcher) Run(ctx context.Context, now time.Time, snap *market.Snapsh
 	if len(plans) == 0 {
 		return
 	}
-	once := make(map[string]bool)
-	var order []string
-	bySymbol := make(map[string][]*act.Plan, len(plans))
-	for _, pl := range plans {
-		name := pl.Sym.Name
-		if _, ok := bySymbol[name]; !ok {
-			order = append(order, name)
-		}
-		bySymbol[name] = append(bySymbol[name], pl)
-	}
+	d.group(plans)
+	defer d.ungroup()
 	maxAge := d.cfg.MaxSnapshotAge
 	var submitted []string // the symbols whose jobs this tick waits for
-	for _, name := range order {
+	for i, name := range d.order {
 		busy := d.check(ctx, d.pipeline.symbol, now, name, nil, rep)
 		var calls []*act.Pending
-		var dones []func(context.Context, *journal.Report)
-		for _, pl := range bySymbol[name] {
+		var runs []*planRun
+		for _, pl := range d.bySymbol[i] {
 			held := busy
 			if held == nil {
 				held = d.check(ctx, d.pipeline.plan, now, name, pl, rep)
 			}
-			pcs, done := d.execute(ctx, now, snap, pl, once, rep, held, setAt)
+			pcs, run := d.execute(ctx, now, snap, pl, d.once, rep, held, setAt)
 			if d.sequent {
-				d.submit(ctx, name, pcs, []func(context.Context, *journal.Report){done}, maxAge)
+				d.submit(ctx, name, pcs, run.alone[:], maxAge)
 				d.exec.Collect(ctx)
 				continue
 			}
-			calls, dones = append(calls, pcs...), append(dones, done)
+			calls, runs = append(calls, pcs...), append(runs, run)
 		}
-		if !d.sequent && d.submit(ctx, name, calls, dones, maxAge) {
+		if !d.sequent && d.submit(ctx, name, calls, runs, maxAge) {
 			submitted = append(submitted, name)
 		}
 	}
@@ -306,6 +306,38 @@ func (d *Dispatcher) Run(ctx context.Context, now time.Time, snap *market.Snapsh
 		d.log.Debug("calls still in flight at the end of the tick; their outcome is applied when they end", "calls", len(d.exec.InFlight()))
 	}
 	d.exec.Collect(ctx)
+}
+
+// group sorts plans by symbol into the Run's scratch, emptied first: the
+// symbols in the order of their first plan (order), each one's plans in
+// their order (bySymbol), and no symbol's cancel done yet (once).
+func (d *Dispatcher) group(plans []*act.Plan) {
+	if d.index == nil {
+		d.index, d.once = make(map[string]int), make(map[onceKey]bool)
+	}
+	clear(d.index)
+	clear(d.once)
+	d.order = d.order[:0]
+	for _, pl := range plans {
+		name := pl.Sym.Name
+		i, ok := d.index[name]
+		if !ok {
+			i = len(d.order)
+			d.index[name], d.order = i, append(d.order, name)
+			if i == len(d.bySymbol) {
+				d.bySymbol = append(d.bySymbol, nil)
+			}
+			d.bySymbol[i] = d.bySymbol[i][:0]
+		}
+		d.bySymbol[i] = append(d.bySymbol[i], pl)
+	}
+}
+
+// ungroup lets go of the plans the Run's scratch holds.
+func (d *Dispatcher) ungroup() {
+	for i := range d.order {
+		clear(d.bySymbol[i])
+	}
 }
 
 // check passes the symbol's plan pl (nil: the symbol itself) through
@@ -322,34 +354,50 @@ func (d *Dispatcher) check(ctx context.Context, stages []Stage, now time.Time, s
 // submit hands one symbol's calls to the executor; dones say what became
 // of them once they ended, in order. Without a call they run at once. It
 // reports whether a job was submitted.
-func (d *Dispatcher) submit(ctx context.Context, symbol string, calls []*act.Pending, dones []func(context.Context, *journal.Report), maxAge time.Duration) bool {
-	settle := func(ctx context.Context) {
-		for _, done := range dones {
-			done(ctx, d.rep)
-		}
-	}
+func (d *Dispatcher) submit(ctx context.Context, symbol string, calls []*act.Pending, runs []*planRun, maxAge time.Duration) bool {
 	if len(calls) == 0 {
-		settle(ctx)
+		d.settleRuns(ctx, runs)
 		return false
 	}
-	job := &act.Job{Key: symbol, Done: func(ctx context.Context, results []act.Result) {
-		for i, pc := range calls {
-			pc.Result = results[i]
-		}
-		settle(context.WithoutCancel(ctx)) // what was sent is said, stopping or not
-	}}
+	j := &symbolJob{d: d, calls: calls, runs: runs}
+	j.job = act.Job{Key: symbol, Calls: make([]act.Call, 0, len(calls)), Done: j.ended}
 	for _, pc := range calls {
-		job.Calls = append(job.Calls, d.executorCall(ctx, pc, maxAge))
+		j.job.Calls = append(j.job.Calls, d.executorCall(ctx, pc, maxAge))
 	}
-	if !d.exec.Submit(ctx, job) {
+	if !d.exec.Submit(ctx, &j.job) {
 		// Not reached: Run holds back a symbol in flight.
 		for _, pc := range calls {
 			pc.Result = act.Result{Err: errInFlight}
 		}
-		settle(ctx)
+		d.settleRuns(ctx, runs)
 		return false
 	}
 	return true
+}
+
+// settleRuns says what became of the plans runs, in order, in the report
+// at hand.
+func (d *Dispatcher) settleRuns(ctx context.Context, runs []*planRun) {
+	for _, r := range runs {
+		r.done(ctx, d.rep)
+	}
+}
+
+// symbolJob is one symbol's calls handed to the executor (job), and the
+// runs of the plans they came from.
+type symbolJob struct {
+	d     *Dispatcher
+	calls []*act.Pending
+	runs  []*planRun
+	job   act.Job
+}
+
+// ended takes the job's results in and says what became of its plans.
+func (j *symbolJob) ended(ctx context.Context, results []act.Result) {
+	for i, pc := range j.calls {
+		pc.Result = results[i]
+	}
+	j.d.settleRuns(context.WithoutCancel(ctx), j.runs) // what was sent is said, stopping or not
 }
 
 // symbolOutcome counts a symbol's call outcome for its backoff. A failure

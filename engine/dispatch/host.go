@@ -24,8 +24,11 @@ type stepHost struct {
 	now  time.Time
 	snap *market.Snapshot
 	rep  *journal.Report
-	once map[string]bool
+	once map[onceKey]bool
 }
+
+// onceKey is what a tick does once per symbol (stepHost.Once).
+type onceKey struct{ what, symbol string }
 
 var _ act.Host = (*stepHost)(nil)
 
@@ -127,11 +130,13 @@ func (h *stepHost) FirstHarm(pl *act.Plan) bool {
 	return first
 }
 
-// Once reports whether key is asked for the first time in the tick.
-func (h *stepHost) Once(key string) bool {
-	if h.once[key] {
+// Once reports whether what is asked on symbol for the first time in the
+// tick.
+func (h *stepHost) Once(what, symbol string) bool {
+	k := onceKey{what, symbol}
+	if h.once[k] {
 		return false
 	}
-	h.once[key] = true
+	h.once[k] = true
 	return true
 }

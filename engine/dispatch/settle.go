@@ -15,28 +15,35 @@ import (
 )
 
 // execute decides a position's plan and returns its exchange calls and
-// what to do once they have ended: its steps (act.Step), each merged from
-// the kinds that asked for it, run in their order (a cancel first: fewer
-// open orders is never riskier; then a reduce order; then the settings
-// call, decided on the position the reduce leaves), then the rules' notify
-// actions. A rule whose parts all succeeded starts its cooldown. It runs
-// on the tick's goroutine; the calls are sent by the executor, and done
-// runs on the goroutine that collects them (the tick's, this one or a
-// later one). held is why the symbol's calls wait (its backoff, or a call
-// in flight), nil when they do not. once holds what the tick did once per
-// symbol (a cancel shared by a long and a short). setAt is the rule set
-// the plan was decided under.
-func (d *Dispatcher) execute(ctx context.Context, now time.Time, snap *market.Snapshot, pl *act.Plan, once map[string]bool, rep *journal.Report, held error, setAt *rules.Set) ([]*act.Pending, func(ctx context.Context, rep *journal.Report)) {
-	errs := make([]error, len(pl.Steps))
+// its run, whose done says what became of them once they have ended: its
+// steps (act.Step), each merged from the kinds that asked for it, run in
+// their order (a cancel first: fewer open orders is never riskier; then a
+// reduce order; then the settings call, decided on the position the
+// reduce leaves), then the rules' notify actions. A rule whose parts all
+// succeeded starts its cooldown. It runs on the tick's goroutine; the
+// calls are sent by the executor, and done runs on the goroutine that
+// collects them (the tick's, this one or a later one). held is why the
+// symbol's calls wait (its backoff, or a call in flight), nil when they
+// do not. once holds what the tick did once per symbol (a cancel shared
+// by a long and a short). setAt is the rule set the plan was decided
+// under.
+func (d *Dispatcher) execute(ctx context.Context, now time.Time, snap *market.Snapshot, pl *act.Plan, once map[onceKey]bool, rep *journal.Report, held error, setAt *rules.Set) ([]*act.Pending, *planRun) {
+	r := &planRun{d: d, pl: pl, now: now, held: held, setAt: setAt}
+	r.alone[0] = r
+	r.errs = r.errs0[:0]
+	if len(pl.Steps) > len(r.errs0) {
+		r.errs = make([]error, 0, len(pl.Steps))
+	}
+	r.errs = r.errs[:len(pl.Steps)]
 	var calls []*act.Pending
-	h := &stepHost{d: d, now: now, snap: snap, rep: rep, once: once}
+	r.host = stepHost{d: d, now: now, snap: snap, rep: rep, once: once}
 	for i, st := range pl.Steps {
 		if held != nil {
-			errs[i] = held
+			r.errs[i] = held
 			continue
 		}
-		ps, err := st.Prepare(ctx, h, pl)
-		errs[i] = err
+		ps, err := st.Prepare(ctx, &r.host, pl)
+		r.errs[i] = err
 		calls = append(calls, ps...)
 	}
 	for i := range pl.Due {
@@ -44,18 +51,43 @@ func (d *Dispatcher) execute(ctx context.Context, now time.Time, snap *market.Sn
 			a.Pending++
 		}
 	}
-	done := func(ctx context.Context, rep *journal.Report) {
-		if held == nil {
-			h := &stepHost{d: d, now: now, rep: rep}
-			for i, st := range pl.Steps {
-				errs[i] = st.Done(ctx, h, pl)
-			}
+	return calls, r
+}
+
+// planRun is one plan's way through the dispatcher (execute): the errors
+// of its steps, and the hosts its steps are decided and collected with.
+type planRun struct {
+	d     *Dispatcher
+	pl    *act.Plan
+	now   time.Time
+	held  error
+	setAt *rules.Set
+	errs  []error
+	// errs0 holds the errors of a plan of up to three steps (a cancel, a
+	// reduce order, a settings call), in the run itself.
+	errs0 [3]error
+	// host is the deciding tick's (execute), collect the collecting one's
+	// (done).
+	host, collect stepHost
+	// alone is this run as the only one of its symbol's job (a sequential
+	// dispatcher's).
+	alone [1]*planRun
+}
+
+// done says what became of the plan's calls once they ended: each step
+// takes its outcome in (with a host for the collecting tick, whose report
+// is rep), then settle.
+func (r *planRun) done(ctx context.Context, rep *journal.Report) {
+	d, pl := r.d, r.pl
+	if r.held == nil {
+		r.collect = stepHost{d: d, now: r.now, rep: rep}
+		for i, st := range pl.Steps {
+			r.errs[i] = st.Done(ctx, &r.collect, pl)
 		}
-		d.settle(ctx, now, rep, pl, setAt, func(st act.Step) error {
-			return errs[slices.Index(pl.Steps, st)]
-		})
 	}
-	return calls, done
+	d.settle(ctx, r.now, rep, pl, r.setAt, func(st act.Step) error {
+		return r.errs[slices.Index(pl.Steps, st)]
+	})
 }
 
 // settle says what became of each rule of a plan once its calls ended:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
@@ -160,10 +161,9 @@ func (e *Exchange) SetSettings(symbol string, s exchange.Settings) (exchange.Pos
 func (e *Exchange) Cancel(symbol string) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	n := e.openOrders[symbol]
-	res := e.cancel(&request{params: map[string]string{"symbol": symbol}, now: e.now()})
-	if err := directError(res, cancelRoute); err != nil {
-		return 0, err
+	n, res, ok := e.cancelAll(symbol, e.now())
+	if !ok {
+		return 0, directError(res, cancelRoute)
 	}
 	return n, nil
 }
@@ -231,7 +231,11 @@ func (l Local) CancelOrders(_ context.Context, symbol string) (json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
-	return json.RawMessage(fmt.Sprintf(`{"symbol":%q,"cancelled":%d}`, symbol, n)), nil
+	// As fmt's %q and %d would write it.
+	b := make([]byte, 0, len(`{"symbol":"","cancelled":}`)+len(symbol)+2+20)
+	b = strconv.AppendQuote(append(b, `{"symbol":`...), symbol)
+	b = strconv.AppendInt(append(b, `,"cancelled":`...), int64(n), 10)
+	return json.RawMessage(append(b, '}')), nil
 }
 
 // Equity is the account's equity at the current index prices: the balance,

@@ -143,6 +143,24 @@ func TestCancelDirect(t *testing.T) {
 	}
 }
 
+// The in-process client's cancel answers as the endpoint's data does, and
+// refuses an unknown symbol as it does.
+func TestLocalCancelOrders(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t, sim.Config{})
+	l := v.sim.Local()
+	for _, want := range []string{`{"symbol":"XSOL","cancelled":5}`, `{"symbol":"XSOL","cancelled":0}`} {
+		got, err := l.CancelOrders(context.Background(), "XSOL")
+		if err != nil || string(got) != want {
+			t.Errorf("CancelOrders = %s, %v; want %s", got, err, want)
+		}
+	}
+	var ae *exchange.APIError
+	if _, err := l.CancelOrders(context.Background(), "NOPE"); !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != sim.CodeSymbolNotFound {
+		t.Errorf("cancel on an unknown symbol: %v", err)
+	}
+}
+
 // SetIndexPrices moves every index before liquidating, once.
 func TestSetIndexPrices(t *testing.T) {
 	t.Parallel()

@@ -167,25 +167,38 @@ func strictJSON(body []byte, v any) (response, bool) {
 // {"symbol": name, "cancelled": count}. Cancelling again answers 0.
 func (e *Exchange) cancel(q *request) response {
 	sym := q.params["symbol"]
-	c, found := e.contract(sym)
-	if !found {
-		return fail(http.StatusNotFound, CodeSymbolNotFound, "symbol", "no contract symbol %q", sym)
-	}
 	if len(bytes.TrimSpace(q.body)) > 0 {
-		var none struct{}
-		if res, bad := strictJSON(q.body, &none); bad {
-			return res
+		if _, found := e.contract(sym); found {
+			var none struct{}
+			if res, bad := strictJSON(q.body, &none); bad {
+				return res
+			}
 		}
 	}
-	n := e.openOrders[sym]
-	e.openOrders[sym] = 0
-	for range n {
-		e.closeOrder(c, q.now, "CANCELLED")
+	n, res, ok := e.cancelAll(sym, q.now)
+	if !ok {
+		return res
 	}
 	return success(struct {
 		Symbol    string `json:"symbol"`
 		Cancelled int    `json:"cancelled"`
 	}{sym, n})
+}
+
+// cancelAll cancels every open order of sym at now, as cancel does, and
+// returns how many there were; a symbol with no contract is refused (res,
+// not ok).
+func (e *Exchange) cancelAll(sym string, now time.Time) (n int, res response, ok bool) {
+	c, found := e.contract(sym)
+	if !found {
+		return 0, fail(http.StatusNotFound, CodeSymbolNotFound, "symbol", "no contract symbol %q", sym), false
+	}
+	n = e.openOrders[sym]
+	e.openOrders[sym] = 0
+	for range n {
+		e.closeOrder(c, now, "CANCELLED")
+	}
+	return n, response{}, true
 }
 
 // closedOrder is an order that is no longer open. Its fields are not

@@ -32,6 +32,8 @@ type cancelStep struct {
 	tried bool
 	p     *Pending
 	err   error
+	ev    journal.ActionEvent // the cancel as the tick's report shows it
+	ps    [1]*Pending         // what Prepare returns
 }
 
 // Order sends the cancel first.
@@ -47,12 +49,14 @@ func (c *cancelStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 	name := string(rules.CancelOrders)
 	base := journal.Record{Time: h.Now(), Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: c.rules}
 	x := h.Exchange()
-	c.p, c.err = h.Prepare(ctx, base, name+" "+sym, "", &journal.ActionEvent{Symbol: sym, Action: name, Rules: c.rules},
+	c.ev = journal.ActionEvent{Symbol: sym, Action: name, Rules: c.rules}
+	c.p, c.err = h.Prepare(ctx, base, name+" "+sym, "", &c.ev,
 		func(ctx context.Context) (json.RawMessage, error) { return x.CancelOrders(ctx, sym) })
 	if c.p == nil {
 		return nil, c.err
 	}
-	return []*Pending{c.p}, nil
+	c.ps[0] = c.p
+	return c.ps[:], nil
 }
 
 // Done counts the cancel's outcome on its symbol.

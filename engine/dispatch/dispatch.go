@@ -360,7 +360,7 @@ func (d *Dispatcher) submit(ctx context.Context, symbol string, calls []*act.Pen
 		return false
 	}
 	j := &symbolJob{d: d, calls: calls, runs: runs}
-	j.job = act.Job{Key: symbol, Calls: make([]act.Call, 0, len(calls)), Done: j.ended}
+	j.job = act.Job{Key: symbol, Calls: j.calls0[:0], Done: j.ended}
 	for _, pc := range calls {
 		j.job.Calls = append(j.job.Calls, d.executorCall(ctx, pc, maxAge))
 	}
@@ -390,6 +390,8 @@ type symbolJob struct {
 	calls []*act.Pending
 	runs  []*planRun
 	job   act.Job
+	// calls0 holds the job's call when it has one (most often a cancel).
+	calls0 [1]act.Call
 }
 
 // ended takes the job's results in and says what became of its plans.

@@ -361,8 +361,14 @@ func (d *Dispatcher) submit(ctx context.Context, symbol string, calls []*act.Pen
 	}
 	j := &symbolJob{d: d, calls: calls, runs: runs}
 	j.job = act.Job{Key: symbol, Calls: j.calls0[:0], Done: j.ended}
-	for _, pc := range calls {
-		j.job.Calls = append(j.job.Calls, d.executorCall(ctx, pc, maxAge))
+	for i, pc := range calls {
+		var c *Call
+		if i < len(j.send0) {
+			c = &j.send0[i]
+		} else {
+			c = new(Call)
+		}
+		j.job.Calls = append(j.job.Calls, d.executorCall(ctx, pc, maxAge, c))
 	}
 	if !d.exec.Submit(ctx, &j.job) {
 		// Not reached: Run holds back a symbol in flight.
@@ -390,8 +396,10 @@ type symbolJob struct {
 	calls []*act.Pending
 	runs  []*planRun
 	job   act.Job
-	// calls0 holds the job's call when it has one (most often a cancel).
+	// calls0 holds the job's call when it has one (most often a cancel),
+	// send0 what the AtSend stages check of it (executorCall).
 	calls0 [1]act.Call
+	send0  [1]Call
 }
 
 // ended takes the job's results in and says what became of its plans.

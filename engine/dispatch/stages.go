@@ -398,9 +398,10 @@ func (d *Dispatcher) prepare(ctx context.Context, rep *journal.Report, base jour
 // sent before it goes out. Just before it goes out the AtSend stages look
 // at it last; a pause made after that look waits until the call has ended.
 // It runs on the executor's goroutine: what it says goes to the tick's
-// report when the call is collected (finish).
-func (d *Dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge time.Duration) act.Call {
-	c := &Call{Base: pc.Base, Desc: pc.Desc, Effect: pc.Effect, Event: pc.Event, ReadStart: pc.ReadStart, MaxAge: maxAge}
+// report when the call is collected (finish). c is where the call is kept
+// for the AtSend stages, the call's own.
+func (d *Dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge time.Duration, c *Call) act.Call {
+	*c = Call{Base: pc.Base, Desc: pc.Desc, Effect: pc.Effect, Event: pc.Event, ReadStart: pc.ReadStart, MaxAge: maxAge}
 	say := sayer{jr: d.jr}
 	return act.Call{
 		Name: pc.Desc,

@@ -39,7 +39,7 @@ func BreakerEvent(now time.Time, open bool, text string) journal.Event {
 // takes every output.
 func wants(ctx context.Context, jr Emitter, level slog.Level) journal.Outputs {
 	if jr == nil {
-		return journal.Outputs{Log: true, Metrics: true, Notes: true}
+		return journal.Outputs{Audit: true, Log: true, Metrics: true, Notes: true}
 	}
 	return jr.Wants(ctx, level)
 }

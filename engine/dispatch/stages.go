@@ -152,11 +152,14 @@ func pass(ctx context.Context, stages []Stage, c *Call) error {
 type sayer struct{ jr Emitter }
 
 // phase says phase of c, with err. The phases but intended and sent carry
-// c's Event, the action as the report shows it.
+// c's Event, the action as the report shows it; those two are only
+// audited, and not said at all without an audit log.
 func (s sayer) phase(ctx context.Context, c *Call, phase string, err error) {
 	var a *journal.ActionEvent
 	if phase != "intended" && phase != "sent" {
 		a = c.Event
+	} else if !s.jr.Wants(ctx, slog.LevelInfo).Audit {
+		return
 	}
 	s.jr.Emit(ctx, c.Report, actionPhaseEvent(ctx, s.jr, c.Base, phase, c.Desc, c.Effect, nil, err, a))
 }

@@ -19,19 +19,22 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// recorder is an Emitter that keeps what it is told, and a control.Guard.
+// recorder is an Emitter that keeps what it is told, and a control.Guard;
+// with noAudit, its journal has no audit log.
 type recorder struct {
-	evs  []journal.Event
-	reps []*journal.Report
+	evs     []journal.Event
+	reps    []*journal.Report
+	noAudit bool
 }
 
 func (r *recorder) Emit(_ context.Context, rep *journal.Report, ev journal.Event) {
 	r.evs, r.reps = append(r.evs, ev), append(r.reps, rep)
 }
 
-// Wants: a recorder takes every output, to keep all of an event.
+// Wants: a recorder takes every output, to keep all of an event, but the
+// audit log with noAudit.
 func (r *recorder) Wants(context.Context, slog.Level) journal.Outputs {
-	return journal.Outputs{Log: true, Metrics: true, Notes: true}
+	return journal.Outputs{Audit: !r.noAudit, Log: true, Metrics: true, Notes: true}
 }
 
 func (r *recorder) Rules() *rules.Set     { return &rules.Set{} }
@@ -325,21 +328,30 @@ func TestIntendedAndIntentStages(t *testing.T) {
 		stage    func(jr *recorder, l *leader) Stage
 		lead     leader
 		intended bool
+		noAudit  bool
 		want     error
 		said     []string
 		saved    int
 	}{
-		{"intended", func(jr *recorder, _ *leader) Stage { return intended{sayer{jr}} }, leader{}, false, nil, []string{"intended"}, 0},
-		{"intended once", func(jr *recorder, _ *leader) Stage { return intended{sayer{jr}} }, leader{}, true, nil, []string{}, 0},
-		{"intent saved", func(jr *recorder, l *leader) Stage { return intent{lead: l, say: sayer{jr}} }, leader{}, true, nil, []string{}, 1},
+		{"intended", func(jr *recorder, _ *leader) Stage { return intended{sayer{jr}} }, leader{}, false, false, nil, []string{"intended"}, 0},
+		{"intended once", func(jr *recorder, _ *leader) Stage { return intended{sayer{jr}} }, leader{}, true, false, nil, []string{}, 0},
+		// Only audited: without an audit log nothing is said.
+		{"intended without an audit log", func(jr *recorder, _ *leader) Stage { return intended{sayer{jr}} }, leader{}, false, true, nil, []string{}, 0},
+		{"intent saved", func(jr *recorder, l *leader) Stage { return intent{lead: l, say: sayer{jr}} }, leader{}, true, false, nil, []string{}, 1},
 		{"intent not saved", func(jr *recorder, l *leader) Stage { return intent{lead: l, say: sayer{jr}} },
-			leader{intentErr: fmt.Errorf("%w: etcd away", ErrStandby)}, true, ErrStandby, []string{"standby"}, 0},
+			leader{intentErr: fmt.Errorf("%w: etcd away", ErrStandby)}, true, false, ErrStandby, []string{"standby"}, 0},
+		// An outcome is said without an audit log as with one.
+		{"intent not saved without an audit log", func(jr *recorder, l *leader) Stage { return intent{lead: l, say: sayer{jr}} },
+			leader{intentErr: fmt.Errorf("%w: etcd away", ErrStandby)}, true, true, ErrStandby, []string{"standby"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			jr := new(recorder)
+			jr := &recorder{noAudit: tc.noAudit}
 			c := call(nil)
 			c.intended = tc.intended
 			check(t, tc.stage(jr, &tc.lead), jr, c, tc.want, tc.said)
+			if !c.intended {
+				t.Error("the call's intended phase is not marked said")
+			}
 			if len(tc.lead.saved) != tc.saved {
 				t.Errorf("intents saved %q, want %d", tc.lead.saved, tc.saved)
 			}

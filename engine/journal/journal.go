@@ -195,10 +195,13 @@ func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
 	}
 }
 
-// Outputs are the outputs an event may reach beside the tick's report
-// and the audit log: what its builder may leave out of an Event that the
-// journal would drop anyway (Journal.Wants).
+// Outputs are the outputs an event may reach beside the tick's report:
+// what its builder may leave out of an Event that the journal would drop
+// anyway (Journal.Wants).
 type Outputs struct {
+	// Audit: the audit log is written. Without it an event that is only
+	// audited (a call's intended and sent phases) says nothing at all.
+	Audit bool
 	// Log: an event at the level asked is logged (Msg and Attrs).
 	Log bool
 	// Metrics: Count is run on metrics.
@@ -207,13 +210,14 @@ type Outputs struct {
 	Notes bool
 }
 
-// Wants reports the outputs an event at level reaches: the log when its
-// handler is enabled at level (as the log asks before it writes), the
-// metrics when there are any, the notifications when a notifier is set.
-// An event built without the others says all that one built whole does:
-// a backtest, which keeps neither log nor notifications, builds neither.
+// Wants reports the outputs an event at level reaches: the audit log when
+// there is one, the log when its handler is enabled at level (as the log
+// asks before it writes), the metrics when there are any, the
+// notifications when a notifier is set. An event built without the others
+// says all that one built whole does: a backtest, which keeps neither log
+// nor notifications, builds neither.
 func (j *Journal) Wants(ctx context.Context, level slog.Level) Outputs {
-	return Outputs{Log: j.log.Enabled(ctx, level), Metrics: j.metrics != nil, Notes: j.notifier != nil}
+	return Outputs{Audit: j.audit != nil, Log: j.log.Enabled(ctx, level), Metrics: j.metrics != nil, Notes: j.notifier != nil}
 }
 
 // Flush writes the audit records kept from failed writes, saying how it

@@ -86,8 +86,9 @@ type sink struct{}
 
 func (sink) Send(context.Context, notify.Message) error { return nil }
 
-// Wants says the outputs as Emit would reach them: the log at the levels
-// its handler is enabled for, the metrics and the notifications when set.
+// Wants says the outputs as Emit would reach them: the audit log, the
+// metrics and the notifications when set, the log at the levels its
+// handler is enabled for.
 func TestWants(t *testing.T) {
 	t.Parallel()
 	warn := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -104,6 +105,7 @@ func TestWants(t *testing.T) {
 		{"none", Options{}, slog.LevelError, Outputs{}},
 		{"below the log's level", Options{Logger: warn, Metrics: m, Notifier: sink{}}, slog.LevelInfo, Outputs{Metrics: true, Notes: true}},
 		{"at the log's level", Options{Logger: warn}, slog.LevelWarn, Outputs{Log: true}},
+		{"audited", Options{Audit: NewAudit(io.Discard)}, slog.LevelError, Outputs{Audit: true}},
 	} {
 		if got := New(tt.o).Wants(context.Background(), tt.level); got != tt.want {
 			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)

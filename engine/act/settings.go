@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/riskguard/riskguard/engine/journal"
@@ -244,7 +245,14 @@ func (c *SettingsStep) skipEvent(ctx context.Context, h Host, pl *Plan, sk Skip)
 			From: pos.Leverage, To: sk.Want.Leverage, Effect: effect, Reason: sk.Why}
 		return ev
 	}
-	base := journal.Record{Time: now, Type: "action", Action: string(c.lowerKind), Symbol: sym, Position: pos.ID, Rules: Dedupe(c.LowerRules),
+	names := c.LowerRules // the step's, which nothing changes once it is merged
+	for i := range names {
+		if slices.Contains(names[:i], names[i]) {
+			names = Dedupe(names)
+			break
+		}
+	}
+	base := journal.Record{Time: now, Type: "action", Action: string(c.lowerKind), Symbol: sym, Position: pos.ID, Rules: names,
 		Leverage: sk.Asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: sk.Why}
 	ev := journal.Event{Audit: &base, Level: slog.LevelWarn,
 		Action: &journal.ActionEvent{Symbol: sym, Action: base.Action, Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: sk.Asked, Effect: sk.Why, Reason: sk.Why}}

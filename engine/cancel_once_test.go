@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -50,6 +52,65 @@ func TestCancelOncePerSymbolAndTick(t *testing.T) {
 				}
 				if !slices.Equal(got, []string{"XBTC", "XETH"}) {
 					t.Fatalf("cancels of the tick at %ds: %v, want XBTC then XETH", sec, got)
+				}
+			}
+		})
+	}
+}
+
+// failingCancel fails the cancels of one symbol.
+type failingCancel struct {
+	*fakeExchange
+	symbol string
+}
+
+func (f failingCancel) CancelOrders(ctx context.Context, symbol string) (json.RawMessage, error) {
+	raw, err := f.fakeExchange.CancelOrders(ctx, symbol)
+	if symbol == f.symbol {
+		return nil, errors.New("exchange down for " + symbol)
+	}
+	return raw, err
+}
+
+// Each plan of a tick takes its own calls' outcomes, whether they run
+// beside the tick or, read in process, one plan after the other: the
+// symbol whose cancel failed is told so and tried again at the next tick,
+// the other one starts its cooldown.
+func TestPlansTakeTheirOwnOutcomes(t *testing.T) {
+	t.Parallel()
+	cancelAll := rules.Rule{Name: "cancel-all", When: "true", Cooldown: time.Minute,
+		Actions: []rules.Action{{Kind: rules.CancelOrders}}}
+	for _, inProc := range []bool{false, true} {
+		t.Run(map[bool]string{false: "concurrent", true: "in process"}[inProc], func(t *testing.T) {
+			t.Parallel()
+			fx := newFake()
+			var reader market.Reader = fx
+			if inProc {
+				reader = &inProcess{fakeExchange: fx}
+			}
+			e, err := New(Config{}, &rules.Set{Rules: []*rules.Rule{rule(t, cancelAll)}},
+				Deps{Reader: reader, Actuator: failingCancel{fx, "XBTC"}, Audit: journal.NewAudit(new(bytes.Buffer))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tick := range []struct {
+				sec      int
+				outcomes []string
+			}{
+				{0, []string{"XBTC error", "XETH sent"}},
+				{2, []string{"XBTC error"}}, // XETH waits for its cooldown
+			} {
+				rep, err := e.Tick(context.Background(), at(tick.sec))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, a := range rep.Actions {
+					got = append(got, a.Symbol+" "+a.Outcome)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, tick.outcomes) {
+					t.Errorf("tick at %ds: %v, want %v", tick.sec, got, tick.outcomes)
 				}
 			}
 		})

@@ -182,6 +182,13 @@ type Dispatcher struct {
 	index    map[string]int
 	bySymbol [][]*act.Plan
 	once     map[onceKey]bool
+	// seq is a sequential dispatcher's one plan at a time (execute).
+	seq struct {
+		run   planRun
+		calls []*act.Pending
+		job   symbolJob
+		ended func(context.Context, []act.Result) // job.ended
+	}
 }
 
 // New makes the dispatcher.
@@ -359,8 +366,20 @@ func (d *Dispatcher) submit(ctx context.Context, symbol string, calls []*act.Pen
 		d.settleRuns(ctx, runs)
 		return false
 	}
-	j := &symbolJob{d: d, calls: calls, runs: runs}
-	j.job = act.Job{Key: symbol, Calls: j.calls0[:0], Done: j.ended}
+	var j *symbolJob
+	var ended func(context.Context, []act.Result)
+	if d.sequent { // its job ends and is collected before the next plan is decided (execute)
+		j = &d.seq.job
+		if d.seq.ended == nil {
+			d.seq.ended = j.ended
+		}
+		ended = d.seq.ended
+	} else {
+		j = new(symbolJob)
+		ended = j.ended
+	}
+	*j = symbolJob{d: d, calls: calls, runs: runs}
+	j.job = act.Job{Key: symbol, Calls: j.calls0[:0], Done: ended}
 	for i, pc := range calls {
 		var c *Call
 		if i < len(j.send0) {

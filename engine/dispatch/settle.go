@@ -26,16 +26,25 @@ import (
 // symbol's calls wait (its backoff, or a call in flight), nil when they
 // do not. once holds what the tick did once per symbol (a cancel shared
 // by a long and a short). setAt is the rule set the plan was decided
-// under.
+// under. A sequential dispatcher decides each plan in its own run, kept
+// (seq): the plan's calls have ended and it is said before the next plan
+// is decided, and what holds the run (the job, the steps' hosts, a call
+// that reads back through its host) holds it no longer.
 func (d *Dispatcher) execute(ctx context.Context, now time.Time, snap *market.Snapshot, pl *act.Plan, once map[onceKey]bool, rep *journal.Report, held error, setAt *rules.Set) ([]*act.Pending, *planRun) {
-	r := &planRun{d: d, pl: pl, now: now, held: held, setAt: setAt}
+	var r *planRun
+	var calls []*act.Pending
+	if d.sequent {
+		r, calls = &d.seq.run, d.seq.calls[:0]
+	} else {
+		r = new(planRun)
+	}
+	*r = planRun{d: d, pl: pl, now: now, held: held, setAt: setAt}
 	r.alone[0] = r
 	r.errs = r.errs0[:0]
 	if len(pl.Steps) > len(r.errs0) {
 		r.errs = make([]error, 0, len(pl.Steps))
 	}
 	r.errs = r.errs[:len(pl.Steps)]
-	var calls []*act.Pending
 	r.host = stepHost{d: d, now: now, snap: snap, rep: rep, once: once}
 	for i, st := range pl.Steps {
 		if held != nil {
@@ -50,6 +59,9 @@ func (d *Dispatcher) execute(ctx context.Context, now time.Time, snap *market.Sn
 		if a := pl.Due[i].Acct; a != nil {
 			a.Pending++
 		}
+	}
+	if d.sequent {
+		d.seq.calls = calls
 	}
 	return calls, r
 }

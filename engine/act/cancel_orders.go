@@ -48,10 +48,14 @@ func (c *cancelStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pending,
 	c.tried = true
 	name := string(rules.CancelOrders)
 	base := journal.Record{Time: h.Now(), Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: c.rules}
-	x := h.Exchange()
 	c.ev = journal.ActionEvent{Symbol: sym, Action: name, Rules: c.rules}
-	c.p, c.err = h.Prepare(ctx, base, name+" "+sym, "", &c.ev,
-		func(ctx context.Context) (json.RawMessage, error) { return x.CancelOrders(ctx, sym) })
+	var desc string
+	var do func(context.Context) (json.RawMessage, error)
+	if !h.Tally() { // a tally counts the call (c.ev) and says or sends nothing of it
+		x := h.Exchange()
+		desc, do = name+" "+sym, func(ctx context.Context) (json.RawMessage, error) { return x.CancelOrders(ctx, sym) }
+	}
+	c.p, c.err = h.Prepare(ctx, base, desc, "", &c.ev, do)
 	if c.p == nil {
 		return nil, c.err
 	}

@@ -32,6 +32,12 @@ type TickReport struct {
 // notification or adds to a tick's report.
 type event = journal.Event
 
+// reset empties rep for the tick at now, keeping its lists' arrays.
+func (rep *TickReport) reset(now time.Time) {
+	*rep = TickReport{Time: now, Report: journal.Report{
+		Transitions: rep.Transitions[:0], Actions: rep.Actions[:0], Liquidated: rep.Liquidated[:0]}}
+}
+
 // report is the part of rep the journal adds to; nil without a report.
 func (rep *TickReport) report() *journal.Report {
 	if rep == nil {

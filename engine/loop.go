@@ -93,11 +93,25 @@ func everyOrWake(ctx context.Context, now func() time.Time, next func() time.Dur
 // taken for what it left out. Reads are cancelled with ctx; an action that
 // has started finishes even when ctx is cancelled.
 func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
+	rep := new(TickReport)
+	err := e.TickInto(ctx, now, rep)
+	return rep, err
+}
+
+// TickInto is Tick writing its report into rep, which the caller owns: rep
+// is emptied first, and its lists (Transitions, Actions, Liquidated) are
+// refilled in the arrays they had. A replay reads each tick's report before
+// the next and keeps none of it, so one report serves every tick (a
+// report made per tick is garbage once read). Nothing of the engine holds
+// rep once TickInto returned: the dispatcher lets go of it when the tick
+// ends (Dispatcher.End), and a call still in flight then is said outside
+// any report.
+func (e *Engine) TickInto(ctx context.Context, now time.Time, rep *TickReport) error {
 	e.tick.Lock()
 	defer e.tick.Unlock()
 	e.applyPending()
 	start := e.now() // for the duration metric and the snapshot's age; decisions use now
-	rep := &TickReport{Time: now}
+	rep.reset(now)
 	e.lastTick = now
 	// What became of the calls that were still in flight when their tick
 	// ended: said in this tick's report.
@@ -167,7 +181,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		hot = e.eval.hot()
 	}
 	e.board.setWait(e.lane.Steer(ctx, e.cfg.lane(), hot, e.jr))
-	return rep, err
+	return err
 }
 
 // join joins snap once for the tick: the view (engine/market), then its

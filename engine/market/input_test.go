@@ -196,3 +196,51 @@ func TestViewNumbers(t *testing.T) {
 		}
 	}
 }
+
+// A refresh of the symbols (which fills the reader's map in place) leaves
+// the reader as a new reader of the same list: a symbol dropped is unknown,
+// one added or moved is found at its place in the new list, and the view
+// joins the positions with it.
+func TestSymbolsRefresh(t *testing.T) {
+	t.Parallel()
+	sym := func(id int64, name, base string) exchange.ContractSymbol {
+		return exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: id, Name: name, BaseName: base}}
+	}
+	lists := []*exchange.Trades{
+		{ContractsSymbols: []exchange.ContractSymbol{sym(1, "XBTC", "BTC"), sym(2, "XETH", "ETH"), sym(3, "XSOL", "SOL")}},
+		{ContractsSymbols: []exchange.ContractSymbol{sym(3, "XSOL2", "SOL"), sym(1, "XBTC", "BTC")}},
+		{ContractsSymbols: []exchange.ContractSymbol{sym(4, "XDOT", "DOT"), sym(2, "XETH", "ETH")}},
+	}
+	r := &reader{
+		pos: []exchange.Position{{ID: "1_1", SymbolID: 1, Direction: exchange.Long}, {ID: "1_3", SymbolID: 3, Direction: exchange.Long}},
+		idx: map[string]decimal.Decimal{"BTC": dec("100000")},
+	}
+	sr := NewSnapshotReader(r, time.Minute, nil)
+	var v View
+	for i, tr := range lists {
+		r.tr = tr
+		now := time.Unix(int64(60*i), 0) // every read refreshes
+		snap, err := sr.Read(context.Background(), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := NewSnapshotReader(&reader{pos: r.pos, idx: r.idx, tr: tr}, time.Minute, nil)
+		if _, err := fr.Read(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+		for id := int64(0); id <= 5; id++ {
+			got, gok := sr.Symbol(id)
+			want, wok := fr.Symbol(id)
+			if gok != wok || gok && got != want {
+				t.Errorf("list %d: Symbol(%d) = %v, %t; a new reader's %v, %t", i, id, got, gok, want, wok)
+			}
+		}
+		v.Join(snap, sr, nil)
+		for k, row := range v.Rows {
+			want, ok := fr.Symbol(r.pos[k].SymbolID)
+			if ok != (row.Sym != nil) || ok && row.Sym != want {
+				t.Errorf("list %d, row %d: joined with %v, want %v", i, k, row.Sym, want)
+			}
+		}
+	}
+}

@@ -178,15 +178,21 @@ func (s *SnapshotReader) due(now time.Time) bool {
 
 func (s *SnapshotReader) refreshSymbols(ctx context.Context, now time.Time) error {
 	tr, err := s.reader.Trades(ctx)
-	var pe *exchange.PartialError
-	if errors.As(err, &pe) && tr != nil {
+	pe := partialOf(err)
+	if pe != nil && tr != nil {
 		err = nil // the symbols that could be read are used
 	}
 	if err != nil {
 		return fmt.Errorf("read symbols: %w", err)
 	}
 	s.partialSymbols = pe
-	m := make(map[int64]*exchange.ContractSymbol, len(tr.ContractsSymbols))
+	// The map is refilled in place: only the reader and its view (Join,
+	// on the same goroutine) read it, and neither keeps it.
+	m := s.byID
+	if m == nil {
+		m = make(map[int64]*exchange.ContractSymbol, len(tr.ContractsSymbols))
+	}
+	clear(m)
 	for i := range tr.ContractsSymbols {
 		m[tr.ContractsSymbols[i].ID] = &tr.ContractsSymbols[i]
 	}

@@ -149,7 +149,7 @@ func (e *Engine) TickInto(ctx context.Context, now time.Time, rep *TickReport) e
 		plans, due := e.eval.evaluate(ctx, now, &e.view, rows, rep)
 		e.disp.Run(ctx, now, snap, plans, rep.report(), e.eval.ruleSet())
 		e.recon.Acted(now, rep.Actions)
-		e.eval.finish(ctx, now, due, rep)
+		e.eval.finish(ctx, now, due, rep, e.disp.Idle())
 		e.model.Warm(ctx, now)
 	}
 	e.publishStatus(snap, err) // what Status shows

@@ -230,6 +230,11 @@ func (d *Dispatcher) Wait(t time.Duration) bool { return d.exec.Wait(t) }
 // from any goroutine.
 func (d *Dispatcher) InFlight() []act.Flight { return d.exec.InFlight() }
 
+// Idle reports whether the dispatcher holds no plan: every call it was
+// given ended and was collected, so every plan's outcome was said (settle).
+// Asked on the tick's goroutine, where the calls are collected.
+func (d *Dispatcher) Idle() bool { return d.exec.Idle() }
+
 // Busy names the symbol of the oldest call in flight, "" when none.
 func (d *Dispatcher) Busy() string {
 	if fl := d.exec.InFlight(); len(fl) > 0 {

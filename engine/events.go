@@ -51,12 +51,20 @@ func (rep *TickReport) report() *journal.Report {
 // quiet (the rule's own notify action tells of it). env holds what the rule
 // saw; nil when the position is gone.
 func transitionEvent(now time.Time, r *rules.Rule, symbol, position string, from, to alert.State, tr alert.Transition, reason string, quiet bool, env *rules.Env) event {
+	// The log's attributes, made once at their length (below).
+	n := 8
+	switch {
+	case env != nil:
+		n = 12
+	case reason != "":
+		n = 10
+	}
 	ev := event{
 		Transition: &journal.TransitionEvent{Rule: r.Name, Symbol: symbol, From: from, To: to, Reason: reason},
 		Audit:      &journal.Record{Time: now, Type: "transition", Rule: r.Name, Symbol: symbol, Position: position, From: from.String(), To: to.String(), Reason: reason},
 		Level:      slog.LevelInfo,
 		Msg:        "rule " + string(tr),
-		Attrs:      []any{"rule", r.Name, "symbol", symbol, "state", to.String(), "from", from.String()},
+		Attrs:      append(make([]any, 0, n), "rule", r.Name, "symbol", symbol, "state", to.String(), "from", from.String()),
 	}
 	if to == alert.Firing || to == alert.NoData {
 		ev.Level = slog.LevelWarn

@@ -23,6 +23,9 @@ type TickReport struct {
 	// Snapshot is what the tick read, before its actions; nil when the
 	// positions could not be read.
 	Snapshot *market.Snapshot
+	// snap is where the tick reads its snapshot (Snapshot points to it):
+	// made with the report, and reused with it (TickInto).
+	snap market.Snapshot
 }
 
 // event is one thing the guard saw or did, built once, where it happens,
@@ -32,10 +35,12 @@ type TickReport struct {
 // notification or adds to a tick's report.
 type event = journal.Event
 
-// reset empties rep for the tick at now, keeping its lists' arrays.
+// reset empties rep for the tick at now, keeping its lists' arrays, and
+// the last snapshot read into it until the tick reads the next (the view
+// the engine keeps between ticks is of it).
 func (rep *TickReport) reset(now time.Time) {
 	*rep = TickReport{Time: now, Report: journal.Report{
-		Transitions: rep.Transitions[:0], Actions: rep.Actions[:0], Liquidated: rep.Liquidated[:0]}}
+		Transitions: rep.Transitions[:0], Actions: rep.Actions[:0], Liquidated: rep.Liquidated[:0]}, snap: rep.snap}
 }
 
 // report is the part of rep the journal adds to; nil without a report.

@@ -99,13 +99,15 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 }
 
 // TickInto is Tick writing its report into rep, which the caller owns: rep
-// is emptied first, and its lists (Transitions, Actions, Liquidated) are
-// refilled in the arrays they had. A replay reads each tick's report before
+// is emptied first, its lists (Transitions, Actions, Liquidated) are
+// refilled in the arrays they had, and the snapshot is read into rep
+// itself (Snapshot points there). A replay reads each tick's report before
 // the next and keeps none of it, so one report serves every tick (a
-// report made per tick is garbage once read). Nothing of the engine holds
-// rep once TickInto returned: the dispatcher lets go of it when the tick
-// ends (Dispatcher.End), and a call still in flight then is said outside
-// any report.
+// report made per tick is garbage once read). The engine writes rep only
+// during TickInto: the dispatcher lets go of it when the tick ends
+// (Dispatcher.End; a call still in flight then is said outside any
+// report). Its view of the tick reads the snapshot until the next tick,
+// as it read Tick's: the caller reads rep between ticks, never writes it.
 func (e *Engine) TickInto(ctx context.Context, now time.Time, rep *TickReport) error {
 	e.tick.Lock()
 	defer e.tick.Unlock()
@@ -125,7 +127,7 @@ func (e *Engine) TickInto(ctx context.Context, now time.Time, rep *TickReport) e
 		inFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", key)
 	}
 	e.model.Begin(now, inFlight)
-	snap, err := e.snaps.Read(ctx, now)
+	snap, err := e.snaps.ReadInto(ctx, now, &rep.snap)
 	if snap != nil {
 		rep.Snapshot = snap
 		e.board.setListed(snap.Symbols)

@@ -2,7 +2,9 @@ package market
 
 import (
 	"context"
+	"errors"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -242,5 +244,47 @@ func TestSymbolsRefresh(t *testing.T) {
 				t.Errorf("list %d, row %d: joined with %v, want %v", i, k, row.Sym, want)
 			}
 		}
+	}
+}
+
+// failingReader fails its positions read.
+type failingReader struct{ reader }
+
+func (failingReader) Positions(context.Context) ([]exchange.Position, error) {
+	return nil, errors.New("positions down")
+}
+
+// ReadInto reads what Read reads, into the snapshot it is given, and
+// leaves that snapshot as it was when it returns none.
+func TestReadInto(t *testing.T) {
+	t.Parallel()
+	sym := exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: 1, Name: "XBTC", BaseName: "BTC"}}
+	r := reader{
+		pos: []exchange.Position{{ID: "1_1", SymbolID: 1, Direction: exchange.Long}},
+		idx: map[string]decimal.Decimal{"BTC": dec("100000")},
+		tr:  &exchange.Trades{ContractsSymbols: []exchange.ContractSymbol{sym}},
+	}
+	ctx := context.Background()
+	var dst Snapshot
+	for i := range 3 {
+		now := time.Unix(int64(i), 0)
+		want, err := NewSnapshotReader(&r, time.Hour, nil).Read(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := NewSnapshotReader(&r, time.Hour, nil).ReadInto(ctx, now, &dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != &dst || !reflect.DeepEqual(*got, *want) {
+			t.Fatalf("ReadInto = %p %+v, want %p %+v", got, got, &dst, want)
+		}
+	}
+	kept := dst
+	if got, err := NewSnapshotReader(&failingReader{r}, time.Hour, nil).ReadInto(ctx, time.Unix(9, 0), &dst); got != nil || err == nil {
+		t.Fatalf("a failed read returned %+v, %v", got, err)
+	}
+	if !reflect.DeepEqual(dst, kept) {
+		t.Errorf("a failed read wrote %+v into the snapshot it was given, which held %+v", dst, kept)
 	}
 }

@@ -107,6 +107,15 @@ func (s *SnapshotReader) InProcess() bool {
 // Read reads one snapshot at now; see SnapshotReader for what a failed
 // read leaves out.
 func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, error) {
+	return s.ReadInto(ctx, now, nil)
+}
+
+// ReadInto is Read writing the snapshot into dst, which the caller owns
+// (nil: a new one): dst is written only when a snapshot is returned, and
+// the snapshot returned is then dst. A caller that reads each snapshot
+// before the next and keeps none (the tick's report, Engine.TickInto)
+// reads without making one each time.
+func (s *SnapshotReader) ReadInto(ctx context.Context, now time.Time, dst *Snapshot) (*Snapshot, error) {
 	refresh := s.due(now)
 	var (
 		pos                    []exchange.Position
@@ -145,7 +154,11 @@ func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, er
 	if s.partialSymbols != nil {
 		partial = append(partial, s.partialSymbols)
 	}
-	snap := &Snapshot{Time: now, Positions: pos, Symbols: s.trades, Partial: partial}
+	snap := dst
+	if snap == nil {
+		snap = new(Snapshot)
+	}
+	*snap = Snapshot{Time: now, Positions: pos, Symbols: s.trades, Partial: partial}
 	if idxErr != nil {
 		return snap, fmt.Errorf("%w: index prices: %w", ErrIncomplete, idxErr)
 	}

@@ -246,6 +246,10 @@ func (d *Dispatcher) Busy() string {
 // Breaker is the action budget's breaker as it is now, sharing nothing.
 func (d *Dispatcher) Breaker() act.Breaker { return d.breaker.Clone() }
 
+// BreakerIs reports whether the breaker is still b, a copy Breaker
+// returned: its holder need not take another.
+func (d *Dispatcher) BreakerIs(b *act.Breaker) bool { return d.breaker.Same(b) }
+
 // BreakerOpen reports whether the breaker is open at now.
 func (d *Dispatcher) BreakerOpen(now time.Time) bool { return d.breaker.Open(now) }
 

@@ -602,3 +602,29 @@ func TestRefusedTargetNotResentUnchanged(t *testing.T) {
 		t.Errorf("notifications do not say why 23x: %q", h.notes.all())
 	}
 }
+
+// Status shows the breaker as the last tick left it, tick after tick: as
+// calls are taken, while it is open and sends nothing, and once it closed
+// (the tick copies the breaker only when it changed).
+func TestStatusBreakerFollowsTheTicks(t *testing.T) {
+	t.Parallel()
+	r := rules.Rule{Name: "cancel-always", When: "true", Cooldown: 0, Actions: []rules.Action{{Kind: rules.CancelOrders}}}
+	h := newHarness(t, Config{MaxActionsPerMinute: 3, BreakerReset: time.Minute}, r)
+	sent, open, closed := map[int]bool{}, false, false
+	for _, sec := range []int{0, 2, 4, 6, 8, 10, 70, 72, 80, 82} {
+		h.tick(sec)
+		now := at(sec)
+		want := h.e.disp.Breaker()
+		want.Prune(now)
+		got := h.e.Status(now).Breaker
+		if got.Sent != len(want.Sent) || got.Open != want.Open(now) || !got.OpenUntil.Equal(want.OpenUntil) && got.Open {
+			t.Errorf("at %ds: Status's breaker %+v, the dispatcher's %d sent, open %t until %s", sec, got, len(want.Sent), want.Open(now), want.OpenUntil)
+		}
+		sent[got.Sent], closed, open = true, closed || open && !got.Open, open || got.Open
+	}
+	// Two positions: two calls in the first tick, the third opens it; it
+	// closes after the reset.
+	if !sent[2] || !sent[3] || !open || !closed {
+		t.Errorf("the breaker's counts %v, open %t, closed again %t: want 2, 3, open, then closed", sent, open, closed)
+	}
+}

@@ -100,6 +100,18 @@ type evaluator struct {
 	env     rules.Env
 	acctEnv rules.Env // the account rules' environment
 	ev      rules.Evaluator
+	// lent are the tick's plans with their environments (planOf), free
+	// those given back: finish gives the tick's back when the dispatcher
+	// holds none of them (settled), so that a plan and its environment
+	// (a kilobyte) are made once, not once per position acting.
+	lent, free []*planBox
+}
+
+// planBox is a plan that left evaluate's loop with its environment, in
+// one piece.
+type planBox struct {
+	pl  act.Plan
+	env rules.Env
 }
 
 // evalDeps are the evaluator's collaborators.
@@ -563,12 +575,20 @@ func (v *evaluator) passOver(row *tickRow, now time.Time) {
 // (nearly every position, every tick) costs nothing. Only Add changes its
 // other fields, and Add leaves it not Empty: an empty one is as new but
 // for its position, which is set before the first Add (an empty plan's is
-// never read).
+// never read). The plan and its environment are a box of a past tick
+// whose plans were all settled (finish), or a new one.
 func (v *evaluator) planOf(ps *posState) *act.Plan {
-	run := v.plan
-	run.Refused, run.Env = &ps.X.refused, new(rules.Env)
-	*run.Env = v.env
-	return &run
+	var b *planBox
+	if n := len(v.free); n > 0 {
+		b, v.free[n-1] = v.free[n-1], nil
+		v.free = v.free[:n-1]
+	} else {
+		b = new(planBox)
+	}
+	v.lent = append(v.lent, b)
+	b.pl, b.env = v.plan, v.env
+	b.pl.Refused, b.pl.Env = &ps.X.refused, &b.env
+	return &b.pl
 }
 
 // begin starts the tick's evaluation of view tv and its rows: the money
@@ -589,9 +609,19 @@ func (v *evaluator) begin(ctx context.Context, now time.Time, tv *market.View, r
 
 // finish closes the tick once its plans were handed to the dispatcher:
 // the account rules' cooldowns (accountDone) and the positions gone
-// (forgetGone).
-func (v *evaluator) finish(ctx context.Context, now time.Time, due []*act.AccountDue, rep *TickReport) {
+// (forgetGone). settled says that the dispatcher holds no plan: every
+// plan's calls ended and its outcome was said (Dispatcher.Idle), so the
+// tick's plans are reused by the next ticks; otherwise they are let go.
+func (v *evaluator) finish(ctx context.Context, now time.Time, due []*act.AccountDue, rep *TickReport, settled bool) {
 	clear(v.plans) // the dispatcher is done with them
+	if settled {
+		for _, b := range v.lent {
+			b.pl = act.Plan{} // let go of what it pointed to; env is overwritten when lent again
+		}
+		v.free = append(v.free, v.lent...)
+	}
+	clear(v.lent)
+	v.lent = v.lent[:0]
 	v.accountDone(now, due)
 	v.forgetGone(ctx, now, rep)
 }

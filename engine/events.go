@@ -23,6 +23,9 @@ type TickReport struct {
 	// Snapshot is what the tick read, before its actions; nil when the
 	// positions could not be read.
 	Snapshot *market.Snapshot
+	// snap is where the tick reads its snapshot (Snapshot points to it):
+	// made with the report, and reused with it (TickInto).
+	snap market.Snapshot
 }
 
 // event is one thing the guard saw or did, built once, where it happens,
@@ -31,6 +34,14 @@ type TickReport struct {
 // (Engine.jr) fans it out. No other code writes the audit log, sends a
 // notification or adds to a tick's report.
 type event = journal.Event
+
+// reset empties rep for the tick at now, keeping its lists' arrays, and
+// the last snapshot read into it until the tick reads the next (the view
+// the engine keeps between ticks is of it).
+func (rep *TickReport) reset(now time.Time) {
+	*rep = TickReport{Time: now, Report: journal.Report{
+		Transitions: rep.Transitions[:0], Actions: rep.Actions[:0], Liquidated: rep.Liquidated[:0]}, snap: rep.snap}
+}
 
 // report is the part of rep the journal adds to; nil without a report.
 func (rep *TickReport) report() *journal.Report {
@@ -45,12 +56,20 @@ func (rep *TickReport) report() *journal.Report {
 // quiet (the rule's own notify action tells of it). env holds what the rule
 // saw; nil when the position is gone.
 func transitionEvent(now time.Time, r *rules.Rule, symbol, position string, from, to alert.State, tr alert.Transition, reason string, quiet bool, env *rules.Env) event {
+	// The log's attributes, made once at their length (below).
+	n := 8
+	switch {
+	case env != nil:
+		n = 12
+	case reason != "":
+		n = 10
+	}
 	ev := event{
 		Transition: &journal.TransitionEvent{Rule: r.Name, Symbol: symbol, From: from, To: to, Reason: reason},
 		Audit:      &journal.Record{Time: now, Type: "transition", Rule: r.Name, Symbol: symbol, Position: position, From: from.String(), To: to.String(), Reason: reason},
 		Level:      slog.LevelInfo,
 		Msg:        "rule " + string(tr),
-		Attrs:      []any{"rule", r.Name, "symbol", symbol, "state", to.String(), "from", from.String()},
+		Attrs:      append(make([]any, 0, n), "rule", r.Name, "symbol", symbol, "state", to.String(), "from", from.String()),
 	}
 	if to == alert.Firing || to == alert.NoData {
 		ev.Level = slog.LevelWarn

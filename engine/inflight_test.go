@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -138,4 +140,84 @@ func (w *auditWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+// A plan whose call is still in flight when its tick ends is not reused by
+// a later tick's plan (evaluator.finish gives the tick's plans back only
+// when the dispatcher holds none): XBTC's plan, settled two ticks later,
+// still says XBTC's rule notification with what its rule saw, though XETH
+// acted in between.
+func TestPlanInFlightIsNotReused(t *testing.T) {
+	t.Parallel()
+	fx := newFake()
+	g := &gatedActuator{fakeExchange: fx, release: make(chan struct{}), started: make(chan string, 4)}
+	r := overMax
+	r.Actions = append(slices.Clone(r.Actions), rules.Action{Kind: rules.Notify})
+	set := &rules.Set{Rules: []*rules.Rule{rule(t, r)}}
+	var audit strings.Builder
+	e, err := New(Config{Interval: 2 * time.Second, ActionTimeout: time.Minute}, set, Deps{Reader: fx, Actuator: g, Audit: journal.NewAudit(&auditWriter{b: &audit})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := e.Tick(ctx, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("XBTC's call never started")
+	}
+	fx.mu.Lock()
+	fx.positions[1].Leverage = 30 // XETH over its maximum while XBTC's call hangs
+	fx.index["BTC"] = dec("99000")
+	fx.mu.Unlock()
+	rep, err := e.Tick(ctx, at(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rep.Actions, func(a journal.ActionEvent) bool { return a.Symbol == "XETH" && a.Action == "notify" }) {
+		t.Fatalf("XETH did not act while XBTC's call hung: %+v", rep.Actions)
+	}
+	close(g.release)
+	if !e.disp.Wait(5 * time.Second) {
+		t.Fatal("XBTC's call did not end once released")
+	}
+	if rep, err = e.Tick(ctx, at(2)); err != nil {
+		t.Fatal(err)
+	}
+	var notes []journal.ActionEvent
+	for _, a := range rep.Actions {
+		if a.Action == "notify" {
+			notes = append(notes, a)
+		}
+	}
+	if len(notes) != 1 || notes[0].Symbol != "XBTC" {
+		t.Fatalf("the tick that collected XBTC's call said the notifications %+v, want XBTC's", notes)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Each plan's notification, said when its calls ended, with what its
+	// rule saw in its tick: XBTC's of the first tick (its call collected in
+	// the third), XBTC's held and XETH's of the second.
+	want := map[string]int{
+		`"time":"2026-11-21T12:00:00Z" XBTC (index 100000, liquidation 95500, distance 4.50%, leverage 25x of max 20x)`: 1,
+		`"time":"2026-11-21T12:00:01Z" XBTC (index 99000, liquidation 95500, distance 3.54%, leverage 25x of max 20x)`:  1,
+		`"time":"2026-11-21T12:00:01Z" XETH (index 3000, liquidation 3585, distance 19.50%, leverage 30x of max 20x)`:   1,
+	}
+	got := map[string]int{}
+	for _, line := range strings.Split(audit.String(), "\n") {
+		if !strings.Contains(line, `"action":"notify"`) {
+			continue
+		}
+		sym := "XETH"
+		if strings.Contains(line, `"symbol":"XBTC"`) {
+			sym = "XBTC"
+		}
+		got[line[1:len(`"time":"2026-11-21T12:00:00Z"`)+1]+" "+sym+" "+line[strings.LastIndex(line, " (")+1:len(line)-2]]++
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("notifications %v, want %v", got, want)
+	}
 }

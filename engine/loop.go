@@ -93,11 +93,27 @@ func everyOrWake(ctx context.Context, now func() time.Time, next func() time.Dur
 // taken for what it left out. Reads are cancelled with ctx; an action that
 // has started finishes even when ctx is cancelled.
 func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
+	rep := new(TickReport)
+	err := e.TickInto(ctx, now, rep)
+	return rep, err
+}
+
+// TickInto is Tick writing its report into rep, which the caller owns: rep
+// is emptied first, its lists (Transitions, Actions, Liquidated) are
+// refilled in the arrays they had, and the snapshot is read into rep
+// itself (Snapshot points there). A replay reads each tick's report before
+// the next and keeps none of it, so one report serves every tick (a
+// report made per tick is garbage once read). The engine writes rep only
+// during TickInto: the dispatcher lets go of it when the tick ends
+// (Dispatcher.End; a call still in flight then is said outside any
+// report). Its view of the tick reads the snapshot until the next tick,
+// as it read Tick's: the caller reads rep between ticks, never writes it.
+func (e *Engine) TickInto(ctx context.Context, now time.Time, rep *TickReport) error {
 	e.tick.Lock()
 	defer e.tick.Unlock()
 	e.applyPending()
 	start := e.now() // for the duration metric and the snapshot's age; decisions use now
-	rep := &TickReport{Time: now}
+	rep.reset(now)
 	e.lastTick = now
 	// What became of the calls that were still in flight when their tick
 	// ended: said in this tick's report.
@@ -111,7 +127,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		inFlight = fmt.Sprintf("a call on %s was in flight while the positions were read", key)
 	}
 	e.model.Begin(now, inFlight)
-	snap, err := e.snaps.Read(ctx, now)
+	snap, err := e.snaps.ReadInto(ctx, now, &rep.snap)
 	if snap != nil {
 		rep.Snapshot = snap
 		e.board.setListed(snap.Symbols)
@@ -135,7 +151,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		plans, due := e.eval.evaluate(ctx, now, &e.view, rows, rep)
 		e.disp.Run(ctx, now, snap, plans, rep.report(), e.eval.ruleSet())
 		e.recon.Acted(now, rep.Actions)
-		e.eval.finish(ctx, now, due, rep)
+		e.eval.finish(ctx, now, due, rep, e.disp.Idle())
 		e.model.Warm(ctx, now)
 	}
 	e.publishStatus(snap, err) // what Status shows
@@ -167,7 +183,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (*TickReport, error) {
 		hot = e.eval.hot()
 	}
 	e.board.setWait(e.lane.Steer(ctx, e.cfg.lane(), hot, e.jr))
-	return rep, err
+	return err
 }
 
 // join joins snap once for the tick: the view (engine/market), then its

@@ -549,6 +549,10 @@ func (b *board) setActive(active []alert.Alert) {
 	b.mu.Unlock()
 }
 
+// breaker is the breaker the last tick published, which nothing writes
+// once published. The caller holds tick: the ticks are its only writers.
+func (b *board) breaker() act.Breaker { return b.status.breaker }
+
 // setWait publishes the wait before the next tick.
 func (b *board) setWait(wait time.Duration) {
 	b.mu.Lock()
@@ -642,7 +646,13 @@ func (p *published) symbols() []string {
 // (nil when the positions could not be read: the last ones are kept). The
 // caller holds tick.
 func (e *Engine) publishStatus(snap *market.Snapshot, err error) {
-	p := published{lastTick: e.lastTick, breaker: e.disp.Breaker(), dryRun: e.cfg.DryRun, budget: e.cfg.MaxActionsPerMinute}
+	// The breaker's copy is taken again only when it changed: the tick
+	// sends no call at most ticks.
+	br := e.board.breaker()
+	if !e.disp.BreakerIs(&br) {
+		br = e.disp.Breaker()
+	}
+	p := published{lastTick: e.lastTick, breaker: br, dryRun: e.cfg.DryRun, budget: e.cfg.MaxActionsPerMinute}
 	if err != nil {
 		p.lastErr = err.Error()
 	}

@@ -74,6 +74,12 @@ func (b *Breaker) Refund(t time.Time) {
 	}
 }
 
+// Same reports whether b and o hold the same times, as a Clone of either
+// holds them.
+func (b *Breaker) Same(o *Breaker) bool {
+	return b.OpenedAt == o.OpenedAt && b.OpenUntil == o.OpenUntil && slices.Equal(b.Sent, o.Sent)
+}
+
 // Clone is a copy that shares nothing with b.
 func (b *Breaker) Clone() Breaker {
 	return Breaker{OpenedAt: b.OpenedAt, OpenUntil: b.OpenUntil, Sent: slices.Clone(b.Sent)}

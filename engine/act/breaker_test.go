@@ -77,3 +77,35 @@ func TestBreakerRestore(t *testing.T) {
 		})
 	}
 }
+
+// Same is true of a breaker and its clone, and false once either took a
+// call, opened or dropped a call.
+func TestBreakerSame(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	base := Breaker{Sent: []time.Time{at(-2), at(-1)}}
+	tests := []struct {
+		name string
+		edit func(*Breaker)
+		want bool
+	}{
+		{"clone", func(*Breaker) {}, true},
+		{"took a call", func(b *Breaker) { b.Sent = append(b.Sent, at(0)) }, false},
+		{"dropped one", func(b *Breaker) { b.Sent = b.Sent[1:] }, false},
+		{"another time", func(b *Breaker) { b.Sent[1] = at(0) }, false},
+		{"opened", func(b *Breaker) { b.OpenedAt, b.OpenUntil = at(0), at(60) }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base.Clone()
+			tt.edit(&c)
+			if got := base.Same(&c); got != tt.want {
+				t.Errorf("Same = %t, want %t", got, tt.want)
+			}
+			if got := c.Same(&base); got != tt.want {
+				t.Errorf("the other way, Same = %t, want %t", got, tt.want)
+			}
+		})
+	}
+}

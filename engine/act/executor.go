@@ -135,6 +135,15 @@ func (x *Executor) InFlight() []Flight {
 	return out
 }
 
+// Idle reports whether the executor holds no job: none running, none
+// ended and not collected. Asked where Collect is called (never beside
+// it), it says that the Done of every job submitted has returned.
+func (x *Executor) Idle() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.inFlight) == 0
+}
+
 // Submit starts job and reports true, or reports false when a job of the
 // same key is still in flight (the caller holds its actions back). The
 // calls run with ctx's values but not its cancellation: a call in flight

@@ -28,6 +28,9 @@ type Entry[X any] struct {
 // Book is the rule states by position. It is owned by the tick.
 type Book[X any] struct {
 	m map[market.Key]*Entry[X]
+	// alerts is Alerts' list in the making, whose copy it returns: the
+	// list is made once at its length, where appends grew it in steps.
+	alerts []Alert
 }
 
 // NewBook returns an empty book.
@@ -113,7 +116,7 @@ type Alert struct {
 // Alerts lists the rules whose state keep says to (names are the rule
 // set's, by index), sorted by symbol and rule.
 func (b *Book[X]) Alerts(names []string, keep func(State) bool) []Alert {
-	var out []Alert
+	out := b.alerts[:0]
 	for _, e := range b.m {
 		for ri := range e.Rules {
 			s := &e.Rules[ri] // not a copy: a state is some 230 bytes
@@ -133,7 +136,11 @@ func (b *Book[X]) Alerts(names []string, keep func(State) bool) []Alert {
 	slices.SortFunc(out, func(a, b Alert) int {
 		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Rule, b.Rule))
 	})
-	return out
+	b.alerts = out
+	if len(out) == 0 {
+		return nil // as ever: no list
+	}
+	return slices.Clone(out)
 }
 
 // Counts counts the states of each rule (names by index) over the book.

@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -36,5 +37,37 @@ func TestBook(t *testing.T) {
 	b.Forget(long)
 	if !e.Dropped || b.Get(long) != nil || b.Len() != 1 {
 		t.Fatalf("after Forget: dropped %t, len %d", e.Dropped, b.Len())
+	}
+}
+
+// A list Alerts returned is the caller's (Status shows it until the next
+// one): later calls, on states changed meanwhile, leave it as it was.
+func TestAlertsListIsTheCallers(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	names := []string{"r1", "r2"}
+	b := NewBook[int]()
+	a := b.Ensure(market.Key{ID: "1_1", Dir: "LONG"}, "XBTC", 2)
+	c := b.Ensure(market.Key{ID: "1_2", Dir: "LONG"}, "XETH", 2)
+	a.Rules[0] = RuleState{State: Firing, FiredAt: t0}
+	c.Rules[1] = RuleState{State: Pending, ActiveAt: t0}
+	active := func(s State) bool { return s != Inactive }
+	first := b.Alerts(names, active)
+	want := []Alert{{Symbol: "XBTC", Rule: "r1", State: Firing, Since: t0}, {Symbol: "XETH", Rule: "r2", State: Pending, Since: t0}}
+	if !slices.Equal(first, want) {
+		t.Fatalf("Alerts = %+v, want %+v", first, want)
+	}
+	a.Rules[0], a.Rules[1] = RuleState{}, RuleState{State: NoData}
+	c.Rules[0] = RuleState{State: Pending, ActiveAt: t0.Add(time.Minute)}
+	second := b.Alerts(names, active)
+	if !slices.Equal(first, want) {
+		t.Errorf("the first list changed under a second call: %+v, want %+v", first, want)
+	}
+	want2 := []Alert{{Symbol: "XBTC", Rule: "r2", State: NoData}, {Symbol: "XETH", Rule: "r1", State: Pending, Since: t0.Add(time.Minute)}, {Symbol: "XETH", Rule: "r2", State: Pending, Since: t0}}
+	if !slices.Equal(second, want2) {
+		t.Errorf("second Alerts = %+v, want %+v", second, want2)
+	}
+	if third := b.Alerts(names, func(s State) bool { return s == Firing }); third != nil || !slices.Equal(second, want2) {
+		t.Errorf("third Alerts = %+v, and the second list became %+v", third, second)
 	}
 }

@@ -582,8 +582,8 @@ func (l *lane) tick(ctx context.Context, t time.Time, prices map[string]decimal.
 	}
 	l.ex.Step(t)
 	l.sampleMeasure(prices != nil)
-	rep, err := l.eng.Tick(ctx, t)
-	l.observe(t, rep)
+	err := l.eng.TickInto(ctx, t, &l.rep) // read by observe, and by observeMarkers before the next tick
+	l.observe(t, &l.rep)
 	if err != nil {
 		return fmt.Sprintf("%s: %s run: tick: %v", t.Format(time.RFC3339), l.name, err)
 	}
@@ -629,6 +629,10 @@ type lane struct {
 	decisions   []string                 // this tick's, for the baseline diff
 	decide      bool                     // keep decisions: a baseline run is compared
 	report      *engine.TickReport
+	// rep is every tick's report, each read before the next tick
+	// (observe, observeMarkers) and none kept: a copy of a list's element
+	// (a marker, a closer action) shares only what the events made.
+	rep         engine.TickReport
 	measure     worstMeasure
 	stressStart *StressGrid // the account on the stress grid at the start
 }

@@ -281,7 +281,7 @@ func (r *replay) observeMarkers(t time.Time) {
 		if a.Err != nil {
 			m.Error = a.Err.Error()
 		}
-		s.Markers = append(s.Markers, m)
+		s.Markers = appendBounded(s.Markers, maxMarkers, m)
 	}
 }
 
@@ -312,7 +312,7 @@ func (r *replay) sampleDue() bool {
 // liqU, of the series in order); past the bound every other point is
 // dropped.
 func (r *replay) addSample(t time.Time, gEquity, uEquity float64, prices, liqG, liqU []decimal.Decimal) {
-	r.equity = append(r.equity, EquityPoint{Time: t, Guarded: gEquity, Unguarded: uEquity})
+	r.equity = appendBounded(r.equity, r.opt.MaxPoints+1, EquityPoint{Time: t, Guarded: gEquity, Unguarded: uEquity})
 	if len(r.equity) > r.opt.MaxPoints {
 		k := 0
 		for i := 0; i < len(r.equity); i += 2 {
@@ -322,7 +322,7 @@ func (r *replay) addSample(t time.Time, gEquity, uEquity float64, prices, liqG, 
 		r.equity = r.equity[:k]
 	}
 	for i, s := range r.series {
-		s.Points = append(s.Points, Point{Time: t, Index: prices[i].InexactFloat64(),
+		s.Points = appendBounded(s.Points, r.opt.MaxPoints+1, Point{Time: t, Index: prices[i].InexactFloat64(),
 			LiquidationGuarded: liqG[i].InexactFloat64(), LiquidationUnguarded: liqU[i].InexactFloat64()})
 	}
 	if len(r.series[0].Points) > r.opt.MaxPoints {
@@ -342,7 +342,7 @@ func (s *SymbolSeries) addSpan(sp Span) {
 		s.Dropped++
 		return
 	}
-	s.Spans = append(s.Spans, sp)
+	s.Spans = appendBounded(s.Spans, maxMarkers, sp)
 }
 
 // close ends the spans still firing at the end, in rule order.
@@ -879,4 +879,18 @@ func unrealizedPNL(ex *sim.Exchange) func(p exchange.Position) (decimal.Decimal,
 		}
 		return u, true
 	}
+}
+
+// appendBounded is append(s, v) for a list that never holds more than most
+// elements (a series halved past its bound, markers and spans left out
+// past theirs): it doubles up to most, where append grows a long list by a
+// quarter at a time and makes some five times the list's length in all
+// on its way there. Past most (not reached) it grows as append does.
+func appendBounded[S ~[]E, E any](s S, most int, v E) S {
+	if len(s) < cap(s) || len(s) >= most {
+		return append(s, v)
+	}
+	grown := make(S, len(s), min(max(2*cap(s), 8), most))
+	copy(grown, s)
+	return append(grown, v)
 }

@@ -248,6 +248,11 @@ func (d *Dispatcher) Wait(t time.Duration) bool { return d.exec.Wait(t) }
 // from any goroutine.
 func (d *Dispatcher) InFlight() []act.Flight { return d.exec.InFlight() }
 
+// Idle reports whether the dispatcher holds no plan: every call it was
+// given ended and was collected, so every plan's outcome was said (settle).
+// Asked on the tick's goroutine, where the calls are collected.
+func (d *Dispatcher) Idle() bool { return d.exec.Idle() }
+
 // Busy names the symbol of the oldest call in flight, "" when none.
 func (d *Dispatcher) Busy() string {
 	if fl := d.exec.InFlight(); len(fl) > 0 {
@@ -258,6 +263,10 @@ func (d *Dispatcher) Busy() string {
 
 // Breaker is the action budget's breaker as it is now, sharing nothing.
 func (d *Dispatcher) Breaker() act.Breaker { return d.breaker.Clone() }
+
+// BreakerIs reports whether the breaker is still b, a copy Breaker
+// returned: its holder need not take another.
+func (d *Dispatcher) BreakerIs(b *act.Breaker) bool { return d.breaker.Same(b) }
 
 // BreakerOpen reports whether the breaker is open at now.
 func (d *Dispatcher) BreakerOpen(now time.Time) bool { return d.breaker.Open(now) }

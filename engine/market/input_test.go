@@ -2,7 +2,9 @@ package market
 
 import (
 	"context"
+	"errors"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -194,5 +196,95 @@ func TestViewNumbers(t *testing.T) {
 		if len(v.memo) != len(list) {
 			t.Errorf("step %d: %d places kept, want %d", step, len(v.memo), len(list))
 		}
+	}
+}
+
+// A refresh of the symbols (which fills the reader's map in place) leaves
+// the reader as a new reader of the same list: a symbol dropped is unknown,
+// one added or moved is found at its place in the new list, and the view
+// joins the positions with it.
+func TestSymbolsRefresh(t *testing.T) {
+	t.Parallel()
+	sym := func(id int64, name, base string) exchange.ContractSymbol {
+		return exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: id, Name: name, BaseName: base}}
+	}
+	lists := []*exchange.Trades{
+		{ContractsSymbols: []exchange.ContractSymbol{sym(1, "XBTC", "BTC"), sym(2, "XETH", "ETH"), sym(3, "XSOL", "SOL")}},
+		{ContractsSymbols: []exchange.ContractSymbol{sym(3, "XSOL2", "SOL"), sym(1, "XBTC", "BTC")}},
+		{ContractsSymbols: []exchange.ContractSymbol{sym(4, "XDOT", "DOT"), sym(2, "XETH", "ETH")}},
+	}
+	r := &reader{
+		pos: []exchange.Position{{ID: "1_1", SymbolID: 1, Direction: exchange.Long}, {ID: "1_3", SymbolID: 3, Direction: exchange.Long}},
+		idx: map[string]decimal.Decimal{"BTC": dec("100000")},
+	}
+	sr := NewSnapshotReader(r, time.Minute, nil)
+	var v View
+	for i, tr := range lists {
+		r.tr = tr
+		now := time.Unix(int64(60*i), 0) // every read refreshes
+		snap, err := sr.Read(context.Background(), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := NewSnapshotReader(&reader{pos: r.pos, idx: r.idx, tr: tr}, time.Minute, nil)
+		if _, err := fr.Read(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+		for id := int64(0); id <= 5; id++ {
+			got, gok := sr.Symbol(id)
+			want, wok := fr.Symbol(id)
+			if gok != wok || gok && got != want {
+				t.Errorf("list %d: Symbol(%d) = %v, %t; a new reader's %v, %t", i, id, got, gok, want, wok)
+			}
+		}
+		v.Join(snap, sr, nil)
+		for k, row := range v.Rows {
+			want, ok := fr.Symbol(r.pos[k].SymbolID)
+			if ok != (row.Sym != nil) || ok && row.Sym != want {
+				t.Errorf("list %d, row %d: joined with %v, want %v", i, k, row.Sym, want)
+			}
+		}
+	}
+}
+
+// failingReader fails its positions read.
+type failingReader struct{ reader }
+
+func (failingReader) Positions(context.Context) ([]exchange.Position, error) {
+	return nil, errors.New("positions down")
+}
+
+// ReadInto reads what Read reads, into the snapshot it is given, and
+// leaves that snapshot as it was when it returns none.
+func TestReadInto(t *testing.T) {
+	t.Parallel()
+	sym := exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{ID: 1, Name: "XBTC", BaseName: "BTC"}}
+	r := reader{
+		pos: []exchange.Position{{ID: "1_1", SymbolID: 1, Direction: exchange.Long}},
+		idx: map[string]decimal.Decimal{"BTC": dec("100000")},
+		tr:  &exchange.Trades{ContractsSymbols: []exchange.ContractSymbol{sym}},
+	}
+	ctx := context.Background()
+	var dst Snapshot
+	for i := range 3 {
+		now := time.Unix(int64(i), 0)
+		want, err := NewSnapshotReader(&r, time.Hour, nil).Read(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := NewSnapshotReader(&r, time.Hour, nil).ReadInto(ctx, now, &dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != &dst || !reflect.DeepEqual(*got, *want) {
+			t.Fatalf("ReadInto = %p %+v, want %p %+v", got, got, &dst, want)
+		}
+	}
+	kept := dst
+	if got, err := NewSnapshotReader(&failingReader{r}, time.Hour, nil).ReadInto(ctx, time.Unix(9, 0), &dst); got != nil || err == nil {
+		t.Fatalf("a failed read returned %+v, %v", got, err)
+	}
+	if !reflect.DeepEqual(dst, kept) {
+		t.Errorf("a failed read wrote %+v into the snapshot it was given, which held %+v", dst, kept)
 	}
 }

@@ -107,6 +107,15 @@ func (s *SnapshotReader) InProcess() bool {
 // Read reads one snapshot at now; see SnapshotReader for what a failed
 // read leaves out.
 func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, error) {
+	return s.ReadInto(ctx, now, nil)
+}
+
+// ReadInto is Read writing the snapshot into dst, which the caller owns
+// (nil: a new one): dst is written only when a snapshot is returned, and
+// the snapshot returned is then dst. A caller that reads each snapshot
+// before the next and keeps none (the tick's report, Engine.TickInto)
+// reads without making one each time.
+func (s *SnapshotReader) ReadInto(ctx context.Context, now time.Time, dst *Snapshot) (*Snapshot, error) {
 	refresh := s.due(now)
 	var (
 		pos                    []exchange.Position
@@ -145,7 +154,11 @@ func (s *SnapshotReader) Read(ctx context.Context, now time.Time) (*Snapshot, er
 	if s.partialSymbols != nil {
 		partial = append(partial, s.partialSymbols)
 	}
-	snap := &Snapshot{Time: now, Positions: pos, Symbols: s.trades, Partial: partial}
+	snap := dst
+	if snap == nil {
+		snap = new(Snapshot)
+	}
+	*snap = Snapshot{Time: now, Positions: pos, Symbols: s.trades, Partial: partial}
 	if idxErr != nil {
 		return snap, fmt.Errorf("%w: index prices: %w", ErrIncomplete, idxErr)
 	}
@@ -178,15 +191,21 @@ func (s *SnapshotReader) due(now time.Time) bool {
 
 func (s *SnapshotReader) refreshSymbols(ctx context.Context, now time.Time) error {
 	tr, err := s.reader.Trades(ctx)
-	var pe *exchange.PartialError
-	if errors.As(err, &pe) && tr != nil {
+	pe := partialOf(err)
+	if pe != nil && tr != nil {
 		err = nil // the symbols that could be read are used
 	}
 	if err != nil {
 		return fmt.Errorf("read symbols: %w", err)
 	}
 	s.partialSymbols = pe
-	m := make(map[int64]*exchange.ContractSymbol, len(tr.ContractsSymbols))
+	// The map is refilled in place: only the reader and its view (Join,
+	// on the same goroutine) read it, and neither keeps it.
+	m := s.byID
+	if m == nil {
+		m = make(map[int64]*exchange.ContractSymbol, len(tr.ContractsSymbols))
+	}
+	clear(m)
 	for i := range tr.ContractsSymbols {
 		m[tr.ContractsSymbols[i].ID] = &tr.ContractsSymbols[i]
 	}

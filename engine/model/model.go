@@ -61,6 +61,25 @@ type Watch struct {
 	places rowMaps[int]
 	// dust is orders.Dust as a decimal.
 	dust dustMemo
+	// bufs are the tick's account's lists, reused from tick to tick.
+	bufs accountBufs
+}
+
+// accountBufs are the lists of the tick's account (Account): its
+// positions, their floats and σ, and the liquidation prices the exchange
+// listed, written again at the first Account of each tick. The last tick's
+// model is let go at Begin, and none of them outlives the tick: its
+// positions are read by the tick's model, its memo and the grids read
+// from them (margin.Priced), each let go with the model; a prediction, a
+// fill, a grid and the free balance's inputs keep copies (Apply and
+// Reduce copy the positions, Liquidations and freeInputs.keep copy
+// them), and the floats are read into the grid's own figures
+// (TestAccountBuffersOutliveNothing).
+type accountBufs struct {
+	ps    []margin.Position
+	lines []margin.Line
+	sigma []float64
+	liqs  []decimal.Decimal
 }
 
 // rowMaps is a map made from the rows of a view at one join (of, at),

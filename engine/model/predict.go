@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
@@ -21,14 +22,20 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 		return m.view
 	}
 	vps, rep := tv.Model()
-	ps := make([]margin.Position, len(vps)) // the tick's own: its plans move it on
-	copy(ps, vps)
+	// The tick's own copy (its maintenance margins set here; the view's
+	// is valid until its next join), in the watch's buffer: the last
+	// tick's model is let go at Begin, and nothing the tick hands on
+	// keeps these positions (bufs).
+	b := &m.bufs
+	ps := append(b.ps[:0], vps...)
+	b.ps = ps
 	// The positions' figures as the view converted them for the rules and
 	// their σ, for the grid to read rather than work out again
 	// (act.Model.UseFloats): the same floats, as both convert with
 	// margin.Float, and the σ Sigma says.
 	st := m.stress
-	f := margin.Floats{Lines: make([]margin.Line, len(ps)), Sigma: make([]float64, len(ps))}
+	b.lines, b.sigma = slices.Grow(b.lines[:0], len(ps))[:len(ps)], slices.Grow(b.sigma[:0], len(ps))[:len(ps)]
+	f := margin.Floats{Lines: b.lines, Sigma: b.sigma}
 	for i, k := 0, 0; i < len(tv.Rows); i++ {
 		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
 			var mm float64
@@ -49,10 +56,11 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 		return at
 	})
 	v := &act.Model{At: at, Acct: margin.Account{Positions: ps}}
-	liqs := make([]decimal.Decimal, len(rep))
+	liqs := b.liqs[:0]
 	for i := range rep {
-		liqs[i] = rep[i].Liquidation
+		liqs = append(liqs, rep[i].Liquidation)
 	}
+	b.liqs = liqs
 	f.Distinct = len(v.At) == len(ps) // one position a symbol
 	v.UseFloats(f)
 	// Where the model does not reproduce the exchange's own figures, its

@@ -358,26 +358,24 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			p.ForfeitBefore = v.forfeitBefore()
 			p.ForfeitAfter = p.ForfeitBefore
 		}
-		if !samePool && (stressed || scored) {
+		switch {
+		case isolated && scored:
+			// No grid (above): its forfeit after, whose cost reads its
+			// own position's parts alone, worked out from the before's
+			// and its position after, without a book of the account
+			// after (ForfeitAfterAt of AfterIsolated's, bit for bit).
+			p.ForfeitAfter = v.pricedBefore(memo).ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
+		case !isolated && !samePool && (stressed || scored):
 			// The account after read by patching the account before
 			// (its other positions' figures are the same floats), its
 			// forfeit from the before's: only the call's position and the
 			// pool are worked out again.
 			pb := v.pricedBefore(memo)
-			var pa *margin.Priced
-			if isolated {
-				pa = pb.AfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
-			} else {
-				pa = pb.After(next, i, liqsAfter)
-			}
+			pa := pb.After(next, i, liqsAfter)
 			if stressed {
 				p.StressAfter = pa.StressJudged(v.Likely)
 			}
-			switch {
-			case scored && isolated:
-				// Its cost reads its own position's parts alone.
-				p.ForfeitAfter = pb.ForfeitAfterAt(pa, i)
-			case scored:
+			if scored {
 				p.ForfeitAfter = pb.ForfeitAfter(pa, i)
 			}
 		}

@@ -240,7 +240,12 @@ func (b stressBook) weights() (together, alone float64) {
 // symbol, as the parts list it), in the order forfeit finds them: lost
 // already, or every index together then its symbol alone.
 func (b stressBook) isoParts(parts []ForfeitPart, i int, syms []string) []ForfeitPart {
-	p := &b.ps[i]
+	return b.isoPartsOf(parts, &b.ps[i], syms)
+}
+
+// isoPartsOf is isoParts of the isolated position p, read as the book
+// reads its own (its at and sym the book's).
+func (b *stressBook) isoPartsOf(parts []ForfeitPart, p *stressPos, syms []string) []ForfeitPart {
 	if !(p.liq > 0) {
 		return parts // no price liquidates it
 	}
@@ -250,12 +255,13 @@ func (b stressBook) isoParts(parts []ForfeitPart, i int, syms []string) []Forfei
 			parts = append(parts, fp)
 		}
 	}
+	dir := b.acct[p.at].Direction
 	if p.lostAt(p.index) {
-		add(ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Weight: 1, Prob: 1, Amount: math.Max(p.equity, 0)})
+		add(ForfeitPart{Symbols: syms, Direction: dir, At: p.at, Weight: 1, Prob: 1, Amount: math.Max(p.equity, 0)})
 		return parts
 	}
 	k := (p.liq/p.index - 1) / b.syms[p.sym].Sigma
-	part := ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Family: StressTogether, Weight: together, K: k, Prob: Touch(k),
+	part := ForfeitPart{Symbols: syms, Direction: dir, At: p.at, Family: StressTogether, Weight: together, K: k, Prob: Touch(k),
 		Amount: math.Max(p.margin+p.pnl(p.liq), 0)}
 	add(part)
 	part.Family, part.Weight = b.syms[p.sym].Symbol, alone
@@ -362,6 +368,49 @@ func (p *Priced) forfeitAfter(after *Priced, i int, at bool) Forfeit {
 	}
 	nIso := len(fresh)
 	fresh = b.poolParts(fresh)
+	return mergeAfter(before, fresh, nIso, i, at, len(b.ps))
+}
+
+// ForfeitAfterIsolated is ForfeitAfterAt of AfterIsolated(np, free, i,
+// liq), bit for bit (TestForfeitAfterIsolatedIsAfterIsolated), without
+// the account after read into a book of its own: in an account without
+// an open cross position only position i's parts are worked out again,
+// from its figures after, and no other position's figures are copied (a
+// decision by cost prices an isolated candidate at every leverage).
+func (p *Priced) ForfeitAfterIsolated(np *Position, free decimal.Decimal, i int, liq decimal.Decimal) Forfeit {
+	if !p.ok || p.b.anyCross || np.Cross {
+		return p.ForfeitAfterAt(p.AfterIsolated(np, free, i, liq), i)
+	}
+	before := p.Forfeit()
+	if !before.Known {
+		// Position i's figures after may be numbers where its figures
+		// before were not: the account after is worked out whole.
+		return p.ForfeitAfterAt(p.AfterIsolated(np, free, i, liq), i)
+	}
+	// The book after is the book before (its figures numbers: before is
+	// known) but for position i's, read as AfterIsolated reads it.
+	var fresh []ForfeitPart
+	for k := range p.b.ps {
+		if p.b.ps[k].at != i {
+			continue
+		}
+		sp := p.b.ps[k]
+		if !readStressPos(&sp, np, liq, sp.sym, i) || !finite(sp.index) || !finite(sp.equity) || !finite(sp.liq) || !finite(sp.mm) {
+			return Forfeit{}
+		}
+		if !sp.cross {
+			fresh = p.b.isoPartsOf(fresh, &sp, []string{p.b.symbol(k)})
+		}
+	}
+	return mergeAfter(before, fresh, len(fresh), i, true, len(p.b.ps))
+}
+
+// mergeAfter is forfeitAfter's forfeit of the account after a call on
+// position i, from the forfeit before and the parts worked out again
+// (fresh: position i's nIso isolated parts, then the pool's), the account
+// after holding nPos positions in its book; position i's parts alone
+// listed when at.
+func mergeAfter(before Forfeit, fresh []ForfeitPart, nIso, i int, at bool, nPos int) Forfeit {
 	// The order Forfeit finds a part in, among parts of equal |K|: an
 	// isolated one by its position, then its family (together, or lost,
 	// first); the pool's after every isolated one, in the order found.
@@ -443,7 +492,7 @@ func (p *Priced) forfeitAfter(after *Priced, i int, at bool) Forfeit {
 	}
 	if len(out.Parts) == 0 {
 		out.Parts = nil
-		if len(b.ps) > 0 {
+		if nPos > 0 {
 			out.Parts = []ForfeitPart{}
 		}
 	}

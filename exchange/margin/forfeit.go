@@ -151,7 +151,12 @@ func (b stressBook) forfeit() Forfeit {
 	// out in it in place, a cycle of the permutation at a time (sorting the
 	// parts themselves moves 136 bytes a swap; a second list of them is
 	// as many bytes again for the collector).
-	keys := make([]partKey, len(out.Parts))
+	var onStack [48]partKey // an account's few parts' keys, not on the heap
+	keys := onStack[:0]
+	if len(out.Parts) > len(onStack) {
+		keys = make([]partKey, 0, len(out.Parts))
+	}
+	keys = keys[:len(out.Parts)]
 	for i := range keys {
 		keys[i] = partKey{math.Abs(out.Parts[i].K), int32(i)}
 	}
@@ -442,7 +447,12 @@ func mergeAfter(before Forfeit, fresh []ForfeitPart, nIso, i int, at bool, nPos 
 		f found
 		n int // index in fresh
 	}
-	keys := make([]key, len(fresh))
+	var onStack [8]key // the few parts worked out again, not on the heap
+	keys := onStack[:0]
+	if len(fresh) > len(onStack) {
+		keys = make([]key, 0, len(fresh))
+	}
+	keys = keys[:len(fresh)]
 	for n := range fresh {
 		keys[n] = key{math.Abs(fresh[n].K), foundOf(&fresh[n], n-nIso), n}
 	}

@@ -344,7 +344,7 @@ func refusedHalf(d *Decision, pl *Plan, predict func(), unchanged func() bool) {
 // figures.
 func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decision) {
 	pos, sym := pl.Pos, pl.Sym.Name
-	asked, askedPred := d.Want, d.Pred // a candidate: Predict(asked) where it is said
+	asked := d.Want // d.Pred is its candidate: Predict(asked) where it is said
 	current := exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
 	type cand struct {
 		want exchange.Settings
@@ -398,7 +398,7 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 		}
 	}
 
-	before := askedPred.ForfeitBefore
+	before := m.forfeitBefore() // the candidates', with its parts
 	costNothing := before.Expected
 	i := m.At[sym]
 	for j := range cands {

@@ -187,7 +187,10 @@ type Prediction struct {
 	// to liquidations before and after the call, first passage
 	// (margin.Forfeit; an isolated candidate's ForfeitAfter lists its own
 	// position's parts alone, all its cost reads: ForfeitAfterAt); Scored
-	// says both are known and decide (cost.go).
+	// says both are known and decide (cost.go). ForfeitBefore lists no
+	// parts (the model's forfeitBefore does, for the tick), nor does
+	// ForfeitAfter where the call leaves every price as it is (a cross
+	// position's leverage within its pool: the before's).
 	ForfeitBefore, ForfeitAfter margin.Forfeit
 	Scored                      bool
 	// Unverified says why the prediction decides nothing: the model does
@@ -355,7 +358,11 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			p.StressBefore, p.StressAfter = sb, sb
 		}
 		if scored {
-			p.ForfeitBefore = v.forfeitBefore()
+			// Its total alone: the parts are the tick's account's,
+			// read into the watch's scratch (margin.Floats.Scratch),
+			// and a prediction outlives the tick.
+			fb := v.forfeitBefore()
+			p.ForfeitBefore = margin.Forfeit{Known: fb.Known, Expected: fb.Expected}
 			p.ForfeitAfter = p.ForfeitBefore
 		}
 		switch {

@@ -30,6 +30,38 @@ type kept struct {
 	reduceNext   []margin.Position
 	movedTo      margin.Account
 	movedToCopy  []margin.Position
+	// The prediction's forfeits and grids, said whole.
+	forfeits, stresses string
+	// A decision by cost on the position (DecideSettings: its
+	// candidates' forfeits after worked out from the forfeit before),
+	// which the step keeps, and all it said.
+	dec     *act.Decision
+	decSaid string
+}
+
+// forfeitsOf and stressesOf say every figure of a prediction's forfeits
+// and grids, their lists' contents included.
+func forfeitsOf(p *act.Prediction) string {
+	return fmt.Sprintf("%+v|%+v", p.ForfeitBefore, p.ForfeitAfter)
+}
+
+func stressesOf(p *act.Prediction) string {
+	return fmt.Sprintf("%+v|%+v|%t", p.StressBefore, p.StressAfter, p.Stressed)
+}
+
+// decisionOf says a decision, its predictions' forfeits and grids too.
+func decisionOf(d *act.Decision) string {
+	s := fmt.Sprintf("%+v|%t|%s", d.Want, d.Change, d.Stepped)
+	if d.Pred != nil {
+		s += "|" + d.Pred.String() + "|" + forfeitsOf(d.Pred) + "|" + stressesOf(d.Pred)
+	}
+	for _, sk := range d.Skips {
+		s += fmt.Sprintf("|%t %+v %d %s", sk.Isolation, sk.Want, sk.Asked, sk.Why)
+		if sk.Pred != nil {
+			s += "|" + sk.Pred.String() + "|" + forfeitsOf(sk.Pred) + "|" + stressesOf(sk.Pred)
+		}
+	}
+	return s
 }
 
 // The tick's account lists (accountBufs) are the watch's, written again at
@@ -79,6 +111,7 @@ func TestAccountBuffersOutliveNothing(t *testing.T) {
 	st := Stress{Horizon: time.Hour, Floor: 0.01, Likely: 3}
 	var view market.View
 	var was []kept
+	scored, decided := 0, 0
 	for s := range 40 {
 		now = t0.Add(time.Duration(s) * time.Minute)
 		switch s {
@@ -139,6 +172,15 @@ func TestAccountBuffersOutliveNothing(t *testing.T) {
 					t.Fatalf("tick %d: tick %d's reduce's account after %+v, was %+v", s, k.tick, k.reduce.Next.Positions, k.reduceNext)
 				}
 			}
+			if got := forfeitsOf(k.pred); got != k.forfeits {
+				t.Fatalf("tick %d: tick %d's prediction's forfeits %s, were %s", s, k.tick, got, k.forfeits)
+			}
+			if got := stressesOf(k.pred); got != k.stresses {
+				t.Fatalf("tick %d: tick %d's prediction's grids %s, were %s", s, k.tick, got, k.stresses)
+			}
+			if got := decisionOf(k.dec); got != k.decSaid {
+				t.Fatalf("tick %d: tick %d's decision\n%s\nwas\n%s", s, k.tick, got, k.decSaid)
+			}
 			if !reflect.DeepEqual(k.movedTo.Positions, k.movedToCopy) {
 				t.Fatalf("tick %d: the account tick %d's model moved on to %+v, was %+v", s, k.tick, k.movedTo.Positions, k.movedToCopy)
 			}
@@ -154,7 +196,16 @@ func TestAccountBuffersOutliveNothing(t *testing.T) {
 			if p == nil {
 				continue
 			}
-			k := kept{tick: s, pred: p, said: p.String(), record: fmt.Sprintf("%+v", *p.Record()), next: slices.Clone(p.Next.Positions)}
+			k := kept{tick: s, pred: p, said: p.String(), record: fmt.Sprintf("%+v", *p.Record()), next: slices.Clone(p.Next.Positions),
+				forfeits: forfeitsOf(p), stresses: stressesOf(p)}
+			if p.Scored && len(p.ForfeitAfter.Parts) > 0 {
+				scored++
+			}
+			d := act.DecideSettings(v, pl, &act.SettingsStep{Lower: max(1, r.P.Leverage-1)}, now)
+			k.dec, k.decSaid = &d, decisionOf(&d)
+			if d.Pred != nil || len(d.Skips) > 0 {
+				decided++
+			}
 			if rp := v.PredictReduce(pl, r.P.Quantity.Div(decimal.NewFromInt(2)).Round(2)); rp != nil {
 				k.reduce, k.reduceSaid, k.reduceNext = rp, rp.String(), slices.Clone(rp.Next.Positions)
 			}
@@ -168,5 +219,8 @@ func TestAccountBuffersOutliveNothing(t *testing.T) {
 		if len(was) > 40 {
 			was = was[len(was)-40:]
 		}
+	}
+	if scored == 0 || decided == 0 {
+		t.Fatalf("%d predictions scored with parts, %d decisions: the forfeits were not tried", scored, decided)
 	}
 }

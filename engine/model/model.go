@@ -66,20 +66,26 @@ type Watch struct {
 }
 
 // accountBufs are the lists of the tick's account (Account): its
-// positions, their floats and σ, and the liquidation prices the exchange
-// listed, written again at the first Account of each tick. The last tick's
-// model is let go at Begin, and none of them outlives the tick: its
-// positions are read by the tick's model, its memo and the grids read
-// from them (margin.Priced), each let go with the model; a prediction, a
-// fill, a grid and the free balance's inputs keep copies (Apply and
-// Reduce copy the positions, Liquidations and freeInputs.keep copy
-// them), and the floats are read into the grid's own figures
-// (TestAccountBuffersOutliveNothing).
+// positions, their floats and σ, the liquidation prices the exchange
+// listed, and the account read for the grid and the forfeit from the
+// floats (grid: margin.Floats.Scratch), written again at the first
+// Account of each tick. The last tick's model is let go at Begin, and
+// none of them outlives the tick: its positions are read by the tick's
+// model, its memo and the grids read from them (margin.Priced), each let
+// go with the model; a prediction, a fill, a grid and the free balance's
+// inputs keep copies (Apply and Reduce copy the positions, Liquidations
+// and freeInputs.keep copy them), and the floats are read into the grid's
+// own figures. The account is read from the floats once a tick (its memo
+// is the model's, made once: act.Model.Floats holds while the model's
+// account is the tick's own, and a call moves it on to another), and a
+// prediction keeps none of it: its forfeits list parts of their own, the
+// one before none (TestAccountBuffersOutliveNothing).
 type accountBufs struct {
 	ps    []margin.Position
 	lines []margin.Line
 	sigma []float64
 	liqs  []decimal.Decimal
+	grid  margin.Scratch
 }
 
 // rowMaps is a map made from the rows of a view at one join (of, at),

@@ -35,7 +35,7 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	// margin.Float, and the σ Sigma says.
 	st := m.stress
 	b.lines, b.sigma = slices.Grow(b.lines[:0], len(ps))[:len(ps)], slices.Grow(b.sigma[:0], len(ps))[:len(ps)]
-	f := margin.Floats{Lines: b.lines, Sigma: b.sigma}
+	f := margin.Floats{Lines: b.lines, Sigma: b.sigma, Scratch: &b.grid}
 	for i, k := 0, 0; i < len(tv.Rows); i++ {
 		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
 			var mm float64

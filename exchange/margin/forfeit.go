@@ -117,7 +117,11 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 }
 
 // forfeit is Forfeit of the book's account.
-func (b stressBook) forfeit() Forfeit {
+func (b stressBook) forfeit() Forfeit { return b.forfeitIn(nil) }
+
+// forfeitIn is forfeit, its parts listed in *buf when set (kept there for
+// the next).
+func (b stressBook) forfeitIn(buf *[]ForfeitPart) Forfeit {
 	if !b.finite() {
 		return Forfeit{}
 	}
@@ -135,7 +139,12 @@ func (b stressBook) forfeit() Forfeit {
 	if b.anyCross {
 		n += len(b.syms) + 1
 	}
-	out.Parts = make([]ForfeitPart, 0, n)
+	if buf != nil {
+		out.Parts = slices.Grow((*buf)[:0], n)
+		*buf = out.Parts[:0]
+	} else {
+		out.Parts = make([]ForfeitPart, 0, n)
+	}
 	own := make([]string, len(b.ps)) // each position's symbol, for its parts
 	for i := range own {
 		own[i] = b.symbol(i)

@@ -357,6 +357,24 @@ type Priced struct {
 	b       stressBook
 	ok      bool
 	forfeit *Forfeit
+	// scratch, when set, holds its forfeit's parts (Floats.Scratch).
+	scratch *Scratch
+}
+
+// Scratch holds what PricedFrom reads an account into — the Priced, its
+// positions' figures and its forfeit's parts — reused from one read to
+// the next, where each read made its own: a caller that reads one account
+// for the grid at a time, and keeps neither the Priced nor its forfeit's
+// parts past the next read, hands the same Scratch to each read
+// (Floats.Scratch). What a Priced hands on holds none of it: a forfeit
+// after lists parts of its own (ForfeitAfter copies the before's), an
+// account after is read into a book of its own (After), and a grid
+// (StressJudged) reads the figures into its own. The zero Scratch is
+// ready; it is not safe for concurrent use.
+type Scratch struct {
+	priced Priced
+	ps     []stressPos
+	parts  []ForfeitPart
 }
 
 // Priced reads the account for the grid and the forfeit (sigma and liqs
@@ -386,6 +404,10 @@ type Floats struct {
 	// Distinct says no two positions are on one symbol (the engine's
 	// account holds one a symbol): the grid does not look them up.
 	Distinct bool
+	// Scratch, when set, is where PricedFrom reads the account into: the
+	// Priced it returns, and its Forfeit's Parts, are valid until the
+	// next PricedFrom with the same Scratch (nil: their own).
+	Scratch *Scratch
 }
 
 // PricedFrom is Priced, the positions' figures and σ read from f where the
@@ -403,12 +425,25 @@ func (a Account) PricedFrom(f Floats, sigma func(symbol string) float64, liqs []
 		liqs = a.LiquidationPrices()
 	}
 	b, ok := a.stressBookFrom(f, sigma, liqs)
+	if s := f.Scratch; s != nil {
+		s.ps = b.ps[:0]
+		s.priced = Priced{b: b, ok: ok, scratch: s}
+		return &s.priced
+	}
 	return &Priced{b: b, ok: ok}
 }
 
 // stressBookFrom is stressBook, each position read from f (PricedFrom).
 func (a Account) stressBookFrom(f Floats, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
-	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
+	var ps []stressPos
+	if s := f.Scratch; s != nil {
+		// Every field of a position read is written (readStressPos, and
+		// below): nothing of the last read is left in it.
+		ps = slices.Grow(s.ps[:0], len(a.Positions))[:len(a.Positions)]
+	} else {
+		ps = make([]stressPos, len(a.Positions))
+	}
+	b := stressBook{acct: a.Positions, ps: ps, syms: make([]SymbolSigma, 0, len(a.Positions))}
 	b.free = toF(a.Free)
 	b.pool = b.free
 	var table symbolTable
@@ -489,7 +524,11 @@ func (p *Priced) Forfeit() Forfeit {
 	if p.forfeit == nil {
 		f := Forfeit{}
 		if p.ok {
-			f = p.b.forfeit()
+			var buf *[]ForfeitPart
+			if p.scratch != nil {
+				buf = &p.scratch.parts
+			}
+			f = p.b.forfeitIn(buf)
 		}
 		p.forfeit = &f
 	}

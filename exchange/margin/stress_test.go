@@ -371,3 +371,87 @@ func TestPricedFromMatchesPriced(t *testing.T) {
 		}
 	}
 }
+
+// A read into a Scratch reused from read to read is the read into lists of
+// its own: the same book, grid and forfeit, and the same forfeits after
+// (a call's, an isolated candidate's), on accounts larger and smaller than
+// the last, positions closed and without a price; and what a read hands
+// on (a forfeit after, a grid) is as it was after the next read reused
+// the scratch.
+func TestPricedFromScratchIsPricedFrom(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 29))
+	var s Scratch
+	var kept []string
+	var keptWas []func() string
+	isolated := 0
+	for run := 0; run < 600; run++ {
+		distinct := r.IntN(2) == 0
+		var a Account
+		var sigma func(string) float64
+		if distinct {
+			a, sigma = distinctAccount(r, 1+r.IntN(40))
+		} else {
+			a, sigma = stressAccount(r, 1+r.IntN(40))
+		}
+		if r.IntN(2) == 0 {
+			a = listedAccount(a)
+		}
+		for i := range a.Positions {
+			switch r.IntN(40) {
+			case 0:
+				a.Positions[i].Quantity = decimal.Zero
+			case 1:
+				a.Positions[i].Index = decimal.Zero
+			}
+		}
+		liqs := a.LiquidationPrices()
+		f := floatsOf(a, sigma, distinct)
+		fs := f
+		fs.Scratch = &s
+		got, want := a.PricedFrom(fs, sigma, liqs), a.PricedFrom(f, sigma, liqs)
+		if got.ok != want.ok || !slices.Equal(got.b.ps, want.b.ps) || !slices.Equal(got.b.syms, want.b.syms) ||
+			got.b.pool != want.b.pool || got.b.poolMM != want.b.poolMM || got.b.free != want.b.free || got.b.anyCross != want.b.anyCross {
+			t.Fatalf("run %d: read into the scratch\n%+v, into its own\n%+v", run, got.b, want.b)
+		}
+		if g, w := got.StressJudged(3), want.StressJudged(3); !reflect.DeepEqual(g, w) {
+			t.Fatalf("run %d: judged %+v, into its own %+v", run, g, w)
+		}
+		if g, w := got.Forfeit(), want.Forfeit(); !reflect.DeepEqual(g, w) {
+			t.Fatalf("run %d: forfeit %+v, into its own %+v", run, g, w)
+		}
+		// What the last read handed on is as it was, its scratch read
+		// into again (the book and the forfeit's parts).
+		for k, was := range kept {
+			if now := keptWas[k](); now != was {
+				t.Fatalf("run %d: a forfeit after of an earlier read\n%s\nwas\n%s", run, now, was)
+			}
+		}
+		kept, keptWas = kept[:0], keptWas[:0]
+		i := r.IntN(len(a.Positions))
+		next, _, after := a.ApplyPriced(i, 1+r.IntN(50), r.IntN(2) == 0, nil, liqs)
+		ga, wa := got.After(next, i, after), want.After(next, i, after)
+		gf, wf := got.ForfeitAfter(ga, i), want.ForfeitAfter(wa, i)
+		if !reflect.DeepEqual(gf, wf) {
+			t.Fatalf("run %d: forfeit after %+v, into its own %+v", run, gf, wf)
+		}
+		gs := ga.StressJudged(3)
+		kept = append(kept, fmt.Sprintf("%+v|%+v", gf, gs))
+		keptWas = append(keptWas, func() string { return fmt.Sprintf("%+v|%+v", gf, gs) })
+		if !a.Positions[i].Cross {
+			np, eff := a.IsolatedEffect(i, 1+r.IntN(50), nil, liqs)
+			gi := got.ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
+			if wi := want.ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter); !reflect.DeepEqual(gi, wi) {
+				t.Fatalf("run %d: isolated forfeit after %+v, into its own %+v", run, gi, wi)
+			}
+			if len(gi.Parts) > 0 {
+				isolated++
+			}
+			kept = append(kept, fmt.Sprintf("%+v", gi))
+			keptWas = append(keptWas, func() string { return fmt.Sprintf("%+v", gi) })
+		}
+	}
+	if isolated == 0 {
+		t.Fatal("no isolated candidate's forfeit after listed a part")
+	}
+}

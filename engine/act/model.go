@@ -128,10 +128,10 @@ type predictMemo struct {
 	forfeit          *margin.Forfeit    // the account before, first passage (forfeitBefore)
 	priced           *margin.Priced     // the account before read for both (pricedBefore)
 	dists            []*decimal.Decimal // each position's distance before (distBefore), once known
-	preds            map[predictKey]*Prediction
-	cands            map[predictKey]*Prediction // without the account measure (Model.candidate)
-	fills            []fill                     // the reduces worked out (Model.filled)
-	hasCross, crossK bool                       // acct.HasOpenCross(), once known (crossK)
+	preds            predictions
+	cands            predictions // without the account measure (Model.candidate)
+	fills            []fill      // the reduces worked out (Model.filled)
+	hasCross, crossK bool        // acct.HasOpenCross(), once known (crossK)
 }
 
 // predictKey is what a prediction reads from its plan besides the model.
@@ -232,25 +232,66 @@ func (v *Model) predictOf(pl *Plan, want exchange.Settings, full bool) *Predicti
 	}
 	memo := v.memoFor()
 	key := predictKey{i: i, want: want, direction: pl.Pos.Direction, cross: pl.Pos.Cross}
-	if p, ok := memo.preds[key]; ok {
+	if p, ok := memo.preds.get(key); ok {
 		return p
 	}
-	if p, ok := memo.cands[key]; ok && !full {
+	if p, ok := memo.cands.get(key); ok && !full {
 		return p
 	}
 	p := v.predict(memo, i, pl, want, full)
 	if full {
-		if memo.preds == nil {
-			memo.preds = map[predictKey]*Prediction{}
-		}
-		memo.preds[key] = p
+		memo.preds.put(key, p)
 	} else {
-		if memo.cands == nil {
-			memo.cands = map[predictKey]*Prediction{}
-		}
-		memo.cands[key] = p
+		memo.cands.put(key, p)
 	}
 	return p
+}
+
+// predictions are a memo's predictions by key: the first few in a list
+// (most memos hold one or two, and a map's first entry cost a table of
+// eight), every one in a map past them.
+type predictions struct {
+	few  []predictEntry
+	many map[predictKey]*Prediction
+}
+
+type predictEntry struct {
+	key predictKey
+	p   *Prediction
+}
+
+// fewPredictions is how many predictions the list holds.
+const fewPredictions = 8
+
+// get is the prediction of key, when made.
+func (ps *predictions) get(key predictKey) (*Prediction, bool) {
+	if ps.many != nil {
+		p, ok := ps.many[key]
+		return p, ok
+	}
+	for k := range ps.few {
+		if e := &ps.few[k]; e.key == key {
+			return e.p, true
+		}
+	}
+	return nil, false
+}
+
+// put keeps p as the prediction of key, not yet made.
+func (ps *predictions) put(key predictKey, p *Prediction) {
+	switch {
+	case ps.many != nil:
+		ps.many[key] = p
+	case len(ps.few) < fewPredictions:
+		ps.few = append(ps.few, predictEntry{key, p})
+	default:
+		ps.many = make(map[predictKey]*Prediction, 2*fewPredictions)
+		for _, e := range ps.few {
+			ps.many[e.key] = e.p
+		}
+		ps.many[key] = p
+		ps.few = nil
+	}
 }
 
 // measured reports whether the model can measure the account of memo:

@@ -276,3 +276,32 @@ func TestReduceGridAfterMatchesFresh(t *testing.T) {
 		t.Fatalf("%d reduces left their position open: the patched path was hardly tested", patched)
 	}
 }
+
+// A memo's predictions (a few in a list, then a map) are found as a map
+// finds them: every key put is got with its prediction, every other is
+// not, as memos fill past the list.
+func TestPredictionsIsAMap(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 30))
+	for run := range 200 {
+		var ps predictions
+		want := map[predictKey]*Prediction{}
+		n := r.IntN(3 * fewPredictions)
+		for range 4 * n {
+			key := predictKey{i: r.IntN(4), want: exchange.Settings{Leverage: 1 + r.IntN(n+1), Cross: r.IntN(2) == 0},
+				direction: []string{exchange.Long, exchange.Short}[r.IntN(2)], cross: r.IntN(2) == 0}
+			got, ok := ps.get(key)
+			if w, wok := want[key]; ok != wok || got != w {
+				t.Fatalf("run %d (%d kept): %+v got %p %t, want %p %t", run, len(want), key, got, ok, w, wok)
+			}
+			if !ok {
+				p := &Prediction{Leverage: key.want.Leverage}
+				ps.put(key, p)
+				want[key] = p
+			}
+		}
+		if len(want) > fewPredictions && ps.many == nil {
+			t.Fatalf("run %d: %d kept in the list", run, len(want))
+		}
+	}
+}

@@ -117,17 +117,21 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 }
 
 // forfeit is Forfeit of the book's account.
-func (b stressBook) forfeit() Forfeit { return b.forfeitIn(nil) }
+func (b stressBook) forfeit() Forfeit {
+	f, _ := b.forfeitIn(nil)
+	return f
+}
 
 // forfeitIn is forfeit, its parts listed in *buf when set (kept there for
-// the next).
-func (b stressBook) forfeitIn(buf *[]ForfeitPart) Forfeit {
+// the next), with each position's symbol as its parts list it (own[i]:
+// own[i:i+1] are their Symbols; nil without parts).
+func (b stressBook) forfeitIn(buf *[]ForfeitPart) (f Forfeit, own []string) {
 	if !b.finite() {
-		return Forfeit{}
+		return Forfeit{}, nil
 	}
 	out := Forfeit{Known: true}
 	if len(b.ps) == 0 {
-		return out
+		return out, nil
 	}
 	// At most two parts per isolated position, one per family for the pool.
 	n := 0
@@ -145,7 +149,7 @@ func (b stressBook) forfeitIn(buf *[]ForfeitPart) Forfeit {
 	} else {
 		out.Parts = make([]ForfeitPart, 0, n)
 	}
-	own := make([]string, len(b.ps)) // each position's symbol, for its parts
+	own = make([]string, len(b.ps)) // each position's symbol, for its parts
 	for i := range own {
 		own[i] = b.symbol(i)
 	}
@@ -175,7 +179,7 @@ func (b stressBook) forfeitIn(buf *[]ForfeitPart) Forfeit {
 		p := &out.Parts[i]
 		out.Expected += p.Weight * p.Prob * p.Amount
 	}
-	return out
+	return out, own
 }
 
 // permute lays parts out in the order of keys (parts[d] becomes the part
@@ -402,8 +406,10 @@ func (p *Priced) ForfeitAfterIsolated(np *Position, free decimal.Decimal, i int,
 		return p.ForfeitAfterAt(p.AfterIsolated(np, free, i, liq), i)
 	}
 	// The book after is the book before (its figures numbers: before is
-	// known) but for position i's, read as AfterIsolated reads it.
-	var fresh []ForfeitPart
+	// known) but for position i's, read as AfterIsolated reads it. Its
+	// parts (at most two) are copied into the forfeit's own list.
+	var onStack [2]ForfeitPart
+	fresh := onStack[:0]
 	for k := range p.b.ps {
 		if p.b.ps[k].at != i {
 			continue
@@ -413,7 +419,8 @@ func (p *Priced) ForfeitAfterIsolated(np *Position, free decimal.Decimal, i int,
 			return Forfeit{}
 		}
 		if !sp.cross {
-			fresh = p.b.isoPartsOf(fresh, &sp, []string{p.b.symbol(k)})
+			// The symbol as the parts before list it (the same string).
+			fresh = p.b.isoPartsOf(fresh, &sp, p.own[k:k+1:k+1])
 		}
 	}
 	return mergeAfter(before, fresh, len(fresh), i, true, len(p.b.ps))

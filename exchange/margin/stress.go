@@ -357,6 +357,9 @@ type Priced struct {
 	b       stressBook
 	ok      bool
 	forfeit *Forfeit
+	// own is each position's symbol as the forfeit's parts list it (their
+	// Symbols), once worked out: a forfeit after lists them too.
+	own []string
 	// scratch, when set, holds its forfeit's parts (Floats.Scratch).
 	scratch *Scratch
 }
@@ -528,7 +531,7 @@ func (p *Priced) Forfeit() Forfeit {
 			if p.scratch != nil {
 				buf = &p.scratch.parts
 			}
-			f = p.b.forfeitIn(buf)
+			f, p.own = p.b.forfeitIn(buf)
 		}
 		p.forfeit = &f
 	}

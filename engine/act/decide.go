@@ -434,8 +434,12 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	}
 	if chosen == nil {
 		// Nothing is cheapest (or nothing else is admissible): said with
-		// the figures of the call asked.
+		// the figures of the call asked, the leverage cut's as "4x "
+		// and the reason, made as one text (the isolation's reason is
+		// the text after "4x ").
 		b := make([]byte, 0, 256)
+		b = append(strconv.AppendInt(b, int64(asked.Leverage), 10), "x "...)
+		at := len(b)
 		b = append(b, "would not lower the expected loss to liquidations over the horizon, first passage: now "...)
 		b = appendFixed(b, costNothing, 2)
 		n := len(b)
@@ -449,12 +453,11 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 			b = appendSettings(append(b, "; the cheapest other, "...), best.want)
 			b = appendFixed(append(b, ": "...), best.cost, 2)
 		}
-		why := string(b)
 		if asked.Cross != pos.Cross {
-			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked), Why: "isolating " + sym + " " + why})
+			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked), Why: "isolating " + sym + " " + string(b[at:])})
 		}
 		if asked.Leverage < pos.Leverage {
-			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: strconv.Itoa(asked.Leverage) + "x " + why})
+			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: string(b)})
 		}
 		if asked.Cross != pos.Cross {
 			c.Isolate = false

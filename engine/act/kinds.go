@@ -129,7 +129,9 @@ type Host interface {
 	Finish(p *Pending) error
 	// Outcome counts a call's outcome on its symbol (its backoff).
 	Outcome(ctx context.Context, symbol string, err error)
-	// Model is the tick's margin model, built at its first use.
+	// Model is the tick's margin model, built at its first use; it is
+	// the tick's alone (the next tick's is built in its place): a step
+	// keeps none of it past its Prepare but the predictions it made.
 	Model() *Model
 	// Moved moves the tick's margin model on to next when the tick that
 	// decided at is still the one at hand: its later calls see the effect.

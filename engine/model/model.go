@@ -65,14 +65,15 @@ type Watch struct {
 	bufs accountBufs
 }
 
-// accountBufs are the lists of the tick's account (Account): its
+// accountBufs are the tick's account (Account): the model itself, its
 // positions, their floats and σ, the liquidation prices the exchange
 // listed, and the account read for the grid and the forfeit from the
 // floats (grid: margin.Floats.Scratch), written again at the first
-// Account of each tick. The last tick's model is let go at Begin, and
-// none of them outlives the tick: its positions are read by the tick's
-// model, its memo and the grids read from them (margin.Priced), each let
-// go with the model; a prediction, a fill, a grid and the free balance's
+// Account of each tick. The last tick's model is let go at Begin (a step
+// uses the model of its tick: act.Host.Model), and none of them outlives
+// the tick: its positions are read by the tick's model, its memo and the
+// grids read from them (margin.Priced), each let go with the model; a
+// prediction, a fill, a grid and the free balance's
 // inputs keep copies (Apply and Reduce copy the positions, Liquidations
 // and freeInputs.keep copy them), and the floats are read into the grid's
 // own figures. The account is read from the floats once a tick (its memo
@@ -81,6 +82,7 @@ type Watch struct {
 // prediction keeps none of it: its forfeits list parts of their own, the
 // one before none (TestAccountBuffersOutliveNothing).
 type accountBufs struct {
+	model act.Model
 	ps    []margin.Position
 	lines []margin.Line
 	sigma []float64

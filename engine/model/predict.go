@@ -55,7 +55,8 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 		}
 		return at
 	})
-	v := &act.Model{At: at, Acct: margin.Account{Positions: ps}}
+	b.model = act.Model{At: at, Acct: margin.Account{Positions: ps}}
+	v := &b.model
 	liqs := b.liqs[:0]
 	for i := range rep {
 		liqs = append(liqs, rep[i].Liquidation)

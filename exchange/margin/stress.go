@@ -156,6 +156,9 @@ func (b stressBook) stress(likely float64, points bool) Stress {
 	s := Stress{Likely: likely}
 	ps, syms := b.ps, b.syms
 	s.Known, s.Sigma = true, syms
+	if b.borrowed {
+		s.Sigma = slices.Clone(syms) // the grid outlives the scratch's next read
+	}
 	if len(ps) == 0 {
 		return s
 	}
@@ -198,9 +201,12 @@ func (b stressBook) stress(likely float64, points bool) Stress {
 // balance, the pool now (free balance, the cross positions' margin and
 // PNL) and its maintenance.
 type stressBook struct {
-	acct         []Position // the account's positions
-	ps           []stressPos
-	syms         []SymbolSigma
+	acct []Position // the account's positions
+	ps   []stressPos
+	syms []SymbolSigma
+	// borrowed says syms are a Scratch's (PricedFrom): a grid lists a
+	// copy of them.
+	borrowed     bool
 	free         float64
 	pool, poolMM float64
 	anyCross     bool
@@ -365,18 +371,20 @@ type Priced struct {
 }
 
 // Scratch holds what PricedFrom reads an account into — the Priced, its
-// positions' figures and its forfeit's parts — reused from one read to
-// the next, where each read made its own: a caller that reads one account
-// for the grid at a time, and keeps neither the Priced nor its forfeit's
-// parts past the next read, hands the same Scratch to each read
-// (Floats.Scratch). What a Priced hands on holds none of it: a forfeit
-// after lists parts of its own (ForfeitAfter copies the before's), an
-// account after is read into a book of its own (After), and a grid
-// (StressJudged) reads the figures into its own. The zero Scratch is
-// ready; it is not safe for concurrent use.
+// positions' figures and symbols and its forfeit's parts — reused from
+// one read to the next, where each read made its own: a caller that reads
+// one account for the grid at a time, and keeps neither the Priced nor
+// its forfeit's parts past the next read, hands the same Scratch to each
+// read (Floats.Scratch). What a Priced hands on holds none of it: a
+// forfeit after lists parts of its own (ForfeitAfter copies the
+// before's), an account after is read into a book of its own (After), and
+// a grid (StressJudged) reads the figures into its own and lists a copy
+// of the symbols. The zero Scratch is ready; it is not safe for
+// concurrent use.
 type Scratch struct {
 	priced Priced
 	ps     []stressPos
+	syms   []SymbolSigma
 	parts  []ForfeitPart
 }
 
@@ -429,7 +437,7 @@ func (a Account) PricedFrom(f Floats, sigma func(symbol string) float64, liqs []
 	}
 	b, ok := a.stressBookFrom(f, sigma, liqs)
 	if s := f.Scratch; s != nil {
-		s.ps = b.ps[:0]
+		s.ps, s.syms = b.ps[:0], b.syms[:0]
 		s.priced = Priced{b: b, ok: ok, scratch: s}
 		return &s.priced
 	}
@@ -446,7 +454,14 @@ func (a Account) stressBookFrom(f Floats, sigma func(symbol string) float64, liq
 	} else {
 		ps = make([]stressPos, len(a.Positions))
 	}
-	b := stressBook{acct: a.Positions, ps: ps, syms: make([]SymbolSigma, 0, len(a.Positions))}
+	// The symbols a scratch's (kept there for the next read), a new list
+	// at its first: a grid's list is never nil.
+	b := stressBook{acct: a.Positions, ps: ps, borrowed: f.Scratch != nil}
+	if s := f.Scratch; s != nil && s.syms != nil {
+		b.syms = s.syms[:0]
+	} else {
+		b.syms = make([]SymbolSigma, 0, len(a.Positions))
+	}
 	b.free = toF(a.Free)
 	b.pool = b.free
 	var table symbolTable

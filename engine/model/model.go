@@ -63,6 +63,8 @@ type Watch struct {
 	dust dustMemo
 	// bufs are the tick's account's lists, reused from tick to tick.
 	bufs accountBufs
+	// fns are the tick's model's Sigma, Floor and Fast, made once.
+	fns tickFuncs
 }
 
 // accountBufs are the tick's account (Account): the model itself, its

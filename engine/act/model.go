@@ -67,8 +67,11 @@ type Model struct {
 	// grid reads them while Acct is that account.
 	floats   margin.Floats
 	floatsOf []margin.Position
-	// memo keeps the predictions made on Acct (nil until the first).
-	memo *predictMemo
+	// memo keeps the predictions made on Acct (nil until the first), in
+	// firstMemo when it is the model's first: a tick's model mostly makes
+	// one, and a copy shares it (memo) as it shares any.
+	memo      *predictMemo
+	firstMemo predictMemo
 	// grids keeps the stress grids of the accounts the tick's predictions
 	// left (their StressAfter): once a call is sent and the model moves on
 	// to the account it left (Acct = Prediction.Next), that account's grid
@@ -147,7 +150,12 @@ func (v *Model) memoFor() *predictMemo {
 	if m := v.memo; m != nil && sameAccount(m.acct, v.Acct) && m.freeKnown == v.FreeKnown && m.freeWhy == v.FreeWhy && m.unfit == v.Unfit {
 		return m
 	}
-	v.memo = &predictMemo{acct: v.Acct, freeKnown: v.FreeKnown, freeWhy: v.FreeWhy, unfit: v.Unfit}
+	if v.memo == nil {
+		v.firstMemo = predictMemo{acct: v.Acct, freeKnown: v.FreeKnown, freeWhy: v.FreeWhy, unfit: v.Unfit}
+		v.memo = &v.firstMemo
+	} else {
+		v.memo = &predictMemo{acct: v.Acct, freeKnown: v.FreeKnown, freeWhy: v.FreeWhy, unfit: v.Unfit}
+	}
 	return v.memo
 }
 

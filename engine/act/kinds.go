@@ -32,7 +32,8 @@ type Kind interface {
 	// and descriptions.
 	Spec() rules.KindSpec
 	// Merge adds action a of due rule d to pl, evaluating its expressions
-	// on env; a failure is d's error (its other actions go on).
+	// on env; a failure is d's error (its other actions go on). d is pl's
+	// last Due, in place: a Merge adds no Due to pl.
 	Merge(pl *Plan, d *Due, a *rules.Action, ev *rules.Evaluator, env *rules.Env)
 }
 

@@ -83,8 +83,11 @@ func (pl *Plan) Empty() bool { return len(pl.Due) == 0 }
 // expressions on env; st is the rule's state. An account rule's notify
 // actions ran once already (a kind with OncePerAccount).
 func (pl *Plan) Add(kinds Kinds, ri int, r *rules.Rule, st *alert.RuleState, acct *AccountDue, ev *rules.Evaluator, env *rules.Env) {
-	// Most of a rule's actions ask for a step: its list made once.
-	d := Due{Idx: ri, Rule: r, St: st, Acct: acct, Asked: make([]Step, 0, len(r.Actions))}
+	// Most of a rule's actions ask for a step: its list made once. The
+	// rule is merged in its place in the plan's list (Kind.Merge: d is
+	// pl's last Due), where a Due of its own was copied in after.
+	pl.Due = append(pl.Due, Due{Idx: ri, Rule: r, St: st, Acct: acct, Asked: make([]Step, 0, len(r.Actions))})
+	d := &pl.Due[len(pl.Due)-1]
 	for i := range r.Actions {
 		a := &r.Actions[i]
 		k := kinds.Of(a.Kind)
@@ -94,9 +97,8 @@ func (pl *Plan) Add(kinds Kinds, ri int, r *rules.Rule, st *alert.RuleState, acc
 		if o, ok := k.(interface{ OncePerAccount() bool }); ok && acct != nil && o.OncePerAccount() {
 			continue
 		}
-		k.Merge(pl, &d, a, ev, env)
+		k.Merge(pl, d, a, ev, env)
 	}
-	pl.Due = append(pl.Due, d)
 }
 
 // Step is the plan's step under key, made by mk when it has none yet and

@@ -21,7 +21,21 @@ type Skip struct {
 	Asked int
 	Pred  *Prediction
 	Why   string
+	// note is "skipped: " and Why, when it was made as one text with it
+	// (the step's Note says the first skip so): "" when it was not.
+	note string
 }
+
+// skipNote is what a settings step's Note says of the skip sk.
+func skipNote(sk *Skip) string {
+	if sk.note != "" {
+		return sk.note
+	}
+	return skippedNote + sk.Why
+}
+
+// skippedNote is what a step's Note says before a skip's reason.
+const skippedNote = "skipped: "
 
 // Decision is a plan's settings call as decided: Change is false when no
 // call is left to make.
@@ -435,9 +449,12 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	if chosen == nil {
 		// Nothing is cheapest (or nothing else is admissible): said with
 		// the figures of the call asked, the leverage cut's as "4x "
-		// and the reason, made as one text (the isolation's reason is
-		// the text after "4x ").
+		// and the reason, made as one text with the step's note before
+		// it ("skipped: ", skipNote; the isolation's reason is the text
+		// after "4x ").
 		b := make([]byte, 0, 256)
+		b = append(b, skippedNote...)
+		cut := len(b)
 		b = append(strconv.AppendInt(b, int64(asked.Leverage), 10), "x "...)
 		at := len(b)
 		b = append(b, "would not lower the expected loss to liquidations over the horizon, first passage: now "...)
@@ -457,7 +474,8 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked), Why: "isolating " + sym + " " + string(b[at:])})
 		}
 		if asked.Leverage < pos.Leverage {
-			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: string(b)})
+			note := string(b) // the step's note, the reason after "skipped: "
+			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: note[cut:], note: note})
 		}
 		if asked.Cross != pos.Cross {
 			c.Isolate = false

@@ -140,7 +140,7 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 	if !dec.Change {
 		switch {
 		case len(dec.Skips) > 0:
-			c.note, c.skipped = "skipped: "+dec.Skips[0].Why, true
+			c.note, c.skipped = skipNote(&dec.Skips[0]), true
 		case pos.Cross:
 			c.note = fmt.Sprintf("at target: leverage %dx, cross", pos.Leverage)
 		default:

@@ -358,7 +358,7 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	var liqsAfter []decimal.Decimal // every position's after the call, when measured (read only)
 	if measured {
 		if memo.liqs == nil {
-			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
+			memo.liqs = v.liquidationPrices()
 		}
 		switch {
 		case isolated:
@@ -520,6 +520,17 @@ func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
 		}
 	}
 	return memo.priced
+}
+
+// liquidationPrices are the account's liquidation prices for its memo:
+// the tick's own account's in the scratch its floats read the grid into
+// (UseFloats: the memo is the tick's, made once), another's in a list of
+// their own.
+func (v *Model) liquidationPrices() []decimal.Decimal {
+	if f, ok := v.Floats(); ok && f.Scratch != nil {
+		return v.Acct.LiquidationPricesIn(f.Scratch, v.Liqs)
+	}
+	return v.Acct.LiquidationPricesWith(v.Liqs)
 }
 
 // samePositions reports whether a and b are the same positions slice.

@@ -380,12 +380,14 @@ type Priced struct {
 // before's), an account after is read into a book of its own (After), and
 // a grid (StressJudged) reads the figures into its own and lists a copy
 // of the symbols. The zero Scratch is ready; it is not safe for
-// concurrent use.
+// concurrent use. LiquidationPricesIn lists an account's liquidation
+// prices in it too, as long.
 type Scratch struct {
 	priced Priced
 	ps     []stressPos
 	syms   []SymbolSigma
 	parts  []ForfeitPart
+	liqs   []decimal.Decimal // LiquidationPricesIn's
 }
 
 // Priced reads the account for the grid and the forfeit (sigma and liqs

@@ -459,3 +459,40 @@ func TestPricedFromScratchIsPricedFrom(t *testing.T) {
 		t.Fatal("no isolated candidate's forfeit after listed a part")
 	}
 }
+
+// LiquidationPricesIn lists LiquidationPricesWith's prices, decimals in
+// value and exponent, in the scratch's list reused from account to
+// account (larger and smaller, positions closed, with and without an open
+// cross position: then a list of their own).
+func TestLiquidationPricesInIsWith(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 32))
+	var s Scratch
+	var l1, l2 Liquidations
+	reused := 0
+	for run := range 400 {
+		a, _ := distinctAccount(r, 1+r.IntN(30))
+		anyCross := r.IntN(4) == 0
+		for k := range a.Positions {
+			a.Positions[k].Cross = anyCross && r.IntN(2) == 0
+			if r.IntN(8) == 0 {
+				a.Positions[k].Quantity = decimal.Zero
+			}
+		}
+		got, want := a.LiquidationPricesIn(&s, &l1), a.LiquidationPricesWith(&l2)
+		if len(got) != len(want) {
+			t.Fatalf("run %d: %d prices, want %d", run, len(got), len(want))
+		}
+		for i := range got {
+			if !SameDec(got[i], want[i]) {
+				t.Fatalf("run %d: position %d's price %s, want %s", run, i, got[i], want[i])
+			}
+		}
+		if len(got) > 0 && len(s.liqs) > 0 && &got[0] == &s.liqs[0] {
+			reused++
+		}
+	}
+	if reused == 0 {
+		t.Fatal("the scratch's list was never used")
+	}
+}

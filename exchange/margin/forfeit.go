@@ -122,10 +122,13 @@ func (b stressBook) forfeit() Forfeit {
 	return f
 }
 
-// forfeitIn is forfeit, its parts listed in *buf when set (kept there for
-// the next), with each position's symbol as its parts list it (own[i]:
-// own[i:i+1] are their Symbols; nil without parts).
-func (b stressBook) forfeitIn(buf *[]ForfeitPart) (f Forfeit, own []string) {
+// forfeitIn is forfeit, its parts listed in s's list when set (kept there
+// for the next), with each position's symbol as its parts list it
+// (own[i]: own[i:i+1] are their Symbols; nil without parts). own is never
+// written once made, and parts handed on share it: s keeps the last, and
+// a book of the same symbols in the same order (a steady account) lists
+// it again.
+func (b stressBook) forfeitIn(s *Scratch) (f Forfeit, own []string) {
 	if !b.finite() {
 		return Forfeit{}, nil
 	}
@@ -143,15 +146,22 @@ func (b stressBook) forfeitIn(buf *[]ForfeitPart) (f Forfeit, own []string) {
 	if b.anyCross {
 		n += len(b.syms) + 1
 	}
-	if buf != nil {
-		out.Parts = slices.Grow((*buf)[:0], n)
-		*buf = out.Parts[:0]
-	} else {
-		out.Parts = make([]ForfeitPart, 0, n)
+	if s != nil {
+		out.Parts = slices.Grow(s.parts[:0], n)
+		s.parts = out.Parts[:0]
+		own = s.own
 	}
-	own = make([]string, len(b.ps)) // each position's symbol, for its parts
-	for i := range own {
-		own[i] = b.symbol(i)
+	if !b.symbolsAre(own) {
+		own = make([]string, len(b.ps)) // each position's symbol, for its parts
+		for i := range own {
+			own[i] = b.symbol(i)
+		}
+		if s != nil {
+			s.own = own
+		}
+	}
+	if s == nil {
+		out.Parts = make([]ForfeitPart, 0, n)
 	}
 	for i := range b.ps {
 		if !b.ps[i].cross {
@@ -180,6 +190,20 @@ func (b stressBook) forfeitIn(buf *[]ForfeitPart) (f Forfeit, own []string) {
 		out.Expected += p.Weight * p.Prob * p.Amount
 	}
 	return out, own
+}
+
+// symbolsAre reports whether syms are the book's positions' symbols, in
+// its order.
+func (b *stressBook) symbolsAre(syms []string) bool {
+	if len(syms) != len(b.ps) {
+		return false
+	}
+	for i := range syms {
+		if syms[i] != b.symbol(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // permute lays parts out in the order of keys (parts[d] becomes the part

@@ -387,6 +387,7 @@ type Scratch struct {
 	ps     []stressPos
 	syms   []SymbolSigma
 	parts  []ForfeitPart
+	own    []string          // the last forfeit's symbols (forfeitIn)
 	liqs   []decimal.Decimal // LiquidationPricesIn's
 }
 
@@ -544,11 +545,7 @@ func (p *Priced) Forfeit() Forfeit {
 	if p.forfeit == nil {
 		f := Forfeit{}
 		if p.ok {
-			var buf *[]ForfeitPart
-			if p.scratch != nil {
-				buf = &p.scratch.parts
-			}
-			f, p.own = p.b.forfeitIn(buf)
+			f, p.own = p.b.forfeitIn(p.scratch)
 		}
 		p.forfeit = &f
 	}

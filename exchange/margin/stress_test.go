@@ -384,20 +384,32 @@ func TestPricedFromScratchIsPricedFrom(t *testing.T) {
 	var s Scratch
 	var kept []string
 	var keptWas []func() string
-	isolated := 0
+	isolated, steady := 0, 0
+	var last Account
+	var lastSigma func(string) float64
+	var lastOwn []string
+	lastDistinct := false
 	for run := 0; run < 600; run++ {
 		distinct := r.IntN(2) == 0
 		var a Account
 		var sigma func(string) float64
-		if distinct {
+		switch {
+		case run%3 == 2 && len(last.Positions) > 0:
+			// A steady account: the last, its indexes moved.
+			a, sigma, distinct = movedIndexes(last, 0.97+0.06*r.Float64()), lastSigma, lastDistinct
+		case distinct:
 			a, sigma = distinctAccount(r, 1+r.IntN(40))
-		} else {
+		default:
 			a, sigma = stressAccount(r, 1+r.IntN(40))
 		}
-		if r.IntN(2) == 0 {
+		last, lastSigma, lastDistinct = a, sigma, distinct
+		if r.IntN(2) == 0 && run%3 != 2 {
 			a = listedAccount(a)
 		}
 		for i := range a.Positions {
+			if run%3 == 2 {
+				break // as the last
+			}
 			switch r.IntN(40) {
 			case 0:
 				a.Positions[i].Quantity = decimal.Zero
@@ -424,6 +436,10 @@ func TestPricedFromScratchIsPricedFrom(t *testing.T) {
 		if g, w := got.Forfeit(), want.Forfeit(); !reflect.DeepEqual(g, w) {
 			t.Fatalf("run %d: forfeit %+v, into its own %+v", run, g, w)
 		}
+		if len(got.own) > 0 && len(lastOwn) > 0 && &got.own[0] == &lastOwn[0] {
+			steady++ // the symbols of the last forfeit listed again
+		}
+		lastOwn = got.own
 		// What the last read handed on is as it was, its scratch read
 		// into again (the book, its symbols and the forfeit's parts).
 		for k, was := range kept {
@@ -455,8 +471,8 @@ func TestPricedFromScratchIsPricedFrom(t *testing.T) {
 			keptWas = append(keptWas, func() string { return fmt.Sprintf("%+v", gi) })
 		}
 	}
-	if isolated == 0 {
-		t.Fatal("no isolated candidate's forfeit after listed a part")
+	if isolated == 0 || steady == 0 {
+		t.Fatalf("%d isolated candidates' forfeits after listed a part, %d steady accounts' forfeits listed the last symbols", isolated, steady)
 	}
 }
 

@@ -35,6 +35,10 @@ type Model struct {
 	// Liqs, when set, remembers isolated liquidation prices across the
 	// models of successive ticks (the engine's).
 	Liqs *margin.Liquidations
+	// Spare, when set, is room the candidates of its decisions by cost
+	// are made in (Spare), reused across the models of successive ticks
+	// (the engine's).
+	Spare *Spare
 	// Sigma is each symbol's σ over the stress horizon, a fraction of its
 	// index, and Likely the likely range in σ (margin.Stress); nil Sigma:
 	// no stress grid, and the decisions are the account measure's alone.
@@ -255,6 +259,40 @@ func (v *Model) predictOf(pl *Plan, want exchange.Settings, full bool) *Predicti
 	return p
 }
 
+// Spare is room the predictions a decision by cost compares are made in
+// (Model.candidate, its candidates), reused from model to model: a
+// decision hands none of them on (DecideSettings' predictions, and its
+// skips', are Predict's), and they are let go with the model that made
+// them and its memo. The engine's watch hands each tick's model the same
+// Spare and lets go of the last tick's candidates (Reset) when it builds
+// the next model, the last let go. Nil: each candidate is its own.
+type Spare struct {
+	chunks [][]Prediction // spareChunk each, never moved: candidates point into them
+	n      int
+}
+
+// spareChunk is how many predictions a Spare makes room for at a time.
+const spareChunk = 8
+
+// next is room for one more prediction.
+func (s *Spare) next() *Prediction {
+	c, k := s.n/spareChunk, s.n%spareChunk
+	if c == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]Prediction, spareChunk))
+	}
+	s.n++
+	return &s.chunks[c][k]
+}
+
+// Reset lets go of the predictions made in s (their figures cleared): the
+// models that made them are let go.
+func (s *Spare) Reset() {
+	for c := 0; c*spareChunk < s.n; c++ {
+		clear(s.chunks[c])
+	}
+	s.n = 0
+}
+
 // predictions are a memo's predictions by key: the first few in a list
 // (most memos hold one or two, and a map's first entry cost a table of
 // eight), every one in a map past them.
@@ -381,7 +419,13 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	} else {
 		next, eff = v.Acct.ApplyWith(i, want.Leverage, want.Cross, v.Liqs)
 	}
-	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
+	var p *Prediction
+	if full || v.Spare == nil {
+		p = new(Prediction)
+	} else {
+		p = v.Spare.next() // a candidate: let go with the tick
+	}
+	*p = Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
 		Unverified: v.Unfit}
 	if measured {
 		if full {

@@ -139,18 +139,25 @@ func TestPredictMemoMatchesFresh(t *testing.T) {
 // A prediction's grid and forfeit after are those of its account after,
 // worked out afresh: where a cross position's leverage changes and the
 // pool stays the same decimal they are the account's before, reused (its
-// total: the forfeit before's parts are the tick's); a candidate's (Model.candidate, without the account measure) are the full
-// prediction's. The floats may differ in their last bits (the pool summed
-// from another free balance and margin), nothing more.
+// total: the forfeit before's parts are the tick's); a candidate's
+// (Model.candidate, without the account measure; made in a Spare let go
+// with each model, or on its own) are the full prediction's. The floats
+// may differ in their last bits (the pool summed from another free
+// balance and margin), nothing more.
 func TestPredictGridAfterMatchesFresh(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(38, 7))
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b))) }
 	samePool, isolatedOnly := 0, 0
+	var spare Spare // the candidates made in it, let go with each model
 	for n := range 400 {
 		m := randomModel(r)
 		m.Unfit, m.FreeKnown = "", true
 		m.Sigma, m.Likely = func(string) float64 { return 0.02 }, 3
+		if n%2 == 0 {
+			spare.Reset()
+			m.Spare = &spare
+		}
 		k := r.IntN(len(m.Acct.Positions))
 		mp := m.Acct.Positions[k]
 		pl := &Plan{Pos: &exchange.Position{Direction: mp.Direction, Cross: mp.Cross, Leverage: mp.Leverage},

@@ -108,10 +108,10 @@ func TestAccountBuffersOutliveNothing(t *testing.T) {
 	snaps := market.NewSnapshotReader(ex.Local(), 10*time.Minute, nil)
 	w := New(nil, nil)
 	ctx := context.Background()
-	st := Stress{Horizon: time.Hour, Floor: 0.01, Likely: 3}
+	st := Stress{Horizon: time.Hour, Floor: 0.08, Likely: 3} // σ high enough that a decision by cost may send nothing
 	var view market.View
 	var was []kept
-	scored, decided := 0, 0
+	scored, decided, none := 0, 0, 0
 	for s := range 40 {
 		now = t0.Add(time.Duration(s) * time.Minute)
 		switch s {
@@ -186,25 +186,29 @@ func TestAccountBuffersOutliveNothing(t *testing.T) {
 			}
 		}
 
-		// This tick's predictions, on every position: a leverage cut, an
-		// isolation, and a reduce of half; the model moved on by the cut.
+		// This tick's predictions, on every position: a leverage cut
+		// decided by cost (its candidates made first, in the model's
+		// Spare), an isolation, and a reduce of half; the model moved on
+		// by the cut.
 		for i := range v.Acct.Positions {
 			r := view.ModelRow(i)
 			pl := &act.Plan{Pos: r.P, Sym: r.Sym}
+			d := act.DecideSettings(v, pl, &act.SettingsStep{Lower: max(1, r.P.Leverage-1)}, now)
+			if d.Pred != nil || len(d.Skips) > 0 {
+				decided++
+			}
+			if !d.Change && len(d.Skips) > 0 {
+				none++
+			}
 			want := exchange.Settings{Leverage: max(1, r.P.Leverage-1), Cross: false}
 			p := v.Predict(pl, want)
 			if p == nil {
 				continue
 			}
 			k := kept{tick: s, pred: p, said: p.String(), record: fmt.Sprintf("%+v", *p.Record()), next: slices.Clone(p.Next.Positions),
-				forfeits: forfeitsOf(p), stresses: stressesOf(p)}
+				forfeits: forfeitsOf(p), stresses: stressesOf(p), dec: &d, decSaid: decisionOf(&d)}
 			if p.Scored && len(p.ForfeitAfter.Parts) > 0 {
 				scored++
-			}
-			d := act.DecideSettings(v, pl, &act.SettingsStep{Lower: max(1, r.P.Leverage-1)}, now)
-			k.dec, k.decSaid = &d, decisionOf(&d)
-			if d.Pred != nil || len(d.Skips) > 0 {
-				decided++
 			}
 			if rp := v.PredictReduce(pl, r.P.Quantity.Div(decimal.NewFromInt(2)).Round(2)); rp != nil {
 				k.reduce, k.reduceSaid, k.reduceNext = rp, rp.String(), slices.Clone(rp.Next.Positions)
@@ -220,7 +224,7 @@ func TestAccountBuffersOutliveNothing(t *testing.T) {
 			was = was[len(was)-40:]
 		}
 	}
-	if scored == 0 || decided == 0 {
-		t.Fatalf("%d predictions scored with parts, %d decisions: the forfeits were not tried", scored, decided)
+	if scored == 0 || decided == 0 || none == 0 {
+		t.Fatalf("%d predictions scored with parts, %d decisions, %d sending nothing: the forfeits were not tried", scored, decided, none)
 	}
 }

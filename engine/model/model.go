@@ -90,6 +90,7 @@ type accountBufs struct {
 	sigma []float64
 	liqs  []decimal.Decimal
 	grid  margin.Scratch
+	spare act.Spare // the candidates of its decisions by cost
 }
 
 // rowMaps is a map made from the rows of a view at one join (of, at),

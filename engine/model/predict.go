@@ -106,6 +106,8 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	}
 	m.liqs.Forget(v.At)
 	v.Liqs = &m.liqs
+	b.spare.Reset() // the last tick's model is let go (Begin)
+	v.Spare = &b.spare
 	fns := m.tickFuncs(tv)
 	v.Sigma, v.Likely = fns.sigma, st.Likely
 	v.Floor, v.Fast = fns.floor, fns.fast

@@ -131,8 +131,10 @@ type predictMemo struct {
 	notional         *decimal.Decimal  // acct.Notional(), when known (notionalK)
 	notionalK        bool
 	before           map[int][2]margin.Survival
-	stress           *margin.Stress     // the account before, on the stress grid
-	forfeit          *margin.Forfeit    // the account before, first passage (forfeitBefore)
+	stress           margin.Stress  // the account before, on the stress grid (once stressK)
+	forfeit          margin.Forfeit // the account before, first passage (forfeitBefore; once forfeitK)
+	stressK          bool
+	forfeitK         bool
 	priced           *margin.Priced     // the account before read for both (pricedBefore)
 	dists            []*decimal.Decimal // each position's distance before (distBefore), once known
 	preds            predictions
@@ -361,16 +363,13 @@ func (v *Model) stressBefore() (margin.Stress, bool) {
 	if !v.measured(memo) {
 		return margin.Stress{}, false
 	}
-	if memo.stress == nil && v.grids != nil {
-		if s, ok := v.grids.get(v.Acct); ok {
-			memo.stress = &s
-		}
+	if !memo.stressK && v.grids != nil {
+		memo.stress, memo.stressK = v.grids.get(v.Acct)
 	}
-	if memo.stress == nil {
-		s := v.pricedBefore(memo).StressJudged(v.Likely)
-		memo.stress = &s
+	if !memo.stressK {
+		memo.stress, memo.stressK = v.pricedBefore(memo).StressJudged(v.Likely), true
 	}
-	return *memo.stress, true
+	return memo.stress, true
 }
 
 // predict is Predict, the account before measured once per memo; the

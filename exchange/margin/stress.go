@@ -360,9 +360,10 @@ func readStressPos(sp *stressPos, p *Position, liq decimal.Decimal, j, i int) bo
 // them. Money stays decimal up to here; the grid and the forfeit are
 // estimates in float64, the same floats whichever way they are read.
 type Priced struct {
-	b       stressBook
-	ok      bool
-	forfeit *Forfeit
+	b        stressBook
+	ok       bool
+	forfeit  Forfeit // once forfeitK
+	forfeitK bool
 	// own is each position's symbol as the forfeit's parts list it (their
 	// Symbols), once worked out: a forfeit after lists them too.
 	own []string
@@ -542,14 +543,13 @@ func (p *Priced) StressJudged(likely float64) Stress {
 
 // Forfeit is the account's Forfeit, worked out once.
 func (p *Priced) Forfeit() Forfeit {
-	if p.forfeit == nil {
-		f := Forfeit{}
+	if !p.forfeitK {
 		if p.ok {
-			f, p.own = p.b.forfeitIn(p.scratch)
+			p.forfeit, p.own = p.b.forfeitIn(p.scratch)
 		}
-		p.forfeit = &f
+		p.forfeitK = true
 	}
-	return *p.forfeit
+	return p.forfeit
 }
 
 // After is next read as Priced reads it, where next is the account after a

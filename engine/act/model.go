@@ -271,6 +271,20 @@ func (v *Model) predictOf(pl *Plan, want exchange.Settings, full bool) *Predicti
 type Spare struct {
 	chunks [][]Prediction // spareChunk each, never moved: candidates point into them
 	n      int
+	// parts is room for the candidates' forfeits' parts (partsRoom): a
+	// list made anew when full, the candidates given room in the last
+	// keeping theirs.
+	parts []margin.ForfeitPart
+}
+
+// partsRoom is room for n parts of one candidate's forfeit.
+func (s *Spare) partsRoom(n int) []margin.ForfeitPart {
+	if cap(s.parts)-len(s.parts) < n {
+		s.parts = make([]margin.ForfeitPart, 0, max(2*cap(s.parts), 8*n))
+	}
+	k := len(s.parts)
+	s.parts = s.parts[:k+n]
+	return s.parts[k : k : k+n]
 }
 
 // spareChunk is how many predictions a Spare makes room for at a time.
@@ -292,7 +306,8 @@ func (s *Spare) Reset() {
 	for c := 0; c*spareChunk < s.n; c++ {
 		clear(s.chunks[c])
 	}
-	s.n = 0
+	clear(s.parts)
+	s.n, s.parts = 0, s.parts[:0]
 }
 
 // predictions are a memo's predictions by key: the first few in a list
@@ -463,7 +478,13 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			// own position's parts alone, worked out from the before's
 			// and its position after, without a book of the account
 			// after (ForfeitAfterAt of AfterIsolated's, bit for bit).
-			p.ForfeitAfter = v.pricedBefore(memo).ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
+			// A candidate's, let go with it: its parts listed in the
+			// Spare it was made in.
+			var room []margin.ForfeitPart
+			if v.Spare != nil {
+				room = v.Spare.partsRoom(2)
+			}
+			p.ForfeitAfter = v.pricedBefore(memo).ForfeitAfterIsolatedIn(room, &np, eff.FreeAfter, i, eff.LiquidationAfter)
 		case !isolated && !samePool && (stressed || scored):
 			// The account after read by patching the account before
 			// (its other positions' figures are the same floats), its

@@ -312,3 +312,51 @@ func TestPredictionsIsAMap(t *testing.T) {
 		}
 	}
 }
+
+// The candidates a model makes in a Spare keep their own predictions,
+// forfeits' parts included, however many it makes (their room made anew
+// as it fills): each is the candidate a model without one makes for the
+// same call, read after every other was made.
+func TestSpareCandidatesKeepTheirOwn(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 33))
+	var spare Spare
+	made := 0
+	for n := range 60 {
+		m := randomModel(r)
+		m.Unfit, m.FreeKnown = "", true
+		m.Sigma, m.Likely = func(string) float64 { return 0.05 }, 3
+		spare.Reset()
+		m.Spare = &spare
+		fresh := *m
+		fresh.Spare, fresh.memo, fresh.grids = nil, nil, nil
+		type call struct {
+			pl   *Plan
+			want exchange.Settings
+			p    *Prediction
+		}
+		var calls []call
+		for _, mp := range m.Acct.Positions {
+			pl := &Plan{Pos: &exchange.Position{Direction: mp.Direction, Cross: mp.Cross, Leverage: mp.Leverage},
+				Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{Name: mp.Symbol}}}
+			for lev := 1; lev <= 12; lev++ {
+				want := exchange.Settings{Leverage: lev, Cross: mp.Cross}
+				if p := m.candidate(pl, want); p != nil {
+					calls = append(calls, call{pl, want, p})
+				}
+			}
+		}
+		for _, c := range calls {
+			w := fresh.candidate(c.pl, c.want)
+			if got, want := describePrediction(c.p)+fmt.Sprintf("%+v", c.p.ForfeitAfter), describePrediction(w)+fmt.Sprintf("%+v", w.ForfeitAfter); got != want {
+				t.Fatalf("account %d, %+v on %s: in the spare\n%s\nits own\n%s", n, c.want, c.pl.Sym.Name, got, want)
+			}
+			if len(c.p.ForfeitAfter.Parts) > 0 {
+				made++
+			}
+		}
+	}
+	if made < 2*spareChunk {
+		t.Fatalf("%d candidates listed forfeit parts: the spare's rooms were not filled", made)
+	}
+}

@@ -420,6 +420,15 @@ func (p *Priced) forfeitAfter(after *Priced, i int, at bool) Forfeit {
 // from its figures after, and no other position's figures are copied (a
 // decision by cost prices an isolated candidate at every leverage).
 func (p *Priced) ForfeitAfterIsolated(np *Position, free decimal.Decimal, i int, liq decimal.Decimal) Forfeit {
+	return p.ForfeitAfterIsolatedIn(nil, np, free, i, liq)
+}
+
+// ForfeitAfterIsolatedIn is ForfeitAfterIsolated, its parts listed in
+// room's (its capacity, at least two: a position's parts; nil: a list of
+// their own) where the account holds no open cross position: a caller
+// that lets go of the forfeit with a list of its own, as a decision's
+// candidates are let go, lists them in it.
+func (p *Priced) ForfeitAfterIsolatedIn(room []ForfeitPart, np *Position, free decimal.Decimal, i int, liq decimal.Decimal) Forfeit {
 	if !p.ok || p.b.anyCross || np.Cross {
 		return p.ForfeitAfterAt(p.AfterIsolated(np, free, i, liq), i)
 	}
@@ -447,7 +456,7 @@ func (p *Priced) ForfeitAfterIsolated(np *Position, free decimal.Decimal, i int,
 			fresh = p.b.isoPartsOf(fresh, &sp, p.own[k:k+1:k+1])
 		}
 	}
-	return mergeAfter(before, fresh, len(fresh), i, true, len(p.b.ps))
+	return mergeAfterIn(room, before, fresh, len(fresh), i, true, len(p.b.ps))
 }
 
 // mergeAfter is forfeitAfter's forfeit of the account after a call on
@@ -456,6 +465,12 @@ func (p *Priced) ForfeitAfterIsolated(np *Position, free decimal.Decimal, i int,
 // after holding nPos positions in its book; position i's parts alone
 // listed when at.
 func mergeAfter(before Forfeit, fresh []ForfeitPart, nIso, i int, at bool, nPos int) Forfeit {
+	return mergeAfterIn(nil, before, fresh, nIso, i, at, nPos)
+}
+
+// mergeAfterIn is mergeAfter, the parts listed in room's capacity where
+// it holds them (nil: a list of their own).
+func mergeAfterIn(room []ForfeitPart, before Forfeit, fresh []ForfeitPart, nIso, i int, at bool, nPos int) Forfeit {
 	// The order Forfeit finds a part in, among parts of equal |K|: an
 	// isolated one by its position, then its family (together, or lost,
 	// first); the pool's after every isolated one, in the order found.
@@ -512,7 +527,12 @@ func mergeAfter(before Forfeit, fresh []ForfeitPart, nIso, i int, at bool, nPos 
 	if at {
 		size = nIso
 	}
-	out := Forfeit{Known: true, Parts: make([]ForfeitPart, 0, size)}
+	out := Forfeit{Known: true}
+	if cap(room) >= size && size > 0 {
+		out.Parts = room[:0:size]
+	} else {
+		out.Parts = make([]ForfeitPart, 0, size)
+	}
 	emit := func(fp ForfeitPart) {
 		if !at || fp.At == i {
 			out.Parts = append(out.Parts, fp)

@@ -722,6 +722,15 @@ func TestForfeitAfterIsolatedIsAfterIsolated(t *testing.T) {
 		if !reflect.DeepEqual(got, want) || math.Float64bits(got.Expected) != math.Float64bits(want.Expected) {
 			t.Fatalf("run %d: forfeit after\n%+v\nAfterIsolated's\n%+v", run, got, want)
 		}
+		// Its parts listed in the room given, the same.
+		room := make([]ForfeitPart, 0, 2)
+		in := before.ForfeitAfterIsolatedIn(room, &np, eff.FreeAfter, i, eff.LiquidationAfter)
+		if !reflect.DeepEqual(in, want) || math.Float64bits(in.Expected) != math.Float64bits(want.Expected) {
+			t.Fatalf("run %d: forfeit after in a room\n%+v\nAfterIsolated's\n%+v", run, in, want)
+		}
+		if len(in.Parts) > 0 && !a.HasOpenCross() && before.Forfeit().Known && &in.Parts[0] != &room[:1][0] {
+			t.Fatalf("run %d: the parts not listed in the room given", run)
+		}
 		switch {
 		case !before.Forfeit().Known:
 			tried["unknown before"]++

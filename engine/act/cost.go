@@ -123,11 +123,10 @@ func (v *Model) scored() bool {
 // per memo.
 func (v *Model) forfeitBefore() margin.Forfeit {
 	memo := v.memoFor()
-	if memo.forfeit == nil {
-		f := v.pricedBefore(memo).Forfeit()
-		memo.forfeit = &f
+	if !memo.forfeitK {
+		memo.forfeit, memo.forfeitK = v.pricedBefore(memo).Forfeit(), true
 	}
-	return *memo.forfeit
+	return memo.forfeit
 }
 
 // orderFee is what an order of qty at price pays the market.

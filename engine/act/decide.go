@@ -21,7 +21,21 @@ type Skip struct {
 	Asked int
 	Pred  *Prediction
 	Why   string
+	// note is "skipped: " and Why, when it was made as one text with it
+	// (the step's Note says the first skip so): "" when it was not.
+	note string
 }
+
+// skipNote is what a settings step's Note says of the skip sk.
+func skipNote(sk *Skip) string {
+	if sk.note != "" {
+		return sk.note
+	}
+	return skippedNote + sk.Why
+}
+
+// skippedNote is what a step's Note says before a skip's reason.
+const skippedNote = "skipped: "
 
 // Decision is a plan's settings call as decided: Change is false when no
 // call is left to make.
@@ -344,7 +358,7 @@ func refusedHalf(d *Decision, pl *Plan, predict func(), unchanged func() bool) {
 // figures.
 func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decision) {
 	pos, sym := pl.Pos, pl.Sym.Name
-	asked, askedPred := d.Want, d.Pred // a candidate: Predict(asked) where it is said
+	asked := d.Want // d.Pred is its candidate: Predict(asked) where it is said
 	current := exchange.Settings{Leverage: pos.Leverage, Cross: pos.Cross}
 	type cand struct {
 		want exchange.Settings
@@ -398,7 +412,7 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 		}
 	}
 
-	before := askedPred.ForfeitBefore
+	before := m.forfeitBefore() // the candidates', with its parts
 	costNothing := before.Expected
 	i := m.At[sym]
 	for j := range cands {
@@ -434,8 +448,15 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 	}
 	if chosen == nil {
 		// Nothing is cheapest (or nothing else is admissible): said with
-		// the figures of the call asked.
+		// the figures of the call asked, the leverage cut's as "4x "
+		// and the reason, made as one text with the step's note before
+		// it ("skipped: ", skipNote; the isolation's reason is the text
+		// after "4x ").
 		b := make([]byte, 0, 256)
+		b = append(b, skippedNote...)
+		cut := len(b)
+		b = append(strconv.AppendInt(b, int64(asked.Leverage), 10), "x "...)
+		at := len(b)
 		b = append(b, "would not lower the expected loss to liquidations over the horizon, first passage: now "...)
 		b = appendFixed(b, costNothing, 2)
 		n := len(b)
@@ -449,12 +470,12 @@ func decideByCost(m *Model, pl *Plan, c *SettingsStep, now time.Time, d *Decisio
 			b = appendSettings(append(b, "; the cheapest other, "...), best.want)
 			b = appendFixed(append(b, ": "...), best.cost, 2)
 		}
-		why := string(b)
 		if asked.Cross != pos.Cross {
-			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked), Why: "isolating " + sym + " " + why})
+			d.Skips = append(d.Skips, Skip{Isolation: true, Want: asked, Pred: m.Predict(pl, asked), Why: "isolating " + sym + " " + string(b[at:])})
 		}
 		if asked.Leverage < pos.Leverage {
-			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: strconv.Itoa(asked.Leverage) + "x " + why})
+			note := string(b) // the step's note, the reason after "skipped: "
+			d.Skips = append(d.Skips, Skip{Want: asked, Asked: asked.Leverage, Why: note[cut:], note: note})
 		}
 		if asked.Cross != pos.Cross {
 			c.Isolate = false

@@ -32,7 +32,8 @@ type Kind interface {
 	// and descriptions.
 	Spec() rules.KindSpec
 	// Merge adds action a of due rule d to pl, evaluating its expressions
-	// on env; a failure is d's error (its other actions go on).
+	// on env; a failure is d's error (its other actions go on). d is pl's
+	// last Due, in place: a Merge adds no Due to pl.
 	Merge(pl *Plan, d *Due, a *rules.Action, ev *rules.Evaluator, env *rules.Env)
 }
 
@@ -133,7 +134,9 @@ type Host interface {
 	Finish(p *Pending) error
 	// Outcome counts a call's outcome on its symbol (its backoff).
 	Outcome(ctx context.Context, symbol string, err error)
-	// Model is the tick's margin model, built at its first use.
+	// Model is the tick's margin model, built at its first use; it is
+	// the tick's alone (the next tick's is built in its place): a step
+	// keeps none of it past its Prepare but the predictions it made.
 	Model() *Model
 	// Moved moves the tick's margin model on to next when the tick that
 	// decided at is still the one at hand: its later calls see the effect.

@@ -35,6 +35,10 @@ type Model struct {
 	// Liqs, when set, remembers isolated liquidation prices across the
 	// models of successive ticks (the engine's).
 	Liqs *margin.Liquidations
+	// Spare, when set, is room the candidates of its decisions by cost
+	// are made in (Spare), reused across the models of successive ticks
+	// (the engine's).
+	Spare *Spare
 	// Sigma is each symbol's σ over the stress horizon, a fraction of its
 	// index, and Likely the likely range in σ (margin.Stress); nil Sigma:
 	// no stress grid, and the decisions are the account measure's alone.
@@ -67,8 +71,11 @@ type Model struct {
 	// grid reads them while Acct is that account.
 	floats   margin.Floats
 	floatsOf []margin.Position
-	// memo keeps the predictions made on Acct (nil until the first).
-	memo *predictMemo
+	// memo keeps the predictions made on Acct (nil until the first), in
+	// firstMemo when it is the model's first: a tick's model mostly makes
+	// one, and a copy shares it (memo) as it shares any.
+	memo      *predictMemo
+	firstMemo predictMemo
 	// grids keeps the stress grids of the accounts the tick's predictions
 	// left (their StressAfter): once a call is sent and the model moves on
 	// to the account it left (Acct = Prediction.Next), that account's grid
@@ -124,14 +131,16 @@ type predictMemo struct {
 	notional         *decimal.Decimal  // acct.Notional(), when known (notionalK)
 	notionalK        bool
 	before           map[int][2]margin.Survival
-	stress           *margin.Stress     // the account before, on the stress grid
-	forfeit          *margin.Forfeit    // the account before, first passage (forfeitBefore)
+	stress           margin.Stress  // the account before, on the stress grid (once stressK)
+	forfeit          margin.Forfeit // the account before, first passage (forfeitBefore; once forfeitK)
+	stressK          bool
+	forfeitK         bool
 	priced           *margin.Priced     // the account before read for both (pricedBefore)
 	dists            []*decimal.Decimal // each position's distance before (distBefore), once known
-	preds            map[predictKey]*Prediction
-	cands            map[predictKey]*Prediction // without the account measure (Model.candidate)
-	fills            []fill                     // the reduces worked out (Model.filled)
-	hasCross, crossK bool                       // acct.HasOpenCross(), once known (crossK)
+	preds            predictions
+	cands            predictions // without the account measure (Model.candidate)
+	fills            []fill      // the reduces worked out (Model.filled)
+	hasCross, crossK bool        // acct.HasOpenCross(), once known (crossK)
 }
 
 // predictKey is what a prediction reads from its plan besides the model.
@@ -147,7 +156,12 @@ func (v *Model) memoFor() *predictMemo {
 	if m := v.memo; m != nil && sameAccount(m.acct, v.Acct) && m.freeKnown == v.FreeKnown && m.freeWhy == v.FreeWhy && m.unfit == v.Unfit {
 		return m
 	}
-	v.memo = &predictMemo{acct: v.Acct, freeKnown: v.FreeKnown, freeWhy: v.FreeWhy, unfit: v.Unfit}
+	if v.memo == nil {
+		v.firstMemo = predictMemo{acct: v.Acct, freeKnown: v.FreeKnown, freeWhy: v.FreeWhy, unfit: v.Unfit}
+		v.memo = &v.firstMemo
+	} else {
+		v.memo = &predictMemo{acct: v.Acct, freeKnown: v.FreeKnown, freeWhy: v.FreeWhy, unfit: v.Unfit}
+	}
 	return v.memo
 }
 
@@ -187,7 +201,10 @@ type Prediction struct {
 	// to liquidations before and after the call, first passage
 	// (margin.Forfeit; an isolated candidate's ForfeitAfter lists its own
 	// position's parts alone, all its cost reads: ForfeitAfterAt); Scored
-	// says both are known and decide (cost.go).
+	// says both are known and decide (cost.go). ForfeitBefore lists no
+	// parts (the model's forfeitBefore does, for the tick), nor does
+	// ForfeitAfter where the call leaves every price as it is (a cross
+	// position's leverage within its pool: the before's).
 	ForfeitBefore, ForfeitAfter margin.Forfeit
 	Scored                      bool
 	// Unverified says why the prediction decides nothing: the model does
@@ -229,25 +246,115 @@ func (v *Model) predictOf(pl *Plan, want exchange.Settings, full bool) *Predicti
 	}
 	memo := v.memoFor()
 	key := predictKey{i: i, want: want, direction: pl.Pos.Direction, cross: pl.Pos.Cross}
-	if p, ok := memo.preds[key]; ok {
+	if p, ok := memo.preds.get(key); ok {
 		return p
 	}
-	if p, ok := memo.cands[key]; ok && !full {
+	if p, ok := memo.cands.get(key); ok && !full {
 		return p
 	}
 	p := v.predict(memo, i, pl, want, full)
 	if full {
-		if memo.preds == nil {
-			memo.preds = map[predictKey]*Prediction{}
-		}
-		memo.preds[key] = p
+		memo.preds.put(key, p)
 	} else {
-		if memo.cands == nil {
-			memo.cands = map[predictKey]*Prediction{}
-		}
-		memo.cands[key] = p
+		memo.cands.put(key, p)
 	}
 	return p
+}
+
+// Spare is room the predictions a decision by cost compares are made in
+// (Model.candidate, its candidates), reused from model to model: a
+// decision hands none of them on (DecideSettings' predictions, and its
+// skips', are Predict's), and they are let go with the model that made
+// them and its memo. The engine's watch hands each tick's model the same
+// Spare and lets go of the last tick's candidates (Reset) when it builds
+// the next model, the last let go. Nil: each candidate is its own.
+type Spare struct {
+	chunks [][]Prediction // spareChunk each, never moved: candidates point into them
+	n      int
+	// parts is room for the candidates' forfeits' parts (partsRoom): a
+	// list made anew when full, the candidates given room in the last
+	// keeping theirs.
+	parts []margin.ForfeitPart
+}
+
+// partsRoom is room for n parts of one candidate's forfeit.
+func (s *Spare) partsRoom(n int) []margin.ForfeitPart {
+	if cap(s.parts)-len(s.parts) < n {
+		s.parts = make([]margin.ForfeitPart, 0, max(2*cap(s.parts), 8*n))
+	}
+	k := len(s.parts)
+	s.parts = s.parts[:k+n]
+	return s.parts[k : k : k+n]
+}
+
+// spareChunk is how many predictions a Spare makes room for at a time.
+const spareChunk = 8
+
+// next is room for one more prediction.
+func (s *Spare) next() *Prediction {
+	c, k := s.n/spareChunk, s.n%spareChunk
+	if c == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]Prediction, spareChunk))
+	}
+	s.n++
+	return &s.chunks[c][k]
+}
+
+// Reset lets go of the predictions made in s (their figures cleared): the
+// models that made them are let go.
+func (s *Spare) Reset() {
+	for c := 0; c*spareChunk < s.n; c++ {
+		clear(s.chunks[c])
+	}
+	clear(s.parts)
+	s.n, s.parts = 0, s.parts[:0]
+}
+
+// predictions are a memo's predictions by key: the first few in a list
+// (most memos hold one or two, and a map's first entry cost a table of
+// eight), every one in a map past them.
+type predictions struct {
+	few  []predictEntry
+	many map[predictKey]*Prediction
+}
+
+type predictEntry struct {
+	key predictKey
+	p   *Prediction
+}
+
+// fewPredictions is how many predictions the list holds.
+const fewPredictions = 8
+
+// get is the prediction of key, when made.
+func (ps *predictions) get(key predictKey) (*Prediction, bool) {
+	if ps.many != nil {
+		p, ok := ps.many[key]
+		return p, ok
+	}
+	for k := range ps.few {
+		if e := &ps.few[k]; e.key == key {
+			return e.p, true
+		}
+	}
+	return nil, false
+}
+
+// put keeps p as the prediction of key, not yet made.
+func (ps *predictions) put(key predictKey, p *Prediction) {
+	switch {
+	case ps.many != nil:
+		ps.many[key] = p
+	case len(ps.few) < fewPredictions:
+		ps.few = append(ps.few, predictEntry{key, p})
+	default:
+		ps.many = make(map[predictKey]*Prediction, 2*fewPredictions)
+		for _, e := range ps.few {
+			ps.many[e.key] = e.p
+		}
+		ps.many[key] = p
+		ps.few = nil
+	}
 }
 
 // measured reports whether the model can measure the account of memo:
@@ -271,16 +378,13 @@ func (v *Model) stressBefore() (margin.Stress, bool) {
 	if !v.measured(memo) {
 		return margin.Stress{}, false
 	}
-	if memo.stress == nil && v.grids != nil {
-		if s, ok := v.grids.get(v.Acct); ok {
-			memo.stress = &s
-		}
+	if !memo.stressK && v.grids != nil {
+		memo.stress, memo.stressK = v.grids.get(v.Acct)
 	}
-	if memo.stress == nil {
-		s := v.pricedBefore(memo).StressJudged(v.Likely)
-		memo.stress = &s
+	if !memo.stressK {
+		memo.stress, memo.stressK = v.pricedBefore(memo).StressJudged(v.Likely), true
 	}
-	return *memo.stress, true
+	return memo.stress, true
 }
 
 // predict is Predict, the account before measured once per memo; the
@@ -306,7 +410,7 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	var liqsAfter []decimal.Decimal // every position's after the call, when measured (read only)
 	if measured {
 		if memo.liqs == nil {
-			memo.liqs = v.Acct.LiquidationPricesWith(v.Liqs)
+			memo.liqs = v.liquidationPrices()
 		}
 		switch {
 		case isolated:
@@ -329,7 +433,13 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 	} else {
 		next, eff = v.Acct.ApplyWith(i, want.Leverage, want.Cross, v.Liqs)
 	}
-	p := &Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
+	var p *Prediction
+	if full || v.Spare == nil {
+		p = new(Prediction)
+	} else {
+		p = v.Spare.next() // a candidate: let go with the tick
+	}
+	*p = Prediction{Effect: eff, Leverage: want.Leverage, direction: pl.Pos.Direction, index: v.Acct.Positions[i].Index, FreeKnown: v.FreeKnown, freeWhy: v.FreeWhy, Next: next,
 		Unverified: v.Unfit}
 	if measured {
 		if full {
@@ -355,29 +465,37 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			p.StressBefore, p.StressAfter = sb, sb
 		}
 		if scored {
-			p.ForfeitBefore = v.forfeitBefore()
+			// Its total alone: the parts are the tick's account's,
+			// read into the watch's scratch (margin.Floats.Scratch),
+			// and a prediction outlives the tick.
+			fb := v.forfeitBefore()
+			p.ForfeitBefore = margin.Forfeit{Known: fb.Known, Expected: fb.Expected}
 			p.ForfeitAfter = p.ForfeitBefore
 		}
-		if !samePool && (stressed || scored) {
+		switch {
+		case isolated && scored:
+			// No grid (above): its forfeit after, whose cost reads its
+			// own position's parts alone, worked out from the before's
+			// and its position after, without a book of the account
+			// after (ForfeitAfterAt of AfterIsolated's, bit for bit).
+			// A candidate's, let go with it: its parts listed in the
+			// Spare it was made in.
+			var room []margin.ForfeitPart
+			if v.Spare != nil {
+				room = v.Spare.partsRoom(2)
+			}
+			p.ForfeitAfter = v.pricedBefore(memo).ForfeitAfterIsolatedIn(room, &np, eff.FreeAfter, i, eff.LiquidationAfter)
+		case !isolated && !samePool && (stressed || scored):
 			// The account after read by patching the account before
 			// (its other positions' figures are the same floats), its
 			// forfeit from the before's: only the call's position and the
 			// pool are worked out again.
 			pb := v.pricedBefore(memo)
-			var pa *margin.Priced
-			if isolated {
-				pa = pb.AfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
-			} else {
-				pa = pb.After(next, i, liqsAfter)
-			}
+			pa := pb.After(next, i, liqsAfter)
 			if stressed {
 				p.StressAfter = pa.StressJudged(v.Likely)
 			}
-			switch {
-			case scored && isolated:
-				// Its cost reads its own position's parts alone.
-				p.ForfeitAfter = pb.ForfeitAfterAt(pa, i)
-			case scored:
+			if scored {
 				p.ForfeitAfter = pb.ForfeitAfter(pa, i)
 			}
 		}
@@ -466,6 +584,17 @@ func (v *Model) pricedBefore(memo *predictMemo) *margin.Priced {
 		}
 	}
 	return memo.priced
+}
+
+// liquidationPrices are the account's liquidation prices for its memo:
+// the tick's own account's in the scratch its floats read the grid into
+// (UseFloats: the memo is the tick's, made once), another's in a list of
+// their own.
+func (v *Model) liquidationPrices() []decimal.Decimal {
+	if f, ok := v.Floats(); ok && f.Scratch != nil {
+		return v.Acct.LiquidationPricesIn(f.Scratch, v.Liqs)
+	}
+	return v.Acct.LiquidationPricesWith(v.Liqs)
 }
 
 // samePositions reports whether a and b are the same positions slice.

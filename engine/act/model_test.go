@@ -138,19 +138,26 @@ func TestPredictMemoMatchesFresh(t *testing.T) {
 
 // A prediction's grid and forfeit after are those of its account after,
 // worked out afresh: where a cross position's leverage changes and the
-// pool stays the same decimal they are the account's before, reused; a
-// candidate's (Model.candidate, without the account measure) are the full
-// prediction's. The floats may differ in their last bits (the pool summed
-// from another free balance and margin), nothing more.
+// pool stays the same decimal they are the account's before, reused (its
+// total: the forfeit before's parts are the tick's); a candidate's
+// (Model.candidate, without the account measure; made in a Spare let go
+// with each model, or on its own) are the full prediction's. The floats
+// may differ in their last bits (the pool summed from another free
+// balance and margin), nothing more.
 func TestPredictGridAfterMatchesFresh(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(38, 7))
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b))) }
 	samePool, isolatedOnly := 0, 0
+	var spare Spare // the candidates made in it, let go with each model
 	for n := range 400 {
 		m := randomModel(r)
 		m.Unfit, m.FreeKnown = "", true
 		m.Sigma, m.Likely = func(string) float64 { return 0.02 }, 3
+		if n%2 == 0 {
+			spare.Reset()
+			m.Spare = &spare
+		}
 		k := r.IntN(len(m.Acct.Positions))
 		mp := m.Acct.Positions[k]
 		pl := &Plan{Pos: &exchange.Position{Direction: mp.Direction, Cross: mp.Cross, Leverage: mp.Leverage},
@@ -187,6 +194,9 @@ func TestPredictGridAfterMatchesFresh(t *testing.T) {
 				t.Fatalf("account %d (%+v on %s): grid after %+v, afresh %+v", n, want, mp.Symbol, p.StressAfter, ws)
 			}
 			parts := wf.Parts // a gridless candidate lists its own position's alone
+			if mp.Cross && want.Cross {
+				parts = nil // every price as before: the before's total, no parts
+			}
 			if p == cand && gridless {
 				parts = nil
 				for _, fp := range wf.Parts {
@@ -271,5 +281,82 @@ func TestReduceGridAfterMatchesFresh(t *testing.T) {
 	}
 	if patched < 100 {
 		t.Fatalf("%d reduces left their position open: the patched path was hardly tested", patched)
+	}
+}
+
+// A memo's predictions (a few in a list, then a map) are found as a map
+// finds them: every key put is got with its prediction, every other is
+// not, as memos fill past the list.
+func TestPredictionsIsAMap(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 30))
+	for run := range 200 {
+		var ps predictions
+		want := map[predictKey]*Prediction{}
+		n := r.IntN(3 * fewPredictions)
+		for range 4 * n {
+			key := predictKey{i: r.IntN(4), want: exchange.Settings{Leverage: 1 + r.IntN(n+1), Cross: r.IntN(2) == 0},
+				direction: []string{exchange.Long, exchange.Short}[r.IntN(2)], cross: r.IntN(2) == 0}
+			got, ok := ps.get(key)
+			if w, wok := want[key]; ok != wok || got != w {
+				t.Fatalf("run %d (%d kept): %+v got %p %t, want %p %t", run, len(want), key, got, ok, w, wok)
+			}
+			if !ok {
+				p := &Prediction{Leverage: key.want.Leverage}
+				ps.put(key, p)
+				want[key] = p
+			}
+		}
+		if len(want) > fewPredictions && ps.many == nil {
+			t.Fatalf("run %d: %d kept in the list", run, len(want))
+		}
+	}
+}
+
+// The candidates a model makes in a Spare keep their own predictions,
+// forfeits' parts included, however many it makes (their room made anew
+// as it fills): each is the candidate a model without one makes for the
+// same call, read after every other was made.
+func TestSpareCandidatesKeepTheirOwn(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 33))
+	var spare Spare
+	made := 0
+	for n := range 60 {
+		m := randomModel(r)
+		m.Unfit, m.FreeKnown = "", true
+		m.Sigma, m.Likely = func(string) float64 { return 0.05 }, 3
+		spare.Reset()
+		m.Spare = &spare
+		fresh := *m
+		fresh.Spare, fresh.memo, fresh.grids = nil, nil, nil
+		type call struct {
+			pl   *Plan
+			want exchange.Settings
+			p    *Prediction
+		}
+		var calls []call
+		for _, mp := range m.Acct.Positions {
+			pl := &Plan{Pos: &exchange.Position{Direction: mp.Direction, Cross: mp.Cross, Leverage: mp.Leverage},
+				Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{Name: mp.Symbol}}}
+			for lev := 1; lev <= 12; lev++ {
+				want := exchange.Settings{Leverage: lev, Cross: mp.Cross}
+				if p := m.candidate(pl, want); p != nil {
+					calls = append(calls, call{pl, want, p})
+				}
+			}
+		}
+		for _, c := range calls {
+			w := fresh.candidate(c.pl, c.want)
+			if got, want := describePrediction(c.p)+fmt.Sprintf("%+v", c.p.ForfeitAfter), describePrediction(w)+fmt.Sprintf("%+v", w.ForfeitAfter); got != want {
+				t.Fatalf("account %d, %+v on %s: in the spare\n%s\nits own\n%s", n, c.want, c.pl.Sym.Name, got, want)
+			}
+			if len(c.p.ForfeitAfter.Parts) > 0 {
+				made++
+			}
+		}
+	}
+	if made < 2*spareChunk {
+		t.Fatalf("%d candidates listed forfeit parts: the spare's rooms were not filled", made)
 	}
 }

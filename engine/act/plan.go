@@ -83,7 +83,11 @@ func (pl *Plan) Empty() bool { return len(pl.Due) == 0 }
 // expressions on env; st is the rule's state. An account rule's notify
 // actions ran once already (a kind with OncePerAccount).
 func (pl *Plan) Add(kinds Kinds, ri int, r *rules.Rule, st *alert.RuleState, acct *AccountDue, ev *rules.Evaluator, env *rules.Env) {
-	d := Due{Idx: ri, Rule: r, St: st, Acct: acct}
+	// Most of a rule's actions ask for a step: its list made once. The
+	// rule is merged in its place in the plan's list (Kind.Merge: d is
+	// pl's last Due), where a Due of its own was copied in after.
+	pl.Due = append(pl.Due, Due{Idx: ri, Rule: r, St: st, Acct: acct, Asked: make([]Step, 0, len(r.Actions))})
+	d := &pl.Due[len(pl.Due)-1]
 	for i := range r.Actions {
 		a := &r.Actions[i]
 		k := kinds.Of(a.Kind)
@@ -93,9 +97,8 @@ func (pl *Plan) Add(kinds Kinds, ri int, r *rules.Rule, st *alert.RuleState, acc
 		if o, ok := k.(interface{ OncePerAccount() bool }); ok && acct != nil && o.OncePerAccount() {
 			continue
 		}
-		k.Merge(pl, &d, a, ev, env)
+		k.Merge(pl, d, a, ev, env)
 	}
-	pl.Due = append(pl.Due, d)
 }
 
 // Step is the plan's step under key, made by mk when it has none yet and
@@ -105,6 +108,11 @@ func (pl *Plan) Step(key string, mk func() Step) Step {
 		return pl.Steps[i]
 	}
 	c := mk()
+	if pl.Steps == nil {
+		// A plan has a step or two, at most one a kind: lists for a few,
+		// where each insert grew them.
+		pl.Steps, pl.keys = make([]Step, 0, planSteps), make([]string, 0, planSteps)
+	}
 	i := len(pl.Steps)
 	for i > 0 && pl.Steps[i-1].Order() > c.Order() {
 		i--
@@ -113,8 +121,24 @@ func (pl *Plan) Step(key string, mk func() Step) Step {
 	return c
 }
 
-// Dedupe returns s without repeats, in order.
+// planSteps is how many steps a plan's lists are first made for.
+const planSteps = 3
+
+// Dedupe returns s without repeats, in order, in a list of its own. A
+// short list is looked through (one list made), a long one through a map.
 func Dedupe(s []string) []string {
+	if len(s) <= dedupeShort {
+		out := s[:0:0]
+		if len(s) > 0 {
+			out = make([]string, 0, len(s))
+		}
+		for _, v := range s {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
 	out := s[:0:0]
 	seen := make(map[string]bool, len(s))
 	for _, v := range s {
@@ -125,3 +149,6 @@ func Dedupe(s []string) []string {
 	}
 	return out
 }
+
+// dedupeShort is the longest list Dedupe looks through.
+const dedupeShort = 16

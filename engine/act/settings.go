@@ -42,10 +42,17 @@ type SettingsStep struct {
 	dec     Decision
 	p       *Pending
 	err     error
-	record  journal.Record // the base record, completed with the read-back
-	ev      journal.ActionEvent
-	note    string // Note
-	skipped bool   // Skipped
+	call    *settingsCall // the call readied; nil until one is
+	note    string        // Note
+	skipped bool          // Skipped
+}
+
+// settingsCall is the settings call a Prepare readied: made only when a
+// call is sent (most decisions send none, and a step is made for every
+// plan that asks for one).
+type settingsCall struct {
+	record journal.Record // the base record, completed with the read-back
+	ev     journal.ActionEvent
 }
 
 // Note says why the last Prepare sent no settings call: at target, or
@@ -134,7 +141,7 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 	if !dec.Change {
 		switch {
 		case len(dec.Skips) > 0:
-			c.note, c.skipped = "skipped: "+dec.Skips[0].Why, true
+			c.note, c.skipped = skipNote(&dec.Skips[0]), true
 		case pos.Cross:
 			c.note = fmt.Sprintf("at target: leverage %dx, cross", pos.Leverage)
 		default:
@@ -147,7 +154,9 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 	}
 	name, names := c.action(pos, want)
 	prevCross := pos.Cross
-	c.record = journal.Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
+	c.call = &settingsCall{}
+	rec, ev := &c.call.record, &c.call.ev
+	*rec = journal.Record{Time: now, Type: "action", Action: name, Symbol: sym, Position: pos.ID, Rules: names,
 		Cross: &want.Cross, Leverage: want.Leverage, PrevLeverage: pos.Leverage, PrevCross: &prevCross}
 	desc := fmt.Sprintf("%s %s", name, sym)
 	if want.Leverage != pos.Leverage {
@@ -159,17 +168,17 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 	effect := ""
 	if pred != nil && !h.Tally() {
 		effect = pred.String()
-		c.record.Prediction = pred.Record()
+		rec.Prediction = pred.Record()
 	}
 	if dec.Stepped != "" {
 		if !h.Tally() {
 			effect = dec.Stepped + "; " + effect
 		}
-		c.record.Reason = dec.Stepped
+		rec.Reason = dec.Stepped
 	}
-	c.ev = journal.ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Effect: effect}
+	*ev = journal.ActionEvent{Symbol: sym, Action: name, Rules: names, From: pos.Leverage, To: want.Leverage, Cross: want.Cross, Effect: effect}
 	x := h.Exchange()
-	c.p, c.err = h.Prepare(ctx, c.record, desc, effect, &c.ev, func(ctx context.Context) (json.RawMessage, error) {
+	c.p, c.err = h.Prepare(ctx, *rec, desc, effect, ev, func(ctx context.Context) (json.RawMessage, error) {
 		got, err := x.SetPositionSettings(ctx, sym, want)
 		if err != nil {
 			return nil, err
@@ -183,8 +192,8 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 			// The result's audit record carries the prediction and what
 			// the exchange read back.
 			actual := got.LiquidationPrice
-			c.record.Prediction.Actual = &actual
-			c.ev.Actual = fmt.Sprintf("liquidation %s read back (%s predicted)", actual, pred.LiquidationAfter)
+			rec.Prediction.Actual = &actual
+			ev.Actual = fmt.Sprintf("liquidation %s read back (%s predicted)", actual, pred.LiquidationAfter)
 		}
 		return raw, nil
 	})
@@ -206,11 +215,12 @@ func (c *SettingsStep) Done(ctx context.Context, h Host, pl *Plan) error {
 	}
 	sym, pos := pl.Sym.Name, pl.Pos
 	want, pred := c.dec.Want, c.dec.Pred
-	at := c.record.Time
+	rec := &c.call.record
+	at := rec.Time
 	h.Outcome(ctx, sym, c.err)
 	if c.err == nil && pred != nil {
-		if c.record.Prediction != nil && c.record.Prediction.Actual != nil {
-			h.ReadBack(ctx, at, sym, pred.LiquidationAfter, *c.record.Prediction.Actual, pred.Index(), true)
+		if rec.Prediction != nil && rec.Prediction.Actual != nil {
+			h.ReadBack(ctx, at, sym, pred.LiquidationAfter, *rec.Prediction.Actual, pred.Index(), true)
 		}
 		h.Moved(at, pred.Next) // later calls of the tick see this one's effect
 	}

@@ -203,7 +203,9 @@ func TestFitThroughASteadyViewIsTheFreshCheck(t *testing.T) {
 // The tick's account keeps the map of each model position's place
 // (act.Model.At), and Sigma its map of each symbol's index, while the
 // view's rows are steady: at every step they are those of the rows read
-// afresh, as positions open, close and turn.
+// afresh, as positions open, close and turn; the model's own σ and fast
+// moves (made once for the watch, their maps emptied at each tick's
+// account) are those of the rows' indexes.
 func TestAccountMapsFollowTheRows(t *testing.T) {
 	t.Parallel()
 	two := 2
@@ -229,7 +231,7 @@ func TestAccountMapsFollowTheRows(t *testing.T) {
 	snaps := market.NewSnapshotReader(ex.Local(), 10*time.Minute, nil)
 	ctx := context.Background()
 	w := New(nil, nil)
-	st := Stress{Horizon: time.Hour, Floor: 0.01, Likely: 3}
+	st := Stress{Horizon: time.Hour, Floor: 0.01, Likely: 3, FastMove: 0.004, FastWindow: 5 * time.Minute}
 	var view market.View
 	put := func(sym string, dir string, qty int64) {
 		if err := ex.PutPosition(sim.PositionSpec{Symbol: sym, Direction: dir, Quantity: decimal.NewFromInt(qty),
@@ -237,6 +239,7 @@ func TestAccountMapsFollowTheRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	fast := 0
 	for s := range 60 {
 		now = t0.Add(time.Duration(s) * time.Minute)
 		switch s {
@@ -282,7 +285,36 @@ func TestAccountMapsFollowTheRows(t *testing.T) {
 			if got, want := sigma(r.Sym.Name), w.vol.sigma(r.IndexName, st.Horizon, st.Floor); got != want {
 				t.Fatalf("step %d: σ of %s %g, of its index %s %g", s, r.Sym.Name, got, r.IndexName, want)
 			}
+			// The model's own, made once for the watch and set to each
+			// tick's view (tickFuncs).
+			if got, want := m.Sigma(r.Sym.Name), w.vol.sigma(r.IndexName, st.Horizon, st.Floor); got != want {
+				t.Fatalf("step %d: the model's σ of %s %g, of its index %s %g", s, r.Sym.Name, got, r.IndexName, want)
+			}
+			got, want := m.Fast(r.Sym.Name), w.vol.fast(r.IndexName, now, r.IndexF, st.FastWindow, st.FastMove)
+			if got != want {
+				t.Fatalf("step %d: the model's fast move of %s %q, of its index %s %q", s, r.Sym.Name, got, r.IndexName, want)
+			}
+			if got != "" {
+				fast++
+			}
 		}
+		// A symbol without an open position this tick has no index: the
+		// maps of an earlier tick are not read.
+		for i := range 5 {
+			sym := fmt.Sprintf("X%d", i)
+			if _, open := want[sym]; open {
+				continue
+			}
+			if got, want := m.Sigma(sym), w.vol.sigma("", st.Horizon, st.Floor); got != want {
+				t.Fatalf("step %d: the model's σ of %s, not open, %g, want %g", s, sym, got, want)
+			}
+			if got := m.Fast(sym); got != "" {
+				t.Fatalf("step %d: the model's fast move of %s, not open, %q", s, sym, got)
+			}
+		}
+	}
+	if fast == 0 {
+		t.Fatal("no fast move seen: the model's Fast was not tried")
 	}
 }
 

@@ -61,6 +61,36 @@ type Watch struct {
 	places rowMaps[int]
 	// dust is orders.Dust as a decimal.
 	dust dustMemo
+	// bufs are the tick's account's lists, reused from tick to tick.
+	bufs accountBufs
+	// fns are the tick's model's Sigma, Floor and Fast, made once.
+	fns tickFuncs
+}
+
+// accountBufs are the tick's account (Account): the model itself, its
+// positions, their floats and σ, the liquidation prices the exchange
+// listed, and the account read for the grid and the forfeit from the
+// floats (grid: margin.Floats.Scratch), written again at the first
+// Account of each tick. The last tick's model is let go at Begin (a step
+// uses the model of its tick: act.Host.Model), and none of them outlives
+// the tick: its positions are read by the tick's model, its memo and the
+// grids read from them (margin.Priced), each let go with the model; a
+// prediction, a fill, a grid and the free balance's
+// inputs keep copies (Apply and Reduce copy the positions, Liquidations
+// and freeInputs.keep copy them), and the floats are read into the grid's
+// own figures. The account is read from the floats once a tick (its memo
+// is the model's, made once: act.Model.Floats holds while the model's
+// account is the tick's own, and a call moves it on to another), and a
+// prediction keeps none of it: its forfeits list parts of their own, the
+// one before none (TestAccountBuffersOutliveNothing).
+type accountBufs struct {
+	model act.Model
+	ps    []margin.Position
+	lines []margin.Line
+	sigma []float64
+	liqs  []decimal.Decimal
+	grid  margin.Scratch
+	spare act.Spare // the candidates of its decisions by cost
 }
 
 // rowMaps is a map made from the rows of a view at one join (of, at),

@@ -1,12 +1,14 @@
 package model
 
 import (
+	"slices"
 	"time"
 
 	"github.com/riskguard/riskguard/engine/act"
 	"github.com/riskguard/riskguard/engine/market"
 	"github.com/riskguard/riskguard/exchange"
 	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/rules"
 	"github.com/shopspring/decimal"
 )
 
@@ -21,14 +23,20 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 		return m.view
 	}
 	vps, rep := tv.Model()
-	ps := make([]margin.Position, len(vps)) // the tick's own: its plans move it on
-	copy(ps, vps)
+	// The tick's own copy (its maintenance margins set here; the view's
+	// is valid until its next join), in the watch's buffer: the last
+	// tick's model is let go at Begin, and nothing the tick hands on
+	// keeps these positions (bufs).
+	b := &m.bufs
+	ps := append(b.ps[:0], vps...)
+	b.ps = ps
 	// The positions' figures as the view converted them for the rules and
 	// their σ, for the grid to read rather than work out again
 	// (act.Model.UseFloats): the same floats, as both convert with
 	// margin.Float, and the σ Sigma says.
 	st := m.stress
-	f := margin.Floats{Lines: make([]margin.Line, len(ps)), Sigma: make([]float64, len(ps))}
+	b.lines, b.sigma = slices.Grow(b.lines[:0], len(ps))[:len(ps)], slices.Grow(b.sigma[:0], len(ps))[:len(ps)]
+	f := margin.Floats{Lines: b.lines, Sigma: b.sigma, Scratch: &b.grid}
 	for i, k := 0, 0; i < len(tv.Rows); i++ {
 		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
 			var mm float64
@@ -48,11 +56,13 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 		}
 		return at
 	})
-	v := &act.Model{At: at, Acct: margin.Account{Positions: ps}}
-	liqs := make([]decimal.Decimal, len(rep))
+	b.model = act.Model{At: at, Acct: margin.Account{Positions: ps}}
+	v := &b.model
+	liqs := b.liqs[:0]
 	for i := range rep {
-		liqs[i] = rep[i].Liquidation
+		liqs = append(liqs, rep[i].Liquidation)
 	}
+	b.liqs = liqs
 	f.Distinct = len(v.At) == len(ps) // one position a symbol
 	v.UseFloats(f)
 	// Where the model does not reproduce the exchange's own figures, its
@@ -96,8 +106,11 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	}
 	m.liqs.Forget(v.At)
 	v.Liqs = &m.liqs
-	v.Sigma, v.Likely = m.Sigma(tv, st), st.Likely
-	v.Floor, v.Fast = m.floorOf(), m.fastOf(tv, m.stress)
+	b.spare.Reset() // the last tick's model is let go (Begin)
+	v.Spare = &b.spare
+	fns := m.tickFuncs(tv)
+	v.Sigma, v.Likely = fns.sigma, st.Likely
+	v.Floor, v.Fast = fns.floor, fns.fast
 	v.OrderCost, v.DustNotional, v.OrdersAsAsked = m.orders.Cost, m.dust.dec, m.orders.AsAsked
 	m.view = v
 	return v
@@ -105,8 +118,9 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 
 // Sigma is each open position's symbol's σ over the stress horizon in
 // view tv (its index's, volatility.sigma), under the stress settings st:
-// the stress grid's input, for the tick's model, a check and a backtest's
-// report (StressInputs).
+// the stress grid's input, for a check and a backtest's report
+// (StressInputs); the tick's model's is the same, made once
+// (tickFuncs.sigmaOf).
 func (m *Watch) Sigma(tv *market.View, st Stress) func(symbol string) float64 {
 	// The rows are looked up when first asked: the tick's grid reads the
 	// σ of its own account from its floats (Account).
@@ -124,51 +138,107 @@ func (m *Watch) Sigma(tv *market.View, st Stress) func(symbol string) float64 {
 	}
 }
 
+// tickFuncs are the tick's model's Sigma, Floor and Fast (act.Model):
+// made once for the watch and set to each tick's view and settings at its
+// account (set), where each tick made three closures and the maps they
+// fill, since a model is the tick's alone (act.Host.Model). Each looks
+// its rows up, and Floor its zones, when first asked in the tick, as
+// Sigma, floorOf and fastOf say.
+type tickFuncs struct {
+	w    *Watch
+	tv   *market.View
+	st   Stress
+	now  time.Time
+	set  *rules.Set
+	lane float64
+	// The tick's maps, emptied at each set; made says they were filled
+	// in the tick (sigmaMade, fastMade).
+	sigmaIx             map[string]string
+	zone                map[string]float64
+	fastIx              map[string]fastIndex
+	sigmaMade, fastMade bool
+	sigma, floor        func(symbol string) float64
+	fast                func(symbol string) string
+}
+
+// fastIndex is an open position's index and its price, as fastOf reads
+// them.
+type fastIndex struct {
+	name  string
+	price float64
+}
+
+// tickFuncs sets the watch's tickFuncs to view tv and its settings (the
+// stress settings, the tick's time, the rules and the fast lane's
+// distance, as Account reads them), made at the first.
+func (m *Watch) tickFuncs(tv *market.View) *tickFuncs {
+	f := &m.fns
+	if f.w == nil {
+		f.w = m
+		f.sigma, f.floor, f.fast = f.sigmaOf, f.floorOf, f.fastOf
+	}
+	f.tv, f.st, f.now, f.set, f.lane = tv, m.stress, m.now, m.rules, m.fastDistance
+	clear(f.sigmaIx)
+	clear(f.zone)
+	clear(f.fastIx)
+	f.sigmaMade, f.fastMade = false, false
+	return f
+}
+
+// sigmaOf is Sigma of the tick's view and stress settings.
+func (f *tickFuncs) sigmaOf(symbol string) float64 {
+	// The rows are looked up when first asked: the tick's grid reads the
+	// σ of its own account from its floats (Account).
+	if !f.sigmaMade {
+		if f.sigmaIx == nil {
+			f.sigmaIx = make(map[string]string, len(f.tv.Rows))
+		}
+		for i := range f.tv.Rows {
+			if r := &f.tv.Rows[i]; r.Open && r.Sym != nil {
+				f.sigmaIx[r.Sym.Name] = r.IndexName
+			}
+		}
+		f.sigmaMade = true
+	}
+	return f.w.vol.sigma(f.sigmaIx[symbol], f.st.Horizon, f.st.Floor)
+}
+
 // floorOf is each symbol's floor for the tick's model (act.Model.Floor):
 // the rules' cut zone or the fast lane's distance, the larger.
-func (m *Watch) floorOf() func(symbol string) float64 {
-	set, lane := m.rules, m.fastDistance
-	var zone map[string]float64 // each symbol's, once asked: every candidate asks again
-	return func(symbol string) float64 {
-		z, ok := zone[symbol]
-		if !ok {
-			if zone == nil {
-				zone = map[string]float64{}
-			}
-			z = max(set.CutZone(symbol), lane)
-			zone[symbol] = z
+func (f *tickFuncs) floorOf(symbol string) float64 {
+	z, ok := f.zone[symbol] // each symbol's, once asked: every candidate asks again
+	if !ok {
+		if f.zone == nil {
+			f.zone = map[string]float64{}
 		}
-		return z
+		z = max(f.set.CutZone(symbol), f.lane)
+		f.zone[symbol] = z
 	}
+	return z
 }
 
 // fastOf says, for the tick's model (act.Model.Fast), how each open
 // position's index is in a fast move (volatility.fast) at the tick's
 // index price.
-func (m *Watch) fastOf(tv *market.View, st Stress) func(symbol string) string {
-	type ix struct {
-		name  string
-		price float64
-	}
+func (f *tickFuncs) fastOf(symbol string) string {
 	// The rows are looked up when first asked: most ticks' models never
 	// ask (only a call that moves a liquidation price closer does).
-	var index map[string]ix
-	now := m.now
-	return func(symbol string) string {
-		if index == nil {
-			index = make(map[string]ix, len(tv.Rows))
-			for i := range tv.Rows {
-				if r := &tv.Rows[i]; r.Open && r.Sym != nil && r.HasIndex {
-					index[r.Sym.Name] = ix{r.IndexName, r.IndexF}
-				}
+	if !f.fastMade {
+		if f.fastIx == nil {
+			f.fastIx = make(map[string]fastIndex, len(f.tv.Rows))
+		}
+		for i := range f.tv.Rows {
+			if r := &f.tv.Rows[i]; r.Open && r.Sym != nil && r.HasIndex {
+				f.fastIx[r.Sym.Name] = fastIndex{r.IndexName, r.IndexF}
 			}
 		}
-		x, ok := index[symbol]
-		if !ok {
-			return ""
-		}
-		return m.vol.fast(x.name, now, x.price, st.FastWindow, st.FastMove)
+		f.fastMade = true
 	}
+	x, ok := f.fastIx[symbol]
+	if !ok {
+		return ""
+	}
+	return f.w.vol.fast(x.name, f.now, x.price, f.st.FastWindow, f.st.FastMove)
 }
 
 // maintenance is the maintenance margin of r, the position at place i of

@@ -476,11 +476,38 @@ func (a Account) effect(i, leverage int, cross bool, before decimal.Decimal) (Po
 	np := p
 	np.Leverage, np.Cross, np.Held = max(leverage, 1), cross, decimal.Zero
 	if p.Open() {
-		eff.MarginMoved = np.Margin().Sub(p.Margin())
+		eff.MarginMoved, eff.FreeAfter = marginMoved(&np, &p, a.Free)
+	} else {
+		eff.FreeAfter = a.Free.Sub(eff.MarginMoved)
 	}
-	eff.FreeAfter = a.Free.Sub(eff.MarginMoved)
 	eff.Affordable = !eff.FreeAfter.IsNegative()
 	return np, eff
+}
+
+// marginMoved is np.Margin().Sub(p.Margin()), the margin a settings call
+// moves from the free balance into the open position p (np after it, its
+// margin not held: Margin of its entry value), and free less it, in value
+// and exponent: on the coefficients where they fit (fixed, marginFixed:
+// DivRound's rounding), where each decimal step made big integers; in
+// decimals where they do not (TestMarginMovedIsTheDecimals).
+func marginMoved(np, p *Position, free decimal.Decimal) (moved, after decimal.Decimal) {
+	if ev, ok := toFixed(np.EntryValue()); ok {
+		if m, ok := marginFixed(ev, true, np.Leverage); ok {
+			if pm, ok := toFixed(p.Margin()); ok {
+				if d, ok := m.sub(pm); ok {
+					moved = d.dec()
+					if f, ok := toFixed(free); ok {
+						if fa, ok := f.sub(d); ok {
+							return moved, fa.dec()
+						}
+					}
+					return moved, free.Sub(moved)
+				}
+			}
+		}
+	}
+	moved = np.Margin().Sub(p.Margin())
+	return moved, free.Sub(moved)
 }
 
 // SamePoolEffect is ApplySamePool's effect alone, without the account

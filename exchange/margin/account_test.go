@@ -288,3 +288,64 @@ func TestPositionOf(t *testing.T) {
 		})
 	}
 }
+
+// marginMovedReference is marginMoved as the decimals give it.
+func marginMovedReference(np, p *Position, free decimal.Decimal) (decimal.Decimal, decimal.Decimal) {
+	moved := np.Margin().Sub(p.Margin())
+	return moved, free.Sub(moved)
+}
+
+// The margin a settings call moves, and the free balance after it, are
+// the decimals' in value and exponent, on the coefficients or not: entry
+// values of few and many places and digits (past 18), margins held and
+// not, leverages up to 200, free balances unknown (the zero value),
+// small and past 18 digits.
+func TestMarginMovedIsTheDecimals(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 34))
+	num := func() decimal.Decimal {
+		switch r.IntN(6) {
+		case 0:
+			return decimal.New(1+r.Int64N(1<<62), -int32(r.IntN(20))) // up to 19 digits
+		case 1:
+			return decimal.New(1+r.Int64N(1_000_000), int32(r.IntN(4))) // a positive exponent
+		case 2:
+			return decimal.RequireFromString("123456789012345678901234.5678") // past 18 digits
+		default:
+			return decimal.New(1+r.Int64N(100_000_000), -int32(r.IntN(9)))
+		}
+	}
+	fast := 0
+	for run := range 20000 {
+		p := Position{Symbol: "X", Direction: exchange.Long, Quantity: num(), Entry: num(), Leverage: 1 + r.IntN(200)}
+		if r.IntN(2) == 0 {
+			p.Value = num()
+		}
+		if r.IntN(2) == 0 {
+			p.Held = num()
+		}
+		np := p
+		np.Leverage, np.Held = 1+r.IntN(200), decimal.Zero
+		var free decimal.Decimal // unknown: the zero value
+		switch r.IntN(3) {
+		case 0:
+			free = num()
+		case 1:
+			free = num().Neg()
+		}
+		gm, ga := marginMoved(&np, &p, free)
+		wm, wa := marginMovedReference(&np, &p, free)
+		if !SameDec(gm, wm) || !SameDec(ga, wa) {
+			t.Fatalf("run %d: %+v → leverage %d, free %s: moved %s (%d), after %s (%d); the decimals %s (%d), %s (%d)", run, p, np.Leverage, free,
+				gm, gm.Exponent(), ga, ga.Exponent(), wm, wm.Exponent(), wa, wa.Exponent())
+		}
+		if ev, ok := toFixed(np.EntryValue()); ok {
+			if _, ok := marginFixed(ev, true, np.Leverage); ok {
+				fast++
+			}
+		}
+	}
+	if fast < 5000 {
+		t.Fatalf("%d of 20000 on the coefficients", fast)
+	}
+}

@@ -118,12 +118,23 @@ func (a Account) Forfeit(sigma func(symbol string) float64, liqs []decimal.Decim
 
 // forfeit is Forfeit of the book's account.
 func (b stressBook) forfeit() Forfeit {
+	f, _ := b.forfeitIn(nil)
+	return f
+}
+
+// forfeitIn is forfeit, its parts listed in s's list when set (kept there
+// for the next), with each position's symbol as its parts list it
+// (own[i]: own[i:i+1] are their Symbols; nil without parts). own is never
+// written once made, and parts handed on share it: s keeps the last, and
+// a book of the same symbols in the same order (a steady account) lists
+// it again.
+func (b stressBook) forfeitIn(s *Scratch) (f Forfeit, own []string) {
 	if !b.finite() {
-		return Forfeit{}
+		return Forfeit{}, nil
 	}
 	out := Forfeit{Known: true}
 	if len(b.ps) == 0 {
-		return out
+		return out, nil
 	}
 	// At most two parts per isolated position, one per family for the pool.
 	n := 0
@@ -135,10 +146,22 @@ func (b stressBook) forfeit() Forfeit {
 	if b.anyCross {
 		n += len(b.syms) + 1
 	}
-	out.Parts = make([]ForfeitPart, 0, n)
-	own := make([]string, len(b.ps)) // each position's symbol, for its parts
-	for i := range own {
-		own[i] = b.symbol(i)
+	if s != nil {
+		out.Parts = slices.Grow(s.parts[:0], n)
+		s.parts = out.Parts[:0]
+		own = s.own
+	}
+	if !b.symbolsAre(own) {
+		own = make([]string, len(b.ps)) // each position's symbol, for its parts
+		for i := range own {
+			own[i] = b.symbol(i)
+		}
+		if s != nil {
+			s.own = own
+		}
+	}
+	if s == nil {
+		out.Parts = make([]ForfeitPart, 0, n)
 	}
 	for i := range b.ps {
 		if !b.ps[i].cross {
@@ -151,7 +174,12 @@ func (b stressBook) forfeit() Forfeit {
 	// out in it in place, a cycle of the permutation at a time (sorting the
 	// parts themselves moves 136 bytes a swap; a second list of them is
 	// as many bytes again for the collector).
-	keys := make([]partKey, len(out.Parts))
+	var onStack [48]partKey // an account's few parts' keys, not on the heap
+	keys := onStack[:0]
+	if len(out.Parts) > len(onStack) {
+		keys = make([]partKey, 0, len(out.Parts))
+	}
+	keys = keys[:len(out.Parts)]
 	for i := range keys {
 		keys[i] = partKey{math.Abs(out.Parts[i].K), int32(i)}
 	}
@@ -161,7 +189,21 @@ func (b stressBook) forfeit() Forfeit {
 		p := &out.Parts[i]
 		out.Expected += p.Weight * p.Prob * p.Amount
 	}
-	return out
+	return out, own
+}
+
+// symbolsAre reports whether syms are the book's positions' symbols, in
+// its order.
+func (b *stressBook) symbolsAre(syms []string) bool {
+	if len(syms) != len(b.ps) {
+		return false
+	}
+	for i := range syms {
+		if syms[i] != b.symbol(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // permute lays parts out in the order of keys (parts[d] becomes the part
@@ -240,7 +282,12 @@ func (b stressBook) weights() (together, alone float64) {
 // symbol, as the parts list it), in the order forfeit finds them: lost
 // already, or every index together then its symbol alone.
 func (b stressBook) isoParts(parts []ForfeitPart, i int, syms []string) []ForfeitPart {
-	p := &b.ps[i]
+	return b.isoPartsOf(parts, &b.ps[i], syms)
+}
+
+// isoPartsOf is isoParts of the isolated position p, read as the book
+// reads its own (its at and sym the book's).
+func (b *stressBook) isoPartsOf(parts []ForfeitPart, p *stressPos, syms []string) []ForfeitPart {
 	if !(p.liq > 0) {
 		return parts // no price liquidates it
 	}
@@ -250,12 +297,13 @@ func (b stressBook) isoParts(parts []ForfeitPart, i int, syms []string) []Forfei
 			parts = append(parts, fp)
 		}
 	}
+	dir := b.acct[p.at].Direction
 	if p.lostAt(p.index) {
-		add(ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Weight: 1, Prob: 1, Amount: math.Max(p.equity, 0)})
+		add(ForfeitPart{Symbols: syms, Direction: dir, At: p.at, Weight: 1, Prob: 1, Amount: math.Max(p.equity, 0)})
 		return parts
 	}
 	k := (p.liq/p.index - 1) / b.syms[p.sym].Sigma
-	part := ForfeitPart{Symbols: syms, Direction: b.dir(i), At: p.at, Family: StressTogether, Weight: together, K: k, Prob: Touch(k),
+	part := ForfeitPart{Symbols: syms, Direction: dir, At: p.at, Family: StressTogether, Weight: together, K: k, Prob: Touch(k),
 		Amount: math.Max(p.margin+p.pnl(p.liq), 0)}
 	add(part)
 	part.Family, part.Weight = b.syms[p.sym].Symbol, alone
@@ -362,6 +410,67 @@ func (p *Priced) forfeitAfter(after *Priced, i int, at bool) Forfeit {
 	}
 	nIso := len(fresh)
 	fresh = b.poolParts(fresh)
+	return mergeAfter(before, fresh, nIso, i, at, len(b.ps))
+}
+
+// ForfeitAfterIsolated is ForfeitAfterAt of AfterIsolated(np, free, i,
+// liq), bit for bit (TestForfeitAfterIsolatedIsAfterIsolated), without
+// the account after read into a book of its own: in an account without
+// an open cross position only position i's parts are worked out again,
+// from its figures after, and no other position's figures are copied (a
+// decision by cost prices an isolated candidate at every leverage).
+func (p *Priced) ForfeitAfterIsolated(np *Position, free decimal.Decimal, i int, liq decimal.Decimal) Forfeit {
+	return p.ForfeitAfterIsolatedIn(nil, np, free, i, liq)
+}
+
+// ForfeitAfterIsolatedIn is ForfeitAfterIsolated, its parts listed in
+// room's (its capacity, at least two: a position's parts; nil: a list of
+// their own) where the account holds no open cross position: a caller
+// that lets go of the forfeit with a list of its own, as a decision's
+// candidates are let go, lists them in it.
+func (p *Priced) ForfeitAfterIsolatedIn(room []ForfeitPart, np *Position, free decimal.Decimal, i int, liq decimal.Decimal) Forfeit {
+	if !p.ok || p.b.anyCross || np.Cross {
+		return p.ForfeitAfterAt(p.AfterIsolated(np, free, i, liq), i)
+	}
+	before := p.Forfeit()
+	if !before.Known {
+		// Position i's figures after may be numbers where its figures
+		// before were not: the account after is worked out whole.
+		return p.ForfeitAfterAt(p.AfterIsolated(np, free, i, liq), i)
+	}
+	// The book after is the book before (its figures numbers: before is
+	// known) but for position i's, read as AfterIsolated reads it. Its
+	// parts (at most two) are copied into the forfeit's own list.
+	var onStack [2]ForfeitPart
+	fresh := onStack[:0]
+	for k := range p.b.ps {
+		if p.b.ps[k].at != i {
+			continue
+		}
+		sp := p.b.ps[k]
+		if !readStressPos(&sp, np, liq, sp.sym, i) || !finite(sp.index) || !finite(sp.equity) || !finite(sp.liq) || !finite(sp.mm) {
+			return Forfeit{}
+		}
+		if !sp.cross {
+			// The symbol as the parts before list it (the same string).
+			fresh = p.b.isoPartsOf(fresh, &sp, p.own[k:k+1:k+1])
+		}
+	}
+	return mergeAfterIn(room, before, fresh, len(fresh), i, true, len(p.b.ps))
+}
+
+// mergeAfter is forfeitAfter's forfeit of the account after a call on
+// position i, from the forfeit before and the parts worked out again
+// (fresh: position i's nIso isolated parts, then the pool's), the account
+// after holding nPos positions in its book; position i's parts alone
+// listed when at.
+func mergeAfter(before Forfeit, fresh []ForfeitPart, nIso, i int, at bool, nPos int) Forfeit {
+	return mergeAfterIn(nil, before, fresh, nIso, i, at, nPos)
+}
+
+// mergeAfterIn is mergeAfter, the parts listed in room's capacity where
+// it holds them (nil: a list of their own).
+func mergeAfterIn(room []ForfeitPart, before Forfeit, fresh []ForfeitPart, nIso, i int, at bool, nPos int) Forfeit {
 	// The order Forfeit finds a part in, among parts of equal |K|: an
 	// isolated one by its position, then its family (together, or lost,
 	// first); the pool's after every isolated one, in the order found.
@@ -393,7 +502,12 @@ func (p *Priced) forfeitAfter(after *Priced, i int, at bool) Forfeit {
 		f found
 		n int // index in fresh
 	}
-	keys := make([]key, len(fresh))
+	var onStack [8]key // the few parts worked out again, not on the heap
+	keys := onStack[:0]
+	if len(fresh) > len(onStack) {
+		keys = make([]key, 0, len(fresh))
+	}
+	keys = keys[:len(fresh)]
 	for n := range fresh {
 		keys[n] = key{math.Abs(fresh[n].K), foundOf(&fresh[n], n-nIso), n}
 	}
@@ -413,7 +527,12 @@ func (p *Priced) forfeitAfter(after *Priced, i int, at bool) Forfeit {
 	if at {
 		size = nIso
 	}
-	out := Forfeit{Known: true, Parts: make([]ForfeitPart, 0, size)}
+	out := Forfeit{Known: true}
+	if cap(room) >= size && size > 0 {
+		out.Parts = room[:0:size]
+	} else {
+		out.Parts = make([]ForfeitPart, 0, size)
+	}
 	emit := func(fp ForfeitPart) {
 		if !at || fp.At == i {
 			out.Parts = append(out.Parts, fp)
@@ -443,7 +562,7 @@ func (p *Priced) forfeitAfter(after *Priced, i int, at bool) Forfeit {
 	}
 	if len(out.Parts) == 0 {
 		out.Parts = nil
-		if len(b.ps) > 0 {
+		if nPos > 0 {
 			out.Parts = []ForfeitPart{}
 		}
 	}

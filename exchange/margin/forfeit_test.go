@@ -682,3 +682,69 @@ func TestForfeitAfterAtIsForfeitAfter(t *testing.T) {
 		}
 	}
 }
+
+// ForfeitAfterIsolated is ForfeitAfterAt of AfterIsolated's book, bit for
+// bit: accounts read from their decimals or from the engine's floats, with
+// and without an open cross position, positions closed, and an index past
+// float64's range on the call's position or another (the forfeit before
+// unknown).
+func TestForfeitAfterIsolatedIsAfterIsolated(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 28))
+	tried := map[string]int{}
+	for run := 0; run < 800; run++ {
+		a, sigma := distinctAccount(r, 1+r.IntN(30))
+		anyCross := r.IntN(5) == 0
+		for k := range a.Positions {
+			a.Positions[k].Cross = anyCross && r.IntN(2) == 0
+		}
+		if r.IntN(2) == 0 {
+			a = listedAccount(a)
+		}
+		i := r.IntN(len(a.Positions))
+		switch r.IntN(12) {
+		case 0:
+			a.Positions[r.IntN(len(a.Positions))].Index = decimal.RequireFromString("1e400")
+		case 1:
+			a.Positions[i].Quantity = decimal.Zero
+		}
+		liqs := a.LiquidationPrices()
+		before := a.Priced(sigma, liqs)
+		if r.IntN(2) == 0 {
+			before = a.PricedFrom(floatsOf(a, sigma, true), sigma, liqs)
+		}
+		if a.Positions[i].Cross {
+			continue
+		}
+		np, eff := a.IsolatedEffect(i, 1+r.IntN(50), nil, liqs)
+		got := before.ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
+		want := before.ForfeitAfterAt(before.AfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter), i)
+		if !reflect.DeepEqual(got, want) || math.Float64bits(got.Expected) != math.Float64bits(want.Expected) {
+			t.Fatalf("run %d: forfeit after\n%+v\nAfterIsolated's\n%+v", run, got, want)
+		}
+		// Its parts listed in the room given, the same.
+		room := make([]ForfeitPart, 0, 2)
+		in := before.ForfeitAfterIsolatedIn(room, &np, eff.FreeAfter, i, eff.LiquidationAfter)
+		if !reflect.DeepEqual(in, want) || math.Float64bits(in.Expected) != math.Float64bits(want.Expected) {
+			t.Fatalf("run %d: forfeit after in a room\n%+v\nAfterIsolated's\n%+v", run, in, want)
+		}
+		if len(in.Parts) > 0 && !a.HasOpenCross() && before.Forfeit().Known && &in.Parts[0] != &room[:1][0] {
+			t.Fatalf("run %d: the parts not listed in the room given", run)
+		}
+		switch {
+		case !before.Forfeit().Known:
+			tried["unknown before"]++
+		case a.HasOpenCross():
+			tried["cross"]++
+		case len(got.Parts) > 0:
+			tried["parts"]++
+		default:
+			tried["none"]++
+		}
+	}
+	for _, k := range []string{"unknown before", "cross", "parts"} {
+		if tried[k] == 0 {
+			t.Fatalf("no account of %q tried (%v)", k, tried)
+		}
+	}
+}

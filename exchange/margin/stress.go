@@ -156,6 +156,9 @@ func (b stressBook) stress(likely float64, points bool) Stress {
 	s := Stress{Likely: likely}
 	ps, syms := b.ps, b.syms
 	s.Known, s.Sigma = true, syms
+	if b.borrowed {
+		s.Sigma = slices.Clone(syms) // the grid outlives the scratch's next read
+	}
 	if len(ps) == 0 {
 		return s
 	}
@@ -198,9 +201,12 @@ func (b stressBook) stress(likely float64, points bool) Stress {
 // balance, the pool now (free balance, the cross positions' margin and
 // PNL) and its maintenance.
 type stressBook struct {
-	acct         []Position // the account's positions
-	ps           []stressPos
-	syms         []SymbolSigma
+	acct []Position // the account's positions
+	ps   []stressPos
+	syms []SymbolSigma
+	// borrowed says syms are a Scratch's (PricedFrom): a grid lists a
+	// copy of them.
+	borrowed     bool
 	free         float64
 	pool, poolMM float64
 	anyCross     bool
@@ -354,9 +360,36 @@ func readStressPos(sp *stressPos, p *Position, liq decimal.Decimal, j, i int) bo
 // them. Money stays decimal up to here; the grid and the forfeit are
 // estimates in float64, the same floats whichever way they are read.
 type Priced struct {
-	b       stressBook
-	ok      bool
-	forfeit *Forfeit
+	b        stressBook
+	ok       bool
+	forfeit  Forfeit // once forfeitK
+	forfeitK bool
+	// own is each position's symbol as the forfeit's parts list it (their
+	// Symbols), once worked out: a forfeit after lists them too.
+	own []string
+	// scratch, when set, holds its forfeit's parts (Floats.Scratch).
+	scratch *Scratch
+}
+
+// Scratch holds what PricedFrom reads an account into — the Priced, its
+// positions' figures and symbols and its forfeit's parts — reused from
+// one read to the next, where each read made its own: a caller that reads
+// one account for the grid at a time, and keeps neither the Priced nor
+// its forfeit's parts past the next read, hands the same Scratch to each
+// read (Floats.Scratch). What a Priced hands on holds none of it: a
+// forfeit after lists parts of its own (ForfeitAfter copies the
+// before's), an account after is read into a book of its own (After), and
+// a grid (StressJudged) reads the figures into its own and lists a copy
+// of the symbols. The zero Scratch is ready; it is not safe for
+// concurrent use. LiquidationPricesIn lists an account's liquidation
+// prices in it too, as long.
+type Scratch struct {
+	priced Priced
+	ps     []stressPos
+	syms   []SymbolSigma
+	parts  []ForfeitPart
+	own    []string          // the last forfeit's symbols (forfeitIn)
+	liqs   []decimal.Decimal // LiquidationPricesIn's
 }
 
 // Priced reads the account for the grid and the forfeit (sigma and liqs
@@ -386,6 +419,10 @@ type Floats struct {
 	// Distinct says no two positions are on one symbol (the engine's
 	// account holds one a symbol): the grid does not look them up.
 	Distinct bool
+	// Scratch, when set, is where PricedFrom reads the account into: the
+	// Priced it returns, and its Forfeit's Parts, are valid until the
+	// next PricedFrom with the same Scratch (nil: their own).
+	Scratch *Scratch
 }
 
 // PricedFrom is Priced, the positions' figures and σ read from f where the
@@ -403,12 +440,32 @@ func (a Account) PricedFrom(f Floats, sigma func(symbol string) float64, liqs []
 		liqs = a.LiquidationPrices()
 	}
 	b, ok := a.stressBookFrom(f, sigma, liqs)
+	if s := f.Scratch; s != nil {
+		s.ps, s.syms = b.ps[:0], b.syms[:0]
+		s.priced = Priced{b: b, ok: ok, scratch: s}
+		return &s.priced
+	}
 	return &Priced{b: b, ok: ok}
 }
 
 // stressBookFrom is stressBook, each position read from f (PricedFrom).
 func (a Account) stressBookFrom(f Floats, sigma func(symbol string) float64, liqs []decimal.Decimal) (stressBook, bool) {
-	b := stressBook{acct: a.Positions, ps: make([]stressPos, len(a.Positions)), syms: make([]SymbolSigma, 0, len(a.Positions))}
+	var ps []stressPos
+	if s := f.Scratch; s != nil {
+		// Every field of a position read is written (readStressPos, and
+		// below): nothing of the last read is left in it.
+		ps = slices.Grow(s.ps[:0], len(a.Positions))[:len(a.Positions)]
+	} else {
+		ps = make([]stressPos, len(a.Positions))
+	}
+	// The symbols a scratch's (kept there for the next read), a new list
+	// at its first: a grid's list is never nil.
+	b := stressBook{acct: a.Positions, ps: ps, borrowed: f.Scratch != nil}
+	if s := f.Scratch; s != nil && s.syms != nil {
+		b.syms = s.syms[:0]
+	} else {
+		b.syms = make([]SymbolSigma, 0, len(a.Positions))
+	}
 	b.free = toF(a.Free)
 	b.pool = b.free
 	var table symbolTable
@@ -486,14 +543,13 @@ func (p *Priced) StressJudged(likely float64) Stress {
 
 // Forfeit is the account's Forfeit, worked out once.
 func (p *Priced) Forfeit() Forfeit {
-	if p.forfeit == nil {
-		f := Forfeit{}
+	if !p.forfeitK {
 		if p.ok {
-			f = p.b.forfeit()
+			p.forfeit, p.own = p.b.forfeitIn(p.scratch)
 		}
-		p.forfeit = &f
+		p.forfeitK = true
 	}
-	return *p.forfeit
+	return p.forfeit
 }
 
 // After is next read as Priced reads it, where next is the account after a

@@ -371,3 +371,144 @@ func TestPricedFromMatchesPriced(t *testing.T) {
 		}
 	}
 }
+
+// A read into a Scratch reused from read to read is the read into lists of
+// its own: the same book, grid and forfeit, and the same forfeits after
+// (a call's, an isolated candidate's), on accounts larger and smaller than
+// the last, positions closed and without a price; and what a read hands
+// on (a forfeit after, a grid) is as it was after the next read reused
+// the scratch.
+func TestPricedFromScratchIsPricedFrom(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 29))
+	var s Scratch
+	var kept []string
+	var keptWas []func() string
+	isolated, steady := 0, 0
+	var last Account
+	var lastSigma func(string) float64
+	var lastOwn []string
+	lastDistinct := false
+	for run := 0; run < 600; run++ {
+		distinct := r.IntN(2) == 0
+		var a Account
+		var sigma func(string) float64
+		switch {
+		case run%3 == 2 && len(last.Positions) > 0:
+			// A steady account: the last, its indexes moved.
+			a, sigma, distinct = movedIndexes(last, 0.97+0.06*r.Float64()), lastSigma, lastDistinct
+		case distinct:
+			a, sigma = distinctAccount(r, 1+r.IntN(40))
+		default:
+			a, sigma = stressAccount(r, 1+r.IntN(40))
+		}
+		last, lastSigma, lastDistinct = a, sigma, distinct
+		if r.IntN(2) == 0 && run%3 != 2 {
+			a = listedAccount(a)
+		}
+		for i := range a.Positions {
+			if run%3 == 2 {
+				break // as the last
+			}
+			switch r.IntN(40) {
+			case 0:
+				a.Positions[i].Quantity = decimal.Zero
+			case 1:
+				a.Positions[i].Index = decimal.Zero
+			}
+			if run%50 == 0 { // none open, at the scratch's first read too
+				a.Positions[i].Quantity = decimal.Zero
+			}
+		}
+		liqs := a.LiquidationPrices()
+		f := floatsOf(a, sigma, distinct)
+		fs := f
+		fs.Scratch = &s
+		got, want := a.PricedFrom(fs, sigma, liqs), a.PricedFrom(f, sigma, liqs)
+		if got.ok != want.ok || !slices.Equal(got.b.ps, want.b.ps) || !slices.Equal(got.b.syms, want.b.syms) ||
+			got.b.pool != want.b.pool || got.b.poolMM != want.b.poolMM || got.b.free != want.b.free || got.b.anyCross != want.b.anyCross {
+			t.Fatalf("run %d: read into the scratch\n%+v, into its own\n%+v", run, got.b, want.b)
+		}
+		gj, wj := got.StressJudged(3), want.StressJudged(3)
+		if !reflect.DeepEqual(gj, wj) {
+			t.Fatalf("run %d: judged %+v, into its own %+v", run, gj, wj)
+		}
+		if g, w := got.Forfeit(), want.Forfeit(); !reflect.DeepEqual(g, w) {
+			t.Fatalf("run %d: forfeit %+v, into its own %+v", run, g, w)
+		}
+		if len(got.own) > 0 && len(lastOwn) > 0 && &got.own[0] == &lastOwn[0] {
+			steady++ // the symbols of the last forfeit listed again
+		}
+		lastOwn = got.own
+		// What the last read handed on is as it was, its scratch read
+		// into again (the book, its symbols and the forfeit's parts).
+		for k, was := range kept {
+			if now := keptWas[k](); now != was {
+				t.Fatalf("run %d: a forfeit after of an earlier read\n%s\nwas\n%s", run, now, was)
+			}
+		}
+		kept, keptWas = kept[:0], keptWas[:0]
+		i := r.IntN(len(a.Positions))
+		next, _, after := a.ApplyPriced(i, 1+r.IntN(50), r.IntN(2) == 0, nil, liqs)
+		ga, wa := got.After(next, i, after), want.After(next, i, after)
+		gf, wf := got.ForfeitAfter(ga, i), want.ForfeitAfter(wa, i)
+		if !reflect.DeepEqual(gf, wf) {
+			t.Fatalf("run %d: forfeit after %+v, into its own %+v", run, gf, wf)
+		}
+		gs := ga.StressJudged(3)
+		kept = append(kept, fmt.Sprintf("%+v|%+v|%+v", gf, gs, gj))
+		keptWas = append(keptWas, func() string { return fmt.Sprintf("%+v|%+v|%+v", gf, gs, gj) })
+		if !a.Positions[i].Cross {
+			np, eff := a.IsolatedEffect(i, 1+r.IntN(50), nil, liqs)
+			gi := got.ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
+			if wi := want.ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter); !reflect.DeepEqual(gi, wi) {
+				t.Fatalf("run %d: isolated forfeit after %+v, into its own %+v", run, gi, wi)
+			}
+			if len(gi.Parts) > 0 {
+				isolated++
+			}
+			kept = append(kept, fmt.Sprintf("%+v", gi))
+			keptWas = append(keptWas, func() string { return fmt.Sprintf("%+v", gi) })
+		}
+	}
+	if isolated == 0 || steady == 0 {
+		t.Fatalf("%d isolated candidates' forfeits after listed a part, %d steady accounts' forfeits listed the last symbols", isolated, steady)
+	}
+}
+
+// LiquidationPricesIn lists LiquidationPricesWith's prices, decimals in
+// value and exponent, in the scratch's list reused from account to
+// account (larger and smaller, positions closed, with and without an open
+// cross position: then a list of their own).
+func TestLiquidationPricesInIsWith(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 32))
+	var s Scratch
+	var l1, l2 Liquidations
+	reused := 0
+	for run := range 400 {
+		a, _ := distinctAccount(r, 1+r.IntN(30))
+		anyCross := r.IntN(4) == 0
+		for k := range a.Positions {
+			a.Positions[k].Cross = anyCross && r.IntN(2) == 0
+			if r.IntN(8) == 0 {
+				a.Positions[k].Quantity = decimal.Zero
+			}
+		}
+		got, want := a.LiquidationPricesIn(&s, &l1), a.LiquidationPricesWith(&l2)
+		if len(got) != len(want) {
+			t.Fatalf("run %d: %d prices, want %d", run, len(got), len(want))
+		}
+		for i := range got {
+			if !SameDec(got[i], want[i]) {
+				t.Fatalf("run %d: position %d's price %s, want %s", run, i, got[i], want[i])
+			}
+		}
+		if len(got) > 0 && len(s.liqs) > 0 && &got[0] == &s.liqs[0] {
+			reused++
+		}
+	}
+	if reused == 0 {
+		t.Fatal("the scratch's list was never used")
+	}
+}

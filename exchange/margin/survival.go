@@ -235,9 +235,30 @@ func (a Account) LiquidationPrices() []decimal.Decimal { return a.LiquidationPri
 // LiquidationPricesWith is LiquidationPrices, the isolated positions'
 // remembered in l.
 func (a Account) LiquidationPricesWith(l *Liquidations) []decimal.Decimal {
-	liqs := make([]decimal.Decimal, len(a.Positions))
-	if a.HasOpenCross() {
+	return a.liquidationPricesIn(nil, l)
+}
+
+// LiquidationPricesIn is LiquidationPricesWith, listed in s's list where
+// the account holds no open cross position (the pool's prices are a list
+// of their own): valid until the next LiquidationPricesIn with s, which
+// lists its own in it. The zero Scratch is ready.
+func (a Account) LiquidationPricesIn(s *Scratch, l *Liquidations) []decimal.Decimal {
+	return a.liquidationPricesIn(s, l)
+}
+
+// liquidationPricesIn is LiquidationPricesIn, s nil: a list of its own.
+func (a Account) liquidationPricesIn(s *Scratch, l *Liquidations) []decimal.Decimal {
+	var liqs []decimal.Decimal
+	switch {
+	case a.HasOpenCross():
 		liqs = a.CrossLiquidationPrices()
+	case s != nil:
+		// Every price is written below: zero for a closed position.
+		liqs = slices.Grow(s.liqs[:0], len(a.Positions))[:len(a.Positions)]
+		clear(liqs)
+		s.liqs = liqs
+	default:
+		liqs = make([]decimal.Decimal, len(a.Positions))
 	}
 	for i := range a.Positions {
 		if p := &a.Positions[i]; p.Open() && !p.Cross {

@@ -576,7 +576,9 @@ func (v *evaluator) passOver(row *tickRow, now time.Time) {
 // other fields, and Add leaves it not Empty: an empty one is as new but
 // for its position, which is set before the first Add (an empty plan's is
 // never read). The plan and its environment are a box of a past tick
-// whose plans were all settled (finish), or a new one.
+// whose plans were all settled (finish), or a new one; the scratch takes
+// the box's emptied plan (Plan.Reset), its lists' arrays and its steps
+// for the next plan.
 func (v *evaluator) planOf(ps *posState) *act.Plan {
 	var b *planBox
 	if n := len(v.free); n > 0 {
@@ -586,7 +588,10 @@ func (v *evaluator) planOf(ps *posState) *act.Plan {
 		b = new(planBox)
 	}
 	v.lent = append(v.lent, b)
-	b.pl, b.env = v.plan, v.env
+	// The box takes the plan built, and the scratch the box's emptied
+	// lists and steps (finish), for the next position's plan.
+	b.pl, v.plan = v.plan, b.pl
+	b.env = v.env
 	b.pl.Refused, b.pl.Env = &ps.X.refused, &b.env
 	return &b.pl
 }
@@ -616,7 +621,7 @@ func (v *evaluator) finish(ctx context.Context, now time.Time, due []*act.Accoun
 	clear(v.plans) // the dispatcher is done with them
 	if settled {
 		for _, b := range v.lent {
-			b.pl = act.Plan{} // let go of what it pointed to; env is overwritten when lent again
+			b.pl.Reset() // let go of what it pointed to, its lists kept; env is overwritten when lent again
 		}
 		v.free = append(v.free, v.lent...)
 	}

@@ -36,6 +36,9 @@ type cancelStep struct {
 	ps    [1]*Pending         // what Prepare returns
 }
 
+// recycle empties the cancel for its plan's next use (Plan.Reset).
+func (c *cancelStep) recycle() { *c = cancelStep{} }
+
 // Order sends the cancel first.
 func (*cancelStep) Order() int { return 10 }
 

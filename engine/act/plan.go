@@ -31,6 +31,11 @@ type Plan struct {
 	// Steps are the plan's calls in their Order, each under its key.
 	Steps []Step
 	keys  []string
+	// spare are the steps of the plan's last use that Reset emptied
+	// (recycler), under their keys: Step takes one again before it makes
+	// a step.
+	spare     []Step
+	spareKeys []string
 }
 
 // Refusal is a settings call the exchange refused for good, from the
@@ -86,7 +91,18 @@ func (pl *Plan) Add(kinds Kinds, ri int, r *rules.Rule, st *alert.RuleState, acc
 	// Most of a rule's actions ask for a step: its list made once. The
 	// rule is merged in its place in the plan's list (Kind.Merge: d is
 	// pl's last Due), where a Due of its own was copied in after.
-	pl.Due = append(pl.Due, Due{Idx: ri, Rule: r, St: st, Acct: acct, Asked: make([]Step, 0, len(r.Actions))})
+	// A Due kept by Reset past the list's end is taken again with its
+	// lists' arrays.
+	var asked []Step
+	var notes []rules.Action
+	if n := len(pl.Due); n < cap(pl.Due) {
+		kept := &pl.Due[:n+1][n]
+		asked, notes = kept.Asked, kept.Notify
+	}
+	if cap(asked) < len(r.Actions) {
+		asked = make([]Step, 0, len(r.Actions))
+	}
+	pl.Due = append(pl.Due, Due{Idx: ri, Rule: r, St: st, Acct: acct, Asked: asked[:0], Notify: notes[:0]})
 	d := &pl.Due[len(pl.Due)-1]
 	for i := range r.Actions {
 		a := &r.Actions[i]
@@ -107,7 +123,13 @@ func (pl *Plan) Step(key string, mk func() Step) Step {
 	if i := slices.Index(pl.keys, key); i >= 0 {
 		return pl.Steps[i]
 	}
-	c := mk()
+	var c Step
+	if i := slices.Index(pl.spareKeys, key); i >= 0 {
+		c = pl.spare[i]
+		pl.spare, pl.spareKeys = slices.Delete(pl.spare, i, i+1), slices.Delete(pl.spareKeys, i, i+1)
+	} else {
+		c = mk()
+	}
 	if pl.Steps == nil {
 		// A plan has a step or two, at most one a kind: lists for a few,
 		// where each insert grew them.
@@ -119,6 +141,36 @@ func (pl *Plan) Step(key string, mk func() Step) Step {
 	}
 	pl.Steps, pl.keys = slices.Insert(pl.Steps, i, c), slices.Insert(pl.keys, i, key)
 	return c
+}
+
+// Reset empties pl for its next use, keeping its lists' arrays and its
+// steps that may be used again (recycler), emptied: a plan built after it
+// is as one built new. Only its owner calls it, once nothing holds pl, its
+// lists or its steps (the engine's plans once the dispatcher holds none).
+func (pl *Plan) Reset() {
+	due := pl.Due[:cap(pl.Due)]
+	for i := range due {
+		clear(due[i].Asked[:cap(due[i].Asked)])
+		clear(due[i].Notify[:cap(due[i].Notify)])
+		due[i] = Due{Asked: due[i].Asked[:0], Notify: due[i].Notify[:0]}
+	}
+	spare, spareKeys := pl.spare, pl.spareKeys
+	for i, c := range pl.Steps {
+		if r, ok := c.(recycler); ok {
+			r.recycle()
+			spare, spareKeys = append(spare, c), append(spareKeys, pl.keys[i])
+		}
+	}
+	clear(pl.Steps)
+	clear(pl.keys)
+	*pl = Plan{Due: due[:0], Steps: pl.Steps[:0], keys: pl.keys[:0], spare: spare, spareKeys: spareKeys}
+}
+
+// recycler is a step a plan may take again once it is Reset: recycle
+// makes it as its kind's Merge makes it new, holding nothing of its last
+// use (lists it handed out are let go, not cleared: a report keeps them).
+type recycler interface {
+	recycle()
 }
 
 // planSteps is how many steps a plan's lists are first made for.

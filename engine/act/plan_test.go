@@ -5,7 +5,11 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/riskguard/riskguard/engine/alert"
+	"github.com/riskguard/riskguard/rules"
 )
 
 // dedupeReference is Dedupe as it was written first: through a map.
@@ -63,4 +67,63 @@ func TestDedupe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A plan Reset and built again is as a plan built new (its dues, the steps
+// they asked for and their notify actions, its steps in order, each as its
+// kind's Merge makes it), though it took its steps and lists again; and
+// what its first use handed out, a step's list of rules that a report
+// keeps, is left as it was.
+func TestPlanResetIsAsNew(t *testing.T) {
+	t.Parallel()
+	kinds := DefaultKinds()
+	a := &rules.Rule{Name: "a", Actions: []rules.Action{{Kind: rules.SetIsolated}, {Kind: rules.CancelOrders}, {Kind: rules.Notify, Channels: []string{"ops"}}}}
+	b := &rules.Rule{Name: "b", Actions: []rules.Action{{Kind: rules.CancelOrders}}}
+	c := &rules.Rule{Name: "c", Actions: []rules.Action{{Kind: rules.SetIsolated}, {Kind: rules.Notify}}}
+	build := func(pl *Plan, rs ...*rules.Rule) {
+		for i, r := range rs {
+			pl.Add(kinds, i, r, &alert.RuleState{}, nil, nil, nil)
+		}
+	}
+	pl := &Plan{}
+	build(pl, a, b, c)
+	cancel, settings := pl.Steps[0].(*cancelStep), pl.Steps[1].(*SettingsStep)
+	handed := cancel.rules
+	// What a tick's Prepare and Done leave in the steps.
+	cancel.tried, cancel.err, cancel.ev.Outcome = true, fmt.Errorf("refused"), "failed"
+	settings.note, settings.skipped, settings.dec.Change = "at target", true, true
+
+	pl.Reset()
+	if !pl.Empty() || len(pl.Steps) != 0 {
+		t.Fatalf("a Reset plan is not empty: %d dues, %d steps", len(pl.Due), len(pl.Steps))
+	}
+	build(pl, c, b)
+	want := &Plan{}
+	build(want, c, b)
+	if got, w := describePlan(pl), describePlan(want); got != w {
+		t.Errorf("plan built again after Reset:\n%s\nbuilt new:\n%s", got, w)
+	}
+	if pl.Steps[0] != Step(cancel) || pl.Steps[1] != Step(settings) {
+		t.Error("the plan made its steps again instead of taking them back")
+	}
+	if !slices.Equal(handed, []string{"a", "b"}) {
+		t.Errorf("the first use's cancel rules became %q", handed)
+	}
+}
+
+// describePlan is what a plan says of its dues and steps, the steps'
+// state included, their addresses left out.
+func describePlan(pl *Plan) string {
+	var b strings.Builder
+	for _, d := range pl.Due {
+		fmt.Fprintf(&b, "due %d %s err=%v notify=%v asked:", d.Idx, d.Rule.Name, d.Err, d.Notify)
+		for _, s := range d.Asked {
+			fmt.Fprintf(&b, " %d", slices.Index(pl.Steps, s))
+		}
+		b.WriteString("\n")
+	}
+	for i, s := range pl.Steps {
+		fmt.Fprintf(&b, "step %s %+v\n", pl.keys[i], reflect.ValueOf(s).Elem().Interface())
+	}
+	return b.String()
 }

@@ -69,6 +69,9 @@ func settingsOf(pl *Plan) *SettingsStep {
 	return pl.Step(settingsKey, func() Step { return &SettingsStep{} }).(*SettingsStep)
 }
 
+// recycle empties the settings call for its plan's next use (Plan.Reset).
+func (c *SettingsStep) recycle() { *c = SettingsStep{} }
+
 // Order sends the settings call after the cancel and the reduce order: a
 // leverage cut then moves the margin of the smaller position.
 func (*SettingsStep) Order() int { return 30 }

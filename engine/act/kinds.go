@@ -117,7 +117,9 @@ type Host interface {
 	// DryRun: nothing is sent, nor any budget spent.
 	DryRun() bool
 	Logger() *slog.Logger
-	// Emit says ev, in the report of the tick at hand.
+	// Emit says ev, in the report of the tick at hand. It copies what it
+	// keeps of what ev points to: the caller may write it again once Emit
+	// returns (a step's scratch).
 	Emit(ctx context.Context, ev journal.Event)
 	// Note says ev outside any tick's report.
 	Note(ctx context.Context, ev journal.Event)

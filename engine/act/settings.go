@@ -45,6 +45,11 @@ type SettingsStep struct {
 	call    *settingsCall // the call readied; nil until one is
 	note    string        // Note
 	skipped bool          // Skipped
+	// skipRec and skipAct are what skipEvent says of a bounded cut, made
+	// in the step: the journal copies what it keeps of an event
+	// (Host.Emit), so one skip's are taken again by the next.
+	skipRec journal.Record
+	skipAct journal.ActionEvent
 }
 
 // settingsCall is the settings call a Prepare readied: made only when a
@@ -265,10 +270,11 @@ func (c *SettingsStep) skipEvent(ctx context.Context, h Host, pl *Plan, sk Skip)
 			break
 		}
 	}
-	base := journal.Record{Time: now, Type: "action", Action: string(c.lowerKind), Symbol: sym, Position: pos.ID, Rules: names,
+	base := &c.skipRec
+	*base = journal.Record{Time: now, Type: "action", Action: string(c.lowerKind), Symbol: sym, Position: pos.ID, Rules: names,
 		Leverage: sk.Asked, PrevLeverage: pos.Leverage, Phase: "skipped", Reason: sk.Why}
-	ev := journal.Event{Audit: &base, Level: slog.LevelWarn,
-		Action: &journal.ActionEvent{Symbol: sym, Action: base.Action, Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: sk.Asked, Effect: sk.Why, Reason: sk.Why}}
+	c.skipAct = journal.ActionEvent{Symbol: sym, Action: base.Action, Rules: base.Rules, Outcome: "skipped_bounded", From: pos.Leverage, To: sk.Asked, Effect: sk.Why, Reason: sk.Why}
+	ev := journal.Event{Audit: base, Level: slog.LevelWarn, Action: &c.skipAct}
 	if h.Wants(ctx, ev.Level).Log {
 		ev.Msg = "skipped " + base.Action + " " + sym + ": " + sk.Why
 		ev.Attrs = []any{"action", base.Action, "symbol", sym, "rule", strings.Join(base.Rules, ",")}

@@ -17,7 +17,9 @@ import (
 )
 
 // Emitter says an event: the tick's report r (nil: none), the audit log,
-// the log, the metrics and the notifications (journal.Journal).
+// the log, the metrics and the notifications (journal.Journal). Emit
+// copies what it keeps of what ev points to (its audit record, its
+// action): a step writes them again once it returns (act.Host.Emit).
 type Emitter interface {
 	Emit(ctx context.Context, r *journal.Report, ev journal.Event)
 	// Wants reports the outputs an event at level reaches beside the

@@ -27,7 +27,17 @@ type recorder struct {
 	noAudit bool
 }
 
+// Emit keeps a copy of ev's record and action, as an Emitter does: a
+// step writes them again once it returns.
 func (r *recorder) Emit(_ context.Context, rep *journal.Report, ev journal.Event) {
+	if ev.Audit != nil {
+		a := *ev.Audit
+		ev.Audit = &a
+	}
+	if ev.Action != nil {
+		a := *ev.Action
+		ev.Action = &a
+	}
 	r.evs, r.reps = append(r.evs, ev), append(r.reps, rep)
 }
 

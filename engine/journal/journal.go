@@ -150,7 +150,9 @@ func New(o Options) *Journal {
 
 // Emit fans ev out: the tick's report (when there is one), the audit log,
 // the recent actions, the log, the metrics and the notifications, in that
-// order.
+// order. It keeps no pointer of ev's (its record, action, transition or
+// message), only copies of what they point to: its caller may write them
+// again once Emit returns.
 func (j *Journal) Emit(ctx context.Context, rep *Report, ev Event) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

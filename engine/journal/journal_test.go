@@ -112,3 +112,32 @@ func TestWants(t *testing.T) {
 		}
 	}
 }
+
+// Emit keeps no pointer of its event's, only copies (a settings step says
+// each bounded cut it skips from one record and action it writes again):
+// an event said from the same record and action as the last leaves the
+// last one's report, recent action and audit line as they were.
+func TestEmitKeepsCopies(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var buf bytes.Buffer
+	j := New(Options{Audit: NewAudit(&buf)})
+	var rep Report
+	var rec Record
+	var act ActionEvent
+	for i, to := range []int{10, 5} {
+		rec = Record{Time: at.Add(time.Duration(i) * time.Second), Type: "action", Action: "lower_leverage", Symbol: "XBTC",
+			Phase: "skipped", Leverage: to, Rules: []string{"r"}}
+		act = ActionEvent{Symbol: "XBTC", Action: "lower_leverage", Rules: rec.Rules, Outcome: "skipped_bounded", From: 20, To: to}
+		j.Emit(context.Background(), &rep, Event{Audit: &rec, Action: &act})
+	}
+	if len(rep.Actions) != 2 || rep.Actions[0].To != 10 || rep.Actions[1].To != 5 {
+		t.Errorf("report's actions: %+v, want to 10 then to 5", rep.Actions)
+	}
+	if got := j.Recent(); len(got) != 2 || got[0].To == got[1].To {
+		t.Errorf("recent actions: %+v, want one to 10 and one to 5", got)
+	}
+	if got := buf.String(); !strings.Contains(got, `"leverage":10`) || !strings.Contains(got, `"leverage":5`) {
+		t.Errorf("audit lines %q, want one at leverage 10 and one at 5", got)
+	}
+}

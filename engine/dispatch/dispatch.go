@@ -190,6 +190,10 @@ type Dispatcher struct {
 		calls []*act.Pending
 		job   symbolJob
 		ended func(context.Context, []act.Result) // job.ended
+		// pend holds the plan's calls (prepare), npend of them taken: a
+		// plan makes a call or two, at most one a step.
+		pend  [3]act.Pending
+		npend int
 	}
 }
 

@@ -35,6 +35,7 @@ func (d *Dispatcher) execute(ctx context.Context, now time.Time, snap *market.Sn
 	var calls []*act.Pending
 	if d.sequent {
 		r, calls = &d.seq.run, d.seq.calls[:0]
+		d.seq.npend = 0 // the last plan's calls ended, and it was said
 	} else {
 		r = new(planRun)
 	}

@@ -392,7 +392,15 @@ func (d *Dispatcher) prepare(ctx context.Context, rep *journal.Report, base jour
 	case err != nil:
 		return nil, err
 	}
-	return &act.Pending{Base: base, Desc: desc, Effect: effect, Event: ev, Do: call, ReadStart: d.readStart}, nil
+	var p *act.Pending
+	if d.sequent && d.seq.npend < len(d.seq.pend) {
+		p = &d.seq.pend[d.seq.npend] // its plan's run ends before the next plan's is decided (execute)
+		d.seq.npend++
+	} else {
+		p = new(act.Pending)
+	}
+	*p = act.Pending{Base: base, Desc: desc, Effect: effect, Event: ev, Do: call, ReadStart: d.readStart}
+	return p, nil
 }
 
 // executorCall is pc as the executor sends it, saying each phase as it

@@ -315,9 +315,10 @@ func (v *evaluator) save(s *savedState) {
 // it).
 func (v *evaluator) account() (*rules.Account, bool) { return &v.acct, v.win.NeedAccount() }
 
-// alerts lists the rules whose state is, by position, one in.
+// alerts lists the rules whose state is, by position, one in, in the
+// book's list, which the next call writes again (alert.Book.AlertsView).
 func (v *evaluator) alerts(in func(alert.State) bool) []alert.Alert {
-	return v.book.Alerts(v.names, in)
+	return v.book.AlertsView(v.names, in)
 }
 
 // hot lists the rules that can change something and are pending or

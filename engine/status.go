@@ -399,7 +399,7 @@ type board struct {
 	lastOK    time.Time
 	current   *rules.Set    // the set in force, as Rules reports it
 	stress    *StressStatus // the last stress grid worked out (setStress)
-	active    []alert.Alert // published after every tick that changed a state
+	active    []alert.Alert // published after every tick that changed a state; only copies leave the board
 	status    published     // what the last tick left for Status
 	wait      time.Duration
 	pending   *rules.Set // a reload waiting for the running tick to end
@@ -490,6 +490,16 @@ func (b *board) Rules() *rules.Set {
 func (b *board) Active() []alert.Alert {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.activeLocked()
+}
+
+// activeLocked is a copy of the active rules, nil for none: the board's
+// own list is written again by the next tick (setActive). The caller
+// holds mu.
+func (b *board) activeLocked() []alert.Alert {
+	if len(b.active) == 0 {
+		return nil
+	}
 	return slices.Clone(b.active)
 }
 
@@ -536,11 +546,12 @@ func (b *board) setRules(set *rules.Set) {
 	b.mu.Unlock()
 }
 
-// setActive publishes the active rules, and forgets the notes of the
-// rules not among them.
+// setActive publishes the active rules, copied into the board's own list
+// (what it hands out are copies, activeLocked), and forgets the notes of
+// the rules not among them.
 func (b *board) setActive(active []alert.Alert) {
 	b.mu.Lock()
-	b.active = active
+	b.active = append(b.active[:0], active...)
 	for k := range b.notes {
 		if !slices.ContainsFunc(active, func(a alert.Alert) bool { return a.Symbol == k[0] && a.Rule == k[1] }) {
 			delete(b.notes, k)
@@ -853,7 +864,7 @@ func (b *board) statusAt(now time.Time, pauses []control.Pause) *Status {
 	b.mu.Lock()
 	st := &Status{Time: now, LastSuccess: b.lastOK, LastTick: b.status.lastTick, LastError: b.status.lastErr,
 		Positions: b.positionsLocked(), DryRun: b.status.dryRun, Account: b.status.account}
-	set, active := b.current, b.active
+	set, active := b.current, b.activeLocked()
 	br := b.status.breaker
 	br.Sent = slices.Clone(br.Sent)
 	budget := b.status.budget

@@ -114,8 +114,18 @@ type Alert struct {
 }
 
 // Alerts lists the rules whose state keep says to (names are the rule
-// set's, by index), sorted by symbol and rule.
+// set's, by index), sorted by symbol and rule, in a list of its own.
 func (b *Book[X]) Alerts(names []string, keep func(State) bool) []Alert {
+	out := b.AlertsView(names, keep)
+	if len(out) == 0 {
+		return nil // as ever: no list
+	}
+	return slices.Clone(out)
+}
+
+// AlertsView is Alerts in the book's own list, which its next call writes
+// again: for a caller that copies what it keeps (an empty list for none).
+func (b *Book[X]) AlertsView(names []string, keep func(State) bool) []Alert {
 	out := b.alerts[:0]
 	for _, e := range b.m {
 		for ri := range e.Rules {
@@ -137,10 +147,7 @@ func (b *Book[X]) Alerts(names []string, keep func(State) bool) []Alert {
 		return cmp.Or(cmp.Compare(a.Symbol, b.Symbol), cmp.Compare(a.Rule, b.Rule))
 	})
 	b.alerts = out
-	if len(out) == 0 {
-		return nil // as ever: no list
-	}
-	return slices.Clone(out)
+	return out
 }
 
 // Counts counts the states of each rule (names by index) over the book.

@@ -21,7 +21,7 @@ import (
 // their own emitter.
 func pausedEvent(base journal.Record, desc, effect string, act *journal.ActionEvent) func(error) journal.Event {
 	return func(err error) journal.Event {
-		return actionPhaseEvent(context.Background(), nil, base, "paused", desc, effect, nil, err, act)
+		return actionPhaseEvent(context.Background(), nil, nil, base, "paused", desc, effect, nil, err, act)
 	}
 }
 
@@ -51,17 +51,22 @@ func wants(ctx context.Context, jr Emitter, level slog.Level) journal.Outputs {
 // drop is left out (wants).
 //
 // effect, when set, is the margin model's prediction, said after the action.
-func actionPhaseEvent(ctx context.Context, jr Emitter, base journal.Record, phase, desc, effect string, resp json.RawMessage, err error, act *journal.ActionEvent) journal.Event {
+// The phase's record is written in r, the call's own (Call.said: jr keeps
+// copies, Emitter), or a new one when r is nil.
+func actionPhaseEvent(ctx context.Context, jr Emitter, r *journal.Record, base journal.Record, phase, desc, effect string, resp json.RawMessage, err error, act *journal.ActionEvent) journal.Event {
 	said := ""
 	if effect != "" {
 		said = ": " + effect
 	}
-	r := base
+	if r == nil {
+		r = new(journal.Record)
+	}
+	*r = base
 	r.Phase, r.Response = phase, resp
 	if err != nil {
 		r.Error = err.Error()
 	}
-	ev := journal.Event{Audit: &r}
+	ev := journal.Event{Audit: r}
 	switch phase {
 	case "dry_run", "paused", "skipped", "result":
 		ev.Level = slog.LevelWarn

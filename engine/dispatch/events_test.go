@@ -50,7 +50,7 @@ func TestActionPhaseEvent(t *testing.T) {
 			t.Parallel()
 			a := &journal.ActionEvent{Symbol: "XBTC", Action: "cancel_orders"}
 			resp := json.RawMessage(`{"ok":1}`)
-			ev := actionPhaseEvent(context.Background(), nil, base, tt.phase, "cancel XBTC", tt.effect, resp, tt.err, a)
+			ev := actionPhaseEvent(context.Background(), nil, nil, base, tt.phase, "cancel XBTC", tt.effect, resp, tt.err, a)
 			attrs := ""
 			if ev.Attrs != nil {
 				attrs = fmt.Sprint(ev.Attrs)
@@ -125,8 +125,8 @@ func TestActionPhaseEventWants(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			a := &journal.ActionEvent{}
-			ev := actionPhaseEvent(context.Background(), tt.jr, base, tt.phase, "cancel XBTC", "", nil, errors.New("x"), a)
-			whole := actionPhaseEvent(context.Background(), nil, base, tt.phase, "cancel XBTC", "", nil, errors.New("x"), &journal.ActionEvent{})
+			ev := actionPhaseEvent(context.Background(), tt.jr, nil, base, tt.phase, "cancel XBTC", "", nil, errors.New("x"), a)
+			whole := actionPhaseEvent(context.Background(), nil, nil, base, tt.phase, "cancel XBTC", "", nil, errors.New("x"), &journal.ActionEvent{})
 			if (ev.Msg != "") != tt.log || (ev.Attrs != nil) != tt.log || (ev.Count != nil) != tt.count || (ev.Note != nil) != tt.note {
 				t.Errorf("msg %q, attrs %v, count %v, note %v; want log %v, count %v, note %v", ev.Msg, ev.Attrs, ev.Count != nil, ev.Note, tt.log, tt.count, tt.note)
 			}

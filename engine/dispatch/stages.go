@@ -79,6 +79,10 @@ type Call struct {
 
 	// intended: the call's intended phase is said.
 	intended bool
+	// said is the record of the phase said last (actionPhaseEvent),
+	// written again by the next: the Emitter keeps copies. A call's phases
+	// are said one after the other, on one goroutine at a time.
+	said journal.Record
 	// release ends the call's passage through the pauses' gate: set by
 	// the gate when the call passes it, run when a later stage holds the
 	// call or once the call has ended.
@@ -161,7 +165,7 @@ func (s sayer) phase(ctx context.Context, c *Call, phase string, err error) {
 	} else if !s.jr.Wants(ctx, slog.LevelInfo).Audit {
 		return
 	}
-	s.jr.Emit(ctx, c.Report, actionPhaseEvent(ctx, s.jr, c.Base, phase, c.Desc, c.Effect, nil, err, a))
+	s.jr.Emit(ctx, c.Report, actionPhaseEvent(ctx, s.jr, &c.said, c.Base, phase, c.Desc, c.Effect, nil, err, a))
 }
 
 // intended says c's intended phase, once.
@@ -432,7 +436,7 @@ func (d *Dispatcher) executorCall(ctx context.Context, pc *act.Pending, maxAge t
 			if err != nil {
 				phase = "error"
 			}
-			d.emit(ctx, nil, actionPhaseEvent(ctx, d.jr, pc.Base, phase, pc.Desc, pc.Effect, resp, err, pc.Event))
+			d.emit(ctx, nil, actionPhaseEvent(ctx, d.jr, &c.said, pc.Base, phase, pc.Desc, pc.Effect, resp, err, pc.Event))
 			return resp, err
 		},
 	}

@@ -155,8 +155,9 @@ func (c *SettingsStep) Prepare(ctx context.Context, h Host, pl *Plan) ([]*Pendin
 		default:
 			c.note = fmt.Sprintf("at target: leverage %dx, isolated", pos.Leverage)
 		}
-		if c.Lower > 0 || c.Isolate {
-			h.Logger().Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
+		if log := h.Logger(); (c.Lower > 0 || c.Isolate) && log.Enabled(ctx, slog.LevelDebug) {
+			// Its values are made only where the line is logged.
+			log.Debug("settings already at target", "symbol", sym, "leverage", pos.Leverage, "cross", pos.Cross)
 		}
 		return nil, nil
 	}

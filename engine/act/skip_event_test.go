@@ -76,3 +76,52 @@ func TestBoundedSkipEvent(t *testing.T) {
 		})
 	}
 }
+
+// logHost is the part of a Host a settings call at target reads.
+type logHost struct {
+	Host
+	now time.Time
+	log *slog.Logger
+}
+
+func (h logHost) Now() time.Time       { return h.now }
+func (h logHost) Logger() *slog.Logger { return h.log }
+
+// A settings call already at target says so in its note, and in a debug
+// line where the logger logs debug lines (only there are its values made).
+func TestSettingsAtTargetLogged(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name  string
+		level slog.Level
+		want  string
+	}{
+		{"debug", slog.LevelDebug, `msg="settings already at target" symbol=XBTC leverage=10 cross=true`},
+		{"info", slog.LevelInfo, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var buf strings.Builder
+			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: tt.level,
+				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+					if a.Key == slog.TimeKey || a.Key == slog.LevelKey {
+						return slog.Attr{}
+					}
+					return a
+				}}))
+			pl := &Plan{Sym: &exchange.ContractSymbol{SpotSymbol: exchange.SpotSymbol{Name: "XBTC"}}, Pos: &exchange.Position{ID: "1_1", Leverage: 10, Cross: true}}
+			c := &SettingsStep{Lower: 10, LowerRules: []string{"r"}, lowerKind: rules.LowerLeverage}
+			ps, err := c.Prepare(context.Background(), logHost{now: at, log: log}, pl)
+			if ps != nil || err != nil {
+				t.Fatalf("Prepare: %v, %v; want nothing to send", ps, err)
+			}
+			if c.Note() != "at target: leverage 10x, cross" {
+				t.Errorf("note %q", c.Note())
+			}
+			if got := strings.TrimSpace(buf.String()); !strings.Contains(got, tt.want) || (tt.want == "") != (got == "") {
+				t.Errorf("logged %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -531,7 +531,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 				known &^= 1 << ri
 			}
 			if acts {
-				pl.Pos, pl.Sym = p, sym
+				pl.Pos, pl.Sym, pl.Names = p, sym, v.names
 				pl.Add(v.kinds, ri, r, st, nil, &v.ev, env)
 			}
 		}
@@ -539,7 +539,7 @@ func (v *evaluator) evaluate(ctx context.Context, now time.Time, tv *market.View
 		rep.Evaluations += evals
 		for _, d := range due {
 			if d.Targets[row.Key] {
-				pl.Pos, pl.Sym = row.P, row.Sym
+				pl.Pos, pl.Sym, pl.Names = row.P, row.Sym, v.names
 				pl.Add(v.kinds, d.Idx, d.Rule, d.St, d, &v.ev, &v.env)
 			}
 		}

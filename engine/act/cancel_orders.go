@@ -22,7 +22,7 @@ func (cancelOrders) Spec() rules.KindSpec { return shipped(rules.CancelOrders) }
 // Merge asks for the plan's cancel.
 func (cancelOrders) Merge(pl *Plan, d *Due, _ *rules.Action, _ *rules.Evaluator, _ *rules.Env) {
 	c := pl.Step(string(rules.CancelOrders), func() Step { return &cancelStep{} }).(*cancelStep)
-	c.rules = append(c.rules, d.Rule.Name)
+	c.rules = pl.named(c.rules, d)
 	d.Ask(c)
 }
 

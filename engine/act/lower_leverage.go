@@ -30,6 +30,6 @@ func (lowerLeverage) Merge(pl *Plan, d *Due, a *rules.Action, ev *rules.Evaluato
 	if c.Lower == 0 || lev < c.Lower {
 		c.Lower = lev
 	}
-	c.LowerRules = append(c.LowerRules, d.Rule.Name)
+	c.LowerRules = pl.named(c.LowerRules, d)
 	d.Ask(c)
 }

@@ -27,6 +27,11 @@ type Plan struct {
 	// reduce order's fill), is the account the later ones are decided on.
 	Next *margin.Account
 
+	// Names are the rule set's names by index, which nothing writes: a
+	// step's list of its rules starts as a piece of it (named), where
+	// each step made a list of one. nil: each is made.
+	Names []string
+
 	Due []Due
 	// Steps are the plan's calls in their Order, each under its key.
 	Steps []Step
@@ -115,6 +120,17 @@ func (pl *Plan) Add(kinds Kinds, ri int, r *rules.Rule, st *alert.RuleState, acc
 		}
 		k.Merge(pl, d, a, ev, env)
 	}
+}
+
+// named is names with rule d's name appended: when names is empty, a list
+// of one cut from Names, which an append copies (its capacity is its
+// length) and nothing writes in place (the lists of rules are read, and
+// cloned by what keeps them).
+func (pl *Plan) named(names []string, d *Due) []string {
+	if i := d.Idx; len(names) == 0 && i >= 0 && i < len(pl.Names) && pl.Names[i] == d.Rule.Name {
+		return pl.Names[i : i+1 : i+1]
+	}
+	return append(names, d.Rule.Name)
 }
 
 // Step is the plan's step under key, made by mk when it has none yet and

@@ -127,3 +127,33 @@ func describePlan(pl *Plan) string {
 	}
 	return b.String()
 }
+
+// A step's list of its rules starts as a piece of the rule set's names
+// (Plan.Names), and the rules merged after it leave the names as they were:
+// each is appended to a list of the step's own.
+func TestPlanNamedLeavesNamesAlone(t *testing.T) {
+	t.Parallel()
+	kinds := DefaultKinds()
+	names := []string{"a", "b", "c"}
+	set := []*rules.Rule{
+		{Name: "a", Actions: []rules.Action{{Kind: rules.CancelOrders}, {Kind: rules.SetIsolated}}},
+		{Name: "b", Actions: []rules.Action{{Kind: rules.CancelOrders}, {Kind: rules.SetIsolated}}},
+		{Name: "c", Actions: []rules.Action{{Kind: rules.CancelOrders}}},
+	}
+	pl := &Plan{Names: names}
+	for _, ri := range []int{1, 0} {
+		pl.Add(kinds, ri, set[ri], &alert.RuleState{}, nil, nil, nil)
+	}
+	cancel, settings := pl.Steps[0].(*cancelStep), pl.Steps[1].(*SettingsStep)
+	if !slices.Equal(cancel.rules, []string{"b", "a"}) || !slices.Equal(settings.IsolateRules, []string{"b", "a"}) {
+		t.Errorf("the steps' rules: %q and %q, want b then a", cancel.rules, settings.IsolateRules)
+	}
+	if !slices.Equal(names, []string{"a", "b", "c"}) {
+		t.Errorf("the rule set's names became %q", names)
+	}
+	one := &Plan{Names: names}
+	one.Add(kinds, 2, set[2], &alert.RuleState{}, nil, nil, nil)
+	if got := one.Steps[0].(*cancelStep).rules; !slices.Equal(got, []string{"c"}) || &got[0] != &names[2] {
+		t.Errorf("one rule's cancel lists %q in a list of its own, want c cut from the names", got)
+	}
+}

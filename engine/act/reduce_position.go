@@ -151,7 +151,7 @@ func (k *reducePosition) Merge(pl *Plan, d *Due, a *rules.Action, ev *rules.Eval
 	if qty.GreaterThan(c.Asked) {
 		c.Asked = qty
 	}
-	c.Rules = append(c.Rules, d.Rule.Name)
+	c.Rules = pl.named(c.Rules, d)
 	d.Ask(c)
 }
 

@@ -18,6 +18,6 @@ func (setIsolated) Merge(pl *Plan, d *Due, _ *rules.Action, _ *rules.Evaluator, 
 	c := settingsOf(pl)
 	c.isolateKind = rules.SetIsolated
 	c.Isolate = true
-	c.IsolateRules = append(c.IsolateRules, d.Rule.Name)
+	c.IsolateRules = pl.named(c.IsolateRules, d)
 	d.Ask(c)
 }

@@ -43,7 +43,9 @@ type TransitionEvent struct {
 type ActionEvent struct {
 	Symbol string
 	Action string // an action kind, kinds merged into one call joined by "+", "settings" or "notify"
-	Rules  []string
+	// Rules are the rules behind it, in order: a list the engine may
+	// share (the rule set's names), to be read, or cloned to be changed.
+	Rules []string
 	// Outcome is sent, dry_run, paused, noop, skipped (the breaker), error,
 	// skipped_stopped (a kind stopped until restart),
 	// skipped_harmful (it would move a liquidation price closer) or

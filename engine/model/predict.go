@@ -104,7 +104,15 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	if !v.FreeKnown && v.FreeWhy == "" {
 		v.FreeWhy = whyNoCross
 	}
-	m.liqs.Forget(v.At)
+	// A view steady since the last tick's account lists the same
+	// positions but for their indexes, in the same places: their prices
+	// hold, each read by its place, and no symbol is gone to forget.
+	held := m.liqsOf == tv && tv.Steady(m.liqsAt)
+	m.liqsOf, m.liqsAt = tv, tv.Joins()
+	if !held {
+		m.liqs.Forget(v.At)
+	}
+	m.liqs.Hold(ps, held)
 	v.Liqs = &m.liqs
 	b.spare.Reset() // the last tick's model is let go (Begin)
 	v.Spare = &b.spare

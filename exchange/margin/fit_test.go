@@ -411,3 +411,69 @@ func TestUnjudgeable(t *testing.T) {
 		})
 	}
 }
+
+// Hold reads a held account's prices by place while its owner says the
+// positions are the same but for their indexes, and lets them go when it
+// says otherwise: on seeded accounts written in place in one list, as the
+// engine's watch writes its account every tick, stepped with index moves
+// and, now and then, another leverage, quantity, entry, held margin, mode
+// or risk limit (Hold told so), every Of is LiquidationPrice's, value and
+// exponent, of the held account and of another (a prediction's).
+func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 31))
+	var l Liquidations
+	held, changed := 0, 0
+	for n := range 100 {
+		a := randomAccount(r)
+		ps := make([]Position, len(a.Positions)) // the owner's list, written in place
+		for step := range 30 {
+			same := step > 0
+			for i := range a.Positions {
+				p := &a.Positions[i]
+				p.Index = p.Index.Mul(decimal.NewFromFloat(1 + (r.Float64()-0.5)*0.02).Round(4)).Round(2)
+				switch r.IntN(40) {
+				case 0:
+					p.Leverage = 1 + r.IntN(50)
+				case 1:
+					p.Quantity = p.Quantity.Add(decimal.New(1, -1))
+				case 2:
+					p.Entry = p.Entry.Add(decimal.New(5, -1))
+				case 3:
+					p.Held = p.Margin().Add(decimal.New(1, -2))
+				case 4:
+					p.Cross = !p.Cross
+				case 5:
+					p.RiskLimit = rl(20, "0.01")
+				default:
+					continue
+				}
+				same = false
+			}
+			if !same && step > 0 {
+				changed++
+			}
+			copy(ps, a.Positions)
+			l.Hold(ps, same)
+			b := Account{Free: a.Free, Positions: ps}
+			for i := range b.Positions {
+				if l.place[i].set {
+					held++
+				}
+				if got, want := l.Of(b, i), b.LiquidationPrice(i); !SameDec(got, want) {
+					t.Fatalf("account %d, step %d, position %d (same %v): held %s, LiquidationPrice %s", n, step, i, same, got, want)
+				}
+			}
+			if i := r.IntN(len(b.Positions)); b.Positions[i].Open() && !b.Positions[i].Cross {
+				next, _ := b.Apply(i, 1+r.IntN(20), false)
+				if got, want := l.Of(next, i), next.LiquidationPrice(i); !SameDec(got, want) {
+					t.Fatalf("account %d, step %d: another account's position %d: %s, LiquidationPrice %s", n, step, i, got, want)
+				}
+			}
+		}
+		l.Forget(map[string]int{})
+	}
+	if held == 0 || changed == 0 {
+		t.Fatalf("held %d prices, changed %d accounts: the test reads neither path", held, changed)
+	}
+}

@@ -1,6 +1,10 @@
 package margin
 
-import "github.com/shopspring/decimal"
+import (
+	"slices"
+
+	"github.com/shopspring/decimal"
+)
 
 // Liquidations remembers isolated positions' liquidation prices from one
 // account to the next. An isolated position's depends on its own fields
@@ -16,6 +20,17 @@ import "github.com/shopspring/decimal"
 // back), and one slot would have the two evict each other every time.
 type Liquidations struct {
 	by map[liqKey]*[2]liqEntry // the latest first
+	// held is the owner's account's positions while its places hold
+	// (Hold), and place their prices by place, once priced: a position
+	// of held is looked up by its place, not its symbol, nor compared.
+	held  []Position
+	place []heldLiq
+}
+
+// heldLiq is a place's liquidation price, once priced (set).
+type heldLiq struct {
+	liq decimal.Decimal
+	set bool
 }
 
 type liqKey struct{ symbol, direction string }
@@ -34,6 +49,20 @@ func (l *Liquidations) Of(a Account, i int) decimal.Decimal {
 	if l == nil || p.Cross || !p.Open() {
 		return a.LiquidationPrice(i)
 	}
+	held := l.held != nil && len(a.Positions) == len(l.held) && &a.Positions[0] == &l.held[0]
+	if held && l.place[i].set {
+		return l.place[i].liq
+	}
+	liq := l.of(a, i, p)
+	if held {
+		l.place[i] = heldLiq{liq: liq, set: true}
+	}
+	return liq
+}
+
+// of is Of of the open isolated position p = &a.Positions[i], by its
+// symbol and direction.
+func (l *Liquidations) of(a Account, i int, p *Position) decimal.Decimal {
 	k := liqKey{p.Symbol, p.Direction}
 	es := l.by[k]
 	if es != nil {
@@ -56,6 +85,29 @@ func (l *Liquidations) Of(a Account, i int) decimal.Decimal {
 	}
 	es[1], es[0] = es[0], liqEntry{p: *p, liq: liq, set: true}
 	return liq
+}
+
+// Hold tells l that the owner's account, whose positions are ps, is the
+// last Hold's with every position the same but for its index (same: the
+// same places, each every field the price reads the same copy, as a view
+// steady since says them, market.View.Steady): the prices of its places
+// remembered then hold, each read by its place. Otherwise (same false, or
+// ps another list) they are let go, and ps's places remembered from
+// here. ps must not be written until the next Hold but through it: a
+// list reused from tick to tick is handed to Hold each time it is
+// written again.
+func (l *Liquidations) Hold(ps []Position, same bool) {
+	if l == nil {
+		return
+	}
+	if !same || len(ps) != len(l.held) || len(ps) > 0 && &ps[0] != &l.held[0] {
+		l.place = slices.Grow(l.place[:0], len(ps))[:len(ps)]
+		clear(l.place)
+	}
+	l.held = ps
+	if len(ps) == 0 {
+		l.held = nil
+	}
 }
 
 // Forget drops what is remembered of the positions not in keep (by

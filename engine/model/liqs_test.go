@@ -1,0 +1,99 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/riskguard/riskguard/engine/market"
+	"github.com/riskguard/riskguard/exchange"
+	"github.com/riskguard/riskguard/exchange/margin"
+	"github.com/riskguard/riskguard/exchange/sim"
+	"github.com/shopspring/decimal"
+)
+
+// The tick's account carries its isolated positions' liquidation prices
+// across the ticks its view stays steady (margin.Liquidations.Hold): on
+// the simulated exchange's reads, ticks where only the indexes move and
+// ticks where a settings call changes a position's leverage or mode, every
+// price the model reads (Liqs.Of, and the list its memo takes) is
+// LiquidationPrice's worked out afresh, value and exponent.
+func TestAccountLiquidationPricesAreFresh(t *testing.T) {
+	t.Parallel()
+	two := 2
+	sc := &sim.Scenario{Currencies: []string{"USDT"}, Balance: decimal.NewFromInt(10_000_000_000)}
+	const n = 5
+	for i := range n {
+		base, sym := fmt.Sprintf("C%d", i), fmt.Sprintf("X%d", i)
+		sc.Currencies = append(sc.Currencies, base)
+		sc.Contracts = append(sc.Contracts, sim.ContractSpec{
+			SymbolSpec: sim.SymbolSpec{Name: sym, Base: base, Quote: "USDT", BaseScale: 6, QuoteScale: 2},
+			RiskLimit:  sim.RiskLimitSpec{MaxLeverage: 50, MaintenanceMarginRate: decimal.RequireFromString("0.005")}})
+		dir := exchange.Long
+		if i%2 == 1 {
+			dir = exchange.Short
+		}
+		sc.Positions = append(sc.Positions, sim.PositionSpec{Symbol: sym, Direction: dir, Cross: i == n-1,
+			Quantity: decimal.New(int64(1234+977*i), -3), EntryPrice: decimal.New(int64(9876543+12345*i), -2), Leverage: 3 + 7*i})
+		sc.Indexes = append(sc.Indexes, sim.IndexSpec{Name: base, Scale: &two, Points: []sim.PricePoint{{Price: decimal.New(int64(9876543+12345*i), -2)}}})
+	}
+	t0 := time.Date(2026, 11, 28, 7, 0, 0, 0, time.UTC)
+	now := t0
+	ex, err := sim.New(sim.Config{Key: "k", Secret: "s", Scenario: sc, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := market.NewSnapshotReader(ex.Local(), 10*time.Minute, nil)
+	w := New(nil, nil)
+	ctx := context.Background()
+	var view market.View
+	st := Stress{Horizon: time.Hour, Floor: 0.01, Likely: 3}
+	steady, moved := 0, 0
+	var last uint64
+	for s := range 60 {
+		now = t0.Add(time.Duration(s) * time.Minute)
+		prices := map[string]decimal.Decimal{}
+		for i := range n {
+			prices[fmt.Sprintf("C%d", i)] = decimal.New(int64(9876543+12345*i+(s*7919+i*131)%90000-45000), -2)
+		}
+		ex.SetIndexPrices(prices)
+		if s%7 == 3 {
+			// A settings call between two reads: one isolated position's
+			// leverage, now and then its mode.
+			sym := fmt.Sprintf("X%d", (s/7)%(n-1))
+			set := exchange.Settings{Leverage: 2 + (s*13)%40, Cross: s%21 == 17}
+			if _, err := ex.SetSettings(sym, set); err != nil {
+				t.Fatalf("tick %d: %s to %+v: %v", s, sym, set, err)
+			}
+		}
+		ex.Step(now)
+		snap, err := snaps.Read(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		view.Join(snap, snaps, nil)
+		if view.Steady(last) {
+			steady++
+		} else if s > 0 {
+			moved++
+		}
+		last = view.Joins()
+		w.Begin(now, "")
+		w.Observe(now, &view, Settings{Stress: st})
+		v := w.Account(&view)
+		liqs := v.Acct.LiquidationPricesWith(v.Liqs)
+		for i, p := range v.Acct.Positions {
+			want := v.Acct.LiquidationPrice(i)
+			if got := v.Liqs.Of(v.Acct, i); !margin.SameDec(got, want) {
+				t.Fatalf("tick %d, %s (leverage %d, cross %t): carried %s, afresh %s", s, p.Symbol, p.Leverage, p.Cross, got, want)
+			}
+			if !margin.SameDec(liqs[i], want) {
+				t.Fatalf("tick %d, %s: listed %s, afresh %s", s, p.Symbol, liqs[i], want)
+			}
+		}
+	}
+	if steady == 0 || moved == 0 {
+		t.Fatalf("%d steady ticks, %d moved: the test reads one path only", steady, moved)
+	}
+}

@@ -16,9 +16,11 @@ import (
 // The tick's account carries its isolated positions' liquidation prices
 // across the ticks its view stays steady (margin.Liquidations.Hold): on
 // the simulated exchange's reads, ticks where only the indexes move and
-// ticks where a settings call changes a position's leverage or mode, every
-// price the model reads (Liqs.Of, and the list its memo takes) is
-// LiquidationPrice's worked out afresh, value and exponent.
+// ticks where a settings call changes a position's leverage or mode or
+// another entry and quantity are put, every
+// price the model reads (Liqs.Of, the list its memo takes, and a
+// candidate's after, IsolatedEffect) is LiquidationPrice's worked out
+// afresh, value and exponent.
 func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 	t.Parallel()
 	two := 2
@@ -58,6 +60,20 @@ func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 			prices[fmt.Sprintf("C%d", i)] = decimal.New(int64(9876543+12345*i+(s*7919+i*131)%90000-45000), -2)
 		}
 		ex.SetIndexPrices(prices)
+		if s%9 == 5 {
+			// A position put again between two reads: one isolated
+			// position's entry and quantity (as a trade would leave them).
+			k := (s / 9) % (n - 1)
+			ps := sc.Positions[k]
+			ps.EntryPrice = ps.EntryPrice.Add(decimal.New(int64(100+s), -2))
+			ps.Quantity = ps.Quantity.Add(decimal.New(int64(s), -3))
+			if p, ok := ex.Position(ps.Symbol); ok {
+				ps.Leverage, ps.Cross = p.Leverage, p.Cross
+			}
+			if err := ex.PutPosition(ps); err != nil {
+				t.Fatalf("tick %d: put %s: %v", s, ps.Symbol, err)
+			}
+		}
 		if s%7 == 3 {
 			// A settings call between two reads: one isolated position's
 			// leverage, now and then its mode.
@@ -90,6 +106,17 @@ func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 			}
 			if !margin.SameDec(liqs[i], want) {
 				t.Fatalf("tick %d, %s: listed %s, afresh %s", s, p.Symbol, liqs[i], want)
+			}
+			if p.Cross || !p.Open() {
+				continue
+			}
+			// A candidate that keeps it isolated, at a leverage a decision
+			// by cost tries (each tick, the same few).
+			for _, lev := range []int{2, 3, p.Leverage - 1} {
+				np, eff := v.Acct.IsolatedEffect(i, lev, v.Liqs, liqs)
+				if want := (margin.Account{Positions: []margin.Position{np}}).LiquidationPrice(0); !margin.SameDec(eff.LiquidationAfter, want) {
+					t.Fatalf("tick %d, %s (leverage %d) at %dx: carried %s after, afresh %s", s, p.Symbol, p.Leverage, lev, eff.LiquidationAfter, want)
+				}
 			}
 		}
 	}

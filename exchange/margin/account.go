@@ -437,7 +437,7 @@ func (a Account) ApplyPriced(i, leverage int, cross bool, l *Liquidations, liqs 
 func (a Account) IsolatedEffect(i, leverage int, l *Liquidations, liqs []decimal.Decimal) (Position, Effect) {
 	np, eff := a.effect(i, leverage, false, liqs[i])
 	if np.Open() {
-		eff.LiquidationAfter = l.Of(Account{Positions: []Position{np}}, 0)
+		eff.LiquidationAfter = l.isolatedAfter(a, i, &np)
 	} else {
 		eff.LiquidationAfter = decimal.Zero
 	}

@@ -418,12 +418,13 @@ func TestUnjudgeable(t *testing.T) {
 // engine's watch writes its account every tick, stepped with index moves
 // and, now and then, another leverage, quantity, entry, held margin, mode
 // or risk limit (Hold told so), every Of is LiquidationPrice's, value and
-// exponent, of the held account and of another (a prediction's).
+// exponent, of the held account and of another (a prediction's), and so
+// is every IsolatedEffect's price after (remembered by place and leverage).
 func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 31))
 	var l Liquidations
-	held, changed := 0, 0
+	held, changed, afterHeld := 0, 0, 0
 	for n := range 100 {
 		a := randomAccount(r)
 		ps := make([]Position, len(a.Positions)) // the owner's list, written in place
@@ -465,15 +466,28 @@ func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
 				}
 			}
 			if i := r.IntN(len(b.Positions)); b.Positions[i].Open() && !b.Positions[i].Cross {
-				next, _ := b.Apply(i, 1+r.IntN(20), false)
+				lev := 1 + r.IntN(8)
+				next, _ := b.Apply(i, lev, false)
 				if got, want := l.Of(next, i), next.LiquidationPrice(i); !SameDec(got, want) {
 					t.Fatalf("account %d, step %d: another account's position %d: %s, LiquidationPrice %s", n, step, i, got, want)
+				}
+				// The price after a call that keeps it isolated, by its
+				// place and leverage after while held.
+				for _, e := range l.place[i].after {
+					if e.leverage == lev {
+						afterHeld++
+					}
+				}
+				np, eff := b.IsolatedEffect(i, lev, &l, b.LiquidationPricesWith(&l))
+				want := Account{Positions: []Position{np}}.LiquidationPrice(0)
+				if !SameDec(eff.LiquidationAfter, want) || !SameDec(eff.LiquidationAfter, next.LiquidationPrice(i)) {
+					t.Fatalf("account %d, step %d (same %v): position %d at %dx isolated: %s after, LiquidationPrice %s", n, step, same, i, lev, eff.LiquidationAfter, want)
 				}
 			}
 		}
 		l.Forget(map[string]int{})
 	}
-	if held == 0 || changed == 0 {
-		t.Fatalf("held %d prices, changed %d accounts: the test reads neither path", held, changed)
+	if held == 0 || changed == 0 || afterHeld == 0 {
+		t.Fatalf("held %d prices and %d after, changed %d accounts: the test misses a path", held, afterHeld, changed)
 	}
 }

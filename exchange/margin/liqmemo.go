@@ -27,10 +27,49 @@ type Liquidations struct {
 	place []heldLiq
 }
 
-// heldLiq is a place's liquidation price, once priced (set).
+// heldLiq is a place's liquidation price, once priced (set), and its
+// position's as a settings call that keeps it isolated would leave it, by
+// the leverage after (isolatedAfter), once priced.
 type heldLiq struct {
-	liq decimal.Decimal
-	set bool
+	liq   decimal.Decimal
+	set   bool
+	after []leverageLiq
+}
+
+// leverageLiq is a liquidation price after a call to leverage.
+type leverageLiq struct {
+	leverage int
+	liq      decimal.Decimal
+}
+
+// maxHeldAfter bounds the leverages a place remembers its prices after.
+const maxHeldAfter = 16
+
+// holds reports whether a is the held account (Hold).
+func (l *Liquidations) holds(a Account) bool {
+	return l != nil && l.held != nil && len(a.Positions) == len(l.held) && &a.Positions[0] == &l.held[0]
+}
+
+// isolatedAfter is Of of np alone, the open position i of a as a
+// settings call that keeps it isolated leaves it (effect's: its leverage,
+// isolated, its margin not held; every other field a's). np is the same
+// for the same leverage while a is held, so a held place remembers it by
+// the leverage after.
+func (l *Liquidations) isolatedAfter(a Account, i int, np *Position) decimal.Decimal {
+	if !l.holds(a) {
+		return l.Of(Account{Positions: []Position{*np}}, 0)
+	}
+	pl := &l.place[i]
+	for _, e := range pl.after {
+		if e.leverage == np.Leverage {
+			return e.liq
+		}
+	}
+	liq := l.Of(Account{Positions: []Position{*np}}, 0)
+	if len(pl.after) < maxHeldAfter {
+		pl.after = append(pl.after, leverageLiq{np.Leverage, liq})
+	}
+	return liq
 }
 
 type liqKey struct{ symbol, direction string }
@@ -49,13 +88,13 @@ func (l *Liquidations) Of(a Account, i int) decimal.Decimal {
 	if l == nil || p.Cross || !p.Open() {
 		return a.LiquidationPrice(i)
 	}
-	held := l.held != nil && len(a.Positions) == len(l.held) && &a.Positions[0] == &l.held[0]
+	held := l.holds(a)
 	if held && l.place[i].set {
 		return l.place[i].liq
 	}
 	liq := l.of(a, i, p)
 	if held {
-		l.place[i] = heldLiq{liq: liq, set: true}
+		l.place[i].liq, l.place[i].set = liq, true
 	}
 	return liq
 }
@@ -102,7 +141,9 @@ func (l *Liquidations) Hold(ps []Position, same bool) {
 	}
 	if !same || len(ps) != len(l.held) || len(ps) > 0 && &ps[0] != &l.held[0] {
 		l.place = slices.Grow(l.place[:0], len(ps))[:len(ps)]
-		clear(l.place)
+		for k := range l.place {
+			l.place[k] = heldLiq{after: l.place[k].after[:0]} // its list's array kept
+		}
 	}
 	l.held = ps
 	if len(ps) == 0 {

@@ -390,6 +390,7 @@ type Scratch struct {
 	parts  []ForfeitPart
 	own    []string          // the last forfeit's symbols (forfeitIn)
 	liqs   []decimal.Decimal // LiquidationPricesIn's
+	order  []int32           // the last forfeit's parts' found order, nearest first (forfeitIn)
 }
 
 // Priced reads the account for the grid and the forfeit (sigma and liqs

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // another entry and quantity are put, every
 // price the model reads (Liqs.Of, the list its memo takes, and a
 // candidate's after, IsolatedEffect) is LiquidationPrice's worked out
-// afresh, value and exponent.
+// afresh, value and exponent, and the grid and the forfeit read from them
+// are the ones read from the decimals afresh.
 func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 	t.Parallel()
 	two := 2
@@ -36,7 +38,7 @@ func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 		if i%2 == 1 {
 			dir = exchange.Short
 		}
-		sc.Positions = append(sc.Positions, sim.PositionSpec{Symbol: sym, Direction: dir, Cross: i == n-1,
+		sc.Positions = append(sc.Positions, sim.PositionSpec{Symbol: sym, Direction: dir, Cross: false,
 			Quantity: decimal.New(int64(1234+977*i), -3), EntryPrice: decimal.New(int64(9876543+12345*i), -2), Leverage: 3 + 7*i})
 		sc.Indexes = append(sc.Indexes, sim.IndexSpec{Name: base, Scale: &two, Points: []sim.PricePoint{{Price: decimal.New(int64(9876543+12345*i), -2)}}})
 	}
@@ -51,7 +53,7 @@ func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 	ctx := context.Background()
 	var view market.View
 	st := Stress{Horizon: time.Hour, Floor: 0.01, Likely: 3}
-	steady, moved := 0, 0
+	steady, moved, read := 0, 0, 0
 	var last uint64
 	for s := range 60 {
 		now = t0.Add(time.Duration(s) * time.Minute)
@@ -99,6 +101,21 @@ func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 		w.Observe(now, &view, Settings{Stress: st})
 		v := w.Account(&view)
 		liqs := v.Acct.LiquidationPricesWith(v.Liqs)
+		// The grid and the forfeit read from the prices as the model's
+		// memo lists them (in the floats' scratch, with their floats) are
+		// the ones read from the decimals afresh.
+		if f, ok := v.Floats(); ok && !v.Acct.HasOpenCross() {
+			listed := v.Acct.LiquidationPricesIn(f.Scratch, v.Liqs)
+			got := v.Acct.PricedFrom(f, v.Sigma, listed)
+			want := v.Acct.Priced(v.Sigma, v.Acct.LiquidationPrices())
+			if g, w := got.StressJudged(v.Likely), want.StressJudged(v.Likely); !g.Known || !reflect.DeepEqual(g, w) {
+				t.Fatalf("tick %d: judged from the listed prices %+v, afresh %+v", s, g, w)
+			}
+			if g, w := got.Forfeit(), want.Forfeit(); !g.Known || !reflect.DeepEqual(g, w) {
+				t.Fatalf("tick %d: forfeit from the listed prices %+v, afresh %+v", s, g, w)
+			}
+			read++
+		}
 		for i, p := range v.Acct.Positions {
 			want := v.Acct.LiquidationPrice(i)
 			if got := v.Liqs.Of(v.Acct, i); !margin.SameDec(got, want) {
@@ -120,7 +137,7 @@ func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 			}
 		}
 	}
-	if steady == 0 || moved == 0 {
-		t.Fatalf("%d steady ticks, %d moved: the test reads one path only", steady, moved)
+	if steady == 0 || moved == 0 || read == 0 {
+		t.Fatalf("%d steady ticks, %d moved, %d grids read: the test misses a path", steady, moved, read)
 	}
 }

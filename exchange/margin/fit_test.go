@@ -1,6 +1,7 @@
 package margin
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -419,12 +420,14 @@ func TestUnjudgeable(t *testing.T) {
 // and, now and then, another leverage, quantity, entry, held margin, mode
 // or risk limit (Hold told so), every Of is LiquidationPrice's, value and
 // exponent, of the held account and of another (a prediction's), and so
-// is every IsolatedEffect's price after (remembered by place and leverage).
+// is every IsolatedEffect's price after (remembered by place and
+// leverage) and every float LiquidationPricesIn lists with them.
 func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 31))
 	var l Liquidations
 	held, changed, afterHeld := 0, 0, 0
+	var scr Scratch
 	for n := range 100 {
 		a := randomAccount(r)
 		ps := make([]Position, len(a.Positions)) // the owner's list, written in place
@@ -457,6 +460,15 @@ func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
 			copy(ps, a.Positions)
 			l.Hold(ps, same)
 			b := Account{Free: a.Free, Positions: ps}
+			// Listed in a scratch, with their floats (the grid's).
+			if !b.HasOpenCross() {
+				listed := b.LiquidationPricesIn(&scr, &l)
+				for i := range b.Positions {
+					if want := b.LiquidationPrice(i); b.Positions[i].Open() && (!SameDec(listed[i], want) || math.Float64bits(scr.liqF[i]) != math.Float64bits(toF(want))) {
+						t.Fatalf("account %d, step %d, position %d (same %v): listed %s (%v), LiquidationPrice %s (%v)", n, step, i, same, listed[i], scr.liqF[i], want, toF(want))
+					}
+				}
+			}
 			for i := range b.Positions {
 				if l.place[i].set {
 					held++

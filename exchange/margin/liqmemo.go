@@ -32,6 +32,7 @@ type Liquidations struct {
 // the leverage after (isolatedAfter), once priced.
 type heldLiq struct {
 	liq   decimal.Decimal
+	f     float64 // liq's float (toF), the grid's figure
 	set   bool
 	after []leverageLiq
 }
@@ -94,9 +95,19 @@ func (l *Liquidations) Of(a Account, i int) decimal.Decimal {
 	}
 	liq := l.of(a, i, p)
 	if held {
-		l.place[i].liq, l.place[i].set = liq, true
+		l.place[i].liq, l.place[i].f, l.place[i].set = liq, toF(liq), true
 	}
 	return liq
+}
+
+// ofFloat is Of of the open isolated position i and its float (toF):
+// a held place's, remembered with it.
+func (l *Liquidations) ofFloat(a Account, i int) (decimal.Decimal, float64) {
+	liq := l.Of(a, i)
+	if l.holds(a) && l.place[i].set {
+		return liq, l.place[i].f
+	}
+	return liq, toF(liq)
 }
 
 // of is Of of the open isolated position p = &a.Positions[i], by its

@@ -134,6 +134,11 @@ func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 				if want := (margin.Account{Positions: []margin.Position{np}}).LiquidationPrice(0); !margin.SameDec(eff.LiquidationAfter, want) {
 					t.Fatalf("tick %d, %s (leverage %d) at %dx: carried %s after, afresh %s", s, p.Symbol, p.Leverage, lev, eff.LiquidationAfter, want)
 				}
+				fnp, feff := v.Acct.IsolatedEffect(i, lev, nil, liqs) // nothing remembered
+				if !reflect.DeepEqual(np, fnp) || !margin.SameDec(eff.MarginMoved, feff.MarginMoved) || !margin.SameDec(eff.FreeAfter, feff.FreeAfter) ||
+					eff.Affordable != feff.Affordable {
+					t.Fatalf("tick %d, %s (leverage %d) at %dx: carried %+v, afresh %+v", s, p.Symbol, p.Leverage, lev, eff, feff)
+				}
 			}
 		}
 	}

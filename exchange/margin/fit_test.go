@@ -3,6 +3,7 @@ package margin
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -421,7 +422,9 @@ func TestUnjudgeable(t *testing.T) {
 // or risk limit (Hold told so), every Of is LiquidationPrice's, value and
 // exponent, of the held account and of another (a prediction's), and so
 // is every IsolatedEffect's price after (remembered by place and
-// leverage) and every float LiquidationPricesIn lists with them.
+// leverage, with the margin it moves from the free balance, which may
+// change while the positions are held), and every float
+// LiquidationPricesIn lists with them.
 func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 31))
@@ -490,10 +493,20 @@ func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
 						afterHeld++
 					}
 				}
-				np, eff := b.IsolatedEffect(i, lev, &l, b.LiquidationPricesWith(&l))
+				if r.IntN(3) == 0 {
+					// Another free balance, the positions held.
+					b.Free = b.Free.Add(decimal.New(int64(r.IntN(2000)-1000), -2))
+				}
+				liqs := b.LiquidationPricesWith(&l)
+				np, eff := b.IsolatedEffect(i, lev, &l, liqs)
 				want := Account{Positions: []Position{np}}.LiquidationPrice(0)
 				if !SameDec(eff.LiquidationAfter, want) || !SameDec(eff.LiquidationAfter, next.LiquidationPrice(i)) {
 					t.Fatalf("account %d, step %d (same %v): position %d at %dx isolated: %s after, LiquidationPrice %s", n, step, same, i, lev, eff.LiquidationAfter, want)
+				}
+				fnp, feff := b.IsolatedEffect(i, lev, nil, liqs) // nothing remembered
+				if !reflect.DeepEqual(np, fnp) || !SameDec(eff.LiquidationBefore, feff.LiquidationBefore) || !SameDec(eff.MarginMoved, feff.MarginMoved) ||
+					!SameDec(eff.FreeAfter, feff.FreeAfter) || eff.Affordable != feff.Affordable {
+					t.Fatalf("account %d, step %d (same %v): position %d at %dx isolated: %+v, %+v afresh", n, step, same, i, lev, eff, feff)
 				}
 			}
 		}

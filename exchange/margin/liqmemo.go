@@ -27,9 +27,9 @@ type Liquidations struct {
 	place []heldLiq
 }
 
-// heldLiq is a place's liquidation price, once priced (set), and its
-// position's as a settings call that keeps it isolated would leave it, by
-// the leverage after (isolatedAfter), once priced.
+// heldLiq is a place's liquidation price, once priced (set), and what a
+// settings call that keeps its position isolated would do, by the
+// leverage after (heldAfter: Account.IsolatedEffect), once worked out.
 type heldLiq struct {
 	liq   decimal.Decimal
 	f     float64 // liq's float (toF), the grid's figure
@@ -37,10 +37,14 @@ type heldLiq struct {
 	after []leverageLiq
 }
 
-// leverageLiq is a liquidation price after a call to leverage.
+// leverageLiq is a liquidation price after a call to leverage, and the
+// margin the call moves and the free balance after it from free (once
+// effK): IsolatedEffect's.
 type leverageLiq struct {
-	leverage int
-	liq      decimal.Decimal
+	leverage               int
+	liq                    decimal.Decimal
+	free, moved, freeAfter decimal.Decimal
+	effK                   bool
 }
 
 // maxHeldAfter bounds the leverages a place remembers its prices after.
@@ -51,26 +55,24 @@ func (l *Liquidations) holds(a Account) bool {
 	return l != nil && l.held != nil && len(a.Positions) == len(l.held) && &a.Positions[0] == &l.held[0]
 }
 
-// isolatedAfter is Of of np alone, the open position i of a as a
-// settings call that keeps it isolated leaves it (effect's: its leverage,
-// isolated, its margin not held; every other field a's). np is the same
-// for the same leverage while a is held, so a held place remembers it by
-// the leverage after.
-func (l *Liquidations) isolatedAfter(a Account, i int, np *Position) decimal.Decimal {
+// heldAfter is what the held place i of a remembers of a call to
+// leverage that keeps its open isolated position isolated, made when
+// there is room; nil when a is not held or there is none.
+func (l *Liquidations) heldAfter(a Account, i, leverage int) *leverageLiq {
 	if !l.holds(a) {
-		return l.Of(Account{Positions: []Position{*np}}, 0)
+		return nil
 	}
 	pl := &l.place[i]
-	for _, e := range pl.after {
-		if e.leverage == np.Leverage {
-			return e.liq
+	for k := range pl.after {
+		if e := &pl.after[k]; e.leverage == leverage {
+			return e
 		}
 	}
-	liq := l.Of(Account{Positions: []Position{*np}}, 0)
-	if len(pl.after) < maxHeldAfter {
-		pl.after = append(pl.after, leverageLiq{np.Leverage, liq})
+	if len(pl.after) == maxHeldAfter {
+		return nil
 	}
-	return liq
+	pl.after = append(pl.after, leverageLiq{leverage: leverage})
+	return &pl.after[len(pl.after)-1]
 }
 
 type liqKey struct{ symbol, direction string }

@@ -21,8 +21,8 @@ import (
 // another entry and quantity are put, every
 // price the model reads (Liqs.Of, the list its memo takes, and a
 // candidate's after, IsolatedEffect) is LiquidationPrice's worked out
-// afresh, value and exponent, and the grid and the forfeit read from them
-// are the ones read from the decimals afresh.
+// afresh, value and exponent, and the grid and the forfeit read from them,
+// and a candidate's forfeit after, are the ones worked out afresh.
 func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 	t.Parallel()
 	two := 2
@@ -133,6 +133,13 @@ func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 				np, eff := v.Acct.IsolatedEffect(i, lev, v.Liqs, liqs)
 				if want := (margin.Account{Positions: []margin.Position{np}}).LiquidationPrice(0); !margin.SameDec(eff.LiquidationAfter, want) {
 					t.Fatalf("tick %d, %s (leverage %d) at %dx: carried %s after, afresh %s", s, p.Symbol, p.Leverage, lev, eff.LiquidationAfter, want)
+				}
+				if f, ok := v.Floats(); ok && !v.Acct.HasOpenCross() {
+					pr := v.Acct.PricedFrom(f, v.Sigma, v.Acct.LiquidationPricesIn(f.Scratch, v.Liqs))
+					g, w := pr.ForfeitAfterIsolatedHeld(nil, v.Liqs, &np, eff.FreeAfter, i, eff.LiquidationAfter), pr.ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter)
+					if !g.Known || !reflect.DeepEqual(g, w) {
+						t.Fatalf("tick %d, %s (leverage %d) at %dx: forfeit after %+v, afresh %+v", s, p.Symbol, p.Leverage, lev, g, w)
+					}
 				}
 				fnp, feff := v.Acct.IsolatedEffect(i, lev, nil, liqs) // nothing remembered
 				if !reflect.DeepEqual(np, fnp) || !margin.SameDec(eff.MarginMoved, feff.MarginMoved) || !margin.SameDec(eff.FreeAfter, feff.FreeAfter) ||

@@ -424,12 +424,13 @@ func TestUnjudgeable(t *testing.T) {
 // is every IsolatedEffect's price after (remembered by place and
 // leverage, with the margin it moves from the free balance, which may
 // change while the positions are held), and every float
-// LiquidationPricesIn lists with them.
+// LiquidationPricesIn lists with them; a forfeit after read from the
+// figures after a place remembers is the one worked out afresh.
 func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(7, 31))
 	var l Liquidations
-	held, changed, afterHeld := 0, 0, 0
+	held, changed, afterHeld, figures := 0, 0, 0, 0
 	var scr Scratch
 	for n := range 100 {
 		a := randomAccount(r)
@@ -503,6 +504,17 @@ func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
 				if !SameDec(eff.LiquidationAfter, want) || !SameDec(eff.LiquidationAfter, next.LiquidationPrice(i)) {
 					t.Fatalf("account %d, step %d (same %v): position %d at %dx isolated: %s after, LiquidationPrice %s", n, step, same, i, lev, eff.LiquidationAfter, want)
 				}
+				// Its forfeit after, its figures after read from what the
+				// place remembers: the one worked out afresh.
+				pr := b.Priced(func(string) float64 { return 0.03 }, liqs)
+				if g, w := pr.ForfeitAfterIsolatedHeld(nil, &l, &np, eff.FreeAfter, i, eff.LiquidationAfter), pr.ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter); !reflect.DeepEqual(g, w) {
+					t.Fatalf("account %d, step %d (same %v): position %d at %dx isolated: forfeit after %+v, afresh %+v", n, step, same, i, lev, g, w)
+				}
+				for _, e := range l.place[i].after {
+					if e.leverage == lev && e.figK {
+						figures++
+					}
+				}
 				fnp, feff := b.IsolatedEffect(i, lev, nil, liqs) // nothing remembered
 				if !reflect.DeepEqual(np, fnp) || !SameDec(eff.LiquidationBefore, feff.LiquidationBefore) || !SameDec(eff.MarginMoved, feff.MarginMoved) ||
 					!SameDec(eff.FreeAfter, feff.FreeAfter) || eff.Affordable != feff.Affordable {
@@ -512,7 +524,7 @@ func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
 		}
 		l.Forget(map[string]int{})
 	}
-	if held == 0 || changed == 0 || afterHeld == 0 {
-		t.Fatalf("held %d prices and %d after, changed %d accounts: the test misses a path", held, afterHeld, changed)
+	if held == 0 || changed == 0 || afterHeld == 0 || figures == 0 {
+		t.Fatalf("held %d prices, %d after and %d figures after, changed %d accounts: the test misses a path", held, afterHeld, figures, changed)
 	}
 }

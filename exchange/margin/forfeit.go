@@ -476,6 +476,17 @@ func (p *Priced) ForfeitAfterIsolated(np *Position, free decimal.Decimal, i int,
 // that lets go of the forfeit with a list of its own, as a decision's
 // candidates are let go, lists them in it.
 func (p *Priced) ForfeitAfterIsolatedIn(room []ForfeitPart, np *Position, free decimal.Decimal, i int, liq decimal.Decimal) Forfeit {
+	return p.ForfeitAfterIsolatedHeld(room, nil, np, free, i, liq)
+}
+
+// ForfeitAfterIsolatedHeld is ForfeitAfterIsolatedIn where np and liq are
+// IsolatedEffect's of p's account's position i with l: while l holds the
+// account (Liquidations.Hold), position i's figures after but for its
+// index (its quantity, entry value, margin, maintenance and liquidation
+// price as floats) are remembered with that effect, by the leverage
+// after, and read rather than converted again. The same forfeit, bit for
+// bit.
+func (p *Priced) ForfeitAfterIsolatedHeld(room []ForfeitPart, l *Liquidations, np *Position, free decimal.Decimal, i int, liq decimal.Decimal) Forfeit {
 	if !p.ok || p.b.anyCross || np.Cross {
 		return p.ForfeitAfterAt(p.AfterIsolated(np, free, i, liq), i)
 	}
@@ -495,7 +506,7 @@ func (p *Priced) ForfeitAfterIsolatedIn(room []ForfeitPart, np *Position, free d
 			continue
 		}
 		sp := p.b.ps[k]
-		if !readStressPos(&sp, np, liq, sp.sym, i) || !finite(sp.index) || !finite(sp.equity) || !finite(sp.liq) || !finite(sp.mm) {
+		if !l.readHeldAfter(&sp, Account{Positions: p.b.acct}, np, liq, i) || !finite(sp.index) || !finite(sp.equity) || !finite(sp.liq) || !finite(sp.mm) {
 			return Forfeit{}
 		}
 		if !sp.cross {

@@ -3,6 +3,7 @@ package margin
 import (
 	"slices"
 
+	"github.com/riskguard/riskguard/exchange"
 	"github.com/shopspring/decimal"
 )
 
@@ -45,6 +46,41 @@ type leverageLiq struct {
 	liq                    decimal.Decimal
 	free, moved, freeAfter decimal.Decimal
 	effK                   bool
+	// The position after's figures for the grid but for its index
+	// (readStressPos's), read from liq and a maintenance margin of mm,
+	// once figK.
+	mm                       decimal.Decimal
+	q, liqF, ev, margin, mmF float64
+	figK                     bool
+}
+
+// readHeldAfter is readStressPos of np, position i of a after a call that
+// keeps it isolated (IsolatedEffect's with l, its price after liq),
+// reading its figures but for its index from what a held place remembers
+// of that call, and remembering them there the first time.
+func (l *Liquidations) readHeldAfter(sp *stressPos, a Account, np *Position, liq decimal.Decimal, i int) bool {
+	var e *leverageLiq
+	if !np.Cross && np.Held.IsZero() && l.holds(a) {
+		for k := range l.place[i].after {
+			if f := &l.place[i].after[k]; f.leverage == np.Leverage && f.effK && SameDec(f.liq, liq) {
+				e = f
+				break
+			}
+		}
+	}
+	if e == nil || !e.figK || !SameDec(e.mm, np.MM) {
+		ok := readStressPos(sp, np, liq, sp.sym, i)
+		if e != nil && ok {
+			e.mm, e.q, e.liqF, e.ev, e.margin, e.mmF, e.figK = np.MM, sp.q, sp.liq, sp.ev, sp.margin, sp.mm, true
+		}
+		return ok
+	}
+	// readStressPos, the figures but the index's remembered.
+	sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.at = np.Direction != exchange.Short, e.q, toF(np.Index), e.liqF, false, i
+	sp.ev, sp.margin, sp.mm = e.ev, e.margin, e.mmF
+	sp.pnlNow = sp.pnl(sp.index)
+	sp.equity = sp.margin + sp.pnlNow
+	return finite(sp.q*0 + sp.index*0 + sp.liq*0 + sp.equity*0 + sp.mm*0)
 }
 
 // maxHeldAfter bounds the leverages a place remembers its prices after.

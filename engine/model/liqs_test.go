@@ -22,7 +22,8 @@ import (
 // price the model reads (Liqs.Of, the list its memo takes, and a
 // candidate's after, IsolatedEffect) is LiquidationPrice's worked out
 // afresh, value and exponent, and the grid and the forfeit read from them,
-// and a candidate's forfeit after, are the ones worked out afresh.
+// and a candidate's forfeit after, are the ones worked out afresh; so is
+// every position's maintenance margin, kept while the view is steady.
 func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 	t.Parallel()
 	two := 2
@@ -117,6 +118,13 @@ func TestAccountLiquidationPricesAreFresh(t *testing.T) {
 			read++
 		}
 		for i, p := range v.Acct.Positions {
+			// Its maintenance margin, kept while the view is steady: the
+			// one worked out afresh.
+			fresh := p
+			fresh.MM = decimal.Decimal{}
+			if want := fresh.Maintenance(); !margin.SameDec(p.MM, want) {
+				t.Fatalf("tick %d, %s: maintenance %s, afresh %s", s, p.Symbol, p.MM, want)
+			}
 			want := v.Acct.LiquidationPrice(i)
 			if got := v.Liqs.Of(v.Acct, i); !margin.SameDec(got, want) {
 				t.Fatalf("tick %d, %s (leverage %d, cross %t): carried %s, afresh %s", s, p.Symbol, p.Leverage, p.Cross, got, want)

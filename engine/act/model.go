@@ -484,7 +484,7 @@ func (v *Model) predict(memo *predictMemo, i int, pl *Plan, want exchange.Settin
 			if v.Spare != nil {
 				room = v.Spare.partsRoom(2)
 			}
-			p.ForfeitAfter = v.pricedBefore(memo).ForfeitAfterIsolatedIn(room, &np, eff.FreeAfter, i, eff.LiquidationAfter)
+			p.ForfeitAfter = v.pricedBefore(memo).ForfeitAfterIsolatedHeld(room, v.Liqs, &np, eff.FreeAfter, i, eff.LiquidationAfter)
 		case !isolated && !samePool && (stressed || scored):
 			// The account after read by patching the account before
 			// (its other positions' figures are the same floats), its

@@ -47,7 +47,7 @@ func (m *Watch) AccountOf(tv *market.View) rules.Account {
 		}
 		index := r.IndexF
 		mp := margin.PositionOf(p, sym.Name, int32(sym.QuoteScale))
-		_, mm := m.maintenance(i, r, &mp)
+		_, mm := m.maintenance(tv, i, r, &mp)
 		n := r.N
 		lines = append(lines, margin.Line{Short: p.Direction == exchange.Short, Cross: p.Cross, Quantity: n.Quantity,
 			Index: max(index, 0), EntryValue: n.EntryValue, Margin: n.Margin, Maintenance: mm})

@@ -34,6 +34,11 @@ type Watch struct {
 	// liqs remembers isolated liquidation prices from tick to tick for
 	// the tick's account.
 	liqs margin.Liquidations
+	// liqsOf and liqsAt are the view and its join the last tick's account
+	// was built from: a view steady since holds its positions' prices
+	// (margin.Liquidations.Hold).
+	liqsOf *market.View
+	liqsAt uint64
 	// now is the tick's time; inFlight says which call was in flight
 	// while the tick read the positions ("" when none): the snapshot may
 	// predate its effect on the cross pool.

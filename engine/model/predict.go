@@ -40,7 +40,7 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	for i, k := 0, 0; i < len(tv.Rows); i++ {
 		if r := &tv.Rows[i]; r.Open && r.Sym != nil {
 			var mm float64
-			ps[k].MM, mm = m.maintenance(i, r, &ps[k])
+			ps[k].MM, mm = m.maintenance(tv, i, r, &ps[k])
 			n := r.N
 			f.Lines[k] = margin.Line{Short: ps[k].Direction == exchange.Short, Cross: ps[k].Cross, Quantity: n.Quantity, Index: r.IndexF,
 				EntryValue: n.EntryValue, Margin: n.Margin, Maintenance: mm}
@@ -104,7 +104,15 @@ func (m *Watch) Account(tv *market.View) *act.Model {
 	if !v.FreeKnown && v.FreeWhy == "" {
 		v.FreeWhy = whyNoCross
 	}
-	m.liqs.Forget(v.At)
+	// A view steady since the last tick's account lists the same
+	// positions but for their indexes, in the same places: their prices
+	// hold, each read by its place, and no symbol is gone to forget.
+	held := m.liqsOf == tv && tv.Steady(m.liqsAt)
+	m.liqsOf, m.liqsAt = tv, tv.Joins()
+	if !held {
+		m.liqs.Forget(v.At)
+	}
+	m.liqs.Hold(ps, held)
 	v.Liqs = &m.liqs
 	b.spare.Reset() // the last tick's model is let go (Begin)
 	v.Spare = &b.spare
@@ -248,15 +256,26 @@ func (f *tickFuncs) fastOf(symbol string) string {
 // gives the position's version no meaning, so it is no sign of a change),
 // with its float64 for the account's figures. The exchange lists the
 // positions in a stable order, so a steady account works none out again.
-func (m *Watch) maintenance(i int, r *market.Row, mp *margin.Position) (decimal.Decimal, float64) {
+//
+// A slot checked at a join of tv holds without comparing its figures while
+// tv is steady since (market.View.Steady: every row's figures the same
+// copies, the indexes aside).
+func (m *Watch) maintenance(tv *market.View, i int, r *market.Row, mp *margin.Position) (decimal.Decimal, float64) {
 	if i >= len(m.mm) {
 		m.mm = append(m.mm, make([]mmSlot, i+1-len(m.mm))...)
 	}
 	x := &m.mm[i]
+	if x.of == tv && tv.Steady(x.at) && x.key == r.Key && !x.mm.IsZero() {
+		return x.mm, x.mmFloat
+	}
 	if in := mmInputsOf(r.P); x.key != r.Key || x.mm.IsZero() || !x.in.same(&in) {
 		x.key, x.mm, x.in = r.Key, mp.Maintenance(), in
 		x.mmFloat = market.ToFloat(x.mm)
 	}
+	if x.of != tv {
+		x.of = tv
+	}
+	x.at = tv.Joins()
 	return x.mm, x.mmFloat
 }
 
@@ -267,6 +286,9 @@ type mmSlot struct {
 	mm      decimal.Decimal
 	mmFloat float64
 	in      mmInputs
+	// of and at are the view and its join the slot was last checked at.
+	of *market.View
+	at uint64
 }
 
 // mmInputs are the figures a maintenance margin is worked out from.

@@ -434,12 +434,35 @@ func (a Account) ApplyPriced(i, leverage int, cross bool, l *Liquidations, liqs 
 // candidate compared by its cost reads (liqs as LiquidationPrices gives
 // them, read only; the price after remembered in l as ApplyPriced
 // remembers it). An isolated position's liquidation price is its own.
+//
+// While a is held in l (Liquidations.Hold), its positions the same but
+// for their indexes, a call to the same leverage leaves the open isolated
+// position the same position after but for its index, at the same
+// liquidation price, and moves the same margin from the same free balance
+// (the same decimal): its place remembers them by the leverage after.
 func (a Account) IsolatedEffect(i, leverage int, l *Liquidations, liqs []decimal.Decimal) (Position, Effect) {
+	var e *leverageLiq
+	if p := &a.Positions[i]; p.Open() && !p.Cross {
+		e = l.heldAfter(a, i, max(leverage, 1))
+	}
+	if e != nil && e.effK && SameDec(e.free, a.Free) {
+		// effect's position after, and its effect as remembered.
+		np := a.Positions[i]
+		np.Leverage, np.Cross, np.Held = max(leverage, 1), false, decimal.Zero
+		return np, Effect{LiquidationBefore: liqs[i], LiquidationAfter: e.liq, MarginMoved: e.moved, FreeAfter: e.freeAfter,
+			Affordable: !e.freeAfter.IsNegative()}
+	}
 	np, eff := a.effect(i, leverage, false, liqs[i])
-	if np.Open() {
-		eff.LiquidationAfter = l.Of(Account{Positions: []Position{np}}, 0)
-	} else {
+	switch {
+	case !np.Open():
 		eff.LiquidationAfter = decimal.Zero
+	case e != nil && e.effK:
+		eff.LiquidationAfter = e.liq // another free balance: the same price
+	default:
+		eff.LiquidationAfter = l.Of(Account{Positions: []Position{np}}, 0)
+	}
+	if e != nil {
+		e.liq, e.free, e.moved, e.freeAfter, e.effK = eff.LiquidationAfter, a.Free, eff.MarginMoved, eff.FreeAfter, true
 	}
 	return np, eff
 }

@@ -1,7 +1,9 @@
 package margin
 
 import (
+	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -409,5 +411,120 @@ func TestUnjudgeable(t *testing.T) {
 				t.Errorf("Unjudgeable = %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// Hold reads a held account's prices by place while its owner says the
+// positions are the same but for their indexes, and lets them go when it
+// says otherwise: on seeded accounts written in place in one list, as the
+// engine's watch writes its account every tick, stepped with index moves
+// and, now and then, another leverage, quantity, entry, held margin, mode
+// or risk limit (Hold told so), every Of is LiquidationPrice's, value and
+// exponent, of the held account and of another (a prediction's), and so
+// is every IsolatedEffect's price after (remembered by place and
+// leverage, with the margin it moves from the free balance, which may
+// change while the positions are held), and every float
+// LiquidationPricesIn lists with them; a forfeit after read from the
+// figures after a place remembers is the one worked out afresh.
+func TestLiquidationsHeldPlacesAreFresh(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 31))
+	var l Liquidations
+	held, changed, afterHeld, figures := 0, 0, 0, 0
+	var scr Scratch
+	for n := range 100 {
+		a := randomAccount(r)
+		ps := make([]Position, len(a.Positions)) // the owner's list, written in place
+		for step := range 30 {
+			same := step > 0
+			for i := range a.Positions {
+				p := &a.Positions[i]
+				p.Index = p.Index.Mul(decimal.NewFromFloat(1 + (r.Float64()-0.5)*0.02).Round(4)).Round(2)
+				switch r.IntN(40) {
+				case 0:
+					p.Leverage = 1 + r.IntN(50)
+				case 1:
+					p.Quantity = p.Quantity.Add(decimal.New(1, -1))
+				case 2:
+					p.Entry = p.Entry.Add(decimal.New(5, -1))
+				case 3:
+					p.Held = p.Margin().Add(decimal.New(1, -2))
+				case 4:
+					p.Cross = !p.Cross
+				case 5:
+					p.RiskLimit = rl(20, "0.01")
+				default:
+					continue
+				}
+				same = false
+			}
+			if !same && step > 0 {
+				changed++
+			}
+			copy(ps, a.Positions)
+			l.Hold(ps, same)
+			b := Account{Free: a.Free, Positions: ps}
+			// Listed in a scratch, with their floats (the grid's).
+			if !b.HasOpenCross() {
+				listed := b.LiquidationPricesIn(&scr, &l)
+				for i := range b.Positions {
+					if want := b.LiquidationPrice(i); b.Positions[i].Open() && (!SameDec(listed[i], want) || math.Float64bits(scr.liqF[i]) != math.Float64bits(toF(want))) {
+						t.Fatalf("account %d, step %d, position %d (same %v): listed %s (%v), LiquidationPrice %s (%v)", n, step, i, same, listed[i], scr.liqF[i], want, toF(want))
+					}
+				}
+			}
+			for i := range b.Positions {
+				if l.place[i].set {
+					held++
+				}
+				if got, want := l.Of(b, i), b.LiquidationPrice(i); !SameDec(got, want) {
+					t.Fatalf("account %d, step %d, position %d (same %v): held %s, LiquidationPrice %s", n, step, i, same, got, want)
+				}
+			}
+			if i := r.IntN(len(b.Positions)); b.Positions[i].Open() && !b.Positions[i].Cross {
+				lev := 1 + r.IntN(8)
+				next, _ := b.Apply(i, lev, false)
+				if got, want := l.Of(next, i), next.LiquidationPrice(i); !SameDec(got, want) {
+					t.Fatalf("account %d, step %d: another account's position %d: %s, LiquidationPrice %s", n, step, i, got, want)
+				}
+				// The price after a call that keeps it isolated, by its
+				// place and leverage after while held.
+				for _, e := range l.place[i].after {
+					if e.leverage == lev {
+						afterHeld++
+					}
+				}
+				if r.IntN(3) == 0 {
+					// Another free balance, the positions held.
+					b.Free = b.Free.Add(decimal.New(int64(r.IntN(2000)-1000), -2))
+				}
+				liqs := b.LiquidationPricesWith(&l)
+				np, eff := b.IsolatedEffect(i, lev, &l, liqs)
+				want := Account{Positions: []Position{np}}.LiquidationPrice(0)
+				if !SameDec(eff.LiquidationAfter, want) || !SameDec(eff.LiquidationAfter, next.LiquidationPrice(i)) {
+					t.Fatalf("account %d, step %d (same %v): position %d at %dx isolated: %s after, LiquidationPrice %s", n, step, same, i, lev, eff.LiquidationAfter, want)
+				}
+				// Its forfeit after, its figures after read from what the
+				// place remembers: the one worked out afresh.
+				pr := b.Priced(func(string) float64 { return 0.03 }, liqs)
+				if g, w := pr.ForfeitAfterIsolatedHeld(nil, &l, &np, eff.FreeAfter, i, eff.LiquidationAfter), pr.ForfeitAfterIsolated(&np, eff.FreeAfter, i, eff.LiquidationAfter); !reflect.DeepEqual(g, w) {
+					t.Fatalf("account %d, step %d (same %v): position %d at %dx isolated: forfeit after %+v, afresh %+v", n, step, same, i, lev, g, w)
+				}
+				for _, e := range l.place[i].after {
+					if e.leverage == lev && e.figK {
+						figures++
+					}
+				}
+				fnp, feff := b.IsolatedEffect(i, lev, nil, liqs) // nothing remembered
+				if !reflect.DeepEqual(np, fnp) || !SameDec(eff.LiquidationBefore, feff.LiquidationBefore) || !SameDec(eff.MarginMoved, feff.MarginMoved) ||
+					!SameDec(eff.FreeAfter, feff.FreeAfter) || eff.Affordable != feff.Affordable {
+					t.Fatalf("account %d, step %d (same %v): position %d at %dx isolated: %+v, %+v afresh", n, step, same, i, lev, eff, feff)
+				}
+			}
+		}
+		l.Forget(map[string]int{})
+	}
+	if held == 0 || changed == 0 || afterHeld == 0 || figures == 0 {
+		t.Fatalf("held %d prices, %d after and %d figures after, changed %d accounts: the test misses a path", held, afterHeld, figures, changed)
 	}
 }

@@ -180,10 +180,27 @@ func (b stressBook) forfeitIn(s *Scratch) (f Forfeit, own []string) {
 		keys = make([]partKey, 0, len(out.Parts))
 	}
 	keys = keys[:len(out.Parts)]
-	for i := range keys {
-		keys[i] = partKey{math.Abs(out.Parts[i].K), int32(i)}
+	if s != nil && len(s.order) == len(keys) {
+		// As many parts as the last forfeit read into s: laid out in its
+		// order first, which an account whose indexes alone moved mostly
+		// keeps, then sorted by |K| and found order, the same order from
+		// any start (sortPartKeysFrom).
+		for d, j := range s.order {
+			keys[d] = partKey{math.Abs(out.Parts[j].K), j}
+		}
+		sortPartKeysFrom(keys)
+	} else {
+		for i := range keys {
+			keys[i] = partKey{math.Abs(out.Parts[i].K), int32(i)}
+		}
+		sortPartKeys(keys)
 	}
-	sortPartKeys(keys)
+	if s != nil {
+		s.order = slices.Grow(s.order[:0], len(keys))
+		for _, k := range keys {
+			s.order = append(s.order, k.i)
+		}
+	}
 	permute(out.Parts, keys)
 	for i := range out.Parts {
 		p := &out.Parts[i]
@@ -204,6 +221,36 @@ func (b *stressBook) symbolsAre(syms []string) bool {
 		}
 	}
 	return true
+}
+
+// sortPartKeysFrom sorts keys, in any order, by k then i (cmp.Compare's
+// order of k: NaN first), as sortPartKeys sorts them from the order of
+// their i: the order is total, so its result is the same from any start
+// (TestSortPartKeysFromAnyOrder), and a start near it costs a few
+// comparisons a key.
+func sortPartKeysFrom(keys []partKey) {
+	if len(keys) > 48 {
+		slices.SortFunc(keys, func(x, y partKey) int {
+			if c := cmp.Compare(x.k, y.k); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.i, y.i)
+		})
+		return
+	}
+	for a := 1; a < len(keys); a++ {
+		x := keys[a]
+		b := a
+		for b > 0 {
+			c := cmp.Compare(keys[b-1].k, x.k)
+			if c < 0 || c == 0 && keys[b-1].i < x.i {
+				break
+			}
+			keys[b] = keys[b-1]
+			b--
+		}
+		keys[b] = x
+	}
 }
 
 // permute lays parts out in the order of keys (parts[d] becomes the part
@@ -429,6 +476,17 @@ func (p *Priced) ForfeitAfterIsolated(np *Position, free decimal.Decimal, i int,
 // that lets go of the forfeit with a list of its own, as a decision's
 // candidates are let go, lists them in it.
 func (p *Priced) ForfeitAfterIsolatedIn(room []ForfeitPart, np *Position, free decimal.Decimal, i int, liq decimal.Decimal) Forfeit {
+	return p.ForfeitAfterIsolatedHeld(room, nil, np, free, i, liq)
+}
+
+// ForfeitAfterIsolatedHeld is ForfeitAfterIsolatedIn where np and liq are
+// IsolatedEffect's of p's account's position i with l: while l holds the
+// account (Liquidations.Hold), position i's figures after but for its
+// index (its quantity, entry value, margin, maintenance and liquidation
+// price as floats) are remembered with that effect, by the leverage
+// after, and read rather than converted again. The same forfeit, bit for
+// bit.
+func (p *Priced) ForfeitAfterIsolatedHeld(room []ForfeitPart, l *Liquidations, np *Position, free decimal.Decimal, i int, liq decimal.Decimal) Forfeit {
 	if !p.ok || p.b.anyCross || np.Cross {
 		return p.ForfeitAfterAt(p.AfterIsolated(np, free, i, liq), i)
 	}
@@ -448,7 +506,7 @@ func (p *Priced) ForfeitAfterIsolatedIn(room []ForfeitPart, np *Position, free d
 			continue
 		}
 		sp := p.b.ps[k]
-		if !readStressPos(&sp, np, liq, sp.sym, i) || !finite(sp.index) || !finite(sp.equity) || !finite(sp.liq) || !finite(sp.mm) {
+		if !l.readHeldAfter(&sp, Account{Positions: p.b.acct}, np, liq, i) || !finite(sp.index) || !finite(sp.equity) || !finite(sp.liq) || !finite(sp.mm) {
 			return Forfeit{}
 		}
 		if !sp.cross {

@@ -63,3 +63,53 @@ func TestPermuteIsTheKeysOrder(t *testing.T) {
 		}
 	}
 }
+
+// sortPartKeysFrom orders keys laid out in any order, the order of their
+// i reversed, shuffled or the last sort's of keys moved a little, as
+// sortPartKeys orders them from the order of their i, at every length
+// either side of where it changes method, with ties, NaN and infinities
+// among the k.
+func TestSortPartKeysFromAnyOrder(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(38, 17))
+	specials := []float64{0, math.NaN(), math.Inf(1), 1, 2}
+	for n := range 120 {
+		for run := range 20 {
+			keys := make([]partKey, n)
+			for i := range keys {
+				k := float64(r.IntN(8)) / 4
+				if r.IntN(6) == 0 {
+					k = specials[r.IntN(len(specials))]
+				}
+				keys[i] = partKey{k, int32(i)}
+			}
+			want := slices.Clone(keys)
+			sortPartKeys(want)
+			start := slices.Clone(keys)
+			switch run % 3 {
+			case 0:
+				slices.Reverse(start)
+			case 1:
+				r.Shuffle(len(start), func(a, b int) { start[a], start[b] = start[b], start[a] })
+			default:
+				// The order sorted, then each k moved a little: the
+				// next tick's, its indexes moved.
+				copy(start, want)
+				for d := range start {
+					if !math.IsNaN(start[d].k) && r.IntN(3) == 0 {
+						start[d].k += float64(r.IntN(3)-1) / 4
+					}
+				}
+				want = slices.Clone(start)
+				slices.SortStableFunc(want, func(x, y partKey) int { return cmp.Compare(x.i, y.i) })
+				sortPartKeys(want)
+			}
+			sortPartKeysFrom(start)
+			for i := range start {
+				if start[i] != want[i] && !(math.IsNaN(start[i].k) && start[i].i == want[i].i) {
+					t.Fatalf("n=%d, run %d: %v, want %v", n, run, start, want)
+				}
+			}
+		}
+	}
+}

@@ -390,6 +390,8 @@ type Scratch struct {
 	parts  []ForfeitPart
 	own    []string          // the last forfeit's symbols (forfeitIn)
 	liqs   []decimal.Decimal // LiquidationPricesIn's
+	liqF   []float64         // liqs' floats (toF), written with them
+	order  []int32           // the last forfeit's parts' found order, nearest first (forfeitIn)
 }
 
 // Priced reads the account for the grid and the forfeit (sigma and liqs
@@ -470,6 +472,13 @@ func (a Account) stressBookFrom(f Floats, sigma func(symbol string) float64, liq
 	b.pool = b.free
 	var table symbolTable
 	n := 0
+	// The liquidation prices' floats, where liqs is the list
+	// LiquidationPricesIn listed in the scratch with them (the held ones
+	// converted once: Liquidations.Hold).
+	var liqF []float64
+	if s := f.Scratch; s != nil && len(liqs) > 0 && len(s.liqF) == len(liqs) && len(s.liqs) == len(liqs) && &s.liqs[0] == &liqs[0] {
+		liqF = s.liqF
+	}
 	// A line's figure is its decimal's float: one that is positive (or not
 	// 0) says the decimal is, and the decimals are read only where it
 	// does not (a decimal so small its float is 0).
@@ -514,7 +523,12 @@ func (a Account) stressBookFrom(f Floats, sigma func(symbol string) float64, liq
 				return stressBook{}, false
 			}
 		} else {
-			sp.long, sp.q, sp.index, sp.liq, sp.cross, sp.sym, sp.at = !l.Short, l.Quantity, l.Index, toF(liqs[i]), l.Cross, j, i
+			if liqF != nil {
+				sp.liq = liqF[i]
+			} else {
+				sp.liq = toF(liqs[i])
+			}
+			sp.long, sp.q, sp.index, sp.cross, sp.sym, sp.at = !l.Short, l.Quantity, l.Index, l.Cross, j, i
 			sp.ev, sp.margin, sp.mm = l.EntryValue, l.Margin, l.Maintenance
 			sp.pnlNow = sp.pnl(sp.index)
 			sp.equity = sp.margin + sp.pnlNow

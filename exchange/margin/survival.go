@@ -241,7 +241,10 @@ func (a Account) LiquidationPricesWith(l *Liquidations) []decimal.Decimal {
 // LiquidationPricesIn is LiquidationPricesWith, listed in s's list where
 // the account holds no open cross position (the pool's prices are a list
 // of their own): valid until the next LiquidationPricesIn with s, which
-// lists its own in it. The zero Scratch is ready.
+// lists its own in it. Their floats are listed with them, and a
+// PricedFrom with s given that list reads them rather than convert the
+// prices again (a held position's converted once: Liquidations.Hold). The
+// zero Scratch is ready.
 func (a Account) LiquidationPricesIn(s *Scratch, l *Liquidations) []decimal.Decimal {
 	return a.liquidationPricesIn(s, l)
 }
@@ -253,10 +256,19 @@ func (a Account) liquidationPricesIn(s *Scratch, l *Liquidations) []decimal.Deci
 	case a.HasOpenCross():
 		liqs = a.CrossLiquidationPrices()
 	case s != nil:
-		// Every price is written below: zero for a closed position.
+		// Every price is written below: zero for a closed position; and
+		// its float with it (liqF: the grid reads it, stressBookFrom).
 		liqs = slices.Grow(s.liqs[:0], len(a.Positions))[:len(a.Positions)]
 		clear(liqs)
 		s.liqs = liqs
+		s.liqF = slices.Grow(s.liqF[:0], len(a.Positions))[:len(a.Positions)]
+		clear(s.liqF)
+		for i := range a.Positions {
+			if p := &a.Positions[i]; p.Open() && !p.Cross {
+				liqs[i], s.liqF[i] = l.ofFloat(a, i)
+			}
+		}
+		return liqs
 	default:
 		liqs = make([]decimal.Decimal, len(a.Positions))
 	}

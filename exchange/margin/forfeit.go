@@ -230,12 +230,7 @@ func (b *stressBook) symbolsAre(syms []string) bool {
 // comparisons a key.
 func sortPartKeysFrom(keys []partKey) {
 	if len(keys) > 48 {
-		slices.SortFunc(keys, func(x, y partKey) int {
-			if c := cmp.Compare(x.k, y.k); c != 0 {
-				return c
-			}
-			return cmp.Compare(x.i, y.i)
-		})
+		slices.SortFunc(keys, comparePartKeys)
 		return
 	}
 	for a := 1; a < len(keys); a++ {
@@ -276,6 +271,15 @@ func permute(parts []ForfeitPart, keys []partKey) {
 	}
 }
 
+// comparePartKeys orders two keys by k, then i (cmp.Compare's order of
+// k: NaN first): the order both sorts of part keys give.
+func comparePartKeys(x, y partKey) int {
+	if c := cmp.Compare(x.k, y.k); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.i, y.i)
+}
+
 // partKey is a forfeit part's place in the order of its parts: |K|, then
 // the order it was found in (i).
 type partKey struct {
@@ -289,12 +293,7 @@ type partKey struct {
 // slices.SortFunc (TestSortPartKeys).
 func sortPartKeys(keys []partKey) {
 	if len(keys) > 48 {
-		slices.SortFunc(keys, func(x, y partKey) int {
-			if c := cmp.Compare(x.k, y.k); c != 0 {
-				return c
-			}
-			return cmp.Compare(x.i, y.i)
-		})
+		slices.SortFunc(keys, comparePartKeys)
 		return
 	}
 	for a := 1; a < len(keys); a++ {

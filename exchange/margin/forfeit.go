@@ -184,11 +184,11 @@ func (b stressBook) forfeitIn(s *Scratch) (f Forfeit, own []string) {
 		// As many parts as the last forfeit read into s: laid out in its
 		// order first, which an account whose indexes alone moved mostly
 		// keeps, then sorted by |K| and found order, the same order from
-		// any start (sortPartKeysFrom).
+		// any start (sortPartKeys).
 		for d, j := range s.order {
 			keys[d] = partKey{math.Abs(out.Parts[j].K), j}
 		}
-		sortPartKeysFrom(keys)
+		sortPartKeys(keys)
 	} else {
 		for i := range keys {
 			keys[i] = partKey{math.Abs(out.Parts[i].K), int32(i)}
@@ -221,31 +221,6 @@ func (b *stressBook) symbolsAre(syms []string) bool {
 		}
 	}
 	return true
-}
-
-// sortPartKeysFrom sorts keys, in any order, by k then i (cmp.Compare's
-// order of k: NaN first), as sortPartKeys sorts them from the order of
-// their i: the order is total, so its result is the same from any start
-// (TestSortPartKeysFromAnyOrder), and a start near it costs a few
-// comparisons a key.
-func sortPartKeysFrom(keys []partKey) {
-	if len(keys) > 48 {
-		slices.SortFunc(keys, comparePartKeys)
-		return
-	}
-	for a := 1; a < len(keys); a++ {
-		x := keys[a]
-		b := a
-		for b > 0 {
-			c := cmp.Compare(keys[b-1].k, x.k)
-			if c < 0 || c == 0 && keys[b-1].i < x.i {
-				break
-			}
-			keys[b] = keys[b-1]
-			b--
-		}
-		keys[b] = x
-	}
 }
 
 // permute lays parts out in the order of keys (parts[d] becomes the part
@@ -287,9 +262,11 @@ type partKey struct {
 	i int32
 }
 
-// sortPartKeys sorts keys, found in the order of their i, by k then i
-// (cmp.Compare's order of k: NaN first). An account's few parts are
-// sorted by insertion, stable, so i needs no comparing; many by
+// sortPartKeys sorts keys, in any order, by k then i (cmp.Compare's
+// order of k: NaN first). The order is total, so its result is the same
+// from any start (TestSortPartKeysFromAnyOrder), and a start near it (the
+// order of their i, or the last forfeit's) costs a few comparisons a
+// key: an account's few parts are sorted by insertion, many by
 // slices.SortFunc (TestSortPartKeys).
 func sortPartKeys(keys []partKey) {
 	if len(keys) > 48 {
@@ -299,7 +276,7 @@ func sortPartKeys(keys []partKey) {
 	for a := 1; a < len(keys); a++ {
 		x := keys[a]
 		b := a
-		for b > 0 && cmp.Compare(keys[b-1].k, x.k) > 0 {
+		for b > 0 && comparePartKeys(keys[b-1], x) > 0 {
 			keys[b] = keys[b-1]
 			b--
 		}
